@@ -1,0 +1,312 @@
+/* drainer's entry point: global flags, verb dispatch, help and exit codes.
+ * Verbs live in verb-*.c; this file only routes to them. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "drainer/app.h"
+#include "drainer/log.h"
+#include "drainer/transport.h"
+#include "drainer/verbs.h"
+
+#define GLOBAL_HELP                                                                                \
+        "Global flags (before or after the verb):\n"                                               \
+        "      --kubeconfig FILE     kubeconfig to use (default: $KUBECONFIG, ~/.kube/config,\n"  \
+        "                            or the in-cluster service account)\n"                         \
+        "      --context NAME        kubeconfig context (default: its current-context)\n"         \
+        "      --kube-api-qps N      client-side request rate limit (default 20)\n"               \
+        "      --kube-api-burst N    client-side burst (default 40)\n"                            \
+        "  -o, --output FORMAT       text or json (default text)\n"                               \
+        "  -v, --verbose             more output; twice for debug logs\n"                         \
+        "  -h, --help                help for drainer or for a verb\n"
+
+#define EXIT_CODES_HELP                                                                            \
+        "Exit codes:\n"                                                                            \
+        "  0  done\n"                                                                              \
+        "  1  error (API, configuration, or a verb that is not available yet)\n"                   \
+        "  2  bad usage\n"                                                                         \
+        "  3  timed out\n"                                                                         \
+        "  4  refused by preflight (nothing was changed)\n"
+
+static int not_yet(int argc, char **argv, struct global_flags *g) {
+        int r = verb_parse(argc, argv, g, NULL, NULL, NULL);
+
+        if (r <= 0)
+                return r < 0 ? EXIT_USAGE : EXIT_DONE;
+        log_error("'drainer %s' is not available yet in this build (%s); nothing was done.", argv[0],
+                  DRAINER_VERSION);
+        return EXIT_ERROR;
+}
+
+static int verb_version(int argc, char **argv, struct global_flags *g) {
+        int r = verb_parse(argc, argv, g, NULL, NULL, NULL);
+
+        if (r <= 0)
+                return r < 0 ? EXIT_USAGE : EXIT_DONE;
+        if (g->output == OUTPUT_JSON)
+                printf("{\"version\":\"%s\"}\n", DRAINER_VERSION);
+        else
+                printf("drainer %s\n", DRAINER_VERSION);
+        return EXIT_DONE;
+}
+
+const struct verb verbs[] = {
+        {
+                "status",
+                "show a node's schedulability, drainer state, pods by drain group, and claims on it",
+                "Usage: drainer status NODE [flags]\n\n"
+                "Shows, read-only: whether NODE is schedulable and who cordoned it, drainer's\n"
+                "annotations (state of a drain in progress), its pods grouped as a drain treats\n"
+                "them (DRA driver pods, claim holders, other workload, DaemonSet, mirror,\n"
+                "finished), and the ResourceClaims on the node (reserved for one of its pods, or\n"
+                "allocated from a node-local pool) with their devices and reservations.\n\n"
+                "Flags:\n"
+                "      --driver-selector SEL  label selector of DRA driver pods (repeatable;\n"
+                "                             default: the kubeletplugin labels of common drivers)\n"
+                "      --watch                keep watching and reprint on every change (Ctrl-C stops)\n",
+                verb_status,
+        },
+        {
+                "plan",
+                "show the ordered drain plan and every preflight blocker (read-only)",
+                "Usage: drainer plan NODE [flags]\n\n"
+                "Shows the eviction groups in order, the claims that must be released, the\n"
+                "driver pods and how each will be stopped, and every preflight blocker.\n"
+                "Not available yet in this build.\n",
+                not_yet,
+        },
+        {
+                "drain",
+                "cordon, evict claim holders first, wait for claims, stop DRA drivers last",
+                "Usage: drainer drain NODE [flags]\n\n"
+                "Drains NODE in the DRA-safe order: cordon, evict claim-holding pods, evict the\n"
+                "rest, wait until no ResourceClaim is on the node, then stop the DRA drivers.\n"
+                "Not available yet in this build.\n",
+                not_yet,
+        },
+        {
+                "uncordon",
+                "restore DRA drivers, wait until healthy, uncordon if drainer cordoned",
+                "Usage: drainer uncordon NODE [flags]\n\n"
+                "Restores the drivers stopped by a drain, waits until each is healthy, then\n"
+                "uncordons NODE only if drainer cordoned it.\n"
+                "Not available yet in this build.\n",
+                not_yet,
+        },
+        {
+                "maintain",
+                "drain, run a command, then uncordon",
+                "Usage: drainer maintain NODE [flags] -- CMD [ARGS...]\n\n"
+                "Drains NODE, runs CMD, and restores the node when CMD succeeds.\n"
+                "Not available yet in this build.\n",
+                not_yet,
+        },
+        {
+                "serve",
+                "daemon: act on drainer.io/request annotations, systemd integration",
+                "Usage: drainer serve [flags]\n\n"
+                "Watches Nodes for drainer.io/request=drain|uncordon and runs the drain engine.\n"
+                "Not available yet in this build.\n",
+                not_yet,
+        },
+        {
+                "version",
+                "print drainer's version",
+                "Usage: drainer version [-o json]\n",
+                verb_version,
+        },
+        {},
+};
+
+const struct verb *verb_find(const char *name) {
+        for (const struct verb *v = verbs; v->name; v++)
+                if (streq(v->name, name))
+                        return v;
+        return NULL;
+}
+
+int global_flag(int opt, const char *arg, struct global_flags *g) {
+        char *end;
+
+        switch (opt) {
+        case 'K':
+                g->kubeconfig = arg;
+                return 1;
+        case 'C':
+                g->context = arg;
+                return 1;
+        case 'Q':
+                errno = 0;
+                g->qps = strtod(arg, &end);
+                if (errno || *end || end == arg || g->qps < 0)
+                        return log_error_errno(EINVAL, "--kube-api-qps: invalid value \"%s\"", arg);
+                return 1;
+        case 'B': {
+                long v;
+
+                errno = 0;
+                v = strtol(arg, &end, 10);
+                if (errno || *end || end == arg || v < 1 || v > 100000)
+                        return log_error_errno(EINVAL, "--kube-api-burst: invalid value \"%s\"", arg);
+                g->burst = (int)v;
+                return 1;
+        }
+        case 'o':
+                if (streq(arg, "text"))
+                        g->output = OUTPUT_TEXT;
+                else if (streq(arg, "json"))
+                        g->output = OUTPUT_JSON;
+                else
+                        return log_error_errno(EINVAL, "-o: unknown output format \"%s\" (text, json)", arg);
+                return 1;
+        case 'v':
+                g->verbose++;
+                return 1;
+        }
+        return 0;
+}
+
+static void help(FILE *f) {
+        fprintf(f,
+                "drainer %s: DRA-aware node drains for Kubernetes.\n\n"
+                "Usage: drainer [global flags] VERB [flags] [NODE]\n\n"
+                "Verbs:\n",
+                DRAINER_VERSION);
+        for (const struct verb *v = verbs; v->name; v++)
+                fprintf(f, "  %-10s %s\n", v->name, v->summary);
+        fprintf(f, "\nRun 'drainer VERB --help' for a verb's flags.\n\n%s\n%s", GLOBAL_HELP,
+                EXIT_CODES_HELP);
+}
+
+void verb_help(const struct verb *v) {
+        printf("%s\n%s\n%s", v->usage, GLOBAL_HELP, EXIT_CODES_HELP);
+}
+
+static const struct option global_options[] = {
+        { "kubeconfig", required_argument, NULL, 'K' },
+        { "context", required_argument, NULL, 'C' },
+        { "kube-api-qps", required_argument, NULL, 'Q' },
+        { "kube-api-burst", required_argument, NULL, 'B' },
+        { "output", required_argument, NULL, 'o' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "help", no_argument, NULL, 'h' },
+};
+
+int verb_parse(int argc, char **argv, struct global_flags *g, const struct option *extra,
+               verb_opt_fn on_opt, void *userdata) {
+        struct option opts[64];
+        size_t n = 0;
+        int c, r;
+
+        for (size_t i = 0; i < ELEMENTSOF(global_options); i++)
+                opts[n++] = global_options[i];
+        for (; extra && extra->name && n < ELEMENTSOF(opts) - 1; extra++)
+                opts[n++] = *extra;
+        opts[n] = (struct option){};
+
+        optind = 0; /* reset getopt, and re-enable GNU argument permutation */
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, ":o:vh", opts, NULL)) >= 0) {
+                if (c == 'h') {
+                        verb_help(verb_find(argv[0]));
+                        return 0;
+                }
+                if (c == '?') {
+                        log_error("drainer %s: unknown flag \"%s\"; see 'drainer %s --help'", argv[0],
+                                  argv[optind - 1], argv[0]);
+                        return -EINVAL;
+                }
+                if (c == ':') {
+                        log_error("drainer %s: flag \"%s\" needs a value", argv[0], argv[optind - 1]);
+                        return -EINVAL;
+                }
+                r = global_flag(c, optarg, g);
+                if (r < 0)
+                        return r;
+                if (r > 0)
+                        continue;
+                r = on_opt ? on_opt(c, optarg, userdata) : -EINVAL;
+                if (r < 0)
+                        return r;
+        }
+        if (g->verbose >= 2)
+                log_set_max_level(LOG_LEVEL_DEBUG);
+        return 1;
+}
+
+static int run(int argc, char **argv) {
+        struct global_flags g = {
+                .qps = 20,
+                .burst = 40,
+        };
+        const struct verb *v = NULL;
+        int i, r;
+
+        /* Find the verb: the first argument that is not a global flag or its value. */
+        for (i = 1; i < argc; i++) {
+                const char *a = argv[i];
+
+                if (streq(a, "--"))
+                        break;
+                if (streq(a, "-h") || streq(a, "--help")) {
+                        help(stdout);
+                        return EXIT_DONE;
+                }
+                if (streq(a, "--version")) {
+                        printf("drainer %s\n", DRAINER_VERSION);
+                        return EXIT_DONE;
+                }
+                if (a[0] == '-') {
+                        if (!strchr(a, '=') &&
+                            (streq(a, "--kubeconfig") || streq(a, "--context") ||
+                             streq(a, "--kube-api-qps") || streq(a, "--kube-api-burst") || streq(a, "-o") ||
+                             streq(a, "--output")))
+                                i++;
+                        continue;
+                }
+                v = verb_find(a);
+                if (!v) {
+                        log_error("unknown verb \"%s\"; run 'drainer --help' for the list", a);
+                        return EXIT_USAGE;
+                }
+                break;
+        }
+        if (!v) {
+                help(stderr);
+                return EXIT_USAGE;
+        }
+        /* Hand the verb an argv with the verb first; global flags stay in place and the
+         * verb's getopt loop passes them to global_flag(). */
+        {
+                int n = argc - 1;
+                char **vargv = calloc(n + 1, sizeof(char *));
+
+                if (!vargv)
+                        return log_oom(), EXIT_ERROR;
+                vargv[0] = argv[i];
+                for (int j = 1, k = 1; j < argc; j++)
+                        if (j != i)
+                                vargv[k++] = argv[j];
+                r = v->run(n, vargv, &g);
+                free(vargv);
+        }
+        return r;
+}
+
+int main(int argc, char **argv) {
+        int r;
+
+        if (getenv("DRAINER_LOG_TIMESTAMPS") || !isatty(STDERR_FILENO))
+                log_set_timestamps(true);
+        r = transport_global_init();
+        if (r < 0) {
+                log_error_errno(r, "Cannot initialize libcurl: %m");
+                return EXIT_ERROR;
+        }
+        r = run(argc, argv);
+        transport_global_cleanup();
+        return r;
+}

@@ -1,0 +1,718 @@
+/* `drainer status NODE`: one read-only snapshot of a node as a drain sees it.
+ * Lists the Node, its pods, the node's ResourceSlices and all ResourceClaims
+ * (claims cannot be filtered by node) concurrently, then classifies. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "drainer/app.h"
+#include "drainer/claims.h"
+#include "drainer/client.h"
+#include "drainer/informer.h"
+#include "drainer/json.h"
+#include "drainer/log.h"
+#include "drainer/objects.h"
+#include "drainer/selector.h"
+#include "drainer/timesrc.h"
+#include "drainer/verbs.h"
+
+#define MAX_DRIVER_SELECTORS 16
+
+struct rec_array {
+        void **items;
+        size_t n, alloc;
+};
+
+struct snapshot {
+        struct app *app;
+        const char *node_name;
+        struct node_rec *node;
+        struct rec_array pods, claims, slices;
+        unsigned pending;
+        bool done;
+        int error;
+        char *error_what;
+};
+
+static int rec_array_push(struct rec_array *a, void *rec) {
+        if (a->n == a->alloc) {
+                size_t n = a->alloc ? a->alloc * 2 : 64;
+                void **p = realloc(a->items, n * sizeof(void *));
+
+                if (!p)
+                        return -ENOMEM;
+                a->items = p;
+                a->alloc = n;
+        }
+        a->items[a->n++] = rec;
+        return 0;
+}
+
+static void rec_array_free(struct rec_array *a, void (*free_rec)(void *)) {
+        for (size_t i = 0; i < a->n; i++)
+                free_rec(a->items[i]);
+        free(a->items);
+}
+
+static void call_finished(struct snapshot *s, const struct kube_result *res, const char *what) {
+        if (res->error < 0 && s->error == 0) {
+                s->error = res->error;
+                if (asprintf(&s->error_what, "%s: %s", what,
+                             res->message ? res->message : strerror(-res->error)) < 0)
+                        s->error_what = NULL;
+                /* One failure decides the outcome: stop the rest. */
+                kube_client_cancel_all(s->app->client);
+        }
+        if (--s->pending == 0)
+                s->done = true;
+}
+
+static void on_node(const struct kube_result *res, void *userdata) {
+        struct snapshot *s = userdata;
+
+        if (res->error == 0) {
+                int r = node_rec_from_json(res->json, &s->node);
+
+                if (r < 0) {
+                        struct kube_result bad = { .error = r, .message = "malformed Node object" };
+
+                        return call_finished(s, &bad, "get node");
+                }
+        }
+        call_finished(s, res, "get node");
+}
+
+#define DEFINE_PAGE_FN(type, field)                                                                \
+        static int on_##field##_page(const cJSON *items, void *userdata) {                         \
+                struct snapshot *s = userdata;                                                     \
+                const cJSON *item;                                                                 \
+                cJSON_ArrayForEach(item, items) {                                                  \
+                        struct type *rec;                                                          \
+                        int r = type##_from_json(item, &rec);                                      \
+                        if (r == -ENOMEM)                                                          \
+                                return r;                                                          \
+                        if (r < 0)                                                                 \
+                                continue; /* malformed item: skip, as an informer would */         \
+                        r = rec_array_push(&s->field, rec);                                        \
+                        if (r < 0) {                                                               \
+                                type##_free(rec);                                                  \
+                                return r;                                                          \
+                        }                                                                          \
+                }                                                                                  \
+                return 0;                                                                          \
+        }                                                                                          \
+        static void on_##field##_done(const struct kube_result *res, void *userdata) {             \
+                call_finished(userdata, res, "list " #field);                                      \
+        }
+
+DEFINE_PAGE_FN(pod_rec, pods)
+DEFINE_PAGE_FN(claim_rec, claims)
+DEFINE_PAGE_FN(slice_rec, slices)
+
+static void free_pod(void *p) {
+        pod_rec_free(p);
+}
+static void free_claim(void *p) {
+        claim_rec_free(p);
+}
+static void free_slice(void *p) {
+        slice_rec_free(p);
+}
+
+static void snapshot_done(struct snapshot *s) {
+        node_rec_free(s->node);
+        rec_array_free(&s->pods, free_pod);
+        rec_array_free(&s->claims, free_claim);
+        rec_array_free(&s->slices, free_slice);
+        free(s->error_what);
+}
+
+/* Starts the four reads; the caller runs the loop until s->done. */
+static int snapshot_start(struct snapshot *s) {
+        _cleanup_free_ char *node_path = NULL, *pods_path = NULL, *slices_path = NULL, *fs = NULL,
+                            *sfs = NULL, *ename = NULL;
+        int r;
+
+        ename = kube_query_escape(s->node_name);
+        if (!ename || asprintf(&fs, "spec.nodeName=%s", s->node_name) < 0)
+                return -ENOMEM;
+        free(ename);
+        ename = kube_query_escape(s->node_name);
+        sfs = kube_query_escape(fs);
+        if (!ename || !sfs || asprintf(&node_path, "/api/v1/nodes/%s", ename) < 0 ||
+            asprintf(&pods_path, "/api/v1/pods?fieldSelector=%s", sfs) < 0 ||
+            asprintf(&slices_path, "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=%s", sfs) < 0)
+                return -ENOMEM;
+
+        r = kube_get(s->app->client, node_path, on_node, s, NULL);
+        if (r < 0)
+                return r;
+        s->pending++;
+        r = kube_list(s->app->client, pods_path, 500, NULL, on_pods_page, on_pods_done, s, NULL);
+        if (r < 0)
+                return r;
+        s->pending++;
+        /* Claims cannot be filtered by node: read them from the watch cache, paginated. */
+        r = kube_list(s->app->client, "/apis/resource.k8s.io/v1/resourceclaims", 500, "0",
+                      on_claims_page, on_claims_done, s, NULL);
+        if (r < 0)
+                return r;
+        s->pending++;
+        r = kube_list(s->app->client, slices_path, 500, NULL, on_slices_page, on_slices_done, s, NULL);
+        if (r < 0)
+                return r;
+        s->pending++;
+        return 0;
+}
+
+struct status_opts {
+        const char *driver_selectors[MAX_DRIVER_SELECTORS + 1];
+        size_t n_driver_selectors;
+        bool watch;
+};
+
+static int on_status_opt(int opt, const char *arg, void *userdata) {
+        struct status_opts *o = userdata;
+
+        if (opt == 'W') {
+                o->watch = true;
+                return 0;
+        }
+        if (opt != 'D')
+                return -EINVAL;
+        if (o->n_driver_selectors >= MAX_DRIVER_SELECTORS)
+                return log_error_errno(EINVAL, "--driver-selector: at most %d selectors",
+                                       MAX_DRIVER_SELECTORS);
+        o->driver_selectors[o->n_driver_selectors++] = arg;
+        return 0;
+}
+
+static int cmp_pod(const void *a, const void *b) {
+        const struct pod_rec *x = *(const struct pod_rec *const *)a, *y = *(const struct pod_rec *const *)b;
+        int r = strcmp(x->ns, y->ns);
+
+        return r ? r : strcmp(x->name, y->name);
+}
+
+static int cmp_claim(const void *a, const void *b) {
+        const struct claim_rec *x = *(const struct claim_rec *const *)a,
+                               *y = *(const struct claim_rec *const *)b;
+        int r = strcmp(x->ns, y->ns);
+
+        return r ? r : strcmp(x->name, y->name);
+}
+
+/* Who put the node in its current schedulability: drainer records the state
+ * before it cordons. */
+static const char *cordon_owner(const struct node_rec *n) {
+        const char *was = kv_get(n->annotations, n->n_annotations, "drainer.io/was-unschedulable");
+
+        if (!n->unschedulable)
+                return NULL;
+        if (streq_ptr(was, "false"))
+                return "drainer";
+        return "someone else";
+}
+
+static bool claim_held_by_driver(const struct claim_rec *c, struct pod_rec **pods, enum pod_class *cls,
+                                 size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (cls[i] == POD_CLASS_DRIVER && claim_reserved_by_pod(c, pods[i]))
+                        return true;
+        return false;
+}
+
+static cJSON *pod_to_json(const struct pod_rec *p) {
+        cJSON *j = cJSON_CreateObject(), *claims;
+
+        cJSON_AddStringToObject(j, "namespace", p->ns);
+        cJSON_AddStringToObject(j, "name", p->name);
+        cJSON_AddStringToObject(j, "phase", strna(pod_phase_to_string(p->phase)));
+        cJSON_AddBoolToObject(j, "ready", p->ready);
+        cJSON_AddBoolToObject(j, "terminating", p->deleting);
+        if (p->controller) {
+                cJSON *o = cJSON_AddObjectToObject(j, "controller");
+
+                cJSON_AddStringToObject(o, "kind", strna(p->controller->kind));
+                cJSON_AddStringToObject(o, "name", strna(p->controller->name));
+        }
+        if (p->priority_class_name)
+                cJSON_AddStringToObject(j, "priorityClassName", p->priority_class_name);
+        claims = cJSON_AddArrayToObject(j, "claims");
+        for (size_t i = 0; i < p->n_claims; i++)
+                if (p->claims[i].claim_name)
+                        cJSON_AddItemToArray(claims, cJSON_CreateString(p->claims[i].claim_name));
+        if (p->extended_claim_name)
+                cJSON_AddItemToArray(claims, cJSON_CreateString(p->extended_claim_name));
+        return j;
+}
+
+static cJSON *claim_to_json(const struct claim_rec *c, enum claim_on_node_reason why, bool driver_own) {
+        cJSON *j = cJSON_CreateObject(), *devs, *res;
+
+        cJSON_AddStringToObject(j, "namespace", c->ns);
+        cJSON_AddStringToObject(j, "name", c->name);
+        cJSON_AddStringToObject(j, "reason", claim_on_node_reason_to_string(why));
+        cJSON_AddBoolToObject(j, "allocated", c->allocated);
+        cJSON_AddBoolToObject(j, "deleting", c->deleting);
+        cJSON_AddBoolToObject(j, "heldByDriver", driver_own);
+        devs = cJSON_AddArrayToObject(j, "devices");
+        for (size_t i = 0; i < c->n_devices; i++) {
+                cJSON *d = cJSON_CreateObject();
+
+                cJSON_AddStringToObject(d, "request", strna(c->devices[i].request));
+                cJSON_AddStringToObject(d, "driver", strna(c->devices[i].driver));
+                cJSON_AddStringToObject(d, "pool", strna(c->devices[i].pool));
+                cJSON_AddStringToObject(d, "device", strna(c->devices[i].device));
+                if (c->devices[i].admin_access)
+                        cJSON_AddBoolToObject(d, "adminAccess", true);
+                cJSON_AddItemToArray(devs, d);
+        }
+        res = cJSON_AddArrayToObject(j, "reservedFor");
+        for (size_t i = 0; i < c->n_reserved; i++) {
+                cJSON *r = cJSON_CreateObject();
+
+                cJSON_AddStringToObject(r, "resource", strna(c->reserved[i].resource));
+                cJSON_AddStringToObject(r, "name", strna(c->reserved[i].name));
+                cJSON_AddStringToObject(r, "uid", strna(c->reserved[i].uid));
+                cJSON_AddItemToArray(res, r);
+        }
+        return j;
+}
+
+static const char *const class_json_key[_POD_CLASS_MAX] = {
+        [POD_CLASS_DRIVER] = "driver",
+        [POD_CLASS_CLAIM_HOLDER] = "claimHolders",
+        [POD_CLASS_WORKLOAD] = "workload",
+        [POD_CLASS_DAEMONSET] = "daemonSet",
+        [POD_CLASS_MIRROR] = "mirror",
+        [POD_CLASS_FINISHED] = "finished",
+};
+
+static const char *const class_title[_POD_CLASS_MAX] = {
+        [POD_CLASS_DRIVER] = "DRA driver pods",
+        [POD_CLASS_CLAIM_HOLDER] = "Claim holders (evicted first)",
+        [POD_CLASS_WORKLOAD] = "Other workload (evicted next)",
+        [POD_CLASS_DAEMONSET] = "DaemonSet pods (stay)",
+        [POD_CLASS_MIRROR] = "Mirror pods (stay)",
+        [POD_CLASS_FINISHED] = "Finished pods",
+};
+
+/* Display order: the order a drain acts in. */
+static const enum pod_class class_order[] = {
+        POD_CLASS_CLAIM_HOLDER, POD_CLASS_WORKLOAD, POD_CLASS_DRIVER,
+        POD_CLASS_DAEMONSET,    POD_CLASS_MIRROR,   POD_CLASS_FINISHED,
+};
+
+struct view {
+        const struct node_rec *node;
+        struct pod_rec **pods;
+        size_t n_pods;
+        struct claim_rec **claims;
+        size_t n_claims;
+        struct slice_rec **slices;
+        size_t n_slices;
+};
+
+static int print_status(const struct view *s, const struct status_opts *o, enum output_format fmt,
+                        bool compact) {
+        _cleanup_free_ enum pod_class *cls = NULL;
+        _cleanup_free_ enum claim_on_node_reason *why = NULL;
+        _cleanup_free_ char *err = NULL;
+        struct selector **sels = NULL;
+        size_t n_sels = 0, n_on_node = 0;
+        struct pod_rec **pods = s->pods;
+        struct claim_rec **claims = s->claims;
+        const struct node_rec *n = s->node;
+        const char *owner = cordon_owner(n);
+        int r;
+
+        if (o->n_driver_selectors > 0)
+                r = selectors_parse_strv(o->driver_selectors, &sels, &n_sels, &err);
+        else
+                r = selectors_parse_strv(claims_default_driver_selectors, &sels, &n_sels, &err);
+        if (r < 0)
+                return log_error_errno(r, "--driver-selector: %s", err ? err : "invalid selector");
+
+        if (s->n_pods > 0)
+                qsort(pods, s->n_pods, sizeof(*pods), cmp_pod);
+        if (s->n_claims > 0)
+                qsort(claims, s->n_claims, sizeof(*claims), cmp_claim);
+        cls = calloc(s->n_pods + 1, sizeof(*cls));
+        why = calloc(s->n_claims + 1, sizeof(*why));
+        if (!cls || !why) {
+                selectors_free(sels, n_sels);
+                return log_oom();
+        }
+        for (size_t i = 0; i < s->n_pods; i++)
+                cls[i] = pod_classify(pods[i], (const struct selector *const *)sels, n_sels);
+        for (size_t i = 0; i < s->n_claims; i++) {
+                why[i] = claim_on_node(claims[i], n->name, (const struct pod_rec *const *)pods, s->n_pods,
+                                       (const struct slice_rec *const *)s->slices, s->n_slices);
+                if (why[i] != CLAIM_NOT_ON_NODE)
+                        n_on_node++;
+        }
+        selectors_free(sels, n_sels);
+
+        if (fmt == OUTPUT_JSON) {
+                _cleanup_(cJSON_Deletep) cJSON *root = cJSON_CreateObject();
+                cJSON *jn, *ann, *taints, *jp, *jc, *js;
+                _cleanup_free_ char *out = NULL;
+
+                jn = cJSON_AddObjectToObject(root, "node");
+                cJSON_AddStringToObject(jn, "name", n->name);
+                cJSON_AddBoolToObject(jn, "unschedulable", n->unschedulable);
+                cJSON_AddBoolToObject(jn, "ready", n->ready);
+                if (owner)
+                        cJSON_AddStringToObject(jn, "cordonedBy", owner);
+                else
+                        cJSON_AddNullToObject(jn, "cordonedBy");
+                taints = cJSON_AddArrayToObject(jn, "taints");
+                for (size_t i = 0; i < n->n_taints; i++) {
+                        cJSON *t = cJSON_CreateObject();
+
+                        cJSON_AddStringToObject(t, "key", strna(n->taints[i].key));
+                        if (n->taints[i].value)
+                                cJSON_AddStringToObject(t, "value", n->taints[i].value);
+                        cJSON_AddStringToObject(t, "effect", strna(n->taints[i].effect));
+                        cJSON_AddItemToArray(taints, t);
+                }
+                ann = cJSON_AddObjectToObject(jn, "drainerAnnotations");
+                for (size_t i = 0; i < n->n_annotations; i++)
+                        cJSON_AddStringToObject(ann, n->annotations[i].key, n->annotations[i].value);
+                jp = cJSON_AddObjectToObject(root, "pods");
+                for (size_t k = 0; k < ELEMENTSOF(class_order); k++) {
+                        cJSON *arr = cJSON_AddArrayToObject(jp, class_json_key[class_order[k]]);
+
+                        for (size_t i = 0; i < s->n_pods; i++)
+                                if (cls[i] == class_order[k])
+                                        cJSON_AddItemToArray(arr, pod_to_json(pods[i]));
+                }
+                jc = cJSON_AddArrayToObject(root, "claims");
+                for (size_t i = 0; i < s->n_claims; i++)
+                        if (why[i] != CLAIM_NOT_ON_NODE)
+                                cJSON_AddItemToArray(jc, claim_to_json(claims[i], why[i],
+                                                                       claim_held_by_driver(claims[i], pods, cls, s->n_pods)));
+                js = cJSON_AddArrayToObject(root, "resourceSlices");
+                for (size_t i = 0; i < s->n_slices; i++) {
+                        const struct slice_rec *sl = s->slices[i];
+                        cJSON *o2 = cJSON_CreateObject();
+
+                        cJSON_AddStringToObject(o2, "name", sl->name);
+                        cJSON_AddStringToObject(o2, "driver", sl->driver);
+                        cJSON_AddStringToObject(o2, "pool", sl->pool);
+                        cJSON_AddNumberToObject(o2, "devices", (double)sl->n_devices);
+                        cJSON_AddItemToArray(js, o2);
+                }
+                out = compact ? cJSON_PrintUnformatted(root) : cJSON_Print(root);
+                if (!out)
+                        return log_oom();
+                puts(out);
+                fflush(stdout);
+                return 0;
+        }
+
+        printf("Node %s: %s%s%s%s\n", n->name, n->ready ? "Ready" : "NotReady",
+               n->unschedulable ? ", cordoned" : ", schedulable", owner ? " by " : "", strempty(owner));
+        for (size_t i = 0; i < n->n_taints; i++)
+                printf("  taint %s%s%s:%s\n", n->taints[i].key, n->taints[i].value ? "=" : "",
+                       strempty(n->taints[i].value), strna(n->taints[i].effect));
+        if (n->n_annotations == 0)
+                printf("  drainer: no drain recorded\n");
+        for (size_t i = 0; i < n->n_annotations; i++)
+                printf("  %s: %s\n", n->annotations[i].key, n->annotations[i].value);
+
+        printf("\nPods (%zu)\n", s->n_pods);
+        for (size_t k = 0; k < ELEMENTSOF(class_order); k++) {
+                size_t count = 0;
+
+                for (size_t i = 0; i < s->n_pods; i++)
+                        count += cls[i] == class_order[k];
+                if (count == 0)
+                        continue;
+                printf("  %s: %zu\n", class_title[class_order[k]], count);
+                for (size_t i = 0; i < s->n_pods; i++) {
+                        const struct pod_rec *p = pods[i];
+
+                        if (cls[i] != class_order[k])
+                                continue;
+                        printf("    %s/%s  %s%s%s", p->ns, p->name, strna(pod_phase_to_string(p->phase)),
+                               p->ready ? " Ready" : "", p->deleting ? " Terminating" : "");
+                        if (p->controller)
+                                printf("  %s/%s", strna(p->controller->kind), strna(p->controller->name));
+                        for (size_t j = 0; j < p->n_claims; j++)
+                                if (p->claims[j].claim_name)
+                                        printf("%s%s", j == 0 ? "  claims: " : ", ", p->claims[j].claim_name);
+                        if (p->extended_claim_name)
+                                printf("  extended-resource claim: %s", p->extended_claim_name);
+                        printf("\n");
+                }
+        }
+
+        printf("\nResourceClaims on the node (%zu)\n", n_on_node);
+        for (size_t i = 0; i < s->n_claims; i++) {
+                const struct claim_rec *c = claims[i];
+
+                if (why[i] == CLAIM_NOT_ON_NODE)
+                        continue;
+                printf("  %s/%s  %s%s%s\n", c->ns, c->name, claim_on_node_reason_to_string(why[i]),
+                       c->deleting ? ", deleting" : "",
+                       claim_held_by_driver(c, pods, cls, s->n_pods) ? ", held by the driver" : "");
+                for (size_t j = 0; j < c->n_devices; j++)
+                        printf("    device %s/%s/%s (request %s)\n", strna(c->devices[j].driver),
+                               strna(c->devices[j].pool), strna(c->devices[j].device),
+                               strna(c->devices[j].request));
+                for (size_t j = 0; j < c->n_reserved; j++)
+                        printf("    reserved for %s %s/%s\n", strna(c->reserved[j].resource), c->ns,
+                               strna(c->reserved[j].name));
+        }
+        printf("\nResourceSlices of the node (%zu)\n", s->n_slices);
+        for (size_t i = 0; i < s->n_slices; i++) {
+                const struct slice_rec *sl = s->slices[i];
+
+                printf("  %s  driver %s, pool %s, %zu devices\n", sl->name, sl->driver, sl->pool,
+                       sl->n_devices);
+        }
+        return 0;
+}
+
+static int print_snapshot(struct snapshot *s, const struct status_opts *o, enum output_format fmt) {
+        struct view v = {
+                .node = s->node,
+                .pods = (struct pod_rec **)s->pods.items,
+                .n_pods = s->pods.n,
+                .claims = (struct claim_rec **)s->claims.items,
+                .n_claims = s->claims.n,
+                .slices = (struct slice_rec **)s->slices.items,
+                .n_slices = s->slices.n,
+        };
+
+        return print_status(&v, o, fmt, false);
+}
+
+/* --watch: the same view, kept current by four informers; reprinted (at most
+ * every 250 ms) whenever one of them changes. */
+struct watcher {
+        struct app *app;
+        const struct status_opts *opts;
+        enum output_format fmt;
+        const char *node_name;
+        struct informer *inf[_INFORMER_KIND_MAX];
+        struct dtimer debounce;
+        uv_signal_t sigint, sigterm;
+        bool done, tty;
+        int error;
+};
+
+static bool watcher_synced(struct watcher *w) {
+        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+                if (!informer_synced(w->inf[k]))
+                        return false;
+        return true;
+}
+
+static int collect(struct informer *inf, void ***ret, size_t *ret_n) {
+        size_t n = informer_size(inf), i = 0, k = 0;
+        void **v = calloc(n + 1, sizeof(void *));
+        const void *rec;
+
+        if (!v)
+                return -ENOMEM;
+        while (k < n && informer_iterate(inf, &i, &rec))
+                v[k++] = (void *)rec;
+        *ret = v;
+        *ret_n = k;
+        return 0;
+}
+
+static void on_debounce(struct dtimer *t) {
+        struct watcher *w = container_of(t, struct watcher, debounce);
+        _cleanup_free_ void **pods = NULL, **claims = NULL, **slices = NULL;
+        struct view v = {};
+        char when[32];
+
+        if (w->done || !watcher_synced(w))
+                return;
+        v.node = informer_get(w->inf[INFORMER_NODES], w->node_name);
+        if (collect(w->inf[INFORMER_PODS], &pods, &v.n_pods) < 0 ||
+            collect(w->inf[INFORMER_CLAIMS], &claims, &v.n_claims) < 0 ||
+            collect(w->inf[INFORMER_SLICES], &slices, &v.n_slices) < 0) {
+                w->error = log_oom();
+                w->done = true;
+                return;
+        }
+        v.pods = (struct pod_rec **)pods;
+        v.claims = (struct claim_rec **)claims;
+        v.slices = (struct slice_rec **)slices;
+        if (timesrc_format_rfc3339(timesrc_realtime(w->app->ts), when, sizeof(when)) < 0)
+                strcpy(when, "?");
+        if (!v.node) {
+                if (w->fmt == OUTPUT_JSON)
+                        printf("{\"time\":\"%s\",\"node\":null}\n", when);
+                else
+                        printf("%s--- %s\nnode \"%s\" not found (waiting for it)\n",
+                               w->tty ? "\033[H\033[2J" : "", when, w->node_name);
+                fflush(stdout);
+                return;
+        }
+        if (w->fmt != OUTPUT_JSON)
+                printf("%s--- %s\n", w->tty ? "\033[H\033[2J" : "", when);
+        print_status(&v, w->opts, w->fmt, true);
+        fflush(stdout);
+}
+
+static void changed(struct watcher *w) {
+        if (!w->debounce.armed && watcher_synced(w))
+                dtimer_start(&w->debounce, 250 * USEC_PER_MSEC);
+}
+
+static void on_inf_add(struct informer *inf, const void *rec, void *userdata) {
+        changed(userdata);
+}
+static void on_inf_update(struct informer *inf, const void *old, const void *rec, void *userdata) {
+        changed(userdata);
+}
+static void on_inf_synced(struct informer *inf, void *userdata) {
+        changed(userdata);
+}
+static void on_inf_error(struct informer *inf, int error, const char *message, void *userdata) {
+        struct watcher *w = userdata;
+
+        log_warning("watching %s: %s, retrying", informer_kind_to_string(
+                    inf == w->inf[INFORMER_NODES] ? INFORMER_NODES : inf == w->inf[INFORMER_PODS] ? INFORMER_PODS
+                    : inf == w->inf[INFORMER_CLAIMS] ? INFORMER_CLAIMS : INFORMER_SLICES),
+                    message ? message : strerror(-error));
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+        struct watcher *w = h->data;
+
+        w->done = true;
+}
+
+static int run_watch(struct app *a, const char *node, const struct status_opts *o, enum output_format fmt) {
+        static const struct informer_handlers h = {
+                .on_add = on_inf_add,
+                .on_update = on_inf_update,
+                .on_delete = on_inf_add,
+                .on_synced = on_inf_synced,
+                .on_error = on_inf_error,
+        };
+        _cleanup_free_ char *node_fs = NULL, *pod_fs = NULL;
+        struct watcher w = { .app = a, .opts = o, .fmt = fmt, .node_name = node, .tty = isatty(STDOUT_FILENO) };
+        int r = 0;
+
+        if (asprintf(&node_fs, "metadata.name=%s", node) < 0 || asprintf(&pod_fs, "spec.nodeName=%s", node) < 0)
+                return log_oom();
+        struct informer_options io[_INFORMER_KIND_MAX] = {
+                [INFORMER_NODES] = { .kind = INFORMER_NODES, .field_selector = node_fs },
+                [INFORMER_PODS] = { .kind = INFORMER_PODS, .field_selector = pod_fs },
+                /* Claims cannot be filtered by node: all of them, first from the watch cache. */
+                [INFORMER_CLAIMS] = { .kind = INFORMER_CLAIMS, .list_from_cache = true },
+                [INFORMER_SLICES] = { .kind = INFORMER_SLICES, .field_selector = pod_fs },
+        };
+
+        r = dtimer_init(&w.debounce, a->ts, on_debounce);
+        if (r < 0)
+                return log_oom();
+        for (size_t k = 0; k < _INFORMER_KIND_MAX && r >= 0; k++) {
+                r = informer_new(a->client, a->ts, &io[k], &h, &w, &w.inf[k]);
+                if (r >= 0)
+                        r = informer_start(w.inf[k]);
+        }
+        if (r < 0)
+                log_error_errno(r, "Cannot start watching: %m");
+        else {
+                uv_signal_init(&a->loop, &w.sigint);
+                uv_signal_init(&a->loop, &w.sigterm);
+                w.sigint.data = w.sigterm.data = &w;
+                uv_signal_start(&w.sigint, on_signal, SIGINT);
+                uv_signal_start(&w.sigterm, on_signal, SIGTERM);
+                app_run_until(a, &w.done);
+                uv_close((uv_handle_t *)&w.sigint, NULL);
+                uv_close((uv_handle_t *)&w.sigterm, NULL);
+                r = w.error;
+        }
+        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+                if (w.inf[k])
+                        informer_stop(w.inf[k]);
+        /* Let the cancelled list/watch calls finish before freeing the informers. */
+        for (;;) {
+                bool idle = true;
+
+                for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+                        if (w.inf[k] && !informer_idle(w.inf[k]))
+                                idle = false;
+                if (idle || uv_run(&a->loop, UV_RUN_ONCE) == 0)
+                        break;
+        }
+        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+                informer_free(w.inf[k]);
+        dtimer_done(&w.debounce);
+        return r;
+}
+
+int verb_status(int argc, char **argv, struct global_flags *g) {
+        static const struct option extra[] = {
+                { "driver-selector", required_argument, NULL, 'D' },
+                { "watch", no_argument, NULL, 'W' },
+                {},
+        };
+        struct status_opts o = {};
+        struct app a;
+        struct snapshot s = {};
+        int r;
+
+        r = verb_parse(argc, argv, g, extra, on_status_opt, &o);
+        if (r <= 0)
+                return r < 0 ? EXIT_USAGE : EXIT_DONE;
+        if (argc - optind != 1) {
+                log_error("drainer status: expected exactly one NODE argument; see 'drainer status --help'");
+                return EXIT_USAGE;
+        }
+        s.node_name = argv[optind];
+        if (o.n_driver_selectors > 0) {
+                _cleanup_free_ char *err = NULL;
+                struct selector **sels;
+                size_t n;
+
+                /* Validate before any request is made. */
+                r = selectors_parse_strv(o.driver_selectors, &sels, &n, &err);
+                if (r < 0) {
+                        log_error("--driver-selector: %s", err ? err : "invalid selector");
+                        return EXIT_USAGE;
+                }
+                selectors_free(sels, n);
+        }
+
+        r = app_init(&a, g);
+        if (r < 0) {
+                app_done(&a);
+                return EXIT_ERROR;
+        }
+        if (o.watch) {
+                r = run_watch(&a, s.node_name, &o, g->output);
+                app_done(&a);
+                return r < 0 ? app_exit_code(r) : EXIT_DONE;
+        }
+        s.app = &a;
+        r = snapshot_start(&s);
+        if (r < 0)
+                log_error_errno(r, "Cannot start the API requests: %m");
+        else {
+                app_run_until(&a, &s.done);
+                if (s.error == -ENOENT && !s.node)
+                        r = log_error_errno(s.error, "node \"%s\" not found", s.node_name);
+                else if (s.error < 0)
+                        r = log_error_errno(s.error, "%s", strna(s.error_what));
+                else
+                        r = print_snapshot(&s, &o, g->output);
+        }
+        snapshot_done(&s);
+        app_done(&a);
+        return r < 0 ? app_exit_code(r) : EXIT_DONE;
+}

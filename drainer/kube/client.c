@@ -1,0 +1,769 @@
+/* The Kubernetes API client: every request goes through one token bucket,
+ * gets the current credentials, and is retried (idempotent calls only) with
+ * capped exponential backoff and jitter. Owns its calls; borrows transport,
+ * time source and config. Logs at debug level only. */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drainer/client.h"
+#include "drainer/json.h"
+#include "drainer/kstatus.h"
+#include "drainer/kubeconfig.h"
+#include "drainer/log.h"
+#include "drainer/timesrc.h"
+#include "drainer/transport.h"
+#include "drainer/ratelimit.h"
+
+#define RAW_ERROR_CAP (64 * 1024)
+#define WATCH_EVENT_CAP (16 * 1024 * 1024)
+#define MAX_BODY (256 * 1024 * 1024)
+
+struct kube_client {
+        struct transport *transport; /* borrowed */
+        struct timesrc *ts;          /* borrowed */
+        struct kube_config *cfg;     /* borrowed */
+        struct kube_client_options opts;
+        struct ratelimit rl;
+        struct kube_client_stats stats;
+        unsigned rand_state;
+        struct kube_call *calls; /* owned, doubly linked */
+        size_t n_calls;
+};
+
+enum call_state {
+        CALL_BACKOFF,   /* waiting out a retry delay; no token reserved yet */
+        CALL_WAITING,   /* holds a token-bucket reservation, waiting until it is due */
+        CALL_SENT,
+        CALL_FINISHING, /* done is scheduled */
+};
+
+struct kube_call {
+        struct kube_client *client;
+        struct kube_call *prev, *next;
+        enum call_state state;
+        struct dtimer timer;
+        char *method, *path, *content_type, *body;
+        size_t body_len;
+        bool retry, watch, refreshed_auth, force_refresh, cancelled;
+        kube_event_fn on_event;
+        kube_done_fn done;
+        void *userdata;
+        uint64_t timeout_usec;
+        unsigned attempts;
+        struct http_call *http;
+
+        /* watch stream */
+        struct watch_decoder dec;
+        bool got_event;
+        int stream_error;
+        int abort_error;   /* we aborted the stream (ERROR event, callback), message kept */
+        char *raw;         /* first bytes of a stream, kept to parse a Status on HTTP errors */
+        size_t raw_len;
+
+        /* list pagination */
+        kube_page_fn on_page;
+        char *list_base;   /* path without limit/continue */
+        unsigned limit;
+        char *rv;
+        char *list_rv;
+
+        /* result, kept until done runs */
+        int error;
+        long status;
+        char *reason, *message;
+        cJSON *json;
+        uint64_t retry_after_usec;
+};
+
+static void call_dispatch(struct kube_call *call);
+static void call_finish_later(struct kube_call *call, int error);
+
+static void call_unlink(struct kube_call *call) {
+        struct kube_client *c = call->client;
+
+        if (!c)
+                return;
+        if (call->prev)
+                call->prev->next = call->next;
+        else
+                c->calls = call->next;
+        if (call->next)
+                call->next->prev = call->prev;
+        call->prev = call->next = NULL;
+        c->n_calls--;
+        call->client = NULL;
+}
+
+/* Releases the call; it no longer touches the client once unlinked, so the client
+ * may already be gone (freed from the last call's done callback). */
+static void call_free(struct kube_call *call) {
+        call_unlink(call);
+        dtimer_done(&call->timer);
+        if (call->watch)
+                watch_decoder_done(&call->dec);
+        free(call->method);
+        free(call->path);
+        free(call->content_type);
+        free(call->body);
+        free(call->raw);
+        free(call->list_base);
+        free(call->rv);
+        free(call->list_rv);
+        free(call->reason);
+        free(call->message);
+        cJSON_Delete(call->json);
+        free(call);
+}
+
+static uint64_t backoff_delay(struct kube_call *call) {
+        struct kube_client *c = call->client;
+        uint64_t d = c->opts.backoff_base_usec;
+
+        for (unsigned i = 1; i < call->attempts && d < c->opts.backoff_cap_usec; i++)
+                d *= 2;
+        d = MIN(d, c->opts.backoff_cap_usec);
+        /* Equal jitter: half fixed, half random, so retries of many calls spread out. */
+        return d / 2 + (uint64_t)rand_r(&c->rand_state) % (d / 2 + 1);
+}
+
+static void call_throttle(struct kube_call *call);
+
+static void on_call_timer(struct dtimer *t) {
+        struct kube_call *call = container_of(t, struct kube_call, timer);
+
+        if (call->state == CALL_BACKOFF)
+                return call_throttle(call);
+        if (call->state == CALL_FINISHING) {
+                struct kube_result res = {
+                        .error = call->error,
+                        .status = call->status,
+                        .reason = call->reason,
+                        .message = call->message,
+                        .json = call->json,
+                        .resource_version = call->list_rv,
+                        .retry_after_usec = call->retry_after_usec,
+                        .attempts = call->attempts,
+                };
+                kube_done_fn done = call->done;
+                void *ud = call->userdata;
+
+                /* Unlink before the callback: it may start new calls, cancel others, or
+                 * free the client once nothing else is in flight. */
+                call->done = NULL;
+                call_unlink(call);
+                done(&res, ud);
+                call_free(call);
+                return;
+        }
+        call_dispatch(call);
+}
+
+static void call_finish_later(struct kube_call *call, int error) {
+        call->error = error;
+        call->state = CALL_FINISHING;
+        dtimer_start(&call->timer, 0);
+}
+
+/* Reserves a token now and sends once it is due (always from the timer, never
+ * from inside the caller). */
+static void call_throttle(struct kube_call *call) {
+        struct kube_client *c = call->client;
+        uint64_t wait = ratelimit_reserve(&c->rl, timesrc_now(c->ts));
+
+        call->state = CALL_WAITING;
+        dtimer_start(&call->timer, wait);
+}
+
+/* Sends after delay_usec (a backoff) and the token bucket. The token is reserved
+ * only when the backoff is over: reserving it ahead for a future time would let
+ * the bucket refill from time that has not passed yet and overrun the qps. */
+static void call_schedule(struct kube_call *call, uint64_t delay_usec) {
+        if (delay_usec == 0)
+                return call_throttle(call);
+        call->state = CALL_BACKOFF;
+        dtimer_start(&call->timer, delay_usec);
+}
+
+static void set_message(struct kube_call *call, const char *reason, const char *message) {
+        free(call->reason);
+        free(call->message);
+        call->reason = reason ? strdup(reason) : NULL;
+        call->message = message ? strdup(message) : NULL;
+}
+
+/* Maps a non-2xx answer: its Status body if there is one, else the HTTP code. */
+static int parse_error_body(struct kube_call *call, long status, const char *body, size_t len) {
+        _cleanup_(cJSON_Deletep) cJSON *j = NULL;
+        char *reason = NULL, *message = NULL;
+        int r;
+
+        if (body && len > 0)
+                j = cJSON_ParseWithLength(body, len);
+        if (j && cJSON_IsObject(j) && cJSON_GetObjectItemCaseSensitive(j, "kind") &&
+            streq_ptr(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "kind")), "Status")) {
+                r = kube_status_to_errno(j, &reason, &message);
+                free(call->reason);
+                free(call->message);
+                call->reason = reason;
+                call->message = message;
+                if (r >= 0)
+                        r = http_status_to_errno(status);
+                return r;
+        }
+        set_message(call, NULL, NULL);
+        return http_status_to_errno(status);
+}
+
+static bool retryable(struct kube_call *call, int error, long status) {
+        if (!call->retry || call->cancelled)
+                return false;
+        if (call->attempts >= call->client->opts.max_attempts)
+                return false;
+        if (error < 0)
+                return error != -E2BIG && error != -EACCES && error != -EPERM &&
+                       error != -EKEYREJECTED && error != -ECANCELED;
+        return status == 429 || status >= 500;
+}
+
+/* Counts events and hands them to the caller. */
+static int on_decoded_event(enum watch_event_type type, const cJSON *object, void *userdata) {
+        struct kube_call *call = userdata;
+        int r;
+
+        call->got_event = true;
+        call->client->stats.watch_events++;
+        if (type == WATCH_ERROR) {
+                /* A Status in the stream ends the watch: 410 Gone (our resourceVersion was
+                 * compacted) becomes -ESTALE so the caller relists. */
+                char *reason = NULL, *message = NULL;
+
+                r = kube_status_to_errno(object, &reason, &message);
+                free(call->reason);
+                free(call->message);
+                call->reason = reason;
+                call->message = message;
+                call->status = json_int(object, "code", 0);
+                if (r >= 0)
+                        r = -EPROTO;
+                call->abort_error = r;
+                return r;
+        }
+        r = call->on_event(type, object, call->userdata);
+        if (r < 0) {
+                set_message(call, NULL, "stopped by the event handler");
+                call->abort_error = r;
+        }
+        return r;
+}
+
+static int on_http_data(struct http_call *http, const char *data, size_t n, void *userdata) {
+        struct kube_call *call = userdata;
+        int r;
+
+        if (!call->got_event && call->raw_len < RAW_ERROR_CAP) {
+                size_t take = MIN(n, RAW_ERROR_CAP - call->raw_len);
+                char *p = realloc(call->raw, call->raw_len + take + 1);
+
+                if (!p)
+                        return -ENOMEM;
+                memcpy(p + call->raw_len, data, take);
+                call->raw = p;
+                call->raw_len += take;
+                call->raw[call->raw_len] = 0;
+        }
+        if (call->stream_error < 0)
+                return 0; /* keep the raw bytes: it may be a Status with an HTTP error */
+        r = watch_decoder_feed(&call->dec, data, n, on_decoded_event, call);
+        if (r == -EBADMSG && !call->got_event) {
+                call->stream_error = r;
+                return 0;
+        }
+        if (r < 0 && call->abort_error == 0) {
+                set_message(call, NULL, r == -E2BIG ? "watch event too large" : "malformed watch event");
+                call->abort_error = r;
+        }
+        return r < 0 ? r : 0;
+}
+
+static int list_next_page(struct kube_call *call, const char *cont);
+
+/* Retry-After header, else details.retryAfterSeconds of a Status body (429 and some 5xx). */
+static uint64_t retry_after(const struct http_response *resp) {
+        _cleanup_(cJSON_Deletep) cJSON *j = NULL;
+        int64_t sec;
+
+        if (resp->retry_after_usec > 0)
+                return resp->retry_after_usec;
+        if (!resp->body || resp->body_len == 0)
+                return 0;
+        j = cJSON_ParseWithLength(resp->body, resp->body_len);
+        sec = j ? kube_status_retry_after_seconds(j) : 0;
+        return sec > 0 ? (uint64_t)sec * USEC_PER_SEC : 0;
+}
+
+static void on_http_done(struct http_call *http, int error, const struct http_response *resp,
+                         void *userdata) {
+        struct kube_call *call = userdata;
+        struct kube_client *c = call->client;
+        long status = resp ? resp->status : 0;
+        int r;
+
+        call->http = NULL;
+        if (call->abort_error == 0 || call->status == 0)
+                call->status = status;
+
+        if (call->cancelled) {
+                set_message(call, NULL, "cancelled");
+                return call_finish_later(call, -ECANCELED);
+        }
+        if (error < 0 && error == call->abort_error)
+                /* We stopped the stream ourselves; reason and message are set. */
+                return call_finish_later(call, error);
+
+        log_debug("%s %s: attempt %u: %s%s%ld", call->method, call->path, call->attempts,
+                  error < 0 ? strerror(-error) : "", error < 0 ? ", status " : "status ", status);
+
+        if (error == 0 && status == 401 && !call->refreshed_auth) {
+                /* Credentials may have rotated (token file, exec plugin): refresh once and resend. */
+                call->refreshed_auth = true;
+                call->force_refresh = true;
+                call->attempts--;
+                return call_schedule(call, 0);
+        }
+        if (retryable(call, error, status)) {
+                uint64_t delay = backoff_delay(call);
+
+                uint64_t ra = error == 0 ? retry_after(resp) : 0;
+
+                if (ra > 0)
+                        delay = MIN(ra, c->opts.backoff_cap_usec);
+                c->stats.retries++;
+                log_debug("%s %s: retrying in %llu ms", call->method, call->path,
+                          (unsigned long long)(delay / USEC_PER_MSEC));
+                return call_schedule(call, delay);
+        }
+        if (error < 0) {
+                set_message(call, NULL, strerror(-error));
+                return call_finish_later(call, error);
+        }
+        if (status < 200 || status > 299) {
+                call->retry_after_usec = retry_after(resp);
+                if (call->watch)
+                        r = parse_error_body(call, status, call->raw, call->raw_len);
+                else
+                        r = parse_error_body(call, status, resp->body, resp->body_len);
+                return call_finish_later(call, r);
+        }
+
+        if (call->watch) {
+                /* A stream that never produced an event but could not be decoded. */
+                return call_finish_later(call, call->got_event ? 0 : call->stream_error);
+        }
+        if (resp->body && resp->body_len > 0) {
+                cJSON_Delete(call->json);
+                call->json = cJSON_ParseWithLength(resp->body, resp->body_len);
+                if (!call->json) {
+                        set_message(call, NULL, "response is not valid JSON");
+                        return call_finish_later(call, -EBADMSG);
+                }
+        }
+        if (call->on_page) {
+                const cJSON *items = cJSON_GetObjectItemCaseSensitive(call->json, "items");
+                const cJSON *meta = cJSON_GetObjectItemCaseSensitive(call->json, "metadata");
+                const char *cont = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "continue"));
+                const char *rv = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion"));
+
+                if (!cJSON_IsArray(items)) {
+                        set_message(call, NULL, "list response has no items array");
+                        return call_finish_later(call, -EBADMSG);
+                }
+                r = call->on_page(items, call->userdata);
+                if (r < 0)
+                        return call_finish_later(call, r);
+                if (rv) {
+                        free(call->list_rv);
+                        call->list_rv = strdup(rv);
+                        if (!call->list_rv)
+                                return call_finish_later(call, -ENOMEM);
+                }
+                if (cont && *cont) {
+                        r = list_next_page(call, cont);
+                        if (r < 0)
+                                return call_finish_later(call, r);
+                        call->attempts = 0;
+                        return call_schedule(call, 0);
+                }
+                cJSON_Delete(call->json);
+                call->json = NULL;
+        }
+        call_finish_later(call, 0);
+}
+
+static char *url_join(const char *server, const char *path) {
+        char *u;
+
+        if (asprintf(&u, "%s%s", server, path) < 0)
+                return NULL;
+        return u;
+}
+
+static void call_dispatch(struct kube_call *call) {
+        struct kube_client *c = call->client;
+        struct kube_credentials creds = {};
+        _cleanup_free_ char *url = NULL, *auth = NULL, *ctype = NULL, *err = NULL;
+        const char *headers[5];
+        size_t nh = 0;
+        int r;
+
+        /* After a 401, force a refresh once (exec plugins); later retries use the cache. */
+        r = kube_config_credentials(c->cfg, timesrc_realtime(c->ts), call->force_refresh, &creds,
+                                    &err);
+        call->force_refresh = false;
+        if (r < 0) {
+                set_message(call, NULL, err ? err : "cannot get credentials");
+                return call_finish_later(call, r);
+        }
+        url = url_join(c->cfg->server, call->path);
+        if (!url)
+                return call_finish_later(call, -ENOMEM);
+        if (creds.token) {
+                if (asprintf(&auth, "Authorization: Bearer %s", creds.token) < 0)
+                        return call_finish_later(call, -ENOMEM);
+                headers[nh++] = auth;
+        }
+        headers[nh++] = "Accept: application/json";
+        if (call->content_type) {
+                if (asprintf(&ctype, "Content-Type: %s", call->content_type) < 0)
+                        return call_finish_later(call, -ENOMEM);
+                headers[nh++] = ctype;
+        }
+        headers[nh] = NULL;
+
+        if (call->watch) {
+                watch_decoder_done(&call->dec);
+                watch_decoder_init(&call->dec, WATCH_EVENT_CAP);
+                call->got_event = false;
+                call->stream_error = 0;
+                call->abort_error = 0;
+                call->raw = mfree(call->raw);
+                call->raw_len = 0;
+        }
+
+        struct http_request req = {
+                .method = call->method,
+                .url = url,
+                .headers = headers,
+                .body = call->body,
+                .body_len = call->body_len,
+                .timeout_usec = call->watch ? 0 : call->timeout_usec,
+                .max_body = MAX_BODY,
+                .stream = call->watch,
+        };
+
+        call->attempts++;
+        c->stats.requests++;
+        call->state = CALL_SENT;
+        r = transport_submit(c->transport, &req, call->watch ? on_http_data : NULL, on_http_done,
+                             call, &call->http);
+        /* The header array holds the token: wipe our copy now that the transport has its own. */
+        if (auth)
+                explicit_bzero(auth, strlen(auth));
+        if (r < 0) {
+                set_message(call, NULL, strerror(-r));
+                call_finish_later(call, r);
+        }
+}
+
+static int call_new(struct kube_client *c, const struct kube_call_params *p, kube_done_fn done,
+                    void *userdata, struct kube_call **ret) {
+        struct kube_call *call;
+        int r;
+
+        if (!p->method || !p->path || !done)
+                return -EINVAL;
+        call = calloc(1, sizeof(*call));
+        if (!call)
+                return -ENOMEM;
+        call->client = c;
+        call->done = done;
+        call->userdata = userdata;
+        call->retry = p->retry;
+        call->watch = !!p->on_event;
+        call->on_event = p->on_event;
+        call->timeout_usec = p->timeout_usec ? p->timeout_usec : c->opts.request_timeout_usec;
+        call->method = strdup(p->method);
+        call->path = strdup(p->path);
+        call->content_type = p->content_type ? strdup(p->content_type) : NULL;
+        if (p->body) {
+                call->body = malloc(p->body_len + 1);
+                if (call->body) {
+                        memcpy(call->body, p->body, p->body_len);
+                        call->body[p->body_len] = 0;
+                        call->body_len = p->body_len;
+                }
+        }
+        if (call->watch)
+                watch_decoder_init(&call->dec, WATCH_EVENT_CAP);
+
+        call->next = c->calls;
+        if (c->calls)
+                c->calls->prev = call;
+        c->calls = call;
+        c->n_calls++;
+
+        r = dtimer_init(&call->timer, c->ts, on_call_timer);
+        if (r < 0 || !call->method || !call->path || (p->content_type && !call->content_type) ||
+            (p->body && !call->body)) {
+                call_free(call);
+                return r < 0 ? r : -ENOMEM;
+        }
+        *ret = call;
+        return 0;
+}
+
+int kube_call_start(struct kube_client *c, const struct kube_call_params *p, kube_done_fn done,
+                    void *userdata, struct kube_call **ret_call) {
+        struct kube_call *call;
+        int r;
+
+        r = call_new(c, p, done, userdata, &call);
+        if (r < 0)
+                return r;
+        call_schedule(call, 0);
+        if (ret_call)
+                *ret_call = call;
+        return 0;
+}
+
+void kube_call_cancel(struct kube_call *call) {
+        if (!call || call->cancelled || call->state == CALL_FINISHING)
+                return;
+        call->cancelled = true;
+        if (call->state == CALL_SENT && call->http) {
+                /* The transport calls on_http_done with -ECANCELED later. */
+                transport_cancel(call->client->transport, call->http);
+                return;
+        }
+        if (call->state == CALL_WAITING)
+                ratelimit_cancel(&call->client->rl); /* the token was never used */
+        set_message(call, NULL, "cancelled");
+        call_finish_later(call, -ECANCELED);
+}
+
+void kube_client_cancel_all(struct kube_client *c) {
+        for (struct kube_call *call = c->calls; call; call = call->next)
+                kube_call_cancel(call);
+}
+
+size_t kube_client_calls_in_flight(const struct kube_client *c) {
+        return c->n_calls;
+}
+
+void kube_client_get_stats(const struct kube_client *c, struct kube_client_stats *ret) {
+        *ret = c->stats;
+        ret->throttled_usec = c->rl.waited_usec;
+}
+
+int kube_client_new(struct transport *t, struct timesrc *ts, struct kube_config *cfg,
+                    const struct kube_client_options *opts, struct kube_client **ret) {
+        struct kube_client *c = calloc(1, sizeof(*c));
+
+        if (!c)
+                return -ENOMEM;
+        c->transport = t;
+        c->ts = ts;
+        c->cfg = cfg;
+        if (opts)
+                c->opts = *opts;
+        if (!c->opts.request_timeout_usec)
+                c->opts.request_timeout_usec = 30 * USEC_PER_SEC;
+        if (!c->opts.max_attempts)
+                c->opts.max_attempts = 8;
+        if (!c->opts.backoff_base_usec)
+                c->opts.backoff_base_usec = 250 * USEC_PER_MSEC;
+        if (!c->opts.backoff_cap_usec)
+                c->opts.backoff_cap_usec = 30 * USEC_PER_SEC;
+        c->rand_state = c->opts.random_seed ? c->opts.random_seed
+                                            : (unsigned)timesrc_realtime(ts);
+        ratelimit_init(&c->rl, c->opts.qps, c->opts.burst, timesrc_now(ts));
+        *ret = c;
+        return 0;
+}
+
+void kube_client_free(struct kube_client *c) {
+        if (!c)
+                return;
+        assert(c->n_calls == 0);
+        free(c);
+}
+
+int kube_get(struct kube_client *c, const char *path, kube_done_fn done, void *userdata,
+             struct kube_call **ret_call) {
+        return kube_call_start(c, &(struct kube_call_params){ .method = "GET", .path = path, .retry = true },
+                               done, userdata, ret_call);
+}
+
+char *kube_query_escape(const char *s) {
+        static const char hex[] = "0123456789ABCDEF";
+        char *out = malloc(strlen(s) * 3 + 1), *p = out;
+
+        if (!out)
+                return NULL;
+        for (; *s; s++) {
+                unsigned char ch = (unsigned char)*s;
+
+                if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                    ch == '-' || ch == '_' || ch == '.' || ch == '~')
+                        *p++ = (char)ch;
+                else {
+                        *p++ = '%';
+                        *p++ = hex[ch >> 4];
+                        *p++ = hex[ch & 15];
+                }
+        }
+        *p = 0;
+        return out;
+}
+
+static int list_next_page(struct kube_call *call, const char *cont) {
+        _cleanup_free_ char *econt = NULL;
+        char *path;
+        const char *sep = strchr(call->list_base, '?') ? "&" : "?";
+        int r;
+
+        if (cont) {
+                econt = kube_query_escape(cont);
+                if (!econt)
+                        return -ENOMEM;
+                /* A continue token pins the snapshot; resourceVersion must not be sent with it. */
+                r = asprintf(&path, "%s%slimit=%u&continue=%s", call->list_base, sep, call->limit, econt);
+        } else if (call->rv)
+                r = asprintf(&path, "%s%slimit=%u&resourceVersion=%s", call->list_base, sep,
+                             call->limit, call->rv);
+        else
+                r = asprintf(&path, "%s%slimit=%u", call->list_base, sep, call->limit);
+        if (r < 0)
+                return -ENOMEM;
+        free(call->path);
+        call->path = path;
+        return 0;
+}
+
+int kube_list(struct kube_client *c, const char *path, unsigned limit, const char *rv,
+              kube_page_fn on_page, kube_done_fn done, void *userdata, struct kube_call **ret_call) {
+        struct kube_call *call;
+        int r;
+
+        r = call_new(c, &(struct kube_call_params){ .method = "GET", .path = path, .retry = true },
+                     done, userdata, &call);
+        if (r < 0)
+                return r;
+        call->on_page = on_page;
+        call->limit = limit ? limit : 500;
+        call->list_base = strdup(path);
+        call->rv = rv ? strdup(rv) : NULL;
+        if (!call->list_base || (rv && !call->rv) || list_next_page(call, NULL) < 0) {
+                call_free(call);
+                return -ENOMEM;
+        }
+        call_schedule(call, 0);
+        if (ret_call)
+                *ret_call = call;
+        return 0;
+}
+
+int kube_watch(struct kube_client *c, const char *path, const char *resource_version,
+               unsigned timeout_seconds, kube_event_fn on_event, kube_done_fn done, void *userdata,
+               struct kube_call **ret_call) {
+        _cleanup_free_ char *full = NULL, *erv = NULL;
+        const char *sep = strchr(path, '?') ? "&" : "?";
+
+        /* Without a resourceVersion the server would first replay every object as ADDED. */
+        if (resource_version && !(erv = kube_query_escape(resource_version)))
+                return -ENOMEM;
+        if (asprintf(&full, "%s%swatch=1&allowWatchBookmarks=true%s%s&timeoutSeconds=%u", path, sep,
+                     erv ? "&resourceVersion=" : "", strempty(erv), timeout_seconds) < 0)
+                return -ENOMEM;
+        return kube_call_start(c,
+                               &(struct kube_call_params){
+                                       .method = "GET",
+                                       .path = full,
+                                       .retry = false, /* the informer decides how to resume */
+                                       .on_event = on_event,
+                               },
+                               done, userdata, ret_call);
+}
+
+int kube_patch(struct kube_client *c, const char *path, enum kube_patch_type type, const char *body,
+               kube_done_fn done, void *userdata, struct kube_call **ret_call) {
+        static const char *const ctypes[_KUBE_PATCH_TYPE_MAX] = {
+                [KUBE_PATCH_MERGE] = "application/merge-patch+json",
+                [KUBE_PATCH_STRATEGIC] = "application/strategic-merge-patch+json",
+                [KUBE_PATCH_JSON] = "application/json-patch+json",
+        };
+
+        if (type < 0 || type >= _KUBE_PATCH_TYPE_MAX)
+                return -EINVAL;
+        return kube_call_start(c,
+                               &(struct kube_call_params){
+                                       .method = "PATCH",
+                                       .path = path,
+                                       .content_type = ctypes[type],
+                                       .body = body,
+                                       .body_len = strlen(body),
+                                       /* Our patches set fields to fixed values: resending is safe. */
+                                       .retry = true,
+                               },
+                               done, userdata, ret_call);
+}
+
+int kube_create(struct kube_client *c, const char *path, const char *body, kube_done_fn done,
+                void *userdata, struct kube_call **ret_call) {
+        return kube_call_start(c,
+                               &(struct kube_call_params){
+                                       .method = "POST",
+                                       .path = path,
+                                       .content_type = "application/json",
+                                       .body = body,
+                                       .body_len = strlen(body),
+                               },
+                               done, userdata, ret_call);
+}
+
+int kube_evict(struct kube_client *c, const char *ns, const char *name, int64_t grace_seconds,
+               bool dry_run, kube_done_fn done, void *userdata, struct kube_call **ret_call) {
+        _cleanup_(cJSON_Deletep) cJSON *ev = cJSON_CreateObject();
+        _cleanup_free_ char *path = NULL, *body = NULL;
+        cJSON *meta, *opts;
+
+        if (!ev)
+                return -ENOMEM;
+        cJSON_AddStringToObject(ev, "apiVersion", "policy/v1");
+        cJSON_AddStringToObject(ev, "kind", "Eviction");
+        meta = cJSON_AddObjectToObject(ev, "metadata");
+        cJSON_AddStringToObject(meta, "name", name);
+        cJSON_AddStringToObject(meta, "namespace", ns);
+        if (grace_seconds >= 0 || dry_run) {
+                opts = cJSON_AddObjectToObject(ev, "deleteOptions");
+                if (grace_seconds >= 0)
+                        cJSON_AddNumberToObject(opts, "gracePeriodSeconds", (double)grace_seconds);
+                if (dry_run)
+                        cJSON_AddItemToObject(opts, "dryRun", cJSON_CreateStringArray((const char *[]){ "All" }, 1));
+        }
+        body = cJSON_PrintUnformatted(ev);
+        if (!body || asprintf(&path, "/api/v1/namespaces/%s/pods/%s/eviction", ns, name) < 0)
+                return -ENOMEM;
+        /* Not retried here: a 429 means a PodDisruptionBudget said no, which the caller reports. */
+        return kube_call_start(c,
+                               &(struct kube_call_params){
+                                       .method = "POST",
+                                       .path = path,
+                                       .content_type = "application/json",
+                                       .body = body,
+                                       .body_len = strlen(body),
+                               },
+                               done, userdata, ret_call);
+}

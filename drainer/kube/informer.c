@@ -1,0 +1,520 @@
+/* List+watch informer over the API client. Owns its cache of compact records
+ * and its calls; never keeps JSON documents. Level of resilience: bookmarks,
+ * 410 relist, reconnect with capped, jittered backoff (never a busy loop). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drainer/client.h"
+#include "drainer/hashmap.h"
+#include "drainer/informer.h"
+#include "drainer/json.h"
+#include "drainer/kstatus.h"
+#include "drainer/log.h"
+#include "drainer/objects.h"
+#include "drainer/timesrc.h"
+
+/* A watch that lasted this long without error counts as healthy when it ends. */
+#define WATCH_MIN_HEALTHY_USEC (1 * USEC_PER_SEC)
+
+struct kind_ops {
+        const char *name;
+        const char *path;
+        int (*from_json)(const cJSON *obj, void **ret);
+        void (*free)(void *rec);
+        size_t (*size)(const void *rec);
+        const char *(*rv)(const void *rec);
+        int (*key)(const void *rec, char *buf, size_t size);
+};
+
+#define DEFINE_KIND_OPS(type, has_ns)                                                              \
+        static int type##_from_json_v(const cJSON *obj, void **ret) {                              \
+                struct type *r;                                                                    \
+                int e = type##_from_json(obj, &r);                                                 \
+                if (e >= 0)                                                                        \
+                        *ret = r;                                                                  \
+                return e;                                                                          \
+        }                                                                                          \
+        static void type##_free_v(void *rec) {                                                     \
+                type##_free(rec);                                                                  \
+        }                                                                                          \
+        static size_t type##_size_v(const void *rec) {                                             \
+                return type##_size(rec);                                                           \
+        }                                                                                          \
+        static const char *type##_rv_v(const void *rec) {                                          \
+                return ((const struct type *)rec)->resource_version;                               \
+        }                                                                                          \
+        static int type##_key_v(const void *rec, char *buf, size_t size) {                         \
+                const struct type *x = rec;                                                        \
+                int n = (has_ns) ? snprintf(buf, size, "%s/%s", strempty(kind_ns_##type(x)), x->name) \
+                                 : snprintf(buf, size, "%s", x->name);                             \
+                return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;                             \
+        }
+
+static inline const char *kind_ns_pod_rec(const struct pod_rec *p) {
+        return p->ns;
+}
+static inline const char *kind_ns_claim_rec(const struct claim_rec *c) {
+        return c->ns;
+}
+static inline const char *kind_ns_node_rec(const struct node_rec *n) {
+        return NULL;
+}
+static inline const char *kind_ns_slice_rec(const struct slice_rec *s) {
+        return NULL;
+}
+
+DEFINE_KIND_OPS(pod_rec, true)
+DEFINE_KIND_OPS(claim_rec, true)
+DEFINE_KIND_OPS(node_rec, false)
+DEFINE_KIND_OPS(slice_rec, false)
+
+#define KIND(t, n, p) { n, p, t##_from_json_v, t##_free_v, t##_size_v, t##_rv_v, t##_key_v }
+
+static const struct kind_ops kinds[_INFORMER_KIND_MAX] = {
+        [INFORMER_NODES] = KIND(node_rec, "nodes", "/api/v1/nodes"),
+        [INFORMER_PODS] = KIND(pod_rec, "pods", "/api/v1/pods"),
+        [INFORMER_CLAIMS] = KIND(claim_rec, "resourceclaims", "/apis/resource.k8s.io/v1/resourceclaims"),
+        [INFORMER_SLICES] = KIND(slice_rec, "resourceslices", "/apis/resource.k8s.io/v1/resourceslices"),
+};
+
+const char *informer_kind_to_string(enum informer_kind k) {
+        return k >= 0 && k < _INFORMER_KIND_MAX ? kinds[k].name : NULL;
+}
+
+enum informer_state {
+        INF_STOPPED,
+        INF_LISTING,
+        INF_WATCHING,
+        INF_BACKOFF,
+};
+
+struct informer {
+        struct kube_client *client; /* borrowed */
+        struct timesrc *ts;         /* borrowed */
+        const struct kind_ops *ops;
+        struct informer_options opts;
+        struct informer_handlers h;
+        void *userdata;
+        char *path;                 /* collection path with selectors */
+        enum informer_state state;
+        struct hashmap *cache;      /* owned, and owns its records */
+        struct hashmap *fresh;      /* the list being built */
+        size_t cache_bytes;
+        char *rv;
+        bool synced, stopping, relist_next;
+        struct kube_call *call;     /* in flight, or NULL */
+        struct dtimer timer;
+        unsigned failures;          /* consecutive, for backoff */
+        uint64_t watch_started;     /* monotonic µs */
+        bool watch_got_event;
+        unsigned rand_state;
+        int list_error;
+        struct informer_stats stats;
+};
+
+static void start_list(struct informer *inf);
+static void start_watch(struct informer *inf);
+
+static void free_rec(struct informer *inf, void *rec) {
+        inf->ops->free(rec);
+}
+
+static void set_rv(struct informer *inf, const char *rv) {
+        char *n;
+
+        if (!rv || streq_ptr(rv, inf->rv))
+                return;
+        n = strdup(rv);
+        if (!n)
+                return; /* keep the old one: a later watch resumes a bit earlier, harmless */
+        free(inf->rv);
+        inf->rv = n;
+}
+
+static void schedule_retry(struct informer *inf, bool relist) {
+        uint64_t d = inf->opts.backoff_base_usec;
+
+        for (unsigned i = 1; i < inf->failures && d < inf->opts.backoff_cap_usec; i++)
+                d *= 2;
+        d = MIN(d, inf->opts.backoff_cap_usec);
+        d = d / 2 + (uint64_t)rand_r(&inf->rand_state) % (d / 2 + 1);
+        inf->relist_next = relist;
+        inf->state = INF_BACKOFF;
+        log_debug("informer %s: retrying %s in %llu ms", inf->ops->name, relist ? "list" : "watch",
+                  (unsigned long long)(d / USEC_PER_MSEC));
+        dtimer_start(&inf->timer, d);
+}
+
+static void on_timer(struct dtimer *t) {
+        struct informer *inf = container_of(t, struct informer, timer);
+
+        if (inf->stopping)
+                return;
+        if (inf->relist_next || !inf->rv)
+                start_list(inf);
+        else
+                start_watch(inf);
+}
+
+static void report_error(struct informer *inf, int error, const char *message) {
+        inf->stats.errors++;
+        if (inf->h.on_error)
+                inf->h.on_error(inf, error, message, inf->userdata);
+}
+
+static int on_list_page(const cJSON *items, void *userdata) {
+        struct informer *inf = userdata;
+        const cJSON *item;
+        char key[512];
+        int r;
+
+        cJSON_ArrayForEach(item, items) {
+                void *rec, *old = NULL;
+
+                r = inf->ops->from_json(item, &rec);
+                if (r < 0) {
+                        log_debug("informer %s: skipping a malformed item, ignoring", inf->ops->name);
+                        continue;
+                }
+                r = inf->ops->key(rec, key, sizeof(key));
+                if (r >= 0)
+                        r = hashmap_put(inf->fresh, key, rec, &old);
+                if (r < 0) {
+                        free_rec(inf, rec);
+                        return r; /* -ENOSPC: more objects than the cap */
+                }
+                if (old)
+                        free_rec(inf, old);
+        }
+        return 0;
+}
+
+/* Replaces the cache with the fresh list, reporting the differences. */
+static void swap_in_fresh(struct informer *inf) {
+        struct hashmap *old = inf->cache;
+        const char *key;
+        void *rec;
+        size_t i = 0;
+
+        inf->cache = inf->fresh;
+        inf->fresh = NULL;
+        inf->cache_bytes = 0;
+        while (hashmap_iterate(inf->cache, &i, &key, &rec)) {
+                void *prev = hashmap_get(old, key);
+
+                inf->cache_bytes += inf->ops->size(rec);
+                if (!prev) {
+                        if (inf->h.on_add)
+                                inf->h.on_add(inf, rec, inf->userdata);
+                } else if (!streq_ptr(inf->ops->rv(prev), inf->ops->rv(rec))) {
+                        if (inf->h.on_update)
+                                inf->h.on_update(inf, prev, rec, inf->userdata);
+                }
+        }
+        i = 0;
+        while (hashmap_iterate(old, &i, &key, &rec))
+                if (!hashmap_get(inf->cache, key) && inf->h.on_delete)
+                        inf->h.on_delete(inf, rec, inf->userdata);
+        hashmap_free(old, (void (*)(void *))inf->ops->free);
+}
+
+static void on_list_done(const struct kube_result *res, void *userdata) {
+        struct informer *inf = userdata;
+
+        inf->call = NULL;
+        if (inf->stopping || res->error == -ECANCELED) {
+                hashmap_free(inf->fresh, inf->ops->free);
+                inf->fresh = NULL;
+                inf->state = INF_STOPPED;
+                return;
+        }
+        if (res->error < 0) {
+                hashmap_free(inf->fresh, inf->ops->free);
+                inf->fresh = NULL;
+                inf->failures++;
+                log_debug("informer %s: list failed: %s", inf->ops->name,
+                          res->message ? res->message : strerror(-res->error));
+                report_error(inf, res->error, res->message);
+                return schedule_retry(inf, true);
+        }
+        inf->failures = 0;
+        set_rv(inf, res->resource_version);
+        swap_in_fresh(inf);
+        inf->synced = true;
+        if (inf->h.on_synced)
+                inf->h.on_synced(inf, inf->userdata);
+        if (!inf->stopping && inf->state == INF_LISTING)
+                start_watch(inf);
+}
+
+static void start_list(struct informer *inf) {
+        int r;
+
+        inf->fresh = hashmap_new(inf->opts.max_objects);
+        if (!inf->fresh) {
+                inf->failures++;
+                return schedule_retry(inf, true);
+        }
+        inf->state = INF_LISTING;
+        inf->stats.lists++;
+        /* The first list may come from the watch cache; after a 410 read from etcd so the
+         * resourceVersion we resume from is current. */
+        r = kube_list(inf->client, inf->path, inf->opts.page_limit,
+                      inf->opts.list_from_cache && !inf->rv ? "0" : NULL, on_list_page, on_list_done,
+                      inf, &inf->call);
+        if (r < 0) {
+                hashmap_free(inf->fresh, inf->ops->free);
+                inf->fresh = NULL;
+                inf->failures++;
+                report_error(inf, r, NULL);
+                schedule_retry(inf, true);
+        }
+}
+
+static int apply_event(struct informer *inf, enum watch_event_type type, const cJSON *object) {
+        char key[512];
+        void *rec, *old = NULL;
+        int r;
+
+        r = inf->ops->from_json(object, &rec);
+        if (r < 0) {
+                log_debug("informer %s: malformed %s event, ignoring", inf->ops->name,
+                          watch_event_type_to_string(type));
+                return 0;
+        }
+        set_rv(inf, inf->ops->rv(rec));
+        r = inf->ops->key(rec, key, sizeof(key));
+        if (r < 0) {
+                free_rec(inf, rec);
+                return 0;
+        }
+        if (type == WATCH_DELETED) {
+                old = hashmap_remove(inf->cache, key);
+                if (old) {
+                        inf->cache_bytes -= inf->ops->size(old);
+                        if (inf->h.on_delete)
+                                inf->h.on_delete(inf, old, inf->userdata);
+                        free_rec(inf, old);
+                }
+                free_rec(inf, rec);
+                return 0;
+        }
+        r = hashmap_put(inf->cache, key, rec, &old);
+        if (r < 0) {
+                free_rec(inf, rec);
+                return r;
+        }
+        inf->cache_bytes += inf->ops->size(rec);
+        if (old) {
+                inf->cache_bytes -= inf->ops->size(old);
+                if (inf->h.on_update)
+                        inf->h.on_update(inf, old, rec, inf->userdata);
+                free_rec(inf, old);
+        } else if (inf->h.on_add)
+                inf->h.on_add(inf, rec, inf->userdata);
+        return 0;
+}
+
+static int on_watch_event(enum watch_event_type type, const cJSON *object, void *userdata) {
+        struct informer *inf = userdata;
+
+        inf->stats.events++;
+        inf->failures = 0;
+        inf->watch_got_event = true;
+        switch (type) {
+        case WATCH_BOOKMARK:
+                set_rv(inf, json_str(object, "metadata.resourceVersion"));
+                return 0;
+        case WATCH_ERROR: {
+                _cleanup_free_ char *reason = NULL, *message = NULL;
+                int r = kube_status_to_errno(object, &reason, &message);
+
+                /* 410 Gone: our resourceVersion was compacted; relist. */
+                log_debug("informer %s: watch error: %s", inf->ops->name, strna(message));
+                return r < 0 ? r : -EPROTO;
+        }
+        case WATCH_ADDED:
+        case WATCH_MODIFIED:
+        case WATCH_DELETED:
+                return apply_event(inf, type, object);
+        default:
+                return 0;
+        }
+}
+
+static void on_watch_done(const struct kube_result *res, void *userdata) {
+        struct informer *inf = userdata;
+
+        inf->call = NULL;
+        if (inf->stopping || res->error == -ECANCELED) {
+                inf->state = INF_STOPPED;
+                return;
+        }
+        if (res->error == 0) {
+                /* The server ended the watch (timeoutSeconds): resume at once. A watch
+                 * that ends at once with nothing in it (a proxy cutting streams) is
+                 * treated as a failure so that it backs off instead of spinning. */
+                if (inf->watch_got_event ||
+                    timesrc_now(inf->ts) - inf->watch_started >= WATCH_MIN_HEALTHY_USEC)
+                        return start_watch(inf);
+                inf->failures++;
+                log_debug("informer %s: watch closed at once without events, retrying",
+                          inf->ops->name);
+                return schedule_retry(inf, false);
+        }
+        if (res->error == -ESTALE) {
+                inf->stats.relists_410++;
+                log_debug("informer %s: resourceVersion %s is gone, relisting", inf->ops->name,
+                          strna(inf->rv));
+                inf->failures = 0;
+                return start_list(inf);
+        }
+        inf->failures++;
+        report_error(inf, res->error, res->message);
+        schedule_retry(inf, res->error == -ENOSPC);
+}
+
+static void start_watch(struct informer *inf) {
+        /* Like client-go: a random timeout between 5 and 10 minutes spreads reconnects. */
+        unsigned timeout = 300 + (unsigned)rand_r(&inf->rand_state) % 300;
+        int r;
+
+        inf->state = INF_WATCHING;
+        inf->stats.watches++;
+        inf->watch_started = timesrc_now(inf->ts);
+        inf->watch_got_event = false;
+        r = kube_watch(inf->client, inf->path, inf->rv, timeout, on_watch_event, on_watch_done, inf,
+                       &inf->call);
+        if (r < 0) {
+                inf->failures++;
+                report_error(inf, r, NULL);
+                schedule_retry(inf, false);
+        }
+}
+
+int informer_new(struct kube_client *client, struct timesrc *ts, const struct informer_options *opts,
+                 const struct informer_handlers *h, void *userdata, struct informer **ret) {
+        _cleanup_free_ char *fs = NULL, *ls = NULL;
+        struct informer *inf;
+        int r;
+
+        if (opts->kind < 0 || opts->kind >= _INFORMER_KIND_MAX)
+                return -EINVAL;
+        inf = calloc(1, sizeof(*inf));
+        if (!inf)
+                return -ENOMEM;
+        inf->client = client;
+        inf->ts = ts;
+        inf->ops = &kinds[opts->kind];
+        inf->opts = *opts;
+        if (h)
+                inf->h = *h;
+        inf->userdata = userdata;
+        if (!inf->opts.page_limit)
+                inf->opts.page_limit = 500;
+        if (!inf->opts.max_objects)
+                inf->opts.max_objects = 100000;
+        if (!inf->opts.backoff_base_usec)
+                inf->opts.backoff_base_usec = USEC_PER_SEC;
+        if (!inf->opts.backoff_cap_usec)
+                inf->opts.backoff_cap_usec = 30 * USEC_PER_SEC;
+        inf->rand_state = (unsigned)timesrc_realtime(ts) ^ (unsigned)opts->kind;
+        inf->cache = hashmap_new(inf->opts.max_objects);
+        if (opts->field_selector && !(fs = kube_query_escape(opts->field_selector)))
+                goto oom;
+        if (opts->label_selector && !(ls = kube_query_escape(opts->label_selector)))
+                goto oom;
+        if (asprintf(&inf->path, "%s%s%s%s%s%s", inf->ops->path, fs || ls ? "?" : "",
+                     fs ? "fieldSelector=" : "", strempty(fs), fs && ls ? "&" : "",
+                     ls ? "labelSelector=" : "") < 0)
+                goto oom;
+        if (ls) {
+                char *p;
+
+                if (asprintf(&p, "%s%s", inf->path, ls) < 0)
+                        goto oom;
+                free(inf->path);
+                inf->path = p;
+        }
+        if (!inf->cache)
+                goto oom;
+        r = dtimer_init(&inf->timer, ts, on_timer);
+        if (r < 0) {
+                informer_free(inf);
+                return r;
+        }
+        *ret = inf;
+        return 0;
+oom:
+        informer_free(inf);
+        return -ENOMEM;
+}
+
+int informer_start(struct informer *inf) {
+        if (inf->state != INF_STOPPED || inf->call)
+                return -EBUSY;
+        inf->stopping = false;
+        start_list(inf);
+        return 0;
+}
+
+void informer_stop(struct informer *inf) {
+        inf->stopping = true;
+        if (inf->timer.src)
+                dtimer_stop(&inf->timer);
+        if (inf->call)
+                kube_call_cancel(inf->call);
+        else
+                inf->state = INF_STOPPED;
+}
+
+bool informer_idle(const struct informer *inf) {
+        return !inf->call;
+}
+
+void informer_free(struct informer *inf) {
+        if (!inf)
+                return;
+        if (inf->timer.src)
+                dtimer_done(&inf->timer);
+        hashmap_free(inf->cache, inf->ops->free);
+        hashmap_free(inf->fresh, inf->ops->free);
+        free(inf->path);
+        free(inf->rv);
+        free(inf);
+}
+
+bool informer_synced(const struct informer *inf) {
+        return inf->synced;
+}
+
+const char *informer_resource_version(const struct informer *inf) {
+        return inf->rv;
+}
+
+size_t informer_size(const struct informer *inf) {
+        return hashmap_size(inf->cache);
+}
+
+const void *informer_get(const struct informer *inf, const char *key) {
+        return hashmap_get(inf->cache, key);
+}
+
+bool informer_iterate(const struct informer *inf, size_t *i, const void **ret_rec) {
+        void *v;
+
+        if (!hashmap_iterate(inf->cache, i, NULL, &v))
+                return false;
+        *ret_rec = v;
+        return true;
+}
+
+void informer_get_stats(const struct informer *inf, struct informer_stats *ret) {
+        *ret = inf->stats;
+}
+
+size_t informer_cache_bytes(const struct informer *inf) {
+        return inf->cache_bytes;
+}

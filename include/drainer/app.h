@@ -1,0 +1,52 @@
+/* What every CLI verb shares: the parsed global flags, and the loop with its
+ * time source, transport and API client, set up from the kubeconfig. */
+#pragma once
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "drainer/macro.h"
+
+/* Exit codes, documented in `drainer --help` and the README. */
+enum {
+        EXIT_DONE = 0,
+        EXIT_ERROR = 1,
+        EXIT_USAGE = 2,
+        EXIT_TIMEOUT = 3,
+        EXIT_REFUSED = 4,
+};
+
+enum output_format {
+        OUTPUT_TEXT,
+        OUTPUT_JSON,
+};
+
+struct global_flags {
+        const char *kubeconfig;
+        const char *context;
+        double qps;
+        int burst;
+        enum output_format output;
+        int verbose;
+};
+
+struct app {
+        struct global_flags flags;
+        uv_loop_t loop;
+        bool loop_ready;
+        struct timesrc *ts;          /* owned */
+        struct transport *transport; /* owned */
+        struct kube_config *cfg;     /* owned */
+        struct kube_client *client;  /* owned */
+};
+
+/* Loads the configuration and connects the client. Logs a clear one-line error
+ * and returns negative errno on failure. */
+int app_init(struct app *a, const struct global_flags *flags);
+/* Runs the loop until *done is true (or nothing is left to run). */
+int app_run_until(struct app *a, const bool *done);
+/* Cancels what is in flight, closes every handle, checks uv_loop_close(). */
+int app_done(struct app *a);
+
+/* Maps a negative errno from a verb to its exit code. */
+int app_exit_code(int r);

@@ -1,0 +1,110 @@
+/* Kubernetes API client over a transport: authentication, one token bucket
+ * for all requests, retries with capped exponential backoff and jitter for
+ * idempotent calls, Status errors mapped to negative errno, paginated lists,
+ * streaming watches, patches, creates and the Eviction subresource. */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "drainer/macro.h"
+#include "drainer/watchdec.h"
+
+struct transport;
+struct timesrc;
+struct kube_config;
+struct kube_client;
+struct kube_call;
+
+struct kube_client_options {
+        double qps;                    /* <= 0: no limit */
+        int burst;
+        uint64_t request_timeout_usec; /* per attempt, not watches; 0 = 30 s */
+        unsigned max_attempts;         /* for retried calls; 0 = 8 */
+        uint64_t backoff_base_usec;    /* 0 = 250 ms */
+        uint64_t backoff_cap_usec;     /* 0 = 30 s */
+        unsigned random_seed;          /* jitter; 0 = from the clock */
+};
+
+struct kube_result {
+        int error;              /* 0 on success, else negative errno */
+        long status;            /* HTTP status of the last attempt, 0 if none */
+        const char *reason;     /* Status reason on errors (e.g. "TooManyRequests"), or NULL */
+        const char *message;    /* Status message or transport error text, or NULL */
+        const cJSON *json;      /* parsed body on success; NULL for watches and empty bodies */
+        const char *resource_version; /* lists: metadata.resourceVersion of the list */
+        uint64_t retry_after_usec; /* from a 429/5xx answer handed back to the caller */
+        unsigned attempts;
+};
+
+/* Runs exactly once per started call, never from inside the call that started it. */
+typedef void (*kube_done_fn)(const struct kube_result *res, void *userdata);
+/* Watch events; the object is valid only during the call. Return < 0 to stop the watch. */
+typedef int (*kube_event_fn)(enum watch_event_type type, const cJSON *object, void *userdata);
+/* One page of a list: items is the "items" array. Return < 0 to stop. */
+typedef int (*kube_page_fn)(const cJSON *items, void *userdata);
+
+enum kube_patch_type {
+        KUBE_PATCH_MERGE,
+        KUBE_PATCH_STRATEGIC,
+        KUBE_PATCH_JSON,
+        _KUBE_PATCH_TYPE_MAX,
+};
+
+struct kube_call_params {
+        const char *method;
+        const char *path;         /* absolute path with query, e.g. "/api/v1/nodes/n1" */
+        const char *content_type; /* for bodies */
+        const char *body;
+        size_t body_len;
+        bool retry;               /* retry 429, 5xx and connection errors (idempotent calls only) */
+        kube_event_fn on_event;   /* set for a watch: the body is a stream of events */
+        uint64_t timeout_usec;    /* 0 = client default; ignored for watches */
+};
+
+int kube_client_new(struct transport *t, struct timesrc *ts, struct kube_config *cfg,
+                    const struct kube_client_options *opts, struct kube_client **ret);
+/* All calls must have completed (cancel them first). NULL ok. */
+void kube_client_free(struct kube_client *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct kube_client *, kube_client_free);
+
+/* Cancels every call in flight; each done callback runs later with -ECANCELED. */
+void kube_client_cancel_all(struct kube_client *c);
+size_t kube_client_calls_in_flight(const struct kube_client *c);
+
+struct kube_client_stats {
+        uint64_t requests;         /* HTTP requests sent (every attempt) */
+        uint64_t retries;
+        uint64_t throttled_usec;   /* time spent waiting for the token bucket */
+        uint64_t watch_events;
+};
+void kube_client_get_stats(const struct kube_client *c, struct kube_client_stats *ret);
+
+int kube_call_start(struct kube_client *c, const struct kube_call_params *p, kube_done_fn done,
+                    void *userdata, struct kube_call **ret_call);
+/* The done callback runs later with -ECANCELED (unless it already ran: then a no-op is
+ * not allowed: only cancel calls whose done has not run). */
+void kube_call_cancel(struct kube_call *call);
+
+int kube_get(struct kube_client *c, const char *path, kube_done_fn done, void *userdata,
+             struct kube_call **ret_call);
+/* Lists page by page (limit, continue). path may carry a query already. rv "0" reads the
+ * watch cache (the server then ignores limit); NULL reads from etcd. */
+int kube_list(struct kube_client *c, const char *path, unsigned limit, const char *rv,
+              kube_page_fn on_page, kube_done_fn done, void *userdata, struct kube_call **ret_call);
+/* Watches from resource_version with bookmarks; done runs when the stream ends. */
+int kube_watch(struct kube_client *c, const char *path, const char *resource_version,
+               unsigned timeout_seconds, kube_event_fn on_event, kube_done_fn done, void *userdata,
+               struct kube_call **ret_call);
+int kube_patch(struct kube_client *c, const char *path, enum kube_patch_type type, const char *body,
+               kube_done_fn done, void *userdata, struct kube_call **ret_call);
+int kube_create(struct kube_client *c, const char *path, const char *body, kube_done_fn done,
+                void *userdata, struct kube_call **ret_call);
+/* policy/v1 Eviction. grace_seconds < 0: the pod's own. A 429 (PDB) is handed back, not retried. */
+int kube_evict(struct kube_client *c, const char *ns, const char *name, int64_t grace_seconds,
+               bool dry_run, kube_done_fn done, void *userdata, struct kube_call **ret_call);
+
+/* Percent-encodes a query parameter value. Returns NULL on OOM. */
+char *kube_query_escape(const char *s);

@@ -1,0 +1,119 @@
+/* HTTP transport: the only module that talks to libcurl. Requests and watches
+ * to one server share one HTTP/2 connection (libcurl multi driven by libuv).
+ * struct transport is an interface so the client can be tested against a
+ * scripted fake (tests/unit/fakes/fake-transport.c). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct uv_loop_s;
+struct transport;
+struct http_call;
+
+/* TLS and identity of one API server. Blobs are PEM bytes, borrowed for the
+ * duration of transport_curl_new() (the transport copies what it keeps). */
+struct tls_config {
+        const char *ca_pem; /* NULL: system CAs */
+        size_t ca_pem_len;
+        const char *client_cert_pem; /* NULL: no client certificate */
+        size_t client_cert_pem_len;
+        const char *client_key_pem;
+        size_t client_key_pem_len;
+        const char *tls_server_name; /* NULL: the URL's host */
+        bool insecure_skip_verify;
+};
+
+struct http_request {
+        const char *method; /* "GET", "POST", "PATCH", ... */
+        const char *url;    /* absolute */
+        const char *const *headers; /* NULL-terminated "Name: value" lines, or NULL */
+        const char *body;   /* may be NULL */
+        size_t body_len;
+        uint64_t timeout_usec; /* whole call; 0 = none (watches) */
+        uint64_t connect_timeout_usec; /* 0 = transport default (10 s) */
+        size_t max_body;       /* cap on a buffered body; exceeding it fails with -E2BIG */
+        bool stream;           /* deliver the body through on_data as it arrives, do not buffer */
+        /* Calls without timeout_usec (watches): fail with -ETIMEDOUT when less than one byte
+         * a second arrives for this long. 0 = transport default (5 min). Ignored otherwise. */
+        uint64_t idle_timeout_usec;
+};
+
+struct http_response {
+        long status;            /* HTTP status; 0 if no response arrived */
+        const char *body;       /* buffered body (NUL-terminated), NULL when streaming */
+        size_t body_len;
+        uint64_t retry_after_usec; /* parsed Retry-After (seconds form), 0 if absent */
+        const char *content_type;  /* may be NULL */
+};
+
+/* Streaming body data. Returning < 0 aborts the call, which then completes with that error. */
+typedef int (*http_data_fn)(struct http_call *call, const char *data, size_t n, void *userdata);
+
+/* Runs exactly once per submitted call, never from inside transport_submit().
+ * error: 0 when a response (any status) arrived; negative errno on a transport
+ * failure (-ETIMEDOUT, -ECONNREFUSED, -ECONNRESET, -EIO, -E2BIG, -ECANCELED, ...).
+ * The response and its body are valid only during the callback. */
+typedef void (*http_done_fn)(struct http_call *call, int error, const struct http_response *resp,
+                             void *userdata);
+
+struct transport_ops {
+        int (*submit)(struct transport *t, const struct http_request *req, http_data_fn on_data,
+                      http_done_fn on_done, void *userdata, struct http_call **ret_call);
+        /* Cancels a call in flight: its done callback runs later with -ECANCELED. */
+        void (*cancel)(struct transport *t, struct http_call *call);
+        /* Cancels everything, releases resources; close_cb runs once all uv handles are closed. */
+        void (*close)(struct transport *t, void (*close_cb)(struct transport *t, void *userdata),
+                      void *userdata);
+        void (*free)(struct transport *t);
+};
+
+struct transport {
+        const struct transport_ops *ops;
+        uint64_t requests_total; /* calls submitted */
+};
+
+static inline int transport_submit(struct transport *t, const struct http_request *req,
+                                   http_data_fn on_data, http_done_fn on_done, void *userdata,
+                                   struct http_call **ret_call) {
+        return t->ops->submit(t, req, on_data, on_done, userdata, ret_call);
+}
+
+static inline void transport_cancel(struct transport *t, struct http_call *call) {
+        t->ops->cancel(t, call);
+}
+
+static inline void transport_close(struct transport *t,
+                                   void (*close_cb)(struct transport *t, void *userdata),
+                                   void *userdata) {
+        t->ops->close(t, close_cb, userdata);
+}
+
+static inline void transport_free(struct transport *t) {
+        if (t)
+                t->ops->free(t);
+}
+
+/* The real transport: libcurl multi on the given libuv loop, HTTP/2 over TLS
+ * (HTTP/1.1 fallback), one connection reused by all calls, User-Agent
+ * drainer/<version>. */
+int transport_curl_new(struct uv_loop_s *loop, const struct tls_config *tls,
+                       struct transport **ret);
+
+/* libcurl's process-wide state: call transport_global_init() once before any
+ * transport_curl_new() (main, tests) and transport_global_cleanup() at exit. */
+int transport_global_init(void);
+void transport_global_cleanup(void);
+
+/* Counters of the real transport. */
+struct transport_curl_stats {
+        uint64_t connections_total; /* connections opened, summed CURLINFO_NUM_CONNECTS */
+        uint64_t calls_completed;   /* done ran with error 0 (any HTTP status) */
+        uint64_t calls_failed;      /* done ran with an error other than -ECANCELED */
+        uint64_t calls_canceled;    /* done ran with -ECANCELED */
+        uint64_t calls_in_flight;   /* submitted, done not yet run */
+};
+
+/* Fills *ret for a transport made by transport_curl_new(); -EINVAL for any other. */
+int transport_curl_get_stats(const struct transport *t, struct transport_curl_stats *ret);
