@@ -184,9 +184,9 @@ int timesrc_parse_rfc3339(const char *s, int64_t *ret_usec) {
         tm.tm_hour = digits(s + 11, 2);
         tm.tm_min = digits(s + 14, 2);
         tm.tm_sec = digits(s + 17, 2);
-        if (s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') || s[13] != ':' ||
-            s[16] != ':' || tm.tm_year < 0 || tm.tm_mon < 0 || tm.tm_mday < 0 || tm.tm_hour < 0 ||
-            tm.tm_min < 0 || tm.tm_sec < 0)
+        if (s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') || s[13] != ':' || s[16] != ':' ||
+            tm.tm_year < 0 || tm.tm_mon < 0 || tm.tm_mday < 0 || tm.tm_hour < 0 || tm.tm_min < 0 ||
+            tm.tm_sec < 0)
                 return -EINVAL;
         p = s + 19;
         if (*p == '.') {
@@ -201,9 +201,13 @@ int timesrc_parse_rfc3339(const char *s, int64_t *ret_usec) {
         if (*p == 'Z' || *p == 'z')
                 p++;
         else if (*p == '+' || *p == '-') {
-                int hh = digits(p + 1, 2), mm = hh < 0 ? -1 : digits(p + 4, 2);
+                int hh, mm;
 
-                if (hh < 0 || mm < 0 || p[3] != ':' || hh > 23 || mm > 59)
+                if (strnlen(p, 6) < 6 || p[3] != ':')
+                        return -EINVAL;
+                hh = digits(p + 1, 2);
+                mm = digits(p + 4, 2);
+                if (hh < 0 || mm < 0 || hh > 23 || mm > 59)
                         return -EINVAL;
                 off = (hh * 3600 + mm * 60) * (*p == '-' ? -1 : 1);
                 p += 6;
@@ -211,8 +215,8 @@ int timesrc_parse_rfc3339(const char *s, int64_t *ret_usec) {
                 return -EINVAL;
         if (*p)
                 return -EINVAL;
-        if (tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 ||
-            tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60)
+        if (tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
+            tm.tm_min > 59 || tm.tm_sec > 60)
                 return -EINVAL;
         tm.tm_year -= 1900;
         tm.tm_mon -= 1;

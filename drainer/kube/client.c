@@ -13,13 +13,13 @@
 #include "drainer/kstatus.h"
 #include "drainer/kubeconfig.h"
 #include "drainer/log.h"
+#include "drainer/ratelimit.h"
 #include "drainer/timesrc.h"
 #include "drainer/transport.h"
-#include "drainer/ratelimit.h"
 
-#define RAW_ERROR_CAP (64 * 1024)
+#define RAW_ERROR_CAP   (64 * 1024)
 #define WATCH_EVENT_CAP (16 * 1024 * 1024)
-#define MAX_BODY (256 * 1024 * 1024)
+#define MAX_BODY        (256 * 1024 * 1024)
 
 struct kube_client {
         struct transport *transport; /* borrowed */
@@ -34,8 +34,8 @@ struct kube_client {
 };
 
 enum call_state {
-        CALL_BACKOFF,   /* waiting out a retry delay; no token reserved yet */
-        CALL_WAITING,   /* holds a token-bucket reservation, waiting until it is due */
+        CALL_BACKOFF, /* waiting out a retry delay; no token reserved yet */
+        CALL_WAITING, /* holds a token-bucket reservation, waiting until it is due */
         CALL_SENT,
         CALL_FINISHING, /* done is scheduled */
 };
@@ -59,13 +59,13 @@ struct kube_call {
         struct watch_decoder dec;
         bool got_event;
         int stream_error;
-        int abort_error;   /* we aborted the stream (ERROR event, callback), message kept */
-        char *raw;         /* first bytes of a stream, kept to parse a Status on HTTP errors */
+        int abort_error; /* we aborted the stream (ERROR event, callback), message kept */
+        char *raw;       /* first bytes of a stream, kept to parse a Status on HTTP errors */
         size_t raw_len;
 
         /* list pagination */
         kube_page_fn on_page;
-        char *list_base;   /* path without limit/continue */
+        char *list_base; /* path without limit/continue */
         unsigned limit;
         char *rv;
         char *list_rv;
@@ -223,8 +223,10 @@ static bool retryable(struct kube_call *call, int error, long status) {
         if (call->attempts >= call->client->opts.max_attempts)
                 return false;
         if (error < 0)
-                return error != -E2BIG && error != -EACCES && error != -EPERM &&
-                       error != -EKEYREJECTED && error != -ECANCELED;
+                /* Retry what the network did, not what resending cannot fix (a body over
+                 * the cap, TLS/auth refusals, a bad request, a transport shut down). */
+                return error != -E2BIG && error != -EACCES && error != -EPERM && error != -EKEYREJECTED &&
+                       error != -ECANCELED && error != -EINVAL && error != -ESHUTDOWN;
         return status == 429 || status >= 500;
 }
 
@@ -374,7 +376,8 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
                 const cJSON *items = cJSON_GetObjectItemCaseSensitive(call->json, "items");
                 const cJSON *meta = cJSON_GetObjectItemCaseSensitive(call->json, "metadata");
                 const char *cont = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "continue"));
-                const char *rv = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion"));
+                const char *rv =
+                        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion"));
 
                 if (!cJSON_IsArray(items)) {
                         set_message(call, NULL, "list response has no items array");
@@ -419,8 +422,7 @@ static void call_dispatch(struct kube_call *call) {
         int r;
 
         /* After a 401, force a refresh once (exec plugins); later retries use the cache. */
-        r = kube_config_credentials(c->cfg, timesrc_realtime(c->ts), call->force_refresh, &creds,
-                                    &err);
+        r = kube_config_credentials(c->cfg, timesrc_realtime(c->ts), call->force_refresh, &creds, &err);
         call->force_refresh = false;
         if (r < 0) {
                 set_message(call, NULL, err ? err : "cannot get credentials");
@@ -466,8 +468,8 @@ static void call_dispatch(struct kube_call *call) {
         call->attempts++;
         c->stats.requests++;
         call->state = CALL_SENT;
-        r = transport_submit(c->transport, &req, call->watch ? on_http_data : NULL, on_http_done,
-                             call, &call->http);
+        r = transport_submit(c->transport, &req, call->watch ? on_http_data : NULL, on_http_done, call,
+                             &call->http);
         /* The header array holds the token: wipe our copy now that the transport has its own. */
         if (auth)
                 explicit_bzero(auth, strlen(auth));
@@ -586,8 +588,7 @@ int kube_client_new(struct transport *t, struct timesrc *ts, struct kube_config 
                 c->opts.backoff_base_usec = 250 * USEC_PER_MSEC;
         if (!c->opts.backoff_cap_usec)
                 c->opts.backoff_cap_usec = 30 * USEC_PER_SEC;
-        c->rand_state = c->opts.random_seed ? c->opts.random_seed
-                                            : (unsigned)timesrc_realtime(ts);
+        c->rand_state = c->opts.random_seed ? c->opts.random_seed : (unsigned)timesrc_realtime(ts);
         ratelimit_init(&c->rl, c->opts.qps, c->opts.burst, timesrc_now(ts));
         *ret = c;
         return 0;
@@ -641,8 +642,8 @@ static int list_next_page(struct kube_call *call, const char *cont) {
                 /* A continue token pins the snapshot; resourceVersion must not be sent with it. */
                 r = asprintf(&path, "%s%slimit=%u&continue=%s", call->list_base, sep, call->limit, econt);
         } else if (call->rv)
-                r = asprintf(&path, "%s%slimit=%u&resourceVersion=%s", call->list_base, sep,
-                             call->limit, call->rv);
+                r = asprintf(&path, "%s%slimit=%u&resourceVersion=%s", call->list_base, sep, call->limit,
+                             call->rv);
         else
                 r = asprintf(&path, "%s%slimit=%u", call->list_base, sep, call->limit);
         if (r < 0)
@@ -652,13 +653,13 @@ static int list_next_page(struct kube_call *call, const char *cont) {
         return 0;
 }
 
-int kube_list(struct kube_client *c, const char *path, unsigned limit, const char *rv,
-              kube_page_fn on_page, kube_done_fn done, void *userdata, struct kube_call **ret_call) {
+int kube_list(struct kube_client *c, const char *path, unsigned limit, const char *rv, kube_page_fn on_page,
+              kube_done_fn done, void *userdata, struct kube_call **ret_call) {
         struct kube_call *call;
         int r;
 
-        r = call_new(c, &(struct kube_call_params){ .method = "GET", .path = path, .retry = true },
-                     done, userdata, &call);
+        r = call_new(c, &(struct kube_call_params){ .method = "GET", .path = path, .retry = true }, done,
+                     userdata, &call);
         if (r < 0)
                 return r;
         call->on_page = on_page;
@@ -720,8 +721,8 @@ int kube_patch(struct kube_client *c, const char *path, enum kube_patch_type typ
                                done, userdata, ret_call);
 }
 
-int kube_create(struct kube_client *c, const char *path, const char *body, kube_done_fn done,
-                void *userdata, struct kube_call **ret_call) {
+int kube_create(struct kube_client *c, const char *path, const char *body, kube_done_fn done, void *userdata,
+                struct kube_call **ret_call) {
         return kube_call_start(c,
                                &(struct kube_call_params){
                                        .method = "POST",
@@ -733,8 +734,8 @@ int kube_create(struct kube_client *c, const char *path, const char *body, kube_
                                done, userdata, ret_call);
 }
 
-int kube_evict(struct kube_client *c, const char *ns, const char *name, int64_t grace_seconds,
-               bool dry_run, kube_done_fn done, void *userdata, struct kube_call **ret_call) {
+int kube_evict(struct kube_client *c, const char *ns, const char *name, int64_t grace_seconds, bool dry_run,
+               kube_done_fn done, void *userdata, struct kube_call **ret_call) {
         _cleanup_(cJSON_Deletep) cJSON *ev = cJSON_CreateObject();
         _cleanup_free_ char *path = NULL, *body = NULL;
         cJSON *meta, *opts;
@@ -751,7 +752,8 @@ int kube_evict(struct kube_client *c, const char *ns, const char *name, int64_t 
                 if (grace_seconds >= 0)
                         cJSON_AddNumberToObject(opts, "gracePeriodSeconds", (double)grace_seconds);
                 if (dry_run)
-                        cJSON_AddItemToObject(opts, "dryRun", cJSON_CreateStringArray((const char *[]){ "All" }, 1));
+                        cJSON_AddItemToObject(opts, "dryRun",
+                                              cJSON_CreateStringArray((const char *[]){ "All" }, 1));
         }
         body = cJSON_PrintUnformatted(ev);
         if (!body || asprintf(&path, "/api/v1/namespaces/%s/pods/%s/eviction", ns, name) < 0)

@@ -28,28 +28,28 @@ struct kind_ops {
         int (*key)(const void *rec, char *buf, size_t size);
 };
 
-#define DEFINE_KIND_OPS(type, has_ns)                                                              \
-        static int type##_from_json_v(const cJSON *obj, void **ret) {                              \
-                struct type *r;                                                                    \
-                int e = type##_from_json(obj, &r);                                                 \
-                if (e >= 0)                                                                        \
-                        *ret = r;                                                                  \
-                return e;                                                                          \
-        }                                                                                          \
-        static void type##_free_v(void *rec) {                                                     \
-                type##_free(rec);                                                                  \
-        }                                                                                          \
-        static size_t type##_size_v(const void *rec) {                                             \
-                return type##_size(rec);                                                           \
-        }                                                                                          \
-        static const char *type##_rv_v(const void *rec) {                                          \
-                return ((const struct type *)rec)->resource_version;                               \
-        }                                                                                          \
-        static int type##_key_v(const void *rec, char *buf, size_t size) {                         \
-                const struct type *x = rec;                                                        \
+#define DEFINE_KIND_OPS(type, has_ns)                                                                 \
+        static int type##_from_json_v(const cJSON *obj, void **ret) {                                 \
+                struct type *r;                                                                       \
+                int e = type##_from_json(obj, &r);                                                    \
+                if (e >= 0)                                                                           \
+                        *ret = r;                                                                     \
+                return e;                                                                             \
+        }                                                                                             \
+        static void type##_free_v(void *rec) {                                                        \
+                type##_free(rec);                                                                     \
+        }                                                                                             \
+        static size_t type##_size_v(const void *rec) {                                                \
+                return type##_size(rec);                                                              \
+        }                                                                                             \
+        static const char *type##_rv_v(const void *rec) {                                             \
+                return ((const struct type *)rec)->resource_version;                                  \
+        }                                                                                             \
+        static int type##_key_v(const void *rec, char *buf, size_t size) {                            \
+                const struct type *x = rec;                                                           \
                 int n = (has_ns) ? snprintf(buf, size, "%s/%s", strempty(kind_ns_##type(x)), x->name) \
-                                 : snprintf(buf, size, "%s", x->name);                             \
-                return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;                             \
+                                 : snprintf(buf, size, "%s", x->name);                                \
+                return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;                                \
         }
 
 static inline const char *kind_ns_pod_rec(const struct pod_rec *p) {
@@ -70,7 +70,8 @@ DEFINE_KIND_OPS(claim_rec, true)
 DEFINE_KIND_OPS(node_rec, false)
 DEFINE_KIND_OPS(slice_rec, false)
 
-#define KIND(t, n, p) { n, p, t##_from_json_v, t##_free_v, t##_size_v, t##_rv_v, t##_key_v }
+#define KIND(t, n, p) \
+        { n, p, t##_from_json_v, t##_free_v, t##_size_v, t##_rv_v, t##_key_v }
 
 static const struct kind_ops kinds[_INFORMER_KIND_MAX] = {
         [INFORMER_NODES] = KIND(node_rec, "nodes", "/api/v1/nodes"),
@@ -97,17 +98,17 @@ struct informer {
         struct informer_options opts;
         struct informer_handlers h;
         void *userdata;
-        char *path;                 /* collection path with selectors */
+        char *path; /* collection path with selectors */
         enum informer_state state;
-        struct hashmap *cache;      /* owned, and owns its records */
-        struct hashmap *fresh;      /* the list being built */
+        struct hashmap *cache; /* owned, and owns its records */
+        struct hashmap *fresh; /* the list being built */
         size_t cache_bytes;
         char *rv;
         bool synced, stopping, relist_next;
-        struct kube_call *call;     /* in flight, or NULL */
+        struct kube_call *call; /* in flight, or NULL */
         struct dtimer timer;
-        unsigned failures;          /* consecutive, for backoff */
-        uint64_t watch_started;     /* monotonic µs */
+        unsigned failures;      /* consecutive, for backoff */
+        uint64_t watch_started; /* monotonic µs */
         bool watch_got_event;
         unsigned rand_state;
         int list_error;
@@ -262,8 +263,8 @@ static void start_list(struct informer *inf) {
         /* The first list may come from the watch cache; after a 410 read from etcd so the
          * resourceVersion we resume from is current. */
         r = kube_list(inf->client, inf->path, inf->opts.page_limit,
-                      inf->opts.list_from_cache && !inf->rv ? "0" : NULL, on_list_page, on_list_done,
-                      inf, &inf->call);
+                      inf->opts.list_from_cache && !inf->rv ? "0" : NULL, on_list_page, on_list_done, inf,
+                      &inf->call);
         if (r < 0) {
                 hashmap_free(inf->fresh, inf->ops->free);
                 inf->fresh = NULL;
@@ -360,8 +361,7 @@ static void on_watch_done(const struct kube_result *res, void *userdata) {
                     timesrc_now(inf->ts) - inf->watch_started >= WATCH_MIN_HEALTHY_USEC)
                         return start_watch(inf);
                 inf->failures++;
-                log_debug("informer %s: watch closed at once without events, retrying",
-                          inf->ops->name);
+                log_debug("informer %s: watch closed at once without events, retrying", inf->ops->name);
                 return schedule_retry(inf, false);
         }
         if (res->error == -ESTALE) {

@@ -19,7 +19,7 @@ struct kube_client;
 struct kube_call;
 
 struct kube_client_options {
-        double qps;                    /* <= 0: no limit */
+        double qps; /* <= 0: no limit */
         int burst;
         uint64_t request_timeout_usec; /* per attempt, not watches; 0 = 30 s */
         unsigned max_attempts;         /* for retried calls; 0 = 8 */
@@ -29,13 +29,13 @@ struct kube_client_options {
 };
 
 struct kube_result {
-        int error;              /* 0 on success, else negative errno */
-        long status;            /* HTTP status of the last attempt, 0 if none */
-        const char *reason;     /* Status reason on errors (e.g. "TooManyRequests"), or NULL */
-        const char *message;    /* Status message or transport error text, or NULL */
-        const cJSON *json;      /* parsed body on success; NULL for watches and empty bodies */
+        int error;                    /* 0 on success, else negative errno */
+        long status;                  /* HTTP status of the last attempt, 0 if none */
+        const char *reason;           /* Status reason on errors (e.g. "TooManyRequests"), or NULL */
+        const char *message;          /* Status message or transport error text, or NULL */
+        const cJSON *json;            /* parsed body on success; NULL for watches and empty bodies */
         const char *resource_version; /* lists: metadata.resourceVersion of the list */
-        uint64_t retry_after_usec; /* from a 429/5xx answer handed back to the caller */
+        uint64_t retry_after_usec;    /* from a 429/5xx answer handed back to the caller */
         unsigned attempts;
 };
 
@@ -59,9 +59,9 @@ struct kube_call_params {
         const char *content_type; /* for bodies */
         const char *body;
         size_t body_len;
-        bool retry;               /* retry 429, 5xx and connection errors (idempotent calls only) */
-        kube_event_fn on_event;   /* set for a watch: the body is a stream of events */
-        uint64_t timeout_usec;    /* 0 = client default; ignored for watches */
+        bool retry;             /* retry 429, 5xx and connection errors (idempotent calls only) */
+        kube_event_fn on_event; /* set for a watch: the body is a stream of events */
+        uint64_t timeout_usec;  /* 0 = client default; ignored for watches */
 };
 
 int kube_client_new(struct transport *t, struct timesrc *ts, struct kube_config *cfg,
@@ -75,9 +75,9 @@ void kube_client_cancel_all(struct kube_client *c);
 size_t kube_client_calls_in_flight(const struct kube_client *c);
 
 struct kube_client_stats {
-        uint64_t requests;         /* HTTP requests sent (every attempt) */
+        uint64_t requests; /* HTTP requests sent (every attempt) */
         uint64_t retries;
-        uint64_t throttled_usec;   /* time spent waiting for the token bucket */
+        uint64_t throttled_usec; /* time spent waiting for the token bucket */
         uint64_t watch_events;
 };
 void kube_client_get_stats(const struct kube_client *c, struct kube_client_stats *ret);
@@ -92,19 +92,19 @@ int kube_get(struct kube_client *c, const char *path, kube_done_fn done, void *u
              struct kube_call **ret_call);
 /* Lists page by page (limit, continue). path may carry a query already. rv "0" reads the
  * watch cache (the server then ignores limit); NULL reads from etcd. */
-int kube_list(struct kube_client *c, const char *path, unsigned limit, const char *rv,
-              kube_page_fn on_page, kube_done_fn done, void *userdata, struct kube_call **ret_call);
+int kube_list(struct kube_client *c, const char *path, unsigned limit, const char *rv, kube_page_fn on_page,
+              kube_done_fn done, void *userdata, struct kube_call **ret_call);
 /* Watches from resource_version with bookmarks; done runs when the stream ends. */
 int kube_watch(struct kube_client *c, const char *path, const char *resource_version,
                unsigned timeout_seconds, kube_event_fn on_event, kube_done_fn done, void *userdata,
                struct kube_call **ret_call);
 int kube_patch(struct kube_client *c, const char *path, enum kube_patch_type type, const char *body,
                kube_done_fn done, void *userdata, struct kube_call **ret_call);
-int kube_create(struct kube_client *c, const char *path, const char *body, kube_done_fn done,
-                void *userdata, struct kube_call **ret_call);
+int kube_create(struct kube_client *c, const char *path, const char *body, kube_done_fn done, void *userdata,
+                struct kube_call **ret_call);
 /* policy/v1 Eviction. grace_seconds < 0: the pod's own. A 429 (PDB) is handed back, not retried. */
-int kube_evict(struct kube_client *c, const char *ns, const char *name, int64_t grace_seconds,
-               bool dry_run, kube_done_fn done, void *userdata, struct kube_call **ret_call);
+int kube_evict(struct kube_client *c, const char *ns, const char *name, int64_t grace_seconds, bool dry_run,
+               kube_done_fn done, void *userdata, struct kube_call **ret_call);
 
 /* Percent-encodes a query parameter value. Returns NULL on OOM. */
 char *kube_query_escape(const char *s);

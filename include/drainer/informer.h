@@ -49,8 +49,8 @@ struct informer_options {
 };
 
 struct informer_stats {
-        uint64_t lists;      /* list calls started (relists included) */
-        uint64_t watches;    /* watch calls started */
+        uint64_t lists;   /* list calls started (relists included) */
+        uint64_t watches; /* watch calls started */
         uint64_t relists_410;
         uint64_t errors;
         uint64_t events;

@@ -5,21 +5,21 @@
 #include <stddef.h>
 #include <stdlib.h>
 
-#define _cleanup_(f) __attribute__((cleanup(f)))
-#define _unused_ __attribute__((unused))
-#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _cleanup_(f)         __attribute__((cleanup(f)))
+#define _unused_             __attribute__((unused))
+#define _printf_(a, b)       __attribute__((format(printf, a, b)))
 #define _warn_unused_result_ __attribute__((warn_unused_result))
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
 
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* Takes the value out of a variable that has a cleanup attribute, leaving NULL. */
-#define TAKE_PTR(p)                                                                                \
-        ({                                                                                         \
-                __typeof__(p) _p_ = (p);                                                           \
-                (p) = NULL;                                                                        \
-                _p_;                                                                               \
+#define TAKE_PTR(p)                      \
+        ({                               \
+                __typeof__(p) _p_ = (p); \
+                (p) = NULL;              \
+                _p_;                     \
         })
 
 /* <sys/param.h> (pulled in by uv.h) defines the same two. */
@@ -40,10 +40,10 @@ static inline void freep(void *p) {
 }
 
 /* Defines <name>p() for use with _cleanup_, calling name(*p) when *p is not NULL. */
-#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                                                    \
-        static inline void func##p(type *p) {                                                      \
-                if (*p)                                                                            \
-                        func(*p);                                                                  \
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func) \
+        static inline void func##p(type *p) {   \
+                if (*p)                         \
+                        func(*p);               \
         }
 
 static inline const char *strna(const char *s) {

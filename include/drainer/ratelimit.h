@@ -7,8 +7,8 @@
 struct ratelimit {
         double qps;
         double burst;
-        double tokens;     /* may go negative: tokens promised to waiting callers */
-        uint64_t last;     /* monotonic µs of the last refill */
+        double tokens;        /* may go negative: tokens promised to waiting callers */
+        uint64_t last;        /* monotonic µs of the last refill */
         uint64_t waited_usec; /* total delay handed out, for metrics */
         uint64_t granted;
 };

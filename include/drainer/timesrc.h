@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define USEC_PER_MSEC UINT64_C(1000)
-#define USEC_PER_SEC UINT64_C(1000000)
+#define USEC_PER_SEC  UINT64_C(1000000)
 
 struct timesrc;
 struct dtimer;
@@ -19,8 +19,8 @@ typedef void (*dtimer_fn)(struct dtimer *t);
 struct dtimer {
         struct timesrc *src; /* borrowed */
         dtimer_fn cb;
-        void *impl;          /* owned by the time source */
-        uint64_t due;        /* monotonic µs, valid while armed */
+        void *impl;   /* owned by the time source */
+        uint64_t due; /* monotonic µs, valid while armed */
         bool armed;
 };
 

@@ -26,23 +26,24 @@ struct tls_config {
 };
 
 struct http_request {
-        const char *method; /* "GET", "POST", "PATCH", ... */
-        const char *url;    /* absolute */
+        const char *method;         /* "GET", "POST", "PATCH", ... */
+        const char *url;            /* absolute */
         const char *const *headers; /* NULL-terminated "Name: value" lines, or NULL */
-        const char *body;   /* may be NULL */
+        const char *body;           /* may be NULL */
         size_t body_len;
-        uint64_t timeout_usec; /* whole call; 0 = none (watches) */
+        uint64_t timeout_usec;         /* whole call; 0 = none (watches) */
         uint64_t connect_timeout_usec; /* 0 = transport default (10 s) */
-        size_t max_body;       /* cap on a buffered body; exceeding it fails with -E2BIG */
-        bool stream;           /* deliver the body through on_data as it arrives, do not buffer */
-        /* Calls without timeout_usec (watches): fail with -ETIMEDOUT when less than one byte
-         * a second arrives for this long. 0 = transport default (5 min). Ignored otherwise. */
+        size_t max_body;               /* cap on a buffered body; exceeding it fails with -E2BIG */
+        bool stream;                   /* deliver the body through on_data as it arrives, do not buffer */
+        /* Calls without timeout_usec (watches): fail with -ETIMEDOUT when the body rate stays
+         * under 1 byte/s (averaged over a few seconds) this long. 0 = transport default (5 min).
+         * Ignored when timeout_usec is set. */
         uint64_t idle_timeout_usec;
 };
 
 struct http_response {
-        long status;            /* HTTP status; 0 if no response arrived */
-        const char *body;       /* buffered body (NUL-terminated), NULL when streaming */
+        long status;      /* HTTP status; 0 if no response arrived */
+        const char *body; /* buffered body (NUL-terminated), NULL when streaming */
         size_t body_len;
         uint64_t retry_after_usec; /* parsed Retry-After (seconds form), 0 if absent */
         const char *content_type;  /* may be NULL */
@@ -54,18 +55,34 @@ typedef int (*http_data_fn)(struct http_call *call, const char *data, size_t n, 
 /* Runs exactly once per submitted call, never from inside transport_submit().
  * error: 0 when a response (any status) arrived; negative errno on a transport
  * failure (-ETIMEDOUT, -ECONNREFUSED, -ECONNRESET, -EIO, -E2BIG, -ECANCELED, ...).
- * The response and its body are valid only during the callback. */
+ * The response and its body are valid only during the callback.
+ * resp is never NULL; on an error its body is NULL, status is whatever arrived.
+ * The real transport's errors: -ETIMEDOUT (call, connect or idle timeout),
+ * -ECONNREFUSED (cannot connect), -EHOSTUNREACH/-ENETUNREACH (cannot resolve or
+ * route), -EKEYREJECTED (server certificate not trusted or not for that name),
+ * -EPROTO (other TLS handshake failure, e.g. client certificate refused; broken
+ * HTTP), -EINVAL (unusable CA/client certificate/key PEM, bad URL),
+ * -ECONNRESET (connection dropped, HTTP/2 stream reset), -E2BIG (max_body),
+ * -EBADMSG (bad content encoding), -ENOMEM, on_data's own error, else -EIO. */
 typedef void (*http_done_fn)(struct http_call *call, int error, const struct http_response *resp,
                              void *userdata);
 
 struct transport_ops {
+        /* req and everything it points to are borrowed for the duration of the call only.
+         * Fails (and never runs on_done) with -EINVAL (bad request, stream without on_data),
+         * -ENOMEM, or -ESHUTDOWN once close was called. May be called from any callback.
+         * *ret_call stays valid until on_done returns. */
         int (*submit)(struct transport *t, const struct http_request *req, http_data_fn on_data,
                       http_done_fn on_done, void *userdata, struct http_call **ret_call);
-        /* Cancels a call in flight: its done callback runs later with -ECANCELED. */
+        /* Cancels a call in flight: its done callback runs later with -ECANCELED.
+         * A no-op on a call that is already cancelled or whose done is running. */
         void (*cancel)(struct transport *t, struct http_call *call);
-        /* Cancels everything, releases resources; close_cb runs once all uv handles are closed. */
+        /* Cancels everything, releases resources; close_cb runs once all uv handles are closed.
+         * Every done callback (-ECANCELED) runs before close_cb; close_cb may be NULL and never
+         * runs from inside close. Call once. */
         void (*close)(struct transport *t, void (*close_cb)(struct transport *t, void *userdata),
                       void *userdata);
+        /* After close_cb has run (or from inside it). */
         void (*free)(struct transport *t);
 };
 
@@ -74,9 +91,8 @@ struct transport {
         uint64_t requests_total; /* calls submitted */
 };
 
-static inline int transport_submit(struct transport *t, const struct http_request *req,
-                                   http_data_fn on_data, http_done_fn on_done, void *userdata,
-                                   struct http_call **ret_call) {
+static inline int transport_submit(struct transport *t, const struct http_request *req, http_data_fn on_data,
+                                   http_done_fn on_done, void *userdata, struct http_call **ret_call) {
         return t->ops->submit(t, req, on_data, on_done, userdata, ret_call);
 }
 
@@ -85,8 +101,7 @@ static inline void transport_cancel(struct transport *t, struct http_call *call)
 }
 
 static inline void transport_close(struct transport *t,
-                                   void (*close_cb)(struct transport *t, void *userdata),
-                                   void *userdata) {
+                                   void (*close_cb)(struct transport *t, void *userdata), void *userdata) {
         t->ops->close(t, close_cb, userdata);
 }
 
@@ -97,9 +112,14 @@ static inline void transport_free(struct transport *t) {
 
 /* The real transport: libcurl multi on the given libuv loop, HTTP/2 over TLS
  * (HTTP/1.1 fallback), one connection reused by all calls, User-Agent
- * drainer/<version>. */
-int transport_curl_new(struct uv_loop_s *loop, const struct tls_config *tls,
-                       struct transport **ret);
+ * drainer/<version>. With a CA blob only that CA is trusted (not the system
+ * bundle besides), as in client-go. tls_server_name: SNI and certificate
+ * verification use that name while the TCP connection goes to the URL's
+ * host:port, whose authority stays in the Host header (:authority). Proxies
+ * come from the environment (https_proxy, no_proxy), as in client-go.
+ * tls may be NULL (system CAs). -EINVAL for a tls_server_name that is not a
+ * bare host name. */
+int transport_curl_new(struct uv_loop_s *loop, const struct tls_config *tls, struct transport **ret);
 
 /* libcurl's process-wide state: call transport_global_init() once before any
  * transport_curl_new() (main, tests) and transport_global_cleanup() at exit. */

@@ -1,0 +1,154 @@
+/* DESIGN.md "Terms" as code: claim-holding pods, claims on a node, pod
+ * classes. Works on borrowed records only; allocates nothing and logs
+ * nothing, so callers may run it on every reconcile. */
+#include <assert.h>
+#include <string.h>
+
+#include "drainer/claims.h"
+
+const char *const claims_default_driver_selectors[] = {
+        "app.kubernetes.io/component=kubeletplugin",
+        "nvidia-dra-driver-gpu-component=kubelet-plugin",
+        "dra-driver-nvidia-gpu-component=kubelet-plugin",
+        NULL,
+};
+
+bool pod_holds_claims(const struct pod_rec *p) {
+        assert(p);
+
+        if (p->extended_claim_name)
+                return true;
+        for (size_t i = 0; i < p->n_claims; i++)
+                if (p->claims[i].claim_name)
+                        return true;
+        return false;
+}
+
+static bool is_pod_consumer(const struct claim_consumer *r) {
+        return !r->api_group && streq_ptr(r->resource, "pods");
+}
+
+static bool consumer_is_pod(const struct claim_consumer *r, const struct claim_rec *c,
+                            const struct pod_rec *p) {
+        if (!is_pod_consumer(r) || !streq_ptr(p->ns, c->ns))
+                return false;
+        if (r->uid)
+                return streq_ptr(r->uid, p->uid);
+        return streq_ptr(r->name, p->name);
+}
+
+bool claim_reserved_by_pod(const struct claim_rec *c, const struct pod_rec *p) {
+        assert(c);
+        assert(p);
+
+        for (size_t i = 0; i < c->n_reserved; i++)
+                if (consumer_is_pod(&c->reserved[i], c, p))
+                        return true;
+        return false;
+}
+
+static const char *const claim_on_node_reason_table[_CLAIM_ON_NODE_REASON_MAX] = {
+        [CLAIM_NOT_ON_NODE] = "not-on-node",
+        [CLAIM_RESERVED_BY_NODE_POD] = "reserved-by-node-pod",
+        [CLAIM_ALLOCATED_NODE_SELECTOR] = "allocated-node-selector",
+        [CLAIM_ALLOCATED_NODE_SLICE] = "allocated-node-slice",
+};
+
+const char *claim_on_node_reason_to_string(enum claim_on_node_reason r) {
+        if (r < 0 || r >= _CLAIM_ON_NODE_REASON_MAX)
+                return NULL;
+        return claim_on_node_reason_table[r];
+}
+
+enum claim_on_node_reason claim_on_node_reason_from_string(const char *s) {
+        if (!s)
+                return _CLAIM_ON_NODE_REASON_INVALID;
+        for (int i = 0; i < _CLAIM_ON_NODE_REASON_MAX; i++)
+                if (streq(s, claim_on_node_reason_table[i]))
+                        return (enum claim_on_node_reason)i;
+        return _CLAIM_ON_NODE_REASON_INVALID;
+}
+
+enum claim_on_node_reason claim_on_node(const struct claim_rec *c, const char *node,
+                                        const struct pod_rec *const *pods, size_t n_pods,
+                                        const struct slice_rec *const *slices, size_t n_slices) {
+        assert(c);
+        assert(node);
+        assert(pods || n_pods == 0);
+        assert(slices || n_slices == 0);
+
+        /* (a) Reserved for a pod of the node. The resourceclaim controller keeps
+         * a scheduled pod in reservedFor until it is terminal or gone. */
+        for (size_t i = 0; i < c->n_reserved; i++) {
+                const struct claim_consumer *r = &c->reserved[i];
+
+                if (!is_pod_consumer(r))
+                        continue;
+                for (size_t j = 0; j < n_pods; j++)
+                        if (pods[j] && streq_ptr(pods[j]->node_name, node) && consumer_is_pod(r, c, pods[j]))
+                                return CLAIM_RESERVED_BY_NODE_POD;
+        }
+
+        if (!c->allocated)
+                return CLAIM_NOT_ON_NODE;
+
+        /* (b) Node-local allocation: the allocator writes this exact selector
+         * whenever a device comes from a slice with a node name. */
+        if (streq_ptr(c->selector_node, node))
+                return CLAIM_ALLOCATED_NODE_SELECTOR;
+
+        /* ... or a device from a pool published by a slice of the node. */
+        for (size_t i = 0; i < c->n_devices; i++) {
+                const struct claim_device *d = &c->devices[i];
+
+                for (size_t j = 0; j < n_slices; j++) {
+                        const struct slice_rec *s = slices[j];
+
+                        if (s && streq_ptr(s->node_name, node) && streq_ptr(s->driver, d->driver) &&
+                            streq_ptr(s->pool, d->pool))
+                                return CLAIM_ALLOCATED_NODE_SLICE;
+                }
+        }
+
+        return CLAIM_NOT_ON_NODE;
+}
+
+static const char *const pod_class_table[_POD_CLASS_MAX] = {
+        [POD_CLASS_DRIVER] = "driver",       [POD_CLASS_MIRROR] = "mirror",
+        [POD_CLASS_DAEMONSET] = "daemonset", [POD_CLASS_CLAIM_HOLDER] = "claim-holder",
+        [POD_CLASS_WORKLOAD] = "workload",   [POD_CLASS_FINISHED] = "finished",
+};
+
+const char *pod_class_to_string(enum pod_class c) {
+        if (c < 0 || c >= _POD_CLASS_MAX)
+                return NULL;
+        return pod_class_table[c];
+}
+
+enum pod_class pod_class_from_string(const char *s) {
+        if (!s)
+                return _POD_CLASS_INVALID;
+        for (int i = 0; i < _POD_CLASS_MAX; i++)
+                if (streq(s, pod_class_table[i]))
+                        return (enum pod_class)i;
+        return _POD_CLASS_INVALID;
+}
+
+enum pod_class pod_classify(const struct pod_rec *p, const struct selector *const *driver_selectors,
+                            size_t n) {
+        assert(p);
+        assert(driver_selectors || n == 0);
+
+        for (size_t i = 0; i < n; i++)
+                if (driver_selectors[i] && selector_matches(driver_selectors[i], p->labels, p->n_labels))
+                        return POD_CLASS_DRIVER;
+        if (p->mirror)
+                return POD_CLASS_MIRROR;
+        if (p->phase == POD_SUCCEEDED || p->phase == POD_FAILED)
+                return POD_CLASS_FINISHED;
+        if (pod_holds_claims(p))
+                return POD_CLASS_CLAIM_HOLDER;
+        if (p->controller && streq_ptr(p->controller->kind, "DaemonSet"))
+                return POD_CLASS_DAEMONSET;
+        return POD_CLASS_WORKLOAD;
+}

@@ -1,0 +1,608 @@
+/* Compact records built from Kubernetes JSON. Each builder runs twice over the
+ * borrowed cJSON tree: once to measure, once to fill a single allocation laid
+ * out as struct, arrays, strings. Records own nothing else, so free() is
+ * enough; they never point into the cJSON tree. */
+#include <assert.h>
+#include <stdalign.h>
+#include <string.h>
+
+#include "drainer/log.h"
+#include "drainer/objects.h"
+
+/* ---- packing ---- */
+
+struct packer {
+        char *base; /* NULL while measuring */
+        size_t off;
+        size_t size; /* allocated bytes, when filling */
+};
+
+#define PACK_ALIGN alignof(max_align_t)
+
+static size_t align_up(size_t n) {
+        return (n + PACK_ALIGN - 1) & ~(PACK_ALIGN - 1);
+}
+
+/* Room for n elements; NULL while measuring or for n == 0 (write through
+ * ELEM(), which falls back to a scratch element). */
+static void *pk_array(struct packer *pk, size_t n, size_t elem) {
+        void *p = NULL;
+
+        if (n == 0)
+                return NULL;
+        pk->off = align_up(pk->off);
+        if (pk->base) {
+                assert(pk->off + n * elem <= pk->size);
+                p = pk->base + pk->off;
+        }
+        pk->off += n * elem;
+        return p;
+}
+
+#define ELEM(arr, i, scratch) ((arr) ? &(arr)[i] : &(scratch))
+
+/* Copies s (may be NULL) into the record. */
+static const char *pk_str(struct packer *pk, const char *s) {
+        size_t l;
+        char *d = NULL;
+
+        if (!s)
+                return NULL;
+        l = strlen(s) + 1;
+        if (pk->base) {
+                assert(pk->off + l <= pk->size);
+                d = memcpy(pk->base + pk->off, s, l);
+        }
+        pk->off += l;
+        return d;
+}
+
+/* Optional strings: "" is stored as NULL. */
+static const char *pk_opt(struct packer *pk, const char *s) {
+        return s && *s ? pk_str(pk, s) : NULL;
+}
+
+/* Runs build() to measure, allocates, runs it again to fill. build() must
+ * take the same decisions both times: they depend on the JSON only. */
+#define PACK_RECORD(type, obj, ret, build)                                   \
+        ({                                                                   \
+                struct packer _pk = { .off = sizeof(type) };                 \
+                type _tmp = {}, *_rec;                                       \
+                int _r = build(obj, &_pk, &_tmp);                            \
+                if (_r >= 0) {                                               \
+                        size_t _size = _pk.off;                              \
+                        _rec = calloc(1, _size);                             \
+                        if (!_rec)                                           \
+                                _r = -ENOMEM;                                \
+                        else {                                               \
+                                _pk = (struct packer){ .base = (char *)_rec, \
+                                                       .off = sizeof(type),  \
+                                                       .size = _size };      \
+                                _r = build(obj, &_pk, _rec);                 \
+                                assert(_r >= 0 && _pk.off == _size);         \
+                                _rec->alloc_size = _size;                    \
+                                *(ret) = _rec;                               \
+                        }                                                    \
+                }                                                            \
+                _r;                                                          \
+        })
+
+/* ---- JSON access ---- */
+
+static const cJSON *jget(const cJSON *o, const char *k) {
+        return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+static const char *jstr(const cJSON *o, const char *k) {
+        const cJSON *v = jget(o, k);
+        return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static bool jtrue(const cJSON *o, const char *k) {
+        return cJSON_IsTrue(jget(o, k));
+}
+
+static bool jint64(const cJSON *o, const char *k, int64_t *ret) {
+        const cJSON *v = jget(o, k);
+
+        if (!cJSON_IsNumber(v))
+                return false;
+        *ret = (int64_t)v->valuedouble;
+        return true;
+}
+
+static const cJSON *jobj(const cJSON *o, const char *k) {
+        const cJSON *v = jget(o, k);
+        return cJSON_IsObject(v) ? v : NULL;
+}
+
+static const cJSON *jarr(const cJSON *o, const char *k) {
+        const cJSON *v = jget(o, k);
+        return cJSON_IsArray(v) ? v : NULL;
+}
+
+static size_t count_children(const cJSON *o) {
+        size_t n = 0;
+
+        for (const cJSON *c = o ? o->child : NULL; c; c = c->next)
+                n++;
+        return n;
+}
+
+/* status.conditions[type==t].status == "True" */
+static bool condition_true(const cJSON *status, const char *t) {
+        const cJSON *c;
+
+        cJSON_ArrayForEach(
+                c, jarr(status, "conditions")) if (streq_ptr(jstr(c, "type"),
+                                                             t)) return streq_ptr(jstr(c, "status"), "True");
+        return false;
+}
+
+/* String-valued members of a map (labels, annotations) whose key starts with
+ * prefix (NULL: all). */
+static int pack_kv(struct packer *pk, const cJSON *map, const char *prefix, const struct kv **ret,
+                   size_t *ret_n) {
+        size_t n = 0, i = 0, plen = prefix ? strlen(prefix) : 0;
+        const cJSON *c;
+        struct kv *a, scratch;
+
+        cJSON_ArrayForEach(c, map) if (c->string && cJSON_IsString(c) &&
+                                       (!prefix || strncmp(c->string, prefix, plen) == 0)) n++;
+        a = pk_array(pk, n, sizeof(struct kv));
+        cJSON_ArrayForEach(c, map) {
+                struct kv *e;
+
+                if (!c->string || !cJSON_IsString(c) || (prefix && strncmp(c->string, prefix, plen) != 0))
+                        continue;
+                e = ELEM(a, i++, scratch);
+                e->key = pk_str(pk, c->string);
+                e->value = pk_str(pk, c->valuestring);
+        }
+        *ret = a;
+        *ret_n = n;
+        return 0;
+}
+
+/* The controller ownerReference, or NULL. */
+static const cJSON *controller_ref(const cJSON *metadata) {
+        const cJSON *o;
+
+        cJSON_ArrayForEach(o, jarr(metadata, "ownerReferences")) if (jtrue(o, "controller")) return o;
+        return NULL;
+}
+
+static int required_meta(const cJSON *obj, bool namespaced, const cJSON **ret_meta) {
+        const cJSON *meta = jobj(obj, "metadata");
+        const char *name = jstr(meta, "name"), *ns = jstr(meta, "namespace");
+
+        if (!meta || !name || !*name || (namespaced && (!ns || !*ns)))
+                return -EBADMSG;
+        *ret_meta = meta;
+        return 0;
+}
+
+/* ---- pods ---- */
+
+static const char *const pod_phase_table[_POD_PHASE_MAX] = {
+        [POD_PENDING] = "Pending", [POD_RUNNING] = "Running", [POD_SUCCEEDED] = "Succeeded",
+        [POD_FAILED] = "Failed",   [POD_UNKNOWN] = "Unknown",
+};
+
+const char *pod_phase_to_string(enum pod_phase p) {
+        if (p < 0 || p >= _POD_PHASE_MAX)
+                return NULL;
+        return pod_phase_table[p];
+}
+
+enum pod_phase pod_phase_from_string(const char *s) {
+        if (!s)
+                return _POD_PHASE_INVALID;
+        for (int i = 0; i < _POD_PHASE_MAX; i++)
+                if (streq(s, pod_phase_table[i]))
+                        return (enum pod_phase)i;
+        return _POD_PHASE_INVALID;
+}
+
+/* status.resourceClaimStatuses[name==name].resourceClaimName: the claim
+ * generated from a template, NULL while not generated or when none is needed. */
+static const char *generated_claim_name(const cJSON *status, const char *name) {
+        const cJSON *s;
+
+        cJSON_ArrayForEach(
+                s, jarr(status,
+                        "resourceClaimStatuses")) if (streq_ptr(jstr(s, "name"),
+                                                                name)) return jstr(s, "resourceClaimName");
+        return NULL;
+}
+
+static int pack_tolerations(struct packer *pk, const cJSON *spec, struct pod_rec *p) {
+        const cJSON *arr = jarr(spec, "tolerations"), *t;
+        size_t n = count_children(arr), i = 0;
+        struct toleration *a = pk_array(pk, n, sizeof(struct toleration)), scratch;
+
+        cJSON_ArrayForEach(t, arr) {
+                struct toleration *e = ELEM(a, i++, scratch);
+
+                e->key = pk_opt(pk, jstr(t, "key"));
+                e->op = pk_opt(pk, jstr(t, "operator"));
+                e->value = pk_opt(pk, jstr(t, "value"));
+                e->effect = pk_opt(pk, jstr(t, "effect"));
+                if (!jint64(t, "tolerationSeconds", &e->seconds))
+                        e->seconds = -1;
+        }
+        p->tolerations = a;
+        p->n_tolerations = n;
+        return 0;
+}
+
+static int pod_build(const cJSON *obj, struct packer *pk, struct pod_rec *p) {
+        const cJSON *meta, *spec, *status, *ctl, *arr, *c;
+        int64_t v;
+        size_t n, i;
+        int r;
+
+        r = required_meta(obj, true, &meta);
+        if (r < 0)
+                return r;
+        spec = jobj(obj, "spec");
+        status = jobj(obj, "status");
+
+        /* Arrays first (aligned), strings after. */
+        r = pack_kv(pk, jobj(meta, "labels"), NULL, &p->labels, &p->n_labels);
+        if (r < 0)
+                return r;
+        r = pack_tolerations(pk, spec, p);
+        if (r < 0)
+                return r;
+
+        ctl = controller_ref(meta);
+        p->has_controller = ctl;
+        if (ctl) {
+                struct owner_ref *o = pk_array(pk, 1, sizeof(struct owner_ref)), scratch;
+                struct owner_ref *e = ELEM(o, 0, scratch);
+
+                e->kind = pk_opt(pk, jstr(ctl, "kind"));
+                e->name = pk_opt(pk, jstr(ctl, "name"));
+                e->uid = pk_opt(pk, jstr(ctl, "uid"));
+                e->controller = true;
+                p->controller = o;
+        }
+
+        arr = jarr(spec, "resourceClaims");
+        n = count_children(arr);
+        i = 0;
+        {
+                struct pod_claim_ref *a = pk_array(pk, n, sizeof(struct pod_claim_ref)), scratch;
+
+                cJSON_ArrayForEach(c, arr) {
+                        struct pod_claim_ref *e = ELEM(a, i++, scratch);
+                        const char *name = jstr(c, "name"), *claim = jstr(c, "resourceClaimName");
+                        const char *tmpl = jstr(c, "resourceClaimTemplateName");
+
+                        e->name = pk_opt(pk, name);
+                        e->from_template = !claim && tmpl && *tmpl;
+                        if (claim && *claim)
+                                e->claim_name = pk_str(pk, claim);
+                        else if (e->from_template)
+                                e->claim_name = pk_opt(pk, generated_claim_name(status, name));
+                        else
+                                e->claim_name = NULL;
+                }
+                p->claims = a;
+                p->n_claims = n;
+        }
+
+        p->ns = pk_str(pk, jstr(meta, "namespace"));
+        p->name = pk_str(pk, jstr(meta, "name"));
+        p->uid = pk_opt(pk, jstr(meta, "uid"));
+        p->resource_version = pk_opt(pk, jstr(meta, "resourceVersion"));
+        p->node_name = pk_opt(pk, jstr(spec, "nodeName"));
+        p->pod_ip = pk_opt(pk, jstr(status, "podIP"));
+        p->priority_class_name = pk_opt(pk, jstr(spec, "priorityClassName"));
+        p->extended_claim_name =
+                pk_opt(pk, jstr(jobj(status, "extendedResourceClaimStatus"), "resourceClaimName"));
+
+        {
+                const char *phase = jstr(status, "phase");
+
+                if (!phase || !*phase)
+                        p->phase = POD_PENDING;
+                else {
+                        p->phase = pod_phase_from_string(phase);
+                        if (p->phase < 0)
+                                p->phase = POD_UNKNOWN;
+                }
+        }
+        p->ready = condition_true(status, "Ready");
+        p->deleting = jget(meta, "deletionTimestamp") && !cJSON_IsNull(jget(meta, "deletionTimestamp"));
+        if (!jint64(meta, "deletionGracePeriodSeconds", &p->deletion_grace_seconds))
+                p->deletion_grace_seconds = -1;
+        if (!jint64(spec, "terminationGracePeriodSeconds", &p->termination_grace_seconds))
+                p->termination_grace_seconds = 30;
+        p->mirror = jget(jobj(meta, "annotations"), "kubernetes.io/config.mirror");
+        p->priority = jint64(spec, "priority", &v) ? (int32_t)v : 0;
+
+        p->has_emptydir = false;
+        cJSON_ArrayForEach(c, jarr(spec, "volumes")) if (jobj(c, "emptyDir")) {
+                p->has_emptydir = true;
+                break;
+        }
+
+        p->grpc_probe_port = 0;
+        p->grpc_probe_service = NULL;
+        cJSON_ArrayForEach(c, jarr(spec, "containers")) {
+                const cJSON *grpc = jobj(jobj(c, "livenessProbe"), "grpc");
+
+                if (grpc && jint64(grpc, "port", &v)) {
+                        p->grpc_probe_port = (int32_t)v;
+                        p->grpc_probe_service = pk_opt(pk, jstr(grpc, "service"));
+                        break;
+                }
+        }
+
+        return 0;
+}
+
+int pod_rec_from_json(const cJSON *obj, struct pod_rec **ret) {
+        assert(ret);
+        return PACK_RECORD(struct pod_rec, obj, ret, pod_build);
+}
+
+/* ---- resource claims ---- */
+
+/* allocation.nodeSelector: the single node of "one term, one matchFields
+ * metadata.name In [NODE]" (the allocator's createNodeSelector for node-local
+ * devices), else NULL with *ret_other set when a selector exists at all. */
+static const char *node_local_selector(const cJSON *sel, bool *ret_other) {
+        const cJSON *terms, *term, *fields, *f, *values, *exprs;
+
+        *ret_other = false;
+        if (!sel || cJSON_IsNull(sel))
+                return NULL;
+        *ret_other = true;
+
+        terms = jarr(sel, "nodeSelectorTerms");
+        if (cJSON_GetArraySize(terms) != 1)
+                return NULL;
+        term = terms->child;
+        exprs = jarr(term, "matchExpressions");
+        if (cJSON_GetArraySize(exprs) != 0)
+                return NULL;
+        fields = jarr(term, "matchFields");
+        if (cJSON_GetArraySize(fields) != 1)
+                return NULL;
+        f = fields->child;
+        if (!streq_ptr(jstr(f, "key"), "metadata.name") || !streq_ptr(jstr(f, "operator"), "In"))
+                return NULL;
+        values = jarr(f, "values");
+        if (cJSON_GetArraySize(values) != 1 || !cJSON_IsString(values->child) ||
+            !*values->child->valuestring)
+                return NULL;
+
+        *ret_other = false;
+        return values->child->valuestring;
+}
+
+static int claim_build(const cJSON *obj, struct packer *pk, struct claim_rec *c) {
+        const cJSON *meta, *status, *alloc, *arr, *e, *ctl;
+        const char *node;
+        size_t n, i;
+        int r;
+
+        r = required_meta(obj, true, &meta);
+        if (r < 0)
+                return r;
+        status = jobj(obj, "status");
+        alloc = jobj(status, "allocation");
+
+        arr = jarr(jobj(alloc, "devices"), "results");
+        n = count_children(arr);
+        i = 0;
+        c->admin_access_any = false;
+        {
+                struct claim_device *a = pk_array(pk, n, sizeof(struct claim_device)), scratch;
+
+                cJSON_ArrayForEach(e, arr) {
+                        struct claim_device *d = ELEM(a, i++, scratch);
+
+                        d->request = pk_opt(pk, jstr(e, "request"));
+                        d->driver = pk_opt(pk, jstr(e, "driver"));
+                        d->pool = pk_opt(pk, jstr(e, "pool"));
+                        d->device = pk_opt(pk, jstr(e, "device"));
+                        d->admin_access = jtrue(e, "adminAccess");
+                        if (jtrue(e, "adminAccess"))
+                                c->admin_access_any = true;
+                }
+                c->devices = a;
+                c->n_devices = n;
+        }
+
+        arr = jarr(status, "reservedFor");
+        n = count_children(arr);
+        i = 0;
+        {
+                struct claim_consumer *a = pk_array(pk, n, sizeof(struct claim_consumer)), scratch;
+
+                cJSON_ArrayForEach(e, arr) {
+                        struct claim_consumer *d = ELEM(a, i++, scratch);
+
+                        d->api_group = pk_opt(pk, jstr(e, "apiGroup"));
+                        d->resource = pk_opt(pk, jstr(e, "resource"));
+                        d->name = pk_opt(pk, jstr(e, "name"));
+                        d->uid = pk_opt(pk, jstr(e, "uid"));
+                }
+                c->reserved = a;
+                c->n_reserved = n;
+        }
+
+        c->ns = pk_str(pk, jstr(meta, "namespace"));
+        c->name = pk_str(pk, jstr(meta, "name"));
+        c->uid = pk_opt(pk, jstr(meta, "uid"));
+        c->resource_version = pk_opt(pk, jstr(meta, "resourceVersion"));
+        c->deleting = jget(meta, "deletionTimestamp") && !cJSON_IsNull(jget(meta, "deletionTimestamp"));
+        c->allocated = alloc;
+        node = node_local_selector(alloc ? jget(alloc, "nodeSelector") : NULL, &c->selector_other);
+        c->selector_node = pk_opt(pk, node);
+
+        ctl = controller_ref(meta);
+        c->owner_pod = c->owner_pod_uid = NULL;
+        if (ctl && streq_ptr(jstr(ctl, "kind"), "Pod")) {
+                c->owner_pod = pk_opt(pk, jstr(ctl, "name"));
+                c->owner_pod_uid = pk_opt(pk, jstr(ctl, "uid"));
+        }
+        c->extended_resource = streq_ptr(
+                jstr(jobj(meta, "annotations"), "resource.kubernetes.io/extended-resource-claim"), "true");
+        return 0;
+}
+
+int claim_rec_from_json(const cJSON *obj, struct claim_rec **ret) {
+        assert(ret);
+        return PACK_RECORD(struct claim_rec, obj, ret, claim_build);
+}
+
+/* ---- nodes ---- */
+
+static int node_build(const cJSON *obj, struct packer *pk, struct node_rec *n) {
+        const cJSON *meta, *spec, *status, *arr, *t;
+        size_t cnt, i = 0;
+        int r;
+
+        r = required_meta(obj, false, &meta);
+        if (r < 0)
+                return r;
+        spec = jobj(obj, "spec");
+        status = jobj(obj, "status");
+
+        r = pack_kv(pk, jobj(meta, "labels"), NULL, &n->labels, &n->n_labels);
+        if (r < 0)
+                return r;
+        r = pack_kv(pk, jobj(meta, "annotations"), "drainer.io/", &n->annotations, &n->n_annotations);
+        if (r < 0)
+                return r;
+
+        arr = jarr(spec, "taints");
+        cnt = count_children(arr);
+        {
+                struct node_taint *a = pk_array(pk, cnt, sizeof(struct node_taint)), scratch;
+
+                cJSON_ArrayForEach(t, arr) {
+                        struct node_taint *e = ELEM(a, i++, scratch);
+
+                        e->key = pk_opt(pk, jstr(t, "key"));
+                        e->value = pk_opt(pk, jstr(t, "value"));
+                        e->effect = pk_opt(pk, jstr(t, "effect"));
+                }
+                n->taints = a;
+                n->n_taints = cnt;
+        }
+
+        n->name = pk_str(pk, jstr(meta, "name"));
+        n->uid = pk_opt(pk, jstr(meta, "uid"));
+        n->resource_version = pk_opt(pk, jstr(meta, "resourceVersion"));
+        n->kubelet_version = pk_opt(pk, jstr(jobj(status, "nodeInfo"), "kubeletVersion"));
+        n->unschedulable = jtrue(spec, "unschedulable");
+        n->ready = condition_true(status, "Ready");
+        return 0;
+}
+
+int node_rec_from_json(const cJSON *obj, struct node_rec **ret) {
+        assert(ret);
+        return PACK_RECORD(struct node_rec, obj, ret, node_build);
+}
+
+/* ---- resource slices ---- */
+
+static int slice_build(const cJSON *obj, struct packer *pk, struct slice_rec *s) {
+        const cJSON *meta, *spec, *pool;
+        int r;
+
+        r = required_meta(obj, false, &meta);
+        if (r < 0)
+                return r;
+        spec = jobj(obj, "spec");
+        pool = jobj(spec, "pool");
+        if (!jstr(spec, "driver") || !*jstr(spec, "driver") || !jstr(pool, "name") || !*jstr(pool, "name"))
+                return -EBADMSG;
+
+        s->name = pk_str(pk, jstr(meta, "name"));
+        s->resource_version = pk_opt(pk, jstr(meta, "resourceVersion"));
+        s->driver = pk_str(pk, jstr(spec, "driver"));
+        s->pool = pk_str(pk, jstr(pool, "name"));
+        s->node_name = pk_opt(pk, jstr(spec, "nodeName"));
+        if (!jint64(pool, "generation", &s->pool_generation))
+                s->pool_generation = 0;
+        if (!jint64(pool, "resourceSliceCount", &s->pool_slice_count))
+                s->pool_slice_count = 0;
+        s->n_devices = count_children(jarr(spec, "devices"));
+        s->all_nodes = jtrue(spec, "allNodes");
+        s->has_node_selector = jobj(spec, "nodeSelector") || jtrue(spec, "perDeviceNodeSelection");
+        return 0;
+}
+
+int slice_rec_from_json(const cJSON *obj, struct slice_rec **ret) {
+        assert(ret);
+        return PACK_RECORD(struct slice_rec, obj, ret, slice_build);
+}
+
+/* ---- common ---- */
+
+void pod_rec_free(struct pod_rec *p) {
+        free(p);
+}
+
+void claim_rec_free(struct claim_rec *c) {
+        free(c);
+}
+
+void node_rec_free(struct node_rec *n) {
+        free(n);
+}
+
+void slice_rec_free(struct slice_rec *s) {
+        free(s);
+}
+
+size_t pod_rec_size(const struct pod_rec *p) {
+        return p ? p->alloc_size : 0;
+}
+
+size_t claim_rec_size(const struct claim_rec *c) {
+        return c ? c->alloc_size : 0;
+}
+
+size_t node_rec_size(const struct node_rec *n) {
+        return n ? n->alloc_size : 0;
+}
+
+size_t slice_rec_size(const struct slice_rec *s) {
+        return s ? s->alloc_size : 0;
+}
+
+bool tolerations_tolerate(const struct toleration *t, size_t n, const struct node_taint *taint) {
+        assert(t || n == 0);
+        assert(taint);
+
+        for (size_t i = 0; i < n; i++) {
+                if (t[i].effect && !streq_ptr(t[i].effect, taint->effect))
+                        continue;
+                if (t[i].key && !streq_ptr(t[i].key, taint->key))
+                        continue;
+                if (streq_ptr(t[i].op, "Exists"))
+                        return true;
+                if ((!t[i].op || streq(t[i].op, "Equal")) &&
+                    streq(strempty(t[i].value), strempty(taint->value)))
+                        return true;
+        }
+        return false;
+}
+
+const struct node_taint *node_rec_find_taint(const struct node_rec *n, const char *key, const char *effect) {
+        assert(n);
+        assert(key);
+
+        for (size_t i = 0; i < n->n_taints; i++)
+                if (streq_ptr(n->taints[i].key, key) && (!effect || streq_ptr(n->taints[i].effect, effect)))
+                        return &n->taints[i];
+        return NULL;
+}

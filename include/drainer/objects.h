@@ -1,0 +1,176 @@
+/* Compact records of the Kubernetes objects drainer caches: only the fields it
+ * uses, each record one allocation (the struct, then its arrays, then its
+ * strings), built from the cJSON of a Pod, ResourceClaim (resource.k8s.io/v1),
+ * Node or ResourceSlice. Records are immutable once built; an update replaces
+ * the record. */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "drainer/macro.h"
+#include "drainer/selector.h" /* struct kv, kv_get() */
+
+/* Optional strings are NULL when absent or empty; label values keep "". */
+
+struct owner_ref {
+        const char *kind, *name, *uid;
+        bool controller;
+};
+
+struct pod_claim_ref {
+        const char *name;       /* spec.resourceClaims[].name */
+        const char *claim_name; /* resourceClaimName, or the generated name from
+                                 * status.resourceClaimStatuses, or NULL if not generated
+                                 * yet / not needed */
+        bool from_template;     /* resourceClaimTemplateName set */
+};
+
+/* core/v1 Toleration */
+struct toleration {
+        const char *key; /* NULL: all keys (with op "Exists") */
+        const char *op;  /* "Exists" or "Equal" (NULL means Equal) */
+        const char *value;
+        const char *effect; /* NULL: all effects */
+        int64_t seconds;    /* tolerationSeconds, -1 if unset */
+};
+
+enum pod_phase {
+        POD_PENDING,
+        POD_RUNNING,
+        POD_SUCCEEDED,
+        POD_FAILED,
+        POD_UNKNOWN,
+        _POD_PHASE_MAX,
+        _POD_PHASE_INVALID = -EINVAL,
+};
+
+const char *pod_phase_to_string(enum pod_phase p);   /* "Pending", ...; NULL if out of range */
+enum pod_phase pod_phase_from_string(const char *s); /* _POD_PHASE_INVALID if unknown */
+
+struct pod_rec {
+        const char *ns, *name, *uid, *resource_version, *node_name, *pod_ip, *priority_class_name;
+        enum pod_phase phase;              /* missing phase reads as POD_PENDING, unknown as POD_UNKNOWN */
+        bool ready;                        /* condition Ready is True */
+        bool deleting;                     /* deletionTimestamp set */
+        int64_t deletion_grace_seconds;    /* metadata.deletionGracePeriodSeconds, -1 if unset */
+        int64_t termination_grace_seconds; /* spec, default 30 */
+        bool mirror;                       /* annotation kubernetes.io/config.mirror */
+        bool has_emptydir;
+        bool has_controller;
+        const struct owner_ref *controller; /* the controller ownerReference, NULL if none */
+        size_t n_claims;
+        const struct pod_claim_ref *claims;
+        const char *extended_claim_name; /* status.extendedResourceClaimStatus.resourceClaimName */
+        size_t n_labels;
+        const struct kv *labels;
+        int32_t priority; /* spec.priority, 0 if unset */
+
+        size_t n_tolerations;
+        const struct toleration *tolerations;
+        /* First container livenessProbe.grpc (how DRA drivers expose grpc.health.v1):
+         * port, 0 if none; service, NULL if unset. */
+        int32_t grpc_probe_port;
+        const char *grpc_probe_service;
+
+        size_t alloc_size; /* bytes of the single allocation */
+};
+
+struct claim_device {
+        const char *request, *driver, *pool, *device;
+        bool admin_access;
+};
+
+/* status.reservedFor[] */
+struct claim_consumer {
+        const char *api_group; /* NULL for the core group (pods) */
+        const char *resource, *name, *uid;
+};
+
+struct claim_rec {
+        const char *ns, *name, *uid, *resource_version;
+        bool deleting;  /* deletionTimestamp set */
+        bool allocated; /* status.allocation set */
+        /* status.allocation.nodeSelector is exactly one term with exactly one
+         * matchFields {key: metadata.name, operator: In, values: [ONE]} (how the
+         * allocator writes node-local allocations): that node name; else NULL. */
+        const char *selector_node;
+        bool selector_other; /* a nodeSelector exists but is not that exact shape */
+        size_t n_devices;
+        const struct claim_device *devices; /* status.allocation.devices.results[] */
+        size_t n_reserved;
+        const struct claim_consumer *reserved;
+        const char *owner_pod;     /* controller ownerReference of kind Pod: name, or NULL */
+        const char *owner_pod_uid; /* ... and its uid */
+        bool admin_access_any;     /* some result has adminAccess: true */
+        bool extended_resource;    /* annotation resource.kubernetes.io/extended-resource-claim=true */
+
+        size_t alloc_size;
+};
+
+struct node_taint {
+        const char *key, *value, *effect;
+};
+
+struct node_rec {
+        const char *name, *uid, *resource_version;
+        bool unschedulable;
+        bool ready; /* condition Ready is True */
+        size_t n_taints;
+        const struct node_taint *taints;
+        size_t n_labels;
+        const struct kv *labels;
+        size_t n_annotations;
+        const struct kv *annotations; /* only drainer.io/ annotations are kept */
+        const char *kubelet_version;  /* status.nodeInfo.kubeletVersion */
+
+        size_t alloc_size;
+};
+
+struct slice_rec {
+        const char *name, *resource_version, *driver, *pool;
+        const char *node_name; /* NULL unless spec.nodeName */
+        int64_t pool_generation;
+        int64_t pool_slice_count; /* spec.pool.resourceSliceCount */
+        size_t n_devices;
+        bool all_nodes;         /* spec.allNodes */
+        bool has_node_selector; /* spec.nodeSelector or spec.perDeviceNodeSelection */
+
+        size_t alloc_size;
+};
+
+/* Each returns 0 and a new record, -EBADMSG if a required field is missing or
+ * of the wrong type (metadata.name; metadata.namespace for pods and claims;
+ * spec.driver and spec.pool.name for slices), or -ENOMEM. Fields drainer does
+ * not need are ignored, so are optional fields of an unexpected type. */
+int pod_rec_from_json(const cJSON *obj, struct pod_rec **ret);
+int claim_rec_from_json(const cJSON *obj, struct claim_rec **ret);
+int node_rec_from_json(const cJSON *obj, struct node_rec **ret);
+int slice_rec_from_json(const cJSON *obj, struct slice_rec **ret);
+
+/* NULL ok. */
+void pod_rec_free(struct pod_rec *p);
+void claim_rec_free(struct claim_rec *c);
+void node_rec_free(struct node_rec *n);
+void slice_rec_free(struct slice_rec *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct pod_rec *, pod_rec_free);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct claim_rec *, claim_rec_free);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct node_rec *, node_rec_free);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct slice_rec *, slice_rec_free);
+
+/* Bytes held by a record (0 for NULL), for cache accounting. */
+size_t pod_rec_size(const struct pod_rec *p);
+size_t claim_rec_size(const struct claim_rec *c);
+size_t node_rec_size(const struct node_rec *n);
+size_t slice_rec_size(const struct slice_rec *s);
+
+/* Whether one of n tolerations tolerates the taint (core/v1
+ * Toleration.ToleratesTaint: effect and key match when set; "Exists" matches
+ * any value, "Equal" or unset needs the same value). */
+bool tolerations_tolerate(const struct toleration *t, size_t n, const struct node_taint *taint);
+
+/* The taint with this key (and effect, if effect is not NULL), or NULL. */
+const struct node_taint *node_rec_find_taint(const struct node_rec *n, const char *key, const char *effect);
