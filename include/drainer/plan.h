@@ -1,0 +1,126 @@
+/* The drain plan: classification of a node's pods into ordered eviction
+ * groups, the claims that must be released, the driver pods and how each is
+ * stopped, the PodDisruptionBudgets that hold evictions back, and every
+ * preflight blocker. Pure: built from records, printed as text or JSON. */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "drainer/claims.h"
+#include "drainer/objects.h"
+#include "drainer/state.h"
+
+struct selector;
+
+/* A PodDisruptionBudget (policy/v1), compact. */
+struct pdb_rec {
+        const char *ns, *name, *resource_version;
+        struct selector *selector; /* from spec.selector (matchLabels + matchExpressions); NULL = matches nothing
+                                    * (a nil selector), empty = every pod of the namespace */
+        int32_t disruptions_allowed, current_healthy, desired_healthy, expected_pods;
+        size_t alloc_size;
+};
+int pdb_rec_from_json(const cJSON *obj, struct pdb_rec **ret);
+void pdb_rec_free(struct pdb_rec *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct pdb_rec *, pdb_rec_free);
+size_t pdb_rec_size(const struct pdb_rec *p);
+bool pdb_matches_pod(const struct pdb_rec *b, const struct pod_rec *p);
+
+/* Eviction groups, in the order a drain acts. Within the claim holders and the
+ * rest, non-critical pods go before system-cluster-critical/system-node-critical
+ * ones (priorityClassName), as Karpenter orders. */
+enum evict_group {
+        EVICT_GROUP_CLAIM_HOLDERS,          /* phase evict-claim-holders, first */
+        EVICT_GROUP_CLAIM_HOLDERS_CRITICAL, /* phase evict-claim-holders, after the above are accepted */
+        EVICT_GROUP_REST,                   /* phase evict-rest */
+        EVICT_GROUP_REST_CRITICAL,
+        EVICT_GROUP_DRIVERS,                /* phase stop-drivers (taint strategy evicts driver pods) */
+        EVICT_GROUP_NONE,                   /* stays: mirror, DaemonSet without claims, finished, filtered */
+        _EVICT_GROUP_MAX,
+        _EVICT_GROUP_INVALID = -EINVAL,
+};
+const char *evict_group_to_string(enum evict_group g); /* "claim-holders", "claim-holders-critical", "rest",
+                                                        * "rest-critical", "drivers", "none" */
+
+enum blocker_kind {
+        BLOCKER_UNMANAGED,        /* no controller, needs --force */
+        BLOCKER_EMPTYDIR,         /* emptyDir, needs --delete-emptydir-data */
+        BLOCKER_DS_CLAIM_TOLERATES, /* claim-holding DaemonSet pod tolerating the drain taint: it would come back */
+        BLOCKER_DRIVER_TOLERATES, /* taint strategy, but the driver pod tolerates the drain taint */
+        BLOCKER_DRIVER_UNHEALTHY, /* driver pod not Running+Ready (plan_build, unless ignore_driver_health),
+                                   * or its health probe failed (added by the caller) */
+        _BLOCKER_KIND_MAX,
+};
+const char *blocker_kind_to_string(enum blocker_kind k);
+
+struct plan_options {
+        const struct selector *pod_selector;  /* --pod-selector: only matching pods are evicted (NULL = all) */
+        const struct selector *const *driver_selectors; /* parsed --driver-selector, or the defaults */
+        size_t n_driver_selectors;
+        bool force;                  /* evict pods without a controller */
+        bool delete_emptydir_data;
+        enum driver_stop_kind driver_stop;
+        const char *driver_stop_arg; /* label key / unit */
+        bool ignore_driver_health;
+};
+
+struct plan_pod {
+        const struct pod_rec *pod;   /* borrowed from the caller's cache */
+        enum pod_class cls;
+        enum evict_group group;
+        bool critical;
+        const char *skip_reason;     /* why it stays (group NONE), e.g. "mirror pod", "DaemonSet pod", "finished",
+                                      * "does not match --pod-selector"; NULL otherwise */
+        const struct pdb_rec *pdbs[4]; /* PDBs covering it */
+        size_t n_pdbs;
+};
+
+struct plan_claim {
+        const struct claim_rec *claim;
+        enum claim_on_node_reason why;
+        bool driver_own;             /* reserved only by driver pods: does not hold the drain back */
+};
+
+struct plan_blocker {
+        enum blocker_kind kind;
+        const struct pod_rec *pod;   /* may be NULL */
+        char *message;               /* e.g. "cannot delete Pods with local storage (use --delete-emptydir-data to override): ns/a" */
+};
+
+struct plan {
+        const struct node_rec *node;
+        struct plan_pod *pods;       /* sorted: by group, then ns/name */
+        size_t n_pods;
+        size_t n_per_group[_EVICT_GROUP_MAX];
+        struct plan_claim *claims;   /* claims on the node, sorted ns/name */
+        size_t n_claims;
+        size_t n_claims_blocking;    /* claims that are not driver_own */
+        struct plan_blocker *blockers;
+        size_t n_blockers;
+        const struct pdb_rec **pdbs; /* PDBs covering at least one evicted pod */
+        size_t n_pdbs;
+};
+
+/* Builds the plan from borrowed records (which must outlive it). Pods not bound to
+ * node->name are ignored. Returns 0 or -ENOMEM. */
+int plan_build(const struct node_rec *node, const struct pod_rec *const *pods, size_t n_pods,
+               const struct claim_rec *const *claims, size_t n_claims,
+               const struct slice_rec *const *slices, size_t n_slices,
+               const struct pdb_rec *const *pdbs, size_t n_pdbs, const struct plan_options *o,
+               struct plan *ret);
+void plan_done(struct plan *p);
+
+/* Adds a blocker (e.g. BLOCKER_DRIVER_UNHEALTHY from a failed health probe). */
+int plan_add_blocker(struct plan *p, enum blocker_kind kind, const struct pod_rec *pod, const char *message);
+
+/* The DRA driver names of the node's slices (spec.driver), for restore checks. */
+size_t plan_driver_names(const struct slice_rec *const *slices, size_t n_slices, const char *node,
+                         const char **ret, size_t max);
+
+/* `drainer plan` output. */
+int plan_print_text(const struct plan *p, const struct plan_options *o, FILE *f);
+cJSON *plan_to_json(const struct plan *p, const struct plan_options *o);

@@ -1,0 +1,135 @@
+/* The drain's persisted state: drainer.io/ annotations on the Node, parsed
+ * and validated, and the JSON merge patches that move it on. Pure functions
+ * over records; the engine sends the patches. */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "drainer/macro.h"
+
+struct node_rec;
+
+#define DRAINER_ANN_PREFIX "drainer.io/"
+#define DRAINER_ANN_REQUEST "drainer.io/request"
+#define DRAINER_ANN_STATE "drainer.io/state"
+#define DRAINER_ANN_STATE_SINCE "drainer.io/state-since"
+#define DRAINER_ANN_STARTED_AT "drainer.io/started-at"
+#define DRAINER_ANN_WAS_UNSCHEDULABLE "drainer.io/was-unschedulable"
+#define DRAINER_ANN_DRIVER_STOP "drainer.io/driver-stop"
+#define DRAINER_ANN_MESSAGE "drainer.io/message"
+
+#define DRAIN_TAINT_KEY "drainer.io/draining"
+#define DRAIN_TAINT_EFFECT "NoSchedule"
+#define DRIVER_PAUSED_VALUE "drainer-paused"
+
+/* The phases of DESIGN.md, in order. Names are the annotation values. */
+enum drain_phase {
+        DRAIN_PHASE_PREFLIGHT,           /* "preflight" */
+        DRAIN_PHASE_CORDON,              /* "cordon" */
+        DRAIN_PHASE_EVICT_CLAIM_HOLDERS, /* "evict-claim-holders" */
+        DRAIN_PHASE_EVICT_REST,          /* "evict-rest" */
+        DRAIN_PHASE_WAIT_RELEASED,       /* "wait-released" */
+        DRAIN_PHASE_STOP_DRIVERS,        /* "stop-drivers" */
+        DRAIN_PHASE_DRAINED,             /* "drained" */
+        DRAIN_PHASE_RESTORE_DRIVERS,     /* "restore-drivers" */
+        DRAIN_PHASE_UNCORDON,            /* "uncordon" */
+        _DRAIN_PHASE_MAX,
+        _DRAIN_PHASE_INVALID = -EINVAL,
+};
+
+const char *drain_phase_to_string(enum drain_phase p);
+enum drain_phase drain_phase_from_string(const char *s);
+
+enum drain_request {
+        DRAIN_REQUEST_NONE,
+        DRAIN_REQUEST_DRAIN,    /* "drain" */
+        DRAIN_REQUEST_UNCORDON, /* "uncordon" */
+        _DRAIN_REQUEST_MAX,
+        _DRAIN_REQUEST_INVALID = -EINVAL,
+};
+
+const char *drain_request_to_string(enum drain_request r);
+enum drain_request drain_request_from_string(const char *s);
+
+/* How one driver was stopped, enough to undo it. Serialized as a JSON array in
+ * drainer.io/driver-stop: [{"strategy":"taint","daemonset":"ns/name","drivers":["gpu.example.com"]},
+ *  {"strategy":"label","key":"K","old":"V" or null, "drivers":[...]}, ...]. */
+enum driver_stop_kind {
+        DRIVER_STOP_TAINT,
+        DRIVER_STOP_LABEL,
+        DRIVER_STOP_SYSTEMD,
+        DRIVER_STOP_NONE,
+        _DRIVER_STOP_KIND_MAX,
+        _DRIVER_STOP_KIND_INVALID = -EINVAL,
+};
+
+const char *driver_stop_kind_to_string(enum driver_stop_kind k); /* "taint", "label", "systemd", "none" */
+enum driver_stop_kind driver_stop_kind_from_string(const char *s);
+
+#define DRIVER_STOP_MAX_DRIVERS 8
+
+struct driver_stop_record {
+        enum driver_stop_kind kind;
+        char *arg;        /* label key or unit name; NULL for taint/none */
+        char *old_value;  /* label: the value before (NULL = the label was absent) */
+        bool had_old;     /* label: whether old_value is meaningful */
+        char *daemonset;  /* "ns/name" of the driver DaemonSet, or NULL */
+        char *drivers[DRIVER_STOP_MAX_DRIVERS]; /* DRA driver names (ResourceSlice spec.driver) */
+        size_t n_drivers;
+};
+
+#define DRAIN_STATE_MAX_STOPS 8
+
+/* Parsed drainer.io/ annotations. Strings owned. */
+struct drain_state {
+        enum drain_request request;     /* NONE when absent */
+        bool has_phase;
+        enum drain_phase phase;         /* valid when has_phase */
+        int64_t state_since_usec;       /* 0 when absent */
+        int64_t started_at_usec;        /* 0 when absent */
+        bool has_was_unschedulable;
+        bool was_unschedulable;
+        struct driver_stop_record stops[DRAIN_STATE_MAX_STOPS];
+        size_t n_stops;
+        char *message;
+};
+
+void drain_state_done(struct drain_state *s);
+
+/* Parses the drainer.io/ annotations of n. A value that does not parse (an
+ * unknown phase, a bad timestamp, was-unschedulable not true/false, driver-stop
+ * not the JSON above) is -EBADMSG with *ret_error naming the annotation, the bad
+ * value and how to reset: "kubectl annotate node NODE drainer.io/state- ..." or
+ * `drainer uncordon NODE --reset`. No annotations at all is a valid empty state. */
+int drain_state_parse(const struct node_rec *n, struct drain_state *ret, char **ret_error);
+
+/* Merge patches for the Node (JSON text, malloc'd). Each carries
+ * metadata.resourceVersion of n, so a concurrent change fails with 409 and the
+ * engine retries from the updated cache.
+ *
+ * Cordon: in ONE patch (atomic, so a crash never leaves a cordon without the record
+ * of who cordoned): was-unschedulable (kept if already recorded, else n's current
+ * spec.unschedulable), started-at (kept if set, else now), state=cordon,
+ * state-since=now, spec.unschedulable=true, and the taints of n plus
+ * drainer.io/draining:NoSchedule (merge patches replace the taints list, hence the
+ * resourceVersion precondition). */
+int drain_patch_cordon(const struct node_rec *n, int64_t now_usec, char **ret);
+/* Moves to phase with a message (state, state-since, message). */
+int drain_patch_phase(const struct node_rec *n, enum drain_phase phase, int64_t now_usec,
+                      const char *message, char **ret);
+/* Only the message (progress), no phase change. */
+int drain_patch_message(const struct node_rec *n, const char *message, char **ret);
+/* Sets drainer.io/driver-stop to the records (JSON as above). */
+int drain_patch_driver_stop(const struct node_rec *n, const struct driver_stop_record *stops,
+                            size_t n_stops, char **ret);
+/* Sets or removes (value NULL) node label key, for the label strategy. */
+int drain_patch_label(const struct node_rec *n, const char *key, const char *value, char **ret);
+/* Removes the drain taint (keeps every other taint), state=restore-drivers. */
+int drain_patch_remove_taint(const struct node_rec *n, int64_t now_usec, char **ret);
+/* Final step: spec.unschedulable=false if uncordon is true, the drain taint removed,
+ * and every drainer.io/ annotation removed except request when keep_request. */
+int drain_patch_finish(const struct node_rec *n, bool uncordon, bool keep_request, char **ret);
+/* Sets drainer.io/request (value NULL removes it). */
+int drain_patch_request(const struct node_rec *n, const char *value, char **ret);
