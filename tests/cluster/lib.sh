@@ -1,0 +1,63 @@
+# Shared settings and helpers of tests/cluster/{up,down,demo,env.sh}. Sourced, not run.
+# Every setting can be overridden from the environment; see README.md.
+
+cluster_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+: "${DRAINER_CLUSTER_DIR:=/tmp/drainer-cluster}"
+: "${DRAINER_CLUSTER_API_PORT:=16443}"
+: "${DRAINER_CLUSTER_ETCD_PORT:=12379}"
+: "${DRAINER_CLUSTER_ETCD_PEER_PORT:=12380}"
+: "${DRAINER_CLUSTER_CM_PORT:=16257}"
+: "${DRAINER_CLUSTER_SCHEDULER_PORT:=16259}"
+: "${DRAINER_CLUSTER_IP_PREFIX:=127.1}"
+: "${DRAINER_CLUSTER_TIMEOUT:=120}"
+: "${DRAINER_SIM_NODES:=3}"
+: "${DRAINER_SIM_TERMINATE_DELAY:=2s}"
+: "${DRAINER_SIM_SLICE_WIPE_DELAY:=30s}"
+: "${DRAINER_SIM_HEALTH_PORT:=51515}"
+
+cluster_dir=$DRAINER_CLUSTER_DIR
+pid_dir=$cluster_dir/pids
+# Start order; down stops them in reverse.
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler drainer-sim)
+
+# starttime PID: field 22 of /proc/PID/stat (clock ticks since boot), so that a
+# recycled pid is never mistaken for one of ours. Fails for a zombie.
+starttime() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	# shellcheck disable=SC2086
+	set -- $stat
+	[ "$1" != Z ] || return 1
+	echo "${20}"
+}
+
+# component_pid NAME: prints the pid if NAME was started by up and is still alive.
+component_pid() {
+	local f=$pid_dir/$1.pid pid st
+	[ -f "$f" ] || return 1
+	read -r pid st <"$f" || return 1
+	[ -n "$pid" ] && [ "$(starttime "$pid" 2>/dev/null)" = "$st" ] || return 1
+	echo "$pid"
+}
+
+# tail_log NAME: the last lines of a component's log, indented.
+tail_log() {
+	local log=$cluster_dir/$1.log
+	if [ -s "$log" ]; then
+		echo "---- last lines of $log ----" >&2
+		tail -n "${2:-25}" "$log" | sed 's/^/    /' >&2
+		echo "----" >&2
+	else
+		echo "(no log at $log)" >&2
+	fi
+}
+
+admin_token() { sed -n 's/^\([^,]*\),admin,.*/\1/p' "$cluster_dir/pki/tokens.csv"; }
+
+# api_get PATH: GET on the API server as admin; body on stdout.
+api_get() {
+	curl -sS --max-time 5 --cacert "$cluster_dir/pki/ca.crt" \
+		-H "Authorization: Bearer $(admin_token)" "https://127.0.0.1:$DRAINER_CLUSTER_API_PORT$1"
+}
