@@ -22,8 +22,7 @@ void log_set_timestamps(bool on) {
         timestamps = on;
 }
 
-int log_internal(enum log_level level, int error, const char *file, int line, const char *fmt,
-                 ...) {
+int log_internal(enum log_level level, int error, const char *file, int line, const char *fmt, ...) {
         static const char *const prefix[_LOG_LEVEL_MAX] = {
                 [LOG_LEVEL_ERROR] = "error: ",
                 [LOG_LEVEL_WARNING] = "warning: ",

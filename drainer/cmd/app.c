@@ -31,7 +31,8 @@ int app_init(struct app *a, const struct global_flags *flags) {
                 return log_error_errno(r, "%s", err ? err : "cannot load the kubeconfig");
         if (a->cfg->insecure_skip_tls_verify)
                 log_warning("%s: insecure-skip-tls-verify is set: the API server's certificate is "
-                            "NOT verified", a->cfg->source);
+                            "NOT verified",
+                            a->cfg->source);
 
         r = uv_loop_init(&a->loop);
         if (r < 0)

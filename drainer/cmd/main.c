@@ -12,23 +12,39 @@
 #include "drainer/transport.h"
 #include "drainer/verbs.h"
 
-#define GLOBAL_HELP                                                                                \
-        "Global flags (before or after the verb):\n"                                               \
-        "      --kubeconfig FILE     kubeconfig to use (default: $KUBECONFIG, ~/.kube/config,\n"  \
-        "                            or the in-cluster service account)\n"                         \
-        "      --context NAME        kubeconfig context (default: its current-context)\n"         \
-        "      --kube-api-qps N      client-side request rate limit (default 20)\n"               \
-        "      --kube-api-burst N    client-side burst (default 40)\n"                            \
-        "  -o, --output FORMAT       text or json (default text)\n"                               \
-        "  -v, --verbose             more output; twice for debug logs\n"                         \
+#define GLOBAL_HELP                                                                              \
+        "Global flags (before or after the verb):\n"                                             \
+        "      --kubeconfig FILE     kubeconfig to use (default: $KUBECONFIG, ~/.kube/config,\n" \
+        "                            or the in-cluster service account)\n"                       \
+        "      --context NAME        kubeconfig context (default: its current-context)\n"        \
+        "      --kube-api-qps N      client-side request rate limit (default 20)\n"              \
+        "      --kube-api-burst N    client-side burst (default 40)\n"                           \
+        "  -o, --output FORMAT       text or json (default text)\n"                              \
+        "  -v, --verbose             more output; twice for debug logs\n"                        \
         "  -h, --help                help for drainer or for a verb\n"
 
-#define EXIT_CODES_HELP                                                                            \
-        "Exit codes:\n"                                                                            \
-        "  0  done\n"                                                                              \
-        "  1  error (API, configuration, or a verb that is not available yet)\n"                   \
-        "  2  bad usage\n"                                                                         \
-        "  3  timed out\n"                                                                         \
+#define DRAIN_FLAGS_HELP                                                                      \
+        "Flags (named as kubectl drain names them where they mean the same):\n"               \
+        "      --pod-selector SEL        evict only the pods matching this label selector\n"  \
+        "      --grace-period N          seconds each pod gets to terminate (-1: its own);\n" \
+        "                                never 0 for pods holding ResourceClaims\n"           \
+        "      --timeout DURATION        give up after this long (exit 3), e.g. 90s, 5m\n"    \
+        "      --delete-emptydir-data    evict pods with emptyDir volumes\n"                  \
+        "      --force                   evict pods without a controller\n"                   \
+        "      --disable-eviction        DELETE pods instead of the Eviction API (no PDBs)\n" \
+        "      --dry-run                 show the plan only (as 'drainer plan')\n"            \
+        "      --driver-selector SEL     label selector of DRA driver pods (repeatable)\n"    \
+        "      --driver-stop STRATEGY    taint (default), label:KEY, none\n"                  \
+        "      --driver-health PORT[/SERVICE] | unix:PATH[#SERVICE]\n"                        \
+        "                                grpc.health.v1 endpoint of the driver pods\n"        \
+        "      --ignore-driver-health    drain even if a driver is unhealthy\n"
+
+#define EXIT_CODES_HELP                                                          \
+        "Exit codes:\n"                                                          \
+        "  0  done\n"                                                            \
+        "  1  error (API, configuration, or a verb that is not available yet)\n" \
+        "  2  bad usage\n"                                                       \
+        "  3  timed out\n"                                                       \
         "  4  refused by preflight (nothing was changed)\n"
 
 static int not_yet(int argc, char **argv, struct global_flags *g) {
@@ -73,36 +89,53 @@ const struct verb verbs[] = {
                 "plan",
                 "show the ordered drain plan and every preflight blocker (read-only)",
                 "Usage: drainer plan NODE [flags]\n\n"
-                "Shows the eviction groups in order, the claims that must be released, the\n"
-                "driver pods and how each will be stopped, and every preflight blocker.\n"
-                "Not available yet in this build.\n",
-                not_yet,
+                "Shows, read-only, what 'drainer drain NODE' would do: the eviction groups in\n"
+                "order with their pods, the ResourceClaims on the node with their devices, the\n"
+                "DRA driver pods and how each will be stopped, the PodDisruptionBudgets that\n"
+                "will hold evictions back, and every preflight blocker. Exits 4 when a blocker\n"
+                "would refuse the drain.\n\n" DRAIN_FLAGS_HELP,
+                verb_plan,
         },
         {
                 "drain",
                 "cordon, evict claim holders first, wait for claims, stop DRA drivers last",
                 "Usage: drainer drain NODE [flags]\n\n"
-                "Drains NODE in the DRA-safe order: cordon, evict claim-holding pods, evict the\n"
-                "rest, wait until no ResourceClaim is on the node, then stop the DRA drivers.\n"
-                "Not available yet in this build.\n",
-                not_yet,
+                "Drains NODE in the order that is safe for DRA devices: preflight (refuses with\n"
+                "exit 4 before changing anything if a blocker exists), cordon + taint\n"
+                "drainer.io/draining:NoSchedule, evict the pods that hold ResourceClaims, evict\n"
+                "the rest, wait until the pods are gone and no ResourceClaim is on the node,\n"
+                "then stop the DRA drivers. Exits 0 once the node is drained. Progress is kept\n"
+                "in drainer.io/ annotations on the Node: run it again to resume.\n\n" DRAIN_FLAGS_HELP
+                "      --skip-driver-stop        end after the claims are released; leave the drivers\n"
+                "                                running (for callers that delete the node anyway)\n",
+                verb_drain,
         },
         {
                 "uncordon",
                 "restore DRA drivers, wait until healthy, uncordon if drainer cordoned",
                 "Usage: drainer uncordon NODE [flags]\n\n"
-                "Restores the drivers stopped by a drain, waits until each is healthy, then\n"
-                "uncordons NODE only if drainer cordoned it.\n"
-                "Not available yet in this build.\n",
-                not_yet,
+                "Undoes a drain: restores the DRA drivers that the drain stopped, waits until\n"
+                "each is healthy (pod Running and Ready, gRPC health SERVING with\n"
+                "--driver-health, its ResourceSlices published again), then removes the drain\n"
+                "taint and drainer's annotations, and uncordons NODE only if drainer cordoned it.\n\n"
+                "Flags:\n"
+                "      --force-uncordon          uncordon even if someone else had cordoned the node\n"
+                "      --timeout DURATION        give up after this long (exit 3), e.g. 5m\n"
+                "      --driver-selector SEL     label selector of DRA driver pods (repeatable)\n"
+                "      --driver-health PORT[/SERVICE] | unix:PATH[#SERVICE]\n"
+                "                                gRPC health endpoint of the driver pods\n",
+                verb_uncordon,
         },
         {
                 "maintain",
                 "drain, run a command, then uncordon",
                 "Usage: drainer maintain NODE [flags] -- CMD [ARGS...]\n\n"
-                "Drains NODE, runs CMD, and restores the node when CMD succeeds.\n"
-                "Not available yet in this build.\n",
-                not_yet,
+                "Drains NODE as 'drainer drain' does, runs CMD, and when CMD succeeds restores\n"
+                "the node as 'drainer uncordon' does. If CMD fails the node stays drained\n"
+                "(exit 1, CMD's status reported) unless --restore-on-failure.\n\n" DRAIN_FLAGS_HELP
+                "      --restore-on-failure      restore and uncordon even if CMD fails\n"
+                "      --force-uncordon          uncordon even if someone else had cordoned the node\n",
+                verb_maintain,
         },
         {
                 "serve",
@@ -195,8 +228,8 @@ static const struct option global_options[] = {
         { "help", no_argument, NULL, 'h' },
 };
 
-int verb_parse(int argc, char **argv, struct global_flags *g, const struct option *extra,
-               verb_opt_fn on_opt, void *userdata) {
+int verb_parse(int argc, char **argv, struct global_flags *g, const struct option *extra, verb_opt_fn on_opt,
+               void *userdata) {
         struct option opts[64];
         size_t n = 0;
         int c, r;
@@ -260,10 +293,9 @@ static int run(int argc, char **argv) {
                         return EXIT_DONE;
                 }
                 if (a[0] == '-') {
-                        if (!strchr(a, '=') &&
-                            (streq(a, "--kubeconfig") || streq(a, "--context") ||
-                             streq(a, "--kube-api-qps") || streq(a, "--kube-api-burst") || streq(a, "-o") ||
-                             streq(a, "--output")))
+                        if (!strchr(a, '=') && (streq(a, "--kubeconfig") || streq(a, "--context") ||
+                                                streq(a, "--kube-api-qps") || streq(a, "--kube-api-burst") ||
+                                                streq(a, "-o") || streq(a, "--output")))
                                 i++;
                         continue;
                 }

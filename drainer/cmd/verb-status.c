@@ -3,10 +3,10 @@
  * (claims cannot be filtered by node) concurrently, then classifies. */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include "drainer/app.h"
@@ -17,157 +17,11 @@
 #include "drainer/log.h"
 #include "drainer/objects.h"
 #include "drainer/selector.h"
+#include "drainer/snapshot.h"
 #include "drainer/timesrc.h"
 #include "drainer/verbs.h"
 
 #define MAX_DRIVER_SELECTORS 16
-
-struct rec_array {
-        void **items;
-        size_t n, alloc;
-};
-
-struct snapshot {
-        struct app *app;
-        const char *node_name;
-        struct node_rec *node;
-        struct rec_array pods, claims, slices;
-        unsigned pending;
-        bool done;
-        int error;
-        char *error_what;
-};
-
-static int rec_array_push(struct rec_array *a, void *rec) {
-        if (a->n == a->alloc) {
-                size_t n = a->alloc ? a->alloc * 2 : 64;
-                void **p = realloc(a->items, n * sizeof(void *));
-
-                if (!p)
-                        return -ENOMEM;
-                a->items = p;
-                a->alloc = n;
-        }
-        a->items[a->n++] = rec;
-        return 0;
-}
-
-static void rec_array_free(struct rec_array *a, void (*free_rec)(void *)) {
-        for (size_t i = 0; i < a->n; i++)
-                free_rec(a->items[i]);
-        free(a->items);
-}
-
-static void call_finished(struct snapshot *s, const struct kube_result *res, const char *what) {
-        if (res->error < 0 && s->error == 0) {
-                s->error = res->error;
-                if (asprintf(&s->error_what, "%s: %s", what,
-                             res->message ? res->message : strerror(-res->error)) < 0)
-                        s->error_what = NULL;
-                /* One failure decides the outcome: stop the rest. */
-                kube_client_cancel_all(s->app->client);
-        }
-        if (--s->pending == 0)
-                s->done = true;
-}
-
-static void on_node(const struct kube_result *res, void *userdata) {
-        struct snapshot *s = userdata;
-
-        if (res->error == 0) {
-                int r = node_rec_from_json(res->json, &s->node);
-
-                if (r < 0) {
-                        struct kube_result bad = { .error = r, .message = "malformed Node object" };
-
-                        return call_finished(s, &bad, "get node");
-                }
-        }
-        call_finished(s, res, "get node");
-}
-
-#define DEFINE_PAGE_FN(type, field)                                                                \
-        static int on_##field##_page(const cJSON *items, void *userdata) {                         \
-                struct snapshot *s = userdata;                                                     \
-                const cJSON *item;                                                                 \
-                cJSON_ArrayForEach(item, items) {                                                  \
-                        struct type *rec;                                                          \
-                        int r = type##_from_json(item, &rec);                                      \
-                        if (r == -ENOMEM)                                                          \
-                                return r;                                                          \
-                        if (r < 0)                                                                 \
-                                continue; /* malformed item: skip, as an informer would */         \
-                        r = rec_array_push(&s->field, rec);                                        \
-                        if (r < 0) {                                                               \
-                                type##_free(rec);                                                  \
-                                return r;                                                          \
-                        }                                                                          \
-                }                                                                                  \
-                return 0;                                                                          \
-        }                                                                                          \
-        static void on_##field##_done(const struct kube_result *res, void *userdata) {             \
-                call_finished(userdata, res, "list " #field);                                      \
-        }
-
-DEFINE_PAGE_FN(pod_rec, pods)
-DEFINE_PAGE_FN(claim_rec, claims)
-DEFINE_PAGE_FN(slice_rec, slices)
-
-static void free_pod(void *p) {
-        pod_rec_free(p);
-}
-static void free_claim(void *p) {
-        claim_rec_free(p);
-}
-static void free_slice(void *p) {
-        slice_rec_free(p);
-}
-
-static void snapshot_done(struct snapshot *s) {
-        node_rec_free(s->node);
-        rec_array_free(&s->pods, free_pod);
-        rec_array_free(&s->claims, free_claim);
-        rec_array_free(&s->slices, free_slice);
-        free(s->error_what);
-}
-
-/* Starts the four reads; the caller runs the loop until s->done. */
-static int snapshot_start(struct snapshot *s) {
-        _cleanup_free_ char *node_path = NULL, *pods_path = NULL, *slices_path = NULL, *fs = NULL,
-                            *sfs = NULL, *ename = NULL;
-        int r;
-
-        ename = kube_query_escape(s->node_name);
-        if (!ename || asprintf(&fs, "spec.nodeName=%s", s->node_name) < 0)
-                return -ENOMEM;
-        free(ename);
-        ename = kube_query_escape(s->node_name);
-        sfs = kube_query_escape(fs);
-        if (!ename || !sfs || asprintf(&node_path, "/api/v1/nodes/%s", ename) < 0 ||
-            asprintf(&pods_path, "/api/v1/pods?fieldSelector=%s", sfs) < 0 ||
-            asprintf(&slices_path, "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=%s", sfs) < 0)
-                return -ENOMEM;
-
-        r = kube_get(s->app->client, node_path, on_node, s, NULL);
-        if (r < 0)
-                return r;
-        s->pending++;
-        r = kube_list(s->app->client, pods_path, 500, NULL, on_pods_page, on_pods_done, s, NULL);
-        if (r < 0)
-                return r;
-        s->pending++;
-        /* Claims cannot be filtered by node: read them from the watch cache, paginated. */
-        r = kube_list(s->app->client, "/apis/resource.k8s.io/v1/resourceclaims", 500, "0",
-                      on_claims_page, on_claims_done, s, NULL);
-        if (r < 0)
-                return r;
-        s->pending++;
-        r = kube_list(s->app->client, slices_path, 500, NULL, on_slices_page, on_slices_done, s, NULL);
-        if (r < 0)
-                return r;
-        s->pending++;
-        return 0;
-}
 
 struct status_opts {
         const char *driver_selectors[MAX_DRIVER_SELECTORS + 1];
@@ -285,12 +139,9 @@ static cJSON *claim_to_json(const struct claim_rec *c, enum claim_on_node_reason
 }
 
 static const char *const class_json_key[_POD_CLASS_MAX] = {
-        [POD_CLASS_DRIVER] = "driver",
-        [POD_CLASS_CLAIM_HOLDER] = "claimHolders",
-        [POD_CLASS_WORKLOAD] = "workload",
-        [POD_CLASS_DAEMONSET] = "daemonSet",
-        [POD_CLASS_MIRROR] = "mirror",
-        [POD_CLASS_FINISHED] = "finished",
+        [POD_CLASS_DRIVER] = "driver",     [POD_CLASS_CLAIM_HOLDER] = "claimHolders",
+        [POD_CLASS_WORKLOAD] = "workload", [POD_CLASS_DAEMONSET] = "daemonSet",
+        [POD_CLASS_MIRROR] = "mirror",     [POD_CLASS_FINISHED] = "finished",
 };
 
 static const char *const class_title[_POD_CLASS_MAX] = {
@@ -395,8 +246,10 @@ static int print_status(const struct view *s, const struct status_opts *o, enum 
                 jc = cJSON_AddArrayToObject(root, "claims");
                 for (size_t i = 0; i < s->n_claims; i++)
                         if (why[i] != CLAIM_NOT_ON_NODE)
-                                cJSON_AddItemToArray(jc, claim_to_json(claims[i], why[i],
-                                                                       claim_held_by_driver(claims[i], pods, cls, s->n_pods)));
+                                cJSON_AddItemToArray(jc,
+                                                     claim_to_json(claims[i], why[i],
+                                                                   claim_held_by_driver(claims[i], pods, cls,
+                                                                                        s->n_pods)));
                 js = cJSON_AddArrayToObject(root, "resourceSlices");
                 for (size_t i = 0; i < s->n_slices; i++) {
                         const struct slice_rec *sl = s->slices[i];
@@ -446,7 +299,8 @@ static int print_status(const struct view *s, const struct status_opts *o, enum 
                                 printf("  %s/%s", strna(p->controller->kind), strna(p->controller->name));
                         for (size_t j = 0; j < p->n_claims; j++)
                                 if (p->claims[j].claim_name)
-                                        printf("%s%s", j == 0 ? "  claims: " : ", ", p->claims[j].claim_name);
+                                        printf("%s%s", j == 0 ? "  claims: " : ", ",
+                                               p->claims[j].claim_name);
                         if (p->extended_claim_name)
                                 printf("  extended-resource claim: %s", p->extended_claim_name);
                         printf("\n");
@@ -582,9 +436,11 @@ static void on_inf_synced(struct informer *inf, void *userdata) {
 static void on_inf_error(struct informer *inf, int error, const char *message, void *userdata) {
         struct watcher *w = userdata;
 
-        log_warning("watching %s: %s, retrying", informer_kind_to_string(
-                    inf == w->inf[INFORMER_NODES] ? INFORMER_NODES : inf == w->inf[INFORMER_PODS] ? INFORMER_PODS
-                    : inf == w->inf[INFORMER_CLAIMS] ? INFORMER_CLAIMS : INFORMER_SLICES),
+        log_warning("watching %s: %s, retrying",
+                    informer_kind_to_string(inf == w->inf[INFORMER_NODES]    ? INFORMER_NODES
+                                            : inf == w->inf[INFORMER_PODS]   ? INFORMER_PODS
+                                            : inf == w->inf[INFORMER_CLAIMS] ? INFORMER_CLAIMS
+                                                                             : INFORMER_SLICES),
                     message ? message : strerror(-error));
 }
 
@@ -603,10 +459,13 @@ static int run_watch(struct app *a, const char *node, const struct status_opts *
                 .on_error = on_inf_error,
         };
         _cleanup_free_ char *node_fs = NULL, *pod_fs = NULL;
-        struct watcher w = { .app = a, .opts = o, .fmt = fmt, .node_name = node, .tty = isatty(STDOUT_FILENO) };
+        struct watcher w = {
+                .app = a, .opts = o, .fmt = fmt, .node_name = node, .tty = isatty(STDOUT_FILENO)
+        };
         int r = 0;
 
-        if (asprintf(&node_fs, "metadata.name=%s", node) < 0 || asprintf(&pod_fs, "spec.nodeName=%s", node) < 0)
+        if (asprintf(&node_fs, "metadata.name=%s", node) < 0 ||
+            asprintf(&pod_fs, "spec.nodeName=%s", node) < 0)
                 return log_oom();
         struct informer_options io[_INFORMER_KIND_MAX] = {
                 [INFORMER_NODES] = { .kind = INFORMER_NODES, .field_selector = node_fs },

@@ -721,6 +721,19 @@ int kube_patch(struct kube_client *c, const char *path, enum kube_patch_type typ
                                done, userdata, ret_call);
 }
 
+int kube_delete(struct kube_client *c, const char *path, const char *body, kube_done_fn done, void *userdata,
+                struct kube_call **ret_call) {
+        return kube_call_start(c,
+                               &(struct kube_call_params){
+                                       .method = "DELETE",
+                                       .path = path,
+                                       .content_type = body ? "application/json" : NULL,
+                                       .body = body,
+                                       .body_len = body ? strlen(body) : 0,
+                               },
+                               done, userdata, ret_call);
+}
+
 int kube_create(struct kube_client *c, const char *path, const char *body, kube_done_fn done, void *userdata,
                 struct kube_call **ret_call) {
         return kube_call_start(c,

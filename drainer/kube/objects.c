@@ -492,6 +492,7 @@ static int node_build(const cJSON *obj, struct packer *pk, struct node_rec *n) {
                         e->key = pk_opt(pk, jstr(t, "key"));
                         e->value = pk_opt(pk, jstr(t, "value"));
                         e->effect = pk_opt(pk, jstr(t, "effect"));
+                        e->time_added = pk_opt(pk, jstr(t, "timeAdded"));
                 }
                 n->taints = a;
                 n->n_taints = cnt;

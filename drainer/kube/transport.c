@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/un.h>
 
 #include <curl/curl.h>
 #include <uv.h>
@@ -31,6 +32,12 @@
 #define CONTENT_TYPE_MAX           256
 #define PATH_LOG_MAX               256
 #define RETRY_AFTER_MAX_SEC        UINT64_C(86400)
+#define GRPC_STATUS_MAX            16
+#define GRPC_MESSAGE_MAX           1024
+/* Our own resends of a request the server never answered (a stream refused by
+ * GOAWAY), on top of the up to 5 libcurl makes itself. Go's HTTP/2 transport
+ * (client-go) resends such a request up to 6 times. */
+#define RESENDS_MAX                6U
 
 /* Intrusive circular list with a sentinel, as in the Linux kernel. */
 struct link {
@@ -100,6 +107,15 @@ struct http_call {
 
         uint64_t retry_after_usec;
         char *content_type; /* owned */
+        char *grpc_status;  /* owned; grpc-status header or trailer */
+        char *grpc_message; /* owned; grpc-message header or trailer */
+        bool unix_socket;   /* connects to a unix socket, not TCP */
+
+        /* Attempts before this one, which the server never answered (call_resend). */
+        unsigned resends;
+        uint64_t timeout_usec;     /* the whole call's, over all attempts; 0 = none */
+        uint64_t earlier_usec;     /* time the earlier attempts took */
+        uint64_t earlier_connects; /* connections the earlier attempts opened */
 
         char method[16];
         char *path; /* owned, for the debug log only */
@@ -257,6 +273,8 @@ static void call_free(struct http_call *c) {
         curl_slist_free_all(c->connect_to);
         free(c->body);
         free(c->content_type);
+        free(c->grpc_status);
+        free(c->grpc_message);
         free(c->path);
         free(c);
 }
@@ -290,7 +308,8 @@ static void call_complete(struct http_call *c, int error) {
                 c->added = false;
         }
 
-        t->stats.connections_total += connects > 0 ? (uint64_t)connects : 0;
+        total_us = MAX(total_us, (curl_off_t)0) + (curl_off_t)MIN(c->earlier_usec, (uint64_t)INT64_MAX / 2);
+        t->stats.connections_total += (connects > 0 ? (uint64_t)connects : 0) + c->earlier_connects;
         t->stats.calls_in_flight--;
         if (error == 0)
                 t->stats.calls_completed++;
@@ -315,6 +334,8 @@ static void call_complete(struct http_call *c, int error) {
                 .status = status,
                 .retry_after_usec = c->retry_after_usec,
                 .content_type = c->content_type,
+                .grpc_status = c->grpc_status,
+                .grpc_message = c->grpc_message,
         };
         if (error == 0 && c->mode != BODY_STREAM) {
                 resp.body = c->body ? c->body : "";
@@ -334,10 +355,25 @@ static void call_cancel(struct http_call *c) {
         pending_push(c->t, c);
 }
 
+/* Replaces *dst with the value from v to end (its leading blanks skipped), cut at max bytes. */
+static int header_value_dup(const char *v, const char *end, size_t max, char **dst) {
+        char *p;
+
+        while (v < end && (*v == ' ' || *v == '\t'))
+                v++;
+        p = strndup(v, MIN((size_t)(end - v), max));
+        if (!p)
+                return -ENOMEM;
+        free(*dst);
+        *dst = p;
+        return 0;
+}
+
 static size_t on_curl_header(char *buf, size_t size, size_t n, void *userdata) {
         struct http_call *c = userdata;
         size_t len = size * n;
         const char *v, *end = buf + len;
+        int r = 0;
 
         if (c->canceled)
                 return 0;
@@ -346,6 +382,8 @@ static size_t on_curl_header(char *buf, size_t size, size_t n, void *userdata) {
         if (len >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
                 c->retry_after_usec = 0;
                 c->content_type = mfree(c->content_type);
+                c->grpc_status = mfree(c->grpc_status);
+                c->grpc_message = mfree(c->grpc_message);
                 return len;
         }
 
@@ -375,6 +413,16 @@ static size_t on_curl_header(char *buf, size_t size, size_t n, void *userdata) {
                         c->error = -ENOMEM;
                         return 0;
                 }
+        } else if (len > 12 && strncasecmp(buf, "grpc-status:", 12) == 0) {
+                /* gRPC's trailers come through here too, after the body (libcurl
+                 * delivers HTTP/2 trailers and HTTP/1.1 chunked trailers to the
+                 * header callback). */
+                r = header_value_dup(buf + 12, end, GRPC_STATUS_MAX, &c->grpc_status);
+        } else if (len > 13 && strncasecmp(buf, "grpc-message:", 13) == 0)
+                r = header_value_dup(buf + 13, end, GRPC_MESSAGE_MAX, &c->grpc_message);
+        if (r < 0) {
+                c->error = r;
+                return 0;
         }
         return len;
 }
@@ -524,7 +572,9 @@ static int call_setup(struct curl_transport *t, struct http_call *c, const struc
                         cc = curl_easy_setopt(e, opt, val); \
         } while (0)
 
-        if (t->server_name) {
+        /* tls_server_name is about TLS: a cleartext call (a gRPC health probe of a
+         * pod) goes where its URL says. */
+        if (t->server_name && strncasecmp(req->url, "https://", 8) == 0) {
                 r = apply_server_name(t, c, req->url, &url, &host_header);
                 if (r < 0)
                         return r;
@@ -558,13 +608,26 @@ static int call_setup(struct curl_transport *t, struct http_call *c, const struc
         SET(CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
         SET(CURLOPT_ERRORBUFFER, c->errbuf);
-        SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+        SET(CURLOPT_HTTP_VERSION, req->h2c_prior_knowledge ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+                                                           : (long)CURL_HTTP_VERSION_2TLS);
         /* Wait for the connection being set up rather than open another: with
          * HTTP/2 all concurrent calls then share it. Over TLS, ALPN tells after
          * the handshake whether it can multiplex; cleartext is HTTP/1.1 only,
          * and there curl would wait for the first call's whole response. */
         if (strncasecmp(url ? url : req->url, "https://", 8) == 0)
                 SET(CURLOPT_PIPEWAIT, 1L);
+        if (req->h2c_prior_knowledge) {
+                /* A connection of its own, closed afterwards, as kubelet's gRPC
+                 * probes do. libcurl before 8.0.0 cannot reuse an h2c connection:
+                 * the second call on it fails with CURLE_HTTP2 ("Error in the
+                 * HTTP2 framing layer", curl/curl#10634, fixed by #10643). */
+                SET(CURLOPT_FRESH_CONNECT, 1L);
+                SET(CURLOPT_FORBID_REUSE, 1L);
+        }
+        if (req->unix_socket)
+                SET(CURLOPT_UNIX_SOCKET_PATH, req->unix_socket);
+        if (req->unix_socket || req->h2c_prior_knowledge)
+                SET(CURLOPT_NOPROXY, "*");
         SET(CURLOPT_USERAGENT, "drainer/" DRAINER_VERSION);
         SET(CURLOPT_ACCEPT_ENCODING, "gzip");
         SET(CURLOPT_HTTPHEADER, c->headers);
@@ -654,6 +717,10 @@ static int curl_submit(struct transport *tt, const struct http_request *req, htt
                 return -EINVAL;
         if (strlen(req->method) >= sizeof(c->method) || strpbrk(req->method, " \r\n"))
                 return -EINVAL;
+        /* libcurl would fail only once the call runs, with a vague error. */
+        if (req->unix_socket && (!req->unix_socket[0] ||
+                                 strlen(req->unix_socket) >= sizeof(((struct sockaddr_un *)NULL)->sun_path)))
+                return -EINVAL;
 
         c = calloc(1, sizeof(*c));
         if (!c)
@@ -665,6 +732,8 @@ static int curl_submit(struct transport *tt, const struct http_request *req, htt
         c->on_done = on_done;
         c->userdata = userdata;
         c->stream = req->stream;
+        c->unix_socket = req->unix_socket != NULL;
+        c->timeout_usec = req->timeout_usec;
         c->max_body = req->max_body > 0 ? MIN(req->max_body, SIZE_MAX - 1) : MAX_BODY_DEFAULT;
         strcpy(c->method, req->method);
         c->path = url_path(req->url);
@@ -718,6 +787,101 @@ static void socket_action(struct curl_transport *t, curl_socket_t fd, int flags)
         check_multi_info(t);
 }
 
+/* Whether a failed call ended because its HTTP/2 stream or its connection went
+ * away before a single byte of the response arrived, so that it may go again.
+ *
+ * A server that sends GOAWAY handles the streams up to the last-stream-id in it
+ * and refuses those above, which crossed the GOAWAY on the wire; RFC 9113 8.7:
+ * those were not processed and may be resent on a new connection, whatever the
+ * method. kube-apiserver sends GOAWAY after every anonymous request over HTTP/2
+ * (UnauthenticatedHTTP2DOSMitigation), after a 401, with --goaway-chance, and
+ * when it shuts down. libcurl 7.88 resends refused streams itself, but not
+ * always: when the refusal and the end of the session arrive in one read, the
+ * transfer fails with CURLE_HTTP2 (and no message); and after 5 resends it
+ * gives up with CURLE_SEND_ERROR or CURLE_RECV_ERROR.
+ *
+ * So: CURLE_HTTP2 with no response at all, any method. A reset stream or a
+ * dropped connection (CURLE_HTTP2_STREAM, CURLE_SEND_ERROR, CURLE_RECV_ERROR,
+ * CURLE_GOT_NOTHING) may have reached the handler: GET and HEAD only. Errors
+ * our own callbacks caused never count. */
+static bool unanswered(struct http_call *c, CURLcode cc) {
+        long status = 0, header_size = 0;
+
+        if (c->error < 0 || c->mode != BODY_UNDECIDED)
+                return false;
+        (void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+        (void)curl_easy_getinfo(c->easy, CURLINFO_HEADER_SIZE, &header_size);
+        if (status != 0 || header_size != 0)
+                return false;
+        switch (cc) {
+        case CURLE_HTTP2:
+                return true;
+        case CURLE_HTTP2_STREAM:
+        case CURLE_SEND_ERROR:
+        case CURLE_RECV_ERROR:
+        case CURLE_GOT_NOTHING:
+                return strcasecmp(c->method, "GET") == 0 || strcasecmp(c->method, "HEAD") == 0;
+        default:
+                return false;
+        }
+}
+
+/* Takes an unanswered call (see unanswered()) out of the multi handle and
+ * queues it for another attempt, if RESENDS_MAX and its timeout allow. False:
+ * it has to fail. Runs from check_multi_info, never inside a libcurl callback;
+ * the defer handler adds it back, so no done callback runs from here. */
+static bool call_resend(struct http_call *c, CURLcode cc) {
+        struct curl_transport *t = c->t;
+        curl_off_t attempt_us = 0;
+        long connects = 0;
+        uint64_t left_ms = 0;
+        CURLMcode mc;
+
+        if (c->resends >= RESENDS_MAX || t->closing || t->broken < 0) {
+                log_debug("HTTP %s %s: the server went away without answering (%s) after %u resends",
+                          c->method, c->path, curl_easy_strerror(cc), c->resends);
+                return false;
+        }
+        (void)curl_easy_getinfo(c->easy, CURLINFO_TOTAL_TIME_T, &attempt_us);
+        if (c->timeout_usec > 0) {
+                /* The timeout covers the whole call, not each attempt. */
+                uint64_t spent = c->earlier_usec + (attempt_us > 0 ? (uint64_t)attempt_us : 0);
+
+                if (spent >= c->timeout_usec) {
+                        log_debug("HTTP %s %s: the server went away without answering (%s), no time left "
+                                  "to resend",
+                                  c->method, c->path, curl_easy_strerror(cc));
+                        return false;
+                }
+                left_ms = usec_to_msec_up(c->timeout_usec - spent);
+        }
+
+        mc = curl_multi_remove_handle(t->multi, c->easy);
+        if (mc != CURLM_OK) {
+                log_debug("curl_multi_remove_handle() failed: %s", curl_multi_strerror(mc));
+                return false;
+        }
+        c->added = false;
+        if (left_ms > 0 && curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS,
+                                            (long)MIN(left_ms, (uint64_t)LONG_MAX)) != CURLE_OK)
+                return false;
+
+        /* The next attempt starts its counters from zero. */
+        (void)curl_easy_getinfo(c->easy, CURLINFO_NUM_CONNECTS, &connects);
+        c->earlier_usec += attempt_us > 0 ? (uint64_t)attempt_us : 0;
+        c->earlier_connects += connects > 0 ? (uint64_t)connects : 0;
+        c->resends++;
+        c->retry_after_usec = 0;
+        c->content_type = mfree(c->content_type);
+        c->grpc_status = mfree(c->grpc_status);
+        c->grpc_message = mfree(c->grpc_message);
+        c->errbuf[0] = 0;
+        log_debug("HTTP %s %s: the server went away without answering (%s), resending (%u of %u)", c->method,
+                  c->path, curl_easy_strerror(cc), c->resends, RESENDS_MAX);
+        pending_push(t, c);
+        return true;
+}
+
 static void check_multi_info(struct curl_transport *t) {
         CURLMsg *msg;
         int left;
@@ -735,8 +899,21 @@ static void check_multi_info(struct curl_transport *t) {
                 assert(c);
                 if (c->canceled)
                         continue; /* its -ECANCELED is queued */
+                if (unanswered(c, result)) {
+                        if (call_resend(c, result))
+                                continue;
+                        /* The server went away under it: not a TLS or an HTTP error. */
+                        call_complete(c, -ECONNRESET);
+                        continue;
+                }
                 (void)curl_easy_getinfo(c->easy, CURLINFO_OS_ERRNO, &os_errno);
-                call_complete(c, curlcode_to_errno(result, c->error, os_errno));
+                /* A unix socket that is not there (the driver is not running) or
+                 * not ours to use says more than "connection refused". */
+                if (c->unix_socket && result == CURLE_COULDNT_CONNECT &&
+                    (os_errno == ENOENT || os_errno == EACCES))
+                        call_complete(c, -(int)os_errno);
+                else
+                        call_complete(c, curlcode_to_errno(result, c->error, os_errno));
         }
 }
 

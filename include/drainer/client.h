@@ -100,6 +100,9 @@ int kube_watch(struct kube_client *c, const char *path, const char *resource_ver
                struct kube_call **ret_call);
 int kube_patch(struct kube_client *c, const char *path, enum kube_patch_type type, const char *body,
                kube_done_fn done, void *userdata, struct kube_call **ret_call);
+/* DELETE with an optional DeleteOptions body. Not retried. */
+int kube_delete(struct kube_client *c, const char *path, const char *body, kube_done_fn done, void *userdata,
+                struct kube_call **ret_call);
 int kube_create(struct kube_client *c, const char *path, const char *body, kube_done_fn done, void *userdata,
                 struct kube_call **ret_call);
 /* policy/v1 Eviction. grace_seconds < 0: the pod's own. A 429 (PDB) is handed back, not retried. */

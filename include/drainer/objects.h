@@ -113,6 +113,8 @@ struct claim_rec {
 
 struct node_taint {
         const char *key, *value, *effect;
+        const char *time_added; /* RFC 3339, or NULL; kept so rewriting the list (merge patches
+                                 * replace it) does not restart NoExecute toleration timers */
 };
 
 struct node_rec {

@@ -16,14 +16,21 @@
 
 struct selector;
 
-/* A PodDisruptionBudget (policy/v1), compact. */
+/* A PodDisruptionBudget (policy/v1), compact. Selector semantics are policy/v1's
+ * (metav1.LabelSelectorAsSelector, and the Eviction API since kubernetes#119732):
+ * a null/absent spec.selector matches no pod, an empty one ({}) every pod of
+ * the namespace; an invalid one (bad key/value/operator, In without values)
+ * matches no pod, as the Eviction API skips such a PDB. */
 struct pdb_rec {
         const char *ns, *name, *resource_version;
-        struct selector *selector; /* from spec.selector (matchLabels + matchExpressions); NULL = matches nothing
+        struct selector
+                *selector; /* from spec.selector (matchLabels + matchExpressions); NULL = matches nothing
                                     * (a nil selector), empty = every pod of the namespace */
         int32_t disruptions_allowed, current_healthy, desired_healthy, expected_pods;
         size_t alloc_size;
 };
+/* 0, -EBADMSG without metadata.namespace/name, or -ENOMEM. An invalid selector is
+ * not an error: the record gets selector NULL. */
 int pdb_rec_from_json(const cJSON *obj, struct pdb_rec **ret);
 void pdb_rec_free(struct pdb_rec *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct pdb_rec *, pdb_rec_free);
@@ -38,8 +45,8 @@ enum evict_group {
         EVICT_GROUP_CLAIM_HOLDERS_CRITICAL, /* phase evict-claim-holders, after the above are accepted */
         EVICT_GROUP_REST,                   /* phase evict-rest */
         EVICT_GROUP_REST_CRITICAL,
-        EVICT_GROUP_DRIVERS,                /* phase stop-drivers (taint strategy evicts driver pods) */
-        EVICT_GROUP_NONE,                   /* stays: mirror, DaemonSet without claims, finished, filtered */
+        EVICT_GROUP_DRIVERS, /* phase stop-drivers (taint strategy evicts driver pods) */
+        EVICT_GROUP_NONE,    /* stays: mirror, DaemonSet without claims, finished, filtered */
         _EVICT_GROUP_MAX,
         _EVICT_GROUP_INVALID = -EINVAL,
 };
@@ -47,21 +54,28 @@ const char *evict_group_to_string(enum evict_group g); /* "claim-holders", "clai
                                                         * "rest-critical", "drivers", "none" */
 
 enum blocker_kind {
-        BLOCKER_UNMANAGED,        /* no controller, needs --force */
-        BLOCKER_EMPTYDIR,         /* emptyDir, needs --delete-emptydir-data */
+        BLOCKER_UNMANAGED,          /* no controller, needs --force */
+        BLOCKER_EMPTYDIR,           /* emptyDir, needs --delete-emptydir-data */
         BLOCKER_DS_CLAIM_TOLERATES, /* claim-holding DaemonSet pod tolerating the drain taint: it would come back */
         BLOCKER_DRIVER_TOLERATES, /* taint strategy, but the driver pod tolerates the drain taint */
         BLOCKER_DRIVER_UNHEALTHY, /* driver pod not Running+Ready (plan_build, unless ignore_driver_health),
                                    * or its health probe failed (added by the caller) */
+        BLOCKER_MULTIPLE_PDBS,    /* a running pod covered by more than one PDB: the Eviction API answers 500
+                                   * "This pod has more than one PodDisruptionBudget..." on every try */
+        BLOCKER_CLAIM_HOLDER_FILTERED, /* holds claims, kept by --pod-selector: wait-released cannot end */
         _BLOCKER_KIND_MAX,
+        _BLOCKER_KIND_INVALID = -EINVAL,
 };
+/* "unmanaged", "emptydir", "daemonset-claim-tolerates", "driver-tolerates", "driver-unhealthy",
+ * "multiple-pdbs", "claim-holder-filtered"; NULL if out of range */
 const char *blocker_kind_to_string(enum blocker_kind k);
 
 struct plan_options {
-        const struct selector *pod_selector;  /* --pod-selector: only matching pods are evicted (NULL = all) */
+        const struct selector
+                *pod_selector; /* --pod-selector: only matching pods are evicted (NULL = all) */
         const struct selector *const *driver_selectors; /* parsed --driver-selector, or the defaults */
         size_t n_driver_selectors;
-        bool force;                  /* evict pods without a controller */
+        bool force; /* evict pods without a controller */
         bool delete_emptydir_data;
         enum driver_stop_kind driver_stop;
         const char *driver_stop_arg; /* label key / unit */
@@ -69,36 +83,38 @@ struct plan_options {
 };
 
 struct plan_pod {
-        const struct pod_rec *pod;   /* borrowed from the caller's cache */
+        const struct pod_rec *pod; /* borrowed from the caller's cache */
         enum pod_class cls;
         enum evict_group group;
         bool critical;
-        const char *skip_reason;     /* why it stays (group NONE), e.g. "mirror pod", "DaemonSet pod", "finished",
+        const char
+                *skip_reason; /* why it stays (group NONE), e.g. "mirror pod", "DaemonSet pod", "finished",
                                       * "does not match --pod-selector"; NULL otherwise */
-        const struct pdb_rec *pdbs[4]; /* PDBs covering it */
+        const struct pdb_rec *pdbs[4]; /* PDBs covering it (the first 4, in the caller's order) */
         size_t n_pdbs;
+        size_t n_pdbs_all; /* how many cover it (may exceed 4) */
 };
 
 struct plan_claim {
         const struct claim_rec *claim;
         enum claim_on_node_reason why;
-        bool driver_own;             /* reserved only by driver pods: does not hold the drain back */
+        bool driver_own; /* reserved only by driver pods: does not hold the drain back */
 };
 
 struct plan_blocker {
         enum blocker_kind kind;
-        const struct pod_rec *pod;   /* may be NULL */
-        char *message;               /* e.g. "cannot delete Pods with local storage (use --delete-emptydir-data to override): ns/a" */
+        const struct pod_rec *pod; /* may be NULL */
+        char *message; /* e.g. "cannot delete Pods with local storage (use --delete-emptydir-data to override): ns/a" */
 };
 
 struct plan {
         const struct node_rec *node;
-        struct plan_pod *pods;       /* sorted: by group, then ns/name */
+        struct plan_pod *pods; /* sorted: by group, then ns/name */
         size_t n_pods;
         size_t n_per_group[_EVICT_GROUP_MAX];
-        struct plan_claim *claims;   /* claims on the node, sorted ns/name */
+        struct plan_claim *claims; /* claims on the node, sorted ns/name */
         size_t n_claims;
-        size_t n_claims_blocking;    /* claims that are not driver_own */
+        size_t n_claims_blocking; /* claims that are not driver_own */
         struct plan_blocker *blockers;
         size_t n_blockers;
         const struct pdb_rec **pdbs; /* PDBs covering at least one evicted pod */
@@ -106,21 +122,33 @@ struct plan {
 };
 
 /* Builds the plan from borrowed records (which must outlive it). Pods not bound to
- * node->name are ignored. Returns 0 or -ENOMEM. */
+ * node->name are ignored; NULL entries in the arrays are skipped. Blockers come in
+ * the order of plan->pods. Pods already deleting stay in their group (the engine
+ * waits for them) but raise no unmanaged / emptyDir / PDB blocker: nothing is sent
+ * for them. Returns 0 or -ENOMEM. */
 int plan_build(const struct node_rec *node, const struct pod_rec *const *pods, size_t n_pods,
-               const struct claim_rec *const *claims, size_t n_claims,
-               const struct slice_rec *const *slices, size_t n_slices,
-               const struct pdb_rec *const *pdbs, size_t n_pdbs, const struct plan_options *o,
-               struct plan *ret);
+               const struct claim_rec *const *claims, size_t n_claims, const struct slice_rec *const *slices,
+               size_t n_slices, const struct pdb_rec *const *pdbs, size_t n_pdbs,
+               const struct plan_options *o, struct plan *ret);
 void plan_done(struct plan *p);
 
-/* Adds a blocker (e.g. BLOCKER_DRIVER_UNHEALTHY from a failed health probe). */
+/* Adds a blocker (e.g. BLOCKER_DRIVER_UNHEALTHY from a failed health probe); the
+ * message is copied. Returns 0 or -ENOMEM. */
 int plan_add_blocker(struct plan *p, enum blocker_kind kind, const struct pod_rec *pod, const char *message);
 
-/* The DRA driver names of the node's slices (spec.driver), for restore checks. */
+/* The DRA driver names of the node's slices (spec.driver), for restore checks:
+ * distinct, sorted, borrowed from the slices; at most max of them (the first in
+ * sort order). Returns how many were stored in ret. */
 size_t plan_driver_names(const struct slice_rec *const *slices, size_t n_slices, const char *node,
                          const char **ret, size_t max);
 
-/* `drainer plan` output. */
+/* `drainer plan` output. plan_print_text returns 0 or -EIO (write error);
+ * plan_to_json returns NULL only when out of memory. JSON: {node, unschedulable,
+ * groups: [{name, pods: [{namespace, name, claims: ["ns/name"], pdbs: ["ns/name"],
+ * deleting}]}] (the five eviction groups in order), claims: [{namespace, name,
+ * reason, devices: [{driver, pool, device}], reservedFor: ["ns/name"], driverOwn,
+ * deleting}], drivers: [{namespace, name, strategy, daemonset}], stays: [{namespace,
+ * name, reason}], pdbs: [{namespace, name, disruptionsAllowed, currentHealthy,
+ * desiredHealthy, expectedPods}], blockers: [{kind, pod, message}], ok}. */
 int plan_print_text(const struct plan *p, const struct plan_options *o, FILE *f);
 cJSON *plan_to_json(const struct plan *p, const struct plan_options *o);

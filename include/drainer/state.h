@@ -11,17 +11,17 @@
 
 struct node_rec;
 
-#define DRAINER_ANN_PREFIX "drainer.io/"
-#define DRAINER_ANN_REQUEST "drainer.io/request"
-#define DRAINER_ANN_STATE "drainer.io/state"
-#define DRAINER_ANN_STATE_SINCE "drainer.io/state-since"
-#define DRAINER_ANN_STARTED_AT "drainer.io/started-at"
+#define DRAINER_ANN_PREFIX            "drainer.io/"
+#define DRAINER_ANN_REQUEST           "drainer.io/request"
+#define DRAINER_ANN_STATE             "drainer.io/state"
+#define DRAINER_ANN_STATE_SINCE       "drainer.io/state-since"
+#define DRAINER_ANN_STARTED_AT        "drainer.io/started-at"
 #define DRAINER_ANN_WAS_UNSCHEDULABLE "drainer.io/was-unschedulable"
-#define DRAINER_ANN_DRIVER_STOP "drainer.io/driver-stop"
-#define DRAINER_ANN_MESSAGE "drainer.io/message"
+#define DRAINER_ANN_DRIVER_STOP       "drainer.io/driver-stop"
+#define DRAINER_ANN_MESSAGE           "drainer.io/message"
 
-#define DRAIN_TAINT_KEY "drainer.io/draining"
-#define DRAIN_TAINT_EFFECT "NoSchedule"
+#define DRAIN_TAINT_KEY     "drainer.io/draining"
+#define DRAIN_TAINT_EFFECT  "NoSchedule"
 #define DRIVER_PAUSED_VALUE "drainer-paused"
 
 /* The phases of DESIGN.md, in order. Names are the annotation values. */
@@ -50,6 +50,7 @@ enum drain_request {
         _DRAIN_REQUEST_INVALID = -EINVAL,
 };
 
+/* NONE reads "none" (for logs); it is never an annotation value. */
 const char *drain_request_to_string(enum drain_request r);
 enum drain_request drain_request_from_string(const char *s);
 
@@ -72,23 +73,26 @@ enum driver_stop_kind driver_stop_kind_from_string(const char *s);
 
 struct driver_stop_record {
         enum driver_stop_kind kind;
-        char *arg;        /* label key or unit name; NULL for taint/none */
-        char *old_value;  /* label: the value before (NULL = the label was absent) */
-        bool had_old;     /* label: whether old_value is meaningful */
-        char *daemonset;  /* "ns/name" of the driver DaemonSet, or NULL */
+        char *arg;                              /* label key or unit name; NULL for taint/none */
+        char *old_value;                        /* label: the value before (NULL = the label was absent) */
+        bool had_old;                           /* label: whether old_value is meaningful */
+        char *daemonset;                        /* "ns/name" of the driver DaemonSet, or NULL */
         char *drivers[DRIVER_STOP_MAX_DRIVERS]; /* DRA driver names (ResourceSlice spec.driver) */
         size_t n_drivers;
 };
+
+/* Frees the strings of r and zeroes it. NULL ok. */
+void driver_stop_record_done(struct driver_stop_record *r);
 
 #define DRAIN_STATE_MAX_STOPS 8
 
 /* Parsed drainer.io/ annotations. Strings owned. */
 struct drain_state {
-        enum drain_request request;     /* NONE when absent */
+        enum drain_request request; /* NONE when absent */
         bool has_phase;
-        enum drain_phase phase;         /* valid when has_phase */
-        int64_t state_since_usec;       /* 0 when absent */
-        int64_t started_at_usec;        /* 0 when absent */
+        enum drain_phase phase;   /* valid when has_phase */
+        int64_t state_since_usec; /* 0 when absent */
+        int64_t started_at_usec;  /* 0 when absent */
         bool has_was_unschedulable;
         bool was_unschedulable;
         struct driver_stop_record stops[DRAIN_STATE_MAX_STOPS];
@@ -96,40 +100,69 @@ struct drain_state {
         char *message;
 };
 
+/* Frees the strings of s and leaves it an empty state. NULL ok; usable as
+ * _cleanup_(drain_state_done) on a struct drain_state variable. */
 void drain_state_done(struct drain_state *s);
 
 /* Parses the drainer.io/ annotations of n. A value that does not parse (an
  * unknown phase, a bad timestamp, was-unschedulable not true/false, driver-stop
  * not the JSON above) is -EBADMSG with *ret_error naming the annotation, the bad
  * value and how to reset: "kubectl annotate node NODE drainer.io/state- ..." or
- * `drainer uncordon NODE --reset`. No annotations at all is a valid empty state. */
+ * `drainer uncordon NODE --reset`. No annotations at all is a valid empty state.
+ *
+ * Unknown drainer.io/ keys are ignored. A request other than drain/uncordon is
+ * -EBADMSG as well. driver-stop: at most DRAIN_STATE_MAX_STOPS entries of at
+ * most DRIVER_STOP_MAX_DRIVERS drivers; label keys, label values, unit names,
+ * "ns/name" and driver names are checked; fields an entry's strategy does not
+ * use are ignored; "old" present (string or null) sets had_old.
+ * *ret is written only on success, *ret_error (if not NULL; one line,
+ * malloc'd) only on -EBADMSG. Returns 0, -EBADMSG or -ENOMEM. */
 int drain_state_parse(const struct node_rec *n, struct drain_state *ret, char **ret_error);
+
+/* drainer.io/message values (and Event messages) are cut to this many bytes,
+ * at a UTF-8 character boundary. */
+#define DRAIN_MESSAGE_MAX 1024
 
 /* Merge patches for the Node (JSON text, malloc'd). Each carries
  * metadata.resourceVersion of n, so a concurrent change fails with 409 and the
  * engine retries from the updated cache.
+ *
+ * Send with Content-Type application/merge-patch+json. A removed annotation or
+ * label is set to null. spec.taints is in a patch only when the list changes
+ * (then it is the whole list: key, value if any, effect of each taint of n, in
+ * order; null when it ends up empty); note that node_rec keeps no timeAdded, so
+ * a rewritten list drops it. All return 0, -EINVAL (n has no resourceVersion,
+ * or an argument is invalid) or -ENOMEM; *ret only on success.
  *
  * Cordon: in ONE patch (atomic, so a crash never leaves a cordon without the record
  * of who cordoned): was-unschedulable (kept if already recorded, else n's current
  * spec.unschedulable), started-at (kept if set, else now), state=cordon,
  * state-since=now, spec.unschedulable=true, and the taints of n plus
  * drainer.io/draining:NoSchedule (merge patches replace the taints list, hence the
- * resourceVersion precondition). */
+ * resourceVersion precondition). A recorded was-unschedulable or started-at that
+ * does not parse is -EBADMSG (drain_state_parse refuses it first). */
 int drain_patch_cordon(const struct node_rec *n, int64_t now_usec, char **ret);
-/* Moves to phase with a message (state, state-since, message). */
+/* Moves to phase with a message (state, state-since, message). A NULL message
+ * removes drainer.io/message; messages are cut to DRAIN_MESSAGE_MAX. */
 int drain_patch_phase(const struct node_rec *n, enum drain_phase phase, int64_t now_usec,
                       const char *message, char **ret);
-/* Only the message (progress), no phase change. */
+/* Only the message (progress), no phase change. NULL removes it. */
 int drain_patch_message(const struct node_rec *n, const char *message, char **ret);
-/* Sets drainer.io/driver-stop to the records (JSON as above). */
-int drain_patch_driver_stop(const struct node_rec *n, const struct driver_stop_record *stops,
-                            size_t n_stops, char **ret);
-/* Sets or removes (value NULL) node label key, for the label strategy. */
+/* Sets drainer.io/driver-stop to the records (JSON as above); n_stops 0 removes
+ * it. Records drain_state_parse would refuse (or more than DRAIN_STATE_MAX_STOPS)
+ * are -EINVAL, so what is written always reads back. */
+int drain_patch_driver_stop(const struct node_rec *n, const struct driver_stop_record *stops, size_t n_stops,
+                            char **ret);
+/* Sets or removes (value NULL) node label key, for the label strategy. Key and
+ * value must be valid label syntax (-EINVAL). */
 int drain_patch_label(const struct node_rec *n, const char *key, const char *value, char **ret);
-/* Removes the drain taint (keeps every other taint), state=restore-drivers. */
+/* Removes the drain taint (keeps every other taint), state=restore-drivers,
+ * state-since=now. */
 int drain_patch_remove_taint(const struct node_rec *n, int64_t now_usec, char **ret);
-/* Final step: spec.unschedulable=false if uncordon is true, the drain taint removed,
- * and every drainer.io/ annotation removed except request when keep_request. */
+/* Final step: spec.unschedulable=false if uncordon is true (else spec.unschedulable
+ * is not in the patch), the drain taint removed, and every drainer.io/ annotation
+ * removed except request when keep_request. */
 int drain_patch_finish(const struct node_rec *n, bool uncordon, bool keep_request, char **ret);
-/* Sets drainer.io/request (value NULL removes it). */
+/* Sets drainer.io/request (value NULL removes it); value must be "drain" or
+ * "uncordon" (-EINVAL). */
 int drain_patch_request(const struct node_rec *n, const char *value, char **ret);

@@ -39,6 +39,20 @@ struct http_request {
          * under 1 byte/s (averaged over a few seconds) this long. 0 = transport default (5 min).
          * Ignored when timeout_usec is set. */
         uint64_t idle_timeout_usec;
+        /* HTTP/2 over cleartext (http:// URLs) without an Upgrade round trip, as gRPC
+         * servers expect (h2c "prior knowledge"); https:// URLs negotiate HTTP/2 through
+         * ALPN anyway. Each such call opens a connection of its own and closes it
+         * afterwards (libcurl 7.88 fails a second call on a reused h2c connection). Such
+         * calls, and unix_socket calls, never go through a proxy from the environment:
+         * an HTTP forward proxy cannot carry h2c, and they go to a pod IP or a local
+         * socket. */
+        bool h2c_prior_knowledge;
+        /* Connect to this unix socket (a path, shorter than sun_path) instead of the
+         * URL's host:port; the URL's authority is still sent (e.g. http://localhost/...).
+         * Connections over a socket are reused only by calls to the same socket path,
+         * never by TCP calls and vice versa (libcurl keys them so). NULL: TCP. A socket
+         * that does not exist fails with -ENOENT, one we may not use with -EACCES. */
+        const char *unix_socket;
 };
 
 struct http_response {
@@ -47,6 +61,13 @@ struct http_response {
         size_t body_len;
         uint64_t retry_after_usec; /* parsed Retry-After (seconds form), 0 if absent */
         const char *content_type;  /* may be NULL */
+        /* gRPC status: the values of the grpc-status and grpc-message fields, NULL if
+         * absent. gRPC sends them as HTTP/2 trailers after the body, or in the response
+         * headers when the call failed before any message ("trailers-only"); both land
+         * here, the last one seen winning. grpc_message is still percent-encoded as
+         * gRPC sends it, and cut at 1024 bytes. */
+        const char *grpc_status;
+        const char *grpc_message;
 };
 
 /* Streaming body data. Returning < 0 aborts the call, which then completes with that error. */
@@ -58,8 +79,9 @@ typedef int (*http_data_fn)(struct http_call *call, const char *data, size_t n, 
  * The response and its body are valid only during the callback.
  * resp is never NULL; on an error its body is NULL, status is whatever arrived.
  * The real transport's errors: -ETIMEDOUT (call, connect or idle timeout),
- * -ECONNREFUSED (cannot connect), -EHOSTUNREACH/-ENETUNREACH (cannot resolve or
- * route), -EKEYREJECTED (server certificate not trusted or not for that name),
+ * -ECONNREFUSED (cannot connect), -ENOENT/-EACCES (unix_socket missing or not
+ * ours to use), -EHOSTUNREACH/-ENETUNREACH (cannot resolve or route),
+ * -EKEYREJECTED (server certificate not trusted or not for that name),
  * -EPROTO (other TLS handshake failure, e.g. client certificate refused; broken
  * HTTP), -EINVAL (unusable CA/client certificate/key PEM, bad URL),
  * -ECONNRESET (connection dropped, HTTP/2 stream reset), -E2BIG (max_body),
@@ -119,6 +141,10 @@ static inline void transport_free(struct transport *t) {
  * come from the environment (https_proxy, no_proxy), as in client-go.
  * tls may be NULL (system CAs). -EINVAL for a tls_server_name that is not a
  * bare host name. */
+/* It sends a call again when the server went away from it without a byte of
+ * response (an HTTP/2 stream refused by GOAWAY: any method; a dropped
+ * connection: GET and HEAD only), up to 6 times within its timeout_usec; done
+ * still runs once, with -ECONNRESET if every attempt went that way. */
 int transport_curl_new(struct uv_loop_s *loop, const struct tls_config *tls, struct transport **ret);
 
 /* libcurl's process-wide state: call transport_global_init() once before any

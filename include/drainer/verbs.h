@@ -25,8 +25,12 @@ typedef int (*verb_opt_fn)(int opt, const char *arg, void *userdata);
  * verb flag goes to on_opt (which returns < 0, logged, on a bad value). Positionals
  * are left from optind on, in order; parsing stops at "--".
  * Returns 1 to go on, 0 after printing --help, or -EINVAL (logged) on bad usage. */
-int verb_parse(int argc, char **argv, struct global_flags *g, const struct option *extra,
-               verb_opt_fn on_opt, void *userdata);
+int verb_parse(int argc, char **argv, struct global_flags *g, const struct option *extra, verb_opt_fn on_opt,
+               void *userdata);
 void verb_help(const struct verb *v);
 
 int verb_status(int argc, char **argv, struct global_flags *g);
+int verb_plan(int argc, char **argv, struct global_flags *g);
+int verb_drain(int argc, char **argv, struct global_flags *g);
+int verb_uncordon(int argc, char **argv, struct global_flags *g);
+int verb_maintain(int argc, char **argv, struct global_flags *g);

@@ -166,8 +166,8 @@ static void test_pod_mirror(void **state) {
 static void test_pod_driver(void **state) {
         cJSON *j = load("pod-driver.json");
         _cleanup_(pod_rec_freep) struct pod_rec *p = NULL;
-        const struct node_taint drain = { "drainer.io/draining", NULL, "NoSchedule" };
-        const struct node_taint unsched = { "node.kubernetes.io/unschedulable", NULL, "NoSchedule" };
+        const struct node_taint drain = { "drainer.io/draining", NULL, "NoSchedule", NULL };
+        const struct node_taint unsched = { "node.kubernetes.io/unschedulable", NULL, "NoSchedule", NULL };
 
         assert_int_equal(pod_rec_from_json(j, &p), 0);
         cJSON_Delete(j);
@@ -186,7 +186,7 @@ static void test_pod_driver(void **state) {
 }
 
 static void test_tolerations(void **state) {
-        const struct node_taint t = { "dedicated", "ml", "NoExecute" };
+        const struct node_taint t = { "dedicated", "ml", "NoExecute", NULL };
         const struct toleration exists_all = { NULL, "Exists", NULL, NULL, -1 };
         const struct toleration exists_key = { "dedicated", "Exists", NULL, NULL, -1 };
         const struct toleration equal_ok = { "dedicated", "Equal", "ml", "NoExecute", -1 };

@@ -1,0 +1,750 @@
+/* `drainer plan|drain|uncordon|maintain`: option parsing shared by the four,
+ * the one-shot plan, and the engine runs with their progress display (a live
+ * block on a terminal, timestamped lines otherwise, a JSON summary with -o
+ * json). Owns nothing beyond one command's lifetime. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "drainer/app.h"
+#include "drainer/client.h"
+#include "drainer/engine.h"
+#include "drainer/health.h"
+#include "drainer/json.h"
+#include "drainer/log.h"
+#include "drainer/plan.h"
+#include "drainer/selector.h"
+#include "drainer/snapshot.h"
+#include "drainer/timesrc.h"
+#include "drainer/verbs.h"
+
+#define MAX_DRIVER_SELECTORS 16
+
+enum {
+        OPT_POD_SELECTOR = 0x100,
+        OPT_GRACE,
+        OPT_TIMEOUT,
+        OPT_EMPTYDIR,
+        OPT_FORCE,
+        OPT_DISABLE_EVICTION,
+        OPT_DRY_RUN,
+        OPT_DRIVER_SELECTOR,
+        OPT_DRIVER_STOP,
+        OPT_DRIVER_HEALTH,
+        OPT_IGNORE_HEALTH,
+        OPT_FORCE_UNCORDON,
+        OPT_RESTORE_ON_FAILURE,
+        OPT_SKIP_DRIVER_STOP,
+};
+
+struct drain_args {
+        const char *verb;
+        const char *pod_selector;
+        int64_t grace;
+        uint64_t timeout_usec;
+        bool emptydir, force, disable_eviction, dry_run, ignore_health, force_uncordon, restore_on_failure,
+                skip_driver_stop;
+        const char *driver_selectors[MAX_DRIVER_SELECTORS + 1];
+        size_t n_driver_selectors;
+        enum driver_stop_kind stop;
+        const char *stop_arg;
+        const char *health;
+
+        /* parsed */
+        struct selector *pod_sel;
+        struct selector **drv_sels;
+        size_t n_drv_sels;
+        struct health_target health_target;
+        bool has_health;
+};
+
+/* kubectl-style durations: "90", "90s", "5m", "1h30m", "0" (none). */
+static int parse_duration(const char *s, uint64_t *ret) {
+        uint64_t total = 0;
+        const char *p = s;
+
+        if (!*p)
+                return -EINVAL;
+        while (*p) {
+                char *end;
+                double v;
+                uint64_t unit = USEC_PER_SEC;
+
+                errno = 0;
+                v = strtod(p, &end);
+                if (errno || end == p || v < 0)
+                        return -EINVAL;
+                if (strncmp(end, "ms", 2) == 0) {
+                        unit = USEC_PER_MSEC;
+                        end += 2;
+                } else if (*end == 's') {
+                        end++;
+                } else if (*end == 'm') {
+                        unit = 60 * USEC_PER_SEC;
+                        end++;
+                } else if (*end == 'h') {
+                        unit = 3600 * USEC_PER_SEC;
+                        end++;
+                } else if (*end && end != p)
+                        return -EINVAL;
+                total += (uint64_t)(v * (double)unit);
+                p = end;
+        }
+        *ret = total;
+        return 0;
+}
+
+static int on_drain_opt(int opt, const char *arg, void *userdata) {
+        struct drain_args *a = userdata;
+        char *end;
+
+        switch (opt) {
+        case OPT_POD_SELECTOR:
+                a->pod_selector = arg;
+                return 0;
+        case OPT_GRACE:
+                errno = 0;
+                a->grace = strtoll(arg, &end, 10);
+                if (errno || *end || end == arg || a->grace < -1)
+                        return log_error_errno(EINVAL,
+                                               "--grace-period: invalid value \"%s\" (seconds, -1 for "
+                                               "each pod's own)",
+                                               arg);
+                return 0;
+        case OPT_TIMEOUT:
+                if (parse_duration(arg, &a->timeout_usec) < 0)
+                        return log_error_errno(EINVAL,
+                                               "--timeout: invalid duration \"%s\" (e.g. 90s, 5m, 1h)", arg);
+                return 0;
+        case OPT_EMPTYDIR:
+                a->emptydir = true;
+                return 0;
+        case OPT_FORCE:
+                a->force = true;
+                return 0;
+        case OPT_DISABLE_EVICTION:
+                a->disable_eviction = true;
+                return 0;
+        case OPT_DRY_RUN:
+                a->dry_run = true;
+                return 0;
+        case OPT_DRIVER_SELECTOR:
+                if (a->n_driver_selectors >= MAX_DRIVER_SELECTORS)
+                        return log_error_errno(EINVAL, "--driver-selector: at most %d",
+                                               MAX_DRIVER_SELECTORS);
+                a->driver_selectors[a->n_driver_selectors++] = arg;
+                return 0;
+        case OPT_DRIVER_STOP: {
+                const char *colon = strchr(arg, ':');
+                _cleanup_free_ char *kind = colon ? strndup(arg, colon - arg) : strdup(arg);
+
+                if (!kind)
+                        return log_oom();
+                a->stop = driver_stop_kind_from_string(kind);
+                a->stop_arg = colon ? colon + 1 : NULL;
+                if (a->stop < 0 ||
+                    ((a->stop == DRIVER_STOP_LABEL || a->stop == DRIVER_STOP_SYSTEMD) &&
+                     (!a->stop_arg || !*a->stop_arg)) ||
+                    ((a->stop == DRIVER_STOP_TAINT || a->stop == DRIVER_STOP_NONE) && colon))
+                        return log_error_errno(EINVAL,
+                                               "--driver-stop: invalid value \"%s\" (taint, label:KEY, "
+                                               "systemd:UNIT or none)",
+                                               arg);
+                if (a->stop == DRIVER_STOP_LABEL && !label_key_is_valid(a->stop_arg))
+                        return log_error_errno(EINVAL, "--driver-stop: \"%s\" is not a valid label key",
+                                               a->stop_arg);
+                return 0;
+        }
+        case OPT_DRIVER_HEALTH:
+                a->health = arg;
+                return 0;
+        case OPT_IGNORE_HEALTH:
+                a->ignore_health = true;
+                return 0;
+        case OPT_FORCE_UNCORDON:
+                a->force_uncordon = true;
+                return 0;
+        case OPT_RESTORE_ON_FAILURE:
+                a->restore_on_failure = true;
+                return 0;
+        case OPT_SKIP_DRIVER_STOP:
+                a->skip_driver_stop = true;
+                return 0;
+        }
+        return -EINVAL;
+}
+
+static void drain_args_done(struct drain_args *a) {
+        selector_free(a->pod_sel);
+        selectors_free(a->drv_sels, a->n_drv_sels);
+        if (a->has_health)
+                health_target_done(&a->health_target);
+}
+
+/* Parses and validates everything before any request is made. Returns 1 to go
+ * on, 0 after --help, or an exit code < 0 (negated) for bad usage. */
+static int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain_args *a) {
+        static const struct option extra[] = {
+                { "pod-selector", required_argument, NULL, OPT_POD_SELECTOR },
+                { "grace-period", required_argument, NULL, OPT_GRACE },
+                { "timeout", required_argument, NULL, OPT_TIMEOUT },
+                { "delete-emptydir-data", no_argument, NULL, OPT_EMPTYDIR },
+                { "force", no_argument, NULL, OPT_FORCE },
+                { "disable-eviction", no_argument, NULL, OPT_DISABLE_EVICTION },
+                { "dry-run", no_argument, NULL, OPT_DRY_RUN },
+                { "driver-selector", required_argument, NULL, OPT_DRIVER_SELECTOR },
+                { "driver-stop", required_argument, NULL, OPT_DRIVER_STOP },
+                { "driver-health", required_argument, NULL, OPT_DRIVER_HEALTH },
+                { "ignore-driver-health", no_argument, NULL, OPT_IGNORE_HEALTH },
+                { "force-uncordon", no_argument, NULL, OPT_FORCE_UNCORDON },
+                { "restore-on-failure", no_argument, NULL, OPT_RESTORE_ON_FAILURE },
+                { "skip-driver-stop", no_argument, NULL, OPT_SKIP_DRIVER_STOP },
+                {},
+        };
+        _cleanup_free_ char *err = NULL;
+        int r;
+
+        a->verb = argv[0];
+        a->grace = -1;
+        a->stop = DRIVER_STOP_TAINT;
+        r = verb_parse(argc, argv, g, extra, on_drain_opt, a);
+        if (r <= 0)
+                return r;
+        if (a->stop == DRIVER_STOP_SYSTEMD) {
+                log_error("--driver-stop systemd:UNIT is not available yet in this build");
+                return -EINVAL;
+        }
+        if (a->pod_selector && selector_parse(a->pod_selector, &a->pod_sel, &err) < 0) {
+                log_error("--pod-selector: %s", strna(err));
+                return -EINVAL;
+        }
+        r = selectors_parse_strv(a->n_driver_selectors > 0 ? a->driver_selectors
+                                                           : claims_default_driver_selectors,
+                                 &a->drv_sels, &a->n_drv_sels, &err);
+        if (r < 0) {
+                log_error("--driver-selector: %s", strna(err));
+                return -EINVAL;
+        }
+        if (a->health) {
+                r = health_target_parse(a->health, &a->health_target, &err);
+                if (r < 0) {
+                        log_error("--driver-health: %s", strna(err));
+                        return -EINVAL;
+                }
+                a->has_health = true;
+        }
+        return 1;
+}
+
+static void fill_plan_options(const struct drain_args *a, struct plan_options *po) {
+        *po = (struct plan_options){
+                .pod_selector = a->pod_sel,
+                .driver_selectors = (const struct selector *const *)a->drv_sels,
+                .n_driver_selectors = a->n_drv_sels,
+                .force = a->force,
+                .delete_emptydir_data = a->emptydir,
+                .driver_stop = a->stop,
+                .driver_stop_arg = a->stop_arg,
+                .ignore_driver_health = a->ignore_health,
+        };
+}
+
+/* ---- plan ---- */
+
+struct plan_probe {
+        bool done;
+        int error;
+        enum health_status status;
+};
+
+static void on_plan_probe(int error, enum health_status status, const char *message, void *userdata) {
+        struct plan_probe *pp = userdata;
+
+        pp->error = error;
+        pp->status = status;
+        pp->done = true;
+}
+
+static int run_plan(struct app *app, const char *node, struct drain_args *a, enum output_format fmt) {
+        struct snapshot s = { .app = app, .node_name = node, .with_pdbs = true };
+        struct plan_options po;
+        struct plan p;
+        int r;
+
+        fill_plan_options(a, &po);
+        r = snapshot_start(&s);
+        if (r < 0) {
+                snapshot_done(&s);
+                return log_error_errno(r, "Cannot start the API requests: %m");
+        }
+        app_run_until(app, &s.done);
+        if (s.error < 0) {
+                r = s.error == -ENOENT && !s.node ? log_error_errno(s.error, "node \"%s\" not found", node)
+                                                  : log_error_errno(s.error, "%s", strna(s.error_what));
+                snapshot_done(&s);
+                return r;
+        }
+        r = plan_build(s.node, (const struct pod_rec *const *)s.pods.items, s.pods.n,
+                       (const struct claim_rec *const *)s.claims.items, s.claims.n,
+                       (const struct slice_rec *const *)s.slices.items, s.slices.n,
+                       (const struct pdb_rec *const *)s.pdbs.items, s.pdbs.n, &po, &p);
+        if (r < 0) {
+                snapshot_done(&s);
+                return log_oom();
+        }
+        /* The same health check as the drain's preflight, when an endpoint is configured. */
+        if (a->has_health && !a->ignore_health)
+                for (size_t i = 0; i < p.n_pods; i++) {
+                        const struct pod_rec *pod = p.pods[i].pod;
+                        struct plan_probe pr = {};
+                        struct health_probe *hp;
+                        char m[512];
+
+                        if (p.pods[i].cls != POD_CLASS_DRIVER || pod->deleting)
+                                continue;
+                        if (health_probe_start(app->transport, &a->health_target, pod->pod_ip,
+                                               5 * USEC_PER_SEC, on_plan_probe, &pr, &hp) < 0)
+                                pr = (struct plan_probe){ .done = true, .error = -EIO };
+                        else
+                                app_run_until(app, &pr.done);
+                        if (pr.error == 0 && pr.status == HEALTH_SERVING)
+                                continue;
+                        snprintf(m, sizeof(m),
+                                 "DRA driver pod %s/%s does not answer SERVING on its health endpoint: %s "
+                                 "(use --ignore-driver-health to override)",
+                                 pod->ns, pod->name,
+                                 pr.error < 0 ? strerror(-pr.error) : health_status_to_string(pr.status));
+                        plan_add_blocker(&p, BLOCKER_DRIVER_UNHEALTHY, pod, m);
+                }
+        if (fmt == OUTPUT_JSON) {
+                _cleanup_(cJSON_Deletep) cJSON *j = plan_to_json(&p, &po);
+                _cleanup_free_ char *out = j ? cJSON_Print(j) : NULL;
+
+                if (!out)
+                        r = log_oom();
+                else
+                        puts(out);
+        } else
+                r = plan_print_text(&p, &po, stdout);
+        r = r < 0 ? r : (p.n_blockers > 0 ? -EPERM : 0);
+        plan_done(&p);
+        snapshot_done(&s);
+        return r;
+}
+
+/* ---- drain / uncordon / maintain ---- */
+
+struct runner {
+        struct app *app;
+        struct drain_args *a;
+        enum output_format fmt;
+        const char *node;
+        bool tty;
+        bool finished;
+        int result;
+        char *message;
+        struct engine_summary summary; /* copied at finish (pointers valid until the engine is freed) */
+        struct engine_summary acc;     /* accumulated over the runs of one command */
+        uint64_t cmd_t0;
+        int cmd_status; /* maintain: CMD's exit status, -1 if not run */
+        struct engine *engine;
+        int drawn_lines;
+        uint64_t t0, last_draw;
+        bool has_last_phase;
+        enum drain_phase last_phase;
+        char *last_line;
+        uv_signal_t sigint, sigterm;
+        bool interrupted;
+};
+
+static const char *group_label(enum evict_group g) {
+        switch (g) {
+        case EVICT_GROUP_CLAIM_HOLDERS:
+                return "claim holders";
+        case EVICT_GROUP_CLAIM_HOLDERS_CRITICAL:
+                return "critical claim holders";
+        case EVICT_GROUP_REST:
+                return "other pods";
+        case EVICT_GROUP_REST_CRITICAL:
+                return "critical other pods";
+        case EVICT_GROUP_DRIVERS:
+                return "driver pods";
+        default:
+                return "staying";
+        }
+}
+
+static void draw(struct runner *rn, const struct engine_progress *p, bool force) {
+        uint64_t now = timesrc_now(rn->app->ts);
+        char when[32];
+
+        if (rn->fmt == OUTPUT_JSON)
+                return;
+        if (!rn->tty) {
+                /* Plain lines: one per phase change or new message. */
+                _cleanup_free_ char *line = NULL;
+
+                if (asprintf(&line, "%s: %s", p->has_phase ? drain_phase_to_string(p->phase) : "preflight",
+                             strna(p->message)) < 0)
+                        return;
+                if (streq_ptr(line, rn->last_line))
+                        return;
+                if (timesrc_format_rfc3339(timesrc_realtime(rn->app->ts), when, sizeof(when)) < 0)
+                        strcpy(when, "?");
+                fprintf(stderr, "%s %s %s\n", when, rn->node, line);
+                for (size_t i = 0; i < p->n_held; i++)
+                        fprintf(stderr, "%s %s   held: %s/%s: %s\n", when, rn->node, p->held[i].ns,
+                                p->held[i].name, p->held[i].reason);
+                free(rn->last_line);
+                rn->last_line = TAKE_PTR(line);
+                return;
+        }
+        if (!force && now - rn->last_draw < 100 * USEC_PER_MSEC)
+                return;
+        rn->last_draw = now;
+        /* One live block, redrawn in place. */
+        if (rn->drawn_lines > 0)
+                fprintf(stderr, "\033[%dA\033[J", rn->drawn_lines);
+        rn->drawn_lines = 0;
+        fprintf(stderr, "\033[1m%s\033[0m  %s%-20s\033[0m  %5.1f s\n", rn->node, "\033[36m",
+                p->has_phase ? drain_phase_to_string(p->phase) : "preflight",
+                (double)(now - rn->t0) / (double)USEC_PER_SEC);
+        rn->drawn_lines++;
+        fprintf(stderr, "  pods left:");
+        for (int g = 0; g < EVICT_GROUP_NONE; g++)
+                if (p->pods_left[g] > 0 || g == EVICT_GROUP_CLAIM_HOLDERS || g == EVICT_GROUP_REST)
+                        fprintf(stderr, "  %s %zu", group_label(g), p->pods_left[g]);
+        fprintf(stderr, "\n  claims on the node: %zu   driver pods: %zu   evictions accepted: %zu\n",
+                p->claims_left, p->drivers_left, p->evictions_accepted);
+        rn->drawn_lines += 2;
+        for (size_t i = 0; i < p->n_held && i < 5; i++) {
+                fprintf(stderr, "  \033[33mheld\033[0m %s/%s: %.100s\n", p->held[i].ns, p->held[i].name,
+                        p->held[i].reason);
+                rn->drawn_lines++;
+        }
+        if (p->n_held > 5) {
+                fprintf(stderr, "  ... and %zu more held\n", p->n_held - 5);
+                rn->drawn_lines++;
+        }
+        fprintf(stderr, "  %s\n", strna(p->message));
+        rn->drawn_lines++;
+}
+
+static void on_engine_progress(struct engine *e, const struct engine_progress *p, void *userdata) {
+        struct runner *rn = userdata;
+        bool phase_changed = p->has_phase != rn->has_last_phase || p->phase != rn->last_phase;
+
+        rn->has_last_phase = p->has_phase;
+        rn->last_phase = p->phase;
+        draw(rn, p, phase_changed);
+}
+
+static void on_engine_finished(struct engine *e, const struct engine_summary *s, void *userdata) {
+        struct runner *rn = userdata;
+
+        rn->finished = true;
+        rn->result = s->result;
+        /* maintain runs the engine twice: the summary covers both runs. */
+        for (int p = 0; p < _DRAIN_PHASE_MAX; p++) {
+                rn->acc.phase_usec[p] += s->phase_usec[p];
+                rn->acc.phase_seen[p] |= s->phase_seen[p];
+        }
+        rn->acc.pods_evicted += s->pods_evicted;
+        rn->acc.claims_waited += s->claims_waited;
+        rn->summary = *s;
+        free(rn->message);
+        rn->message = s->message ? strdup(s->message) : NULL;
+        rn->summary.message = rn->message;
+}
+
+static void on_runner_signal(uv_signal_t *h, int signum) {
+        struct runner *rn = h->data;
+
+        rn->interrupted = true;
+        rn->finished = true;
+        rn->result = -EINTR;
+}
+
+/* Runs the engine for one goal until it finishes, times out or is interrupted. */
+static int run_engine(struct runner *rn, enum engine_goal goal, uint64_t timeout_usec) {
+        struct engine_options eo = {
+                .node = rn->node,
+                .goal = goal,
+                .grace_seconds = rn->a->grace,
+                .disable_eviction = rn->a->disable_eviction,
+                .force_uncordon = rn->a->force_uncordon,
+                .skip_driver_stop = rn->a->skip_driver_stop,
+                .driver_health = rn->a->has_health ? &rn->a->health_target : NULL,
+                .timeout_usec = timeout_usec,
+        };
+        static const struct engine_callbacks cb = {
+                .on_progress = on_engine_progress,
+                .on_finished = on_engine_finished,
+        };
+        char host[256] = "";
+        int r;
+
+        gethostname(host, sizeof(host) - 1);
+        eo.instance = host;
+        fill_plan_options(rn->a, &eo.plan);
+        rn->finished = false;
+        rn->result = 0;
+        rn->drawn_lines = 0;
+        rn->summary = (struct engine_summary){};
+        rn->t0 = timesrc_now(rn->app->ts);
+        r = engine_new(rn->app->client, rn->app->transport, rn->app->ts, &eo, &cb, rn, &rn->engine);
+        if (r < 0)
+                return log_error_errno(r, "Cannot set up the drain engine: %m");
+        r = engine_start(rn->engine);
+        if (r < 0)
+                rn->result = log_error_errno(r, "Cannot start watching node %s: %m", rn->node);
+        else
+                app_run_until(rn->app, &rn->finished);
+        engine_stop(rn->engine);
+        while (!engine_idle(rn->engine))
+                if (uv_run(&rn->app->loop, UV_RUN_ONCE) == 0)
+                        break;
+        return rn->result;
+}
+
+static cJSON *summary_json(struct runner *rn, const char *verb, int result) {
+        cJSON *j = cJSON_CreateObject(), *phases;
+        struct kube_client_stats cs;
+
+        cJSON_AddStringToObject(j, "node", rn->node);
+        cJSON_AddStringToObject(j, "verb", verb);
+        cJSON_AddStringToObject(j, "result",
+                                result == 0            ? "done"
+                                : result == -ETIMEDOUT ? "timeout"
+                                : result == -EPERM     ? "refused"
+                                : result == -EINTR     ? "interrupted"
+                                                       : "error");
+        if (rn->message)
+                cJSON_AddStringToObject(j, "message", rn->message);
+        if (rn->summary.has_phase)
+                cJSON_AddStringToObject(j, "phase", drain_phase_to_string(rn->summary.last_phase));
+        phases = cJSON_AddArrayToObject(j, "phases");
+        for (int p = 0; p < _DRAIN_PHASE_MAX; p++)
+                if (rn->acc.phase_seen[p]) {
+                        cJSON *o = cJSON_CreateObject();
+
+                        cJSON_AddStringToObject(o, "name", drain_phase_to_string(p));
+                        cJSON_AddNumberToObject(o, "seconds", (double)rn->acc.phase_usec[p] / 1e6);
+                        cJSON_AddItemToArray(phases, o);
+                }
+        cJSON_AddNumberToObject(j, "podsEvicted", (double)rn->acc.pods_evicted);
+        cJSON_AddNumberToObject(j, "claimsWaitedFor", (double)rn->acc.claims_waited);
+        if (rn->cmd_status >= 0)
+                cJSON_AddNumberToObject(j, "commandExitStatus", rn->cmd_status);
+        if (rn->summary.plan && rn->summary.plan->n_blockers > 0) {
+                cJSON *b = cJSON_AddArrayToObject(j, "blockers");
+
+                for (size_t i = 0; i < rn->summary.plan->n_blockers; i++)
+                        cJSON_AddItemToArray(b, cJSON_CreateString(rn->summary.plan->blockers[i].message));
+        }
+        cJSON_AddNumberToObject(j, "seconds", (double)(timesrc_now(rn->app->ts) - rn->cmd_t0) / 1e6);
+        kube_client_get_stats(rn->app->client, &cs);
+        cJSON_AddNumberToObject(j, "apiRequests", (double)cs.requests);
+        cJSON_AddNumberToObject(j, "watchEvents", (double)cs.watch_events);
+        return j;
+}
+
+static int exit_code_for(int r) {
+        switch (r) {
+        case 0:
+                return EXIT_DONE;
+        case -ETIMEDOUT:
+                return EXIT_TIMEOUT;
+        case -EPERM:
+                return EXIT_REFUSED;
+        default:
+                return EXIT_ERROR;
+        }
+}
+
+static void report_result(struct runner *rn, const char *what, int r) {
+        if (rn->tty && rn->drawn_lines > 0 && rn->fmt != OUTPUT_JSON)
+                fputc('\n', stderr);
+        if (r == 0)
+                log_info("%s", rn->message ? rn->message : what);
+        else if (r == -EINTR)
+                log_error("%s interrupted: the state is on node %s; run the same command again to resume",
+                          what, rn->node);
+        else if (r == -EPERM && rn->summary.plan && rn->summary.plan->n_blockers > 0) {
+                log_error("%s: refused by preflight; nothing was changed:", what);
+                for (size_t i = 0; i < rn->summary.plan->n_blockers; i++)
+                        log_error("  %s", rn->summary.plan->blockers[i].message);
+        } else
+                log_error("%s: %s", what, rn->message ? rn->message : strerror(-r));
+}
+
+static int on_cmd_exit_status;
+static bool cmd_exited;
+
+static void on_cmd_exit(uv_process_t *p, int64_t status, int signum) {
+        on_cmd_exit_status = signum ? 128 + signum : (int)status;
+        cmd_exited = true;
+        uv_close((uv_handle_t *)p, NULL);
+}
+
+static int run_command(struct app *app, char **cmd) {
+        uv_process_t proc;
+        uv_stdio_container_t stdio[3] = {
+                { .flags = UV_INHERIT_FD, .data.fd = 0 },
+                { .flags = UV_INHERIT_FD, .data.fd = 1 },
+                { .flags = UV_INHERIT_FD, .data.fd = 2 },
+        };
+        uv_process_options_t o = {
+                .exit_cb = on_cmd_exit,
+                .file = cmd[0],
+                .args = cmd,
+                .stdio_count = 3,
+                .stdio = stdio,
+        };
+        int r;
+
+        cmd_exited = false;
+        r = uv_spawn(&app->loop, &proc, &o);
+        if (r < 0) {
+                log_error("cannot run \"%s\": %s", cmd[0], uv_strerror(r));
+                return 127;
+        }
+        app_run_until(app, &cmd_exited);
+        return on_cmd_exit_status;
+}
+
+static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
+        struct drain_args a = {};
+        struct app app;
+        struct runner rn = {};
+        const char *verb = argv[0], *node;
+        char **cmd = NULL;
+        int r, code;
+
+        r = parse_drain_args(argc, argv, g, &a);
+        if (r <= 0) {
+                drain_args_done(&a);
+                return r < 0 ? EXIT_USAGE : EXIT_DONE;
+        }
+        if (streq(verb, "maintain")) {
+                /* maintain NODE -- CMD [ARGS...]: getopt stops at "--", leaving NODE first. */
+                if (argc - optind < 2) {
+                        log_error("drainer maintain: expected NODE -- CMD [ARGS...]; see 'drainer maintain "
+                                  "--help'");
+                        drain_args_done(&a);
+                        return EXIT_USAGE;
+                }
+                node = argv[optind];
+                cmd = &argv[optind + 1];
+        } else {
+                if (argc - optind != 1) {
+                        log_error("drainer %s: expected exactly one NODE argument; see 'drainer %s --help'",
+                                  verb, verb);
+                        drain_args_done(&a);
+                        return EXIT_USAGE;
+                }
+                node = argv[optind];
+        }
+
+        if (app_init(&app, g) < 0) {
+                app_done(&app);
+                drain_args_done(&a);
+                return EXIT_ERROR;
+        }
+        if (streq(verb, "plan") || a.dry_run) {
+                r = run_plan(&app, node, &a, g->output);
+                code = exit_code_for(r);
+                goto out;
+        }
+
+        rn = (struct runner){ .app = &app,
+                              .a = &a,
+                              .fmt = g->output,
+                              .node = node,
+                              .tty = isatty(STDERR_FILENO),
+                              .cmd_t0 = timesrc_now(app.ts),
+                              .cmd_status = -1 };
+        uv_signal_init(&app.loop, &rn.sigint);
+        uv_signal_init(&app.loop, &rn.sigterm);
+        rn.sigint.data = rn.sigterm.data = &rn;
+        uv_signal_start(&rn.sigint, on_runner_signal, SIGINT);
+        uv_signal_start(&rn.sigterm, on_runner_signal, SIGTERM);
+        if (!rn.tty)
+                log_set_timestamps(true);
+
+        if (streq(verb, "drain")) {
+                r = run_engine(&rn, ENGINE_GOAL_DRAIN, a.timeout_usec);
+                report_result(&rn, "drain", r);
+        } else if (streq(verb, "uncordon")) {
+                r = run_engine(&rn, ENGINE_GOAL_UNCORDON, a.timeout_usec);
+                report_result(&rn, "uncordon", r);
+                if (r == -EPERM)
+                        r = -EEXIST; /* not a preflight refusal: exit 1 */
+        } else {
+                int status;
+
+                r = run_engine(&rn, ENGINE_GOAL_DRAIN, a.timeout_usec);
+                report_result(&rn, "drain", r);
+                if (r == 0) {
+                        engine_free(rn.engine);
+                        rn.engine = NULL;
+                        log_info("running: %s", cmd[0]);
+                        status = rn.cmd_status = run_command(&app, cmd);
+                        if (status != 0)
+                                log_error("command \"%s\" exited with status %d%s", cmd[0], status,
+                                          a.restore_on_failure
+                                                  ? "; restoring the node (--restore-on-failure)"
+                                                  : "; the node stays drained (use "
+                                                    "--restore-on-failure to restore it anyway)");
+                        else
+                                log_info("command \"%s\" succeeded", cmd[0]);
+                        if (status == 0 || a.restore_on_failure) {
+                                r = run_engine(&rn, ENGINE_GOAL_UNCORDON, a.timeout_usec);
+                                report_result(&rn, "uncordon", r);
+                                if (r == -EPERM)
+                                        r = -EEXIST;
+                        }
+                        if (r == 0 && status != 0)
+                                r = -ECHILD;
+                }
+        }
+        code = exit_code_for(r);
+        if (g->output == OUTPUT_JSON) {
+                _cleanup_(cJSON_Deletep) cJSON *j = summary_json(&rn, verb, r);
+                _cleanup_free_ char *out = NULL;
+
+                cJSON_AddNumberToObject(j, "exitCode", code);
+                out = cJSON_Print(j);
+                if (out)
+                        puts(out);
+        }
+        uv_close((uv_handle_t *)&rn.sigint, NULL);
+        uv_close((uv_handle_t *)&rn.sigterm, NULL);
+        engine_free(rn.engine);
+        free(rn.message);
+        free(rn.last_line);
+out:
+        app_done(&app);
+        drain_args_done(&a);
+        return code;
+}
+
+int verb_plan(int argc, char **argv, struct global_flags *g) {
+        return verb_drainlike(argc, argv, g);
+}
+
+int verb_drain(int argc, char **argv, struct global_flags *g) {
+        return verb_drainlike(argc, argv, g);
+}
+
+int verb_uncordon(int argc, char **argv, struct global_flags *g) {
+        return verb_drainlike(argc, argv, g);
+}
+
+int verb_maintain(int argc, char **argv, struct global_flags *g) {
+        return verb_drainlike(argc, argv, g);
+}

@@ -1,0 +1,1178 @@
+/* The drain engine: watches the node, its pods, all ResourceClaims and the
+ * node's ResourceSlices, and on every change re-derives the next safe step
+ * from the state on the Node (DESIGN.md's phases). Owns its informers,
+ * evictions, timers and the one Node patch in flight. It never stops a
+ * driver while a claim is on the node and never force-deletes a claim holder. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drainer/client.h"
+#include "drainer/engine.h"
+#include "drainer/events.h"
+#include "drainer/hashmap.h"
+#include "drainer/health.h"
+#include "drainer/informer.h"
+#include "drainer/json.h"
+#include "drainer/log.h"
+#include "drainer/objects.h"
+#include "drainer/timesrc.h"
+
+#define EVICT_BACKOFF_BASE_USEC (1 * USEC_PER_SEC)
+#define EVICT_BACKOFF_CAP_USEC  (20 * USEC_PER_SEC)
+#define HEALTH_RECHECK_USEC     (2 * USEC_PER_SEC)
+#define HEALTH_TIMEOUT_USEC     (5 * USEC_PER_SEC)
+#define MAX_HELD                64
+
+enum evict_state {
+        EV_IN_FLIGHT,
+        EV_ACCEPTED,
+        EV_RETRY,
+};
+
+struct eviction {
+        struct engine *engine;
+        char *uid, *ns, *name;
+        enum evict_state state;
+        unsigned attempts;
+        uint64_t retry_at;
+        char *reason; /* why it is held (429 message) */
+        struct kube_call *call;
+};
+
+struct probe_result {
+        int error;
+        enum health_status status;
+        uint64_t at;
+};
+
+struct engine {
+        struct kube_client *client;  /* borrowed */
+        struct transport *transport; /* borrowed */
+        struct timesrc *ts;          /* borrowed */
+        struct engine_options o;
+        char *node_fs, *pod_fs;
+        struct engine_callbacks cb;
+        void *userdata;
+
+        struct informer *inf[_INFORMER_KIND_MAX]; /* owned */
+        struct dtimer kick, retry, deadline;
+        bool kick_armed;
+
+        struct hashmap *evictions; /* uid -> struct eviction, owned */
+        struct hashmap *probes;    /* pod uid -> struct probe_result, owned */
+        struct health_probe *probe;
+        char *probe_uid;
+        struct hashmap *claims_seen; /* "ns/name" -> (void *)1 */
+
+        struct kube_call *node_call; /* the Node patch in flight */
+        char *await_rv;              /* resourceVersion our last patch produced, until the cache has it */
+        bool finish_sent;            /* uncordon: the final patch went out */
+        size_t events_in_flight;
+
+        struct plan plan;
+        bool has_plan;
+        struct drain_state st;
+        bool has_st;
+
+        bool started, finished, stopping, observed;
+        bool has_phase;
+        enum drain_phase phase;
+        uint64_t phase_entered, started_at;
+        struct engine_summary summary;
+        char *message;
+        char *final_message;
+        bool warned_grace;
+
+        struct engine_held held[MAX_HELD];
+        size_t n_held;
+        size_t evictions_accepted, evictions_retried, pods_evicted;
+};
+
+static void reconcile(struct engine *e);
+
+/* ---- small helpers ---- */
+
+static void set_message(struct engine *e, const char *fmt, ...) _printf_(2, 3);
+static void set_message(struct engine *e, const char *fmt, ...) {
+        char *m = NULL;
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        if (!m)
+                return;
+        free(e->message);
+        e->message = m;
+}
+
+static void kick(struct engine *e) {
+        if (e->finished || e->stopping || e->kick_armed)
+                return;
+        e->kick_armed = true;
+        dtimer_start(&e->kick, 0);
+}
+
+static void on_kick(struct dtimer *t) {
+        struct engine *e = container_of(t, struct engine, kick);
+
+        e->kick_armed = false;
+        reconcile(e);
+}
+
+static void on_retry_timer(struct dtimer *t) {
+        reconcile(container_of(t, struct engine, retry));
+}
+
+/* Arms the retry timer for the earliest of its current due time and at. */
+static void retry_at(struct engine *e, uint64_t at) {
+        uint64_t now = timesrc_now(e->ts);
+
+        if (e->retry.armed && e->retry.due <= at)
+                return;
+        dtimer_start(&e->retry, at > now ? at - now : 0);
+}
+
+static bool synced(const struct engine *e) {
+        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+                if (!informer_synced(e->inf[k]))
+                        return false;
+        return true;
+}
+
+static void on_event_done(const struct kube_result *res, void *userdata) {
+        struct engine *e = userdata;
+
+        e->events_in_flight--;
+        if (res->error < 0 && res->error != -ECANCELED)
+                log_debug("posting an Event failed: %s, ignoring", strna(res->message));
+}
+
+/* Events are best effort: a failure is logged and changes nothing. */
+static void post_event(struct engine *e, const struct node_rec *n, const char *type, const char *reason,
+                       const char *message) {
+        _cleanup_free_ char *body = NULL, *path = NULL;
+
+        if (!n || event_build_node(n, type, reason, message, timesrc_realtime(e->ts), e->o.instance, &body,
+                                   &path) < 0)
+                return;
+        if (kube_create(e->client, path, body, on_event_done, e, NULL) >= 0)
+                e->events_in_flight++;
+}
+
+static void finish(struct engine *e, int result, const char *fmt, ...) _printf_(3, 4);
+static void finish(struct engine *e, int result, const char *fmt, ...) {
+        const struct node_rec *n;
+        va_list ap;
+        char *m = NULL;
+        uint64_t now;
+
+        if (e->finished)
+                return;
+        e->finished = true;
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        free(e->final_message);
+        e->final_message = m;
+
+        now = timesrc_now(e->ts);
+        if (e->has_phase)
+                e->summary.phase_usec[e->phase] += now - e->phase_entered;
+        e->summary.result = result;
+        e->summary.has_phase = e->has_phase;
+        e->summary.last_phase = e->phase;
+        e->summary.pods_evicted = e->pods_evicted;
+        e->summary.claims_waited = hashmap_size(e->claims_seen);
+        e->summary.total_usec = now - e->started_at;
+        e->summary.message = e->final_message;
+        e->summary.plan = e->has_plan ? &e->plan : NULL;
+
+        n = informer_get(e->inf[INFORMER_NODES], e->o.node);
+        if (result == 0)
+                post_event(e, n, "Normal", EVENT_REASON_DONE, strna(m));
+        else if (result == -EPERM)
+                post_event(e, n, "Warning", EVENT_REASON_BLOCKED, strna(m));
+        else if (result != -ECANCELED)
+                post_event(e, n, "Warning", EVENT_REASON_FAILED, strna(m));
+
+        dtimer_stop(&e->retry);
+        dtimer_stop(&e->deadline);
+        if (e->cb.on_finished)
+                e->cb.on_finished(e, &e->summary, e->userdata);
+}
+
+static void on_deadline(struct dtimer *t) {
+        struct engine *e = container_of(t, struct engine, deadline);
+        char remained[1024] = "";
+        size_t len = 0;
+
+        if (e->has_plan) {
+                size_t pods = 0;
+
+                for (int g = 0; g < EVICT_GROUP_NONE; g++)
+                        pods += e->plan.n_per_group[g];
+                len += snprintf(remained + len, sizeof(remained) - len,
+                                "%zu pods and %zu claims on the node", pods, e->plan.n_claims_blocking);
+                for (size_t i = 0; i < e->n_held && len < sizeof(remained) - 1; i++)
+                        len += snprintf(remained + len, sizeof(remained) - len, "%s%s/%s held: %s",
+                                        i == 0 ? "; " : ", ", e->held[i].ns, e->held[i].name,
+                                        strna(e->held[i].reason));
+        }
+        finish(e, -ETIMEDOUT, "timed out in phase %s: %s%s%s",
+               e->has_phase ? drain_phase_to_string(e->phase) : "preflight", remained,
+               e->message ? "; last: " : "", strempty(e->message));
+}
+
+/* ---- the Node patch ---- */
+
+static void on_node_patched(const struct kube_result *res, void *userdata) {
+        struct engine *e = userdata;
+        const char *rv;
+
+        e->node_call = NULL;
+        if (res->error == -ECANCELED)
+                return;
+        if (res->error == -EBUSY || res->error == -EEXIST) {
+                /* 409: the Node changed under us; the informer brings the new version. */
+                log_debug("node %s changed concurrently, re-evaluating", e->o.node);
+                return kick(e);
+        }
+        if (res->error < 0) {
+                if (res->error == -EACCES || res->error == -EINVAL || res->error == -ENOENT)
+                        return finish(e, res->error, "patching node %s failed: %s", e->o.node,
+                                      res->message ? res->message : strerror(-res->error));
+                /* The client already retried transient errors; try again a bit later. */
+                log_debug("patching node %s failed: %s, retrying", e->o.node, strna(res->message));
+                return retry_at(e, timesrc_now(e->ts) + 2 * USEC_PER_SEC);
+        }
+        rv = json_str(res->json, "metadata.resourceVersion");
+        free(e->await_rv);
+        e->await_rv = rv ? strdup(rv) : NULL;
+        kick(e);
+}
+
+/* Sends one merge patch to the Node (takes ownership of body). */
+static void patch_node(struct engine *e, char *body) {
+        _cleanup_free_ char *path = NULL, *ename = kube_query_escape(e->o.node);
+        int r;
+
+        if (!body || !ename || asprintf(&path, "/api/v1/nodes/%s", ename) < 0) {
+                free(body);
+                return finish(e, -ENOMEM, "out of memory");
+        }
+        r = kube_patch(e->client, path, KUBE_PATCH_MERGE, body, on_node_patched, e, &e->node_call);
+        free(body);
+        if (r < 0)
+                finish(e, r, "cannot patch node %s: %s", e->o.node, strerror(-r));
+}
+
+static void patch_phase(struct engine *e, const struct node_rec *n, enum drain_phase p, const char *msg) {
+        char *body = NULL;
+        int r = drain_patch_phase(n, p, timesrc_realtime(e->ts), msg, &body);
+
+        if (r < 0)
+                return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+        patch_node(e, body);
+}
+
+/* ---- evictions ---- */
+
+static void eviction_free(void *p) {
+        struct eviction *ev = p;
+
+        if (!ev)
+                return;
+        free(ev->uid);
+        free(ev->ns);
+        free(ev->name);
+        free(ev->reason);
+        free(ev);
+}
+
+static uint64_t evict_backoff(struct eviction *ev) {
+        uint64_t d = EVICT_BACKOFF_BASE_USEC;
+
+        for (unsigned i = 1; i < ev->attempts && d < EVICT_BACKOFF_CAP_USEC; i++)
+                d *= 2;
+        d = MIN(d, EVICT_BACKOFF_CAP_USEC);
+        return d / 2 + (uint64_t)random() % (d / 2 + 1);
+}
+
+static void on_evicted(const struct kube_result *res, void *userdata) {
+        struct eviction *ev = userdata;
+        struct engine *e = ev->engine;
+
+        ev->call = NULL;
+        if (res->error == -ECANCELED)
+                return;
+        if (res->error == 0 || res->error == -ENOENT) {
+                /* Accepted (or the pod is already gone): it terminates on its own now. */
+                ev->state = EV_ACCEPTED;
+                e->evictions_accepted++;
+                e->pods_evicted++;
+                ev->reason = mfree(ev->reason);
+                log_debug("evicted %s/%s", ev->ns, ev->name);
+                return kick(e);
+        }
+        if (res->error == -EACCES)
+                return finish(e, res->error, "evicting %s/%s is forbidden: %s", ev->ns, ev->name,
+                              strna(res->message));
+        /* 429: a PodDisruptionBudget says not now (its message names it). Other errors: retry. */
+        e->evictions_retried++;
+        ev->state = EV_RETRY;
+        free(ev->reason);
+        ev->reason = strdup(res->message ? res->message : strerror(-res->error));
+        ev->retry_at = timesrc_now(e->ts) + (res->retry_after_usec > 0
+                                                     ? MIN(res->retry_after_usec, EVICT_BACKOFF_CAP_USEC)
+                                                     : evict_backoff(ev));
+        log_debug("eviction of %s/%s held: %s", ev->ns, ev->name, strna(ev->reason));
+        retry_at(e, ev->retry_at);
+        kick(e);
+}
+
+/* Grace period for a pod: the flag, but never 0 for a claim holder. Force
+ * deletion skips the kubelet's unprepare and lets a device be allocated twice
+ * (kubernetes/kubernetes#141471). */
+static int64_t grace_for(struct engine *e, const struct plan_pod *pp) {
+        int64_t g = e->o.grace_seconds;
+
+        if (g == 0 && pp->cls == POD_CLASS_CLAIM_HOLDER) {
+                if (!e->warned_grace) {
+                        e->warned_grace = true;
+                        log_warning("--grace-period=0 would force-delete pods that hold ResourceClaims; "
+                                    "using 1 s for them so their devices are unprepared");
+                }
+                return 1;
+        }
+        return g;
+}
+
+static int submit_eviction(struct engine *e, const struct plan_pod *pp) {
+        const struct pod_rec *p = pp->pod;
+        struct eviction *ev = hashmap_get(e->evictions, p->uid);
+        int64_t grace = grace_for(e, pp);
+        int r;
+
+        if (!ev) {
+                ev = calloc(1, sizeof(*ev));
+                if (!ev)
+                        return -ENOMEM;
+                ev->engine = e;
+                ev->uid = strdup(p->uid);
+                ev->ns = strdup(p->ns);
+                ev->name = strdup(p->name);
+                if (!ev->uid || !ev->ns || !ev->name) {
+                        eviction_free(ev);
+                        return -ENOMEM;
+                }
+                r = hashmap_put(e->evictions, ev->uid, ev, NULL);
+                if (r < 0) {
+                        eviction_free(ev);
+                        return r;
+                }
+        }
+        ev->state = EV_IN_FLIGHT;
+        ev->attempts++;
+        if (e->o.disable_eviction) {
+                _cleanup_(cJSON_Deletep) cJSON *opts = cJSON_CreateObject();
+                _cleanup_free_ char *path = NULL, *body = NULL;
+
+                /* A plain DELETE, still with a grace period (never 0 for claim holders) and the uid
+                 * as precondition, so a replacement pod of the same name is not hit. */
+                if (!opts)
+                        return -ENOMEM;
+                cJSON_AddStringToObject(opts, "kind", "DeleteOptions");
+                cJSON_AddStringToObject(opts, "apiVersion", "v1");
+                if (grace >= 0)
+                        cJSON_AddNumberToObject(opts, "gracePeriodSeconds", (double)grace);
+                cJSON_AddStringToObject(cJSON_AddObjectToObject(opts, "preconditions"), "uid", p->uid);
+                body = cJSON_PrintUnformatted(opts);
+                if (!body || asprintf(&path, "/api/v1/namespaces/%s/pods/%s", p->ns, p->name) < 0)
+                        return -ENOMEM;
+                r = kube_delete(e->client, path, body, on_evicted, ev, &ev->call);
+        } else
+                r = kube_evict(e->client, p->ns, p->name, grace, false, on_evicted, ev, &ev->call);
+        if (r < 0)
+                ev->state = EV_RETRY;
+        return r;
+}
+
+/* Evicts the pods of group g that need it. Returns true if every pod of the group
+ * is accepted for eviction (or already terminating). */
+static bool evict_group(struct engine *e, enum evict_group g) {
+        uint64_t now = timesrc_now(e->ts);
+        bool all = true;
+
+        for (size_t i = 0; i < e->plan.n_pods; i++) {
+                const struct plan_pod *pp = &e->plan.pods[i];
+                struct eviction *ev;
+
+                if (pp->group != g || pp->pod->deleting)
+                        continue;
+                ev = hashmap_get(e->evictions, pp->pod->uid);
+                if (ev && ev->state == EV_ACCEPTED)
+                        continue; /* the cache has not shown the deletionTimestamp yet */
+                all = false;
+                if (ev && ev->state == EV_IN_FLIGHT)
+                        continue;
+                if (ev && ev->state == EV_RETRY && ev->retry_at > now) {
+                        retry_at(e, ev->retry_at);
+                        continue;
+                }
+                if (submit_eviction(e, pp) < 0)
+                        retry_at(e, now + EVICT_BACKOFF_BASE_USEC);
+        }
+        return all;
+}
+
+static size_t pods_left(const struct plan *p, bool with_drivers) {
+        size_t n = 0;
+
+        for (int g = 0; g < EVICT_GROUP_DRIVERS; g++)
+                n += p->n_per_group[g];
+        if (with_drivers)
+                n += p->n_per_group[EVICT_GROUP_DRIVERS];
+        return n;
+}
+
+static size_t driver_pods(const struct plan *p, bool healthy_only) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < p->n_pods; i++) {
+                const struct pod_rec *pod = p->pods[i].pod;
+
+                if (p->pods[i].cls != POD_CLASS_DRIVER)
+                        continue;
+                if (healthy_only && (pod->deleting || pod->phase != POD_RUNNING || !pod->ready))
+                        continue;
+                n++;
+        }
+        return n;
+}
+
+/* ---- health probes ---- */
+
+static void on_probe_done(int error, enum health_status status, const char *message, void *userdata) {
+        struct engine *e = userdata;
+        struct probe_result *pr;
+
+        e->probe = NULL;
+        if (error == -ECANCELED) {
+                e->probe_uid = mfree(e->probe_uid);
+                return;
+        }
+        pr = calloc(1, sizeof(*pr));
+        if (pr) {
+                pr->error = error;
+                pr->status = status;
+                pr->at = timesrc_now(e->ts);
+                if (hashmap_put(e->probes, e->probe_uid, pr, NULL) < 0)
+                        free(pr);
+        }
+        if (error < 0 || status != HEALTH_SERVING)
+                log_debug("health probe of driver pod uid %s: %s", e->probe_uid,
+                          error < 0 ? (message ? message : strerror(-error))
+                                    : health_status_to_string(status));
+        e->probe_uid = mfree(e->probe_uid);
+        kick(e);
+}
+
+/* Returns 1 when every driver pod of the node answered SERVING, 0 while a probe is
+ * pending, or -EIO (the pod in *ret_bad) when one answered otherwise. Preflight
+ * (!restoring) refuses on the first bad answer; restoring re-probes a bad answer
+ * every HEALTH_RECHECK_USEC until it serves. */
+static int drivers_probed(struct engine *e, bool restoring, const struct pod_rec **ret_bad) {
+        uint64_t now = timesrc_now(e->ts);
+
+        if (!e->o.driver_health || e->o.plan.ignore_driver_health)
+                return 1;
+        for (size_t i = 0; i < e->plan.n_pods; i++) {
+                const struct pod_rec *pod = e->plan.pods[i].pod;
+                struct probe_result *pr;
+
+                if (e->plan.pods[i].cls != POD_CLASS_DRIVER || pod->deleting)
+                        continue;
+                *ret_bad = pod;
+                pr = hashmap_get(e->probes, pod->uid);
+                if (pr) {
+                        if (pr->error == 0 && pr->status == HEALTH_SERVING)
+                                continue;
+                        if (!restoring)
+                                return -EIO;
+                        if (now - pr->at < HEALTH_RECHECK_USEC) {
+                                retry_at(e, pr->at + HEALTH_RECHECK_USEC);
+                                return 0;
+                        }
+                        free(hashmap_remove(e->probes, pod->uid));
+                }
+                if (e->probe)
+                        return 0;
+                if (e->o.driver_health->port > 0 && !pod->pod_ip)
+                        return 0; /* no IP yet: the pod update will kick us */
+                e->probe_uid = strdup(pod->uid);
+                if (!e->probe_uid ||
+                    health_probe_start(e->transport, e->o.driver_health, pod->pod_ip, HEALTH_TIMEOUT_USEC,
+                                       on_probe_done, e, &e->probe) < 0) {
+                        e->probe_uid = mfree(e->probe_uid);
+                        return -EIO;
+                }
+                return 0;
+        }
+        return 1;
+}
+
+/* ---- the phases ---- */
+
+static bool node_cordoned(const struct node_rec *n) {
+        return n->unschedulable && node_rec_find_taint(n, DRAIN_TAINT_KEY, DRAIN_TAINT_EFFECT);
+}
+
+static void refuse(struct engine *e) {
+        char msg[2048];
+        size_t len = 0;
+
+        len += snprintf(msg, sizeof(msg), "refused by preflight (%zu blocker%s, nothing was changed)",
+                        e->plan.n_blockers, e->plan.n_blockers == 1 ? "" : "s");
+        for (size_t i = 0; i < e->plan.n_blockers && len < sizeof(msg) - 1; i++)
+                len += snprintf(msg + len, sizeof(msg) - len, "; %s", e->plan.blockers[i].message);
+        finish(e, -EPERM, "%s", msg);
+}
+
+static void record_driver_stop(struct engine *e, const struct node_rec *n) {
+        struct driver_stop_record rec = { .kind = e->o.plan.driver_stop };
+        const char *names[DRIVER_STOP_MAX_DRIVERS];
+        _cleanup_free_ char *ds = NULL;
+        char *body = NULL;
+        int r;
+
+        rec.arg = (char *)e->o.plan.driver_stop_arg;
+        if (rec.kind == DRIVER_STOP_LABEL) {
+                const char *old = kv_get(n->labels, n->n_labels, e->o.plan.driver_stop_arg);
+
+                rec.had_old = old != NULL;
+                rec.old_value = (char *)old;
+        }
+        for (size_t i = 0; i < e->plan.n_pods; i++) {
+                const struct plan_pod *pp = &e->plan.pods[i];
+
+                if (pp->cls == POD_CLASS_DRIVER && pp->pod->controller &&
+                    streq_ptr(pp->pod->controller->kind, "DaemonSet")) {
+                        if (asprintf(&ds, "%s/%s", pp->pod->ns, pp->pod->controller->name) < 0)
+                                return finish(e, -ENOMEM, "out of memory");
+                        break;
+                }
+        }
+        rec.daemonset = ds;
+        {
+                /* The DRA driver names published for this node: restore waits for them again. */
+                size_t n_slices = informer_size(e->inf[INFORMER_SLICES]), i = 0, k = 0;
+                const struct slice_rec **slices = calloc(n_slices + 1, sizeof(*slices));
+                const void *rec_s;
+
+                if (!slices)
+                        return finish(e, -ENOMEM, "out of memory");
+                while (k < n_slices && informer_iterate(e->inf[INFORMER_SLICES], &i, &rec_s))
+                        slices[k++] = rec_s;
+                rec.n_drivers = plan_driver_names(slices, k, n->name, names, DRIVER_STOP_MAX_DRIVERS);
+                for (size_t j = 0; j < rec.n_drivers; j++)
+                        rec.drivers[j] = (char *)names[j];
+                r = drain_patch_driver_stop(n, &rec, 1, &body);
+                free(slices);
+        }
+        if (r < 0)
+                return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+        patch_node(e, body);
+}
+
+static void drive_drain(struct engine *e, const struct node_rec *n) {
+        const struct drain_state *st = &e->st;
+        enum drain_phase ph = st->has_phase ? st->phase : DRAIN_PHASE_PREFLIGHT;
+        const struct pod_rec *bad = NULL;
+        char *body = NULL;
+        int r;
+
+        switch (ph) {
+        case DRAIN_PHASE_PREFLIGHT:
+                if (e->plan.n_blockers > 0)
+                        return refuse(e);
+                r = drivers_probed(e, false, &bad);
+                if (r == 0) {
+                        set_message(e, "preflight: probing the DRA driver's health");
+                        return;
+                }
+                if (r < 0) {
+                        char m[512];
+
+                        snprintf(m, sizeof(m),
+                                 "DRA driver pod %s/%s does not answer SERVING on its health endpoint "
+                                 "(use --ignore-driver-health to override)",
+                                 bad->ns, bad->name);
+                        plan_add_blocker(&e->plan, BLOCKER_DRIVER_UNHEALTHY, bad, m);
+                        return refuse(e);
+                }
+                set_message(e, "cordoning");
+                r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
+                if (r < 0)
+                        return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+                return patch_node(e, body);
+
+        case DRAIN_PHASE_CORDON:
+                if (!node_cordoned(n)) {
+                        r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
+                        if (r < 0)
+                                return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+                        return patch_node(e, body);
+                }
+                return patch_phase(e, n, DRAIN_PHASE_EVICT_CLAIM_HOLDERS,
+                                   "evicting the pods that hold ResourceClaims");
+
+        case DRAIN_PHASE_RESTORE_DRIVERS:
+        case DRAIN_PHASE_UNCORDON:
+                /* Asked to drain a node that was being restored: cordon again (idempotent). */
+                r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
+                if (r < 0)
+                        return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+                return patch_node(e, body);
+
+        case DRAIN_PHASE_DRAINED:
+                return finish(e, 0, "node %s is drained%s", n->name,
+                              e->o.skip_driver_stop ? " (drivers left running: --skip-driver-stop)"
+                                                    : " and its DRA drivers are stopped");
+        default:
+                break;
+        }
+
+        /* The drain taint must stay for the whole drain: someone may have removed it. */
+        if (!node_cordoned(n)) {
+                r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
+                if (r < 0)
+                        return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+                return patch_node(e, body);
+        }
+
+        /* Evictions: claim holders first; critical ones after the others are accepted;
+         * the rest once every claim holder is accepted. New pods are evicted too. */
+        bool ch = evict_group(e, EVICT_GROUP_CLAIM_HOLDERS);
+        bool chc = ch && evict_group(e, EVICT_GROUP_CLAIM_HOLDERS_CRITICAL);
+        bool rest = false;
+
+        if (ph >= DRAIN_PHASE_EVICT_REST && chc) {
+                rest = evict_group(e, EVICT_GROUP_REST);
+                rest = rest && evict_group(e, EVICT_GROUP_REST_CRITICAL);
+        }
+
+        switch (ph) {
+        case DRAIN_PHASE_EVICT_CLAIM_HOLDERS:
+                set_message(e, "evicting claim holders: %zu left",
+                            e->plan.n_per_group[EVICT_GROUP_CLAIM_HOLDERS] +
+                                    e->plan.n_per_group[EVICT_GROUP_CLAIM_HOLDERS_CRITICAL]);
+                if (chc)
+                        patch_phase(e, n, DRAIN_PHASE_EVICT_REST, "evicting the remaining workload pods");
+                return;
+        case DRAIN_PHASE_EVICT_REST:
+                set_message(e, "evicting the rest: %zu left",
+                            e->plan.n_per_group[EVICT_GROUP_REST] +
+                                    e->plan.n_per_group[EVICT_GROUP_REST_CRITICAL]);
+                if (chc && rest)
+                        patch_phase(e, n, DRAIN_PHASE_WAIT_RELEASED,
+                                    "waiting until the evicted pods are gone and no ResourceClaim is on the "
+                                    "node");
+                return;
+        default:
+                break;
+        }
+
+        /* wait-released and stop-drivers: the safety condition of DESIGN.md. */
+        bool released = pods_left(&e->plan, false) == 0 && e->plan.n_claims_blocking == 0;
+
+        if (ph == DRAIN_PHASE_WAIT_RELEASED) {
+                set_message(e, "waiting: %zu pods and %zu ResourceClaims left on the node",
+                            pods_left(&e->plan, false), e->plan.n_claims_blocking);
+                if (!released)
+                        return;
+                if (e->o.skip_driver_stop)
+                        return patch_phase(e, n, DRAIN_PHASE_DRAINED,
+                                           "drained; DRA drivers left running (--skip-driver-stop)");
+                if (st->n_stops == 0)
+                        return record_driver_stop(e, n);
+                return patch_phase(e, n, DRAIN_PHASE_STOP_DRIVERS, "stopping the DRA drivers");
+        }
+
+        if (ph == DRAIN_PHASE_STOP_DRIVERS) {
+                size_t drivers = driver_pods(&e->plan, false);
+
+                if (!released) {
+                        /* Never stop a driver while a claim is on the node: wait (and the pods
+                         * that came back are being evicted above). */
+                        set_message(
+                                e,
+                                "not stopping the drivers: %zu pods and %zu ResourceClaims are on the node",
+                                pods_left(&e->plan, false), e->plan.n_claims_blocking);
+                        return;
+                }
+                switch (e->o.plan.driver_stop) {
+                case DRIVER_STOP_TAINT:
+                        evict_group(e, EVICT_GROUP_DRIVERS);
+                        break;
+                case DRIVER_STOP_LABEL: {
+                        const char *v = kv_get(n->labels, n->n_labels, e->o.plan.driver_stop_arg);
+
+                        if (!streq_ptr(v, DRIVER_PAUSED_VALUE)) {
+                                r = drain_patch_label(n, e->o.plan.driver_stop_arg, DRIVER_PAUSED_VALUE,
+                                                      &body);
+                                if (r < 0)
+                                        return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+                                return patch_node(e, body);
+                        }
+                        break;
+                }
+                default:
+                        drivers = 0; /* none: left alone */
+                        break;
+                }
+                set_message(e, "stopping DRA drivers: %zu driver pods left", drivers);
+                if (drivers == 0)
+                        patch_phase(e, n, DRAIN_PHASE_DRAINED,
+                                    "drained: no pods, no ResourceClaims, DRA drivers stopped");
+        }
+}
+
+static bool slices_back(struct engine *e, const struct node_rec *n, const char **ret_missing) {
+        for (size_t s = 0; s < e->st.n_stops; s++)
+                for (size_t d = 0; d < e->st.stops[s].n_drivers; d++) {
+                        const char *want = e->st.stops[s].drivers[d];
+                        size_t i = 0;
+                        const void *rec;
+                        bool found = false;
+
+                        while (!found && informer_iterate(e->inf[INFORMER_SLICES], &i, &rec)) {
+                                const struct slice_rec *sl = rec;
+
+                                found = streq_ptr(sl->driver, want) && streq_ptr(sl->node_name, n->name);
+                        }
+                        if (!found) {
+                                *ret_missing = want;
+                                return false;
+                        }
+                }
+        return true;
+}
+
+static bool expects_driver_pods(const struct drain_state *st) {
+        for (size_t s = 0; s < st->n_stops; s++)
+                if (st->stops[s].kind != DRIVER_STOP_NONE && st->stops[s].daemonset)
+                        return true;
+        return false;
+}
+
+static void drive_uncordon(struct engine *e, const struct node_rec *n) {
+        const struct drain_state *st = &e->st;
+        bool tainted = node_rec_find_taint(n, DRAIN_TAINT_KEY, NULL) != NULL;
+        const struct pod_rec *bad = NULL;
+        const char *missing = NULL;
+        char *body = NULL;
+        int r;
+
+        if (!st->has_phase) {
+                bool leftovers = tainted || n->n_annotations > 0;
+                bool uncordon;
+
+                if (e->finish_sent)
+                        return finish(e, 0, "node %s: %s", n->name,
+                                      n->unschedulable
+                                              ? "drainer's changes are undone; it stays cordoned, as it "
+                                                "was before drainer touched it"
+                                              : "schedulable again");
+                if (!leftovers && !n->unschedulable)
+                        return finish(e, 0, "node %s is schedulable; nothing to do", n->name);
+                if (!leftovers && !e->o.force_uncordon)
+                        return finish(
+                                e, -EPERM,
+                                "node %s was cordoned by someone else (drainer recorded no drain): leaving "
+                                "it cordoned; use --force-uncordon to uncordon it anyway",
+                                n->name);
+                /* Leftovers without a phase (a taint, annotations): clean them up, and
+                 * uncordon only what drainer cordoned. */
+                uncordon = e->o.force_uncordon || (st->has_was_unschedulable && !st->was_unschedulable);
+                r = drain_patch_finish(n, uncordon, false, &body);
+                if (r < 0)
+                        return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+                e->finish_sent = true;
+                return patch_node(e, body);
+        }
+
+        if (st->phase < DRAIN_PHASE_RESTORE_DRIVERS)
+                return patch_phase(e, n, DRAIN_PHASE_RESTORE_DRIVERS, "restoring the DRA drivers");
+
+        if (st->phase == DRAIN_PHASE_RESTORE_DRIVERS) {
+                /* Undo each stop, then wait until every driver is healthy again. */
+                for (size_t s = 0; s < st->n_stops; s++) {
+                        const struct driver_stop_record *sr = &st->stops[s];
+
+                        if (sr->kind == DRIVER_STOP_TAINT && tainted) {
+                                r = drain_patch_remove_taint(n, timesrc_realtime(e->ts), &body);
+                                if (r < 0)
+                                        return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+                                return patch_node(e, body);
+                        }
+                        if (sr->kind == DRIVER_STOP_LABEL && sr->arg &&
+                            streq_ptr(kv_get(n->labels, n->n_labels, sr->arg), DRIVER_PAUSED_VALUE)) {
+                                r = drain_patch_label(n, sr->arg, sr->had_old ? sr->old_value : NULL, &body);
+                                if (r < 0)
+                                        return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+                                return patch_node(e, body);
+                        }
+                }
+                size_t healthy = driver_pods(&e->plan, true);
+
+                if (expects_driver_pods(st) && healthy == 0) {
+                        set_message(e, "waiting for the DRA driver pods to run and be Ready");
+                        return;
+                }
+                if (healthy < driver_pods(&e->plan, false)) {
+                        set_message(e, "waiting for %zu DRA driver pods to be Ready",
+                                    driver_pods(&e->plan, false) - healthy);
+                        return;
+                }
+                r = drivers_probed(e, true, &bad);
+                if (r <= 0) {
+                        set_message(e, "waiting for DRA driver pod %s/%s to answer SERVING",
+                                    bad ? bad->ns : "?", bad ? bad->name : "?");
+                        return;
+                }
+                if (!slices_back(e, n, &missing)) {
+                        set_message(e, "waiting for the ResourceSlices of driver %s to be published again",
+                                    missing);
+                        return;
+                }
+                return patch_phase(e, n, DRAIN_PHASE_UNCORDON, "DRA drivers healthy; uncordoning");
+        }
+
+        /* DRAIN_PHASE_UNCORDON: one patch clears everything; uncordon only what we cordoned. */
+        {
+                bool uncordon = e->o.force_uncordon || (st->has_was_unschedulable && !st->was_unschedulable);
+
+                r = drain_patch_finish(n, uncordon, false, &body);
+                if (r < 0)
+                        return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+                e->finish_sent = true;
+                set_message(e, uncordon ? "uncordoning"
+                                        : "leaving the node cordoned, as it was before the drain");
+                patch_node(e, body);
+        }
+}
+
+/* ---- reconcile ---- */
+
+static int collect(struct informer *inf, const void ***ret, size_t *ret_n) {
+        size_t n = informer_size(inf), i = 0, k = 0;
+        const void **v = calloc(n + 1, sizeof(void *));
+        const void *rec;
+
+        if (!v)
+                return -ENOMEM;
+        while (k < n && informer_iterate(inf, &i, &rec))
+                v[k++] = rec;
+        *ret = v;
+        *ret_n = k;
+        return 0;
+}
+
+static int rebuild_plan(struct engine *e, const struct node_rec *n) {
+        _cleanup_free_ const void **pods = NULL, **claims = NULL, **slices = NULL;
+        size_t np, nc, ns;
+        struct plan p;
+        int r;
+
+        if (collect(e->inf[INFORMER_PODS], &pods, &np) < 0 ||
+            collect(e->inf[INFORMER_CLAIMS], &claims, &nc) < 0 ||
+            collect(e->inf[INFORMER_SLICES], &slices, &ns) < 0)
+                return -ENOMEM;
+        r = plan_build(n, (const struct pod_rec *const *)pods, np, (const struct claim_rec *const *)claims,
+                       nc, (const struct slice_rec *const *)slices, ns, NULL, 0, &e->o.plan, &p);
+        if (r < 0)
+                return r;
+        if (e->has_plan)
+                plan_done(&e->plan);
+        e->plan = p;
+        e->has_plan = true;
+        for (size_t i = 0; i < p.n_claims; i++)
+                if (!p.claims[i].driver_own) {
+                        char key[512];
+
+                        snprintf(key, sizeof(key), "%s/%s", p.claims[i].claim->ns, p.claims[i].claim->name);
+                        if (!hashmap_get(e->claims_seen, key))
+                                (void)hashmap_put(e->claims_seen, key, (void *)1, NULL);
+                }
+        return 0;
+}
+
+static void note_phase(struct engine *e, const struct node_rec *n) {
+        uint64_t now = timesrc_now(e->ts);
+        bool has = e->st.has_phase;
+        enum drain_phase p = e->st.phase;
+
+        if (has == e->has_phase && (!has || p == e->phase))
+                return;
+        bool first = !e->observed;
+
+        e->observed = true;
+        if (e->has_phase)
+                e->summary.phase_usec[e->phase] += now - e->phase_entered;
+        e->has_phase = has;
+        e->phase = p;
+        e->phase_entered = now;
+        if (!has)
+                return;
+        e->summary.phase_seen[p] = true;
+        if (e->st.message)
+                set_message(e, "%s", e->st.message);
+        /* The phase a run finds on the Node was announced by the run that entered it. */
+        if (!first)
+                post_event(e, n, "Normal", EVENT_REASON_PHASE,
+                           e->st.message ? e->st.message : drain_phase_to_string(p));
+        if (e->cb.on_phase)
+                e->cb.on_phase(e, p, e->st.message, e->userdata);
+}
+
+static void report(struct engine *e) {
+        struct engine_progress pr = {
+                .phase = e->phase,
+                .has_phase = e->has_phase,
+                .claims_left = e->plan.n_claims_blocking,
+                .drivers_left = driver_pods(&e->plan, false),
+                .evictions_accepted = e->evictions_accepted,
+                .evictions_retried = e->evictions_retried,
+                .message = e->message,
+        };
+        const char *key;
+        void *v;
+        size_t i = 0;
+
+        memcpy(pr.pods_left, e->plan.n_per_group, sizeof(pr.pods_left));
+        e->n_held = 0;
+        while (hashmap_iterate(e->evictions, &i, &key, &v) && e->n_held < MAX_HELD) {
+                struct eviction *ev = v;
+
+                if (ev->state == EV_RETRY && ev->reason)
+                        e->held[e->n_held++] = (struct engine_held){ ev->ns, ev->name, ev->reason };
+        }
+        pr.held = e->held;
+        pr.n_held = e->n_held;
+        if (e->cb.on_progress)
+                e->cb.on_progress(e, &pr, e->userdata);
+}
+
+static void reconcile(struct engine *e) {
+        _cleanup_free_ char *err = NULL;
+        const struct node_rec *n;
+        int r;
+
+        if (e->finished || e->stopping || !synced(e))
+                return;
+        n = informer_get(e->inf[INFORMER_NODES], e->o.node);
+        if (!n)
+                return finish(e, -ENOENT, "node \"%s\" not found", e->o.node);
+        if (e->node_call)
+                return; /* one Node patch at a time; its answer kicks us again */
+        if (e->await_rv) {
+                if (!streq_ptr(n->resource_version, e->await_rv))
+                        return; /* the cache has not caught up with our own patch yet */
+                e->await_rv = mfree(e->await_rv);
+        }
+
+        if (e->has_st)
+                drain_state_done(&e->st);
+        e->has_st = false;
+        r = drain_state_parse(n, &e->st, &err);
+        if (r < 0)
+                return finish(e, r, "%s", err ? err : "malformed drainer annotations");
+        e->has_st = true;
+        r = rebuild_plan(e, n);
+        if (r < 0)
+                return finish(e, r, "out of memory");
+        note_phase(e, n);
+
+        if (e->o.goal == ENGINE_GOAL_DRAIN)
+                drive_drain(e, n);
+        else
+                drive_uncordon(e, n);
+        if (!e->finished)
+                report(e);
+}
+
+/* ---- informer plumbing ---- */
+
+static void on_inf_add(struct informer *inf, const void *rec, void *userdata) {
+        kick(userdata);
+}
+
+static void on_inf_update(struct informer *inf, const void *old, const void *rec, void *userdata) {
+        kick(userdata);
+}
+
+static void on_inf_synced(struct informer *inf, void *userdata) {
+        struct engine *e = userdata;
+
+        /* After a relist our patch's version may never show up as such: stop waiting. */
+        e->await_rv = mfree(e->await_rv);
+        kick(e);
+}
+
+static void on_inf_error(struct informer *inf, int error, const char *message, void *userdata) {
+        struct engine *e = userdata;
+
+        if (error == -EACCES)
+                return finish(e, error, "access denied while watching %s: %s",
+                              inf == e->inf[INFORMER_CLAIMS] ? "resourceclaims" : "the node or its pods",
+                              strna(message));
+        log_debug("watch error: %s, retrying", message ? message : strerror(-error));
+}
+
+int engine_new(struct kube_client *client, struct transport *transport, struct timesrc *ts,
+               const struct engine_options *o, const struct engine_callbacks *cb, void *userdata,
+               struct engine **ret) {
+        static const struct informer_handlers h = {
+                .on_add = on_inf_add,
+                .on_update = on_inf_update,
+                .on_delete = on_inf_add,
+                .on_synced = on_inf_synced,
+                .on_error = on_inf_error,
+        };
+        struct engine *e;
+        int r;
+
+        e = calloc(1, sizeof(*e));
+        if (!e)
+                return -ENOMEM;
+        e->client = client;
+        e->transport = transport;
+        e->ts = ts;
+        e->o = *o;
+        if (cb)
+                e->cb = *cb;
+        e->userdata = userdata;
+        e->evictions = hashmap_new(100000);
+        e->probes = hashmap_new(1024);
+        e->claims_seen = hashmap_new(100000);
+        if (!e->evictions || !e->probes || !e->claims_seen ||
+            asprintf(&e->node_fs, "metadata.name=%s", o->node) < 0 ||
+            asprintf(&e->pod_fs, "spec.nodeName=%s", o->node) < 0) {
+                engine_free(e);
+                return -ENOMEM;
+        }
+        struct informer_options io[_INFORMER_KIND_MAX] = {
+                [INFORMER_NODES] = { .kind = INFORMER_NODES, .field_selector = e->node_fs },
+                [INFORMER_PODS] = { .kind = INFORMER_PODS, .field_selector = e->pod_fs },
+                /* Claims cannot be filtered by node: all of them, kept compact, first from the watch cache. */
+                [INFORMER_CLAIMS] = { .kind = INFORMER_CLAIMS, .list_from_cache = true },
+                [INFORMER_SLICES] = { .kind = INFORMER_SLICES, .field_selector = e->pod_fs },
+        };
+        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++) {
+                r = informer_new(client, ts, &io[k], &h, e, &e->inf[k]);
+                if (r < 0) {
+                        engine_free(e);
+                        return r;
+                }
+        }
+        if ((r = dtimer_init(&e->kick, ts, on_kick)) < 0 ||
+            (r = dtimer_init(&e->retry, ts, on_retry_timer)) < 0 ||
+            (r = dtimer_init(&e->deadline, ts, on_deadline)) < 0) {
+                engine_free(e);
+                return r;
+        }
+        *ret = e;
+        return 0;
+}
+
+int engine_start(struct engine *e) {
+        int r;
+
+        if (e->started)
+                return -EBUSY;
+        e->started = true;
+        e->started_at = timesrc_now(e->ts);
+        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++) {
+                r = informer_start(e->inf[k]);
+                if (r < 0)
+                        return r;
+        }
+        if (e->o.timeout_usec > 0)
+                dtimer_start(&e->deadline, e->o.timeout_usec);
+        return 0;
+}
+
+void engine_stop(struct engine *e) {
+        const char *key;
+        void *v;
+        size_t i = 0;
+
+        e->stopping = true;
+        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+                if (e->inf[k])
+                        informer_stop(e->inf[k]);
+        if (e->kick.src) {
+                dtimer_stop(&e->kick);
+                dtimer_stop(&e->retry);
+                dtimer_stop(&e->deadline);
+        }
+        e->kick_armed = false;
+        if (e->node_call)
+                kube_call_cancel(e->node_call);
+        while (hashmap_iterate(e->evictions, &i, &key, &v)) {
+                struct eviction *ev = v;
+
+                if (ev->call)
+                        kube_call_cancel(ev->call);
+        }
+        if (e->probe)
+                health_probe_cancel(e->probe);
+}
+
+bool engine_idle(const struct engine *e) {
+        const char *key;
+        void *v;
+        size_t i = 0;
+
+        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+                if (e->inf[k] && !informer_idle(e->inf[k]))
+                        return false;
+        if (e->node_call || e->probe || e->events_in_flight > 0)
+                return false;
+        while (hashmap_iterate(e->evictions, &i, &key, &v))
+                if (((struct eviction *)v)->call)
+                        return false;
+        return true;
+}
+
+void engine_free(struct engine *e) {
+        if (!e)
+                return;
+        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+                informer_free(e->inf[k]);
+        if (e->kick.src) {
+                dtimer_done(&e->kick);
+                dtimer_done(&e->retry);
+                dtimer_done(&e->deadline);
+        }
+        hashmap_free(e->evictions, eviction_free);
+        hashmap_free(e->probes, free);
+        hashmap_free(e->claims_seen, NULL);
+        if (e->has_plan)
+                plan_done(&e->plan);
+        if (e->has_st)
+                drain_state_done(&e->st);
+        free(e->probe_uid);
+        free(e->await_rv);
+        free(e->node_fs);
+        free(e->pod_fs);
+        free(e->message);
+        free(e->final_message);
+        free(e);
+}

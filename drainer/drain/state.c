@@ -1,0 +1,951 @@
+/* The drain's persisted state: parses and validates the drainer.io/ annotations
+ * of a node record and builds the JSON merge patches that move it on. Pure
+ * functions over records: owns only what it returns, never talks to the API
+ * server, logs nothing above debug. */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "drainer/json.h"
+#include "drainer/log.h"
+#include "drainer/objects.h"
+#include "drainer/selector.h"
+#include "drainer/state.h"
+#include "drainer/timesrc.h"
+
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x)  STRINGIFY_(x)
+
+/* A bad value is quoted in error messages up to this many bytes. */
+#define QUOTE_MAX       64
+/* DRA driver names (ResourceSlice spec.driver) are DNS subdomains of at most 63. */
+#define DRIVER_NAME_MAX 63
+/* systemd's UNIT_NAME_MAX is 256 including the NUL. */
+#define UNIT_NAME_MAX   255
+
+/* ---- enums ---- */
+
+static const char *const drain_phase_table[_DRAIN_PHASE_MAX] = {
+        [DRAIN_PHASE_PREFLIGHT] = "preflight",
+        [DRAIN_PHASE_CORDON] = "cordon",
+        [DRAIN_PHASE_EVICT_CLAIM_HOLDERS] = "evict-claim-holders",
+        [DRAIN_PHASE_EVICT_REST] = "evict-rest",
+        [DRAIN_PHASE_WAIT_RELEASED] = "wait-released",
+        [DRAIN_PHASE_STOP_DRIVERS] = "stop-drivers",
+        [DRAIN_PHASE_DRAINED] = "drained",
+        [DRAIN_PHASE_RESTORE_DRIVERS] = "restore-drivers",
+        [DRAIN_PHASE_UNCORDON] = "uncordon",
+};
+
+const char *drain_phase_to_string(enum drain_phase p) {
+        if (p < 0 || p >= _DRAIN_PHASE_MAX)
+                return NULL;
+        return drain_phase_table[p];
+}
+
+enum drain_phase drain_phase_from_string(const char *s) {
+        if (!s)
+                return _DRAIN_PHASE_INVALID;
+        for (int i = 0; i < _DRAIN_PHASE_MAX; i++)
+                if (streq(s, drain_phase_table[i]))
+                        return (enum drain_phase)i;
+        return _DRAIN_PHASE_INVALID;
+}
+
+/* "none" is never an annotation value: an absent request reads as NONE. */
+static const char *const drain_request_table[_DRAIN_REQUEST_MAX] = {
+        [DRAIN_REQUEST_NONE] = "none",
+        [DRAIN_REQUEST_DRAIN] = "drain",
+        [DRAIN_REQUEST_UNCORDON] = "uncordon",
+};
+
+const char *drain_request_to_string(enum drain_request r) {
+        if (r < 0 || r >= _DRAIN_REQUEST_MAX)
+                return NULL;
+        return drain_request_table[r];
+}
+
+enum drain_request drain_request_from_string(const char *s) {
+        if (!s)
+                return _DRAIN_REQUEST_INVALID;
+        for (int i = 0; i < _DRAIN_REQUEST_MAX; i++)
+                if (streq(s, drain_request_table[i]))
+                        return (enum drain_request)i;
+        return _DRAIN_REQUEST_INVALID;
+}
+
+static const char *const driver_stop_kind_table[_DRIVER_STOP_KIND_MAX] = {
+        [DRIVER_STOP_TAINT] = "taint",
+        [DRIVER_STOP_LABEL] = "label",
+        [DRIVER_STOP_SYSTEMD] = "systemd",
+        [DRIVER_STOP_NONE] = "none",
+};
+
+const char *driver_stop_kind_to_string(enum driver_stop_kind k) {
+        if (k < 0 || k >= _DRIVER_STOP_KIND_MAX)
+                return NULL;
+        return driver_stop_kind_table[k];
+}
+
+enum driver_stop_kind driver_stop_kind_from_string(const char *s) {
+        if (!s)
+                return _DRIVER_STOP_KIND_INVALID;
+        for (int i = 0; i < _DRIVER_STOP_KIND_MAX; i++)
+                if (streq(s, driver_stop_kind_table[i]))
+                        return (enum driver_stop_kind)i;
+        return _DRIVER_STOP_KIND_INVALID;
+}
+
+/* ---- records ---- */
+
+void driver_stop_record_done(struct driver_stop_record *r) {
+        if (!r)
+                return;
+        free(r->arg);
+        free(r->old_value);
+        free(r->daemonset);
+        for (size_t i = 0; i < r->n_drivers && i < DRIVER_STOP_MAX_DRIVERS; i++)
+                free(r->drivers[i]);
+        *r = (struct driver_stop_record){};
+}
+
+void drain_state_done(struct drain_state *s) {
+        if (!s)
+                return;
+        for (size_t i = 0; i < s->n_stops && i < DRAIN_STATE_MAX_STOPS; i++)
+                driver_stop_record_done(&s->stops[i]);
+        free(s->message);
+        *s = (struct drain_state){};
+}
+
+/* ---- syntax checks ---- */
+
+static bool is_lower_alnum(char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* RFC 1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63. */
+static bool is_dns_label(const char *s, size_t n) {
+        if (n == 0 || n > 63 || !is_lower_alnum(s[0]) || !is_lower_alnum(s[n - 1]))
+                return false;
+        for (size_t i = 1; i + 1 < n; i++)
+                if (!is_lower_alnum(s[i]) && s[i] != '-')
+                        return false;
+        return true;
+}
+
+/* RFC 1123 subdomain: labels joined by dots, at most max in all. */
+static bool is_dns_subdomain(const char *s, size_t max) {
+        size_t n = strlen(s);
+        const char *p = s;
+
+        if (n == 0 || n > max)
+                return false;
+        for (;;) {
+                const char *dot = strchr(p, '.');
+                size_t l = dot ? (size_t)(dot - p) : strlen(p);
+
+                if (!is_dns_label(p, l))
+                        return false;
+                if (!dot)
+                        return true;
+                p = dot + 1;
+        }
+}
+
+/* "namespace/name" of a DaemonSet. */
+static bool daemonset_ref_is_valid(const char *s) {
+        const char *slash = strchr(s, '/');
+
+        return slash && is_dns_label(s, (size_t)(slash - s)) && is_dns_subdomain(slash + 1, 253);
+}
+
+static bool driver_name_is_valid(const char *s) {
+        return is_dns_subdomain(s, DRIVER_NAME_MAX);
+}
+
+/* systemd's unit_name_is_valid(), roughly: [A-Za-z0-9:_.\-@]+ with a
+ * non-empty type suffix after the last dot and a non-empty name before it. */
+static bool unit_name_is_valid(const char *s) {
+        size_t n = strlen(s);
+        const char *dot = strrchr(s, '.');
+
+        if (n == 0 || n > UNIT_NAME_MAX || !dot || dot == s || !dot[1])
+                return false;
+        for (const char *p = s; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                      strchr(":_.\\-@", *p)))
+                        return false;
+        for (const char *p = dot + 1; *p; p++)
+                if (!(*p >= 'a' && *p <= 'z'))
+                        return false;
+        return true;
+}
+
+/* Length of the longest prefix of s of at most max bytes that does not cut a
+ * UTF-8 sequence. */
+static size_t utf8_prefix(const char *s, size_t max) {
+        size_t l = strnlen(s, max + 1);
+
+        if (l <= max)
+                return l;
+        l = max;
+        while (l > 0 && ((unsigned char)s[l] & 0xC0) == 0x80)
+                l--;
+        return l;
+}
+
+/* ---- error messages ---- */
+
+static char *strjoin(const char *a, const char *b) {
+        size_t la = strlen(a), lb = strlen(b);
+        char *s = malloc(la + lb + 1);
+
+        if (!s)
+                return NULL;
+        memcpy(s, a, la);
+        memcpy(s + la, b, lb + 1);
+        return s;
+}
+
+/* s between double quotes, control characters, quotes and backslashes
+ * escaped, cut after QUOTE_MAX bytes ("..."), so any value fits on one line. */
+static char *quote(const char *s) {
+        size_t l = utf8_prefix(s, QUOTE_MAX);
+        char *buf, *p;
+
+        /* Worst case 4 bytes per input byte, quotes, "..." and NUL. */
+        buf = malloc(l * 4 + 6);
+        if (!buf)
+                return NULL;
+        p = buf;
+        *p++ = '"';
+        for (size_t i = 0; i < l; i++) {
+                unsigned char c = (unsigned char)s[i];
+
+                if (c == '"' || c == '\\') {
+                        *p++ = '\\';
+                        *p++ = (char)c;
+                } else if (c == '\n') {
+                        *p++ = '\\';
+                        *p++ = 'n';
+                } else if (c < 0x20 || c == 0x7f)
+                        p += sprintf(p, "\\x%02x", c);
+                else
+                        *p++ = (char)c;
+        }
+        if (s[l])
+                p = stpcpy(p, "...");
+        *p++ = '"';
+        *p = 0;
+        return buf;
+}
+
+#define PHASE_LIST                                                                                   \
+        "preflight, cordon, evict-claim-holders, evict-rest, wait-released, stop-drivers, drained, " \
+        "restore-drivers, uncordon"
+
+enum hint {
+        HINT_RESET_STATE,
+        HINT_RESET_DRIVER_STOP,
+        HINT_RESET_REQUEST,
+        HINT_WAS_UNSCHEDULABLE,
+};
+
+/* The one-line -EBADMSG message: "node N: annotation K="V" WHY; HINT". */
+static int bad_annotation(const struct node_rec *n, const char *key, const char *value, const char *why,
+                          enum hint hint, char **ret_error) {
+        _cleanup_free_ char *q = NULL;
+        char *msg = NULL; /* asprintf() leaves it undefined on failure: no cleanup */
+        int r = -1;
+
+        log_debug("node \"%s\": bad annotation %s: %s", n->name, key, why);
+        if (!ret_error)
+                return -EBADMSG;
+        q = quote(value);
+        if (!q)
+                return -ENOMEM;
+        switch (hint) {
+        case HINT_RESET_STATE:
+        case HINT_RESET_DRIVER_STOP:
+                r = asprintf(&msg,
+                             "node %s: annotation %s=%s %s; to reset, run: kubectl annotate node %s "
+                             "drainer.io/state- drainer.io/state-since- drainer.io/started-at- "
+                             "drainer.io/driver-stop- drainer.io/message- (drainer.io/was-unschedulable "
+                             "records who cordoned: keep it, or remove it and uncordon by hand)%s",
+                             n->name, key, q, why, n->name,
+                             hint == HINT_RESET_DRIVER_STOP
+                                     ? "; a reset does not restart stopped drivers: set node labels that "
+                                       "read " DRIVER_PAUSED_VALUE " back and start stopped units by hand"
+                                     : "");
+                break;
+        case HINT_RESET_REQUEST:
+                r = asprintf(&msg,
+                             "node %s: annotation %s=%s %s; to reset, run: kubectl annotate node %s %s-",
+                             n->name, key, q, why, n->name, key);
+                break;
+        case HINT_WAS_UNSCHEDULABLE:
+                r = asprintf(&msg,
+                             "node %s: annotation %s=%s %s; record whether the node was cordoned before "
+                             "drainer cordoned it: kubectl annotate --overwrite node %s %s=true (or =false)",
+                             n->name, key, q, why, n->name, key);
+                break;
+        }
+        if (r < 0)
+                return -ENOMEM;
+        *ret_error = msg;
+        return -EBADMSG;
+}
+
+/* ---- driver-stop JSON ---- */
+
+/* Sets *ret_why to a malloc'd "[i].field ..." description ("[i] ..." when
+ * field is ""); returns -EBADMSG (or -ENOMEM if even that fails). */
+static int stop_error(char **ret_why, size_t i, const char *field, const char *value, const char *what) {
+        _cleanup_free_ char *q = NULL;
+        char *why;
+        int r;
+
+        if (value) {
+                q = quote(value);
+                if (!q)
+                        return -ENOMEM;
+                r = asprintf(&why, "[%zu]%s%s %s %s", i, *field ? "." : "", field, q, what);
+        } else
+                r = asprintf(&why, "[%zu]%s%s %s", i, *field ? "." : "", field, what);
+        if (r < 0)
+                return -ENOMEM;
+        *ret_why = why;
+        return -EBADMSG;
+}
+
+/* Optional string member: absent or null gives NULL; another type is an error. */
+static int opt_string(const cJSON *o, const char *field, size_t i, const char **ret, char **ret_why) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, field);
+
+        if (!v || cJSON_IsNull(v)) {
+                *ret = NULL;
+                return 0;
+        }
+        if (!cJSON_IsString(v))
+                return stop_error(ret_why, i, field, NULL, "is not a string");
+        *ret = v->valuestring;
+        return 0;
+}
+
+static int parse_stop(const cJSON *o, size_t i, struct driver_stop_record *rec, char **ret_why) {
+        const cJSON *v, *d;
+        const char *strategy, *arg = NULL, *ds;
+        int r;
+
+        if (!cJSON_IsObject(o))
+                return stop_error(ret_why, i, "", NULL, "is not an object");
+
+        r = opt_string(o, "strategy", i, &strategy, ret_why);
+        if (r < 0)
+                return r;
+        if (!strategy)
+                return stop_error(ret_why, i, "strategy", NULL, "is missing");
+        rec->kind = driver_stop_kind_from_string(strategy);
+        if (rec->kind < 0)
+                return stop_error(ret_why, i, "strategy", strategy, "is not taint, label, systemd or none");
+
+        if (rec->kind == DRIVER_STOP_LABEL) {
+                r = opt_string(o, "key", i, &arg, ret_why);
+                if (r < 0)
+                        return r;
+                if (!arg)
+                        return stop_error(ret_why, i, "key", NULL, "is missing");
+                if (!label_key_is_valid(arg))
+                        return stop_error(ret_why, i, "key", arg, "is not a label key");
+
+                v = cJSON_GetObjectItemCaseSensitive(o, "old");
+                if (v) {
+                        if (!cJSON_IsNull(v) && !cJSON_IsString(v))
+                                return stop_error(ret_why, i, "old", NULL, "is neither a string nor null");
+                        if (cJSON_IsString(v) && !label_value_is_valid(v->valuestring))
+                                return stop_error(ret_why, i, "old", v->valuestring, "is not a label value");
+                        rec->had_old = true;
+                        if (cJSON_IsString(v)) {
+                                rec->old_value = strdup(v->valuestring);
+                                if (!rec->old_value)
+                                        return -ENOMEM;
+                        }
+                }
+        } else if (rec->kind == DRIVER_STOP_SYSTEMD) {
+                r = opt_string(o, "unit", i, &arg, ret_why);
+                if (r < 0)
+                        return r;
+                if (!arg)
+                        return stop_error(ret_why, i, "unit", NULL, "is missing");
+                if (!unit_name_is_valid(arg))
+                        return stop_error(ret_why, i, "unit", arg, "is not a systemd unit name");
+        }
+        if (arg) {
+                rec->arg = strdup(arg);
+                if (!rec->arg)
+                        return -ENOMEM;
+        }
+
+        r = opt_string(o, "daemonset", i, &ds, ret_why);
+        if (r < 0)
+                return r;
+        if (ds) {
+                if (!daemonset_ref_is_valid(ds))
+                        return stop_error(ret_why, i, "daemonset", ds, "is not namespace/name");
+                rec->daemonset = strdup(ds);
+                if (!rec->daemonset)
+                        return -ENOMEM;
+        }
+
+        v = cJSON_GetObjectItemCaseSensitive(o, "drivers");
+        if (v && !cJSON_IsNull(v)) {
+                if (!cJSON_IsArray(v))
+                        return stop_error(ret_why, i, "drivers", NULL, "is not an array");
+                if (cJSON_GetArraySize(v) > DRIVER_STOP_MAX_DRIVERS)
+                        return stop_error(ret_why, i, "drivers", NULL,
+                                          "has more than " STRINGIFY(DRIVER_STOP_MAX_DRIVERS) " entries");
+                cJSON_ArrayForEach(d, v) {
+                        if (!cJSON_IsString(d))
+                                return stop_error(ret_why, i, "drivers", NULL,
+                                                  "has an entry that is not a string");
+                        if (!driver_name_is_valid(d->valuestring))
+                                return stop_error(ret_why, i, "drivers", d->valuestring,
+                                                  "is not a DRA driver name");
+                        rec->drivers[rec->n_drivers] = strdup(d->valuestring);
+                        if (!rec->drivers[rec->n_drivers])
+                                return -ENOMEM;
+                        rec->n_drivers++;
+                }
+        }
+        return 0;
+}
+
+/* Fills s->stops from the annotation value; on -EBADMSG *ret_why says why. */
+static int parse_stops(const char *value, struct drain_state *s, char **ret_why) {
+        _cleanup_(cJSON_Deletep) cJSON *j = NULL;
+        const cJSON *o;
+        size_t i = 0;
+        int r;
+
+        j = cJSON_Parse(value);
+        if (!j)
+                /* cJSON gives no way to tell a syntax error from OOM. */
+                return (*ret_why = strdup("is not JSON")) ? -EBADMSG : -ENOMEM;
+        if (!cJSON_IsArray(j))
+                return (*ret_why = strdup("is not a JSON array")) ? -EBADMSG : -ENOMEM;
+        if (cJSON_GetArraySize(j) > DRAIN_STATE_MAX_STOPS)
+                return (*ret_why = strdup("has more than " STRINGIFY(DRAIN_STATE_MAX_STOPS) " entries"))
+                               ? -EBADMSG
+                               : -ENOMEM;
+        cJSON_ArrayForEach(o, j) {
+                /* Count the entry first so drain_state_done() frees a half-built one. */
+                s->n_stops = i + 1;
+                r = parse_stop(o, i, &s->stops[i], ret_why);
+                if (r < 0)
+                        return r;
+                i++;
+        }
+        return 0;
+}
+
+static int stop_to_json(const struct driver_stop_record *rec, cJSON *arr) {
+        cJSON *o, *drivers;
+
+        if (rec->kind < 0 || rec->kind >= _DRIVER_STOP_KIND_MAX || rec->n_drivers > DRIVER_STOP_MAX_DRIVERS)
+                return -EINVAL;
+        if (rec->kind == DRIVER_STOP_LABEL &&
+            (!label_key_is_valid(rec->arg) ||
+             (rec->had_old && rec->old_value && !label_value_is_valid(rec->old_value))))
+                return -EINVAL;
+        if (rec->kind == DRIVER_STOP_SYSTEMD && (!rec->arg || !unit_name_is_valid(rec->arg)))
+                return -EINVAL;
+        if (rec->daemonset && !daemonset_ref_is_valid(rec->daemonset))
+                return -EINVAL;
+        for (size_t i = 0; i < rec->n_drivers; i++)
+                if (!rec->drivers[i] || !driver_name_is_valid(rec->drivers[i]))
+                        return -EINVAL;
+
+        o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(arr, o)) {
+                cJSON_Delete(o);
+                return -ENOMEM;
+        }
+        if (!cJSON_AddStringToObject(o, "strategy", driver_stop_kind_to_string(rec->kind)))
+                return -ENOMEM;
+        if (rec->kind == DRIVER_STOP_LABEL) {
+                if (!cJSON_AddStringToObject(o, "key", rec->arg))
+                        return -ENOMEM;
+                if (rec->had_old && !(rec->old_value ? cJSON_AddStringToObject(o, "old", rec->old_value)
+                                                     : cJSON_AddNullToObject(o, "old")))
+                        return -ENOMEM;
+        } else if (rec->kind == DRIVER_STOP_SYSTEMD && !cJSON_AddStringToObject(o, "unit", rec->arg))
+                return -ENOMEM;
+        if (rec->daemonset && !cJSON_AddStringToObject(o, "daemonset", rec->daemonset))
+                return -ENOMEM;
+        if (rec->n_drivers > 0) {
+                drivers = cJSON_AddArrayToObject(o, "drivers");
+                if (!drivers)
+                        return -ENOMEM;
+                for (size_t i = 0; i < rec->n_drivers; i++) {
+                        cJSON *d = cJSON_CreateString(rec->drivers[i]);
+
+                        if (!d || !cJSON_AddItemToArray(drivers, d)) {
+                                cJSON_Delete(d);
+                                return -ENOMEM;
+                        }
+                }
+        }
+        return 0;
+}
+
+/* ---- parse ---- */
+
+static int parse_time(const struct node_rec *n, const char *key, int64_t *ret, char **ret_error) {
+        const char *v = kv_get(n->annotations, n->n_annotations, key);
+        int64_t t;
+
+        if (!v) {
+                *ret = 0;
+                return 0;
+        }
+        /* 0 means "absent", and drainer never wrote a time before 1970. */
+        if (timesrc_parse_rfc3339(v, &t) < 0 || t <= 0)
+                return bad_annotation(n, key, v, "is not an RFC 3339 time", HINT_RESET_STATE, ret_error);
+        *ret = t;
+        return 0;
+}
+
+int drain_state_parse(const struct node_rec *n, struct drain_state *ret, char **ret_error) {
+        _cleanup_(drain_state_done) struct drain_state s = {};
+        const struct kv *a;
+        size_t na;
+        const char *v;
+        int r;
+
+        assert(n);
+        assert(ret);
+        a = n->annotations;
+        na = n->n_annotations;
+
+        v = kv_get(a, na, DRAINER_ANN_REQUEST);
+        if (v) {
+                s.request = drain_request_from_string(v);
+                if (s.request <= DRAIN_REQUEST_NONE)
+                        return bad_annotation(n, DRAINER_ANN_REQUEST, v,
+                                              "is not a request (drain, uncordon)", HINT_RESET_REQUEST,
+                                              ret_error);
+        }
+
+        v = kv_get(a, na, DRAINER_ANN_STATE);
+        if (v) {
+                s.phase = drain_phase_from_string(v);
+                if (s.phase < 0)
+                        return bad_annotation(n, DRAINER_ANN_STATE, v,
+                                              "is not a drainer phase (" PHASE_LIST ")", HINT_RESET_STATE,
+                                              ret_error);
+                s.has_phase = true;
+        }
+
+        r = parse_time(n, DRAINER_ANN_STATE_SINCE, &s.state_since_usec, ret_error);
+        if (r < 0)
+                return r;
+        r = parse_time(n, DRAINER_ANN_STARTED_AT, &s.started_at_usec, ret_error);
+        if (r < 0)
+                return r;
+
+        v = kv_get(a, na, DRAINER_ANN_WAS_UNSCHEDULABLE);
+        if (v) {
+                if (!streq(v, "true") && !streq(v, "false"))
+                        return bad_annotation(n, DRAINER_ANN_WAS_UNSCHEDULABLE, v, "is not true or false",
+                                              HINT_WAS_UNSCHEDULABLE, ret_error);
+                s.has_was_unschedulable = true;
+                s.was_unschedulable = streq(v, "true");
+        }
+
+        v = kv_get(a, na, DRAINER_ANN_DRIVER_STOP);
+        if (v) {
+                _cleanup_free_ char *why = NULL, *full = NULL;
+
+                r = parse_stops(v, &s, &why);
+                if (r == -EBADMSG) {
+                        full = strjoin("is not a driver-stop record: ", why);
+                        if (!full)
+                                return -ENOMEM;
+                        return bad_annotation(n, DRAINER_ANN_DRIVER_STOP, v, full, HINT_RESET_DRIVER_STOP,
+                                              ret_error);
+                }
+                if (r < 0)
+                        return r;
+        }
+
+        v = kv_get(a, na, DRAINER_ANN_MESSAGE);
+        if (v) {
+                s.message = strdup(v);
+                if (!s.message)
+                        return -ENOMEM;
+        }
+
+        *ret = s;
+        s = (struct drain_state){};
+        return 0;
+}
+
+/* ---- patches ---- */
+
+/* {"metadata":{"resourceVersion":RV}}: every patch is conditional on the
+ * version the engine decided from. */
+static int patch_new(const struct node_rec *n, cJSON **ret) {
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        cJSON *meta;
+
+        assert(n);
+        if (!n->resource_version)
+                return log_debug_errno(EINVAL,
+                                       "node \"%s\" has no resourceVersion, refusing an "
+                                       "unconditional patch",
+                                       strna(n->name));
+        root = cJSON_CreateObject();
+        if (!root)
+                return -ENOMEM;
+        meta = cJSON_AddObjectToObject(root, "metadata");
+        if (!meta || !cJSON_AddStringToObject(meta, "resourceVersion", n->resource_version))
+                return -ENOMEM;
+        *ret = TAKE_PTR(root);
+        return 0;
+}
+
+/* The object at root.parent.name, created if needed. */
+static cJSON *sub_object(cJSON *root, const char *parent, const char *name) {
+        cJSON *p = cJSON_GetObjectItemCaseSensitive(root, parent), *o;
+
+        if (!p)
+                p = cJSON_AddObjectToObject(root, parent);
+        if (!p)
+                return NULL;
+        if (!name)
+                return p;
+        o = cJSON_GetObjectItemCaseSensitive(p, name);
+        return o ? o : cJSON_AddObjectToObject(p, name);
+}
+
+/* Sets metadata.annotations[key] to value, or null (removal) when value is NULL. */
+static int set_annotation(cJSON *root, const char *key, const char *value) {
+        cJSON *ann = sub_object(root, "metadata", "annotations");
+
+        if (!ann)
+                return -ENOMEM;
+        if (!(value ? cJSON_AddStringToObject(ann, key, value) : cJSON_AddNullToObject(ann, key)))
+                return -ENOMEM;
+        return 0;
+}
+
+static int set_time_annotation(cJSON *root, const char *key, int64_t usec) {
+        char buf[64];
+        int r;
+
+        r = timesrc_format_rfc3339(usec, buf, sizeof buf);
+        if (r < 0)
+                return r;
+        return set_annotation(root, key, buf);
+}
+
+/* drainer.io/message, cut to DRAIN_MESSAGE_MAX at a character boundary. */
+static int set_message(cJSON *root, const char *message) {
+        _cleanup_free_ char *m = NULL;
+
+        if (!message)
+                return set_annotation(root, DRAINER_ANN_MESSAGE, NULL);
+        m = strndup(message, utf8_prefix(message, DRAIN_MESSAGE_MAX));
+        if (!m)
+                return -ENOMEM;
+        return set_annotation(root, DRAINER_ANN_MESSAGE, m);
+}
+
+static int set_phase(cJSON *root, enum drain_phase phase, int64_t now_usec) {
+        const char *p = drain_phase_to_string(phase);
+        int r;
+
+        if (!p)
+                return -EINVAL;
+        r = set_annotation(root, DRAINER_ANN_STATE, p);
+        if (r < 0)
+                return r;
+        return set_time_annotation(root, DRAINER_ANN_STATE_SINCE, now_usec);
+}
+
+static bool is_drain_taint(const struct node_taint *t) {
+        return streq_ptr(t->key, DRAIN_TAINT_KEY) && streq_ptr(t->effect, DRAIN_TAINT_EFFECT);
+}
+
+static int add_taint(cJSON *arr, const char *key, const char *value, const char *effect,
+                     const char *time_added) {
+        cJSON *o = cJSON_CreateObject();
+
+        if (!o || !cJSON_AddItemToArray(arr, o)) {
+                cJSON_Delete(o);
+                return -ENOMEM;
+        }
+        if ((key && !cJSON_AddStringToObject(o, "key", key)) ||
+            (value && !cJSON_AddStringToObject(o, "value", value)) ||
+            (effect && !cJSON_AddStringToObject(o, "effect", effect)) ||
+            (time_added && !cJSON_AddStringToObject(o, "timeAdded", time_added)))
+                return -ENOMEM;
+        return 0;
+}
+
+/* spec.taints with the drain taint present or not. A merge patch replaces the
+ * whole list (core/v1 has no merge key for taints), so when it changes the
+ * list is n's, in order, plus or minus ours; when it does not, the field stays
+ * out of the patch and nobody's taints are rewritten. */
+static int set_drain_taint(cJSON *root, const struct node_rec *n, bool present) {
+        bool has = node_rec_find_taint(n, DRAIN_TAINT_KEY, DRAIN_TAINT_EFFECT);
+        cJSON *spec, *arr;
+        int r;
+
+        if (has == present)
+                return 0;
+        spec = sub_object(root, "spec", NULL);
+        if (!spec)
+                return -ENOMEM;
+        arr = cJSON_CreateArray();
+        if (!arr)
+                return -ENOMEM;
+        if (!cJSON_AddItemToObject(spec, "taints", arr)) {
+                cJSON_Delete(arr);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n->n_taints; i++) {
+                if (is_drain_taint(&n->taints[i]))
+                        continue;
+                r = add_taint(arr, n->taints[i].key, n->taints[i].value, n->taints[i].effect,
+                              n->taints[i].time_added);
+                if (r < 0)
+                        return r;
+        }
+        if (present)
+                return add_taint(arr, DRAIN_TAINT_KEY, NULL, DRAIN_TAINT_EFFECT, NULL);
+        if (cJSON_GetArraySize(arr) == 0) {
+                /* null removes the field; [] would leave an empty list behind. */
+                cJSON *null = cJSON_CreateNull();
+
+                if (!null || !cJSON_ReplaceItemInObjectCaseSensitive(spec, "taints", null)) {
+                        cJSON_Delete(null);
+                        return -ENOMEM;
+                }
+        }
+        return 0;
+}
+
+static int set_unschedulable(cJSON *root, bool value) {
+        cJSON *spec = sub_object(root, "spec", NULL);
+
+        return spec && cJSON_AddBoolToObject(spec, "unschedulable", value) ? 0 : -ENOMEM;
+}
+
+static int patch_print(const cJSON *root, char **ret) {
+        char *s = cJSON_PrintUnformatted(root);
+
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+int drain_patch_cordon(const struct node_rec *n, int64_t now_usec, char **ret) {
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        const char *v;
+        int64_t t;
+        int r;
+
+        assert(ret);
+        r = patch_new(n, &root);
+        if (r < 0)
+                return r;
+
+        /* Who cordoned is recorded once: after a crash between two attempts the
+         * node is already unschedulable by our hand and must not read as the user's. */
+        v = kv_get(n->annotations, n->n_annotations, DRAINER_ANN_WAS_UNSCHEDULABLE);
+        if (v && !streq(v, "true") && !streq(v, "false"))
+                return log_debug_errno(EBADMSG, "node \"%s\": bad %s, not cordoning", n->name,
+                                       DRAINER_ANN_WAS_UNSCHEDULABLE);
+        if (!v) {
+                r = set_annotation(root, DRAINER_ANN_WAS_UNSCHEDULABLE, n->unschedulable ? "true" : "false");
+                if (r < 0)
+                        return r;
+        }
+        v = kv_get(n->annotations, n->n_annotations, DRAINER_ANN_STARTED_AT);
+        if (v && (timesrc_parse_rfc3339(v, &t) < 0 || t <= 0))
+                return log_debug_errno(EBADMSG, "node \"%s\": bad %s, not cordoning", n->name,
+                                       DRAINER_ANN_STARTED_AT);
+        if (!v) {
+                r = set_time_annotation(root, DRAINER_ANN_STARTED_AT, now_usec);
+                if (r < 0)
+                        return r;
+        }
+        r = set_phase(root, DRAIN_PHASE_CORDON, now_usec);
+        if (r < 0)
+                return r;
+        r = set_unschedulable(root, true);
+        if (r < 0)
+                return r;
+        r = set_drain_taint(root, n, true);
+        if (r < 0)
+                return r;
+        return patch_print(root, ret);
+}
+
+int drain_patch_phase(const struct node_rec *n, enum drain_phase phase, int64_t now_usec,
+                      const char *message, char **ret) {
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        int r;
+
+        assert(ret);
+        if (!drain_phase_to_string(phase))
+                return -EINVAL;
+        r = patch_new(n, &root);
+        if (r < 0)
+                return r;
+        r = set_phase(root, phase, now_usec);
+        if (r < 0)
+                return r;
+        r = set_message(root, message);
+        if (r < 0)
+                return r;
+        return patch_print(root, ret);
+}
+
+int drain_patch_message(const struct node_rec *n, const char *message, char **ret) {
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        int r;
+
+        assert(ret);
+        r = patch_new(n, &root);
+        if (r < 0)
+                return r;
+        r = set_message(root, message);
+        if (r < 0)
+                return r;
+        return patch_print(root, ret);
+}
+
+int drain_patch_driver_stop(const struct node_rec *n, const struct driver_stop_record *stops, size_t n_stops,
+                            char **ret) {
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL, *arr = NULL;
+        _cleanup_free_ char *value = NULL;
+        int r;
+
+        assert(ret);
+        assert(stops || n_stops == 0);
+        if (n_stops > DRAIN_STATE_MAX_STOPS)
+                return -EINVAL;
+        r = patch_new(n, &root);
+        if (r < 0)
+                return r;
+        if (n_stops > 0) {
+                arr = cJSON_CreateArray();
+                if (!arr)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n_stops; i++) {
+                        r = stop_to_json(&stops[i], arr);
+                        if (r < 0)
+                                return r;
+                }
+                value = cJSON_PrintUnformatted(arr);
+                if (!value)
+                        return -ENOMEM;
+        }
+        r = set_annotation(root, DRAINER_ANN_DRIVER_STOP, value);
+        if (r < 0)
+                return r;
+        return patch_print(root, ret);
+}
+
+int drain_patch_label(const struct node_rec *n, const char *key, const char *value, char **ret) {
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        cJSON *labels;
+        int r;
+
+        assert(ret);
+        if (!label_key_is_valid(key) || (value && !label_value_is_valid(value)))
+                return -EINVAL;
+        r = patch_new(n, &root);
+        if (r < 0)
+                return r;
+        labels = sub_object(root, "metadata", "labels");
+        if (!labels ||
+            !(value ? cJSON_AddStringToObject(labels, key, value) : cJSON_AddNullToObject(labels, key)))
+                return -ENOMEM;
+        return patch_print(root, ret);
+}
+
+int drain_patch_remove_taint(const struct node_rec *n, int64_t now_usec, char **ret) {
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        int r;
+
+        assert(ret);
+        r = patch_new(n, &root);
+        if (r < 0)
+                return r;
+        r = set_phase(root, DRAIN_PHASE_RESTORE_DRIVERS, now_usec);
+        if (r < 0)
+                return r;
+        r = set_drain_taint(root, n, false);
+        if (r < 0)
+                return r;
+        return patch_print(root, ret);
+}
+
+int drain_patch_finish(const struct node_rec *n, bool uncordon, bool keep_request, char **ret) {
+        static const char *const keys[] = {
+                DRAINER_ANN_STATE,       DRAINER_ANN_STATE_SINCE,
+                DRAINER_ANN_STARTED_AT,  DRAINER_ANN_WAS_UNSCHEDULABLE,
+                DRAINER_ANN_DRIVER_STOP, DRAINER_ANN_MESSAGE,
+        };
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        int r;
+
+        assert(ret);
+        r = patch_new(n, &root);
+        if (r < 0)
+                return r;
+        if (!keep_request) {
+                r = set_annotation(root, DRAINER_ANN_REQUEST, NULL);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                r = set_annotation(root, keys[i], NULL);
+                if (r < 0)
+                        return r;
+        }
+        if (uncordon) {
+                r = set_unschedulable(root, false);
+                if (r < 0)
+                        return r;
+        }
+        r = set_drain_taint(root, n, false);
+        if (r < 0)
+                return r;
+        return patch_print(root, ret);
+}
+
+int drain_patch_request(const struct node_rec *n, const char *value, char **ret) {
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        int r;
+
+        assert(ret);
+        if (value && drain_request_from_string(value) <= DRAIN_REQUEST_NONE)
+                return -EINVAL;
+        r = patch_new(n, &root);
+        if (r < 0)
+                return r;
+        r = set_annotation(root, DRAINER_ANN_REQUEST, value);
+        if (r < 0)
+                return r;
+        return patch_print(root, ret);
+}

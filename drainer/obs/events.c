@@ -1,0 +1,113 @@
+/* core/v1 Event bodies about the Node, one per drain transition. Builds JSON
+ * with cJSON and returns it; owns nothing, sends nothing (the caller POSTs
+ * through the rate-limited client), logs nothing above debug. */
+#include <assert.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "drainer/events.h"
+#include "drainer/json.h"
+#include "drainer/macro.h"
+#include "drainer/objects.h"
+#include "drainer/timesrc.h"
+
+/* Length of the longest prefix of s of at most max bytes that does not cut a
+ * UTF-8 sequence. */
+static size_t utf8_prefix(const char *s, size_t max) {
+        size_t l = strnlen(s, max + 1);
+
+        if (l <= max)
+                return l;
+        l = max;
+        while (l > 0 && ((unsigned char)s[l] & 0xC0) == 0x80)
+                l--;
+        return l;
+}
+
+/* Adds obj[key] = the first at most max bytes of value. */
+static bool add_prefix(cJSON *obj, const char *key, const char *value, size_t max) {
+        _cleanup_free_ char *v = strndup(value, utf8_prefix(value, max));
+
+        return v && cJSON_AddStringToObject(obj, key, v);
+}
+
+int event_build_node(const struct node_rec *n, const char *type, const char *reason, const char *message,
+                     int64_t now_usec, const char *reporting_instance, char **ret_json, char **ret_path) {
+        _cleanup_(cJSON_Deletep) cJSON *ev = NULL;
+        _cleanup_free_ char *gen = NULL, *json = NULL, *path = NULL;
+        cJSON *meta, *obj, *src;
+        char ts[64];
+        int r;
+
+        assert(n);
+        assert(ret_json);
+        assert(ret_path);
+        if (!n->name || !type || (!streq(type, EVENT_TYPE_NORMAL) && !streq(type, EVENT_TYPE_WARNING)) ||
+            !reason || !*reason)
+                return -EINVAL;
+        r = timesrc_format_rfc3339(now_usec, ts, sizeof ts);
+        if (r < 0)
+                return r;
+        /* The API server appends 5 random characters (and cuts a long base). */
+        gen = malloc(strlen(n->name) + 2);
+        if (!gen)
+                return -ENOMEM;
+        stpcpy(stpcpy(gen, n->name), ".");
+
+        ev = cJSON_CreateObject();
+        if (!ev)
+                return -ENOMEM;
+        if (!cJSON_AddStringToObject(ev, "apiVersion", "v1") ||
+            !cJSON_AddStringToObject(ev, "kind", "Event"))
+                return -ENOMEM;
+        meta = cJSON_AddObjectToObject(ev, "metadata");
+        if (!meta || !cJSON_AddStringToObject(meta, "generateName", gen) ||
+            !cJSON_AddStringToObject(meta, "namespace", EVENT_NAMESPACE))
+                return -ENOMEM;
+
+        /* No involvedObject.namespace: with no eventTime the API server wants it
+         * empty for an event in "default" about a cluster-scoped object. */
+        obj = cJSON_AddObjectToObject(ev, "involvedObject");
+        if (!obj || !cJSON_AddStringToObject(obj, "apiVersion", "v1") ||
+            !cJSON_AddStringToObject(obj, "kind", "Node") ||
+            !cJSON_AddStringToObject(obj, "name", n->name) ||
+            (n->uid && !cJSON_AddStringToObject(obj, "uid", n->uid)))
+                return -ENOMEM;
+
+        if (!cJSON_AddStringToObject(ev, "reason", reason))
+                return -ENOMEM;
+        if (message && !add_prefix(ev, "message", message, EVENT_MESSAGE_MAX))
+                return -ENOMEM;
+        if (!cJSON_AddStringToObject(ev, "type", type))
+                return -ENOMEM;
+
+        src = cJSON_AddObjectToObject(ev, "source");
+        if (!src || !cJSON_AddStringToObject(src, "component", EVENT_COMPONENT) ||
+            (reporting_instance &&
+             !add_prefix(src, "host", reporting_instance, EVENT_REPORTING_INSTANCE_MAX)))
+                return -ENOMEM;
+
+        if (!cJSON_AddStringToObject(ev, "firstTimestamp", ts) ||
+            !cJSON_AddStringToObject(ev, "lastTimestamp", ts) || !cJSON_AddNumberToObject(ev, "count", 1))
+                return -ENOMEM;
+        /* core/v1 spells ReportingController "reportingComponent". */
+        if (!cJSON_AddStringToObject(ev, "reportingComponent", EVENT_COMPONENT) ||
+            (reporting_instance &&
+             !add_prefix(ev, "reportingInstance", reporting_instance, EVENT_REPORTING_INSTANCE_MAX)))
+                return -ENOMEM;
+
+        json = cJSON_PrintUnformatted(ev);
+        if (!json)
+                return -ENOMEM;
+        path = strdup("/api/v1/namespaces/" EVENT_NAMESPACE "/events");
+        if (!path)
+                return -ENOMEM;
+        *ret_json = TAKE_PTR(json);
+        *ret_path = TAKE_PTR(path);
+        return 0;
+}

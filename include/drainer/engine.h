@@ -1,0 +1,88 @@
+/* The phase engine: level-triggered over informer caches of the node, its
+ * pods, ResourceClaims and the node's ResourceSlices. Every cache change
+ * schedules one engine_reconcile(), which re-reads the state persisted on the
+ * Node and takes the next safe step, so a restart simply continues. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "drainer/macro.h"
+#include "drainer/plan.h"
+#include "drainer/state.h"
+
+struct kube_client;
+struct timesrc;
+struct transport;
+struct health_target;
+struct engine;
+
+enum engine_goal {
+        ENGINE_GOAL_DRAIN,    /* preflight .. drained */
+        ENGINE_GOAL_UNCORDON, /* restore drivers, wait healthy, uncordon */
+        _ENGINE_GOAL_MAX,
+};
+
+struct engine_options {
+        const char *node;
+        enum engine_goal goal;
+        struct plan_options plan;                  /* selectors are borrowed */
+        int64_t grace_seconds;                     /* < 0: each pod's own */
+        bool disable_eviction;                     /* DELETE instead of the Eviction API */
+        bool force_uncordon;                       /* uncordon even if someone else had cordoned */
+        bool skip_driver_stop;                     /* drain ends after wait-released */
+        const struct health_target *driver_health; /* NULL: no gRPC probe */
+        uint64_t timeout_usec;                     /* 0: none; counts from engine_start() of this run */
+        const char *instance;                      /* reportingInstance of Events (hostname) */
+};
+
+/* One pod whose eviction a PodDisruptionBudget (or something else) holds back. */
+struct engine_held {
+        const char *ns, *name; /* borrowed from the cache: valid during the callback */
+        const char *reason;    /* e.g. the 429 message naming the PDB */
+};
+
+struct engine_progress {
+        enum drain_phase phase;
+        bool has_phase;
+        size_t pods_left[_EVICT_GROUP_MAX]; /* still on the node, per group */
+        size_t claims_left;                 /* claims on the node not owned by drivers */
+        size_t drivers_left;                /* driver pods on the node (stop) / not healthy (restore) */
+        size_t evictions_accepted;          /* this run */
+        size_t evictions_retried;           /* 429s and errors retried */
+        const struct engine_held *held;
+        size_t n_held;
+        const char *message; /* what the engine waits for, or did last */
+};
+
+struct engine_summary {
+        int result; /* 0, -ETIMEDOUT, -EPERM (preflight refused), other errors */
+        enum drain_phase last_phase;
+        bool has_phase;
+        uint64_t phase_usec[_DRAIN_PHASE_MAX]; /* time spent in each phase in this run */
+        bool phase_seen[_DRAIN_PHASE_MAX];
+        size_t pods_evicted;
+        size_t claims_waited; /* distinct claims seen on the node while waiting */
+        uint64_t total_usec;
+        const char *message;     /* final message (blockers, what remained, ...) */
+        const struct plan *plan; /* the last plan (preflight refusals list blockers here) */
+};
+
+struct engine_callbacks {
+        /* After a reconcile that changed something worth showing. */
+        void (*on_progress)(struct engine *e, const struct engine_progress *p, void *userdata);
+        /* A phase was entered (also when resuming into it). */
+        void (*on_phase)(struct engine *e, enum drain_phase phase, const char *message, void *userdata);
+        /* Once: the goal is reached (result 0) or the engine gave up. The engine is stopped. */
+        void (*on_finished)(struct engine *e, const struct engine_summary *s, void *userdata);
+};
+
+int engine_new(struct kube_client *client, struct transport *transport, struct timesrc *ts,
+               const struct engine_options *o, const struct engine_callbacks *cb, void *userdata,
+               struct engine **ret);
+int engine_start(struct engine *e);
+/* Stops informers, timers and calls (results: -ECANCELED). Free once engine_idle(). */
+void engine_stop(struct engine *e);
+bool engine_idle(const struct engine *e);
+void engine_free(struct engine *e);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct engine *, engine_free);

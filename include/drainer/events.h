@@ -1,0 +1,38 @@
+/* Kubernetes Events about the Node: the core/v1 Event body drainer posts on
+ * each transition, so `kubectl describe node` and `kubectl get events` show
+ * the drain. Building only; the caller sends it (POST ret_path). */
+#pragma once
+
+#include <stdint.h>
+
+struct node_rec;
+
+#define EVENT_TYPE_NORMAL  "Normal"
+#define EVENT_TYPE_WARNING "Warning"
+
+#define EVENT_REASON_PHASE   "DrainerPhase"   /* moved to a phase */
+#define EVENT_REASON_BLOCKED "DrainerBlocked" /* preflight blockers, PDB, ... */
+#define EVENT_REASON_FAILED  "DrainerFailed"  /* gave up */
+#define EVENT_REASON_DONE    "DrainerDone"    /* drained / uncordoned */
+
+#define EVENT_COMPONENT              "drainer"
+/* kubectl and the kubelet put Node events (cluster-scoped object) in "default". */
+#define EVENT_NAMESPACE              "default"
+/* Messages are cut to this many bytes, at a UTF-8 character boundary. */
+#define EVENT_MESSAGE_MAX            1024
+/* Event validation's limit for reportingInstance. */
+#define EVENT_REPORTING_INSTANCE_MAX 128
+
+/* Builds a core/v1 Event about node n (legacy fields: firstTimestamp,
+ * lastTimestamp and count 1, no eventTime, so the API server applies the
+ * v1 rules): metadata.generateName "<node>.", namespace "default",
+ * involvedObject {v1, Node, name, uid}, reason, message (cut to
+ * EVENT_MESSAGE_MAX; NULL means none), type, source {drainer, host},
+ * reportingComponent "drainer", reportingInstance (cut to
+ * EVENT_REPORTING_INSTANCE_MAX; NULL leaves it and source.host out).
+ *
+ * type must be EVENT_TYPE_NORMAL or EVENT_TYPE_WARNING and reason non-empty
+ * (-EINVAL). On success *ret_json is the body and *ret_path the URL path to
+ * POST it to, both malloc'd. Returns 0, -EINVAL or -ENOMEM. */
+int event_build_node(const struct node_rec *n, const char *type, const char *reason, const char *message,
+                     int64_t now_usec, const char *reporting_instance, char **ret_json, char **ret_path);

@@ -1,0 +1,1101 @@
+/* Unit tests for the drain plan: eviction groups and their order, claims on
+ * the node (template claims, a shared claim, driver-own claims), each blocker
+ * and the flags that lift it, --pod-selector, PodDisruptionBudget selectors
+ * (policy/v1: nil matches nothing, {} matches the namespace), and the text and
+ * JSON output. The scenario is tests/unit/fixtures/plan/node-1.json. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "drainer/json.h"
+#include "drainer/plan.h"
+#include "drainer/selector.h"
+
+static cJSON *load(const char *name) {
+        char path[4096], *buf;
+        FILE *f;
+        long n;
+        cJSON *j;
+
+        snprintf(path, sizeof path, "%s/plan/%s", FIXTURES, name);
+        f = fopen(path, "re");
+        if (!f)
+                fail_msg("cannot open %s", path);
+        assert_int_equal(fseek(f, 0, SEEK_END), 0);
+        n = ftell(f);
+        rewind(f);
+        buf = malloc((size_t)n + 1);
+        assert_non_null(buf);
+        assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+        buf[n] = 0;
+        fclose(f);
+        j = cJSON_Parse(buf);
+        free(buf);
+        if (!j)
+                fail_msg("%s is not valid JSON", path);
+        return j;
+}
+
+static cJSON *parse(const char *json) {
+        cJSON *j = cJSON_Parse(json);
+
+        if (!j)
+                fail_msg("bad test JSON: %s", json);
+        return j;
+}
+
+/* ---- the scenario: records built from node-1.json, possibly edited first ---- */
+
+struct scenario {
+        cJSON *doc;
+        struct node_rec *node;
+        struct pod_rec **pods;
+        size_t n_pods;
+        struct claim_rec **claims;
+        size_t n_claims;
+        struct slice_rec **slices;
+        size_t n_slices;
+        struct pdb_rec **pdbs;
+        size_t n_pdbs;
+        struct selector **driver_selectors;
+        size_t n_driver_selectors;
+        struct selector *pod_selector;
+        struct plan_options o;
+        struct plan plan;
+        bool built;
+};
+
+static void scenario_load(struct scenario *s) {
+        *s = (struct scenario){ .doc = load("node-1.json") };
+        assert_int_equal(selectors_parse_strv(claims_default_driver_selectors, &s->driver_selectors,
+                                              &s->n_driver_selectors, NULL),
+                         0);
+        s->o = (struct plan_options){
+                .driver_selectors = (const struct selector *const *)s->driver_selectors,
+                .n_driver_selectors = s->n_driver_selectors,
+                .driver_stop = DRIVER_STOP_TAINT,
+        };
+}
+
+static cJSON *doc_array(struct scenario *s, const char *k) {
+        cJSON *a = cJSON_GetObjectItemCaseSensitive(s->doc, k);
+
+        assert_true(cJSON_IsArray(a));
+        return a;
+}
+
+/* The JSON of the object ns/name in array k, to edit before scenario_build(). */
+static cJSON *doc_find(struct scenario *s, const char *k, const char *ns, const char *name) {
+        cJSON *e;
+
+        cJSON_ArrayForEach(e, doc_array(s, k)) {
+                if (streq_ptr(json_str(e, "metadata.name"), name) &&
+                    streq_ptr(json_str(e, "metadata.namespace"), ns))
+                        return e;
+        }
+        fail_msg("%s %s/%s not in the scenario", k, ns, name);
+        return NULL;
+}
+
+static void doc_add(struct scenario *s, const char *k, const char *json) {
+        assert_true(cJSON_AddItemToArray(doc_array(s, k), parse(json)));
+}
+
+static void doc_remove(struct scenario *s, const char *k, const char *ns, const char *name) {
+        cJSON *e = doc_find(s, k, ns, name);
+
+        cJSON_Delete(cJSON_DetachItemViaPointer(doc_array(s, k), e));
+}
+
+/* Replaces (or adds) obj[k] with the JSON value. */
+static void set_json(cJSON *obj, const char *k, const char *json) {
+        cJSON_DeleteItemFromObjectCaseSensitive(obj, k);
+        assert_true(cJSON_AddItemToObject(obj, k, parse(json)));
+}
+
+static cJSON *sub(cJSON *obj, const char *k) {
+        cJSON *o = cJSON_GetObjectItemCaseSensitive(obj, k);
+
+        assert_non_null(o);
+        return o;
+}
+
+#define BUILD_ARRAY(s, key, type, fn, arr, n)                                         \
+        do {                                                                          \
+                cJSON *_a = doc_array((s), key), *_e;                                 \
+                size_t _i = 0;                                                        \
+                (n) = (size_t)cJSON_GetArraySize(_a);                                 \
+                (arr) = calloc((n) + 1, sizeof(type *));                              \
+                assert_non_null(arr);                                                 \
+                cJSON_ArrayForEach(_e, _a) assert_int_equal(fn(_e, &(arr)[_i++]), 0); \
+        } while (0)
+
+static void scenario_build(struct scenario *s) {
+        BUILD_ARRAY(s, "pods", struct pod_rec, pod_rec_from_json, s->pods, s->n_pods);
+        BUILD_ARRAY(s, "claims", struct claim_rec, claim_rec_from_json, s->claims, s->n_claims);
+        BUILD_ARRAY(s, "slices", struct slice_rec, slice_rec_from_json, s->slices, s->n_slices);
+        BUILD_ARRAY(s, "pdbs", struct pdb_rec, pdb_rec_from_json, s->pdbs, s->n_pdbs);
+        assert_int_equal(node_rec_from_json(sub(s->doc, "node"), &s->node), 0);
+
+        assert_int_equal(plan_build(s->node, (const struct pod_rec *const *)s->pods, s->n_pods,
+                                    (const struct claim_rec *const *)s->claims, s->n_claims,
+                                    (const struct slice_rec *const *)s->slices, s->n_slices,
+                                    (const struct pdb_rec *const *)s->pdbs, s->n_pdbs, &s->o, &s->plan),
+                         0);
+        s->built = true;
+}
+
+static void scenario_free(struct scenario *s) {
+        if (s->built)
+                plan_done(&s->plan);
+        for (size_t i = 0; i < s->n_pods; i++)
+                pod_rec_free(s->pods[i]);
+        for (size_t i = 0; i < s->n_claims; i++)
+                claim_rec_free(s->claims[i]);
+        for (size_t i = 0; i < s->n_slices; i++)
+                slice_rec_free(s->slices[i]);
+        for (size_t i = 0; i < s->n_pdbs; i++)
+                pdb_rec_free(s->pdbs[i]);
+        free(s->pods);
+        free(s->claims);
+        free(s->slices);
+        free(s->pdbs);
+        node_rec_free(s->node);
+        selectors_free(s->driver_selectors, s->n_driver_selectors);
+        selector_free(s->pod_selector);
+        cJSON_Delete(s->doc);
+}
+
+static const struct plan_pod *find_pod(const struct plan *p, const char *ns, const char *name) {
+        for (size_t i = 0; i < p->n_pods; i++)
+                if (streq(p->pods[i].pod->ns, ns) && streq(p->pods[i].pod->name, name))
+                        return &p->pods[i];
+        fail_msg("pod %s/%s not in the plan", ns, name);
+        return NULL;
+}
+
+static const struct plan_claim *find_claim(const struct plan *p, const char *ns, const char *name) {
+        for (size_t i = 0; i < p->n_claims; i++)
+                if (streq(p->claims[i].claim->ns, ns) && streq(p->claims[i].claim->name, name))
+                        return &p->claims[i];
+        return NULL;
+}
+
+static size_t count_blockers(const struct plan *p, enum blocker_kind k) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < p->n_blockers; i++)
+                n += p->blockers[i].kind == k;
+        return n;
+}
+
+/* The message of the only blocker of kind k. */
+static const char *blocker_message(const struct plan *p, enum blocker_kind k) {
+        const char *m = NULL;
+
+        assert_int_equal(count_blockers(p, k), 1);
+        for (size_t i = 0; i < p->n_blockers; i++)
+                if (p->blockers[i].kind == k)
+                        m = p->blockers[i].message;
+        return m;
+}
+
+/* ---- groups and ordering ---- */
+
+static void test_groups_and_order(void **state) {
+        static const struct {
+                const char *nsname;
+                enum evict_group group;
+        } want[] = {
+                { "demo/pod-a", EVICT_GROUP_CLAIM_HOLDERS },
+                { "demo/pod-b", EVICT_GROUP_CLAIM_HOLDERS },
+                { "demo/pod-c", EVICT_GROUP_CLAIM_HOLDERS },
+                { "monitoring/gpu-exporter-x", EVICT_GROUP_CLAIM_HOLDERS }, /* claim-holding DaemonSet pod */
+                { "kube-system/critical-gpu-x", EVICT_GROUP_CLAIM_HOLDERS_CRITICAL },
+                { "demo/web-1", EVICT_GROUP_REST },
+                { "demo/web-2", EVICT_GROUP_REST },
+                { "kube-system/coredns-x", EVICT_GROUP_REST_CRITICAL },
+                { "dra-system/dra-driver-abc", EVICT_GROUP_DRIVERS },
+                { "demo/job-done", EVICT_GROUP_NONE },
+                { "kube-system/kube-proxy-x", EVICT_GROUP_NONE },
+                { "kube-system/mirror-x", EVICT_GROUP_NONE },
+        };
+        struct scenario s;
+        const struct plan *p = &s.plan;
+
+        scenario_load(&s);
+        scenario_build(&s);
+
+        /* demo/elsewhere is bound to node-2: not in the plan */
+        assert_int_equal(p->n_pods, ELEMENTSOF(want));
+        for (size_t i = 0; i < ELEMENTSOF(want); i++) {
+                char nsname[256];
+
+                snprintf(nsname, sizeof nsname, "%s/%s", p->pods[i].pod->ns, p->pods[i].pod->name);
+                assert_string_equal(nsname, want[i].nsname);
+                assert_int_equal(p->pods[i].group, want[i].group);
+        }
+        assert_int_equal(p->n_per_group[EVICT_GROUP_CLAIM_HOLDERS], 4);
+        assert_int_equal(p->n_per_group[EVICT_GROUP_CLAIM_HOLDERS_CRITICAL], 1);
+        assert_int_equal(p->n_per_group[EVICT_GROUP_REST], 2);
+        assert_int_equal(p->n_per_group[EVICT_GROUP_REST_CRITICAL], 1);
+        assert_int_equal(p->n_per_group[EVICT_GROUP_DRIVERS], 1);
+        assert_int_equal(p->n_per_group[EVICT_GROUP_NONE], 3);
+
+        assert_int_equal(find_pod(p, "demo", "pod-a")->cls, POD_CLASS_CLAIM_HOLDER);
+        assert_true(find_pod(p, "kube-system", "critical-gpu-x")->critical);
+        assert_true(find_pod(p, "kube-system", "coredns-x")->critical);
+        assert_false(find_pod(p, "demo", "web-1")->critical);
+        assert_null(find_pod(p, "demo", "web-1")->skip_reason);
+        assert_string_equal(find_pod(p, "kube-system", "mirror-x")->skip_reason, "mirror pod");
+        assert_string_equal(find_pod(p, "kube-system", "kube-proxy-x")->skip_reason, "DaemonSet pod");
+        assert_string_equal(find_pod(p, "demo", "job-done")->skip_reason, "finished");
+        assert_null(find_pod(p, "dra-system", "dra-driver-abc")->skip_reason);
+
+        /* nothing in the scenario blocks */
+        assert_int_equal(p->n_blockers, 0);
+
+        scenario_free(&s);
+}
+
+static void test_group_names(void **state) {
+        assert_string_equal(evict_group_to_string(EVICT_GROUP_CLAIM_HOLDERS), "claim-holders");
+        assert_string_equal(evict_group_to_string(EVICT_GROUP_CLAIM_HOLDERS_CRITICAL),
+                            "claim-holders-critical");
+        assert_string_equal(evict_group_to_string(EVICT_GROUP_REST), "rest");
+        assert_string_equal(evict_group_to_string(EVICT_GROUP_REST_CRITICAL), "rest-critical");
+        assert_string_equal(evict_group_to_string(EVICT_GROUP_DRIVERS), "drivers");
+        assert_string_equal(evict_group_to_string(EVICT_GROUP_NONE), "none");
+        assert_null(evict_group_to_string(_EVICT_GROUP_MAX));
+        assert_null(evict_group_to_string(_EVICT_GROUP_INVALID));
+        for (int k = 0; k < _BLOCKER_KIND_MAX; k++)
+                assert_non_null(blocker_kind_to_string(k));
+        assert_string_equal(blocker_kind_to_string(BLOCKER_UNMANAGED), "unmanaged");
+        assert_string_equal(blocker_kind_to_string(BLOCKER_DS_CLAIM_TOLERATES), "daemonset-claim-tolerates");
+        assert_null(blocker_kind_to_string(_BLOCKER_KIND_MAX));
+}
+
+/* ---- claims ---- */
+
+static void test_claims(void **state) {
+        struct scenario s;
+        const struct plan *p = &s.plan;
+        const struct plan_claim *c;
+        const struct plan_pod *a;
+
+        scenario_load(&s);
+        scenario_build(&s);
+
+        /* sorted ns/name; demo/other-node-claim (node-2) and demo/pending (unallocated) are not on the node */
+        assert_int_equal(p->n_claims, 5);
+        assert_string_equal(p->claims[0].claim->name, "pod-a-gpu-x7k2p");
+        assert_string_equal(p->claims[1].claim->name, "shared");
+        assert_string_equal(p->claims[2].claim->name, "driver-own");
+        assert_string_equal(p->claims[3].claim->name, "critical-gpu-claim");
+        assert_string_equal(p->claims[4].claim->name, "exporter-claim");
+        assert_null(find_claim(p, "demo", "other-node-claim"));
+        assert_null(find_claim(p, "demo", "pending"));
+
+        /* the claim generated from pod-a's template */
+        a = find_pod(p, "demo", "pod-a");
+        assert_true(a->pod->claims[0].from_template);
+        assert_string_equal(a->pod->claims[0].claim_name, "pod-a-gpu-x7k2p");
+        c = find_claim(p, "demo", "pod-a-gpu-x7k2p");
+        assert_int_equal(c->why, CLAIM_RESERVED_BY_NODE_POD);
+        assert_false(c->driver_own);
+
+        /* the driver's own claim (network-style allocation without node selector, from the
+         * node's nic slice) does not hold the drain back */
+        c = find_claim(p, "dra-system", "driver-own");
+        assert_true(c->driver_own);
+        assert_int_equal(p->n_claims_blocking, 4);
+
+        scenario_free(&s);
+}
+
+static void test_shared_claim(void **state) {
+        struct scenario s;
+        const struct plan_claim *c;
+
+        /* one user-created claim reserved by two pods: both evicted with the claim holders */
+        scenario_load(&s);
+        scenario_build(&s);
+        c = find_claim(&s.plan, "demo", "shared");
+        assert_non_null(c);
+        assert_int_equal(c->claim->n_reserved, 2);
+        assert_int_equal(find_pod(&s.plan, "demo", "pod-b")->group, EVICT_GROUP_CLAIM_HOLDERS);
+        assert_int_equal(find_pod(&s.plan, "demo", "pod-c")->group, EVICT_GROUP_CLAIM_HOLDERS);
+        scenario_free(&s);
+
+        /* pod-b gone: still on the node through pod-c */
+        scenario_load(&s);
+        doc_remove(&s, "pods", "demo", "pod-b");
+        scenario_build(&s);
+        c = find_claim(&s.plan, "demo", "shared");
+        assert_non_null(c);
+        assert_int_equal(c->why, CLAIM_RESERVED_BY_NODE_POD);
+        scenario_free(&s);
+
+        /* both gone, reservations cleared, allocation still node-local: still on the node */
+        scenario_load(&s);
+        doc_remove(&s, "pods", "demo", "pod-b");
+        doc_remove(&s, "pods", "demo", "pod-c");
+        cJSON_DeleteItemFromObjectCaseSensitive(sub(doc_find(&s, "claims", "demo", "shared"), "status"),
+                                                "reservedFor");
+        scenario_build(&s);
+        c = find_claim(&s.plan, "demo", "shared");
+        assert_non_null(c);
+        assert_int_equal(c->why, CLAIM_ALLOCATED_NODE_SELECTOR);
+        assert_false(c->driver_own); /* no reservation at all is not "driver's own" */
+        scenario_free(&s);
+}
+
+static void test_driver_own_mixed(void **state) {
+        struct scenario s;
+
+        /* a claim reserved by the driver and by a workload pod holds the drain back */
+        scenario_load(&s);
+        set_json(sub(doc_find(&s, "claims", "dra-system", "driver-own"), "status"), "reservedFor",
+                 "[{\"resource\":\"pods\",\"name\":\"dra-driver-abc\",\"uid\":\"uid-drv\"},"
+                 "{\"resource\":\"pods\",\"name\":\"pod-a\",\"uid\":\"uid-a\"}]");
+        scenario_build(&s);
+        assert_false(find_claim(&s.plan, "dra-system", "driver-own")->driver_own);
+        assert_int_equal(s.plan.n_claims_blocking, 5);
+        scenario_free(&s);
+}
+
+/* ---- blockers ---- */
+
+static const char bare_pod[] =
+        "{\"metadata\":{\"name\":\"bare\",\"namespace\":\"demo\",\"uid\":\"uid-bare\"},"
+        "\"spec\":{\"nodeName\":\"node-1\",\"volumes\":[{\"name\":\"tmp\",\"emptyDir\":{}}]},"
+        "\"status\":{\"phase\":\"Running\"}}";
+
+static void test_unmanaged_emptydir(void **state) {
+        struct scenario s;
+
+        scenario_load(&s);
+        doc_add(&s, "pods", bare_pod);
+        scenario_build(&s);
+        assert_int_equal(find_pod(&s.plan, "demo", "bare")->group, EVICT_GROUP_REST);
+        assert_int_equal(s.plan.n_blockers, 2);
+        assert_string_equal(
+                blocker_message(&s.plan, BLOCKER_UNMANAGED),
+                "cannot delete Pods that declare no controller (use --force to override): demo/bare");
+        assert_string_equal(
+                blocker_message(&s.plan, BLOCKER_EMPTYDIR),
+                "cannot delete Pods with local storage (use --delete-emptydir-data to override): demo/bare");
+        assert_ptr_equal(s.plan.blockers[0].pod, find_pod(&s.plan, "demo", "bare")->pod);
+        scenario_free(&s);
+
+        /* --force lifts the first */
+        scenario_load(&s);
+        doc_add(&s, "pods", bare_pod);
+        s.o.force = true;
+        scenario_build(&s);
+        assert_int_equal(s.plan.n_blockers, 1);
+        assert_int_equal(s.plan.blockers[0].kind, BLOCKER_EMPTYDIR);
+        scenario_free(&s);
+
+        /* --delete-emptydir-data the second */
+        scenario_load(&s);
+        doc_add(&s, "pods", bare_pod);
+        s.o.delete_emptydir_data = true;
+        scenario_build(&s);
+        assert_int_equal(s.plan.n_blockers, 1);
+        assert_int_equal(s.plan.blockers[0].kind, BLOCKER_UNMANAGED);
+        scenario_free(&s);
+
+        /* a claim holder with emptyDir is blocked too */
+        scenario_load(&s);
+        set_json(sub(doc_find(&s, "pods", "demo", "pod-a"), "spec"), "volumes",
+                 "[{\"name\":\"scratch\",\"emptyDir\":{\"medium\":\"Memory\"}}]");
+        scenario_build(&s);
+        assert_string_equal(blocker_message(&s.plan, BLOCKER_EMPTYDIR),
+                            "cannot delete Pods with local storage (use --delete-emptydir-data to "
+                            "override): demo/pod-a");
+        scenario_free(&s);
+
+        /* a pod already deleting stays in its group and blocks nothing: nothing is sent for it */
+        scenario_load(&s);
+        doc_add(&s, "pods", bare_pod);
+        set_json(sub(doc_find(&s, "pods", "demo", "bare"), "metadata"), "deletionTimestamp",
+                 "\"2025-09-02T11:00:00Z\"");
+        scenario_build(&s);
+        assert_int_equal(find_pod(&s.plan, "demo", "bare")->group, EVICT_GROUP_REST);
+        assert_true(find_pod(&s.plan, "demo", "bare")->pod->deleting);
+        assert_int_equal(s.plan.n_blockers, 0);
+        scenario_free(&s);
+
+        /* the kubectl filters do not apply to pods that stay (mirror, finished) */
+        scenario_load(&s);
+        cJSON_DeleteItemFromObjectCaseSensitive(sub(doc_find(&s, "pods", "demo", "job-done"), "metadata"),
+                                                "ownerReferences");
+        set_json(sub(doc_find(&s, "pods", "demo", "job-done"), "spec"), "volumes",
+                 "[{\"name\":\"t\",\"emptyDir\":{}}]");
+        scenario_build(&s);
+        assert_int_equal(s.plan.n_blockers, 0);
+        scenario_free(&s);
+}
+
+static void test_daemonset_claim_holder(void **state) {
+        static const char *const tolerations[] = {
+                "[{\"operator\":\"Exists\"}]",
+                "[{\"key\":\"drainer.io/draining\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}]",
+                "[{\"key\":\"drainer.io/draining\",\"operator\":\"Exists\"}]",
+        };
+        struct scenario s;
+
+        for (size_t i = 0; i < ELEMENTSOF(tolerations); i++) {
+                scenario_load(&s);
+                set_json(sub(doc_find(&s, "pods", "monitoring", "gpu-exporter-x"), "spec"), "tolerations",
+                         tolerations[i]);
+                scenario_build(&s);
+                assert_int_equal(find_pod(&s.plan, "monitoring", "gpu-exporter-x")->group,
+                                 EVICT_GROUP_CLAIM_HOLDERS);
+                assert_int_equal(s.plan.n_blockers, 1);
+                assert_string_equal(
+                        blocker_message(&s.plan, BLOCKER_DS_CLAIM_TOLERATES),
+                        "DaemonSet pod monitoring/gpu-exporter-x holds ResourceClaims and tolerates "
+                        "drainer.io/draining:NoSchedule, so it would come back after eviction; "
+                        "remove that toleration from DaemonSet monitoring/gpu-exporter");
+                scenario_free(&s);
+        }
+
+        /* tolerating another NoSchedule taint, or the drain key with NoExecute only, is fine */
+        scenario_load(&s);
+        set_json(sub(doc_find(&s, "pods", "monitoring", "gpu-exporter-x"), "spec"), "tolerations",
+                 "[{\"key\":\"drainer.io/draining\",\"operator\":\"Exists\",\"effect\":\"NoExecute\"},"
+                 "{\"key\":\"dedicated\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}]");
+        scenario_build(&s);
+        assert_int_equal(s.plan.n_blockers, 0);
+        scenario_free(&s);
+
+        /* a DaemonSet pod without claims stays, whatever it tolerates */
+        scenario_load(&s);
+        set_json(sub(doc_find(&s, "pods", "kube-system", "kube-proxy-x"), "spec"), "tolerations",
+                 "[{\"operator\":\"Exists\"}]");
+        scenario_build(&s);
+        assert_int_equal(find_pod(&s.plan, "kube-system", "kube-proxy-x")->group, EVICT_GROUP_NONE);
+        assert_int_equal(s.plan.n_blockers, 0);
+        scenario_free(&s);
+}
+
+static void test_driver_blockers(void **state) {
+        struct scenario s;
+        const struct plan_pod *d;
+
+        /* taint strategy, driver tolerating the drain taint */
+        scenario_load(&s);
+        set_json(sub(doc_find(&s, "pods", "dra-system", "dra-driver-abc"), "spec"), "tolerations",
+                 "[{\"operator\":\"Exists\"}]");
+        scenario_build(&s);
+        assert_string_equal(blocker_message(&s.plan, BLOCKER_DRIVER_TOLERATES),
+                            "DaemonSet of DRA driver pod dra-system/dra-driver-abc tolerates "
+                            "drainer.io/draining:NoSchedule, so the taint strategy cannot stop it; use "
+                            "--driver-stop label:KEY or none");
+        assert_int_equal(s.plan.n_blockers, 1);
+        scenario_free(&s);
+
+        /* the label strategy does not care; the driver stays for the engine's label step */
+        scenario_load(&s);
+        set_json(sub(doc_find(&s, "pods", "dra-system", "dra-driver-abc"), "spec"), "tolerations",
+                 "[{\"operator\":\"Exists\"}]");
+        s.o.driver_stop = DRIVER_STOP_LABEL;
+        s.o.driver_stop_arg = "example.com/dra-driver";
+        scenario_build(&s);
+        d = find_pod(&s.plan, "dra-system", "dra-driver-abc");
+        assert_int_equal(d->group, EVICT_GROUP_NONE);
+        assert_string_equal(d->skip_reason, "DRA driver: stopped by label");
+        assert_int_equal(s.plan.n_blockers, 0);
+        scenario_free(&s);
+
+        /* --driver-stop none */
+        scenario_load(&s);
+        s.o.driver_stop = DRIVER_STOP_NONE;
+        scenario_build(&s);
+        d = find_pod(&s.plan, "dra-system", "dra-driver-abc");
+        assert_int_equal(d->group, EVICT_GROUP_NONE);
+        assert_string_equal(d->skip_reason, "DRA driver, --driver-stop none");
+        assert_int_equal(s.plan.n_per_group[EVICT_GROUP_DRIVERS], 0);
+        /* its own claim still does not block */
+        assert_true(find_claim(&s.plan, "dra-system", "driver-own")->driver_own);
+        scenario_free(&s);
+
+        /* unhealthy: not ready, not running, deleting; --ignore-driver-health lifts it */
+        for (int i = 0; i < 4; i++) {
+                cJSON *pod;
+
+                scenario_load(&s);
+                pod = doc_find(&s, "pods", "dra-system", "dra-driver-abc");
+                if (i == 0)
+                        set_json(sub(pod, "status"), "conditions",
+                                 "[{\"type\":\"Ready\",\"status\":\"False\"}]");
+                else if (i == 1)
+                        set_json(sub(pod, "status"), "phase", "\"Pending\"");
+                else
+                        set_json(sub(pod, "metadata"), "deletionTimestamp", "\"2025-09-02T11:00:00Z\"");
+                s.o.ignore_driver_health = i == 3;
+                scenario_build(&s);
+                if (i == 3)
+                        assert_int_equal(s.plan.n_blockers, 0);
+                else
+                        assert_string_equal(
+                                blocker_message(&s.plan, BLOCKER_DRIVER_UNHEALTHY),
+                                "DRA driver pod dra-system/dra-driver-abc is not Running and Ready "
+                                "(use --ignore-driver-health to override)");
+                scenario_free(&s);
+        }
+
+        /* a failed health probe, added by the caller */
+        scenario_load(&s);
+        scenario_build(&s);
+        d = find_pod(&s.plan, "dra-system", "dra-driver-abc");
+        assert_int_equal(plan_add_blocker(&s.plan, BLOCKER_DRIVER_UNHEALTHY, d->pod,
+                                          "DRA driver pod dra-system/dra-driver-abc: liveness NOT_SERVING"),
+                         0);
+        assert_int_equal(s.plan.n_blockers, 1);
+        assert_ptr_equal(s.plan.blockers[0].pod, d->pod);
+        assert_string_equal(s.plan.blockers[0].message,
+                            "DRA driver pod dra-system/dra-driver-abc: liveness NOT_SERVING");
+        assert_int_equal(plan_add_blocker(&s.plan, BLOCKER_DRIVER_UNHEALTHY, NULL, "no driver answers"), 0);
+        assert_int_equal(s.plan.n_blockers, 2);
+        assert_null(s.plan.blockers[1].pod);
+        scenario_free(&s);
+}
+
+static void test_multiple_pdbs(void **state) {
+        struct scenario s;
+
+        scenario_load(&s);
+        doc_add(&s, "pdbs",
+                "{\"metadata\":{\"name\":\"web-all\",\"namespace\":\"demo\",\"resourceVersion\":\"1\"},"
+                "\"spec\":{\"selector\":{}},\"status\":{\"disruptionsAllowed\":3}}");
+        scenario_build(&s);
+        /* demo/web-* (web-pdb + web-all) and every other demo pod is covered by web-all */
+        assert_int_equal(find_pod(&s.plan, "demo", "web-1")->n_pdbs, 2);
+        assert_int_equal(find_pod(&s.plan, "demo", "web-1")->n_pdbs_all, 2);
+        assert_int_equal(find_pod(&s.plan, "demo", "pod-a")->n_pdbs, 1);
+        assert_int_equal(count_blockers(&s.plan, BLOCKER_MULTIPLE_PDBS), 2);
+        assert_string_equal(
+                s.plan.blockers[0].message,
+                "cannot evict Pod demo/web-1: it is covered by more than one PodDisruptionBudget "
+                "(demo/web-pdb, demo/web-all), which the eviction subresource does not support");
+        scenario_free(&s);
+
+        /* a Pending pod is evicted without a PDB check (eviction.go canIgnorePDB) */
+        scenario_load(&s);
+        doc_add(&s, "pdbs",
+                "{\"metadata\":{\"name\":\"web-all\",\"namespace\":\"demo\"},\"spec\":{\"selector\":{}}}");
+        set_json(sub(doc_find(&s, "pods", "demo", "web-1"), "status"), "phase", "\"Pending\"");
+        scenario_build(&s);
+        assert_int_equal(count_blockers(&s.plan, BLOCKER_MULTIPLE_PDBS), 1);
+        assert_ptr_equal(s.plan.blockers[0].pod, find_pod(&s.plan, "demo", "web-2")->pod);
+        scenario_free(&s);
+}
+
+/* ---- --pod-selector ---- */
+
+static void test_pod_selector(void **state) {
+        struct scenario s;
+
+        scenario_load(&s);
+        assert_int_equal(selector_parse("app=web", &s.pod_selector, NULL), 0);
+        s.o.pod_selector = s.pod_selector;
+        scenario_build(&s);
+
+        assert_int_equal(find_pod(&s.plan, "demo", "web-1")->group, EVICT_GROUP_REST);
+        assert_int_equal(find_pod(&s.plan, "demo", "web-2")->group, EVICT_GROUP_REST);
+        assert_int_equal(find_pod(&s.plan, "kube-system", "coredns-x")->group, EVICT_GROUP_NONE);
+        assert_string_equal(find_pod(&s.plan, "kube-system", "coredns-x")->skip_reason,
+                            "does not match --pod-selector");
+        /* driver pods are not filtered */
+        assert_int_equal(find_pod(&s.plan, "dra-system", "dra-driver-abc")->group, EVICT_GROUP_DRIVERS);
+        /* mirror/finished/DaemonSet keep their own reason */
+        assert_string_equal(find_pod(&s.plan, "kube-system", "mirror-x")->skip_reason, "mirror pod");
+        assert_int_equal(s.plan.n_per_group[EVICT_GROUP_CLAIM_HOLDERS], 0);
+
+        /* claim holders left behind would keep their claims on the node forever */
+        assert_int_equal(count_blockers(&s.plan, BLOCKER_CLAIM_HOLDER_FILTERED), 5);
+        assert_string_equal(s.plan.blockers[0].message,
+                            "Pod demo/pod-a holds ResourceClaims but does not match --pod-selector, so its "
+                            "claims would never leave the node");
+        assert_int_equal(s.plan.n_blockers, 5);
+
+        /* only the PDBs of evicted pods are listed */
+        assert_int_equal(s.plan.n_pdbs, 1);
+        assert_string_equal(s.plan.pdbs[0]->name, "web-pdb");
+        scenario_free(&s);
+}
+
+/* ---- PodDisruptionBudgets ---- */
+
+static struct pod_rec *mkpod(const char *ns, const char *labels_json) {
+        char buf[1024];
+        struct pod_rec *p = NULL;
+        cJSON *j;
+
+        snprintf(buf, sizeof buf,
+                 "{\"metadata\":{\"name\":\"p\",\"namespace\":\"%s\",\"labels\":%s},\"spec\":{\"nodeName\":"
+                 "\"node-1\"}}",
+                 ns, labels_json);
+        j = parse(buf);
+        assert_int_equal(pod_rec_from_json(j, &p), 0);
+        cJSON_Delete(j);
+        return p;
+}
+
+static struct pdb_rec *mkpdb(cJSON *j) {
+        struct pdb_rec *b = NULL;
+
+        assert_int_equal(pdb_rec_from_json(j, &b), 0);
+        cJSON_Delete(j);
+        return b;
+}
+
+static struct pdb_rec *pdb_with_selector(const char *selector_json) {
+        char buf[1024];
+
+        snprintf(buf, sizeof buf,
+                 "{\"metadata\":{\"name\":\"b\",\"namespace\":\"ml\"},\"spec\":{\"selector\":%s}}",
+                 selector_json);
+        return mkpdb(parse(buf));
+}
+
+static bool matches(const struct pdb_rec *b, const char *ns, const char *labels_json) {
+        struct pod_rec *p = mkpod(ns, labels_json);
+        bool r = pdb_matches_pod(b, p);
+
+        pod_rec_free(p);
+        return r;
+}
+
+static void test_pdb_parse(void **state) {
+        _cleanup_free_ char *str = NULL;
+        struct pdb_rec *b;
+
+        b = mkpdb(load("pdb-expressions.json"));
+        assert_string_equal(b->ns, "ml");
+        assert_string_equal(b->name, "gpu-pdb");
+        assert_string_equal(b->resource_version, "7001");
+        assert_int_equal(b->disruptions_allowed, 1);
+        assert_int_equal(b->current_healthy, 4);
+        assert_int_equal(b->desired_healthy, 3);
+        assert_int_equal(b->expected_pods, 4);
+        assert_true(b->alloc_size >= sizeof(*b));
+        assert_int_equal(pdb_rec_size(b), b->alloc_size);
+        assert_non_null(b->selector);
+        assert_int_equal(selector_to_string(b->selector, &str), 0);
+        assert_string_equal(str,
+                            "app=trainer,canary notin (true),example.com/team,!legacy,tier in (gpu,tpu)");
+
+        assert_true(matches(b, "ml", "{\"app\":\"trainer\",\"tier\":\"gpu\",\"example.com/team\":\"a\"}"));
+        assert_true(matches(
+                b, "ml",
+                "{\"app\":\"trainer\",\"tier\":\"tpu\",\"example.com/team\":\"\",\"canary\":\"no\"}"));
+        /* each requirement in turn */
+        assert_false(matches(b, "ml", "{\"app\":\"web\",\"tier\":\"gpu\",\"example.com/team\":\"a\"}"));
+        assert_false(matches(b, "ml", "{\"app\":\"trainer\",\"tier\":\"cpu\",\"example.com/team\":\"a\"}"));
+        assert_false(matches(b, "ml", "{\"app\":\"trainer\",\"example.com/team\":\"a\"}"));
+        assert_false(matches(
+                b, "ml",
+                "{\"app\":\"trainer\",\"tier\":\"gpu\",\"example.com/team\":\"a\",\"canary\":\"true\"}"));
+        assert_false(matches(b, "ml", "{\"app\":\"trainer\",\"tier\":\"gpu\"}"));
+        assert_false(matches(
+                b, "ml",
+                "{\"app\":\"trainer\",\"tier\":\"gpu\",\"example.com/team\":\"a\",\"legacy\":\"x\"}"));
+        /* another namespace never */
+        assert_false(
+                matches(b, "prod", "{\"app\":\"trainer\",\"tier\":\"gpu\",\"example.com/team\":\"a\"}"));
+        pdb_rec_free(b);
+
+        /* required metadata */
+        b = NULL;
+        {
+                cJSON *j = parse("{\"metadata\":{\"name\":\"x\"},\"spec\":{\"selector\":{}}}");
+
+                assert_int_equal(pdb_rec_from_json(j, &b), -EBADMSG);
+                cJSON_Delete(j);
+                j = parse("{\"metadata\":{\"namespace\":\"ml\"}}");
+                assert_int_equal(pdb_rec_from_json(j, &b), -EBADMSG);
+                cJSON_Delete(j);
+                j = parse("[]");
+                assert_int_equal(pdb_rec_from_json(j, &b), -EBADMSG);
+                cJSON_Delete(j);
+                assert_null(b);
+        }
+        pdb_rec_free(NULL);
+        assert_int_equal(pdb_rec_size(NULL), 0);
+}
+
+static void test_pdb_empty_vs_nil(void **state) {
+        struct pdb_rec *b;
+
+        /* policy/v1: {} selects every pod of the namespace, labelled or not */
+        b = mkpdb(load("pdb-empty-selector.json"));
+        assert_non_null(b->selector);
+        assert_true(selector_is_empty(b->selector));
+        assert_true(matches(b, "ml", "{\"app\":\"x\"}"));
+        assert_true(matches(b, "ml", "{}"));
+        assert_false(matches(b, "default", "{\"app\":\"x\"}"));
+        pdb_rec_free(b);
+
+        /* no selector: nothing */
+        b = mkpdb(load("pdb-nil-selector.json"));
+        assert_null(b->selector);
+        assert_false(matches(b, "ml", "{\"app\":\"x\"}"));
+        assert_false(matches(b, "ml", "{}"));
+        pdb_rec_free(b);
+
+        /* explicit null: nothing */
+        b = pdb_with_selector("null");
+        assert_null(b->selector);
+        assert_false(matches(b, "ml", "{}"));
+        pdb_rec_free(b);
+
+        /* empty matchLabels and matchExpressions are still the empty selector */
+        b = pdb_with_selector("{\"matchLabels\":{},\"matchExpressions\":[]}");
+        assert_true(matches(b, "ml", "{}"));
+        pdb_rec_free(b);
+
+        /* a PDB created through policy/v1beta1 with {} reads back through v1 as this
+         * (pkg/apis/policy/helper.go NonV1beta1MatchNoneSelector): it matches nothing */
+        b = pdb_with_selector("{\"matchExpressions\":[{\"key\":\"pdb.kubernetes.io/"
+                              "deprecated-v1beta1-empty-selector-match\",\"operator\":\"Exists\"}]}");
+        assert_non_null(b->selector);
+        assert_false(matches(b, "ml", "{\"app\":\"x\"}"));
+        pdb_rec_free(b);
+}
+
+static void test_pdb_invalid_selector(void **state) {
+        static const char *const invalid[] = {
+                "{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"Gt\",\"values\":[\"1\"]}]}",
+                "{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"In\",\"values\":[]}]}",
+                "{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"In\"}]}",
+                "{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"Exists\",\"values\":[\"x\"]}]}",
+                "{\"matchExpressions\":[{\"operator\":\"Exists\"}]}",
+                "{\"matchExpressions\":[{\"key\":\"a\"}]}",
+                "{\"matchExpressions\":{}}",
+                "{\"matchLabels\":{\"app\":\"a,b\"}}", /* would read as app=a AND b */
+                "{\"matchLabels\":{\"app\":\"x y\"}}",
+                "{\"matchLabels\":{\"a b\":\"x\"}}",
+                "{\"matchLabels\":{\"app\":1}}",
+                "{\"matchLabels\":[]}",
+                "{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"In\",\"values\":[\"x)\"]}]}",
+        };
+
+        /* LabelSelectorAsSelector fails: the Eviction API skips the PDB ("it does not match the pod") */
+        for (size_t i = 0; i < ELEMENTSOF(invalid); i++) {
+                struct pdb_rec *b = pdb_with_selector(invalid[i]);
+
+                if (b->selector)
+                        fail_msg("selector %s should be invalid", invalid[i]);
+                assert_false(matches(b, "ml", "{\"app\":\"a\",\"b\":\"\"}"));
+                pdb_rec_free(b);
+        }
+
+        /* the empty label value is valid */
+        {
+                struct pdb_rec *b = pdb_with_selector("{\"matchLabels\":{\"app\":\"\"}}");
+
+                assert_non_null(b->selector);
+                assert_true(matches(b, "ml", "{\"app\":\"\"}"));
+                assert_false(matches(b, "ml", "{\"app\":\"x\"}"));
+                assert_false(matches(b, "ml", "{}"));
+                pdb_rec_free(b);
+        }
+}
+
+static void test_pdbs_in_plan(void **state) {
+        struct scenario s;
+        const struct plan_pod *pp;
+
+        scenario_load(&s);
+        scenario_build(&s);
+        pp = find_pod(&s.plan, "demo", "web-1");
+        assert_int_equal(pp->n_pdbs, 1);
+        assert_string_equal(pp->pdbs[0]->name, "web-pdb");
+        pp = find_pod(&s.plan, "kube-system", "coredns-x");
+        assert_int_equal(pp->n_pdbs, 1);
+        assert_string_equal(pp->pdbs[0]->name, "dns-pdb");
+        assert_int_equal(find_pod(&s.plan, "demo", "pod-a")->n_pdbs, 0);
+        /* distinct, sorted ns/name, only those covering an evicted pod (not unused-pdb) */
+        assert_int_equal(s.plan.n_pdbs, 2);
+        assert_string_equal(s.plan.pdbs[0]->name, "web-pdb");
+        assert_string_equal(s.plan.pdbs[1]->name, "dns-pdb");
+        scenario_free(&s);
+}
+
+/* ---- driver names ---- */
+
+static void test_driver_names(void **state) {
+        struct scenario s;
+        const char *names[4];
+
+        scenario_load(&s);
+        scenario_build(&s);
+        assert_int_equal(plan_driver_names((const struct slice_rec *const *)s.slices, s.n_slices, "node-1",
+                                           names, ELEMENTSOF(names)),
+                         2);
+        assert_string_equal(names[0], "gpu.example.com");
+        assert_string_equal(names[1], "nic.example.com");
+        assert_int_equal(plan_driver_names((const struct slice_rec *const *)s.slices, s.n_slices, "node-2",
+                                           names, ELEMENTSOF(names)),
+                         1);
+        assert_string_equal(names[0], "gpu.example.com");
+        assert_int_equal(plan_driver_names((const struct slice_rec *const *)s.slices, s.n_slices, "node-3",
+                                           names, ELEMENTSOF(names)),
+                         0);
+        /* capped: the first in sort order */
+        assert_int_equal(
+                plan_driver_names((const struct slice_rec *const *)s.slices, s.n_slices, "node-1", names, 1),
+                1);
+        assert_string_equal(names[0], "gpu.example.com");
+        assert_int_equal(plan_driver_names(NULL, 0, "node-1", NULL, 0), 0);
+        scenario_free(&s);
+}
+
+/* ---- output ---- */
+
+static const cJSON *jitem(const cJSON *o, const char *k) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+        if (!v)
+                fail_msg("no key %s", k);
+        return v;
+}
+
+static void test_json(void **state) {
+        _cleanup_(cJSON_Deletep) cJSON *j = NULL;
+        const cJSON *groups, *g, *pod, *claim, *e;
+        struct scenario s;
+        size_t i = 0;
+
+        scenario_load(&s);
+        doc_add(&s, "pods", bare_pod);
+        scenario_build(&s);
+        j = plan_to_json(&s.plan, &s.o);
+        assert_non_null(j);
+
+        assert_string_equal(json_str(j, "node"), "node-1");
+        assert_false(json_bool(j, "unschedulable", true));
+        assert_true(cJSON_IsFalse(jitem(j, "ok")));
+
+        groups = jitem(j, "groups");
+        assert_int_equal(cJSON_GetArraySize(groups), 5);
+        cJSON_ArrayForEach(g, groups) {
+                assert_string_equal(json_str(g, "name"), evict_group_to_string(i));
+                assert_int_equal(cJSON_GetArraySize(jitem(g, "pods")), s.plan.n_per_group[i]);
+                i++;
+        }
+        pod = cJSON_GetArrayItem(jitem(cJSON_GetArrayItem(groups, 0), "pods"), 0);
+        assert_string_equal(json_str(pod, "namespace"), "demo");
+        assert_string_equal(json_str(pod, "name"), "pod-a");
+        assert_string_equal(cJSON_GetArrayItem(jitem(pod, "claims"), 0)->valuestring,
+                            "demo/pod-a-gpu-x7k2p");
+        assert_int_equal(cJSON_GetArraySize(jitem(pod, "pdbs")), 0);
+        assert_true(cJSON_IsFalse(jitem(pod, "deleting")));
+        pod = cJSON_GetArrayItem(jitem(cJSON_GetArrayItem(groups, 2), "pods"), 1); /* demo/web-1 */
+        assert_string_equal(json_str(pod, "name"), "web-1");
+        assert_string_equal(cJSON_GetArrayItem(jitem(pod, "pdbs"), 0)->valuestring, "demo/web-pdb");
+
+        assert_int_equal(cJSON_GetArraySize(jitem(j, "claims")), 5);
+        claim = cJSON_GetArrayItem(jitem(j, "claims"), 1);
+        assert_string_equal(json_str(claim, "namespace"), "demo");
+        assert_string_equal(json_str(claim, "name"), "shared");
+        assert_string_equal(json_str(claim, "reason"), "reserved-by-node-pod");
+        e = cJSON_GetArrayItem(jitem(claim, "devices"), 0);
+        assert_string_equal(json_str(e, "driver"), "gpu.example.com");
+        assert_string_equal(json_str(e, "pool"), "node-1");
+        assert_string_equal(json_str(e, "device"), "gpu-1");
+        assert_int_equal(cJSON_GetArraySize(jitem(claim, "reservedFor")), 2);
+        assert_string_equal(cJSON_GetArrayItem(jitem(claim, "reservedFor"), 0)->valuestring, "demo/pod-b");
+        assert_string_equal(cJSON_GetArrayItem(jitem(claim, "reservedFor"), 1)->valuestring, "demo/pod-c");
+        assert_true(cJSON_IsFalse(jitem(claim, "driverOwn")));
+        assert_true(cJSON_IsTrue(jitem(cJSON_GetArrayItem(jitem(j, "claims"), 2), "driverOwn")));
+
+        assert_int_equal(cJSON_GetArraySize(jitem(j, "drivers")), 1);
+        e = cJSON_GetArrayItem(jitem(j, "drivers"), 0);
+        assert_string_equal(json_str(e, "namespace"), "dra-system");
+        assert_string_equal(json_str(e, "name"), "dra-driver-abc");
+        assert_string_equal(json_str(e, "strategy"), "taint");
+        assert_string_equal(json_str(e, "daemonset"), "dra-system/dra-driver");
+
+        assert_int_equal(cJSON_GetArraySize(jitem(j, "stays")), 3);
+        e = cJSON_GetArrayItem(jitem(j, "stays"), 2);
+        assert_string_equal(json_str(e, "name"), "mirror-x");
+        assert_string_equal(json_str(e, "reason"), "mirror pod");
+
+        assert_int_equal(cJSON_GetArraySize(jitem(j, "pdbs")), 2);
+        e = cJSON_GetArrayItem(jitem(j, "pdbs"), 0);
+        assert_string_equal(json_str(e, "name"), "web-pdb");
+        assert_int_equal(json_int(e, "disruptionsAllowed", -1), 1);
+        assert_int_equal(json_int(e, "currentHealthy", -1), 3);
+        assert_int_equal(json_int(e, "desiredHealthy", -1), 2);
+        assert_int_equal(json_int(e, "expectedPods", -1), 3);
+
+        assert_int_equal(cJSON_GetArraySize(jitem(j, "blockers")), 2);
+        e = cJSON_GetArrayItem(jitem(j, "blockers"), 0);
+        assert_string_equal(json_str(e, "kind"), "emptydir");
+        assert_string_equal(json_str(e, "pod"), "demo/bare");
+        assert_string_equal(
+                json_str(e, "message"),
+                "cannot delete Pods with local storage (use --delete-emptydir-data to override): "
+                "demo/bare");
+        scenario_free(&s);
+
+        /* no blockers: ok; a blocker without pod: null */
+        scenario_load(&s);
+        scenario_build(&s);
+        cJSON_Delete(j);
+        j = plan_to_json(&s.plan, &s.o);
+        assert_true(cJSON_IsTrue(jitem(j, "ok")));
+        assert_int_equal(plan_add_blocker(&s.plan, BLOCKER_DRIVER_UNHEALTHY, NULL, "probe failed"), 0);
+        cJSON_Delete(j);
+        j = plan_to_json(&s.plan, &s.o);
+        assert_true(cJSON_IsFalse(jitem(j, "ok")));
+        assert_true(cJSON_IsNull(jitem(cJSON_GetArrayItem(jitem(j, "blockers"), 0), "pod")));
+        scenario_free(&s);
+}
+
+static char *print_text(const struct plan *p, const struct plan_options *o) {
+        char *buf = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&buf, &size);
+
+        assert_non_null(f);
+        assert_int_equal(plan_print_text(p, o, f), 0);
+        assert_int_equal(fclose(f), 0);
+        return buf;
+}
+
+#define assert_has(text, s)                                              \
+        do {                                                             \
+                if (!strstr((text), (s)))                                \
+                        fail_msg("missing \"%s\" in:\n%s", (s), (text)); \
+        } while (0)
+
+static void test_text(void **state) {
+        struct scenario s;
+        char *t;
+
+        scenario_load(&s);
+        scenario_build(&s);
+        t = print_text(&s.plan, &s.o);
+        assert_has(t, "Plan for node node-1 (schedulable)\n");
+        assert_has(t, " 1. cordon: spec.unschedulable=true, taint drainer.io/draining:NoSchedule\n");
+        assert_has(t, " 2. evict claim holders (4):\n"
+                      "      demo/pod-a                  claims demo/pod-a-gpu-x7k2p "
+                      "(gpu.example.com/node-1/gpu-0)\n");
+        assert_has(t,
+                   "      demo/pod-b                  claims demo/shared (gpu.example.com/node-1/gpu-1)\n");
+        assert_has(t, "      monitoring/gpu-exporter-x   claims monitoring/exporter-claim "
+                      "(gpu.example.com/node-1/gpu-3)  (DaemonSet monitoring/gpu-exporter)\n");
+        assert_has(t, "    then critical claim holders (1):\n      kube-system/critical-gpu-x");
+        assert_has(t, " 3. evict the rest (2):\n"
+                      "      demo/web-1                  (PDB demo/web-pdb allows 1 disruption)\n");
+        assert_has(t, "    then critical pods (1):\n"
+                      "      kube-system/coredns-x       (PDB kube-system/dns-pdb allows 0 disruptions)\n");
+        assert_has(t,
+                   " 4. wait until the pods are gone and no ResourceClaim is on the node (4 claims now):\n");
+        assert_has(t, "      demo/shared                     reserved for demo/pod-b, demo/pod-c; devices "
+                      "gpu.example.com/node-1/gpu-1\n");
+        assert_has(t,
+                   "      dra-system/driver-own           reserved for dra-system/dra-driver-abc; devices "
+                   "nic.example.com/node-1/nic-0 (DRA driver's own claim: does not hold the drain back)\n");
+        assert_has(t, " 5. stop DRA drivers (taint): evict dra-system/dra-driver-abc (DaemonSet "
+                      "dra-system/dra-driver)\n");
+        assert_has(t,
+                   "Stays on the node: demo/job-done (finished), kube-system/kube-proxy-x (DaemonSet pod), "
+                   "kube-system/mirror-x (mirror pod)\n");
+        assert_has(t, "PodDisruptionBudgets: demo/web-pdb: 1 disruption allowed (3/3 healthy, 2 desired); "
+                      "kube-system/dns-pdb: 0 disruptions allowed (1/1 healthy, 1 desired)\n");
+        assert_has(t, "Preflight: no blockers\n");
+        free(t);
+        scenario_free(&s);
+
+        /* blockers, a cordoned node, the label strategy */
+        scenario_load(&s);
+        doc_add(&s, "pods", bare_pod);
+        set_json(sub(s.doc, "node"), "spec",
+                 "{\"unschedulable\":true,\"taints\":[{\"key\":\"drainer.io/"
+                 "draining\",\"effect\":\"NoSchedule\"}]}");
+        s.o.driver_stop = DRIVER_STOP_LABEL;
+        s.o.driver_stop_arg = "example.com/dra";
+        scenario_build(&s);
+        t = print_text(&s.plan, &s.o);
+        assert_has(t, "Plan for node node-1 (already unschedulable, drain taint set)\n");
+        assert_has(t, "taint drainer.io/draining:NoSchedule (cordoned before the drain: uncordon leaves it "
+                      "cordoned)\n");
+        assert_has(t, " 5. stop DRA drivers (label): set node label example.com/dra=drainer-paused, so the "
+                      "DaemonSet controller removes dra-system/dra-driver-abc (DaemonSet "
+                      "dra-system/dra-driver)\n");
+        assert_has(t, "dra-system/dra-driver-abc (DRA driver: stopped by label)");
+        assert_has(
+                t,
+                "Blockers (2):\n"
+                "  - cannot delete Pods with local storage (use --delete-emptydir-data to override): "
+                "demo/bare\n"
+                "  - cannot delete Pods that declare no controller (use --force to override): demo/bare\n");
+        free(t);
+        scenario_free(&s);
+
+        /* drainer cordoned it itself (resuming): no note */
+        scenario_load(&s);
+        set_json(sub(s.doc, "node"), "spec", "{\"unschedulable\":true}");
+        set_json(sub(sub(s.doc, "node"), "metadata"), "annotations",
+                 "{\"drainer.io/was-unschedulable\":\"false\"}");
+        scenario_build(&s);
+        t = print_text(&s.plan, &s.o);
+        assert_has(t, "Plan for node node-1 (already unschedulable)\n");
+        assert_has(t, " 1. cordon: spec.unschedulable=true, taint drainer.io/draining:NoSchedule\n");
+        free(t);
+        scenario_free(&s);
+
+        /* an empty node */
+        scenario_load(&s);
+        cJSON_DeleteItemFromObjectCaseSensitive(s.doc, "pods");
+        cJSON_AddArrayToObject(s.doc, "pods");
+        cJSON_DeleteItemFromObjectCaseSensitive(s.doc, "claims");
+        cJSON_AddArrayToObject(s.doc, "claims");
+        s.o.driver_stop = DRIVER_STOP_NONE;
+        scenario_build(&s);
+        assert_int_equal(s.plan.n_pods, 0);
+        t = print_text(&s.plan, &s.o);
+        assert_has(t, " 2. evict claim holders (0)\n    then critical claim holders (0)\n");
+        assert_has(t, "(0 claims now)\n 5. stop DRA drivers (none): nothing (--driver-stop none)\n");
+        assert_has(t, "Stays on the node: nothing\nPodDisruptionBudgets: none\nPreflight: no blockers\n");
+        free(t);
+        scenario_free(&s);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_groups_and_order),
+                cmocka_unit_test(test_group_names),
+                cmocka_unit_test(test_claims),
+                cmocka_unit_test(test_shared_claim),
+                cmocka_unit_test(test_driver_own_mixed),
+                cmocka_unit_test(test_unmanaged_emptydir),
+                cmocka_unit_test(test_daemonset_claim_holder),
+                cmocka_unit_test(test_driver_blockers),
+                cmocka_unit_test(test_multiple_pdbs),
+                cmocka_unit_test(test_pod_selector),
+                cmocka_unit_test(test_pdb_parse),
+                cmocka_unit_test(test_pdb_empty_vs_nil),
+                cmocka_unit_test(test_pdb_invalid_selector),
+                cmocka_unit_test(test_pdbs_in_plan),
+                cmocka_unit_test(test_driver_names),
+                cmocka_unit_test(test_json),
+                cmocka_unit_test(test_text),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,951 @@
+/* Unit tests for the persisted drain state: parsing the drainer.io/
+ * annotations (valid, absent, each malformed value and its message), the
+ * driver-stop JSON round trip, and the merge patches, read back with cJSON. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "drainer/json.h"
+#include "drainer/objects.h"
+#include "drainer/state.h"
+#include "drainer/timesrc.h"
+
+/* 2025-09-02T12:00:00Z */
+#define NOW_USEC  INT64_C(1756814400000000)
+#define NOW_RFC   "2025-09-02T12:00:00Z"
+#define LATER_RFC "2025-09-02T12:00:10Z"
+
+static cJSON *load(const char *name) {
+        char path[4096];
+        FILE *f;
+        char *buf;
+        long n;
+        cJSON *j;
+
+        snprintf(path, sizeof path, "%s/state/%s", FIXTURES, name);
+        f = fopen(path, "re");
+        if (!f)
+                fail_msg("cannot open %s", path);
+        assert_int_equal(fseek(f, 0, SEEK_END), 0);
+        n = ftell(f);
+        rewind(f);
+        buf = malloc((size_t)n + 1);
+        assert_non_null(buf);
+        assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+        buf[n] = 0;
+        fclose(f);
+        j = cJSON_Parse(buf);
+        if (!j)
+                fail_msg("%s is not valid JSON", path);
+        free(buf);
+        return j;
+}
+
+static struct node_rec *node_from_cjson(const cJSON *j) {
+        struct node_rec *n = NULL;
+
+        assert_int_equal(node_rec_from_json(j, &n), 0);
+        return n;
+}
+
+/* Inline JSON written with ' for ", so the tests stay readable. */
+static struct node_rec *node_json(const char *sq) {
+        char *s = strdup(sq);
+        cJSON *j;
+        struct node_rec *n;
+
+        assert_non_null(s);
+        for (char *p = s; *p; p++)
+                if (*p == '\'')
+                        *p = '"';
+        j = cJSON_Parse(s);
+        if (!j)
+                fail_msg("bad inline JSON: %s", s);
+        n = node_from_cjson(j);
+        cJSON_Delete(j);
+        free(s);
+        return n;
+}
+
+static struct node_rec *node_fixture(const char *name) {
+        cJSON *j = load(name);
+        struct node_rec *n = node_from_cjson(j);
+
+        cJSON_Delete(j);
+        return n;
+}
+
+/* node-1 with resourceVersion 42 and the given annotation pairs (NULL-terminated);
+ * built with cJSON so values may hold anything. */
+static struct node_rec *node_with(const char *key, ...) {
+        cJSON *j, *meta, *ann;
+        struct node_rec *n;
+        va_list ap;
+
+        j = cJSON_CreateObject();
+        meta = cJSON_AddObjectToObject(j, "metadata");
+        cJSON_AddStringToObject(meta, "name", "node-1");
+        cJSON_AddStringToObject(meta, "resourceVersion", "42");
+        ann = cJSON_AddObjectToObject(meta, "annotations");
+        va_start(ap, key);
+        for (const char *k = key; k; k = va_arg(ap, const char *))
+                cJSON_AddStringToObject(ann, k, va_arg(ap, const char *));
+        va_end(ap);
+        n = node_from_cjson(j);
+        cJSON_Delete(j);
+        return n;
+}
+
+static cJSON *parse_patch(const char *s) {
+        cJSON *j;
+
+        assert_non_null(s);
+        j = cJSON_Parse(s);
+        if (!j)
+                fail_msg("patch is not JSON: %s", s);
+        return j;
+}
+
+static const cJSON *annotation(const cJSON *patch, const char *key) {
+        return cJSON_GetObjectItemCaseSensitive(json_path(patch, "metadata.annotations"), key);
+}
+
+static void assert_ann_string(const cJSON *patch, const char *key, const char *value) {
+        const cJSON *a = annotation(patch, key);
+
+        if (!cJSON_IsString(a))
+                fail_msg("annotation %s is not a string", key);
+        assert_string_equal(a->valuestring, value);
+}
+
+static void assert_ann_null(const cJSON *patch, const char *key) {
+        if (!cJSON_IsNull(annotation(patch, key)))
+                fail_msg("annotation %s is not null", key);
+}
+
+static void assert_ann_absent(const cJSON *patch, const char *key) {
+        if (annotation(patch, key))
+                fail_msg("annotation %s is in the patch", key);
+}
+
+static void assert_rv(const cJSON *patch, const char *rv) {
+        assert_string_equal(json_str(patch, "metadata.resourceVersion"), rv);
+}
+
+/* Compares spec.taints with "key=value:effect" strings (value part omitted when none). */
+static void assert_taints(const cJSON *patch, const char *const *want, size_t n_want) {
+        const cJSON *arr = json_path(patch, "spec.taints"), *t;
+        size_t i = 0;
+
+        assert_true(cJSON_IsArray(arr));
+        assert_int_equal(cJSON_GetArraySize(arr), n_want);
+        cJSON_ArrayForEach(t, arr) {
+                char buf[256];
+                const char *v = json_str(t, "value");
+
+                /* Only key, value, effect and timeAdded (kept as it was): nothing else. */
+                assert_int_equal(cJSON_GetArraySize(t), (v ? 3 : 2) + (json_str(t, "timeAdded") ? 1 : 0));
+                snprintf(buf, sizeof buf, "%s%s%s:%s", json_str(t, "key"), v ? "=" : "", v ? v : "",
+                         json_str(t, "effect"));
+                assert_string_equal(buf, want[i]);
+                i++;
+        }
+}
+
+/* ---- enums ---- */
+
+static void test_enums(void **state) {
+        static const char *const phases[] = { "preflight",  "cordon",          "evict-claim-holders",
+                                              "evict-rest", "wait-released",   "stop-drivers",
+                                              "drained",    "restore-drivers", "uncordon" };
+        static const char *const kinds[] = { "taint", "label", "systemd", "none" };
+
+        assert_int_equal(ELEMENTSOF(phases), _DRAIN_PHASE_MAX);
+        for (int i = 0; i < _DRAIN_PHASE_MAX; i++) {
+                assert_string_equal(drain_phase_to_string((enum drain_phase)i), phases[i]);
+                assert_int_equal(drain_phase_from_string(phases[i]), i);
+        }
+        assert_null(drain_phase_to_string(_DRAIN_PHASE_MAX));
+        assert_null(drain_phase_to_string(_DRAIN_PHASE_INVALID));
+        assert_int_equal(drain_phase_from_string("Cordon"), _DRAIN_PHASE_INVALID);
+        assert_int_equal(drain_phase_from_string(NULL), _DRAIN_PHASE_INVALID);
+
+        assert_string_equal(drain_request_to_string(DRAIN_REQUEST_DRAIN), "drain");
+        assert_string_equal(drain_request_to_string(DRAIN_REQUEST_UNCORDON), "uncordon");
+        assert_string_equal(drain_request_to_string(DRAIN_REQUEST_NONE), "none");
+        assert_int_equal(drain_request_from_string("drain"), DRAIN_REQUEST_DRAIN);
+        assert_int_equal(drain_request_from_string("uncordon"), DRAIN_REQUEST_UNCORDON);
+        assert_int_equal(drain_request_from_string("banana"), _DRAIN_REQUEST_INVALID);
+        assert_null(drain_request_to_string(_DRAIN_REQUEST_MAX));
+
+        assert_int_equal(ELEMENTSOF(kinds), _DRIVER_STOP_KIND_MAX);
+        for (int i = 0; i < _DRIVER_STOP_KIND_MAX; i++) {
+                assert_string_equal(driver_stop_kind_to_string((enum driver_stop_kind)i), kinds[i]);
+                assert_int_equal(driver_stop_kind_from_string(kinds[i]), i);
+        }
+        assert_int_equal(driver_stop_kind_from_string("label:foo"), _DRIVER_STOP_KIND_INVALID);
+        assert_null(driver_stop_kind_to_string(_DRIVER_STOP_KIND_INVALID));
+}
+
+/* ---- parse ---- */
+
+static void test_parse_absent(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n =
+                node_json("{'metadata':{'name':'node-1','resourceVersion':'7','annotations':{"
+                          "'node.alpha.kubernetes.io/ttl':'0','drainer.io/unknown':'x'}}}");
+        _cleanup_(drain_state_done) struct drain_state s = {};
+        char *err = NULL;
+
+        assert_int_equal(drain_state_parse(n, &s, &err), 0);
+        assert_null(err);
+        assert_int_equal(s.request, DRAIN_REQUEST_NONE);
+        assert_false(s.has_phase);
+        assert_int_equal(s.state_since_usec, 0);
+        assert_int_equal(s.started_at_usec, 0);
+        assert_false(s.has_was_unschedulable);
+        assert_int_equal(s.n_stops, 0);
+        assert_null(s.message);
+}
+
+static void test_parse_full(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n = node_fixture("node-drained.json");
+        _cleanup_(drain_state_done) struct drain_state s = {};
+        int64_t t;
+
+        assert_int_equal(drain_state_parse(n, &s, NULL), 0);
+        assert_int_equal(s.request, DRAIN_REQUEST_DRAIN);
+        assert_true(s.has_phase);
+        assert_int_equal(s.phase, DRAIN_PHASE_DRAINED);
+        assert_int_equal(timesrc_parse_rfc3339("2025-09-02T11:04:30Z", &t), 0);
+        assert_int_equal(s.state_since_usec, t);
+        assert_int_equal(timesrc_parse_rfc3339("2025-09-02T11:00:00Z", &t), 0);
+        assert_int_equal(s.started_at_usec, t);
+        assert_true(s.has_was_unschedulable);
+        assert_false(s.was_unschedulable);
+        assert_string_equal(s.message, "drained in 4m30s; 3 pods evicted, 2 claims released");
+
+        assert_int_equal(s.n_stops, 5);
+        assert_int_equal(s.stops[0].kind, DRIVER_STOP_TAINT);
+        assert_null(s.stops[0].arg);
+        assert_false(s.stops[0].had_old);
+        assert_string_equal(s.stops[0].daemonset, "dra-system/gpu-kubelet-plugin");
+        assert_int_equal(s.stops[0].n_drivers, 1);
+        assert_string_equal(s.stops[0].drivers[0], "gpu.example.com");
+
+        assert_int_equal(s.stops[1].kind, DRIVER_STOP_LABEL);
+        assert_string_equal(s.stops[1].arg, "nvidia.com/gpu.deploy.dra-driver");
+        assert_true(s.stops[1].had_old);
+        assert_string_equal(s.stops[1].old_value, "true");
+        assert_null(s.stops[1].daemonset);
+        assert_int_equal(s.stops[1].n_drivers, 2);
+        assert_string_equal(s.stops[1].drivers[0], "gpu.nvidia.com");
+        assert_string_equal(s.stops[1].drivers[1], "compute-domain.nvidia.com");
+
+        assert_int_equal(s.stops[2].kind, DRIVER_STOP_LABEL);
+        assert_string_equal(s.stops[2].arg, "example.com/nic-driver");
+        assert_true(s.stops[2].had_old);
+        assert_null(s.stops[2].old_value);
+        assert_int_equal(s.stops[2].n_drivers, 0);
+
+        assert_int_equal(s.stops[3].kind, DRIVER_STOP_SYSTEMD);
+        assert_string_equal(s.stops[3].arg, "fpga-dra-plugin.service");
+        assert_int_equal(s.stops[3].n_drivers, 1);
+
+        assert_int_equal(s.stops[4].kind, DRIVER_STOP_NONE);
+        assert_null(s.stops[4].arg);
+        assert_string_equal(s.stops[4].daemonset, "kube-system/net-dra");
+
+        /* done() leaves an empty state; a second done() is harmless. */
+        drain_state_done(&s);
+        assert_int_equal(s.n_stops, 0);
+        assert_null(s.message);
+}
+
+static void test_parse_each_phase_and_request(void **state) {
+        for (int i = 0; i < _DRAIN_PHASE_MAX; i++) {
+                _cleanup_(node_rec_freep) struct node_rec *n =
+                        node_with(DRAINER_ANN_STATE, drain_phase_to_string((enum drain_phase)i),
+                                  DRAINER_ANN_REQUEST, i % 2 ? "drain" : "uncordon",
+                                  DRAINER_ANN_WAS_UNSCHEDULABLE, i % 2 ? "true" : "false", NULL);
+                _cleanup_(drain_state_done) struct drain_state s = {};
+
+                assert_int_equal(drain_state_parse(n, &s, NULL), 0);
+                assert_true(s.has_phase);
+                assert_int_equal(s.phase, i);
+                assert_int_equal(s.request, i % 2 ? DRAIN_REQUEST_DRAIN : DRAIN_REQUEST_UNCORDON);
+                assert_true(s.has_was_unschedulable);
+                assert_int_equal(s.was_unschedulable, i % 2);
+        }
+}
+
+/* Parses one annotation value that must be refused; returns the message. */
+static char *parse_bad(const char *key, const char *value) {
+        _cleanup_(node_rec_freep) struct node_rec *n = node_with(key, value, NULL);
+        struct drain_state s = { .request = DRAIN_REQUEST_UNCORDON, .n_stops = 3 };
+        char *err = NULL;
+
+        assert_int_equal(drain_state_parse(n, &s, &err), -EBADMSG);
+        if (!err)
+                fail_msg("no message for %s=%s", key, value);
+        /* *ret is written only on success. */
+        assert_int_equal(s.request, DRAIN_REQUEST_UNCORDON);
+        assert_int_equal(s.n_stops, 3);
+        /* One line, whatever the value. */
+        assert_null(strchr(err, '\n'));
+        assert_true(strncmp(err, "node node-1: annotation ", 24) == 0);
+        /* Without a message pointer the error is the same. */
+        assert_int_equal(drain_state_parse(n, &s, NULL), -EBADMSG);
+        return err;
+}
+
+#define RESET_HINT                                                                                          \
+        "to reset, run: kubectl annotate node node-1 drainer.io/state- drainer.io/state-since- "            \
+        "drainer.io/started-at- drainer.io/driver-stop- drainer.io/message- (drainer.io/was-unschedulable " \
+        "records who cordoned: keep it, or remove it and uncordon by hand)"
+
+static void assert_contains(const char *haystack, const char *needle) {
+        if (!strstr(haystack, needle))
+                fail_msg("\"%s\" does not contain \"%s\"", haystack, needle);
+}
+
+static void test_parse_bad_state(void **state) {
+        _cleanup_free_ char *e1 = parse_bad(DRAINER_ANN_STATE, "banana");
+        _cleanup_free_ char *e2 = parse_bad(DRAINER_ANN_STATE, "");
+        _cleanup_free_ char *e3 = parse_bad(DRAINER_ANN_STATE, "Drained");
+
+        assert_string_equal(e1, "node node-1: annotation drainer.io/state=\"banana\" is not a drainer phase "
+                                "(preflight, cordon, evict-claim-holders, evict-rest, wait-released, "
+                                "stop-drivers, drained, restore-drivers, uncordon); " RESET_HINT);
+        assert_contains(e2, "drainer.io/state=\"\" is not a drainer phase");
+        assert_contains(e3, "drainer.io/state=\"Drained\" is not a drainer phase");
+}
+
+static void test_parse_bad_request(void **state) {
+        _cleanup_free_ char *e1 = parse_bad(DRAINER_ANN_REQUEST, "banana");
+        _cleanup_free_ char *e2 = parse_bad(DRAINER_ANN_REQUEST, "none");
+        _cleanup_free_ char *e3 = parse_bad(DRAINER_ANN_REQUEST, "");
+
+        assert_string_equal(e1, "node node-1: annotation drainer.io/request=\"banana\" is not a request "
+                                "(drain, uncordon); to reset, run: kubectl annotate node node-1 "
+                                "drainer.io/request-");
+        assert_contains(e2, "drainer.io/request=\"none\" is not a request (drain, uncordon)");
+        assert_contains(e3, "drainer.io/request=\"\" is not a request (drain, uncordon)");
+}
+
+static void test_parse_bad_times(void **state) {
+        _cleanup_free_ char *e1 = parse_bad(DRAINER_ANN_STATE_SINCE, "yesterday");
+        _cleanup_free_ char *e2 = parse_bad(DRAINER_ANN_STARTED_AT, "2025-09-02 11:00:00");
+        _cleanup_free_ char *e3 = parse_bad(DRAINER_ANN_STARTED_AT, "1970-01-01T00:00:00Z");
+        _cleanup_free_ char *e4 = parse_bad(DRAINER_ANN_STATE_SINCE, "");
+
+        assert_string_equal(e1, "node node-1: annotation drainer.io/state-since=\"yesterday\" is not an "
+                                "RFC 3339 time; " RESET_HINT);
+        assert_contains(e2,
+                        "drainer.io/started-at=\"2025-09-02 11:00:00\" is not an RFC 3339 time; to reset");
+        assert_contains(e3, "drainer.io/started-at=\"1970-01-01T00:00:00Z\" is not an RFC 3339 time");
+        assert_contains(e4, "drainer.io/state-since=\"\" is not an RFC 3339 time");
+
+        /* Offsets and fractions are RFC 3339 too. */
+        {
+                _cleanup_(node_rec_freep) struct node_rec *n =
+                        node_with(DRAINER_ANN_STATE_SINCE, "2025-09-02T14:00:00.5+02:00",
+                                  DRAINER_ANN_STARTED_AT, NOW_RFC, NULL);
+                _cleanup_(drain_state_done) struct drain_state s = {};
+
+                assert_int_equal(drain_state_parse(n, &s, NULL), 0);
+                assert_int_equal(s.state_since_usec, NOW_USEC + 500000);
+                assert_int_equal(s.started_at_usec, NOW_USEC);
+        }
+}
+
+static void test_parse_bad_was_unschedulable(void **state) {
+        _cleanup_free_ char *e1 = parse_bad(DRAINER_ANN_WAS_UNSCHEDULABLE, "yes");
+        _cleanup_free_ char *e2 = parse_bad(DRAINER_ANN_WAS_UNSCHEDULABLE, "True");
+
+        assert_string_equal(e1,
+                            "node node-1: annotation drainer.io/was-unschedulable=\"yes\" is not true or "
+                            "false; record whether the node was cordoned before drainer cordoned it: "
+                            "kubectl annotate --overwrite node node-1 drainer.io/was-unschedulable=true "
+                            "(or =false)");
+        assert_contains(e2, "=\"True\" is not true or false");
+}
+
+static void test_parse_bad_driver_stop(void **state) {
+        static const struct {
+                const char *value, *why;
+        } cases[] = {
+                { "banana", "is not a driver-stop record: is not JSON" },
+                { "[", "is not a driver-stop record: is not JSON" },
+                { "{}", "is not a driver-stop record: is not a JSON array" },
+                { "[1]", "is not a driver-stop record: [0] is not an object" },
+                { "[{}]", "[0].strategy is missing" },
+                { "[{\"strategy\":7}]", "[0].strategy is not a string" },
+                { "[{\"strategy\":\"none\"},{\"strategy\":\"banana\"}]",
+                  "[1].strategy \"banana\" is not taint, label, systemd or none" },
+                { "[{\"strategy\":\"label\"}]", "[0].key is missing" },
+                { "[{\"strategy\":\"label\",\"key\":[]}]", "[0].key is not a string" },
+                { "[{\"strategy\":\"label\",\"key\":\"bad key\"}]",
+                  "[0].key \"bad key\" is not a label key" },
+                { "[{\"strategy\":\"label\",\"key\":\"a/b/c\"}]", "[0].key \"a/b/c\" is not a label key" },
+                { "[{\"strategy\":\"label\",\"key\":\"k\",\"old\":5}]",
+                  "[0].old is neither a string nor null" },
+                { "[{\"strategy\":\"label\",\"key\":\"k\",\"old\":\"-bad-\"}]",
+                  "[0].old \"-bad-\" is not a label value" },
+                { "[{\"strategy\":\"systemd\"}]", "[0].unit is missing" },
+                { "[{\"strategy\":\"systemd\",\"unit\":\"nosuffix\"}]",
+                  "[0].unit \"nosuffix\" is not a systemd unit name" },
+                { "[{\"strategy\":\"systemd\",\"unit\":\"a b.service\"}]",
+                  "[0].unit \"a b.service\" is not a systemd unit name" },
+                { "[{\"strategy\":\"taint\",\"daemonset\":\"noslash\"}]",
+                  "[0].daemonset \"noslash\" is not namespace/name" },
+                { "[{\"strategy\":\"taint\",\"daemonset\":\"Kube-System/x\"}]",
+                  "[0].daemonset \"Kube-System/x\" is not namespace/name" },
+                { "[{\"strategy\":\"taint\",\"daemonset\":1}]", "[0].daemonset is not a string" },
+                { "[{\"strategy\":\"taint\",\"drivers\":\"gpu.example.com\"}]",
+                  "[0].drivers is not an array" },
+                { "[{\"strategy\":\"taint\",\"drivers\":[1]}]",
+                  "[0].drivers has an entry that is not a string" },
+                { "[{\"strategy\":\"taint\",\"drivers\":[\"GPU.example.com\"]}]",
+                  "[0].drivers \"GPU.example.com\" is not a DRA driver name" },
+                { "[{\"strategy\":\"taint\",\"drivers\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\","
+                  "\"i\"]}]",
+                  "[0].drivers has more than 8 entries" },
+                { "[{\"strategy\":\"none\"},{\"strategy\":\"none\"},{\"strategy\":\"none\"},{\"strategy\":"
+                  "\"none\"},"
+                  "{\"strategy\":\"none\"},{\"strategy\":\"none\"},{\"strategy\":\"none\"},{\"strategy\":"
+                  "\"none\"},"
+                  "{\"strategy\":\"none\"}]",
+                  "is not a driver-stop record: has more than 8 entries" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *e = parse_bad(DRAINER_ANN_DRIVER_STOP, cases[i].value);
+
+                assert_contains(e, "node node-1: annotation drainer.io/driver-stop=\"");
+                assert_contains(e, cases[i].why);
+                assert_contains(e, "; " RESET_HINT "; a reset does not restart stopped drivers: set node "
+                                   "labels that read drainer-paused back and start stopped units by hand");
+        }
+}
+
+static void test_parse_bad_value_quoting(void **state) {
+        char long_value[200];
+        _cleanup_free_ char *e1 = parse_bad(DRAINER_ANN_STATE, "two\nlines\t\"quoted\" back\\slash");
+        _cleanup_free_ char *e2 = NULL;
+
+        assert_contains(e1, "drainer.io/state=\"two\\nlines\\x09\\\"quoted\\\" back\\\\slash\" is not");
+
+        memset(long_value, 'x', sizeof long_value - 1);
+        long_value[sizeof long_value - 1] = 0;
+        e2 = parse_bad(DRAINER_ANN_STATE, long_value);
+        /* cut after 64 bytes */
+        assert_contains(e2,
+                        "=\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...\" is not");
+}
+
+/* The first bad annotation wins, and a valid state is not half-returned. */
+static void test_parse_bad_after_good(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n =
+                node_with(DRAINER_ANN_REQUEST, "drain", DRAINER_ANN_STATE, "drained", DRAINER_ANN_MESSAGE,
+                          "hi", DRAINER_ANN_DRIVER_STOP,
+                          "[{\"strategy\":\"label\",\"key\":\"k\",\"old\":\"v\"},{\"x\":1}]", NULL);
+        struct drain_state s = {};
+        _cleanup_free_ char *err = NULL;
+
+        assert_int_equal(drain_state_parse(n, &s, &err), -EBADMSG);
+        assert_contains(err, "[1].strategy is missing");
+        assert_int_equal(s.n_stops, 0);
+        assert_null(s.message);
+}
+
+/* ---- driver-stop round trip ---- */
+
+static void test_driver_stop_round_trip(void **state) {
+        struct driver_stop_record in[] = {
+                { .kind = DRIVER_STOP_TAINT,
+                  .daemonset = (char *)"dra-system/gpu-kubelet-plugin",
+                  .drivers = { (char *)"gpu.example.com", (char *)"gpu2.example.com" },
+                  .n_drivers = 2 },
+                { .kind = DRIVER_STOP_LABEL,
+                  .arg = (char *)"nvidia.com/gpu.deploy.dra-driver",
+                  .old_value = (char *)"true",
+                  .had_old = true,
+                  .drivers = { (char *)"gpu.nvidia.com" },
+                  .n_drivers = 1 },
+                { .kind = DRIVER_STOP_LABEL, .arg = (char *)"example.com/absent", .had_old = true },
+                { .kind = DRIVER_STOP_LABEL, .arg = (char *)"unknown-before" },
+                { .kind = DRIVER_STOP_LABEL,
+                  .arg = (char *)"empty-before",
+                  .old_value = (char *)"",
+                  .had_old = true },
+                { .kind = DRIVER_STOP_SYSTEMD, .arg = (char *)"fpga-dra@0.service" },
+                { .kind = DRIVER_STOP_NONE },
+        };
+        _cleanup_(node_rec_freep) struct node_rec *n = node_with(NULL);
+        _cleanup_(node_rec_freep) struct node_rec *back = NULL;
+        _cleanup_(drain_state_done) struct drain_state s = {};
+        _cleanup_(cJSON_Deletep) cJSON *patch = NULL;
+        _cleanup_free_ char *text = NULL;
+        const cJSON *a;
+
+        assert_int_equal(drain_patch_driver_stop(n, in, ELEMENTSOF(in), &text), 0);
+        patch = parse_patch(text);
+        assert_rv(patch, "42");
+        a = annotation(patch, DRAINER_ANN_DRIVER_STOP);
+        assert_true(cJSON_IsString(a));
+        /* Only the annotation changes. */
+        assert_int_equal(cJSON_GetArraySize(json_path(patch, "metadata")), 2);
+        assert_null(cJSON_GetObjectItemCaseSensitive(patch, "spec"));
+
+        back = node_with(DRAINER_ANN_DRIVER_STOP, a->valuestring, NULL);
+        assert_int_equal(drain_state_parse(back, &s, NULL), 0);
+        assert_int_equal(s.n_stops, ELEMENTSOF(in));
+        for (size_t i = 0; i < ELEMENTSOF(in); i++) {
+                assert_int_equal(s.stops[i].kind, in[i].kind);
+                if (in[i].arg)
+                        assert_string_equal(s.stops[i].arg, in[i].arg);
+                else
+                        assert_null(s.stops[i].arg);
+                assert_int_equal(s.stops[i].had_old, in[i].had_old);
+                if (in[i].old_value)
+                        assert_string_equal(s.stops[i].old_value, in[i].old_value);
+                else
+                        assert_null(s.stops[i].old_value);
+                if (in[i].daemonset)
+                        assert_string_equal(s.stops[i].daemonset, in[i].daemonset);
+                else
+                        assert_null(s.stops[i].daemonset);
+                assert_int_equal(s.stops[i].n_drivers, in[i].n_drivers);
+                for (size_t j = 0; j < in[i].n_drivers; j++)
+                        assert_string_equal(s.stops[i].drivers[j], in[i].drivers[j]);
+        }
+}
+
+static void test_driver_stop_json_shape(void **state) {
+        struct driver_stop_record in[] = {
+                { .kind = DRIVER_STOP_LABEL, .arg = (char *)"k", .had_old = true },
+                { .kind = DRIVER_STOP_SYSTEMD, .arg = (char *)"x.service", .old_value = (char *)"ignored" },
+        };
+        _cleanup_(node_rec_freep) struct node_rec *n = node_with(NULL);
+        _cleanup_(cJSON_Deletep) cJSON *patch = NULL;
+        _cleanup_free_ char *text = NULL;
+
+        assert_int_equal(drain_patch_driver_stop(n, in, ELEMENTSOF(in), &text), 0);
+        patch = parse_patch(text);
+        assert_ann_string(patch, DRAINER_ANN_DRIVER_STOP,
+                          "[{\"strategy\":\"label\",\"key\":\"k\",\"old\":null},"
+                          "{\"strategy\":\"systemd\",\"unit\":\"x.service\"}]");
+}
+
+static void test_driver_stop_empty_and_invalid(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n = node_with(NULL);
+        _cleanup_(node_rec_freep) struct node_rec *norv = node_json("{'metadata':{'name':'node-1'}}");
+        struct driver_stop_record many[DRAIN_STATE_MAX_STOPS + 1] = {};
+        struct driver_stop_record bad[] = {
+                { .kind = DRIVER_STOP_LABEL },                           /* no key */
+                { .kind = DRIVER_STOP_LABEL, .arg = (char *)"bad key" }, /* bad key */
+                { .kind = DRIVER_STOP_LABEL,
+                  .arg = (char *)"k",
+                  .had_old = true,
+                  .old_value = (char *)"-x-" },
+                { .kind = DRIVER_STOP_SYSTEMD }, /* no unit */
+                { .kind = DRIVER_STOP_SYSTEMD, .arg = (char *)"nounit" },
+                { .kind = DRIVER_STOP_TAINT, .daemonset = (char *)"x" },
+                { .kind = DRIVER_STOP_TAINT, .drivers = { NULL }, .n_drivers = 1 },
+                { .kind = DRIVER_STOP_TAINT, .drivers = { (char *)"Bad_Driver" }, .n_drivers = 1 },
+                { .kind = DRIVER_STOP_TAINT, .n_drivers = DRIVER_STOP_MAX_DRIVERS + 1 },
+                { .kind = _DRIVER_STOP_KIND_MAX },
+        };
+        _cleanup_(cJSON_Deletep) cJSON *patch = NULL;
+        _cleanup_free_ char *text = NULL;
+        char *out = NULL;
+
+        assert_int_equal(drain_patch_driver_stop(n, NULL, 0, &text), 0);
+        patch = parse_patch(text);
+        assert_ann_null(patch, DRAINER_ANN_DRIVER_STOP);
+
+        for (size_t i = 0; i < ELEMENTSOF(many); i++)
+                many[i].kind = DRIVER_STOP_NONE;
+        assert_int_equal(drain_patch_driver_stop(n, many, DRAIN_STATE_MAX_STOPS, &out), 0);
+        free(out);
+        out = NULL;
+        assert_int_equal(drain_patch_driver_stop(n, many, ELEMENTSOF(many), &out), -EINVAL);
+        assert_null(out);
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                if (drain_patch_driver_stop(n, &bad[i], 1, &out) != -EINVAL)
+                        fail_msg("record %zu was accepted", i);
+                assert_null(out);
+        }
+        assert_int_equal(drain_patch_driver_stop(norv, many, 1, &out), -EINVAL);
+        assert_null(out);
+}
+
+/* ---- patches ---- */
+
+static void test_patch_cordon_fresh(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n = node_json(
+                "{'metadata':{'name':'node-1','resourceVersion':'100','annotations':{"
+                "'drainer.io/request':'drain','drainer.io/message':'old'}},"
+                "'spec':{'taints':[{'key':'dedicated','value':'ml','effect':'NoExecute',"
+                "'timeAdded':'2025-09-01T00:00:00Z'},{'key':'example.com/gpu','effect':'NoSchedule'}]}}");
+        static const char *const want[] = { "dedicated=ml:NoExecute", "example.com/gpu:NoSchedule",
+                                            "drainer.io/draining:NoSchedule" };
+        _cleanup_(cJSON_Deletep) cJSON *patch = NULL;
+        _cleanup_free_ char *text = NULL;
+
+        assert_int_equal(drain_patch_cordon(n, NOW_USEC, &text), 0);
+        patch = parse_patch(text);
+        assert_rv(patch, "100");
+        assert_ann_string(patch, DRAINER_ANN_WAS_UNSCHEDULABLE, "false");
+        assert_ann_string(patch, DRAINER_ANN_STARTED_AT, NOW_RFC);
+        assert_ann_string(patch, DRAINER_ANN_STATE, "cordon");
+        assert_ann_string(patch, DRAINER_ANN_STATE_SINCE, NOW_RFC);
+        assert_ann_absent(patch, DRAINER_ANN_MESSAGE);
+        assert_ann_absent(patch, DRAINER_ANN_REQUEST);
+        assert_ann_absent(patch, DRAINER_ANN_DRIVER_STOP);
+        assert_true(cJSON_IsTrue(json_path(patch, "spec.unschedulable")));
+        assert_taints(patch, want, ELEMENTSOF(want));
+        /* Rewriting the list must not restart a NoExecute taint's toleration clock. */
+        assert_string_equal(json_str(cJSON_GetArrayItem(json_path(patch, "spec.taints"), 0), "timeAdded"),
+                            "2025-09-01T00:00:00Z");
+}
+
+static void test_patch_cordon_already_unschedulable(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n = node_json(
+                "{'metadata':{'name':'node-1','resourceVersion':'100'},'spec':{'unschedulable':true}}");
+        static const char *const want[] = { "drainer.io/draining:NoSchedule" };
+        _cleanup_(cJSON_Deletep) cJSON *patch = NULL;
+        _cleanup_free_ char *text = NULL;
+
+        assert_int_equal(drain_patch_cordon(n, NOW_USEC, &text), 0);
+        patch = parse_patch(text);
+        assert_ann_string(patch, DRAINER_ANN_WAS_UNSCHEDULABLE, "true");
+        assert_true(cJSON_IsTrue(json_path(patch, "spec.unschedulable")));
+        assert_taints(patch, want, ELEMENTSOF(want));
+}
+
+/* A retry after our own cordon: the record of who cordoned and the start time
+ * stay, and the drain taint is not added twice. */
+static void test_patch_cordon_again(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n = node_json(
+                "{'metadata':{'name':'node-1','resourceVersion':'101','annotations':{"
+                "'drainer.io/was-unschedulable':'false','drainer.io/started-at':'2025-09-02T11:00:00Z',"
+                "'drainer.io/state':'cordon','drainer.io/state-since':'2025-09-02T11:00:00Z'}},"
+                "'spec':{'unschedulable':true,'taints':[{'key':'node.kubernetes.io/unschedulable',"
+                "'effect':'NoSchedule'},{'key':'drainer.io/draining','effect':'NoSchedule'}]}}");
+        _cleanup_(cJSON_Deletep) cJSON *patch = NULL;
+        _cleanup_free_ char *text = NULL;
+
+        assert_int_equal(drain_patch_cordon(n, NOW_USEC, &text), 0);
+        patch = parse_patch(text);
+        assert_rv(patch, "101");
+        assert_ann_absent(patch, DRAINER_ANN_WAS_UNSCHEDULABLE);
+        assert_ann_absent(patch, DRAINER_ANN_STARTED_AT);
+        assert_ann_string(patch, DRAINER_ANN_STATE, "cordon");
+        assert_ann_string(patch, DRAINER_ANN_STATE_SINCE, NOW_RFC);
+        assert_true(cJSON_IsTrue(json_path(patch, "spec.unschedulable")));
+        /* unchanged list: not rewritten */
+        assert_null(json_path(patch, "spec.taints"));
+}
+
+/* The drain taint with a value is still ours (taints are unique by key and effect). */
+static void test_patch_cordon_taint_with_value(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n =
+                node_json("{'metadata':{'name':'node-1','resourceVersion':'5'},'spec':{'taints':["
+                          "{'key':'drainer.io/draining','value':'x','effect':'NoSchedule'},"
+                          "{'key':'drainer.io/draining','effect':'NoExecute'}]}}");
+        _cleanup_(cJSON_Deletep) cJSON *patch = NULL;
+        _cleanup_free_ char *text = NULL;
+
+        assert_int_equal(drain_patch_cordon(n, NOW_USEC, &text), 0);
+        patch = parse_patch(text);
+        assert_null(json_path(patch, "spec.taints"));
+}
+
+static void test_patch_cordon_refuses(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *bad =
+                node_with(DRAINER_ANN_WAS_UNSCHEDULABLE, "maybe", NULL);
+        _cleanup_(node_rec_freep) struct node_rec *bad_time =
+                node_with(DRAINER_ANN_STARTED_AT, "soon", NULL);
+        _cleanup_(node_rec_freep) struct node_rec *norv = node_json("{'metadata':{'name':'node-1'}}");
+        char *out = NULL;
+
+        assert_int_equal(drain_patch_cordon(bad, NOW_USEC, &out), -EBADMSG);
+        assert_int_equal(drain_patch_cordon(bad_time, NOW_USEC, &out), -EBADMSG);
+        assert_int_equal(drain_patch_cordon(norv, NOW_USEC, &out), -EINVAL);
+        assert_int_equal(drain_patch_phase(norv, DRAIN_PHASE_DRAINED, NOW_USEC, "x", &out), -EINVAL);
+        assert_int_equal(drain_patch_message(norv, "x", &out), -EINVAL);
+        assert_int_equal(drain_patch_label(norv, "k", "v", &out), -EINVAL);
+        assert_int_equal(drain_patch_remove_taint(norv, NOW_USEC, &out), -EINVAL);
+        assert_int_equal(drain_patch_finish(norv, true, false, &out), -EINVAL);
+        assert_int_equal(drain_patch_request(norv, "drain", &out), -EINVAL);
+        assert_null(out);
+}
+
+static void test_patch_phase(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n = node_with(DRAINER_ANN_STATE, "cordon", NULL);
+        _cleanup_(cJSON_Deletep) cJSON *p1 = NULL, *p2 = NULL;
+        _cleanup_free_ char *t1 = NULL, *t2 = NULL;
+        char *out = NULL;
+
+        assert_int_equal(drain_patch_phase(n, DRAIN_PHASE_EVICT_CLAIM_HOLDERS, NOW_USEC + 10 * USEC_PER_SEC,
+                                           "evicting 3 claim holders", &t1),
+                         0);
+        p1 = parse_patch(t1);
+        assert_rv(p1, "42");
+        assert_ann_string(p1, DRAINER_ANN_STATE, "evict-claim-holders");
+        assert_ann_string(p1, DRAINER_ANN_STATE_SINCE, LATER_RFC);
+        assert_ann_string(p1, DRAINER_ANN_MESSAGE, "evicting 3 claim holders");
+        assert_int_equal(cJSON_GetArraySize(json_path(p1, "metadata.annotations")), 3);
+        assert_null(cJSON_GetObjectItemCaseSensitive(p1, "spec"));
+
+        assert_int_equal(drain_patch_phase(n, DRAIN_PHASE_DRAINED, NOW_USEC, NULL, &t2), 0);
+        p2 = parse_patch(t2);
+        assert_ann_string(p2, DRAINER_ANN_STATE, "drained");
+        assert_ann_null(p2, DRAINER_ANN_MESSAGE);
+
+        assert_int_equal(drain_patch_phase(n, _DRAIN_PHASE_MAX, NOW_USEC, "x", &out), -EINVAL);
+        assert_int_equal(drain_patch_phase(n, _DRAIN_PHASE_INVALID, NOW_USEC, "x", &out), -EINVAL);
+        assert_null(out);
+}
+
+static void test_patch_message(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n = node_with(NULL);
+        char msg[DRAIN_MESSAGE_MAX + 100];
+        _cleanup_(cJSON_Deletep) cJSON *p1 = NULL, *p2 = NULL, *p3 = NULL;
+        _cleanup_free_ char *t1 = NULL, *t2 = NULL, *t3 = NULL;
+        const cJSON *m;
+
+        assert_int_equal(drain_patch_message(n, "waiting for 2 claims: ml/a, ml/b", &t1), 0);
+        p1 = parse_patch(t1);
+        assert_rv(p1, "42");
+        assert_ann_string(p1, DRAINER_ANN_MESSAGE, "waiting for 2 claims: ml/a, ml/b");
+        assert_int_equal(cJSON_GetArraySize(json_path(p1, "metadata.annotations")), 1);
+
+        assert_int_equal(drain_patch_message(n, NULL, &t2), 0);
+        p2 = parse_patch(t2);
+        assert_ann_null(p2, DRAINER_ANN_MESSAGE);
+
+        /* 1023 ASCII bytes then a 2-byte character across the limit: cut before it. */
+        memset(msg, 'a', sizeof msg);
+        memcpy(msg + DRAIN_MESSAGE_MAX - 1, "\xc3\xa9", 2);
+        msg[sizeof msg - 1] = 0;
+        assert_int_equal(drain_patch_message(n, msg, &t3), 0);
+        p3 = parse_patch(t3);
+        m = annotation(p3, DRAINER_ANN_MESSAGE);
+        assert_true(cJSON_IsString(m));
+        assert_int_equal(strlen(m->valuestring), DRAIN_MESSAGE_MAX - 1);
+        assert_int_equal(m->valuestring[DRAIN_MESSAGE_MAX - 2], 'a');
+}
+
+static void test_patch_label(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n = node_with(NULL);
+        _cleanup_(cJSON_Deletep) cJSON *p1 = NULL, *p2 = NULL;
+        _cleanup_free_ char *t1 = NULL, *t2 = NULL;
+        const cJSON *l;
+        char *out = NULL;
+
+        assert_int_equal(drain_patch_label(n, "nvidia.com/gpu.deploy.dra-driver", DRIVER_PAUSED_VALUE, &t1),
+                         0);
+        p1 = parse_patch(t1);
+        assert_rv(p1, "42");
+        l = cJSON_GetObjectItemCaseSensitive(json_path(p1, "metadata.labels"),
+                                             "nvidia.com/gpu.deploy.dra-driver");
+        assert_true(cJSON_IsString(l));
+        assert_string_equal(l->valuestring, "drainer-paused");
+        assert_null(json_path(p1, "metadata.annotations"));
+        assert_null(cJSON_GetObjectItemCaseSensitive(p1, "spec"));
+
+        assert_int_equal(drain_patch_label(n, "nvidia.com/gpu.deploy.dra-driver", NULL, &t2), 0);
+        p2 = parse_patch(t2);
+        l = cJSON_GetObjectItemCaseSensitive(json_path(p2, "metadata.labels"),
+                                             "nvidia.com/gpu.deploy.dra-driver");
+        assert_true(cJSON_IsNull(l));
+
+        assert_int_equal(drain_patch_label(n, "bad key", "v", &out), -EINVAL);
+        assert_int_equal(drain_patch_label(n, "k", "bad value", &out), -EINVAL);
+        assert_int_equal(drain_patch_label(n, NULL, "v", &out), -EINVAL);
+        assert_null(out);
+}
+
+static void test_patch_remove_taint(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n = node_fixture("node-drained.json");
+        _cleanup_(node_rec_freep) struct node_rec *only =
+                node_json("{'metadata':{'name':'node-1','resourceVersion':'9'},'spec':{'taints':["
+                          "{'key':'drainer.io/draining','effect':'NoSchedule'}]}}");
+        _cleanup_(node_rec_freep) struct node_rec *none =
+                node_json("{'metadata':{'name':'node-1','resourceVersion':'9'},'spec':{'taints':["
+                          "{'key':'a','effect':'NoSchedule'}]}}");
+        static const char *const want[] = { "node.kubernetes.io/unschedulable:NoSchedule",
+                                            "dedicated=ml:NoExecute" };
+        _cleanup_(cJSON_Deletep) cJSON *p1 = NULL, *p2 = NULL, *p3 = NULL;
+        _cleanup_free_ char *t1 = NULL, *t2 = NULL, *t3 = NULL;
+        const cJSON *taints;
+
+        assert_int_equal(drain_patch_remove_taint(n, NOW_USEC, &t1), 0);
+        p1 = parse_patch(t1);
+        assert_rv(p1, "50210");
+        assert_ann_string(p1, DRAINER_ANN_STATE, "restore-drivers");
+        assert_ann_string(p1, DRAINER_ANN_STATE_SINCE, NOW_RFC);
+        assert_taints(p1, want, ELEMENTSOF(want));
+        assert_null(json_path(p1, "spec.unschedulable"));
+
+        assert_int_equal(drain_patch_remove_taint(only, NOW_USEC, &t2), 0);
+        p2 = parse_patch(t2);
+        taints = json_path(p2, "spec.taints");
+        assert_non_null(taints);
+        assert_true(cJSON_IsNull(taints));
+
+        assert_int_equal(drain_patch_remove_taint(none, NOW_USEC, &t3), 0);
+        p3 = parse_patch(t3);
+        assert_null(cJSON_GetObjectItemCaseSensitive(p3, "spec"));
+        assert_ann_string(p3, DRAINER_ANN_STATE, "restore-drivers");
+}
+
+static const char *const all_annotations[] = {
+        DRAINER_ANN_REQUEST,           DRAINER_ANN_STATE,
+        DRAINER_ANN_STATE_SINCE,       DRAINER_ANN_STARTED_AT,
+        DRAINER_ANN_WAS_UNSCHEDULABLE, DRAINER_ANN_DRIVER_STOP,
+        DRAINER_ANN_MESSAGE,
+};
+
+static void test_patch_finish_uncordon(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n = node_fixture("node-drained.json");
+        static const char *const want[] = { "node.kubernetes.io/unschedulable:NoSchedule",
+                                            "dedicated=ml:NoExecute" };
+        _cleanup_(cJSON_Deletep) cJSON *patch = NULL;
+        _cleanup_free_ char *text = NULL;
+        const cJSON *u;
+
+        assert_int_equal(drain_patch_finish(n, true, false, &text), 0);
+        patch = parse_patch(text);
+        assert_rv(patch, "50210");
+        for (size_t i = 0; i < ELEMENTSOF(all_annotations); i++)
+                assert_ann_null(patch, all_annotations[i]);
+        assert_int_equal(cJSON_GetArraySize(json_path(patch, "metadata.annotations")),
+                         ELEMENTSOF(all_annotations));
+        u = json_path(patch, "spec.unschedulable");
+        assert_true(cJSON_IsBool(u));
+        assert_true(cJSON_IsFalse(u));
+        assert_taints(patch, want, ELEMENTSOF(want));
+        /* labels are the label strategy's business */
+        assert_null(json_path(patch, "metadata.labels"));
+}
+
+static void test_patch_finish_keep_cordon_and_request(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n =
+                node_json("{'metadata':{'name':'node-1','resourceVersion':'77','annotations':{"
+                          "'drainer.io/request':'uncordon','drainer.io/state':'uncordon','drainer.io/"
+                          "was-unschedulable':'true'}},"
+                          "'spec':{'unschedulable':true}}");
+        _cleanup_(cJSON_Deletep) cJSON *patch = NULL;
+        _cleanup_free_ char *text = NULL;
+
+        assert_int_equal(drain_patch_finish(n, false, true, &text), 0);
+        patch = parse_patch(text);
+        assert_rv(patch, "77");
+        assert_ann_absent(patch, DRAINER_ANN_REQUEST);
+        for (size_t i = 1; i < ELEMENTSOF(all_annotations); i++)
+                assert_ann_null(patch, all_annotations[i]);
+        /* uncordon false: spec.unschedulable left out entirely; no taint to remove */
+        assert_null(cJSON_GetObjectItemCaseSensitive(patch, "spec"));
+}
+
+static void test_patch_request(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n = node_with(NULL);
+        _cleanup_(cJSON_Deletep) cJSON *p1 = NULL, *p2 = NULL;
+        _cleanup_free_ char *t1 = NULL, *t2 = NULL;
+        char *out = NULL;
+
+        assert_int_equal(drain_patch_request(n, "drain", &t1), 0);
+        p1 = parse_patch(t1);
+        assert_rv(p1, "42");
+        assert_ann_string(p1, DRAINER_ANN_REQUEST, "drain");
+        assert_int_equal(cJSON_GetArraySize(json_path(p1, "metadata.annotations")), 1);
+
+        assert_int_equal(drain_patch_request(n, NULL, &t2), 0);
+        p2 = parse_patch(t2);
+        assert_ann_null(p2, DRAINER_ANN_REQUEST);
+
+        assert_int_equal(drain_patch_request(n, "none", &out), -EINVAL);
+        assert_int_equal(drain_patch_request(n, "banana", &out), -EINVAL);
+        assert_null(out);
+}
+
+/* A cordon patch applied to the node reads back as the state it meant. */
+static void test_patch_cordon_reads_back(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n = node_with(DRAINER_ANN_REQUEST, "drain", NULL);
+        _cleanup_(node_rec_freep) struct node_rec *after = NULL;
+        _cleanup_(drain_state_done) struct drain_state s = {};
+        _cleanup_(cJSON_Deletep) cJSON *patch = NULL, *obj = NULL;
+        _cleanup_free_ char *text = NULL;
+
+        assert_int_equal(drain_patch_cordon(n, NOW_USEC, &text), 0);
+        patch = parse_patch(text);
+        obj = cJSON_Parse("{\"metadata\":{\"name\":\"node-1\",\"resourceVersion\":\"42\","
+                          "\"annotations\":{\"drainer.io/request\":\"drain\"}}}");
+        assert_non_null(obj);
+        /* RFC 7386 for the parts the patch touches */
+        {
+                cJSON *ann = cJSON_GetObjectItemCaseSensitive(
+                        cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "annotations");
+                const cJSON *a;
+
+                cJSON_ArrayForEach(a, json_path(patch, "metadata.annotations"))
+                        cJSON_AddItemToObject(ann, a->string, cJSON_Duplicate(a, true));
+                cJSON_AddItemToObject(obj, "spec", cJSON_Duplicate(json_path(patch, "spec"), true));
+        }
+        assert_int_equal(node_rec_from_json(obj, &after), 0);
+        assert_int_equal(drain_state_parse(after, &s, NULL), 0);
+        assert_int_equal(s.request, DRAIN_REQUEST_DRAIN);
+        assert_true(s.has_phase);
+        assert_int_equal(s.phase, DRAIN_PHASE_CORDON);
+        assert_int_equal(s.state_since_usec, NOW_USEC);
+        assert_int_equal(s.started_at_usec, NOW_USEC);
+        assert_true(s.has_was_unschedulable);
+        assert_false(s.was_unschedulable);
+        assert_true(after->unschedulable);
+        assert_non_null(node_rec_find_taint(after, DRAIN_TAINT_KEY, DRAIN_TAINT_EFFECT));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_enums),
+                cmocka_unit_test(test_parse_absent),
+                cmocka_unit_test(test_parse_full),
+                cmocka_unit_test(test_parse_each_phase_and_request),
+                cmocka_unit_test(test_parse_bad_state),
+                cmocka_unit_test(test_parse_bad_request),
+                cmocka_unit_test(test_parse_bad_times),
+                cmocka_unit_test(test_parse_bad_was_unschedulable),
+                cmocka_unit_test(test_parse_bad_driver_stop),
+                cmocka_unit_test(test_parse_bad_value_quoting),
+                cmocka_unit_test(test_parse_bad_after_good),
+                cmocka_unit_test(test_driver_stop_round_trip),
+                cmocka_unit_test(test_driver_stop_json_shape),
+                cmocka_unit_test(test_driver_stop_empty_and_invalid),
+                cmocka_unit_test(test_patch_cordon_fresh),
+                cmocka_unit_test(test_patch_cordon_already_unschedulable),
+                cmocka_unit_test(test_patch_cordon_again),
+                cmocka_unit_test(test_patch_cordon_taint_with_value),
+                cmocka_unit_test(test_patch_cordon_refuses),
+                cmocka_unit_test(test_patch_phase),
+                cmocka_unit_test(test_patch_message),
+                cmocka_unit_test(test_patch_label),
+                cmocka_unit_test(test_patch_remove_taint),
+                cmocka_unit_test(test_patch_finish_uncordon),
+                cmocka_unit_test(test_patch_finish_keep_cordon_and_request),
+                cmocka_unit_test(test_patch_request),
+                cmocka_unit_test(test_patch_cordon_reads_back),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
