@@ -44,14 +44,18 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
                 struct tm tm;
                 char when[32];
 
+                /* Presentation only, never logic: the one clock read outside timesrc.c. */
                 clock_gettime(CLOCK_REALTIME, &ts);
                 gmtime_r(&ts.tv_sec, &tm);
                 strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
                 fprintf(stderr, "%s.%03ldZ ", when, ts.tv_nsec / 1000000);
         }
-        if (level == LOG_LEVEL_DEBUG)
-                fprintf(stderr, "%s%s (%s:%d)\n", prefix[level], buf, file, line);
-        else
+        if (level == LOG_LEVEL_DEBUG) {
+                /* meson passes paths relative to the build dir: keep them from the source root. */
+                const char *rel = strstr(file, "drainer/");
+
+                fprintf(stderr, "%s%s (%s:%d)\n", prefix[level], buf, rel ? rel : file, line);
+        } else
                 fprintf(stderr, "%s%s\n", prefix[level], buf);
 
         errno = saved;

@@ -137,7 +137,10 @@ int snapshot_start(struct snapshot *s) {
                 return r;
         s->pending++;
         /* Claims cannot be filtered by node: read them from the watch cache, paginated. */
-        r = kube_list(s->app->client, "/apis/resource.k8s.io/v1/resourceclaims", 500, "0", on_claims_page,
+        /* No resourceVersion: a consistent list, which kube-apiserver (ConsistentListFromCache, 1.31+)
+         * serves from its watch cache AND paginates; resourceVersion=0 would return every claim in one
+         * response, and its parsed tree alone would exceed our memory budget at 10,000 claims. */
+        r = kube_list(s->app->client, "/apis/resource.k8s.io/v1/resourceclaims", 500, NULL, on_claims_page,
                       on_claims_done, s, NULL);
         if (r < 0)
                 return r;
@@ -147,8 +150,8 @@ int snapshot_start(struct snapshot *s) {
                 return r;
         s->pending++;
         if (s->with_pdbs) {
-                r = kube_list(s->app->client, "/apis/policy/v1/poddisruptionbudgets", 500, "0", on_pdbs_page,
-                              on_pdbs_done, s, NULL);
+                r = kube_list(s->app->client, "/apis/policy/v1/poddisruptionbudgets", 500, NULL,
+                              on_pdbs_page, on_pdbs_done, s, NULL);
                 if (r < 0)
                         return r;
                 s->pending++;

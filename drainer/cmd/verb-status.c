@@ -470,8 +470,9 @@ static int run_watch(struct app *a, const char *node, const struct status_opts *
         struct informer_options io[_INFORMER_KIND_MAX] = {
                 [INFORMER_NODES] = { .kind = INFORMER_NODES, .field_selector = node_fs },
                 [INFORMER_PODS] = { .kind = INFORMER_PODS, .field_selector = pod_fs },
-                /* Claims cannot be filtered by node: all of them, first from the watch cache. */
-                [INFORMER_CLAIMS] = { .kind = INFORMER_CLAIMS, .list_from_cache = true },
+                /* Claims cannot be filtered by node: all of them, paginated (a consistent list is served
+                 * from the watch cache and honours limit; resourceVersion=0 would not paginate). */
+                [INFORMER_CLAIMS] = { .kind = INFORMER_CLAIMS },
                 [INFORMER_SLICES] = { .kind = INFORMER_SLICES, .field_selector = pod_fs },
         };
 

@@ -598,6 +598,7 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
         int r;
 
         switch (ph) {
+        case DRAIN_PHASE_WAITING: /* serve got a slot: nothing was changed yet */
         case DRAIN_PHASE_PREFLIGHT:
                 if (e->plan.n_blockers > 0)
                         return refuse(e);
@@ -807,6 +808,14 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
                 return patch_node(e, body);
         }
 
+        if (st->phase <= DRAIN_PHASE_PREFLIGHT) {
+                /* Waiting for a slot or refused: drainer changed nothing but annotations. */
+                r = drain_patch_finish(n, false, false, &body);
+                if (r < 0)
+                        return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+                e->finish_sent = true;
+                return patch_node(e, body);
+        }
         if (st->phase < DRAIN_PHASE_RESTORE_DRIVERS)
                 return patch_phase(e, n, DRAIN_PHASE_RESTORE_DRIVERS, "restoring the DRA drivers");
 
@@ -1070,8 +1079,9 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
         struct informer_options io[_INFORMER_KIND_MAX] = {
                 [INFORMER_NODES] = { .kind = INFORMER_NODES, .field_selector = e->node_fs },
                 [INFORMER_PODS] = { .kind = INFORMER_PODS, .field_selector = e->pod_fs },
-                /* Claims cannot be filtered by node: all of them, kept compact, first from the watch cache. */
-                [INFORMER_CLAIMS] = { .kind = INFORMER_CLAIMS, .list_from_cache = true },
+                /* Claims cannot be filtered by node: all of them, kept compact, listed in pages (a
+                 * consistent list is served from the watch cache and honours limit). */
+                [INFORMER_CLAIMS] = { .kind = INFORMER_CLAIMS },
                 [INFORMER_SLICES] = { .kind = INFORMER_SLICES, .field_selector = e->pod_fs },
         };
         for (size_t k = 0; k < _INFORMER_KIND_MAX; k++) {

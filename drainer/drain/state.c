@@ -30,6 +30,7 @@
 /* ---- enums ---- */
 
 static const char *const drain_phase_table[_DRAIN_PHASE_MAX] = {
+        [DRAIN_PHASE_WAITING] = "waiting",
         [DRAIN_PHASE_PREFLIGHT] = "preflight",
         [DRAIN_PHASE_CORDON] = "cordon",
         [DRAIN_PHASE_EVICT_CLAIM_HOLDERS] = "evict-claim-holders",

@@ -26,8 +26,9 @@ struct node_rec;
 
 /* The phases of DESIGN.md, in order. Names are the annotation values. */
 enum drain_phase {
-        DRAIN_PHASE_PREFLIGHT,           /* "preflight" */
-        DRAIN_PHASE_CORDON,              /* "cordon" */
+        DRAIN_PHASE_WAITING,   /* "waiting": serve waits for a --max-parallel slot; nothing changed yet */
+        DRAIN_PHASE_PREFLIGHT, /* "preflight" */
+        DRAIN_PHASE_CORDON,    /* "cordon" */
         DRAIN_PHASE_EVICT_CLAIM_HOLDERS, /* "evict-claim-holders" */
         DRAIN_PHASE_EVICT_REST,          /* "evict-rest" */
         DRAIN_PHASE_WAIT_RELEASED,       /* "wait-released" */

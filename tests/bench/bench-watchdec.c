@@ -4,6 +4,7 @@
  * Usage: bench-watchdec [EVENTS] [CLAIMS] */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,8 +243,11 @@ static int run_stream(const char *stream, size_t len, unsigned long long n_event
 }
 
 int main(int argc, char **argv) {
-        unsigned long long n_events = argc > 1 ? strtoull(argv[1], NULL, 10) : 200000;
-        unsigned n_claims = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 10000;
+        /* bench-watchdec [--quick] [EVENTS [CLAIMS]]: --quick is CI's smoke run. */
+        bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+        int a = quick ? 2 : 1;
+        unsigned long long n_events = argc > a ? strtoull(argv[a], NULL, 10) : (quick ? 20000 : 200000);
+        unsigned n_claims = argc > a + 1 ? (unsigned)strtoul(argv[a + 1], NULL, 10) : 10000;
         static const char *const types[] = { "ADDED", "MODIFIED", "MODIFIED", "MODIFIED", "DELETED" };
         char *stream, *p, line[8192];
         size_t len = 0, alloc = (size_t)POOL * 4096, fed, held, min_ev = SIZE_MAX, max_ev = 0;
