@@ -1,0 +1,66 @@
+/* The flags that plan, drain, uncordon, maintain and serve share (named as
+ * kubectl drain names them), parsed and validated before any request. */
+#pragma once
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "drainer/health.h"
+#include "drainer/plan.h"
+#include "drainer/state.h"
+#include "drainer/verbs.h"
+
+#define MAX_DRIVER_SELECTORS 16
+
+enum {
+        OPT_POD_SELECTOR = 0x100,
+        OPT_GRACE,
+        OPT_TIMEOUT,
+        OPT_EMPTYDIR,
+        OPT_FORCE,
+        OPT_DISABLE_EVICTION,
+        OPT_DRY_RUN,
+        OPT_DRIVER_SELECTOR,
+        OPT_DRIVER_STOP,
+        OPT_DRIVER_HEALTH,
+        OPT_IGNORE_HEALTH,
+        OPT_FORCE_UNCORDON,
+        OPT_RESTORE_ON_FAILURE,
+        OPT_SKIP_DRIVER_STOP,
+};
+
+struct drain_args {
+        const char *verb;
+        const char *pod_selector;
+        int64_t grace;
+        uint64_t timeout_usec;
+        bool emptydir, force, disable_eviction, dry_run, ignore_health, force_uncordon, restore_on_failure,
+                skip_driver_stop;
+        const char *driver_selectors[MAX_DRIVER_SELECTORS + 1];
+        size_t n_driver_selectors;
+        enum driver_stop_kind stop;
+        const char *stop_arg;
+        const char *health;
+
+        /* parsed */
+        struct selector *pod_sel;
+        struct selector **drv_sels;
+        size_t n_drv_sels;
+        struct health_target health_target;
+        bool has_health;
+
+        verb_opt_fn more_fn; /* the caller's own flags */
+        void *more_ud;
+};
+
+/* kubectl-style durations: "90", "90s", "5m", "1h30m", "0" (none). */
+int parse_duration(const char *s, uint64_t *ret);
+
+/* Parses argv (argv[0] is the verb) with the drain flags plus `more`, whose options
+ * go to more_fn (their values must be >= 0x200). Returns 1 to go on, 0 after --help,
+ * or -EINVAL (logged) on bad usage. */
+int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain_args *a,
+                     const struct option *more, verb_opt_fn more_fn, void *more_ud);
+void drain_args_done(struct drain_args *a);
+void fill_plan_options(const struct drain_args *a, struct plan_options *po);
