@@ -10,7 +10,6 @@
 #include "drainer/selector.h"
 #include "drainer/timesrc.h"
 
-
 int parse_duration(const char *s, uint64_t *ret) {
         uint64_t total = 0;
         const char *p = s;
@@ -211,4 +210,3 @@ void fill_plan_options(const struct drain_args *a, struct plan_options *po) {
                 .ignore_driver_health = a->ignore_health,
         };
 }
-

@@ -47,16 +47,6 @@
         "  3  timed out\n"                                                       \
         "  4  refused by preflight (nothing was changed)\n"
 
-static int not_yet(int argc, char **argv, struct global_flags *g) {
-        int r = verb_parse(argc, argv, g, NULL, NULL, NULL);
-
-        if (r <= 0)
-                return r < 0 ? EXIT_USAGE : EXIT_DONE;
-        log_error("'drainer %s' is not available yet in this build (%s); nothing was done.", argv[0],
-                  DRAINER_VERSION);
-        return EXIT_ERROR;
-}
-
 static int verb_version(int argc, char **argv, struct global_flags *g) {
         int r = verb_parse(argc, argv, g, NULL, NULL, NULL);
 
@@ -140,10 +130,28 @@ const struct verb verbs[] = {
         {
                 "serve",
                 "daemon: act on drainer.io/request annotations, systemd integration",
-                "Usage: drainer serve [flags]\n\n"
-                "Watches Nodes for drainer.io/request=drain|uncordon and runs the drain engine.\n"
-                "Not available yet in this build.\n",
-                not_yet,
+                "Usage: drainer serve [--node NAME | --all-nodes] [flags]\n\n"
+                "Watches its Node (--node, default $NODE_NAME) or every Node (--all-nodes) for\n"
+                "the annotation drainer.io/request=drain|uncordon, as set by\n"
+                "  kubectl annotate node NODE drainer.io/request=drain\n"
+                "and runs the drain (or its undo) for each node that asks, reporting through\n"
+                "drainer.io/state, Events and its log. Removing the request during a drain undoes\n"
+                "it. An idle daemon holds one watch and sends nothing else. Under systemd\n"
+                "(Type=notify): READY=1 after the first sync, STATUS=, WATCHDOG=1.\n\n"
+                "Flags:\n"
+                "      --node NAME               the node to serve (default: $NODE_NAME)\n"
+                "      --all-nodes               serve every node (cluster mode)\n"
+                "      --max-parallel N          at most N nodes out of service at once across every\n"
+                "                                drainer of the cluster (Leases drainer-slot-*; a\n"
+                "                                node holds a slot from cordon until uncordoned)\n"
+                "      --lease-namespace NS      namespace of the slot Leases (default:\n"
+                "                                $POD_NAMESPACE or drainer-system)\n"
+                "      --on-shutdown             hold a logind delay inhibitor; drain this node when\n"
+                "                                the host shuts down, restore it after the reboot\n"
+                "      --config FILE             YAML file with one key per flag (flags win)\n"
+                "      --identity ID             this process in Leases and Events (default: hostname)\n"
+                "and the drain flags of 'drainer drain' (they apply to every drain it runs).\n",
+                verb_serve,
         },
         {
                 "version",

@@ -978,6 +978,25 @@ static void report(struct engine *e) {
                 e->cb.on_progress(e, &pr, e->userdata);
 }
 
+/* Whether the cached Node is at least as new as the version our patch produced.
+ * resourceVersions are opaque to clients, but kube-apiserver's are etcd revisions:
+ * when both parse as integers, a larger one is newer. That matters because the watch
+ * may deliver our version AND a later one (a status heartbeat) before the patch's own
+ * answer arrives; waiting for equality would then wait forever. */
+static bool rv_reached(const char *cached, const char *awaited) {
+        char *e1, *e2;
+        unsigned long long a, b;
+
+        if (!cached || !awaited)
+                return true;
+        errno = 0;
+        a = strtoull(cached, &e1, 10);
+        b = strtoull(awaited, &e2, 10);
+        if (errno == 0 && *cached && *awaited && !*e1 && !*e2)
+                return a >= b;
+        return streq(cached, awaited);
+}
+
 static void reconcile(struct engine *e) {
         _cleanup_free_ char *err = NULL;
         const struct node_rec *n;
@@ -991,7 +1010,7 @@ static void reconcile(struct engine *e) {
         if (e->node_call)
                 return; /* one Node patch at a time; its answer kicks us again */
         if (e->await_rv) {
-                if (!streq_ptr(n->resource_version, e->await_rv))
+                if (!rv_reached(n->resource_version, e->await_rv))
                         return; /* the cache has not caught up with our own patch yet */
                 e->await_rv = mfree(e->await_rv);
         }

@@ -747,6 +747,19 @@ int kube_create(struct kube_client *c, const char *path, const char *body, kube_
                                done, userdata, ret_call);
 }
 
+int kube_replace(struct kube_client *c, const char *path, const char *body, kube_done_fn done,
+                 void *userdata, struct kube_call **ret_call) {
+        return kube_call_start(c,
+                               &(struct kube_call_params){
+                                       .method = "PUT",
+                                       .path = path,
+                                       .content_type = "application/json",
+                                       .body = body,
+                                       .body_len = strlen(body),
+                               },
+                               done, userdata, ret_call);
+}
+
 int kube_evict(struct kube_client *c, const char *ns, const char *name, int64_t grace_seconds, bool dry_run,
                kube_done_fn done, void *userdata, struct kube_call **ret_call) {
         _cleanup_(cJSON_Deletep) cJSON *ev = cJSON_CreateObject();

@@ -20,7 +20,8 @@
 
 struct kind_ops {
         const char *name;
-        const char *path;
+        const char *prefix; /* group/version path, e.g. "/api/v1" */
+        bool namespaced;
         int (*from_json)(const cJSON *obj, void **ret);
         void (*free)(void *rec);
         size_t (*size)(const void *rec);
@@ -64,20 +65,25 @@ static inline const char *kind_ns_node_rec(const struct node_rec *n) {
 static inline const char *kind_ns_slice_rec(const struct slice_rec *s) {
         return NULL;
 }
+static inline const char *kind_ns_lease_rec(const struct lease_rec *l) {
+        return l->ns;
+}
 
 DEFINE_KIND_OPS(pod_rec, true)
 DEFINE_KIND_OPS(claim_rec, true)
 DEFINE_KIND_OPS(node_rec, false)
 DEFINE_KIND_OPS(slice_rec, false)
+DEFINE_KIND_OPS(lease_rec, true)
 
-#define KIND(t, n, p) \
-        { n, p, t##_from_json_v, t##_free_v, t##_size_v, t##_rv_v, t##_key_v }
+#define KIND(t, n, p, ns) \
+        { n, p, ns, t##_from_json_v, t##_free_v, t##_size_v, t##_rv_v, t##_key_v }
 
 static const struct kind_ops kinds[_INFORMER_KIND_MAX] = {
-        [INFORMER_NODES] = KIND(node_rec, "nodes", "/api/v1/nodes"),
-        [INFORMER_PODS] = KIND(pod_rec, "pods", "/api/v1/pods"),
-        [INFORMER_CLAIMS] = KIND(claim_rec, "resourceclaims", "/apis/resource.k8s.io/v1/resourceclaims"),
-        [INFORMER_SLICES] = KIND(slice_rec, "resourceslices", "/apis/resource.k8s.io/v1/resourceslices"),
+        [INFORMER_NODES] = KIND(node_rec, "nodes", "/api/v1", false),
+        [INFORMER_PODS] = KIND(pod_rec, "pods", "/api/v1", true),
+        [INFORMER_CLAIMS] = KIND(claim_rec, "resourceclaims", "/apis/resource.k8s.io/v1", true),
+        [INFORMER_SLICES] = KIND(slice_rec, "resourceslices", "/apis/resource.k8s.io/v1", false),
+        [INFORMER_LEASES] = KIND(lease_rec, "leases", "/apis/coordination.k8s.io/v1", true),
 };
 
 const char *informer_kind_to_string(enum informer_kind k) {
@@ -396,11 +402,13 @@ static void start_watch(struct informer *inf) {
 
 int informer_new(struct kube_client *client, struct timesrc *ts, const struct informer_options *opts,
                  const struct informer_handlers *h, void *userdata, struct informer **ret) {
-        _cleanup_free_ char *fs = NULL, *ls = NULL;
+        _cleanup_free_ char *fs = NULL, *ls = NULL, *ns = NULL, *base = NULL;
         struct informer *inf;
         int r;
 
         if (opts->kind < 0 || opts->kind >= _INFORMER_KIND_MAX)
+                return -EINVAL;
+        if (opts->namespace && (!kinds[opts->kind].namespaced || !*opts->namespace))
                 return -EINVAL;
         inf = calloc(1, sizeof(*inf));
         if (!inf)
@@ -426,9 +434,14 @@ int informer_new(struct kube_client *client, struct timesrc *ts, const struct in
                 goto oom;
         if (opts->label_selector && !(ls = kube_query_escape(opts->label_selector)))
                 goto oom;
-        if (asprintf(&inf->path, "%s%s%s%s%s%s", inf->ops->path, fs || ls ? "?" : "",
-                     fs ? "fieldSelector=" : "", strempty(fs), fs && ls ? "&" : "",
-                     ls ? "labelSelector=" : "") < 0)
+        /* Escaping keeps a namespace (a DNS label) as it is, and anything else one path segment. */
+        if (opts->namespace && !(ns = kube_query_escape(opts->namespace)))
+                goto oom;
+        if (ns ? asprintf(&base, "%s/namespaces/%s/%s", inf->ops->prefix, ns, inf->ops->name) < 0
+               : asprintf(&base, "%s/%s", inf->ops->prefix, inf->ops->name) < 0)
+                goto oom;
+        if (asprintf(&inf->path, "%s%s%s%s%s%s", base, fs || ls ? "?" : "", fs ? "fieldSelector=" : "",
+                     strempty(fs), fs && ls ? "&" : "", ls ? "labelSelector=" : "") < 0)
                 goto oom;
         if (ls) {
                 char *p;

@@ -8,6 +8,7 @@
 
 #include "drainer/log.h"
 #include "drainer/objects.h"
+#include "drainer/timesrc.h"
 
 /* ---- packing ---- */
 
@@ -546,6 +547,42 @@ int slice_rec_from_json(const cJSON *obj, struct slice_rec **ret) {
         return PACK_RECORD(struct slice_rec, obj, ret, slice_build);
 }
 
+/* ---- leases ---- */
+
+/* A MicroTime (or Time) field as µs since the epoch; 0 when unset or unparsable. */
+static int64_t jtime(const cJSON *o, const char *k) {
+        int64_t t;
+
+        return timesrc_parse_rfc3339(jstr(o, k), &t) >= 0 ? t : 0;
+}
+
+static int lease_build(const cJSON *obj, struct packer *pk, struct lease_rec *l) {
+        const cJSON *meta, *spec;
+        int r;
+
+        r = required_meta(obj, true, &meta);
+        if (r < 0)
+                return r;
+        spec = jobj(obj, "spec");
+
+        l->ns = pk_str(pk, jstr(meta, "namespace"));
+        l->name = pk_str(pk, jstr(meta, "name"));
+        l->resource_version = pk_opt(pk, jstr(meta, "resourceVersion"));
+        l->holder = pk_opt(pk, jstr(spec, "holderIdentity"));
+        if (!jint64(spec, "leaseDurationSeconds", &l->duration_seconds))
+                l->duration_seconds = 0;
+        if (!jint64(spec, "leaseTransitions", &l->transitions))
+                l->transitions = 0;
+        l->acquire_time_usec = jtime(spec, "acquireTime");
+        l->renew_time_usec = jtime(spec, "renewTime");
+        return 0;
+}
+
+int lease_rec_from_json(const cJSON *obj, struct lease_rec **ret) {
+        assert(ret);
+        return PACK_RECORD(struct lease_rec, obj, ret, lease_build);
+}
+
 /* ---- common ---- */
 
 void pod_rec_free(struct pod_rec *p) {
@@ -564,6 +601,10 @@ void slice_rec_free(struct slice_rec *s) {
         free(s);
 }
 
+void lease_rec_free(struct lease_rec *l) {
+        free(l);
+}
+
 size_t pod_rec_size(const struct pod_rec *p) {
         return p ? p->alloc_size : 0;
 }
@@ -578,6 +619,10 @@ size_t node_rec_size(const struct node_rec *n) {
 
 size_t slice_rec_size(const struct slice_rec *s) {
         return s ? s->alloc_size : 0;
+}
+
+size_t lease_rec_size(const struct lease_rec *l) {
+        return l ? l->alloc_size : 0;
 }
 
 bool tolerations_tolerate(const struct toleration *t, size_t n, const struct node_taint *taint) {

@@ -1,7 +1,7 @@
 /* Kubernetes API client over a transport: authentication, one token bucket
  * for all requests, retries with capped exponential backoff and jitter for
  * idempotent calls, Status errors mapped to negative errno, paginated lists,
- * streaming watches, patches, creates and the Eviction subresource. */
+ * streaming watches, patches, creates, replaces and the Eviction subresource. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -105,6 +105,11 @@ int kube_delete(struct kube_client *c, const char *path, const char *body, kube_
                 struct kube_call **ret_call);
 int kube_create(struct kube_client *c, const char *path, const char *body, kube_done_fn done, void *userdata,
                 struct kube_call **ret_call);
+/* PUT: replaces the object at path with body (JSON). Not retried: the body carries
+ * the resourceVersion it was built from, so a resend after a lost answer would fail
+ * with 409 although the first attempt succeeded; the caller decides. */
+int kube_replace(struct kube_client *c, const char *path, const char *body, kube_done_fn done,
+                 void *userdata, struct kube_call **ret_call);
 /* policy/v1 Eviction. grace_seconds < 0: the pod's own. A 429 (PDB) is handed back, not retried. */
 int kube_evict(struct kube_client *c, const char *ns, const char *name, int64_t grace_seconds, bool dry_run,
                kube_done_fn done, void *userdata, struct kube_call **ret_call);

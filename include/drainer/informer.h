@@ -1,7 +1,7 @@
 /* Informers: list, then watch from the list's resourceVersion; bookmarks move
  * it on; 410 Gone relists; errors reconnect with backoff. Each keeps a compact
- * cache (struct pod_rec, claim_rec, node_rec, slice_rec) keyed "ns/name" or
- * "name", and reports add/update/delete and the first sync. */
+ * cache (struct pod_rec, claim_rec, node_rec, slice_rec, lease_rec) keyed
+ * "ns/name" or "name", and reports add/update/delete and the first sync. */
 #pragma once
 
 #include <errno.h>
@@ -20,6 +20,7 @@ enum informer_kind {
         INFORMER_PODS,
         INFORMER_CLAIMS,
         INFORMER_SLICES,
+        INFORMER_LEASES, /* coordination.k8s.io/v1 */
         _INFORMER_KIND_MAX,
         _INFORMER_KIND_INVALID = -EINVAL,
 };
@@ -46,6 +47,10 @@ struct informer_options {
         bool list_from_cache;       /* resourceVersion=0 on the first list (the watch cache) */
         uint64_t backoff_base_usec; /* 0 = 1 s */
         uint64_t backoff_cap_usec;  /* 0 = 30 s */
+        /* Namespaced kinds only (pods, claims, leases): list and watch this one
+         * namespace (.../namespaces/NS/leases) instead of all; NULL = all.
+         * informer_new() fails with -EINVAL for cluster-scoped kinds. */
+        const char *namespace;
 };
 
 struct informer_stats {

@@ -19,6 +19,40 @@ void log_set_max_level(enum log_level level);
 enum log_level log_get_max_level(void);
 void log_set_timestamps(bool on);
 
+/* ---- journald ----
+ * With the journal on, each line goes to journald as one structured entry:
+ * MESSAGE=, PRIORITY= (3 error, 4 warning, 6 info, 7 debug), CODE_FILE=,
+ * CODE_LINE=, SYSLOG_IDENTIFIER=drainer, ERRNO= when an error is passed, plus
+ * the context fields set with log_set_field(). Off by default; a line the
+ * journal refuses goes to stderr instead. (libsystemd reports success when no
+ * journald listens at all, so do not force it on blindly: the auto mode turns
+ * it on only when journald holds our stderr.) */
+void log_set_journal(bool on);
+bool log_get_journal(void);
+/* Turns the journal on exactly when $JOURNAL_STREAM names stderr (its
+ * "DEV:INODE" equals fstat(2)'s st_dev:st_ino, the check systemd.exec(5)
+ * documents), off otherwise. Returns whether it is on. */
+bool log_set_journal_auto(void);
+
+#define LOG_FIELDS_MAX      8
+#define LOG_FIELD_VALUE_MAX 512
+/* Sets a context field sent with every journal entry from now on, e.g.
+ * log_set_field("NODE", "node-1"); PHASE, POD, CLAIM likewise. A NULL or empty
+ * value removes the field. Names follow journald's rules (A-Z, 0-9, '_', not
+ * starting with '_' or a digit, at most 64 chars) and may not be one the
+ * logger sets itself. Returns 0, -EINVAL for a bad name, -E2BIG when the value
+ * or the number of fields exceeds its cap, -ENOMEM. Values are logged: never
+ * pass a secret. */
+int log_set_field(const char *name, const char *value);
+/* Removes every context field. */
+void log_clear_fields(void);
+
+struct iovec;
+/* For tests: where journal entries go instead of sd_journal_sendv() (NULL
+ * restores it). Returns >= 0 on success, negative errno on failure. */
+typedef int (*log_journal_sink_fn)(const struct iovec *iov, int n);
+void log_set_journal_sink(log_journal_sink_fn sink);
+
 /* Writes one line if level is enabled. Returns -abs(error) when error != 0, else 0,
  * so "return log_error_errno(r, ...)" logs and returns in one statement. */
 int log_internal(enum log_level level, int error, const char *file, int line, const char *fmt, ...)

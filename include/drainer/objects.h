@@ -1,7 +1,7 @@
 /* Compact records of the Kubernetes objects drainer caches: only the fields it
  * uses, each record one allocation (the struct, then its arrays, then its
  * strings), built from the cJSON of a Pod, ResourceClaim (resource.k8s.io/v1),
- * Node or ResourceSlice. Records are immutable once built; an update replaces
+ * Node, ResourceSlice or Lease (coordination.k8s.io/v1). Records are immutable once built; an update replaces
  * the record. */
 #pragma once
 
@@ -144,30 +144,47 @@ struct slice_rec {
         size_t alloc_size;
 };
 
+/* coordination.k8s.io/v1 Lease (the --max-parallel slots). Times are µs since the
+ * epoch, 0 when unset or unparsable (MicroTime "2026-11-29T15:00:00.123456Z"). */
+struct lease_rec {
+        const char *ns, *name, *resource_version;
+        const char *holder;        /* spec.holderIdentity, NULL if absent or empty */
+        int64_t duration_seconds;  /* spec.leaseDurationSeconds, 0 if unset */
+        int64_t acquire_time_usec; /* spec.acquireTime */
+        int64_t renew_time_usec;   /* spec.renewTime */
+        int64_t transitions;       /* spec.leaseTransitions, 0 if unset */
+
+        size_t alloc_size;
+};
+
 /* Each returns 0 and a new record, -EBADMSG if a required field is missing or
- * of the wrong type (metadata.name; metadata.namespace for pods and claims;
+ * of the wrong type (metadata.name; metadata.namespace for pods, claims and leases;
  * spec.driver and spec.pool.name for slices), or -ENOMEM. Fields drainer does
  * not need are ignored, so are optional fields of an unexpected type. */
 int pod_rec_from_json(const cJSON *obj, struct pod_rec **ret);
 int claim_rec_from_json(const cJSON *obj, struct claim_rec **ret);
 int node_rec_from_json(const cJSON *obj, struct node_rec **ret);
 int slice_rec_from_json(const cJSON *obj, struct slice_rec **ret);
+int lease_rec_from_json(const cJSON *obj, struct lease_rec **ret);
 
 /* NULL ok. */
 void pod_rec_free(struct pod_rec *p);
 void claim_rec_free(struct claim_rec *c);
 void node_rec_free(struct node_rec *n);
 void slice_rec_free(struct slice_rec *s);
+void lease_rec_free(struct lease_rec *l);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct pod_rec *, pod_rec_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct claim_rec *, claim_rec_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct node_rec *, node_rec_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct slice_rec *, slice_rec_free);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct lease_rec *, lease_rec_free);
 
 /* Bytes held by a record (0 for NULL), for cache accounting. */
 size_t pod_rec_size(const struct pod_rec *p);
 size_t claim_rec_size(const struct claim_rec *c);
 size_t node_rec_size(const struct node_rec *n);
 size_t slice_rec_size(const struct slice_rec *s);
+size_t lease_rec_size(const struct lease_rec *l);
 
 /* Whether one of n tolerations tolerates the taint (core/v1
  * Toleration.ToleratesTaint: effect and key match when set; "Exists" matches

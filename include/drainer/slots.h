@@ -18,10 +18,10 @@ struct timesrc;
 struct slots;
 
 struct slots_options {
-        const char *ns;                /* e.g. "drainer-system" */
-        unsigned max;                  /* N > 0 */
-        uint64_t lease_duration_usec;  /* 0 = 120 s; renewed every third of it */
-        const char *identity;          /* this process, recorded in an annotation of the Lease */
+        const char *ns;               /* e.g. "drainer-system" */
+        unsigned max;                 /* N > 0 */
+        uint64_t lease_duration_usec; /* 0 = 120 s; renewed every third of it */
+        const char *identity;         /* this process, recorded in an annotation of the Lease */
         /* Whether a node exists (for reclaiming slots of deleted nodes); may be NULL, then
          * the module GETs the node. */
         int (*node_exists)(const char *node, void *userdata);

@@ -34,3 +34,4 @@ int verb_plan(int argc, char **argv, struct global_flags *g);
 int verb_drain(int argc, char **argv, struct global_flags *g);
 int verb_uncordon(int argc, char **argv, struct global_flags *g);
 int verb_maintain(int argc, char **argv, struct global_flags *g);
+int verb_serve(int argc, char **argv, struct global_flags *g);

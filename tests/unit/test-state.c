@@ -162,9 +162,10 @@ static void assert_taints(const cJSON *patch, const char *const *want, size_t n_
 /* ---- enums ---- */
 
 static void test_enums(void **state) {
-        static const char *const phases[] = { "waiting", "preflight",  "cordon",          "evict-claim-holders",
-                                              "evict-rest", "wait-released",   "stop-drivers",
-                                              "drained",    "restore-drivers", "uncordon" };
+        static const char *const phases[] = {
+                "waiting",       "preflight",    "cordon",  "evict-claim-holders", "evict-rest",
+                "wait-released", "stop-drivers", "drained", "restore-drivers",     "uncordon"
+        };
         static const char *const kinds[] = { "taint", "label", "systemd", "none" };
 
         assert_int_equal(ELEMENTSOF(phases), _DRAIN_PHASE_MAX);

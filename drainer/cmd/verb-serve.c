@@ -1,0 +1,903 @@
+/* `drainer serve`: the daemon. Watches its Node (or every Node with
+ * --all-nodes) for drainer.io/request and runs the drain engine for each node
+ * that asks; removing the request undoes a drain. Optional cluster-wide slots
+ * (--max-parallel), systemd notify/watchdog, and a logind shutdown inhibitor
+ * (--on-shutdown). An idle daemon holds one watch and sends nothing else. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#include "drainer/app.h"
+#include "drainer/client.h"
+#include "drainer/drainargs.h"
+#include "drainer/engine.h"
+#include "drainer/hashmap.h"
+#include "drainer/informer.h"
+#include "drainer/json.h"
+#include "drainer/log.h"
+#include "drainer/notify.h"
+#include "drainer/objects.h"
+#include "drainer/slots.h"
+#include "drainer/state.h"
+#include "drainer/sysbus.h"
+#include "drainer/timesrc.h"
+#include "drainer/verbs.h"
+
+#define DRAINER_ANN_SHUTDOWN_BOOT "drainer.io/shutdown-boot-id"
+#define RETRY_BASE_USEC           (30 * USEC_PER_SEC)
+#define RETRY_CAP_USEC            (300 * USEC_PER_SEC)
+#define MAX_CONFIG_ARGS           256
+
+enum {
+        OPT_NODE = 0x200,
+        OPT_ALL_NODES,
+        OPT_MAX_PARALLEL,
+        OPT_LEASE_NS,
+        OPT_CONFIG,
+        OPT_ON_SHUTDOWN,
+        OPT_IDENTITY,
+};
+
+struct serve_opts {
+        const char *node;
+        bool all_nodes;
+        unsigned max_parallel;
+        const char *lease_ns;
+        const char *config;
+        bool on_shutdown;
+        const char *identity;
+};
+
+/* One node this daemon acts for. */
+struct managed {
+        struct server *srv;
+        char *node;
+        struct engine *engine; /* owned; running or finishing */
+        enum engine_goal goal;
+        bool running, stopped;
+        unsigned failures;
+        uint64_t retry_at; /* monotonic µs; 0 = now */
+        char *waiting_msg; /* last "waiting" message written, to write it once */
+        struct kube_call *patch;
+};
+
+struct server {
+        struct app *app;
+        struct serve_opts o;
+        struct drain_args *a;
+        struct informer *nodes;
+        struct hashmap *managed; /* node -> struct managed */
+        struct slots *slots;
+        struct notifier *notifier;
+        struct sysbus *bus;
+        struct dtimer kick, retry, shutdown_deadline;
+        bool kick_armed, ready, stopping, done;
+        char boot_id[64];
+        bool shutdown_active;
+        uv_signal_t sigint, sigterm;
+        int result;
+};
+
+static void serve_reconcile(struct server *srv);
+
+static void kick(struct server *srv) {
+        if (srv->stopping || srv->kick_armed)
+                return;
+        srv->kick_armed = true;
+        dtimer_start(&srv->kick, 0);
+}
+
+/* Re-evaluates shortly: for engines winding down (their cancelled calls finish on the
+ * next turns of the loop). */
+static void kick_later(struct server *srv) {
+        if (!srv->stopping && !srv->retry.armed)
+                dtimer_start(&srv->retry, 50 * USEC_PER_MSEC);
+}
+
+static void on_kick(struct dtimer *t) {
+        struct server *srv = container_of(t, struct server, kick);
+
+        srv->kick_armed = false;
+        serve_reconcile(srv);
+}
+
+static void on_retry(struct dtimer *t) {
+        serve_reconcile(container_of(t, struct server, retry));
+}
+
+static void managed_free(void *p) {
+        struct managed *m = p;
+
+        if (!m)
+                return;
+        engine_free(m->engine);
+        free(m->node);
+        free(m->waiting_msg);
+        free(m);
+}
+
+static struct managed *managed_get(struct server *srv, const char *node) {
+        struct managed *m = hashmap_get(srv->managed, node);
+
+        if (m)
+                return m;
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return NULL;
+        m->srv = srv;
+        m->node = strdup(node);
+        if (!m->node || hashmap_put(srv->managed, node, m, NULL) < 0) {
+                managed_free(m);
+                return NULL;
+        }
+        return m;
+}
+
+/* ---- Node patches of the daemon itself (request, waiting state) ---- */
+
+static void on_serve_patch(const struct kube_result *res, void *userdata) {
+        struct managed *m = userdata;
+
+        m->patch = NULL;
+        if (res->error < 0 && res->error != -ECANCELED)
+                log_warning("node %s: updating annotations failed: %s, retrying", m->node,
+                            res->message ? res->message : strerror(-res->error));
+        kick(m->srv);
+}
+
+static void send_patch(struct managed *m, char *body) {
+        _cleanup_free_ char *path = NULL;
+
+        if (!body)
+                return;
+        if (asprintf(&path, "/api/v1/nodes/%s", m->node) >= 0)
+                (void)kube_patch(m->srv->app->client, path, KUBE_PATCH_MERGE, body, on_serve_patch, m,
+                                 &m->patch);
+        free(body);
+}
+
+/* ---- engines ---- */
+
+static void on_engine_phase(struct engine *e, enum drain_phase phase, const char *message, void *userdata) {
+        struct managed *m = userdata;
+
+        log_set_field("PHASE", drain_phase_to_string(phase));
+        log_info("node %s: %s%s%s", m->node, drain_phase_to_string(phase), message ? ": " : "",
+                 strempty(message));
+        if (m->srv->notifier)
+                notifier_status(m->srv->notifier, "node %s: %s", m->node, drain_phase_to_string(phase));
+}
+
+static void on_engine_finished(struct engine *e, const struct engine_summary *s, void *userdata) {
+        struct managed *m = userdata;
+        struct server *srv = m->srv;
+
+        m->running = false;
+        if (s->result == 0) {
+                m->failures = 0;
+                log_info("node %s: %s", m->node, strna(s->message));
+        } else {
+                uint64_t d = RETRY_BASE_USEC;
+
+                for (unsigned i = 0; i < m->failures && d < RETRY_CAP_USEC; i++)
+                        d *= 2;
+                m->failures++;
+                m->retry_at = timesrc_now(srv->app->ts) + MIN(d, RETRY_CAP_USEC);
+                log_error("node %s: %s (%s); retrying in %llu s", m->node, strna(s->message),
+                          s->result == -EPERM ? "refused by preflight" : strerror(-s->result),
+                          (unsigned long long)(MIN(d, RETRY_CAP_USEC) / USEC_PER_SEC));
+                dtimer_start(&srv->retry, MIN(d, RETRY_CAP_USEC));
+        }
+        if (srv->notifier)
+                notifier_status(srv->notifier, "node %s: %s", m->node,
+                                s->result == 0 ? (m->goal == ENGINE_GOAL_DRAIN ? "drained" : "in service")
+                                               : "failed, retrying");
+        kick(srv);
+}
+
+static int start_engine(struct managed *m, enum engine_goal goal) {
+        struct server *srv = m->srv;
+        static const struct engine_callbacks cb = {
+                .on_phase = on_engine_phase,
+                .on_finished = on_engine_finished,
+        };
+        struct engine_options eo = {
+                .node = m->node,
+                .goal = goal,
+                .grace_seconds = srv->a->grace,
+                .disable_eviction = srv->a->disable_eviction,
+                .force_uncordon = srv->a->force_uncordon,
+                .skip_driver_stop = srv->a->skip_driver_stop,
+                .driver_health = srv->a->has_health ? &srv->a->health_target : NULL,
+                .timeout_usec = srv->a->timeout_usec,
+                .instance = srv->o.identity,
+        };
+        int r;
+
+        fill_plan_options(srv->a, &eo.plan);
+        engine_free(m->engine);
+        m->engine = NULL;
+        r = engine_new(srv->app->client, srv->app->transport, srv->app->ts, &eo, &cb, m, &m->engine);
+        if (r < 0)
+                return r;
+        m->stopped = false;
+        m->goal = goal;
+        m->running = true;
+        log_info("node %s: %s requested", m->node, goal == ENGINE_GOAL_DRAIN ? "drain" : "uncordon");
+        r = engine_start(m->engine);
+        if (r < 0)
+                m->running = false;
+        return r;
+}
+
+/* What the node's annotations ask for: -1 nothing, else an engine goal. */
+static int desired_goal(const struct node_rec *n, const struct drain_state *st) {
+        if (st->request == DRAIN_REQUEST_DRAIN)
+                return st->has_phase && st->phase == DRAIN_PHASE_DRAINED ? -1 : ENGINE_GOAL_DRAIN;
+        if (st->request == DRAIN_REQUEST_UNCORDON)
+                return ENGINE_GOAL_UNCORDON;
+        /* No request but state left: the request was removed during a drain, which means undo. */
+        if (st->has_phase)
+                return ENGINE_GOAL_UNCORDON;
+        return -1;
+}
+
+static void write_waiting(struct managed *m, const struct node_rec *n) {
+        _cleanup_free_ char *msg = NULL;
+        char *body = NULL;
+
+        if (asprintf(&msg, "waiting for one of %u drain slots (held by %s)", m->srv->o.max_parallel,
+                     slots_holders(m->srv->slots)) < 0)
+                return;
+        if (m->patch || streq_ptr(msg, m->waiting_msg))
+                return;
+        if (drain_patch_phase(n, DRAIN_PHASE_WAITING, timesrc_realtime(m->srv->app->ts), msg, &body) < 0)
+                return;
+        free(m->waiting_msg);
+        m->waiting_msg = TAKE_PTR(msg);
+        log_info("node %s: %s", m->node, m->waiting_msg);
+        send_patch(m, body);
+}
+
+static void reconcile_node(struct server *srv, const struct node_rec *n) {
+        _cleanup_(drain_state_done) struct drain_state st = {};
+        _cleanup_free_ char *err = NULL;
+        struct managed *m = hashmap_get(srv->managed, n->name);
+        uint64_t now = timesrc_now(srv->app->ts);
+        int goal, r;
+
+        if (drain_state_parse(n, &st, &err) < 0) {
+                /* The engine reports this on the Node (Event) when it runs; here just log, once. */
+                if (!m || !m->waiting_msg || !streq(m->waiting_msg, err ? err : "")) {
+                        log_error("node %s: %s", n->name, strna(err));
+                        if ((m = managed_get(srv, n->name))) {
+                                free(m->waiting_msg);
+                                m->waiting_msg = err ? strdup(err) : NULL;
+                        }
+                }
+                return;
+        }
+        goal = desired_goal(n, &st);
+
+        /* Slots: held from the first change until the node is back in service. */
+        if (srv->slots && (st.has_phase && st.phase != DRAIN_PHASE_WAITING))
+                (void)slots_acquire(srv->slots, n->name); /* keeps it renewed */
+        if (srv->slots && goal < 0 && !st.has_phase && slots_held(srv->slots, n->name))
+                slots_release(srv->slots, n->name);
+
+        if (goal < 0) {
+                if (m && !m->running && !m->patch) {
+                        /* Done with this node: forget it (keeps the map small in cluster mode). */
+                        if (m->engine && !m->stopped) {
+                                engine_stop(m->engine);
+                                m->stopped = true;
+                        }
+                        if (!m->engine || engine_idle(m->engine))
+                                managed_free(hashmap_remove(srv->managed, n->name));
+                        else
+                                kick_later(srv);
+                }
+                return;
+        }
+        if (!m && !(m = managed_get(srv, n->name)))
+                return;
+        if (m->running) {
+                if (m->goal != (enum engine_goal)goal) {
+                        /* The request changed under a running engine: stop it, start the other later. */
+                        log_info("node %s: request changed, switching to %s", n->name,
+                                 goal == ENGINE_GOAL_DRAIN ? "drain" : "uncordon");
+                        engine_stop(m->engine);
+                        m->stopped = true;
+                        m->running = false;
+                        m->retry_at = 0;
+                        kick_later(srv);
+                }
+                return;
+        }
+        if (m->engine && !m->stopped) {
+                /* A finished engine still watches: stop it before starting the next. */
+                engine_stop(m->engine);
+                m->stopped = true;
+        }
+        if (m->engine && !engine_idle(m->engine)) {
+                kick_later(srv);
+                return; /* the previous engine is still winding down */
+        }
+        if (m->goal == (enum engine_goal)goal && m->retry_at > now) {
+                dtimer_start(&srv->retry, m->retry_at - now);
+                return;
+        }
+        if (m->goal != (enum engine_goal)goal)
+                m->failures = 0;
+        if (goal == ENGINE_GOAL_DRAIN && srv->slots && !(st.has_phase && st.phase != DRAIN_PHASE_WAITING)) {
+                r = slots_acquire(srv->slots, n->name);
+                if (r < 0) {
+                        log_error("node %s: cannot take a drain slot: %s", n->name, strerror(-r));
+                        m->retry_at = now + RETRY_BASE_USEC;
+                        dtimer_start(&srv->retry, RETRY_BASE_USEC);
+                        return;
+                }
+                if (r == 0) {
+                        const char *holders = slots_holders(srv->slots);
+
+                        if (!slots_held(srv->slots, n->name) && holders && *holders)
+                                write_waiting(m, n);
+                        return;
+                }
+        }
+        m->retry_at = 0;
+        r = start_engine(m, goal);
+        if (r < 0)
+                log_error("node %s: cannot start the drain engine: %s", n->name, strerror(-r));
+}
+
+static void serve_reconcile(struct server *srv) {
+        const void *rec;
+        size_t i = 0, active = 0;
+
+        if (srv->stopping || !informer_synced(srv->nodes))
+                return;
+        while (informer_iterate(srv->nodes, &i, &rec))
+                reconcile_node(srv, rec);
+        i = 0;
+        {
+                const char *key;
+                void *v;
+
+                while (hashmap_iterate(srv->managed, &i, &key, &v))
+                        active += ((struct managed *)v)->running;
+        }
+        if (!srv->ready) {
+                srv->ready = true;
+                if (srv->notifier)
+                        notifier_ready(srv->notifier);
+                log_info("serving %s (%zu node%s watched)", srv->o.all_nodes ? "all nodes" : srv->o.node,
+                         informer_size(srv->nodes), informer_size(srv->nodes) == 1 ? "" : "s");
+        }
+        if (srv->notifier && active == 0)
+                notifier_status(srv->notifier, "idle: watching %s",
+                                srv->o.all_nodes ? "all nodes" : srv->o.node);
+}
+
+/* ---- --on-shutdown ---- */
+
+static void read_boot_id(char *buf, size_t size) {
+        FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+        buf[0] = 0;
+        if (!f)
+                return;
+        if (fgets(buf, (int)size, f))
+                buf[strcspn(buf, "\n")] = 0;
+        fclose(f);
+}
+
+/* A shutdown started: ask for a drain of our node, recording this boot, so the
+ * daemon of the next boot knows to restore and uncordon by itself. */
+static void on_shutdown(bool active, void *userdata) {
+        struct server *srv = userdata;
+        const struct node_rec *n = informer_get(srv->nodes, srv->o.node);
+        _cleanup_(cJSON_Deletep) cJSON *p = cJSON_CreateObject();
+        struct managed *m;
+        cJSON *ann;
+
+        srv->shutdown_active = active;
+        if (!active) {
+                log_info("shutdown cancelled");
+                dtimer_stop(&srv->shutdown_deadline);
+                return;
+        }
+        {
+                /* logind waits at most InhibitDelayMaxUSec for us: let go a bit before it. */
+                uint64_t max = 0;
+
+                if (sysbus_inhibit_delay_max(srv->bus, &max) < 0 || max == 0)
+                        max = 5 * 60 * USEC_PER_SEC;
+                dtimer_start(&srv->shutdown_deadline,
+                             max > 2 * USEC_PER_SEC ? max - 2 * USEC_PER_SEC : max / 2);
+        }
+        log_info("shutdown: draining node %s before it goes down", srv->o.node);
+        if (!n || !p || !(m = managed_get(srv, srv->o.node))) {
+                sysbus_release_inhibitor(srv->bus);
+                return;
+        }
+        ann = cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "metadata"), "annotations");
+        cJSON_AddStringToObject(ann, DRAINER_ANN_REQUEST, "drain");
+        cJSON_AddStringToObject(ann, DRAINER_ANN_SHUTDOWN_BOOT, srv->boot_id);
+        send_patch(m, cJSON_PrintUnformatted(p));
+}
+
+static void on_shutdown_deadline(struct dtimer *t) {
+        struct server *srv = container_of(t, struct server, shutdown_deadline);
+
+        if (srv->bus && sysbus_holds_inhibitor(srv->bus)) {
+                log_warning("shutdown: logind's inhibit delay is running out before node %s is drained; "
+                            "releasing "
+                            "the lock (the drain resumes after the reboot)",
+                            srv->o.node);
+                sysbus_release_inhibitor(srv->bus);
+        }
+}
+
+static void on_inhibit_result(int error, const char *message, void *userdata) {
+        if (error < 0)
+                log_error(
+                        "--on-shutdown: logind refused the shutdown inhibitor lock: %s; a shutdown will not "
+                        "wait for the drain",
+                        message ? message : strerror(-error));
+        else
+                log_info("holding a logind shutdown delay lock: a shutdown drains this node first");
+}
+
+/* The drain for a shutdown is done (or failed): let the shutdown go on. */
+static void check_shutdown_done(struct server *srv) {
+        const struct node_rec *n;
+        _cleanup_(drain_state_done) struct drain_state st = {};
+
+        if (!srv->shutdown_active || !srv->bus || !sysbus_holds_inhibitor(srv->bus))
+                return;
+        n = informer_get(srv->nodes, srv->o.node);
+        if (!n || drain_state_parse(n, &st, NULL) < 0)
+                return sysbus_release_inhibitor(srv->bus);
+        if (st.has_phase && st.phase == DRAIN_PHASE_DRAINED) {
+                log_info("node %s drained: releasing the shutdown inhibitor", srv->o.node);
+                sysbus_release_inhibitor(srv->bus);
+        }
+}
+
+/* After a reboot: a drain we asked for at shutdown of another boot is undone. */
+static void resume_after_reboot(struct server *srv, const struct node_rec *n) {
+        const char *boot = kv_get(n->annotations, n->n_annotations, DRAINER_ANN_SHUTDOWN_BOOT);
+        _cleanup_(cJSON_Deletep) cJSON *p = NULL;
+        struct managed *m;
+        cJSON *ann;
+
+        if (!boot || streq(boot, srv->boot_id))
+                return;
+        log_info("node %s was drained for a shutdown (boot %s): restoring it", n->name, boot);
+        if (!(m = managed_get(srv, n->name)) || !(p = cJSON_CreateObject()))
+                return;
+        ann = cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "metadata"), "annotations");
+        cJSON_AddStringToObject(ann, DRAINER_ANN_REQUEST, "uncordon");
+        cJSON_AddNullToObject(ann, DRAINER_ANN_SHUTDOWN_BOOT);
+        send_patch(m, cJSON_PrintUnformatted(p));
+}
+
+/* ---- node informer ---- */
+
+static void on_node_change(struct informer *inf, const void *rec, void *userdata) {
+        struct server *srv = userdata;
+
+        if (srv->o.on_shutdown && rec && streq_ptr(((const struct node_rec *)rec)->name, srv->o.node)) {
+                if (!srv->shutdown_active)
+                        resume_after_reboot(srv, rec);
+                check_shutdown_done(srv);
+        }
+        kick(srv);
+}
+
+static void on_node_update(struct informer *inf, const void *old, const void *rec, void *userdata) {
+        on_node_change(inf, rec, userdata);
+}
+
+static void on_node_delete(struct informer *inf, const void *rec, void *userdata) {
+        kick(userdata);
+}
+
+static void on_nodes_synced(struct informer *inf, void *userdata) {
+        kick(userdata);
+}
+
+static void on_nodes_error(struct informer *inf, int error, const char *message, void *userdata) {
+        log_warning("watching nodes: %s, retrying", message ? message : strerror(-error));
+}
+
+static void on_serve_signal(uv_signal_t *h, int signum) {
+        struct server *srv = h->data;
+
+        log_info("%s: stopping (drains in progress resume from the Nodes' annotations)",
+                 signum == SIGTERM ? "SIGTERM" : "SIGINT");
+        srv->done = true;
+}
+
+/* Cluster mode caches every Node; per-node mode lets the slots module ask the API. */
+static int node_exists(const char *node, void *userdata) {
+        struct server *srv = userdata;
+
+        return informer_get(srv->nodes, node) ? 1 : 0;
+}
+
+static void on_slots_changed(struct slots *s, void *userdata) {
+        kick(userdata);
+}
+
+/* ---- the config file ---- */
+
+/* Turns `key: value` / `key: [a, b]` / `key: true` of a YAML mapping into
+ * "--key value" arguments placed before the command line's, so flags win. */
+static int config_to_args(const char *path, char ***ret_args, size_t *ret_n) {
+        FILE *f = fopen(path, "re");
+        yaml_parser_t parser;
+        yaml_event_t ev;
+        char **args = calloc(MAX_CONFIG_ARGS + 1, sizeof(char *));
+        char *key = NULL;
+        size_t n = 0;
+        int depth = 0, r = 0;
+        bool in_seq = false, done = false;
+
+        if (!args)
+                return -ENOMEM;
+        if (!f) {
+                free(args);
+                return log_error_errno(errno, "%s: cannot read the config file: %m", path);
+        }
+        if (!yaml_parser_initialize(&parser)) {
+                fclose(f);
+                free(args);
+                return -ENOMEM;
+        }
+        yaml_parser_set_input_file(&parser, f);
+        while (!done && r == 0) {
+                if (!yaml_parser_parse(&parser, &ev)) {
+                        r = log_error_errno(EINVAL, "%s:%zu: %s", path, parser.problem_mark.line + 1,
+                                            parser.problem ? parser.problem : "invalid YAML");
+                        break;
+                }
+                switch (ev.type) {
+                case YAML_MAPPING_START_EVENT:
+                        if (++depth > 1)
+                                r = log_error_errno(EINVAL, "%s:%zu: nested mappings are not config keys",
+                                                    path, ev.start_mark.line + 1);
+                        break;
+                case YAML_MAPPING_END_EVENT:
+                        depth--;
+                        break;
+                case YAML_SEQUENCE_START_EVENT:
+                        if (!key)
+                                r = log_error_errno(EINVAL, "%s:%zu: a list needs a key", path,
+                                                    ev.start_mark.line + 1);
+                        in_seq = true;
+                        break;
+                case YAML_SEQUENCE_END_EVENT:
+                        in_seq = false;
+                        key = mfree(key);
+                        break;
+                case YAML_SCALAR_EVENT: {
+                        const char *v = (const char *)ev.data.scalar.value;
+
+                        if (depth != 1) {
+                                r = log_error_errno(
+                                        EINVAL, "%s: the config file must be a mapping of flag names", path);
+                                break;
+                        }
+                        if (!key) {
+                                key = strdup(v);
+                                if (!key)
+                                        r = -ENOMEM;
+                                break;
+                        }
+                        if (n + 2 > MAX_CONFIG_ARGS) {
+                                r = log_error_errno(E2BIG, "%s: too many settings", path);
+                                break;
+                        }
+                        if (streq(v, "true") || streq(v, "false")) {
+                                /* Booleans: the flag when true, nothing when false. */
+                                if (streq(v, "true") && asprintf(&args[n++], "--%s", key) < 0)
+                                        r = -ENOMEM;
+                        } else if (asprintf(&args[n++], "--%s", key) < 0 || !(args[n++] = strdup(v)))
+                                r = -ENOMEM;
+                        if (!in_seq)
+                                key = mfree(key);
+                        break;
+                }
+                case YAML_STREAM_END_EVENT:
+                        done = true;
+                        break;
+                default:
+                        break;
+                }
+                yaml_event_delete(&ev);
+        }
+        yaml_parser_delete(&parser);
+        fclose(f);
+        free(key);
+        if (r < 0) {
+                for (size_t i = 0; i < n; i++)
+                        free(args[i]);
+                free(args);
+                return r;
+        }
+        *ret_args = args;
+        *ret_n = n;
+        return 0;
+}
+
+static int on_serve_opt(int opt, const char *arg, void *userdata) {
+        struct serve_opts *o = userdata;
+        char *end;
+        long v;
+
+        switch (opt) {
+        case OPT_NODE:
+                o->node = arg;
+                return 0;
+        case OPT_ALL_NODES:
+                o->all_nodes = true;
+                return 0;
+        case OPT_MAX_PARALLEL:
+                errno = 0;
+                v = strtol(arg, &end, 10);
+                if (errno || *end || end == arg || v < 0 || v > 1000)
+                        return log_error_errno(
+                                EINVAL, "--max-parallel: invalid value \"%s\" (0-1000; 0: no limit)", arg);
+                o->max_parallel = (unsigned)v;
+                return 0;
+        case OPT_LEASE_NS:
+                o->lease_ns = arg;
+                return 0;
+        case OPT_CONFIG:
+                o->config = arg; /* read before parsing: see verb_serve() */
+                return 0;
+        case OPT_ON_SHUTDOWN:
+                o->on_shutdown = true;
+                return 0;
+        case OPT_IDENTITY:
+                o->identity = arg;
+                return 0;
+        }
+        return -EINVAL;
+}
+
+static const struct option serve_options[] = {
+        { "node", required_argument, NULL, OPT_NODE },
+        { "all-nodes", no_argument, NULL, OPT_ALL_NODES },
+        { "max-parallel", required_argument, NULL, OPT_MAX_PARALLEL },
+        { "lease-namespace", required_argument, NULL, OPT_LEASE_NS },
+        { "config", required_argument, NULL, OPT_CONFIG },
+        { "on-shutdown", no_argument, NULL, OPT_ON_SHUTDOWN },
+        { "identity", required_argument, NULL, OPT_IDENTITY },
+        {},
+};
+
+static void on_notifier_closed(void *userdata) {
+        *(bool *)userdata = true;
+}
+
+static int serve_run(struct server *srv) {
+        static const struct informer_handlers h = {
+                .on_add = on_node_change,
+                .on_update = on_node_update,
+                .on_delete = on_node_delete,
+                .on_synced = on_nodes_synced,
+                .on_error = on_nodes_error,
+        };
+        _cleanup_free_ char *fs = NULL;
+        struct app *a = srv->app;
+        int r;
+
+        srv->managed = hashmap_new(100000);
+        if (!srv->managed)
+                return log_oom();
+        read_boot_id(srv->boot_id, sizeof(srv->boot_id));
+        if (!srv->o.all_nodes && asprintf(&fs, "metadata.name=%s", srv->o.node) < 0)
+                return log_oom();
+        struct informer_options io = { .kind = INFORMER_NODES, .field_selector = fs };
+
+        r = informer_new(a->client, a->ts, &io, &h, srv, &srv->nodes);
+        if (r < 0)
+                return log_error_errno(r, "Cannot set up the node watch: %m");
+        if ((r = dtimer_init(&srv->kick, a->ts, on_kick)) < 0 ||
+            (r = dtimer_init(&srv->retry, a->ts, on_retry)) < 0 ||
+            (r = dtimer_init(&srv->shutdown_deadline, a->ts, on_shutdown_deadline)) < 0)
+                return log_oom();
+        if (srv->o.max_parallel > 0) {
+                struct slots_options so = {
+                        .ns = srv->o.lease_ns,
+                        .max = srv->o.max_parallel,
+                        .identity = srv->o.identity,
+                };
+
+                if (srv->o.all_nodes)
+                        so.node_exists = node_exists;
+                r = slots_new(a->client, a->ts, &so, on_slots_changed, srv, &srv->slots);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot set up drain slots: %m");
+        }
+        r = notifier_new(&a->loop, &srv->notifier);
+        if (r >= 0)
+                r = notifier_start(srv->notifier);
+        if (r < 0)
+                log_warning_errno(r, "systemd notification setup failed: %m, ignoring");
+        if (srv->o.on_shutdown) {
+                r = sysbus_open(&a->loop, &srv->bus);
+                if (r >= 0)
+                        r = sysbus_inhibit_shutdown_full(srv->bus, "drainer",
+                                                         "Drain this node's DRA workload before shutdown",
+                                                         on_shutdown, on_inhibit_result, srv);
+                if (r < 0)
+                        return log_error_errno(
+                                r, "--on-shutdown: cannot take a logind shutdown inhibitor lock: %m");
+        }
+        r = informer_start(srv->nodes);
+        if (r < 0)
+                return log_error_errno(r, "Cannot start watching nodes: %m");
+
+        uv_signal_init(&a->loop, &srv->sigint);
+        uv_signal_init(&a->loop, &srv->sigterm);
+        srv->sigint.data = srv->sigterm.data = srv;
+        uv_signal_start(&srv->sigint, on_serve_signal, SIGINT);
+        uv_signal_start(&srv->sigterm, on_serve_signal, SIGTERM);
+        app_run_until(a, &srv->done);
+        return 0;
+}
+
+static void serve_teardown(struct server *srv) {
+        struct app *a = srv->app;
+        const char *key;
+        void *v;
+        size_t i = 0;
+        bool idle;
+
+        srv->stopping = true;
+        if (srv->notifier)
+                notifier_stopping(srv->notifier);
+        while (hashmap_iterate(srv->managed, &i, &key, &v)) {
+                struct managed *m = v;
+
+                if (m->engine)
+                        engine_stop(m->engine);
+                if (m->patch)
+                        kube_call_cancel(m->patch);
+        }
+        if (srv->nodes)
+                informer_stop(srv->nodes);
+        if (srv->slots)
+                slots_stop(srv->slots);
+        if (srv->kick.src) {
+                dtimer_stop(&srv->kick);
+                dtimer_stop(&srv->retry);
+                dtimer_stop(&srv->shutdown_deadline);
+        }
+        do {
+                idle = !srv->nodes || informer_idle(srv->nodes);
+                idle = idle && (!srv->slots || slots_idle(srv->slots));
+                i = 0;
+                while (idle && hashmap_iterate(srv->managed, &i, &key, &v)) {
+                        struct managed *m = v;
+
+                        idle = (!m->engine || engine_idle(m->engine)) && !m->patch;
+                }
+        } while (!idle && uv_run(&a->loop, UV_RUN_ONCE) != 0);
+
+        hashmap_free(srv->managed, managed_free);
+        informer_free(srv->nodes);
+        slots_free(srv->slots);
+        if (srv->kick.src) {
+                dtimer_done(&srv->kick);
+                dtimer_done(&srv->retry);
+                dtimer_done(&srv->shutdown_deadline);
+        }
+        if (srv->sigint.loop) {
+                uv_close((uv_handle_t *)&srv->sigint, NULL);
+                uv_close((uv_handle_t *)&srv->sigterm, NULL);
+        }
+        if (srv->notifier) {
+                bool closed = false;
+
+                notifier_close(srv->notifier, on_notifier_closed, &closed);
+                while (!closed && uv_run(&a->loop, UV_RUN_ONCE) != 0)
+                        ;
+        }
+        if (srv->bus) {
+                bool closed = false;
+
+                sysbus_close(srv->bus, on_notifier_closed, &closed);
+                while (!closed && uv_run(&a->loop, UV_RUN_ONCE) != 0)
+                        ;
+        }
+}
+
+static int serve_main(struct serve_opts *o, struct drain_args *a, struct global_flags *g, int vargc,
+                      char **vargv) {
+        char host[256] = "";
+        struct app app;
+        struct server srv = {};
+        int r;
+
+        r = parse_drain_args(vargc, vargv, g, a, serve_options, on_serve_opt, o);
+        if (r <= 0)
+                return r < 0 ? EXIT_USAGE : EXIT_DONE;
+        if (optind != vargc)
+                return log_error("drainer serve: unexpected argument \"%s\"; see 'drainer serve --help'",
+                                 vargv[optind]),
+                       EXIT_USAGE;
+        if (o->all_nodes && o->node)
+                return log_error("drainer serve: --node and --all-nodes exclude each other"), EXIT_USAGE;
+        if (!o->node && !o->all_nodes)
+                o->node = getenv("NODE_NAME");
+        if (!o->node && !o->all_nodes)
+                return log_error("drainer serve: say which node: --node NAME, $NODE_NAME, or --all-nodes"),
+                       EXIT_USAGE;
+        if (o->on_shutdown && o->all_nodes)
+                return log_error("drainer serve: --on-shutdown needs --node (the node this host is)"),
+                       EXIT_USAGE;
+        if (!o->lease_ns)
+                o->lease_ns = getenv("POD_NAMESPACE") ? getenv("POD_NAMESPACE") : "drainer-system";
+        gethostname(host, sizeof(host) - 1);
+        if (!o->identity)
+                o->identity = host;
+        log_set_journal_auto();
+        if (o->node)
+                log_set_field("NODE", o->node);
+
+        if (app_init(&app, g) < 0) {
+                app_done(&app);
+                return EXIT_ERROR;
+        }
+        srv = (struct server){ .app = &app, .o = *o, .a = a };
+        r = serve_run(&srv);
+        serve_teardown(&srv);
+        app_done(&app);
+        return r < 0 ? EXIT_ERROR : EXIT_DONE;
+}
+
+int verb_serve(int argc, char **argv, struct global_flags *g) {
+        struct serve_opts o = {};
+        struct drain_args a = {};
+        _cleanup_free_ char **vargv = NULL;
+        char **cfg = NULL;
+        size_t n_cfg = 0;
+        int vargc = 0, code;
+
+        /* --config first: its settings go before the command line's flags, which win. */
+        for (int i = 1; i < argc; i++) {
+                if (streq(argv[i], "--"))
+                        break;
+                if (streq(argv[i], "--config") && i + 1 < argc)
+                        o.config = argv[i + 1];
+                else if (strncmp(argv[i], "--config=", 9) == 0)
+                        o.config = argv[i] + 9;
+        }
+        if (o.config && config_to_args(o.config, &cfg, &n_cfg) < 0)
+                return EXIT_USAGE;
+        vargv = calloc(argc + n_cfg + 1, sizeof(char *));
+        if (!vargv)
+                return log_oom(), EXIT_ERROR;
+        vargv[vargc++] = argv[0];
+        for (size_t i = 0; i < n_cfg; i++)
+                vargv[vargc++] = cfg[i];
+        for (int i = 1; i < argc; i++)
+                vargv[vargc++] = argv[i];
+
+        code = serve_main(&o, &a, g, vargc, vargv);
+        drain_args_done(&a);
+        for (size_t i = 0; i < n_cfg; i++)
+                free(cfg[i]);
+        free(cfg);
+        return code;
+}
