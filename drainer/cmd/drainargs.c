@@ -172,8 +172,9 @@ int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain
         r = verb_parse(argc, argv, g, all, on_drain_opt, a);
         if (r <= 0)
                 return r;
-        if (a->stop == DRIVER_STOP_SYSTEMD) {
-                log_error("--driver-stop systemd:UNIT is not available yet in this build");
+        if (a->stop == DRIVER_STOP_SYSTEMD && !strchr(a->stop_arg, '.')) {
+                log_error("--driver-stop systemd:%s: name the unit with its type, e.g. %s.service",
+                          a->stop_arg, a->stop_arg);
                 return -EINVAL;
         }
         if (a->pod_selector && selector_parse(a->pod_selector, &a->pod_sel, &err) < 0) {

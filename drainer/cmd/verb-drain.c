@@ -20,6 +20,7 @@
 #include "drainer/plan.h"
 #include "drainer/selector.h"
 #include "drainer/snapshot.h"
+#include "drainer/sysbus.h"
 #include "drainer/timesrc.h"
 #include "drainer/verbs.h"
 
@@ -129,6 +130,7 @@ struct runner {
         char *last_line;
         uv_signal_t sigint, sigterm;
         bool interrupted;
+        struct sysbus *bus; /* systemd:UNIT drivers; NULL without a system bus */
 };
 
 static const char *group_label(enum evict_group g) {
@@ -250,6 +252,7 @@ static int run_engine(struct runner *rn, enum engine_goal goal, uint64_t timeout
                 .skip_driver_stop = rn->a->skip_driver_stop,
                 .driver_health = rn->a->has_health ? &rn->a->health_target : NULL,
                 .timeout_usec = timeout_usec,
+                .bus = rn->bus,
         };
         static const struct engine_callbacks cb = {
                 .on_progress = on_engine_progress,
@@ -387,6 +390,10 @@ static int run_command(struct app *app, char **cmd) {
         return on_cmd_exit_status;
 }
 
+static void on_bus_closed(void *userdata) {
+        *(bool *)userdata = true;
+}
+
 static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
         struct drain_args a = {};
         struct app app;
@@ -445,6 +452,17 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
         uv_signal_start(&rn.sigterm, on_runner_signal, SIGTERM);
         if (!rn.tty)
                 log_set_timestamps(true);
+        /* The system bus: needed for --driver-stop systemd:UNIT, and to undo a drain
+         * recorded with it; elsewhere (no bus, e.g. in a container) simply absent. */
+        r = sysbus_open(&app.loop, &rn.bus);
+        if (r < 0) {
+                if (a.stop == DRIVER_STOP_SYSTEMD) {
+                        log_error_errno(r, "--driver-stop systemd: cannot connect to the system bus: %m");
+                        code = EXIT_ERROR;
+                        goto out_signals;
+                }
+                rn.bus = NULL;
+        }
 
         if (streq(verb, "drain")) {
                 r = run_engine(&rn, ENGINE_GOAL_DRAIN, a.timeout_usec);
@@ -492,9 +510,17 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                 if (out)
                         puts(out);
         }
+out_signals:
         uv_close((uv_handle_t *)&rn.sigint, NULL);
         uv_close((uv_handle_t *)&rn.sigterm, NULL);
         engine_free(rn.engine);
+        if (rn.bus) {
+                bool closed = false;
+
+                sysbus_close(rn.bus, on_bus_closed, &closed);
+                while (!closed && uv_run(&app.loop, UV_RUN_ONCE) != 0)
+                        ;
+        }
         free(rn.message);
         free(rn.last_line);
 out:

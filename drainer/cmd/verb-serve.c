@@ -216,6 +216,7 @@ static int start_engine(struct managed *m, enum engine_goal goal) {
                 .driver_health = srv->a->has_health ? &srv->a->health_target : NULL,
                 .timeout_usec = srv->a->timeout_usec,
                 .instance = srv->o.identity,
+                .bus = srv->bus,
         };
         int r;
 
@@ -733,8 +734,15 @@ static int serve_run(struct server *srv) {
                 r = notifier_start(srv->notifier);
         if (r < 0)
                 log_warning_errno(r, "systemd notification setup failed: %m, ignoring");
+        /* The system bus: for --on-shutdown, --driver-stop systemd:UNIT, and undoing a drain
+         * recorded with it. Without one (a container) only --on-shutdown and systemd fail. */
+        r = sysbus_open(&a->loop, &srv->bus);
+        if (r < 0) {
+                srv->bus = NULL;
+                if (srv->o.on_shutdown || srv->a->stop == DRIVER_STOP_SYSTEMD)
+                        return log_error_errno(r, "Cannot connect to the system bus: %m");
+        }
         if (srv->o.on_shutdown) {
-                r = sysbus_open(&a->loop, &srv->bus);
                 if (r >= 0)
                         r = sysbus_inhibit_shutdown_full(srv->bus, "drainer",
                                                          "Drain this node's DRA workload before shutdown",

@@ -18,6 +18,7 @@
 #include "drainer/json.h"
 #include "drainer/log.h"
 #include "drainer/objects.h"
+#include "drainer/sysbus.h"
 #include "drainer/timesrc.h"
 
 #define EVICT_BACKOFF_BASE_USEC (1 * USEC_PER_SEC)
@@ -68,8 +69,15 @@ struct engine {
         struct hashmap *claims_seen; /* "ns/name" -> (void *)1 */
 
         struct kube_call *node_call; /* the Node patch in flight */
-        char *await_rv;              /* resourceVersion our last patch produced, until the cache has it */
-        bool finish_sent;            /* uncordon: the final patch went out */
+
+        /* systemd:UNIT strategy */
+        char *unit_name;  /* owned copy: the flag's, or the one recorded on the Node */
+        bool unit_busy;   /* a job or state query is in flight */
+        char *unit_state; /* last ActiveState seen, or NULL */
+        char *unit_error; /* last failure, for messages */
+        uint64_t unit_state_at;
+        char *await_rv;   /* resourceVersion our last patch produced, until the cache has it */
+        bool finish_sent; /* uncordon: the final patch went out */
         size_t events_in_flight;
 
         struct plan plan;
@@ -527,6 +535,84 @@ static int drivers_probed(struct engine *e, bool restoring, const struct pod_rec
         return 1;
 }
 
+/* ---- systemd:UNIT ---- */
+
+static void on_unit_state(int error, const char *active_state, void *userdata) {
+        struct engine *e = userdata;
+
+        e->unit_busy = false;
+        if (error == -ECANCELED)
+                return;
+        free(e->unit_state);
+        e->unit_state = error < 0 ? NULL : strdup(active_state);
+        free(e->unit_error);
+        e->unit_error = error < 0 ? strdup(strerror(-error)) : NULL;
+        e->unit_state_at = timesrc_now(e->ts);
+        kick(e);
+}
+
+static void on_unit_job(int error, const char *result, const char *message, void *userdata) {
+        struct engine *e = userdata;
+
+        e->unit_busy = false;
+        if (error == -ECANCELED)
+                return;
+        free(e->unit_error);
+        e->unit_error = NULL;
+        if (error < 0 || !streq_ptr(result, "done")) {
+                if (asprintf(&e->unit_error, "%s",
+                             error < 0 ? (message ? message : strerror(-error)) : result) < 0)
+                        e->unit_error = NULL;
+                retry_at(e, timesrc_now(e->ts) + 2 * USEC_PER_SEC);
+        }
+        /* Read the state again: the job's result alone does not say the unit is down/up. */
+        e->unit_state = mfree(e->unit_state);
+        kick(e);
+}
+
+/* Returns the unit's ActiveState once known (starting a query if needed), else NULL. */
+static const char *unit_state(struct engine *e) {
+        if (e->unit_state)
+                return e->unit_state;
+        if (!e->unit_busy && e->o.bus &&
+            sysbus_unit_active_state(e->o.bus, e->unit_name, on_unit_state, e) >= 0)
+                e->unit_busy = true;
+        return NULL;
+}
+
+static bool unit_is(const char *state, const char *const *any) {
+        for (; state && *any; any++)
+                if (streq(state, *any))
+                        return true;
+        return false;
+}
+
+static const char *const unit_down[] = { "inactive", "failed", NULL };
+static const char *const unit_up[] = { "active", "reloading", NULL };
+
+/* Stops (stop=true) or starts the unit; returns true once it is in the wanted state. */
+static bool unit_drive(struct engine *e, bool stop) {
+        const char *st = unit_state(e);
+        int r;
+
+        if (!e->o.bus) {
+                finish(e, -ENOTCONN, "--driver-stop systemd:%s needs the system bus", strna(e->unit_name));
+                return false;
+        }
+        if (!st || e->unit_busy)
+                return false;
+        if (unit_is(st, stop ? unit_down : unit_up))
+                return true;
+        r = stop ? sysbus_unit_stop(e->o.bus, e->unit_name, on_unit_job, e)
+                 : sysbus_unit_start(e->o.bus, e->unit_name, on_unit_job, e);
+        if (r < 0) {
+                finish(e, r, "cannot %s unit %s: %s", stop ? "stop" : "start", e->unit_name, strerror(-r));
+                return false;
+        }
+        e->unit_busy = true;
+        return false;
+}
+
 /* ---- the phases ---- */
 
 static bool node_cordoned(const struct node_rec *n) {
@@ -616,6 +702,30 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                                  bad->ns, bad->name);
                         plan_add_blocker(&e->plan, BLOCKER_DRIVER_UNHEALTHY, bad, m);
                         return refuse(e);
+                }
+                if (e->o.plan.driver_stop == DRIVER_STOP_SYSTEMD && !e->o.plan.ignore_driver_health) {
+                        const char *us = unit_state(e);
+
+                        if (!us) {
+                                if (!e->o.bus)
+                                        return finish(e, -ENOTCONN,
+                                                      "--driver-stop systemd:%s needs the system bus",
+                                                      strna(e->unit_name));
+                                set_message(e, "preflight: reading the state of unit %s",
+                                            strna(e->unit_name));
+                                return;
+                        }
+                        if (!unit_is(us, unit_up)) {
+                                char m[512];
+
+                                snprintf(m, sizeof(m),
+                                         "DRA driver unit %s is %s, not active (use --ignore-driver-health "
+                                         "to "
+                                         "override)",
+                                         strna(e->unit_name), us);
+                                plan_add_blocker(&e->plan, BLOCKER_DRIVER_UNHEALTHY, NULL, m);
+                                return refuse(e);
+                        }
                 }
                 set_message(e, "cordoning");
                 r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
@@ -733,6 +843,14 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                         }
                         break;
                 }
+                case DRIVER_STOP_SYSTEMD:
+                        if (!unit_drive(e, true)) {
+                                set_message(e, "stopping unit %s%s%s", strna(e->unit_name),
+                                            e->unit_error ? ": " : "", strempty(e->unit_error));
+                                return;
+                        }
+                        drivers = 0;
+                        break;
                 default:
                         drivers = 0; /* none: left alone */
                         break;
@@ -829,6 +947,21 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
                                 if (r < 0)
                                         return finish(e, r, "cannot build the node patch: %s", strerror(-r));
                                 return patch_node(e, body);
+                        }
+                        if (sr->kind == DRIVER_STOP_SYSTEMD && sr->arg) {
+                                if (!streq_ptr(e->unit_name, sr->arg)) {
+                                        /* Undo what was recorded, whatever this run's flag says. */
+                                        free(e->unit_name);
+                                        e->unit_name = strdup(sr->arg);
+                                        e->unit_state = mfree(e->unit_state);
+                                        if (!e->unit_name)
+                                                return finish(e, -ENOMEM, "out of memory");
+                                }
+                                if (!unit_drive(e, false)) {
+                                        set_message(e, "starting unit %s%s%s", sr->arg,
+                                                    e->unit_error ? ": " : "", strempty(e->unit_error));
+                                        return;
+                                }
                         }
                         if (sr->kind == DRIVER_STOP_LABEL && sr->arg &&
                             streq_ptr(kv_get(n->labels, n->n_labels, sr->arg), DRIVER_PAUSED_VALUE)) {
@@ -1086,6 +1219,11 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
         if (cb)
                 e->cb = *cb;
         e->userdata = userdata;
+        if (o->plan.driver_stop == DRIVER_STOP_SYSTEMD && o->plan.driver_stop_arg &&
+            !(e->unit_name = strdup(o->plan.driver_stop_arg))) {
+                free(e);
+                return -ENOMEM;
+        }
         e->evictions = hashmap_new(100000);
         e->probes = hashmap_new(1024);
         e->claims_seen = hashmap_new(100000);
@@ -1198,6 +1336,9 @@ void engine_free(struct engine *e) {
         if (e->has_st)
                 drain_state_done(&e->st);
         free(e->probe_uid);
+        free(e->unit_state);
+        free(e->unit_error);
+        free(e->unit_name);
         free(e->await_rv);
         free(e->node_fs);
         free(e->pod_fs);

@@ -15,6 +15,7 @@ struct kube_client;
 struct timesrc;
 struct transport;
 struct health_target;
+struct sysbus;
 struct engine;
 
 enum engine_goal {
@@ -34,6 +35,7 @@ struct engine_options {
         const struct health_target *driver_health; /* NULL: no gRPC probe */
         uint64_t timeout_usec;                     /* 0: none; counts from engine_start() of this run */
         const char *instance;                      /* reportingInstance of Events (hostname) */
+        struct sysbus *bus;                        /* systemd:UNIT strategy: the system bus (borrowed) */
 };
 
 /* One pod whose eviction a PodDisruptionBudget (or something else) holds back. */
