@@ -34,7 +34,7 @@
         "      --disable-eviction        DELETE pods instead of the Eviction API (no PDBs)\n" \
         "      --dry-run                 show the plan only (as 'drainer plan')\n"            \
         "      --driver-selector SEL     label selector of DRA driver pods (repeatable)\n"    \
-        "      --driver-stop STRATEGY    taint (default), label:KEY, none\n"                  \
+        "      --driver-stop STRATEGY    taint (default), label:KEY, systemd:UNIT, none\n"    \
         "      --driver-health PORT[/SERVICE] | unix:PATH[#SERVICE]\n"                        \
         "                                grpc.health.v1 endpoint of the driver pods\n"        \
         "      --ignore-driver-health    drain even if a driver is unhealthy\n"
