@@ -252,6 +252,11 @@ _printf_(3, 4) static int parse_error(struct parser *ps, size_t offset, const ch
                 return -ENOMEM;
         }
         free(msg);
+        /* One line, whatever the input holds: control characters become '?' (one
+         * byte for one, so the offset still points at the right place). */
+        for (char *c = full; *c; c++)
+                if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                        *c = '?';
         ps->error = full;
         return -EINVAL;
 }

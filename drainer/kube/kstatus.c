@@ -75,7 +75,9 @@ int kube_status_to_errno(const cJSON *status, char **ret_reason, char **ret_mess
                 reason = string_field(status, "reason");
                 message = string_field(status, "message");
                 code = cJSON_GetObjectItemCaseSensitive(status, "code");
-                if (cJSON_IsNumber(code))
+                /* (a code out of int range is no HTTP status, and converting it would be undefined) */
+                if (cJSON_IsNumber(code) && code->valuedouble > -2147483648.0 &&
+                    code->valuedouble < 2147483648.0)
                         c = (long)code->valuedouble;
                 st = string_field(status, "status");
 
@@ -106,5 +108,7 @@ int64_t kube_status_retry_after_seconds(const cJSON *status) {
 
         if (!cJSON_IsNumber(v) || v->valuedouble <= 0)
                 return 0;
+        if (v->valuedouble >= INT32_MAX) /* int32 in metav1.StatusDetails; more cannot convert */
+                return INT32_MAX;
         return (int64_t)v->valuedouble;
 }

@@ -111,6 +111,10 @@ static int set_error(char **ret_error, int r, const char *fmt, ...) {
         if (vasprintf(&m, fmt, ap) < 0)
                 m = NULL;
         va_end(ap);
+        /* One line: names and values quoted from the file may hold line breaks. */
+        for (char *c = m; c && *c; c++)
+                if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                        *c = '?';
 
         log_debug("kubeconfig: %s", strna(m));
         if (ret_error)

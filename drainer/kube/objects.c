@@ -108,6 +108,9 @@ static bool jint64(const cJSON *o, const char *k, int64_t *ret) {
 
         if (!cJSON_IsNumber(v))
                 return false;
+        /* Out of range (or inf, from 1e999) cannot be converted: treat as unset. */
+        if (!(v->valuedouble >= -9223372036854775808.0 && v->valuedouble < 9223372036854775808.0))
+                return false;
         *ret = (int64_t)v->valuedouble;
         return true;
 }

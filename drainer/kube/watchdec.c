@@ -142,7 +142,7 @@ static int fail(struct watch_decoder *d, int r) {
 
 int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t n, watch_event_fn cb,
                        void *userdata) {
-        const char *p = data, *end = data + n;
+        const char *p = data, *end;
         int r;
 
         assert(d);
@@ -151,6 +151,7 @@ int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t n, watc
 
         if (n == 0)
                 return 0;
+        end = data + n; /* not before: NULL + 0 is undefined in C */
 
         if (d->len > 0) {
                 /* Finish the line carried over from earlier chunks. */
