@@ -150,8 +150,59 @@ const struct verb verbs[] = {
                 "                                the host shuts down, restore it after the reboot\n"
                 "      --config FILE             YAML file with one key per flag (flags win)\n"
                 "      --identity ID             this process in Leases and Events (default: hostname)\n"
+                "      --metrics-addr HOST:PORT  serve /metrics, /healthz, /readyz here (default\n"
+                "                                127.0.0.1:9464; :PORT every address; \"\" none)\n"
                 "and the drain flags of 'drainer drain' (they apply to every drain it runs).\n",
                 verb_serve,
+        },
+        {
+                "guard",
+                "preStop hook of a DRA driver: hold it while its node drains, until claims are released",
+                "Usage: drainer guard [--node NODE] [--grace-period-seconds N | --deadline D] [flags]\n\n"
+                "Meant as the preStop exec hook of a DRA driver's DaemonSet (deploy/driver-guard/).\n"
+                "If NODE is being drained (cordoned, or tainted ToBeDeletedByClusterAutoscaler,\n"
+                "karpenter.sh/disrupted, karpenter.sh/disruption or drainer.io/draining), waits until\n"
+                "no ResourceClaim is on the node (claims of the driver pods excepted) and no other\n"
+                "claim-holding pod is left on it, then exits 0; otherwise (a restart, a rolling\n"
+                "update) exits 0 at once. Gives up 5 s before the pod's grace period ends, naming\n"
+                "what was still held (exit 3). Watches the Node, the node's pods and ResourceSlices\n"
+                "and the ResourceClaims; never polls, never writes.\n\n"
+                "Flags:\n"
+                "      --node NODE                 the node (default: $NODE_NAME)\n"
+                "      --grace-period-seconds N    the pod's grace period (default: read from the pod\n"
+                "                                  $POD_NAMESPACE/$POD_NAME when set, else 30)\n"
+                "      --deadline DURATION         give up after this long instead, e.g. 4m\n"
+                "      --driver-selector SEL       label selector of DRA driver pods (repeatable;\n"
+                "                                  default: the kubeletplugin labels of common drivers)\n",
+                verb_guard,
+        },
+        {
+                "doctor",
+                "audit the cluster against the DRA cluster-admin good practices (read-only)",
+                "Usage: drainer doctor [--node NODE] [--prometheus URL] [-o json]\n\n"
+                "Checks, read-only, where the cluster stands against every practice of the upstream\n"
+                "page \"Good practices for Dynamic Resource Allocation as a Cluster Admin\" and reports\n"
+                "each finding as PASS, WARN or FAIL with the guide's section, the objects concerned\n"
+                "and what to change:\n"
+                "  - who may write DeviceClasses and ResourceSlices (a SubjectAccessReview for every\n"
+                "    subject of every (Cluster)RoleBinding; only cluster admins, the control plane\n"
+                "    and the ServiceAccounts of DRA driver pods should), and who may create claims;\n"
+                "  - per DRA driver named in ResourceSlices: its DaemonSet, liveness probe (gRPC),\n"
+                "    seamless upgrade (maxSurge, kubelets >= 1.33), the drainer guard as preStop,\n"
+                "    its pods healthy now (Running, Ready, gRPC health SERVING);\n"
+                "  - per node: covered by drainer serve or the guard, drainer state of an\n"
+                "    unfinished drain, cordoned with ResourceClaims still on it;\n"
+                "  - kube-controller-manager and kube-scheduler --kube-api-qps/--kube-api-burst\n"
+                "    (static pods in kube-system) against the guide's floor (75/150 at 100 nodes)\n"
+                "    scaled to this cluster, and with --prometheus the guide's queries, interpreted.\n\n"
+                "Flags:\n"
+                "      --node NODE            limit the per-node checks to NODE\n"
+                "      --prometheus URL       Prometheus HTTP API base (e.g. http://127.0.0.1:9090)\n"
+                "      --driver-selector SEL  label selector of DRA driver pods (repeatable;\n"
+                "                             default: the kubeletplugin labels of common drivers)\n\n"
+                "Exit codes of doctor: 0 no FAIL (WARNs allowed), 1 error, 2 bad usage,\n"
+                "5 at least one finding is FAIL.\n",
+                verb_doctor,
         },
         {
                 "version",

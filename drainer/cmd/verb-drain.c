@@ -17,6 +17,7 @@
 #include "drainer/health.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
+#include "drainer/metrics.h"
 #include "drainer/plan.h"
 #include "drainer/selector.h"
 #include "drainer/snapshot.h"
@@ -323,6 +324,13 @@ static cJSON *summary_json(struct runner *rn, const char *verb, int result) {
         kube_client_get_stats(rn->app->client, &cs);
         cJSON_AddNumberToObject(j, "apiRequests", (double)cs.requests);
         cJSON_AddNumberToObject(j, "watchEvents", (double)cs.watch_events);
+        /* The figures `serve` exposes on /metrics, from the same registry. */
+        {
+                cJSON *m = metrics_default() ? metrics_to_json(metrics_default()) : NULL;
+
+                if (m)
+                        cJSON_AddItemToObject(j, "metrics", m);
+        }
         return j;
 }
 

@@ -17,6 +17,7 @@
 #include "drainer/drainargs.h"
 #include "drainer/engine.h"
 #include "drainer/hashmap.h"
+#include "drainer/httpd.h"
 #include "drainer/informer.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
@@ -41,6 +42,7 @@ enum {
         OPT_CONFIG,
         OPT_ON_SHUTDOWN,
         OPT_IDENTITY,
+        OPT_METRICS_ADDR,
 };
 
 struct serve_opts {
@@ -51,6 +53,7 @@ struct serve_opts {
         const char *config;
         bool on_shutdown;
         const char *identity;
+        const char *metrics_addr; /* NULL: HTTPD_DEFAULT_ADDRESS; "": no HTTP endpoint */
 };
 
 /* One node this daemon acts for. */
@@ -81,6 +84,7 @@ struct server {
         bool shutdown_active;
         uv_signal_t sigint, sigterm;
         int result;
+        struct httpd *httpd; /* /metrics, /healthz, /readyz; NULL when disabled */
 };
 
 static void serve_reconcile(struct server *srv);
@@ -670,6 +674,18 @@ static int on_serve_opt(int opt, const char *arg, void *userdata) {
         case OPT_IDENTITY:
                 o->identity = arg;
                 return 0;
+        case OPT_METRICS_ADDR: {
+                _cleanup_free_ char *host = NULL;
+                uint16_t port;
+
+                if (*arg && httpd_parse_address(arg, &host, &port) < 0)
+                        return log_error_errno(EINVAL,
+                                               "--metrics-addr: invalid value \"%s\" (HOST:PORT, [IPV6]:PORT, "
+                                               ":PORT for every address, or \"\" for none)",
+                                               arg);
+                o->metrics_addr = arg;
+                return 0;
+        }
         }
         return -EINVAL;
 }
@@ -682,11 +698,57 @@ static const struct option serve_options[] = {
         { "config", required_argument, NULL, OPT_CONFIG },
         { "on-shutdown", no_argument, NULL, OPT_ON_SHUTDOWN },
         { "identity", required_argument, NULL, OPT_IDENTITY },
+        { "metrics-addr", required_argument, NULL, OPT_METRICS_ADDR },
         {},
 };
 
 static void on_notifier_closed(void *userdata) {
         *(bool *)userdata = true;
+}
+
+/* /readyz: the node watch has synced and the API server answered the last request
+ * (a transport failure or a 5xx since the last answer makes it 503 until one
+ * succeeds again: the informer retries by itself). */
+static bool serve_ready(void *userdata, char *reason, size_t size) {
+        struct server *srv = userdata;
+        struct kube_client_stats cs;
+
+        if (srv->stopping) {
+                snprintf(reason, size, "shutting down");
+                return false;
+        }
+        if (!srv->nodes || !informer_synced(srv->nodes)) {
+                snprintf(reason, size, "the node watch has not synced yet");
+                return false;
+        }
+        kube_client_get_stats(srv->app->client, &cs);
+        if (cs.last_error_usec > cs.last_ok_usec) {
+                snprintf(reason, size, "the API server did not answer the last request");
+                return false;
+        }
+        return true;
+}
+
+/* The HTTP endpoint. A taken default address is a warning (serve still works);
+ * an address given with --metrics-addr must work. */
+static int start_httpd(struct server *srv) {
+        const char *addr = srv->o.metrics_addr ? srv->o.metrics_addr : HTTPD_DEFAULT_ADDRESS;
+        struct httpd_options ho = { .address = addr, .ready = serve_ready, .userdata = srv };
+        int r;
+
+        if (!*addr)
+                return 0;
+        r = httpd_new(&srv->app->loop, &ho, &srv->httpd);
+        if (r < 0 && !srv->o.metrics_addr) {
+                log_warning_errno(r, "Cannot serve /metrics on %s (the default --metrics-addr): %m; going on without "
+                                     "it",
+                                  addr);
+                return 0;
+        }
+        if (r < 0)
+                return log_error_errno(r, "--metrics-addr %s: cannot listen: %m", addr);
+        log_info("serving /metrics, /healthz and /readyz on http://%s", addr);
+        return 0;
 }
 
 static int serve_run(struct server *srv) {
@@ -704,6 +766,9 @@ static int serve_run(struct server *srv) {
         srv->managed = hashmap_new(100000);
         if (!srv->managed)
                 return log_oom();
+        r = start_httpd(srv);
+        if (r < 0)
+                return r;
         read_boot_id(srv->boot_id, sizeof(srv->boot_id));
         if (!srv->o.all_nodes && asprintf(&fs, "metadata.name=%s", srv->o.node) < 0)
                 return log_oom();
@@ -827,6 +892,14 @@ static void serve_teardown(struct server *srv) {
                 sysbus_close(srv->bus, on_notifier_closed, &closed);
                 while (!closed && uv_run(&a->loop, UV_RUN_ONCE) != 0)
                         ;
+        }
+        if (srv->httpd) {
+                bool closed = false;
+
+                httpd_close(srv->httpd, on_notifier_closed, &closed);
+                while (!closed && uv_run(&a->loop, UV_RUN_ONCE) != 0)
+                        ;
+                srv->httpd = NULL;
         }
 }
 

@@ -21,6 +21,10 @@
 #include "drainer/timesrc.h"
 #include "drainer/verbs.h"
 
+/* The node, its pods, all ResourceClaims, the node's ResourceSlices: the first kinds of
+ * enum informer_kind, in that order (leases are not a node's). */
+#define N_NODE_INFORMERS (INFORMER_SLICES + 1)
+
 #define MAX_DRIVER_SELECTORS 16
 
 struct status_opts {
@@ -355,15 +359,16 @@ struct watcher {
         const struct status_opts *opts;
         enum output_format fmt;
         const char *node_name;
-        struct informer *inf[_INFORMER_KIND_MAX];
+        struct informer *inf[N_NODE_INFORMERS];
         struct dtimer debounce;
         uv_signal_t sigint, sigterm;
         bool done, tty;
+        int closing; /* signal handles not closed yet */
         int error;
 };
 
 static bool watcher_synced(struct watcher *w) {
-        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+        for (size_t k = 0; k < N_NODE_INFORMERS; k++)
                 if (!informer_synced(w->inf[k]))
                         return false;
         return true;
@@ -444,6 +449,12 @@ static void on_inf_error(struct informer *inf, int error, const char *message, v
                     message ? message : strerror(-error));
 }
 
+static void on_signal_closed(uv_handle_t *h) {
+        struct watcher *w = h->data;
+
+        w->closing--;
+}
+
 static void on_signal(uv_signal_t *h, int signum) {
         struct watcher *w = h->data;
 
@@ -467,7 +478,7 @@ static int run_watch(struct app *a, const char *node, const struct status_opts *
         if (asprintf(&node_fs, "metadata.name=%s", node) < 0 ||
             asprintf(&pod_fs, "spec.nodeName=%s", node) < 0)
                 return log_oom();
-        struct informer_options io[_INFORMER_KIND_MAX] = {
+        struct informer_options io[N_NODE_INFORMERS] = {
                 [INFORMER_NODES] = { .kind = INFORMER_NODES, .field_selector = node_fs },
                 [INFORMER_PODS] = { .kind = INFORMER_PODS, .field_selector = pod_fs },
                 /* Claims cannot be filtered by node: all of them, paginated (a consistent list is served
@@ -479,7 +490,7 @@ static int run_watch(struct app *a, const char *node, const struct status_opts *
         r = dtimer_init(&w.debounce, a->ts, on_debounce);
         if (r < 0)
                 return log_oom();
-        for (size_t k = 0; k < _INFORMER_KIND_MAX && r >= 0; k++) {
+        for (size_t k = 0; k < N_NODE_INFORMERS && r >= 0; k++) {
                 r = informer_new(a->client, a->ts, &io[k], &h, &w, &w.inf[k]);
                 if (r >= 0)
                         r = informer_start(w.inf[k]);
@@ -492,25 +503,29 @@ static int run_watch(struct app *a, const char *node, const struct status_opts *
                 w.sigint.data = w.sigterm.data = &w;
                 uv_signal_start(&w.sigint, on_signal, SIGINT);
                 uv_signal_start(&w.sigterm, on_signal, SIGTERM);
+                w.closing = 2;
                 app_run_until(a, &w.done);
-                uv_close((uv_handle_t *)&w.sigint, NULL);
-                uv_close((uv_handle_t *)&w.sigterm, NULL);
+                /* The handles live on this stack frame: wait until libuv is done with them. */
+                uv_close((uv_handle_t *)&w.sigint, on_signal_closed);
+                uv_close((uv_handle_t *)&w.sigterm, on_signal_closed);
+                while (w.closing > 0 && uv_run(&a->loop, UV_RUN_ONCE) != 0)
+                        ;
                 r = w.error;
         }
-        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+        for (size_t k = 0; k < N_NODE_INFORMERS; k++)
                 if (w.inf[k])
                         informer_stop(w.inf[k]);
         /* Let the cancelled list/watch calls finish before freeing the informers. */
         for (;;) {
                 bool idle = true;
 
-                for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+                for (size_t k = 0; k < N_NODE_INFORMERS; k++)
                         if (w.inf[k] && !informer_idle(w.inf[k]))
                                 idle = false;
                 if (idle || uv_run(&a->loop, UV_RUN_ONCE) == 0)
                         break;
         }
-        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+        for (size_t k = 0; k < N_NODE_INFORMERS; k++)
                 informer_free(w.inf[k]);
         dtimer_done(&w.debounce);
         return r;

@@ -17,15 +17,21 @@
 #include "drainer/informer.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
+#include "drainer/metrics.h"
 #include "drainer/objects.h"
 #include "drainer/sysbus.h"
 #include "drainer/timesrc.h"
+
+/* The node, its pods, all ResourceClaims, the node's ResourceSlices: the first kinds of
+ * enum informer_kind, in that order (leases are not a node's). */
+#define N_NODE_INFORMERS (INFORMER_SLICES + 1)
 
 #define EVICT_BACKOFF_BASE_USEC (1 * USEC_PER_SEC)
 #define EVICT_BACKOFF_CAP_USEC  (20 * USEC_PER_SEC)
 #define HEALTH_RECHECK_USEC     (2 * USEC_PER_SEC)
 #define HEALTH_TIMEOUT_USEC     (5 * USEC_PER_SEC)
 #define MAX_HELD                64
+#define MAX_DRIVER_KEYS         16
 
 enum evict_state {
         EV_IN_FLIGHT,
@@ -40,6 +46,7 @@ struct eviction {
         unsigned attempts;
         uint64_t retry_at;
         char *reason; /* why it is held (429 message) */
+        bool pdb;     /* the last answer was 429: a PodDisruptionBudget */
         struct kube_call *call;
 };
 
@@ -58,7 +65,7 @@ struct engine {
         struct engine_callbacks cb;
         void *userdata;
 
-        struct informer *inf[_INFORMER_KIND_MAX]; /* owned */
+        struct informer *inf[N_NODE_INFORMERS]; /* owned */
         struct dtimer kick, retry, deadline;
         bool kick_armed;
 
@@ -97,6 +104,13 @@ struct engine {
         struct engine_held held[MAX_HELD];
         size_t n_held;
         size_t evictions_accepted, evictions_retried, pods_evicted;
+
+        /* metrics (metrics.h, the default registry) */
+        bool m_state_seen;                 /* the Node's state was read at least once */
+        bool m_phase_here;                 /* the current phase was entered while this run watched */
+        int64_t m_phase_since;             /* its drainer.io/state-since, µs; 0 if unknown */
+        char *m_drivers[MAX_DRIVER_KEYS];  /* the driver label values this engine set */
+        size_t n_m_drivers;
 };
 
 static void reconcile(struct engine *e);
@@ -146,7 +160,7 @@ static void retry_at(struct engine *e, uint64_t at) {
 }
 
 static bool synced(const struct engine *e) {
-        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+        for (size_t k = 0; k < N_NODE_INFORMERS; k++)
                 if (!informer_synced(e->inf[k]))
                         return false;
         return true;
@@ -170,6 +184,94 @@ static void post_event(struct engine *e, const struct node_rec *n, const char *t
                 return;
         if (kube_create(e->client, path, body, on_event_done, e, NULL) >= 0)
                 e->events_in_flight++;
+}
+
+/* ---- metrics ---- */
+
+static const char *goal_label(const struct engine *e) {
+        return e->o.goal == ENGINE_GOAL_DRAIN ? "drain" : "uncordon";
+}
+
+static void metrics_finished(struct engine *e, int result, uint64_t usec) {
+        const char *const *l = METRIC_LABELS(goal_label(e), result == 0            ? "done"
+                                                            : result == -ETIMEDOUT ? "timeout"
+                                                            : result == -EPERM     ? "refused"
+                                                                                   : "error");
+
+        if (result == -ECANCELED)
+                return;
+        metrics_add(metrics_family(DRAINER_METRIC_DRAINS), l, 1);
+        metrics_observe(metrics_family(DRAINER_METRIC_DRAIN_DURATION), l, (double)usec / USEC_PER_SEC);
+        /* Back in service: forget the node's series, so that there are only as many as
+         * nodes out of service. */
+        if (result == 0 && e->o.goal == ENGINE_GOAL_UNCORDON)
+                metrics_remove_label(metrics_default(), "node", e->o.node);
+}
+
+/* Counts one answer to an eviction (or to its DELETE with --disable-eviction). */
+static void metrics_eviction(const struct kube_result *res) {
+        const char *r = res->error == 0         ? "accepted"
+                        : res->error == -ENOENT ? "gone"
+                        : res->status == 429    ? "pdb_blocked"
+                                                : "error";
+
+        metrics_add(metrics_family(DRAINER_METRIC_EVICTIONS), METRIC_LABELS(r), 1);
+}
+
+/* Called before note_phase() takes the new state in: the phase gauges, and the
+ * duration of the phase the node left. A phase entered before this run counts
+ * from its drainer.io/state-since (second precision), else from the monotonic
+ * clock. */
+static void metrics_phase(struct engine *e, uint64_t now) {
+        bool has = e->st.has_phase, seen = e->m_state_seen;
+        const char *node = e->o.node;
+
+        e->m_state_seen = true;
+        if (has == e->has_phase && (!has || e->st.phase == e->phase))
+                return;
+        if (e->has_phase) {
+                double secs = -1;
+
+                if (e->m_phase_here)
+                        secs = (double)(now - e->phase_entered) / USEC_PER_SEC;
+                else if (e->m_phase_since > 0)
+                        secs = (double)(timesrc_realtime(e->ts) - e->m_phase_since) / USEC_PER_SEC;
+                if (secs >= 0)
+                        metrics_observe(metrics_family(DRAINER_METRIC_PHASE_DURATION),
+                                        METRIC_LABELS(drain_phase_to_string(e->phase)), secs);
+        }
+        metrics_remove_where(metrics_family(DRAINER_METRIC_PHASE), "node", node);
+        metrics_remove_where(metrics_family(DRAINER_METRIC_PHASE_START), "node", node);
+        e->m_phase_here = seen;
+        e->m_phase_since = e->st.state_since_usec;
+        if (!has)
+                return;
+        metrics_set(metrics_family(DRAINER_METRIC_PHASE), METRIC_LABELS(node, drain_phase_to_string(e->st.phase)),
+                    1);
+        metrics_set(metrics_family(DRAINER_METRIC_PHASE_START),
+                    METRIC_LABELS(node, drain_phase_to_string(e->st.phase)),
+                    (double)(e->m_phase_since > 0 ? e->m_phase_since : timesrc_realtime(e->ts)) /
+                            USEC_PER_SEC);
+}
+
+static void metrics_drivers(struct engine *e);
+
+/* The node's gauges, after each reconcile and at the end. */
+static void metrics_node(struct engine *e) {
+        const char *node = e->o.node, *key;
+        size_t pdb = 0, i = 0;
+        void *v;
+
+        if (!e->has_plan)
+                return;
+        metrics_set(metrics_family(DRAINER_METRIC_CLAIMS), METRIC_LABELS(node), (double)e->plan.n_claims_blocking);
+        for (int g = 0; g < EVICT_GROUP_NONE; g++)
+                metrics_set(metrics_family(DRAINER_METRIC_PODS_PENDING),
+                            METRIC_LABELS(node, evict_group_to_string(g)), (double)e->plan.n_per_group[g]);
+        while (hashmap_iterate(e->evictions, &i, &key, &v))
+                pdb += ((struct eviction *)v)->state == EV_RETRY && ((struct eviction *)v)->pdb;
+        metrics_set(metrics_family(DRAINER_METRIC_EVICTIONS_PDB), METRIC_LABELS(node), (double)pdb);
+        metrics_drivers(e);
 }
 
 static void finish(struct engine *e, int result, const char *fmt, ...) _printf_(3, 4);
@@ -200,6 +302,8 @@ static void finish(struct engine *e, int result, const char *fmt, ...) {
         e->summary.total_usec = now - e->started_at;
         e->summary.message = e->final_message;
         e->summary.plan = e->has_plan ? &e->plan : NULL;
+        metrics_node(e);
+        metrics_finished(e, result, e->summary.total_usec);
 
         n = informer_get(e->inf[INFORMER_NODES], e->o.node);
         if (result == 0)
@@ -319,6 +423,8 @@ static void on_evicted(const struct kube_result *res, void *userdata) {
         ev->call = NULL;
         if (res->error == -ECANCELED)
                 return;
+        metrics_eviction(res);
+        ev->pdb = res->status == 429;
         if (res->error == 0 || res->error == -ENOENT) {
                 /* Accepted (or the pod is already gone): it terminates on its own now. */
                 ev->state = EV_ACCEPTED;
@@ -938,16 +1044,20 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
                 return patch_phase(e, n, DRAIN_PHASE_RESTORE_DRIVERS, "restoring the DRA drivers");
 
         if (st->phase == DRAIN_PHASE_RESTORE_DRIVERS) {
+                /* The drain taint goes first, whatever the strategy: it keeps every DaemonSet pod
+                 * that does not tolerate it away, the driver's included (its nodeSelector matching
+                 * again after a label strategy is not enough). The node stays cordoned, so only
+                 * DaemonSet pods come back before the uncordon. */
+                if (tainted) {
+                        r = drain_patch_remove_taint(n, timesrc_realtime(e->ts), &body);
+                        if (r < 0)
+                                return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+                        return patch_node(e, body);
+                }
                 /* Undo each stop, then wait until every driver is healthy again. */
                 for (size_t s = 0; s < st->n_stops; s++) {
                         const struct driver_stop_record *sr = &st->stops[s];
 
-                        if (sr->kind == DRIVER_STOP_TAINT && tainted) {
-                                r = drain_patch_remove_taint(n, timesrc_realtime(e->ts), &body);
-                                if (r < 0)
-                                        return finish(e, r, "cannot build the node patch: %s", strerror(-r));
-                                return patch_node(e, body);
-                        }
                         if (sr->kind == DRIVER_STOP_SYSTEMD && sr->arg) {
                                 if (!streq_ptr(e->unit_name, sr->arg)) {
                                         /* Undo what was recorded, whatever this run's flag says. */
@@ -1010,6 +1120,84 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
         }
 }
 
+struct driver_keys {
+        char key[MAX_DRIVER_KEYS][256];
+        bool healthy[MAX_DRIVER_KEYS];
+        size_t n;
+};
+
+static void driver_key_add(struct driver_keys *d, bool ok, const char *fmt, ...) _printf_(3, 4);
+static void driver_key_add(struct driver_keys *d, bool ok, const char *fmt, ...) {
+        char k[256];
+        size_t j = 0;
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(k, sizeof(k), fmt, ap);
+        va_end(ap);
+        while (j < d->n && !streq(d->key[j], k))
+                j++;
+        if (j == d->n) {
+                if (d->n == MAX_DRIVER_KEYS)
+                        return;
+                memcpy(d->key[d->n], k, sizeof(k));
+                d->healthy[d->n++] = false;
+        }
+        d->healthy[j] = d->healthy[j] || ok;
+}
+
+/* drainer_driver_healthy{node, driver}: per driver DaemonSet ("ns/name"; a driver
+ * pod without one by its own name), 1 when one of its pods on the node is Running,
+ * Ready, not deleting and not answering otherwise than SERVING to a probe; a
+ * DaemonSet recorded as stopped with no pod here reads 0; a systemd unit
+ * ("systemd:UNIT") 1 when active. Series this engine set before and no longer
+ * sees are removed. */
+static void metrics_drivers(struct engine *e) {
+        struct driver_keys d = {};
+
+        for (size_t i = 0; i < e->plan.n_pods; i++) {
+                const struct pod_rec *pod = e->plan.pods[i].pod;
+                const struct probe_result *pr;
+                bool ok;
+
+                if (e->plan.pods[i].cls != POD_CLASS_DRIVER)
+                        continue;
+                pr = hashmap_get(e->probes, pod->uid);
+                ok = !pod->deleting && pod->phase == POD_RUNNING && pod->ready &&
+                     (!pr || (pr->error == 0 && pr->status == HEALTH_SERVING));
+                if (pod->controller && streq_ptr(pod->controller->kind, "DaemonSet"))
+                        driver_key_add(&d, ok, "%s/%s", pod->ns, pod->controller->name);
+                else
+                        driver_key_add(&d, ok, "%s/%s", pod->ns, pod->name);
+        }
+        for (size_t s = 0; e->has_st && s < e->st.n_stops; s++) {
+                if (e->st.stops[s].daemonset)
+                        driver_key_add(&d, false, "%s", e->st.stops[s].daemonset);
+                if (e->st.stops[s].kind == DRIVER_STOP_SYSTEMD && e->st.stops[s].arg)
+                        driver_key_add(&d, unit_is(e->unit_state, unit_up), "systemd:%s", e->st.stops[s].arg);
+        }
+        if (e->o.plan.driver_stop == DRIVER_STOP_SYSTEMD && e->unit_name && e->unit_state)
+                driver_key_add(&d, unit_is(e->unit_state, unit_up), "systemd:%s", e->unit_name);
+
+        for (size_t i = 0; i < d.n; i++)
+                metrics_set(metrics_family(DRAINER_METRIC_DRIVER_HEALTHY), METRIC_LABELS(e->o.node, d.key[i]),
+                            d.healthy[i] ? 1 : 0);
+        for (size_t i = 0; i < e->n_m_drivers; i++) {
+                size_t j = 0;
+
+                while (j < d.n && !streq(d.key[j], e->m_drivers[i]))
+                        j++;
+                if (j == d.n)
+                        metrics_remove(metrics_family(DRAINER_METRIC_DRIVER_HEALTHY),
+                                       METRIC_LABELS(e->o.node, e->m_drivers[i]));
+                free(e->m_drivers[i]);
+        }
+        e->n_m_drivers = 0;
+        for (size_t i = 0; i < d.n; i++)
+                if ((e->m_drivers[e->n_m_drivers] = strdup(d.key[i])))
+                        e->n_m_drivers++;
+}
+
 /* ---- reconcile ---- */
 
 static int collect(struct informer *inf, const void ***ret, size_t *ret_n) {
@@ -1060,6 +1248,7 @@ static void note_phase(struct engine *e, const struct node_rec *n) {
         bool has = e->st.has_phase;
         enum drain_phase p = e->st.phase;
 
+        metrics_phase(e, now);
         if (has == e->has_phase && (!has || p == e->phase))
                 return;
         bool first = !e->observed;
@@ -1107,6 +1296,7 @@ static void report(struct engine *e) {
         }
         pr.held = e->held;
         pr.n_held = e->n_held;
+        metrics_node(e);
         if (e->cb.on_progress)
                 e->cb.on_progress(e, &pr, e->userdata);
 }
@@ -1233,7 +1423,7 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
                 engine_free(e);
                 return -ENOMEM;
         }
-        struct informer_options io[_INFORMER_KIND_MAX] = {
+        struct informer_options io[N_NODE_INFORMERS] = {
                 [INFORMER_NODES] = { .kind = INFORMER_NODES, .field_selector = e->node_fs },
                 [INFORMER_PODS] = { .kind = INFORMER_PODS, .field_selector = e->pod_fs },
                 /* Claims cannot be filtered by node: all of them, kept compact, listed in pages (a
@@ -1241,7 +1431,7 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
                 [INFORMER_CLAIMS] = { .kind = INFORMER_CLAIMS },
                 [INFORMER_SLICES] = { .kind = INFORMER_SLICES, .field_selector = e->pod_fs },
         };
-        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++) {
+        for (size_t k = 0; k < N_NODE_INFORMERS; k++) {
                 r = informer_new(client, ts, &io[k], &h, e, &e->inf[k]);
                 if (r < 0) {
                         engine_free(e);
@@ -1265,7 +1455,7 @@ int engine_start(struct engine *e) {
                 return -EBUSY;
         e->started = true;
         e->started_at = timesrc_now(e->ts);
-        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++) {
+        for (size_t k = 0; k < N_NODE_INFORMERS; k++) {
                 r = informer_start(e->inf[k]);
                 if (r < 0)
                         return r;
@@ -1281,7 +1471,7 @@ void engine_stop(struct engine *e) {
         size_t i = 0;
 
         e->stopping = true;
-        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+        for (size_t k = 0; k < N_NODE_INFORMERS; k++)
                 if (e->inf[k])
                         informer_stop(e->inf[k]);
         if (e->kick.src) {
@@ -1307,7 +1497,7 @@ bool engine_idle(const struct engine *e) {
         void *v;
         size_t i = 0;
 
-        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+        for (size_t k = 0; k < N_NODE_INFORMERS; k++)
                 if (e->inf[k] && !informer_idle(e->inf[k]))
                         return false;
         if (e->node_call || e->probe || e->events_in_flight > 0)
@@ -1321,7 +1511,7 @@ bool engine_idle(const struct engine *e) {
 void engine_free(struct engine *e) {
         if (!e)
                 return;
-        for (size_t k = 0; k < _INFORMER_KIND_MAX; k++)
+        for (size_t k = 0; k < N_NODE_INFORMERS; k++)
                 informer_free(e->inf[k]);
         if (e->kick.src) {
                 dtimer_done(&e->kick);
@@ -1344,5 +1534,7 @@ void engine_free(struct engine *e) {
         free(e->pod_fs);
         free(e->message);
         free(e->final_message);
+        for (size_t i = 0; i < e->n_m_drivers; i++)
+                free(e->m_drivers[i]);
         free(e);
 }

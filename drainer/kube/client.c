@@ -13,6 +13,7 @@
 #include "drainer/kstatus.h"
 #include "drainer/kubeconfig.h"
 #include "drainer/log.h"
+#include "drainer/metrics.h"
 #include "drainer/ratelimit.h"
 #include "drainer/timesrc.h"
 #include "drainer/transport.h"
@@ -54,6 +55,7 @@ struct kube_call {
         uint64_t timeout_usec;
         unsigned attempts;
         struct http_call *http;
+        uint64_t sent_at; /* monotonic µs of the last attempt, for metrics */
 
         /* watch stream */
         struct watch_decoder dec;
@@ -131,6 +133,25 @@ static uint64_t backoff_delay(struct kube_call *call) {
 
 static void call_throttle(struct kube_call *call);
 
+/* The Kubernetes verb of a call, as the metrics name it. */
+static const char *call_verb(const struct kube_call *call) {
+        if (call->watch)
+                return "watch";
+        if (call->on_page)
+                return "list";
+        if (streq(call->method, "GET"))
+                return "get";
+        if (streq(call->method, "POST"))
+                return "create";
+        if (streq(call->method, "PUT"))
+                return "update";
+        if (streq(call->method, "PATCH"))
+                return "patch";
+        if (streq(call->method, "DELETE"))
+                return "delete";
+        return "other";
+}
+
 static void on_call_timer(struct dtimer *t) {
         struct kube_call *call = container_of(t, struct kube_call, timer);
 
@@ -173,6 +194,8 @@ static void call_throttle(struct kube_call *call) {
         struct kube_client *c = call->client;
         uint64_t wait = ratelimit_reserve(&c->rl, timesrc_now(c->ts));
 
+        metrics_observe(metrics_family(DRAINER_METRIC_API_RATELIMIT_WAIT), METRIC_LABELS(call_verb(call)),
+                        (double)wait / USEC_PER_SEC);
         call->state = CALL_WAITING;
         dtimer_start(&call->timer, wait);
 }
@@ -306,6 +329,24 @@ static uint64_t retry_after(const struct http_response *resp) {
         return sec > 0 ? (uint64_t)sec * USEC_PER_SEC : 0;
 }
 
+/* Metrics of one finished attempt, and whether the server answered (readiness). */
+static void note_answer(struct kube_call *call, int error, long status) {
+        struct kube_client *c = call->client;
+        uint64_t now = timesrc_now(c->ts);
+        char code[24] = "<error>";
+
+        if (status > 0)
+                snprintf(code, sizeof(code), "%ld", status);
+        metrics_add(metrics_family(DRAINER_METRIC_API_REQUESTS), METRIC_LABELS(call_verb(call), code), 1);
+        if (!call->watch)
+                metrics_observe(metrics_family(DRAINER_METRIC_API_DURATION), METRIC_LABELS(call_verb(call)),
+                                (double)(now - call->sent_at) / USEC_PER_SEC);
+        if ((error < 0 && error != call->abort_error) || status >= 500)
+                c->stats.last_error_usec = now;
+        else
+                c->stats.last_ok_usec = now;
+}
+
 static void on_http_done(struct http_call *http, int error, const struct http_response *resp,
                          void *userdata) {
         struct kube_call *call = userdata;
@@ -316,6 +357,8 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
         call->http = NULL;
         if (call->abort_error == 0 || call->status == 0)
                 call->status = status;
+        if (error != -ECANCELED)
+                note_answer(call, error, status);
 
         if (call->cancelled) {
                 set_message(call, NULL, "cancelled");
@@ -348,7 +391,11 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
                 return call_schedule(call, delay);
         }
         if (error < 0) {
-                set_message(call, NULL, strerror(-error));
+                set_message(call, NULL,
+                            error == -EKEYREJECTED
+                                    ? "the API server's certificate is not trusted (not signed by the kubeconfig's "
+                                      "certificate-authority, or not issued for this server name)"
+                                    : strerror(-error));
                 return call_finish_later(call, error);
         }
         if (status < 200 || status > 299) {
@@ -468,6 +515,7 @@ static void call_dispatch(struct kube_call *call) {
         call->attempts++;
         c->stats.requests++;
         call->state = CALL_SENT;
+        call->sent_at = timesrc_now(c->ts);
         r = transport_submit(c->transport, &req, call->watch ? on_http_data : NULL, on_http_done, call,
                              &call->http);
         /* The header array holds the token: wipe our copy now that the transport has its own. */

@@ -79,6 +79,8 @@ struct kube_client_stats {
         uint64_t retries;
         uint64_t throttled_usec; /* time spent waiting for the token bucket */
         uint64_t watch_events;
+        uint64_t last_ok_usec;    /* monotonic µs of the last answer that was not a 5xx, 0 if none */
+        uint64_t last_error_usec; /* ... of the last transport failure or 5xx answer, 0 if none */
 };
 void kube_client_get_stats(const struct kube_client *c, struct kube_client_stats *ret);
 

@@ -11,7 +11,10 @@
 //     (kubernetes/kubernetes#129402);
 //   - publishes a ResourceSlice for the driver while the driver pod runs and
 //     wipes it --slice-wipe-delay after the driver is gone;
-//   - serves grpc.health.v1 (service "liveness") at the driver pod's IP.
+//   - serves grpc.health.v1 (service "liveness") at the driver pod's IP;
+//   - runs the preStop hooks of the pods it terminates before it stops their
+//     containers (exec hooks on the host, see hooks.go); a driver pod whose
+//     hook still runs still serves its plugin.
 package main
 
 import (
@@ -52,10 +55,14 @@ type config struct {
 	leaseRenew      time.Duration
 	statusReport    time.Duration
 	kubeletVersion  string
+	hooks           bool
+	hookPathMap     pathMap
+	hookKubeconfig  string
+	hookDir         string
 }
 
 func parseFlags() (*config, error) {
-	c := &config{}
+	c := &config{hookPathMap: pathMap{}}
 	var selector, nodeLabels string
 	flag.StringVar(&c.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (default $KUBECONFIG)")
 	flag.IntVar(&c.nodes, "nodes", 3, "number of simulated nodes (1..254)")
@@ -76,6 +83,10 @@ func parseFlags() (*config, error) {
 	flag.DurationVar(&c.leaseRenew, "lease-renew", 10*time.Second, "node lease renew interval")
 	flag.DurationVar(&c.statusReport, "status-report", time.Minute, "node status (Ready heartbeat) report interval")
 	flag.StringVar(&c.kubeletVersion, "kubelet-version", "", "reported kubelet version (default: the client-go version built in)")
+	flag.BoolVar(&c.hooks, "hooks", true, "run the preStop hooks of terminating pods (exec hooks only for commands in --hook-path-map)")
+	flag.Var(c.hookPathMap, "hook-path-map", "CONTAINER_PATH=HOST_PATH: an exec hook running CONTAINER_PATH (or below it, if it ends in /) runs HOST_PATH on the host; repeatable, comma-separated")
+	flag.StringVar(&c.hookKubeconfig, "hook-kubeconfig", "", "KUBECONFIG for exec hooks (default: a token of the pod's ServiceAccount, bound to the pod)")
+	flag.StringVar(&c.hookDir, "hook-dir", "", "working directory of exec hooks and their kubeconfigs (default: a new temporary directory)")
 	flag.Parse()
 
 	if c.nodes < 1 || c.nodes > 254 {
@@ -140,9 +151,21 @@ func main() {
 		cancel()
 	}()
 
+	if cfg.hookDir == "" {
+		if cfg.hookDir, err = os.MkdirTemp("", "drainer-sim-hooks-"); err != nil {
+			log.Fatalf("drainer-sim: --hook-dir: %v", err)
+		}
+		defer os.RemoveAll(cfg.hookDir)
+	} else if err := os.MkdirAll(cfg.hookDir, 0o700); err != nil {
+		log.Fatalf("drainer-sim: --hook-dir: %v", err)
+	}
+
 	s := newSim(cfg, cs)
+	s.rc = rc
 	if err := s.run(ctx); err != nil {
-		log.Fatalf("drainer-sim: %v", err)
+		log.Printf("drainer-sim: %v", err)
+		os.RemoveAll(cfg.hookDir)
+		os.Exit(1)
 	}
 	log.Printf("stopped")
 }

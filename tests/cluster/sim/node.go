@@ -240,7 +240,9 @@ func (s *sim) reportStatus(ctx context.Context, n *simNode) error {
 
 func (s *sim) driverRunningOn(node string) bool {
 	for _, p := range s.podsOn(node) {
-		if s.isDriverPod(p) && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+		// A driver pod being deleted still serves until its preStop hook returned:
+		// the kubelet stops the containers only then.
+		if s.isDriverPod(p) && p.Status.Phase == corev1.PodRunning && (p.DeletionTimestamp == nil || s.hookPending(p)) {
 			return true
 		}
 	}

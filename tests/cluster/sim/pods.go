@@ -316,7 +316,24 @@ func (s *sim) terminate(ctx context.Context, n *simNode, p *corev1.Pod, key stri
 			wait = g
 		}
 	}
-	if left := time.Until(seen.Add(wait)); left > 0 {
+	from := seen
+	if s.runsHooks(p) {
+		// preStop hooks first; the containers get what is left of the grace
+		// period (at least 2 s, as the kubelet gives), capped by the delay.
+		run := s.startHooks(n, p, key, seen)
+		select {
+		case <-run.done:
+		default:
+			return nil // the hook's end requeues the pod
+		}
+		from = run.ended
+		left := seen.Add(graceOf(p)).Sub(run.ended)
+		if left < minStopGrace {
+			left = minStopGrace
+		}
+		wait = min(s.cfg.terminateDelay, left)
+	}
+	if left := time.Until(from.Add(wait)); left > 0 {
 		s.podQueue.AddAfter(key, left)
 		return nil
 	}

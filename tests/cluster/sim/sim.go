@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -68,6 +69,11 @@ type sim struct {
 	nodeQueue    workqueue.TypedRateLimitingInterface[string]
 	deletionMu   sync.Mutex
 	deletionSeen map[types.UID]time.Time
+	rc           *rest.Config // for the kubeconfigs of exec hooks
+	hooksMu      sync.Mutex
+	hooks        map[types.UID]*hookRun
+	hookProcs    sync.WaitGroup // hooks still running
+	hooksStopped bool           // the simulator is stopping: no new hooks
 }
 
 func newSim(cfg *config, cs kubernetes.Interface) *sim {
@@ -76,6 +82,7 @@ func newSim(cfg *config, cs kubernetes.Interface) *sim {
 		cs:           cs,
 		nodes:        map[string]*simNode{},
 		deletionSeen: map[types.UID]time.Time{},
+		hooks:        map[types.UID]*hookRun{},
 		podQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "pods"}),
@@ -196,8 +203,19 @@ func (s *sim) run(ctx context.Context) error {
 	log.Printf("ready: %d nodes (%s..%s), ip prefix %s, driver %s, terminate-delay %v, slice-wipe-delay %v",
 		len(s.order), s.order[0].name, s.order[len(s.order)-1].name, s.cfg.ipPrefix, s.cfg.driver,
 		s.cfg.terminateDelay, s.cfg.sliceWipeDelay)
+	if s.cfg.hooks {
+		kc := "a token of the pod's ServiceAccount"
+		if s.cfg.hookKubeconfig != "" {
+			kc = s.cfg.hookKubeconfig
+		}
+		log.Printf("preStop hooks: on; exec hooks run on the host for --hook-path-map %q, KUBECONFIG: %s, in %s",
+			s.cfg.hookPathMap.String(), kc, s.cfg.hookDir)
+	} else {
+		log.Printf("preStop hooks: off")
+	}
 
 	<-ctx.Done()
+	s.stopHooks()
 	s.podQueue.ShutDown()
 	s.nodeQueue.ShutDown()
 	wg.Wait()
@@ -271,6 +289,7 @@ func (s *sim) onPodDelete(obj any) {
 	s.deletionMu.Lock()
 	delete(s.deletionSeen, p.UID)
 	s.deletionMu.Unlock()
+	s.forgetHooks(p.UID)
 	if s.isDriverPod(p) {
 		s.nodeQueue.Add(n.name)
 	}

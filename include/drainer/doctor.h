@@ -1,0 +1,337 @@
+/* The rules of `drainer doctor`: a cluster audited against the upstream page
+ * "Good practices for Dynamic Resource Allocation as a Cluster Admin". Pure:
+ * findings are built from cJSON objects, compact records and numbers, and
+ * printed as a text table or JSON; every request is made by drainer/cmd. */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "drainer/macro.h"
+
+/* Exit code of `drainer doctor` when at least one finding is FAIL (0 otherwise;
+ * WARNs do not change it). 1 and 2 keep their meaning (error, bad usage). */
+#define DOCTOR_EXIT_FAIL 5
+
+enum doctor_status {
+        DOCTOR_PASS,
+        DOCTOR_WARN,
+        DOCTOR_FAIL,
+        _DOCTOR_STATUS_MAX,
+        _DOCTOR_STATUS_INVALID = -EINVAL,
+};
+
+/* "PASS", "WARN", "FAIL" */
+const char *doctor_status_to_string(enum doctor_status s);
+enum doctor_status doctor_status_from_string(const char *s);
+
+/* The sections of the upstream page, in its order. Each belongs to one of the
+ * page's three practices (its "##" headings); see doctor_section_practice(). */
+enum doctor_section {
+        DOCTOR_SECTION_PERMISSIONS,      /* Separate permissions to DRA related APIs */
+        DOCTOR_SECTION_DRIVER,           /* DRA driver deployment and maintenance */
+        DOCTOR_SECTION_SEAMLESS_UPGRADE, /* Use drivers with seamless upgrade if available */
+        DOCTOR_SECTION_LIVENESS,    /* Confirm your DRA driver exposes a liveness probe and utilize it */
+        DOCTOR_SECTION_DRAIN,       /* When draining a node, drain the DRA driver as late as possible */
+        DOCTOR_SECTION_TUNING,      /* Monitor and tune components for higher load, ... */
+        DOCTOR_SECTION_KCM_METRICS, /* kube-controller-manager metrics */
+        DOCTOR_SECTION_SCHEDULER_METRICS, /* kube-scheduler metrics */
+        DOCTOR_SECTION_KUBELET_METRICS,   /* kubelet metrics */
+        DOCTOR_SECTION_PLUGIN_METRICS,    /* DRA kubeletplugin operations */
+        _DOCTOR_SECTION_MAX,
+        _DOCTOR_SECTION_INVALID = -EINVAL,
+};
+
+/* The section's heading on the upstream page, and the heading of the practice
+ * ("##") it belongs to (for a practice's own section both are the same). */
+const char *doctor_section_title(enum doctor_section s);
+const char *doctor_section_practice(enum doctor_section s);
+
+/* One finding: what was checked (a stable id such as "dra-api-writers"), about
+ * what (a subject such as "User alice" or "driver gpu.example.com"), the
+ * objects concerned ("ClusterRoleBinding x", "DaemonSet ns/name", "Node n"),
+ * what was found and, unless it passed, what to change. */
+struct doctor_finding {
+        enum doctor_section section;
+        enum doctor_status status;
+        char *check;
+        char *subject;
+        char **objects;
+        size_t n_objects;
+        char *message;
+        char *fix;      /* NULL when nothing is to change */
+        cJSON *details; /* optional numbers behind the finding (metrics, counts); owned */
+        size_t seq;     /* insertion order, for a stable sort */
+};
+
+#define DOCTOR_FINDINGS_MAX 100000
+
+struct doctor_report {
+        struct doctor_finding **items;
+        size_t n, alloc;
+};
+
+/* Adds a finding with a message; returns it (owned by the report) or NULL when
+ * out of memory or over DOCTOR_FINDINGS_MAX. */
+struct doctor_finding *doctor_report_add(struct doctor_report *r, enum doctor_section section,
+                                         enum doctor_status status, const char *check, const char *subject,
+                                         const char *fmt, ...) _printf_(6, 7);
+int doctor_finding_add_object(struct doctor_finding *f, const char *fmt, ...) _printf_(2, 3);
+int doctor_finding_set_fix(struct doctor_finding *f, const char *fmt, ...) _printf_(2, 3);
+/* Adds a number to details (created on first use). */
+int doctor_finding_add_detail(struct doctor_finding *f, const char *key, double value);
+void doctor_report_done(struct doctor_report *r);
+
+/* Orders the findings by section (the page's order), then FAIL, WARN, PASS,
+ * then as added. This function can't fail. */
+void doctor_report_sort(struct doctor_report *r);
+size_t doctor_report_count(const struct doctor_report *r, enum doctor_status s);
+/* DOCTOR_EXIT_FAIL if a finding is FAIL, else 0. */
+int doctor_report_exit_code(const struct doctor_report *r);
+/* The table, grouped by practice; 0 or -EIO. */
+int doctor_report_print_text(const struct doctor_report *r, FILE *f);
+/* {summary: {pass, warn, fail}, exitCode, findings: [{practice, section, check,
+ * status, subject, objects, message, fix, details}]}; NULL when out of memory. */
+cJSON *doctor_report_to_json(const struct doctor_report *r);
+
+/* ---- Separate permissions ---- */
+
+enum doctor_subject_kind {
+        DOCTOR_SUBJECT_USER,
+        DOCTOR_SUBJECT_GROUP,
+        DOCTOR_SUBJECT_SERVICE_ACCOUNT,
+        _DOCTOR_SUBJECT_KIND_MAX,
+        _DOCTOR_SUBJECT_KIND_INVALID = -EINVAL,
+};
+
+/* "User", "Group", "ServiceAccount" (rbac/v1 Subject kinds) */
+const char *doctor_subject_kind_to_string(enum doctor_subject_kind k);
+enum doctor_subject_kind doctor_subject_kind_from_string(const char *s);
+
+struct doctor_subject {
+        enum doctor_subject_kind kind;
+        const char *name;
+        const char *ns; /* ServiceAccounts only */
+};
+
+/* Why a subject may write DeviceClasses and ResourceSlices, or not. */
+enum doctor_subject_role {
+        DOCTOR_ROLE_OTHER, /* everybody else: may not */
+        DOCTOR_ROLE_ADMIN, /* group system:masters, or bound to ClusterRole cluster-admin cluster-wide */
+        DOCTOR_ROLE_CONTROL_PLANE, /* users system:kube-controller-manager, system:kube-scheduler,
+                                    * system:apiserver, system:node:*, group system:nodes,
+                                    * ServiceAccounts of kube-system */
+        DOCTOR_ROLE_DRIVER,        /* a ServiceAccount that DRA driver pods run as */
+        _DOCTOR_SUBJECT_ROLE_MAX,
+        _DOCTOR_SUBJECT_ROLE_INVALID = -EINVAL,
+};
+
+/* "other", "cluster-admin", "control-plane", "dra-driver" */
+const char *doctor_subject_role_to_string(enum doctor_subject_role r);
+
+/* cluster_admin_bound: a ClusterRoleBinding binds the subject to ClusterRole
+ * cluster-admin. driver_sas: "namespace/name" of the ServiceAccounts driver
+ * pods run as (n entries). */
+enum doctor_subject_role doctor_subject_role(const struct doctor_subject *s, bool cluster_admin_bound,
+                                             const char *const *driver_sas, size_t n);
+
+/* "User alice", "Group g", "ServiceAccount ns/name"; NULL when out of memory. */
+char *doctor_subject_to_string(const struct doctor_subject *s);
+
+/* The body of an authorization.k8s.io/v1 SubjectAccessReview asking whether s
+ * may VERB RESOURCE of GROUP in namespace ns (NULL: cluster-scoped, or all
+ * namespaces). The subject is asked as bound, on its own: a User by name, a
+ * Group as that group only, a ServiceAccount as its user
+ * system:serviceaccount:NS:NAME (without the groups a token would add, so a
+ * grant to a group is reported once, for the group). NULL when out of memory. */
+cJSON *doctor_sar_request(const struct doctor_subject *s, const char *ns, const char *group,
+                          const char *resource, const char *verb);
+/* status.allowed of a SubjectAccessReview answer; reason: status.reason (may be
+ * NULL), borrowed from answer. -EBADMSG without a status. */
+int doctor_sar_parse(const cJSON *answer, bool *ret_allowed, const char **ret_reason);
+
+/* ---- Driver deployment ---- */
+
+enum doctor_probe {
+        DOCTOR_PROBE_NONE,
+        DOCTOR_PROBE_GRPC,
+        DOCTOR_PROBE_HTTP,
+        DOCTOR_PROBE_TCP,
+        DOCTOR_PROBE_EXEC,
+        _DOCTOR_PROBE_MAX,
+        _DOCTOR_PROBE_INVALID = -EINVAL,
+};
+
+/* "none", "grpc", "httpGet", "tcpSocket", "exec" */
+const char *doctor_probe_to_string(enum doctor_probe p);
+/* The livenessProbe handler of a core/v1 Container. */
+enum doctor_probe doctor_container_liveness(const cJSON *container);
+/* Whether the container's lifecycle.preStop.exec.command runs the drainer guard
+ * (some argument mentions "drainer" and one mentions "guard", so that both
+ * ["/drainer/drainer", "guard"] and ["sh", "-c", "exec /x/drainer guard"] count). */
+bool doctor_container_has_guard(const cJSON *container);
+
+enum doctor_rollout {
+        DOCTOR_ROLLOUT_SURGE,    /* RollingUpdate with maxSurge > 0: old and new pod overlap */
+        DOCTOR_ROLLOUT_NO_SURGE, /* RollingUpdate without surge: the old pod goes first */
+        DOCTOR_ROLLOUT_ON_DELETE,
+        _DOCTOR_ROLLOUT_MAX,
+        _DOCTOR_ROLLOUT_INVALID = -EINVAL,
+};
+
+/* "RollingUpdate with maxSurge", "RollingUpdate without maxSurge", "OnDelete" */
+const char *doctor_rollout_to_string(enum doctor_rollout r);
+/* From an apps/v1 DaemonSet: spec.updateStrategy (type defaults to
+ * RollingUpdate; maxSurge, an int or a percentage, defaults to 0). *ret_surge
+ * (may be NULL) gets maxSurge as written ("0" when unset), borrowed or static. */
+enum doctor_rollout doctor_daemonset_rollout(const cJSON *ds, const char **ret_surge);
+
+/* Parses a kubelet version ("v1.33.2", "v1.32.4-eks-1", "1.34.0+k3s1"): 0 with
+ * major and minor, -EINVAL when it cannot (or for "v0.x", the placeholder of
+ * untagged builds). */
+int doctor_kubelet_version_parse(const char *v, int *ret_major, int *ret_minor);
+/* Whether a kubelet of this version supports seamless driver upgrades (two
+ * plugin instances of one driver at once; kubelet 1.33+): 1 yes, 0 no,
+ * -EINVAL unknown. */
+int doctor_kubelet_seamless(const char *v);
+
+/* ---- Tuning at scale ---- */
+
+/* The guide's scale test: kube-controller-manager at --kube-api-qps 75 and
+ * --kube-api-burst 150 kept pod start-up within SLO at 100 nodes and 800 claims
+ * (720 long-running + 80 churning pods, one claim each). */
+#define DOCTOR_FLOOR_QPS    75.0
+#define DOCTOR_FLOOR_BURST  150
+#define DOCTOR_FLOOR_NODES  100
+#define DOCTOR_FLOOR_CLAIMS 800
+
+/* The floor scaled linearly to this cluster: by the larger of nodes/100 and
+ * claims/800, rounded up. This function can't fail. */
+void doctor_scaled_floor(size_t nodes, size_t claims, double *ret_qps, int *ret_burst);
+
+/* Client settings of a control plane component, from its static pod. */
+struct doctor_client_conn {
+        bool have_qps, have_burst;
+        double qps;
+        int burst;
+        bool config_file; /* --config given: its clientConnection is not visible to us */
+};
+
+/* Defaults when neither flag nor config sets them (client-go settings of the
+ * components): kube-controller-manager 20/30, kube-scheduler 50/100. */
+#define DOCTOR_KCM_DEFAULT_QPS         20.0
+#define DOCTOR_KCM_DEFAULT_BURST       30
+#define DOCTOR_SCHEDULER_DEFAULT_QPS   50.0
+#define DOCTOR_SCHEDULER_DEFAULT_BURST 100
+
+/* Reads --kube-api-qps/--kube-api-burst ("--f=V" or "--f V") and --config from
+ * the command and args of the pod's containers. 0, or -EINVAL for a value that
+ * is not a number (the component would not start either). */
+int doctor_client_conn_from_pod(const cJSON *pod, struct doctor_client_conn *ret);
+
+/* Adds the tuning finding of one component ("kube-controller-manager" or
+ * "kube-scheduler"); pod: "ns/name" of its static pod, or NULL when none is
+ * visible (managed control planes); conn is ignored then. have_prometheus:
+ * the metrics findings judge the component instead. -ENOMEM. */
+int doctor_report_client_qps(struct doctor_report *r, const char *component, const char *pod,
+                             const struct doctor_client_conn *conn, size_t nodes, size_t claims,
+                             bool have_prometheus);
+
+/* ---- Tuning at scale: the guide's Prometheus queries ---- */
+
+/* The queries, as the guide writes them. The guide's depth query carries the
+ * label endpoint="kube-controller-manager" that kube-prometheus-stack adds;
+ * when it finds nothing, DOCTOR_Q_WQ_DEPTH_ANY is asked instead. */
+#define DOCTOR_Q_WQ_ADDS "sum(rate(workqueue_adds_total{name=\"resource_claim\"}[5m]))"
+#define DOCTOR_Q_WQ_DEPTH \
+        "sum(workqueue_depth{endpoint=\"kube-controller-manager\", name=\"resource_claim\"})"
+#define DOCTOR_Q_WQ_DEPTH_ANY "sum(workqueue_depth{name=\"resource_claim\"})"
+#define DOCTOR_Q_WQ_WORK                                                                                    \
+        "histogram_quantile(0.99, sum(rate(workqueue_work_duration_seconds_bucket{name=\"resource_claim\"}" \
+        "[5m])) by (le))"
+#define DOCTOR_Q_SCHED_SLI                                                                                  \
+        "histogram_quantile(0.99, sum(increase(scheduler_pod_scheduling_sli_duration_seconds_bucket[5m])) " \
+        "by (le))"
+#define DOCTOR_Q_SCHED_ALG                                                           \
+        "histogram_quantile(0.99, "                                                  \
+        "sum(increase(scheduler_scheduling_algorithm_duration_seconds_bucket[5m])) " \
+        "by (le))"
+#define DOCTOR_Q_KUBELET_PREPARE                                                                   \
+        "histogram_quantile(0.99, sum(rate(dra_operations_duration_seconds_bucket{operation_name=" \
+        "\"PrepareResources\"}[5m])) by (le))"
+#define DOCTOR_Q_KUBELET_UNPREPARE                                                                 \
+        "histogram_quantile(0.99, sum(rate(dra_operations_duration_seconds_bucket{operation_name=" \
+        "\"UnprepareResources\"}[5m])) by (le))"
+#define DOCTOR_Q_PLUGIN_PREPARE                                                                       \
+        "histogram_quantile(0.99, sum(rate(dra_grpc_operations_duration_seconds_bucket{method_name=~" \
+        "\".*NodePrepareResources\"}[5m])) by (le))"
+#define DOCTOR_Q_PLUGIN_UNPREPARE                                                                     \
+        "histogram_quantile(0.99, sum(rate(dra_grpc_operations_duration_seconds_bucket{method_name=~" \
+        "\".*NodeUnprepareResources\"}[5m])) by (le))"
+
+/* Where "low" ends and "high" begins. The guide names the patterns, not the
+ * numbers; these are drainer's, printed with every finding. */
+#define DOCTOR_WQ_ADDS_HIGH     10.0 /* items/s added to the resource_claim queue */
+#define DOCTOR_WQ_DEPTH_HIGH    10.0 /* items waiting */
+#define DOCTOR_WQ_WORK_SLOW     0.5  /* s, p99 of one sync */
+#define DOCTOR_SCHED_SLI_SLOW   5.0  /* s, p99 from queue to bound: the pod start-up SLO budget */
+#define DOCTOR_SCHED_ALG_SLOW   0.5  /* s, p99 of the scheduling algorithm alone */
+#define DOCTOR_PREPARE_SLOW_SEC 1.0  /* s, p99 of NodePrepareResources / NodeUnprepareResources */
+#define DOCTOR_PLUGIN_SHARE_MIN 0.5  /* the plugin's p99 over the kubelet's: "the driver is the slow part" */
+
+/* One evaluated query: have = false when the answer held no sample or NaN;
+ * +Inf (a quantile beyond the last bucket) is a value. */
+struct doctor_metric {
+        bool have;
+        double value;
+};
+
+/* Parses a Prometheus /api/v1/query answer of an aggregated query: a vector
+ * (its largest sample) or a scalar. 0 with *ret; -EBADMSG for a malformed
+ * answer; -EPROTO for status "error", with *ret_error (malloc'd, the caller
+ * frees it; may be NULL) "errorType: error". */
+int doctor_prom_parse(const char *body, size_t len, struct doctor_metric *ret, char **ret_error);
+
+enum doctor_wq_verdict {
+        DOCTOR_WQ_OK,
+        DOCTOR_WQ_NO_DATA,
+        DOCTOR_WQ_TUNE_CONTROLLER, /* low adds + high depth, or slow work: QPS, burst, CPU/memory */
+        DOCTOR_WQ_LOWER_POD_QPS,   /* high adds + high depth + fast work: concurrency is hardcoded */
+        _DOCTOR_WQ_VERDICT_MAX,
+};
+enum doctor_wq_verdict doctor_judge_workqueue(struct doctor_metric adds, struct doctor_metric depth,
+                                              struct doctor_metric work);
+
+enum doctor_sched_verdict {
+        DOCTOR_SCHED_OK,
+        DOCTOR_SCHED_NO_DATA,
+        DOCTOR_SCHED_BINDING_SLOW,   /* end-to-end slow, algorithm fast: QPS/burst, claim creation */
+        DOCTOR_SCHED_ALGORITHM_SLOW, /* the algorithm itself is slow: CPU, selectors, devices */
+        _DOCTOR_SCHED_VERDICT_MAX,
+};
+enum doctor_sched_verdict doctor_judge_scheduler(struct doctor_metric sli, struct doctor_metric alg);
+
+enum doctor_prepare_verdict {
+        DOCTOR_PREPARE_OK,
+        DOCTOR_PREPARE_NO_DATA,
+        DOCTOR_PREPARE_DRIVER_SLOW,  /* the plugin's own gRPC operation takes most of it */
+        DOCTOR_PREPARE_KUBELET_SLOW, /* the kubelet's side (its API calls, the connection) takes most */
+        DOCTOR_PREPARE_SLOW,         /* slow, and no plugin metric to tell where */
+        _DOCTOR_PREPARE_VERDICT_MAX,
+};
+enum doctor_prepare_verdict doctor_judge_prepare(struct doctor_metric kubelet, struct doctor_metric plugin);
+
+/* The findings of the metrics: the resource_claim workqueue, the scheduler,
+ * Prepare and Unprepare. depth_query: the depth query that answered. An
+ * error (Prometheus unreachable, a query refused) is passed as the message of
+ * the query group that failed (NULL: none), making it a WARN. -ENOMEM. */
+struct doctor_prom_results {
+        struct doctor_metric wq_adds, wq_depth, wq_work, sched_sli, sched_alg, kubelet_prepare,
+                kubelet_unprepare, plugin_prepare, plugin_unprepare;
+        const char *depth_query;
+        const char *error_kcm, *error_scheduler, *error_kubelet, *error_plugin;
+};
+int doctor_report_prometheus(struct doctor_report *r, const char *url, const struct doctor_prom_results *m);

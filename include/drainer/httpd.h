@@ -1,0 +1,50 @@
+/* The daemon's HTTP endpoint: GET /metrics (Prometheus text 0.0.4 of a
+ * metrics registry), /healthz (200 whenever the loop runs: the handler runs on
+ * it) and /readyz (200 when the owner's callback says ready, else 503 with the
+ * reason). libmicrohttpd in its epoll mode without threads: its epoll fd is
+ * polled by a uv_poll on the caller's loop and its timeout by a uv_timer. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct uv_loop_s;
+struct metrics;
+struct httpd;
+
+/* What `serve --metrics-addr` listens on unless told otherwise: loopback only. */
+#define HTTPD_DEFAULT_ADDRESS "127.0.0.1:9464"
+
+/* Returns true when ready; otherwise writes why (one line) into reason. Runs on the loop. */
+typedef bool (*httpd_ready_fn)(void *userdata, char *reason, size_t size);
+
+struct httpd_options {
+        /* "HOST:PORT": "127.0.0.1:9464", "[::1]:9464", "localhost:9464", or ":9464" for
+         * every address (IPv6 and IPv4 when the host has IPv6). Port 0: any free port
+         * (httpd_port() tells which). */
+        const char *address;
+        struct metrics *metrics;  /* borrowed; NULL: metrics_default() */
+        httpd_ready_fn ready;     /* NULL: always ready */
+        void *userdata;           /* for ready */
+        unsigned max_connections; /* 0 = 32; more are refused */
+        unsigned timeout_sec;     /* idle connections are closed after this; 0 = 10 */
+};
+
+/* Splits "HOST:PORT" ("[V6]:PORT" for IPv6; HOST may be empty). *ret_host is
+ * the caller's to free(). -EINVAL on anything else. */
+int httpd_parse_address(const char *address, char **ret_host, uint16_t *ret_port);
+
+/* Binds, listens and serves on loop from now on. Errors: -EINVAL (address),
+ * -EADDRINUSE, -EADDRNOTAVAIL, -EACCES (a privileged port), -EHOSTUNREACH (the
+ * host name does not resolve), -EIO (libmicrohttpd refused), -ENOMEM. On error
+ * nothing is left but handles that finish closing on the loop's next turn. */
+int httpd_new(struct uv_loop_s *loop, const struct httpd_options *o, struct httpd **ret);
+/* The port actually bound. */
+uint16_t httpd_port(const struct httpd *h);
+/* Requests answered so far, by any status. */
+uint64_t httpd_requests(const struct httpd *h);
+/* Stops serving (open connections are dropped) and frees h once its uv handles
+ * are closed; close_cb (may be NULL) runs then, never from inside this call.
+ * Run the loop afterwards so that uv_loop_close() returns 0. */
+void httpd_close(struct httpd *h, void (*close_cb)(void *userdata), void *userdata);

@@ -1,0 +1,532 @@
+#!/usr/bin/env bash
+# drainer guard (issue 8) against the real control plane: the preStop hook that
+# holds a DRA driver pod while its node is drained by someone else, installed on
+# the simulated dra-driver DaemonSet with the deploy/driver-guard component (the
+# simulator runs exec hooks, mapping /guard/drainer to the built binary; tests/cluster/up
+# configures that). Judged from the API server: its objects and its audit log.
+#
+#  A. without the guard, an autoscaler-style drain (taint ToBeDeletedByClusterAutoscaler,
+#     then evict every pod of the node at once, the driver included) leaves the claim
+#     holders hanging in Terminating until the driver returns;
+#  B. with the guard, a rolling restart of the driver on nodes that are not draining is
+#     not delayed (times printed);
+#  C. run directly, the guard tells draining (cordon, each drain taint) from not draining,
+#     gives up with exit 3 naming what is held, and exits 1/2 on bad setups;
+#  D. with the guard, the same drain on up to GUARD_LOAD (20) nodes at once: every driver
+#     pod stays Terminating until its node's claims are released and its claim holders
+#     are gone, every node ends empty, and the guards (20 of them: one per drained node,
+#     plus direct runs when the cluster has fewer nodes) send no request beyond one list
+#     and one watch per resource (counted from the audit log, printed).
+# The DaemonSet, RBAC, taints and the test namespace are restored at the end.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+ns=guard-test
+guard_user=system:serviceaccount:dra-system:default
+sim_log=$DRAINER_CLUSTER_DIR/drainer-sim.log
+manifest=$e2e_root/tests/cluster/manifests/dra-driver.yaml
+load=${GUARD_LOAD:-20}
+ca_taint=ToBeDeletedByClusterAutoscaler
+
+api_url=$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
+admin_tok=$(kubectl config view --raw --minify -o jsonpath='{.users[0].user.token}')
+kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d >"$e2e_tmp/ca.crt"
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# ---- preconditions: the simulator runs /guard/drainer hooks ----
+guard_bin=$(sed -n 's/.*preStop hooks: on;.*--hook-path-map "\([^"]*\)".*/\1/p' "$sim_log" 2>/dev/null | tail -n 1 |
+	tr ',' '\n' | sed -n 's|^/guard/drainer=||p')
+if [ -z "$guard_bin" ]; then
+	fail "the simulator does not map /guard/drainer (restart the cluster: tests/cluster/down; tests/cluster/up)"
+	finish
+	exit 1
+fi
+check "the simulator runs /guard/drainer hooks as $guard_bin (an executable)" test -x "$guard_bin"
+if ! "$guard_bin" guard --help >/dev/null 2>&1; then
+	fail "$guard_bin has no guard verb: build it (ninja -C build), or point the simulator elsewhere with DRAINER_SIM_ARGS=\"--hook-path-map /guard/drainer=PATH\" (then tests/cluster/down; tests/cluster/up)"
+	finish
+	exit 1
+fi
+echo "  guard binary (hooks): $guard_bin"
+
+# ---- helpers ----
+nodes=$(kubectl get nodes -o name | sed 's|^node/||' | sort -V)
+n_nodes=$(echo "$nodes" | grep -c .)
+
+g_driver_pods() { # NODE: driver pods on NODE (JSON list)
+	kubectl -n dra-system get pods -l app.kubernetes.io/component=kubeletplugin --field-selector "spec.nodeName=$1" -o json | jq -c .items
+}
+g_driver_running() {
+	[ "$(g_driver_pods "$1" | jq '[.[] | select(.metadata.deletionTimestamp == null and .status.phase == "Running"
+		and any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | length')" -ge 1 ]
+}
+g_slice_published() {
+	[ "$(kubectl get resourceslices --field-selector "spec.nodeName=$1" -o json | jq '.items | length')" -ge 1 ]
+}
+g_nonmirror_pods() { # NODE: pods on NODE except mirror pods
+	kubectl get pods -A --field-selector "spec.nodeName=$1" -o json |
+		jq -c '[.items[] | select(.metadata.annotations["kubernetes.io/config.mirror"] == null)]'
+}
+g_nodes_empty() { [ -z "$(g_pods_of "$@")" ]; }
+# Claims on NODE by the DESIGN.md rule, [{ns, name}], from the API server.
+g_claims_on_node() {
+	local uids
+	uids=$(kubectl get pods -A --field-selector "spec.nodeName=$1" -o json | jq -c '[.items[].metadata.uid]')
+	kubectl get resourceclaims -A -o json | jq -c --arg n "$1" --argjson uids "$uids" '[.items[]
+		| select(((.status.reservedFor // []) | any(.uid as $u | $uids | index($u)))
+			or ((.status.allocation.nodeSelector.nodeSelectorTerms // []) as $t
+			    | ($t | length) == 1 and ($t[0].matchFields // []) == [{"key": "metadata.name", "operator": "In", "values": [$n]}])
+			or ((.status.allocation.devices.results // []) | any(.pool == $n)))
+		| {ns: .metadata.namespace, name: .metadata.name}]'
+}
+g_ds_has_hook() {
+	kubectl -n dra-system get ds dra-driver -o json | jq -e '[.spec.template.spec.containers[].lifecycle.preStop // empty] | length > 0' >/dev/null
+}
+g_rollout() { kubectl -n dra-system rollout status ds/dra-driver --timeout=180s >/dev/null; }
+g_drivers_ready() {
+	local n
+	for n in $nodes; do
+		g_driver_running "$n" && g_slice_published "$n" || return 1
+	done
+}
+
+# The workload of a node: 2 pods with one GPU each (generated claims), 1 pod with a GPU
+# and a 4 s preStop sleep (it takes longer to go), 1 pod without claims.
+g_workload() { # NODE
+	cat <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: gpu-$1, namespace: $ns}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: gpu-$1}}
+  template:
+    metadata: {labels: {app: gpu-$1}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: $1}
+      containers:
+      - {name: main, image: registry.example.com/inference:v1, resources: {claims: [{name: gpu}]}}
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: gpu}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: slow-$1, namespace: $ns}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: slow-$1}}
+  template:
+    metadata: {labels: {app: slow-$1}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: $1}
+      terminationGracePeriodSeconds: 30
+      containers:
+      - name: main
+        image: registry.example.com/trainer:v1
+        resources: {claims: [{name: gpu}]}
+        lifecycle: {preStop: {sleep: {seconds: 4}}}
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: gpu}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web-$1, namespace: $ns}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web-$1}}
+  template:
+    metadata: {labels: {app: web-$1}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: $1}
+      containers:
+      - {name: main, image: registry.example.com/web:v1}
+EOF
+}
+g_apply_workload() { # NODES...
+	local n
+	{
+		cat <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: $ns}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: gpu, namespace: $ns}
+spec:
+  spec:
+    devices:
+      requests:
+      - {name: gpu, exactly: {deviceClassName: gpu.example.com}}
+EOF
+		for n in "$@"; do
+			echo "---"
+			g_workload "$n"
+		done
+	} | kubectl apply -f - >/dev/null
+}
+g_workload_running() { # NODES...: 4 running pods of the workload and 3 claims on each node
+	local n
+	for n in "$@"; do
+		[ "$(kubectl -n $ns get pods --field-selector "spec.nodeName=$n,status.phase=Running" -o json |
+			jq '[.items[] | select(.metadata.deletionTimestamp == null)] | length')" = 4 ] || return 1
+		[ "$(g_claims_on_node "$n" | jq --arg ns $ns '[.[] | select(.ns == $ns)] | length')" = 3 ] || return 1
+	done
+}
+
+# Eviction API (policy/v1) as Cluster Autoscaler uses it, retried on 429 every second for 60 s.
+g_evict() { # NS NAME
+	local end=$((SECONDS + 60)) code
+	while :; do
+		code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$e2e_tmp/ca.crt" -H "Authorization: Bearer $admin_tok" \
+			-H 'Content-Type: application/json' -X POST "$api_url/api/v1/namespaces/$1/pods/$2/eviction" \
+			-d "{\"apiVersion\":\"policy/v1\",\"kind\":\"Eviction\",\"metadata\":{\"namespace\":\"$1\",\"name\":\"$2\"}}")
+		case $code in
+		200 | 201 | 404) return 0 ;;
+		esac
+		[ "$SECONDS" -lt "$end" ] || { echo "  eviction of $1/$2: HTTP $code for 60 s" >&2; return 1; }
+		sleep 1
+	done
+}
+# autoscaler_drain NODES...: Cluster Autoscaler's scale-down, default settings: taint each
+# node ToBeDeletedByClusterAutoscaler:NoSchedule, then evict every pod of the nodes at
+# once (DaemonSet pods, the DRA driver, included; mirror pods cannot be evicted).
+g_taint() { # NODES...
+	local n
+	for n in "$@"; do
+		kubectl taint node "$n" "$ca_taint=$(date +%s):NoSchedule" --overwrite >/dev/null || return 1
+	done
+}
+g_pods_of() { # NODES...: "ns name" of every pod on these nodes but mirror pods, one list call
+	kubectl get pods -A -o json | jq -r --args '$ARGS.positional as $nodes | .items[]
+		| select(.spec.nodeName as $n | $nodes | index($n)) | select(.metadata.annotations["kubernetes.io/config.mirror"] == null)
+		| "\(.metadata.namespace) \(.metadata.name)"' "$@"
+}
+g_evict_all() { # NODES...
+	local pids=() p rc=0 pns pname
+	while read -r pns pname; do
+		[ -n "$pname" ] || continue
+		g_evict "$pns" "$pname" &
+		pids+=($!)
+	done < <(g_pods_of "$@")
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	return $rc
+}
+g_untaint() { # NODES...
+	local n
+	for n in "$@"; do kubectl taint node "$n" "$ca_taint:NoSchedule-" >/dev/null 2>&1; done
+	return 0
+}
+
+# g_jq_checks JQ-ARGS...: jq -r printing "ok TEXT" / "FAIL TEXT" lines, each one a check.
+g_jq_checks() {
+	local out status text
+	if ! out=$(jq -r "$@"); then
+		fail "jq failed in ${FUNCNAME[1]:-a check}"
+		return
+	fi
+	while read -r status text; do
+		[ -n "$status" ] || continue
+		if [ "$status" = ok ]; then pass "$text"; else fail "$text"; fi
+	done <<<"$out"
+}
+
+# Audit events since line N (ResponseComplete only: one per request), as JSON lines.
+g_audit_since() { tail -n +"$(($1 + 1))" "$AUDIT" | jq -c 'select(.stage == "ResponseComplete")'; }
+# jq: seconds (fractional) of an audit timestamp.
+jq_ts='def ts: capture("^(?<s>[^.Z]+)(?:\\.(?<f>[0-9]+))?Z$") | ((.s + "Z") | fromdateiso8601) + (("0." + (.f // "0")) | tonumber);'
+
+# Puts the cluster back: taints off, guard removed (DaemonSet as tests/cluster/up applied it,
+# no drainer-guard RBAC), test namespace gone, every driver running.
+restore() {
+	[ -n "${direct_pids:-}" ] && kill $direct_pids 2>/dev/null
+	[ -n "${undo_drain:-}" ] && eval "$undo_drain" >/dev/null 2>&1
+	undo_drain=
+	# shellcheck disable=SC2086
+	g_untaint $nodes
+	if g_ds_has_hook || kubectl get clusterrole drainer-guard >/dev/null 2>&1; then
+		kubectl apply -f "$manifest" >/dev/null
+		g_rollout
+		kubectl delete clusterrolebinding,clusterrole drainer-guard --ignore-not-found >/dev/null
+	fi
+	kubectl delete namespace $ns --ignore-not-found --wait=true --timeout=120s >/dev/null
+	wait_until 120 g_drivers_ready
+}
+e2e_cleanup_hooks+=("restore")
+
+# A leftover of an interrupted run would skew part A.
+if g_ds_has_hook || kubectl get namespace $ns >/dev/null 2>&1; then
+	echo "  cleaning up a previous run"
+	restore
+fi
+check "every driver runs and publishes its slice before the test" wait_until 60 g_drivers_ready
+
+# The node for parts A and B: the one with the fewest pods of others (the last on a tie).
+x=$(for n in $nodes; do echo "$(g_nonmirror_pods "$n" | jq '[.[] | select(.metadata.namespace != "dra-system")] | length') $n"; done |
+	sort -k1,1n -k2,2Vr | head -n 1 | cut -d' ' -f2)
+echo "  node for the single-node drains: $x ($n_nodes nodes in the cluster)"
+
+# =====================================================================
+echo "--- A. without the guard: Cluster Autoscaler's drain strands the claim holders"
+check "the driver DaemonSet has no preStop hook yet" bash -c "! kubectl -n dra-system get ds dra-driver -o json | jq -e '[.spec.template.spec.containers[].lifecycle.preStop // empty] | length > 0' >/dev/null"
+g_apply_workload "$x"
+check "workload on $x: 3 claim holders running, 3 claims on the node" wait_until 90 g_workload_running "$x"
+g_nonmirror_pods "$x" | jq -c '[.[] | {ns: .metadata.namespace, name: .metadata.name, uid: .metadata.uid,
+	holder: (((.spec.resourceClaims // []) | length) > 0), driver: (.metadata.labels["app.kubernetes.io/component"] == "kubeletplugin")}]' >"$e2e_tmp/a-pods.json"
+g_taint "$x"
+t0=$(now)
+g_evict_all "$x"
+check "every pod of $x evicted (the driver included)" test $? = 0
+check "the driver pod goes at once (the DaemonSet does not bring it back under the taint)" \
+	wait_until 20 bash -c "[ \"\$(kubectl -n dra-system get pods -l app.kubernetes.io/component=kubeletplugin --field-selector spec.nodeName=$x -o name | grep -c .)\" = 0 ]"
+sleep 8
+kubectl get pods -A --field-selector "spec.nodeName=$x" -o json >"$e2e_tmp/a-after.json"
+hung=$(jq -r --argjson before "$(cat "$e2e_tmp/a-pods.json")" '[$before[] | select(.holder) | .uid] as $h
+	| [.items[] | select(.metadata.uid as $u | $h | index($u)) | select(.metadata.deletionTimestamp != null and .status.phase == "Running")] | length' "$e2e_tmp/a-after.json")
+check_eq "$(since "$t0") s after the evictions all 3 claim holders still hang in Terminating (phase Running)" 3 "$hung"
+check_eq "their 3 claims are still on $x" 3 "$(g_claims_on_node "$x" | jq --arg ns $ns '[.[] | select(.ns == $ns)] | length')"
+g_untaint "$x"
+t1=$(now)
+holders_gone() {
+	[ "$(kubectl get pods -A --field-selector "spec.nodeName=$x" -o json | jq --argjson before "$(cat "$e2e_tmp/a-pods.json")" \
+		'[$before[] | select(.holder) | .uid] as $h | [.items[] | select(.metadata.uid as $u | $h | index($u))] | length')" = 0 ]
+}
+check "once the driver is back (taint removed), the stranded holders finish" wait_until 60 holders_gone
+echo "  stranded holders released $(since "$t1") s after the taint was removed"
+check "the workload is back on $x" wait_until 90 g_workload_running "$x"
+check "driver of $x running" wait_until 60 g_driver_running "$x"
+
+# =====================================================================
+echo "--- B. the guard installed; a rolling restart is not delayed"
+kdir=$e2e_tmp/kustomize
+mkdir -p "$kdir/base" "$kdir/overlay"
+cp "$manifest" "$kdir/base/dra-driver.yaml"
+# The simulated DaemonSet carries app.kubernetes.io/component only on its pods: add it to the
+# DaemonSet, the component's target.
+cat >"$kdir/base/kustomization.yaml" <<'EOF'
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [dra-driver.yaml]
+patches:
+- target: {group: apps, version: v1, kind: DaemonSet, name: dra-driver}
+  patch: |-
+    - op: add
+      path: /metadata/labels/app.kubernetes.io~1component
+      value: kubeletplugin
+EOF
+cat >"$kdir/overlay/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [../base]
+components: [$(realpath --relative-to="$kdir/overlay" "$e2e_root/deploy/driver-guard")]
+EOF
+t0=$(now)
+kubectl apply -k "$kdir/overlay" >/dev/null
+check "kubectl apply -k of an overlay with the deploy/driver-guard component" test $? = 0
+g_rollout
+t_install=$(since "$t0")
+check "the DaemonSet has the guard: preStop /guard/drainer guard, terminationGracePeriodSeconds 300, init container" \
+	bash -c "kubectl -n dra-system get ds dra-driver -o json | jq -e '.spec.template.spec | (.containers[0].lifecycle.preStop.exec.command == [\"/guard/drainer\", \"guard\"]) and .terminationGracePeriodSeconds == 300 and (.initContainers[0].command == [\"cp\", \"/usr/bin/drainer\", \"/guard/drainer\"])' >/dev/null"
+check "drivers ready after the install rollout" wait_until 60 g_drivers_ready
+log_from=$(wc -l <"$sim_log")
+audit_from=$(audit_lines)
+t0=$(now)
+kubectl -n dra-system rollout restart ds/dra-driver >/dev/null
+g_rollout
+t_restart=$(since "$t0")
+check "drivers ready after the restart" wait_until 60 g_drivers_ready
+echo "  rollout of the guard (old pods without hook): $t_install s; rolling restart with the guard on $n_nodes nodes: $t_restart s"
+tail -n +"$((log_from + 1))" "$sim_log" | grep -E 'pod dra-system/dra-driver-[^ ]+ on [^ ]+: preStop hook of container plugin (exited|failed|killed)' >"$e2e_tmp/b-hooks.txt"
+sed 's/^/    /' "$e2e_tmp/b-hooks.txt"
+check_eq "one guard hook per node ran during the restart, each exited 0" "$n_nodes $n_nodes" \
+	"$(grep -c . "$e2e_tmp/b-hooks.txt") $(grep -c 'exited 0' "$e2e_tmp/b-hooks.txt")"
+slow=$(sed -n 's/.* after \([0-9.]*\)\(m\?s\)$/\1 \2/p' "$e2e_tmp/b-hooks.txt" | awk '{ s = ($2 == "ms") ? $1 / 1000 : $1; if (s >= 1) n++ } END { print n + 0 }')
+check_eq "every guard hook returned within 1 s (node not draining)" 0 "$slow"
+# From the audit log: each old driver pod's deletion request -> the kubelet's final DELETE.
+g_audit_since "$audit_from" | jq -rs "$jq_ts"'
+	[.[] | select(.objectRef.resource == "pods" and .objectRef.namespace == "dra-system" and .verb == "delete" and .objectRef.subresource == null)]
+	| group_by(.objectRef.name)[]
+	| (map(select(.user.username != "drainer-sim")) | map(.requestReceivedTimestamp | ts) | min) as $asked
+	| (map(select(.user.username == "drainer-sim" and .responseStatus.code == 200)) | map(.requestReceivedTimestamp | ts) | max) as $gone
+	| select($asked != null and $gone != null)
+	| "\(.[0].objectRef.name) \($gone - $asked)"' >"$e2e_tmp/b-stops.txt"
+while read -r pod secs; do printf '    %s: deletion to gone %.2f s\n' "$pod" "$secs"; done <"$e2e_tmp/b-stops.txt"
+delay=$(sed -n 's/.*terminate-delay \([^,]*\),.*/\1/p' "$sim_log" | tail -n 1)
+delay_s=$(echo "${delay:-2s}" | sed -n 's/^\([0-9.]*\)s$/\1/p')
+check_eq "each old driver pod was gone within the terminate delay (${delay:-2s}) + 1 s of its deletion" "$n_nodes 0" \
+	"$(grep -c . "$e2e_tmp/b-stops.txt") $(awk -v d="${delay_s:-2}" '$2 > d + 1 { n++ } END { print n + 0 }' "$e2e_tmp/b-stops.txt")"
+
+# g_token_kubeconfig NS SA FILE: a kubeconfig with a token of that ServiceAccount.
+g_token_kubeconfig() {
+	local tok
+	tok=$(kubectl -n "$1" create token "$2" --duration=15m) || return 1
+	cat >"$3" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "$api_url", certificate-authority-data: "$(base64 -w0 <"$e2e_tmp/ca.crt")"}
+users:
+- name: u
+  user: {token: "$tok"}
+contexts:
+- name: c
+  context: {cluster: c, user: u}
+current-context: c
+EOF
+	chmod 600 "$3"
+}
+
+# =====================================================================
+echo "--- C. the guard's decisions and exit codes (run directly, with the driver's identity)"
+# The direct runs use the driver's ServiceAccount (dra-system/default) as the hooks do, so
+# that the audit log attributes every guard request to that one user.
+g_token_kubeconfig dra-system default "$e2e_tmp/guard.kubeconfig"
+guard() { env -u POD_NAME -u POD_NAMESPACE -u NODE_NAME KUBECONFIG="$e2e_tmp/guard.kubeconfig" "$guard_bin" guard "$@"; }
+t0=$(now)
+guard --node "$x" >"$e2e_tmp/d.log" 2>&1
+check_eq "node not draining: exit 0 at once ($(since "$t0") s)" 0 $?
+for how in cordon "taint karpenter.sh/disrupted:NoSchedule" "taint karpenter.sh/disruption=disrupting:NoSchedule" \
+	"taint drainer.io/draining:NoSchedule"; do
+	spec=${how#taint }
+	case $how in
+	cordon) undo_drain="kubectl uncordon $x" && kubectl cordon "$x" >/dev/null ;;
+	*) undo_drain="kubectl taint node $x ${spec%%[=:]*}:NoSchedule-" && kubectl taint node "$x" "$spec" >/dev/null ;;
+	esac
+	t0=$(now)
+	guard --node "$x" --deadline 2s >"$e2e_tmp/d.log" 2>&1
+	rc=$?
+	eval "$undo_drain" >/dev/null
+	undo_drain=
+	check_eq "node draining ($how), claims held: exit 3 after --deadline 2s ($(since "$t0") s)" 3 "$rc"
+	named=0
+	for c in $(g_claims_on_node "$x" | jq -r --arg ns $ns '.[] | select(.ns == $ns) | .name') \
+		$(kubectl -n $ns get pods --field-selector "spec.nodeName=$x" -o jsonpath='{.items[*].metadata.name}'); do
+		case $c in web-*) continue ;; esac
+		grep -q "gave up.*$ns/$c[,)]" "$e2e_tmp/d.log" && named=$((named + 1))
+	done
+	check_eq "  its last line names the 3 claims and the 3 claim holders still there" 6 "$named"
+done
+sed 's/^/    /' "$e2e_tmp/d.log" | tail -n 2 | cut -c1-400
+guard --node no-such-node >"$e2e_tmp/d.log" 2>&1
+check_eq "unknown node: exit 1" 1 $?
+check "  and says so" grep -q 'node "no-such-node" not found' "$e2e_tmp/d.log"
+guard >"$e2e_tmp/d.log" 2>&1
+check_eq "no --node and no \$NODE_NAME: exit 2" 2 $?
+guard --node "$x" --deadline 5s --grace-period-seconds 30 >/dev/null 2>&1
+check_eq "--deadline with --grace-period-seconds: exit 2" 2 $?
+g_token_kubeconfig $ns default "$e2e_tmp/norbac.kubeconfig"
+env -u POD_NAME -u POD_NAMESPACE KUBECONFIG="$e2e_tmp/norbac.kubeconfig" "$guard_bin" guard --node "$x" >"$e2e_tmp/d.log" 2>&1
+check_eq "an identity without the guard's RBAC: exit 1 (the hook then lets the driver go)" 1 $?
+check "  and names the refusal" grep -qi 'forbidden' "$e2e_tmp/d.log"
+
+# =====================================================================
+if [ "$n_nodes" -ge "$load" ]; then
+	drain_nodes=$(echo "$nodes" | head -n "$load" | tr '\n' ' ')
+else
+	drain_nodes=$x
+fi
+# shellcheck disable=SC2086
+set -- $drain_nodes
+drain_arr=("$@")
+n_drain=$#
+n_direct=$((load - n_drain))
+echo "--- D. the guard on $n_drain drained node(s) at once ($n_drain hook(s) + $n_direct direct guard run(s) = $load guards)"
+g_apply_workload "$@"
+check "workload running on the $n_drain node(s)" wait_until 180 g_workload_running "$@"
+check "drivers ready" wait_until 60 g_drivers_ready
+for n in "$@"; do
+	g_nonmirror_pods "$n" | jq -c --arg node "$n" '[.[] | {node: $node, ns: .metadata.namespace, name: .metadata.name, uid: .metadata.uid,
+		holder: (((.spec.resourceClaims // []) | length) > 0), driver: (.metadata.labels["app.kubernetes.io/component"] == "kubeletplugin")}]'
+done | jq -sc 'add' >"$e2e_tmp/c-pods.json"
+for n in "$@"; do g_claims_on_node "$n" | jq -c --arg node "$n" 'map(. + {node: $node})'; done | jq -sc 'add' >"$e2e_tmp/c-claims.json"
+echo "  before: $(jq '[.[] | select(.holder)] | length' "$e2e_tmp/c-pods.json") claim holders, $(jq length "$e2e_tmp/c-claims.json") claims, $(jq '[.[] | select(.driver)] | length' "$e2e_tmp/c-pods.json") driver pods"
+
+audit_from=$(audit_lines)
+g_taint "$@"
+direct_pids=
+for i in $(seq 1 "$n_direct"); do
+	node=${drain_arr[$(((i - 1) % n_drain))]}
+	env -u POD_NAME -u POD_NAMESPACE KUBECONFIG="$e2e_tmp/guard.kubeconfig" \
+		"$guard_bin" guard --node "$node" --grace-period-seconds 120 >"$e2e_tmp/direct-$i.log" 2>&1 &
+	direct_pids+=" $!"
+done
+sleep 1
+t0=$(now)
+g_evict_all "$@"
+check "every pod of the $n_drain node(s) evicted at once (drivers included)" test $? = 0
+check "every drained node ends empty" wait_until 120 g_nodes_empty "$@"
+t_empty=$(since "$t0")
+direct_rc=0
+for p in $direct_pids; do wait "$p" || direct_rc=1; done
+direct_pids=
+[ "$n_direct" = 0 ] || check "the $n_direct direct guard runs exited 0" test "$direct_rc" = 0
+[ "$n_direct" = 0 ] || grep -h 'letting the driver stop\|gave up\|error' "$e2e_tmp"/direct-*.log | cut -d' ' -f2- | sed 's/waited [0-9.]* s/waited N s/' | sort | uniq -c | sed 's/^/    /' | head -5
+echo "  nodes empty $t_empty s after the evictions"
+sleep 1
+g_audit_since "$audit_from" >"$e2e_tmp/c-audit.json"
+
+# Per node: the driver pod's final DELETE (by the kubelet, after its hook returned and its
+# containers stopped) came after every claim holder's final DELETE and after the last write
+# of the resourceclaim controller to each claim of the node; and it had been Terminating
+# since its eviction.
+g_jq_checks -s --argjson pods "$(cat "$e2e_tmp/c-pods.json")" --argjson claims "$(cat "$e2e_tmp/c-claims.json")" "$jq_ts"'
+	. as $ev
+	| def gone($uid; $name): [$ev[] | select(.user.username == "drainer-sim" and .verb == "delete" and .objectRef.resource == "pods"
+		and .objectRef.subresource == null and .objectRef.name == $name and .responseStatus.code == 200) | .requestReceivedTimestamp | ts] | min;
+	def evicted($name): [$ev[] | select(.verb == "create" and .objectRef.subresource == "eviction" and .objectRef.name == $name
+		and (.responseStatus.code // 0) < 300) | .requestReceivedTimestamp | ts] | min;
+	def released($c): [$ev[] | select(.user.username == "system:kube-controller-manager" and .objectRef.resource == "resourceclaims"
+		and .objectRef.namespace == $c.ns and .objectRef.name == $c.name and (.verb | IN("update", "patch", "delete"))) | .requestReceivedTimestamp | ts] | max;
+	($pods | map(.node) | unique) as $nodes
+	| [$nodes[] as $n
+	   | ($pods[] | select(.node == $n and .driver)) as $d
+	   | evicted($d.name) as $t0
+	   | gone($d.uid; $d.name) as $td
+	   | ([$pods[] | select(.node == $n and .holder) | gone(.uid; .name)]) as $th
+	   | ([$claims[] | select(.node == $n) | released(.)]) as $tc
+	   | {n: $n, d: $d.name, t0: $t0, td: $td, th: $th, tc: $tc,
+	      ok: ($t0 != null and $td != null and ($th | length) == 3 and ($th | all(. != null and . < $td))
+	           and ($tc | length) == 3 and ($tc | all(. != null and . < $td)))}] as $r
+	| ([$r[] | select(.ok | not)]) as $bad
+	| (if ($bad | length) == 0
+	   then "ok on all \($r | length) node(s) the driver pod stayed Terminating until every claim holder was gone and every claim released (audit log)"
+	   else "FAIL driver pod gone too early on \($bad | map("\(.n) (driver \(.d): evicted \(.t0), gone \(.td); holders gone \(.th); claims released \(.tc))") | join("; "))" end),
+	  ([$r[] | .td - .t0] | "ok drivers held \(min * 100 | round / 100)..\(max * 100 | round / 100) s after their eviction (claim holders gone \([$r[] | (.th | max) - .t0] | max * 100 | round / 100) s, last claim released \([$r[] | (.tc | max) - .t0] | max * 100 | round / 100) s at the latest)")
+	' "$e2e_tmp/c-audit.json"
+left=0
+for n in "$@"; do left=$((left + $(g_claims_on_node "$n" | jq length))); done
+check_eq "no ResourceClaim left on the drained node(s)" 0 "$left"
+
+# Load: every request of the guards (user $guard_user) in this part, by verb and resource.
+jq -s --arg u "$guard_user" '[.[] | select(.user.username == $u)]' "$e2e_tmp/c-audit.json" >"$e2e_tmp/c-guard.json"
+echo "  requests of the $load guards (audit log, user $guard_user), by verb and resource:"
+jq -r 'group_by([.verb, .objectRef.resource]) | .[] | "    \(length)\t\(.[0].verb) \(.[0].objectRef.resource)"' "$e2e_tmp/c-guard.json"
+total=$(jq length "$e2e_tmp/c-guard.json")
+echo "  $total requests in all, $(awk -v t="$total" -v g="$load" 'BEGIN { printf "%.1f", t / g }') per guard, over $t_empty s"
+g_jq_checks --argjson g "$load" '
+	(if ([.[] | select(.verb | IN("list", "watch", "get") | not)] | length) == 0 then "ok the guards only read"
+	 else "FAIL the guards wrote: \([.[] | select(.verb | IN("list", "watch", "get") | not) | "\(.verb) \(.objectRef.resource)"] | unique | join(", "))" end),
+	(if ([.[] | select(.verb == "get")] | length) == 0 then "ok no GET at all (no polling)"
+	 else "FAIL \([.[] | select(.verb == "get")] | length) GETs: \([.[] | select(.verb == "get") | .requestURI] | unique | .[0:3] | join(", "))" end),
+	(["nodes", "pods", "resourceclaims", "resourceslices"][] as $r
+	 | ([.[] | select(.objectRef.resource == $r and .verb == "list")] | length) as $l
+	 | ([.[] | select(.objectRef.resource == $r and .verb == "watch")] | length) as $w
+	 | if $l <= $g and $w <= $g and $l >= 1 then "ok \($r): \($l) lists, \($w) watches for \($g) guards (at most one each)"
+	   else "FAIL \($r): \($l) lists, \($w) watches for \($g) guards" end),
+	(if length <= 8 * $g then "ok \(length) requests for \($g) guards: no more than their 4 lists + 4 watches"
+	 else "FAIL \(length) requests for \($g) guards: more than 4 lists + 4 watches each" end)
+	' "$e2e_tmp/c-guard.json"
+
+# =====================================================================
+echo "--- restoring the cluster"
+g_untaint $nodes
+t0=$(now)
+kubectl apply -f "$manifest" >/dev/null
+g_rollout
+kubectl delete clusterrolebinding,clusterrole drainer-guard >/dev/null
+echo "  guard removed in $(since "$t0") s (old pods ran their guard hook: nodes not draining)"
+check "the DaemonSet is back as tests/cluster/up applied it (no hook)" bash -c "! kubectl -n dra-system get ds dra-driver -o json | jq -e '[.spec.template.spec.containers[].lifecycle.preStop // empty] | length > 0' >/dev/null"
+kubectl delete namespace $ns --wait=true --timeout=120s >/dev/null
+check "test namespace deleted" test $? = 0
+check "every driver runs again and publishes its slice" wait_until 120 g_drivers_ready
+finish
