@@ -252,6 +252,16 @@ static int desired_goal(const struct node_rec *n, const struct drain_state *st) 
         return -1;
 }
 
+/* Whether node is one of the ", "-separated holders. */
+static bool holders_include(const char *holders, const char *node) {
+        size_t len = strlen(node);
+
+        for (const char *p = holders; (p = strstr(p, node)); p += len)
+                if ((p == holders || p[-1] == ' ') && (p[len] == ',' || p[len] == 0))
+                        return true;
+        return false;
+}
+
 static void write_waiting(struct managed *m, const struct node_rec *n) {
         _cleanup_free_ char *msg = NULL;
         char *body = NULL;
@@ -350,7 +360,10 @@ static void reconcile_node(struct server *srv, const struct node_rec *n) {
                 if (r == 0) {
                         const char *holders = slots_holders(srv->slots);
 
-                        if (!slots_held(srv->slots, n->name) && holders && *holders)
+                        /* Not while our own attempt is landing: the lease watch may show the
+                         * node as holder before the create/update call returns. */
+                        if (!slots_held(srv->slots, n->name) && holders && *holders &&
+                            !holders_include(holders, n->name))
                                 write_waiting(m, n);
                         return;
                 }
@@ -443,7 +456,7 @@ static void on_shutdown_deadline(struct dtimer *t) {
         if (srv->bus && sysbus_holds_inhibitor(srv->bus)) {
                 log_warning("shutdown: logind's inhibit delay is running out before node %s is drained; "
                             "releasing "
-                            "the lock (the drain resumes after the reboot)",
+                            "the lock (after the reboot the daemon restores the node)",
                             srv->o.node);
                 sysbus_release_inhibitor(srv->bus);
         }
@@ -679,10 +692,11 @@ static int on_serve_opt(int opt, const char *arg, void *userdata) {
                 uint16_t port;
 
                 if (*arg && httpd_parse_address(arg, &host, &port) < 0)
-                        return log_error_errno(EINVAL,
-                                               "--metrics-addr: invalid value \"%s\" (HOST:PORT, [IPV6]:PORT, "
-                                               ":PORT for every address, or \"\" for none)",
-                                               arg);
+                        return log_error_errno(
+                                EINVAL,
+                                "--metrics-addr: invalid value \"%s\" (HOST:PORT, [IPV6]:PORT, "
+                                ":PORT for every address, or \"\" for none)",
+                                arg);
                 o->metrics_addr = arg;
                 return 0;
         }
@@ -740,9 +754,11 @@ static int start_httpd(struct server *srv) {
                 return 0;
         r = httpd_new(&srv->app->loop, &ho, &srv->httpd);
         if (r < 0 && !srv->o.metrics_addr) {
-                log_warning_errno(r, "Cannot serve /metrics on %s (the default --metrics-addr): %m; going on without "
-                                     "it",
-                                  addr);
+                log_warning_errno(
+                        r,
+                        "Cannot serve /metrics on %s (the default --metrics-addr): %m; going on without "
+                        "it",
+                        addr);
                 return 0;
         }
         if (r < 0)

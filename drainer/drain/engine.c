@@ -106,10 +106,10 @@ struct engine {
         size_t evictions_accepted, evictions_retried, pods_evicted;
 
         /* metrics (metrics.h, the default registry) */
-        bool m_state_seen;                 /* the Node's state was read at least once */
-        bool m_phase_here;                 /* the current phase was entered while this run watched */
-        int64_t m_phase_since;             /* its drainer.io/state-since, µs; 0 if unknown */
-        char *m_drivers[MAX_DRIVER_KEYS];  /* the driver label values this engine set */
+        bool m_state_seen;                /* the Node's state was read at least once */
+        bool m_phase_here;                /* the current phase was entered while this run watched */
+        int64_t m_phase_since;            /* its drainer.io/state-since, µs; 0 if unknown */
+        char *m_drivers[MAX_DRIVER_KEYS]; /* the driver label values this engine set */
         size_t n_m_drivers;
 };
 
@@ -246,8 +246,8 @@ static void metrics_phase(struct engine *e, uint64_t now) {
         e->m_phase_since = e->st.state_since_usec;
         if (!has)
                 return;
-        metrics_set(metrics_family(DRAINER_METRIC_PHASE), METRIC_LABELS(node, drain_phase_to_string(e->st.phase)),
-                    1);
+        metrics_set(metrics_family(DRAINER_METRIC_PHASE),
+                    METRIC_LABELS(node, drain_phase_to_string(e->st.phase)), 1);
         metrics_set(metrics_family(DRAINER_METRIC_PHASE_START),
                     METRIC_LABELS(node, drain_phase_to_string(e->st.phase)),
                     (double)(e->m_phase_since > 0 ? e->m_phase_since : timesrc_realtime(e->ts)) /
@@ -264,7 +264,8 @@ static void metrics_node(struct engine *e) {
 
         if (!e->has_plan)
                 return;
-        metrics_set(metrics_family(DRAINER_METRIC_CLAIMS), METRIC_LABELS(node), (double)e->plan.n_claims_blocking);
+        metrics_set(metrics_family(DRAINER_METRIC_CLAIMS), METRIC_LABELS(node),
+                    (double)e->plan.n_claims_blocking);
         for (int g = 0; g < EVICT_GROUP_NONE; g++)
                 metrics_set(metrics_family(DRAINER_METRIC_PODS_PENDING),
                             METRIC_LABELS(node, evict_group_to_string(g)), (double)e->plan.n_per_group[g]);
@@ -1174,14 +1175,15 @@ static void metrics_drivers(struct engine *e) {
                 if (e->st.stops[s].daemonset)
                         driver_key_add(&d, false, "%s", e->st.stops[s].daemonset);
                 if (e->st.stops[s].kind == DRIVER_STOP_SYSTEMD && e->st.stops[s].arg)
-                        driver_key_add(&d, unit_is(e->unit_state, unit_up), "systemd:%s", e->st.stops[s].arg);
+                        driver_key_add(&d, unit_is(e->unit_state, unit_up), "systemd:%s",
+                                       e->st.stops[s].arg);
         }
         if (e->o.plan.driver_stop == DRIVER_STOP_SYSTEMD && e->unit_name && e->unit_state)
                 driver_key_add(&d, unit_is(e->unit_state, unit_up), "systemd:%s", e->unit_name);
 
         for (size_t i = 0; i < d.n; i++)
-                metrics_set(metrics_family(DRAINER_METRIC_DRIVER_HEALTHY), METRIC_LABELS(e->o.node, d.key[i]),
-                            d.healthy[i] ? 1 : 0);
+                metrics_set(metrics_family(DRAINER_METRIC_DRIVER_HEALTHY),
+                            METRIC_LABELS(e->o.node, d.key[i]), d.healthy[i] ? 1 : 0);
         for (size_t i = 0; i < e->n_m_drivers; i++) {
                 size_t j = 0;
 

@@ -791,6 +791,10 @@ int drain_patch_cordon(const struct node_rec *n, int64_t now_usec, char **ret) {
         r = set_phase(root, DRAIN_PHASE_CORDON, now_usec);
         if (r < 0)
                 return r;
+        /* A message from before (e.g. serve's "waiting for a slot") is over now. */
+        r = set_annotation(root, DRAINER_ANN_MESSAGE, "cordoned; evicting next");
+        if (r < 0)
+                return r;
         r = set_unschedulable(root, true);
         if (r < 0)
                 return r;
@@ -921,6 +925,17 @@ int drain_patch_finish(const struct node_rec *n, bool uncordon, bool keep_reques
         }
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
                 r = set_annotation(root, keys[i], NULL);
+                if (r < 0)
+                        return r;
+        }
+        /* Every other drainer.io/ annotation too (e.g. serve's shutdown-boot-id): the node
+         * leaves drainer's hands clean. node_rec keeps only drainer.io/ annotations. */
+        for (size_t i = 0; i < n->n_annotations; i++) {
+                if (streq(n->annotations[i].key, DRAINER_ANN_REQUEST) ||
+                    cJSON_GetObjectItemCaseSensitive(json_path(root, "metadata.annotations"),
+                                                     n->annotations[i].key))
+                        continue;
+                r = set_annotation(root, n->annotations[i].key, NULL);
                 if (r < 0)
                         return r;
         }

@@ -393,7 +393,8 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
         if (error < 0) {
                 set_message(call, NULL,
                             error == -EKEYREJECTED
-                                    ? "the API server's certificate is not trusted (not signed by the kubeconfig's "
+                                    ? "the API server's certificate is not trusted (not signed by the "
+                                      "kubeconfig's "
                                       "certificate-authority, or not issued for this server name)"
                                     : strerror(-error));
                 return call_finish_later(call, error);

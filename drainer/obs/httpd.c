@@ -130,9 +130,9 @@ static enum MHD_Result serve_readyz(struct httpd *h, struct MHD_Connection *conn
         return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", body, (size_t)n, true);
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-                                  const char *version, const char *upload_data, size_t *upload_data_size,
-                                  void **req_cls) {
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls) {
         struct httpd *h = cls;
         static int first_call_marker;
 
@@ -303,13 +303,12 @@ int httpd_new(struct uv_loop_s *loop, const struct httpd_options *o, struct http
         /* MHD_USE_EPOLL without MHD_USE_INTERNAL_POLLING_THREAD: no threads; the epoll
          * fd is ours to poll. Once started, MHD owns the listen socket (MHD_stop_daemon()
          * closes it); if it does not start, the socket is still ours. */
-        h->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, h,
-                                     MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
-                                     MHD_OPTION_CONNECTION_LIMIT,
-                                     (unsigned)(o->max_connections ? o->max_connections : DEFAULT_MAX_CONNECTIONS),
-                                     MHD_OPTION_CONNECTION_TIMEOUT,
-                                     (unsigned)(o->timeout_sec ? o->timeout_sec : DEFAULT_TIMEOUT_SEC),
-                                     MHD_OPTION_END);
+        h->daemon = MHD_start_daemon(
+                MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
+                on_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+                (unsigned)(o->max_connections ? o->max_connections : DEFAULT_MAX_CONNECTIONS),
+                MHD_OPTION_CONNECTION_TIMEOUT,
+                (unsigned)(o->timeout_sec ? o->timeout_sec : DEFAULT_TIMEOUT_SEC), MHD_OPTION_END);
         if (!h->daemon) {
                 close(fd);
                 free(h);

@@ -21,9 +21,9 @@
 #define MAX_COLLECTORS       8
 
 struct series {
-        char *key;     /* the label values, length-prefixed; the index's key */
-        char **values; /* n_labels copies */
-        double value;  /* counters, gauges */
+        char *key;                   /* the label values, length-prefixed; the index's key */
+        char **values;               /* n_labels copies */
+        double value;                /* counters, gauges */
         unsigned long long *buckets; /* histograms: per bucket, not cumulative; [n_buckets] is +Inf */
         unsigned long long count;
         double sum;
@@ -452,8 +452,8 @@ int metrics_get(const struct metric_family *f, const char *const *values, double
         return 0;
 }
 
-int metrics_get_histogram(const struct metric_family *f, const char *const *values, unsigned long long *ret_count,
-                          double *ret_sum) {
+int metrics_get_histogram(const struct metric_family *f, const char *const *values,
+                          unsigned long long *ret_count, double *ret_sum) {
         struct series *s;
         int r;
 
@@ -546,7 +546,10 @@ static void buf_escaped(struct buf *b, const char *s, bool quote) {
         const char *run = s;
 
         for (; *s; s++) {
-                const char *esc = *s == '\\' ? "\\\\" : *s == '\n' ? "\\n" : quote && *s == '"' ? "\\\"" : NULL;
+                const char *esc = *s == '\\'           ? "\\\\"
+                                  : *s == '\n'         ? "\\n"
+                                  : quote && *s == '"' ? "\\\""
+                                                       : NULL;
 
                 if (!esc)
                         continue;
@@ -577,7 +580,8 @@ static void buf_double(struct buf *b, double v) {
         buf_puts(b, n);
 }
 
-static void put_labels(struct buf *b, const struct metric_family *f, const struct series *s, const char *le) {
+static void put_labels(struct buf *b, const struct metric_family *f, const struct series *s,
+                       const char *le) {
         if (f->n_labels == 0 && !le)
                 return;
         buf_puts(b, "{");
@@ -597,8 +601,8 @@ static void put_labels(struct buf *b, const struct metric_family *f, const struc
         buf_puts(b, "}");
 }
 
-static void put_sample(struct buf *b, const struct metric_family *f, const struct series *s, const char *suffix,
-                       const char *le, double v) {
+static void put_sample(struct buf *b, const struct metric_family *f, const struct series *s,
+                       const char *suffix, const char *le, double v) {
         buf_puts(b, f->name);
         buf_puts(b, suffix);
         put_labels(b, f, s, le);
@@ -757,7 +761,8 @@ static int read_stat(unsigned long long *utime, unsigned long long *stime, unsig
         /* After ") ": state(3) ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt (13)
          * utime(14) stime(15) cutime cstime priority nice threads itreal(21) starttime(22) vsize rss */
         if (sscanf(p + 2,
-                   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d %llu %llu %lld",
+                   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d %llu %llu "
+                   "%lld",
                    utime, stime, starttime, vsize, rss) != 5)
                 return -EBADMSG;
         return 0;
@@ -815,12 +820,15 @@ static void collect_process(struct metrics *m, void *userdata) {
 }
 
 int metrics_add_process(struct metrics *m) {
-#define PROCESS_METRIC(n, h, t) { .name = (n), .help = (h), .type = (t) }
+#define PROCESS_METRIC(n, h, t) \
+        { .name = (n), .help = (h), .type = (t) }
         static const struct metric_desc d[] = {
-                PROCESS_METRIC("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-                               METRIC_COUNTER),
-                PROCESS_METRIC("process_resident_memory_bytes", "Resident memory size in bytes.", METRIC_GAUGE),
-                PROCESS_METRIC("process_virtual_memory_bytes", "Virtual memory size in bytes.", METRIC_GAUGE),
+                PROCESS_METRIC("process_cpu_seconds_total",
+                               "Total user and system CPU time spent in seconds.", METRIC_COUNTER),
+                PROCESS_METRIC("process_resident_memory_bytes", "Resident memory size in bytes.",
+                               METRIC_GAUGE),
+                PROCESS_METRIC("process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                               METRIC_GAUGE),
                 PROCESS_METRIC("process_start_time_seconds",
                                "Start time of the process since unix epoch in seconds.", METRIC_GAUGE),
                 PROCESS_METRIC("process_open_fds", "Number of open file descriptors.", METRIC_GAUGE),
@@ -862,7 +870,9 @@ int metrics_add_process(struct metrics *m) {
 static const double bounds_api[] = { 0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60 };
 static const double bounds_wait[] = { 0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60 };
 static const double bounds_drain[] = { 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200 };
-static const double bounds_phase[] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600 };
+static const double bounds_phase[] = {
+        0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600
+};
 
 #define BUCKETS(b) .buckets = (b), .n_buckets = ELEMENTSOF(b)
 
@@ -872,7 +882,8 @@ static const struct metric_desc drainer_metrics[_DRAINER_METRIC_MAX] = {
                                         METRIC_GAUGE,
                                         { "version" } },
         [DRAINER_METRIC_DRAINS] = { "drainer_drains_total",
-                                    "Drain engine runs that ended, by goal (drain, uncordon) and result (done, "
+                                    "Drain engine runs that ended, by goal (drain, uncordon) and result "
+                                    "(done, "
                                     "timeout, refused, error).",
                                     METRIC_COUNTER,
                                     { "goal", "result" } },
@@ -882,17 +893,20 @@ static const struct metric_desc drainer_metrics[_DRAINER_METRIC_MAX] = {
                                             { "goal", "result" },
                                             BUCKETS(bounds_drain) },
         [DRAINER_METRIC_PHASE_DURATION] = { "drainer_phase_duration_seconds",
-                                            "Time a node spent in a drain phase before it left it, in seconds.",
+                                            "Time a node spent in a drain phase before it left it, in "
+                                            "seconds.",
                                             METRIC_HISTOGRAM,
                                             { "phase" },
                                             BUCKETS(bounds_phase) },
         [DRAINER_METRIC_PHASE] = { "drainer_drain_phase",
-                                   "The node's current drain phase (drainer.io/state) as last observed: 1 for "
+                                   "The node's current drain phase (drainer.io/state) as last observed: 1 "
+                                   "for "
                                    "that phase.",
                                    METRIC_GAUGE,
                                    { "node", "phase" } },
         [DRAINER_METRIC_PHASE_START] = { "drainer_drain_phase_start_time_seconds",
-                                         "When the node entered its current drain phase (drainer.io/state-since), "
+                                         "When the node entered its current drain phase "
+                                         "(drainer.io/state-since), "
                                          "Unix time in seconds.",
                                          METRIC_GAUGE,
                                          { "node", "phase" } },
@@ -902,12 +916,14 @@ static const struct metric_desc drainer_metrics[_DRAINER_METRIC_MAX] = {
                                        METRIC_COUNTER,
                                        { "result" } },
         [DRAINER_METRIC_EVICTIONS_PDB] = { "drainer_evictions_blocked_by_pdb",
-                                           "Pods on the node whose last eviction attempt a PodDisruptionBudget "
+                                           "Pods on the node whose last eviction attempt a "
+                                           "PodDisruptionBudget "
                                            "refused (429), being retried.",
                                            METRIC_GAUGE,
                                            { "node" } },
         [DRAINER_METRIC_CLAIMS] = { "drainer_claims_on_node",
-                                    "ResourceClaims allocated on or reserved for the node, the DRA drivers' own "
+                                    "ResourceClaims allocated on or reserved for the node, the DRA drivers' "
+                                    "own "
                                     "excepted.",
                                     METRIC_GAUGE,
                                     { "node" } },
@@ -916,17 +932,20 @@ static const struct metric_desc drainer_metrics[_DRAINER_METRIC_MAX] = {
                                           METRIC_GAUGE,
                                           { "node", "group" } },
         [DRAINER_METRIC_DRIVER_HEALTHY] = { "drainer_driver_healthy",
-                                            "Whether a DRA driver of the node (its DaemonSet, pod or systemd "
+                                            "Whether a DRA driver of the node (its DaemonSet, pod or "
+                                            "systemd "
                                             "unit) is healthy: Running, Ready and SERVING when probed.",
                                             METRIC_GAUGE,
                                             { "node", "driver" } },
         [DRAINER_METRIC_API_REQUESTS] = { "drainer_api_requests_total",
-                                          "Kubernetes API requests sent (every attempt), by verb and HTTP code "
+                                          "Kubernetes API requests sent (every attempt), by verb and HTTP "
+                                          "code "
                                           "(<error>: no answer).",
                                           METRIC_COUNTER,
                                           { "verb", "code" } },
         [DRAINER_METRIC_API_DURATION] = { "drainer_api_request_duration_seconds",
-                                          "Kubernetes API request latency in seconds by verb, watches excepted.",
+                                          "Kubernetes API request latency in seconds by verb, watches "
+                                          "excepted.",
                                           METRIC_HISTOGRAM,
                                           { "verb" },
                                           BUCKETS(bounds_api) },
@@ -941,12 +960,14 @@ static const struct metric_desc drainer_metrics[_DRAINER_METRIC_MAX] = {
                                           METRIC_COUNTER,
                                           { "resource", "type" } },
         [DRAINER_METRIC_WATCH_RESTARTS] = { "drainer_watch_restarts_total",
-                                            "Watches that ended and were started again, by resource and reason "
+                                            "Watches that ended and were started again, by resource and "
+                                            "reason "
                                             "(closed by the server, expired: 410 relist, error).",
                                             METRIC_COUNTER,
                                             { "resource", "reason" } },
         [DRAINER_METRIC_METRICS_DROPPED] = { "drainer_metrics_dropped_total",
-                                             "Observations dropped because the metrics registry reached its cap "
+                                             "Observations dropped because the metrics registry reached its "
+                                             "cap "
                                              "of series.",
                                              METRIC_COUNTER },
 };
@@ -996,11 +1017,12 @@ struct metrics *metrics_default(void) {
 #endif
         /* Known label values start at 0, so rate() and increase() see the first one. */
         for (size_t i = 0; i < ELEMENTSOF(eviction_results); i++)
-                metrics_add(default_families[DRAINER_METRIC_EVICTIONS], METRIC_LABELS(eviction_results[i]), 0);
+                metrics_add(default_families[DRAINER_METRIC_EVICTIONS], METRIC_LABELS(eviction_results[i]),
+                            0);
         for (size_t g = 0; g < ELEMENTSOF(goals); g++)
                 for (size_t i = 0; i < ELEMENTSOF(results); i++)
-                        metrics_add(default_families[DRAINER_METRIC_DRAINS], METRIC_LABELS(goals[g], results[i]),
-                                    0);
+                        metrics_add(default_families[DRAINER_METRIC_DRAINS],
+                                    METRIC_LABELS(goals[g], results[i]), 0);
         metrics_set(default_families[DRAINER_METRIC_METRICS_DROPPED], NULL, 0);
         return default_registry;
 fail:

@@ -89,8 +89,8 @@ size_t metrics_remove_label(struct metrics *m, const char *label, const char *va
 
 /* Reading, for tests and summaries: counters and gauges; -ENOENT without the series. */
 int metrics_get(const struct metric_family *f, const char *const *values, double *ret);
-int metrics_get_histogram(const struct metric_family *f, const char *const *values, unsigned long long *ret_count,
-                          double *ret_sum);
+int metrics_get_histogram(const struct metric_family *f, const char *const *values,
+                          unsigned long long *ret_count, double *ret_sum);
 size_t metrics_series(const struct metrics *m);
 unsigned long long metrics_dropped(const struct metrics *m);
 
@@ -120,23 +120,23 @@ int metrics_add_process(struct metrics *m);
 /* ---- drainer's own metrics (names, help, labels and buckets in metrics.c) ---- */
 
 enum drainer_metric {
-        DRAINER_METRIC_BUILD_INFO,          /* gauge {version} = 1 */
-        DRAINER_METRIC_DRAINS,              /* counter {goal, result}: engine runs that ended */
-        DRAINER_METRIC_DRAIN_DURATION,      /* histogram {goal, result}: seconds of a run */
-        DRAINER_METRIC_PHASE_DURATION,      /* histogram {phase}: seconds a node spent in a phase */
-        DRAINER_METRIC_PHASE,               /* gauge {node, phase} = 1 for the node's current phase */
-        DRAINER_METRIC_PHASE_START,         /* gauge {node, phase}: Unix time the phase began */
-        DRAINER_METRIC_EVICTIONS,           /* counter {result}: accepted, pdb_blocked, gone, error */
-        DRAINER_METRIC_EVICTIONS_PDB,       /* gauge {node}: pods whose eviction a PDB holds back now */
-        DRAINER_METRIC_CLAIMS,              /* gauge {node}: ResourceClaims on the node (drivers' excepted) */
-        DRAINER_METRIC_PODS_PENDING,        /* gauge {node, group}: pods left to evict, per group */
-        DRAINER_METRIC_DRIVER_HEALTHY,      /* gauge {node, driver}: 1 healthy, 0 not */
-        DRAINER_METRIC_API_REQUESTS,        /* counter {verb, code} */
-        DRAINER_METRIC_API_DURATION,        /* histogram {verb}: watches excepted */
-        DRAINER_METRIC_API_RATELIMIT_WAIT,  /* histogram {verb}: seconds in the client-side token bucket */
-        DRAINER_METRIC_WATCH_EVENTS,        /* counter {resource, type} */
-        DRAINER_METRIC_WATCH_RESTARTS,      /* counter {resource, reason}: closed, expired, error */
-        DRAINER_METRIC_METRICS_DROPPED,     /* counter: observations dropped at the series cap */
+        DRAINER_METRIC_BUILD_INFO,         /* gauge {version} = 1 */
+        DRAINER_METRIC_DRAINS,             /* counter {goal, result}: engine runs that ended */
+        DRAINER_METRIC_DRAIN_DURATION,     /* histogram {goal, result}: seconds of a run */
+        DRAINER_METRIC_PHASE_DURATION,     /* histogram {phase}: seconds a node spent in a phase */
+        DRAINER_METRIC_PHASE,              /* gauge {node, phase} = 1 for the node's current phase */
+        DRAINER_METRIC_PHASE_START,        /* gauge {node, phase}: Unix time the phase began */
+        DRAINER_METRIC_EVICTIONS,          /* counter {result}: accepted, pdb_blocked, gone, error */
+        DRAINER_METRIC_EVICTIONS_PDB,      /* gauge {node}: pods whose eviction a PDB holds back now */
+        DRAINER_METRIC_CLAIMS,             /* gauge {node}: ResourceClaims on the node (drivers' excepted) */
+        DRAINER_METRIC_PODS_PENDING,       /* gauge {node, group}: pods left to evict, per group */
+        DRAINER_METRIC_DRIVER_HEALTHY,     /* gauge {node, driver}: 1 healthy, 0 not */
+        DRAINER_METRIC_API_REQUESTS,       /* counter {verb, code} */
+        DRAINER_METRIC_API_DURATION,       /* histogram {verb}: watches excepted */
+        DRAINER_METRIC_API_RATELIMIT_WAIT, /* histogram {verb}: seconds in the client-side token bucket */
+        DRAINER_METRIC_WATCH_EVENTS,       /* counter {resource, type} */
+        DRAINER_METRIC_WATCH_RESTARTS,     /* counter {resource, reason}: closed, expired, error */
+        DRAINER_METRIC_METRICS_DROPPED,    /* counter: observations dropped at the series cap */
         _DRAINER_METRIC_MAX,
         _DRAINER_METRIC_INVALID = -EINVAL,
 };

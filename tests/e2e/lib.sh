@@ -17,7 +17,11 @@ e2e_cleanup_hooks=()
 e2e_cleanup() {
 	local h
 	for h in "${e2e_cleanup_hooks[@]}"; do eval "$h" || true; done
-	rm -rf "$e2e_tmp"
+	if [ -n "${E2E_KEEP_TMP:-}" ]; then
+		echo "(kept $e2e_tmp)"
+	else
+		rm -rf "$e2e_tmp"
+	fi
 }
 
 kubectl() { "$KUBECTL" "$@"; }
@@ -52,3 +56,506 @@ audit_drainer() {
 	grep '"userAgent":"drainer/' "$AUDIT" | jq -c 'select(.stage == "ResponseComplete" or .stage == "Panic" or .stage == "ResponseStarted")'
 }
 audit_lines() { wc -l <"$AUDIT"; }
+
+# ---------------------------------------------------------------------------
+# Helpers of the drain tests (test-drain-*.sh).
+
+# The cluster's own settings (ports, IP prefix), so that tests/cluster/demo and
+# up talk to the cluster in $DRAINER_CLUSTER_DIR even when only that is set.
+if [ -f "$DRAINER_CLUSTER_DIR/cluster.env" ]; then
+	set -a
+	# shellcheck disable=SC1091
+	. "$DRAINER_CLUSTER_DIR/cluster.env"
+	set +a
+fi
+
+# need_drainer: fails the script (and ends it) when there is no drainer binary.
+need_drainer() {
+	if ! [ -x "$DRAINER" ] || ! "$DRAINER" version >/dev/null 2>&1; then
+		fail "no working drainer binary at $DRAINER (build it, or set DRAINER)"
+		finish
+		exit 1
+	fi
+}
+
+# demo: (re)creates the demo workload on node-1 (tests/cluster/demo).
+demo() {
+	"$e2e_root/tests/cluster/demo" >"$e2e_tmp/demo.log" 2>&1 || {
+		tail -n 20 "$e2e_tmp/demo.log" | sed 's/^/    demo: /'
+		return 1
+	}
+}
+
+# drainer_run TAG ARGS...: runs drainer (at most $DRAINER_RUN_TIMEOUT, default 90 s), stdout in
+# $e2e_tmp/TAG.out, stderr in $e2e_tmp/TAG.err. Sets run_rc, run_start (the
+# audit log's line count before the run) and run_secs.
+drainer_run() {
+	local tag=$1 t0
+	shift
+	run_start=$(audit_lines)
+	echo "  \$ drainer $*"
+	t0=$(date +%s.%N)
+	timeout -k 5 "${DRAINER_RUN_TIMEOUT:-90}" "$DRAINER" "$@" >"$e2e_tmp/$tag.out" 2>"$e2e_tmp/$tag.err"
+	run_rc=$?
+	run_secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+	echo "    -> exit $run_rc in $run_secs s"
+	return 0
+}
+# check_rc DESCRIPTION EXPECTED TAG: run_rc is EXPECTED; else shows the run's stderr.
+check_rc() {
+	if [ "$run_rc" = "$2" ]; then
+		pass "$1 (exit $2)"
+	else
+		fail "$1: expected exit $2, got $run_rc"
+		tail -n 25 "$e2e_tmp/$3.err" | sed 's/^/    stderr: /'
+	fi
+}
+
+# audit_window FROM_LINE FILE: the ResponseComplete events after line FROM_LINE
+# as one JSON array sorted by requestReceivedTimestamp (fixed-width RFC 3339
+# with microseconds, so strings compare as times).
+audit_window() {
+	tail -n +"$(($1 + 1))" "$AUDIT" | jq -c 'select(.stage == "ResponseComplete")' |
+		jq -s 'sort_by(.requestReceivedTimestamp)' >"$2"
+}
+# drainer_writes FILE: the writes drainer made in an audit window file, one
+# "verb resource[/sub] ns/name" line each. With a second argument "except-events",
+# Events are left out.
+drainer_writes() {
+	jq -r --arg ex "${2:-}" '.[] | select(.userAgent | startswith("drainer/"))
+		| select(.verb | IN("create", "update", "patch", "delete", "deletecollection"))
+		| select($ex != "except-events" or .objectRef.resource != "events")
+		| "\(.verb) \(.objectRef.resource)\(if .objectRef.subresource then "/" + .objectRef.subresource else "" end) \(.objectRef.namespace // "")/\(.objectRef.name // "")"' "$1"
+}
+# drainer_requests FILE: how many requests drainer made in an audit window file.
+drainer_requests() {
+	jq '[.[] | select(.userAgent | startswith("drainer/"))] | length' "$1"
+}
+
+# Node state.
+node_json() { kubectl get node "$1" -o json; }
+node_ann() { kubectl get node "$1" -o json | jq -r --arg k "$2" '.metadata.annotations[$k] // ""'; }
+# node_drainer_anns NODE: the node's drainer.io/ annotations as a compact JSON object.
+node_drainer_anns() {
+	kubectl get node "$1" -o json | jq -c '.metadata.annotations // {} | with_entries(select(.key | startswith("drainer.io/")))'
+}
+node_unschedulable() { kubectl get node "$1" -o json | jq -r '.spec.unschedulable // false'; }
+node_tainted() { kubectl get node "$1" -o json | jq -r '[.spec.taints // [] | .[] | select(.key == "drainer.io/draining")] | length > 0'; }
+# node_fingerprint NODE: what a drain may change on a Node (annotations but the
+# simulator's switches, labels, spec), to compare before and after a run.
+node_fingerprint() {
+	kubectl get node "$1" -o json | jq -cS '{ann: (.metadata.annotations // {} | with_entries(select(.key | startswith("drainer.io/")))),
+		labels: .metadata.labels, unschedulable: (.spec.unschedulable // false),
+		taints: [.spec.taints // [] | .[] | {key, value, effect}]}'
+}
+
+# Driver pods (namespace dra-system, app.kubernetes.io/component=kubeletplugin).
+driver_pods_json() {
+	kubectl -n dra-system get pods -l app.kubernetes.io/component=kubeletplugin --field-selector "spec.nodeName=$1" -o json
+}
+# driver_pod NODE: "ns/name" of the node's driver pod that is not being deleted.
+driver_pod() {
+	driver_pods_json "$1" | jq -r '.items[] | select(.metadata.deletionTimestamp == null) | "\(.metadata.namespace)/\(.metadata.name)"' | head -n 1
+}
+driver_count() { driver_pods_json "$1" | jq '.items | length'; }
+# driver_running NODE: the node's driver pod is Running and Ready, not deleting.
+driver_running() {
+	[ "$(driver_pods_json "$1" | jq '[.items[] | select(.metadata.deletionTimestamp == null and .status.phase == "Running"
+		and ([.status.conditions // [] | .[] | select(.type == "Ready" and .status == "True")] | length > 0))] | length')" -ge 1 ]
+}
+no_driver_pod() { [ "$(driver_count "$1")" = 0 ]; }
+slice_published() {
+	[ "$(kubectl get resourceslices -o json | jq --arg n "$1" '[.items[] | select(.spec.nodeName == $n and .spec.driver == "gpu.example.com")] | length')" -ge 1 ]
+}
+no_slice() { ! slice_published "$1"; }
+
+# pods_on_node NODE FILE: the pods bound to NODE (kubectl JSON) in FILE.
+pods_on_node() { kubectl get pods -A --field-selector "spec.nodeName=$1" -o json >"$2"; }
+# classify_pods FILE: [{ns, name, uid, cls}] of a pods_on_node file, with cls as
+# DESIGN.md classifies them: driver, mirror, holder (claim-holding),
+# holder-critical (and system-*-critical), ds (DaemonSet pod without claims),
+# rest, rest-critical. Terminal pods are left out.
+classify_pods() {
+	jq -c '[.items[] | select(.status.phase != "Succeeded" and .status.phase != "Failed")
+		| . as $p
+		| (((.spec.resourceClaims // []) | map(select(.resourceClaimName != null)) | length) > 0
+		   or ((.status.resourceClaimStatuses // []) | map(select(.resourceClaimName != null)) | length) > 0
+		   or .status.extendedResourceClaimStatus != null) as $holds
+		| ((.spec.priorityClassName // "") | test("^system-.*-critical$")) as $crit
+		| {ns: .metadata.namespace, name: .metadata.name, uid: .metadata.uid,
+		   cls: (if .metadata.labels["app.kubernetes.io/component"] == "kubeletplugin" then "driver"
+			elif .metadata.annotations["kubernetes.io/config.mirror"] != null then "mirror"
+			elif $holds then (if $crit then "holder-critical" else "holder" end)
+			elif ((.metadata.ownerReferences // []) | any(.kind == "DaemonSet" and .controller == true)) then "ds"
+			elif $crit then "rest-critical" else "rest" end)}]' "$1"
+}
+
+# claims_on_node NODE: [{ns, name, uid}] of the ResourceClaims on NODE by the
+# DESIGN.md rule (reserved for a pod bound to NODE, or allocated node-locally:
+# the single matchFields term metadata.name In [NODE], or a device from a pool
+# of a ResourceSlice of NODE), computed from what the API server holds.
+claims_on_node() {
+	local pods claims slices
+	pods=$(kubectl get pods -A --field-selector "spec.nodeName=$1" -o json | jq -c '[.items[].metadata.uid]')
+	slices=$(kubectl get resourceslices -o json | jq -c --arg n "$1" '[.items[] | select(.spec.nodeName == $n) | "\(.spec.driver)/\(.spec.pool.name)"]')
+	kubectl get resourceclaims -A -o json | jq -c --arg n "$1" --argjson uids "$pods" --argjson pools "$slices" '[.items[]
+		| select(((.status.reservedFor // []) | map(.uid) | any(. as $u | $uids | index($u)))
+			or ((.status.allocation.nodeSelector.nodeSelectorTerms // [])
+				| (length == 1 and (.[0].matchFields // []) == [{"key": "metadata.name", "operator": "In", "values": [$n]}]
+				   and (.[0].matchExpressions // []) == []))
+			or ((.status.allocation.devices.results // []) | any("\(.driver)/\(.pool)" as $dp | $pools | index($dp))))
+		| {ns: .metadata.namespace, name: .metadata.name, uid: .metadata.uid}]'
+}
+no_claims_on_node() { [ "$(claims_on_node "$1" | jq length)" = 0 ]; }
+
+# jq_checks JQ-ARGS...: runs jq -r with these arguments; its output is "ok TEXT"
+# or "FAIL TEXT" lines, each recorded as a check (in this shell, not a pipe's
+# subshell). A jq error is a failed check.
+jq_checks() {
+	local out status text
+	if ! out=$(jq -r "$@"); then
+		fail "jq failed in ${FUNCNAME[1]:-a check}"
+		return
+	fi
+	while read -r status text; do
+		[ -n "$status" ] || continue
+		case $status in
+		ok) pass "$text" ;;
+		*) fail "$text" ;;
+		esac
+	done <<<"$out"
+}
+
+# check_order AUDIT PODS CLAIMS NODE: rule 1 of issue 4 over an audit window
+# (audit_window), the classified pods of NODE before the drain (classify_pods)
+# and the claims on NODE before it (claims_on_node):
+#  - every claim holder and every other workload pod was evicted (or deleted) by
+#    drainer; mirror pods and DaemonSet pods without claims were not;
+#  - every eviction request for a non-critical claim holder was answered before
+#    any request for a critical one, and those before any request for a pod
+#    without claims;
+#  - the driver pod's eviction was requested after the simulator's (kubelet's)
+#    DELETE of every evicted pod (or, for a pod removed with grace 0, after that
+#    request completed), and after every write of the resourceclaim
+#    controller to the node's claims (each of which it wrote at least once:
+#    reservations dropped, deallocated or deleted).
+check_order() {
+	jq_checks --argjson pods "$(cat "$2")" --argjson claims "$(cat "$3")" --arg node "$4" '
+	def key: "\(.objectRef.namespace)/\(.objectRef.name)";
+	def removal: (.userAgent | startswith("drainer/")) and .objectRef.resource == "pods"
+		and ((.verb == "create" and .objectRef.subresource == "eviction") or (.verb == "delete" and .objectRef.subresource == null));
+	def names: map(key) | unique | join(", ");
+	def grace: if .verb == "create" then .requestObject.deleteOptions.gracePeriodSeconds else .requestObject.gracePeriodSeconds end;
+	. as $ev
+	| ($pods | map({key: "\(.ns)/\(.name)", value: .}) | from_entries) as $by
+	| [$ev[] | select(removal)] as $rem
+	| ($rem | map(. + {cls: ($by[key].cls // "unknown")})) as $rem
+	| [$rem[] | select(.cls == "holder")] as $h
+	| [$rem[] | select(.cls == "holder-critical")] as $hc
+	| [$rem[] | select(.cls == "rest" or .cls == "rest-critical")] as $r
+	| [$rem[] | select(.cls == "driver")] as $d
+	| ([$rem[] | key] | unique) as $removed
+	| [$pods[] | select(.cls | IN("holder", "holder-critical", "rest", "rest-critical")) | "\(.ns)/\(.name)"] as $want
+	| ([$want[] | select(. as $k | $removed | index($k) | not)]) as $missing
+	| (if ($missing | length) == 0 then "ok every claim holder and workload pod (\($want | length)) was evicted by drainer"
+	   else "FAIL not evicted by drainer: \($missing | join(", "))" end),
+	  ([$rem[] | select(.cls == "mirror" or .cls == "ds")] as $bad
+	   | if ($bad | length) == 0 then "ok no mirror pod or claim-less DaemonSet pod was evicted"
+	     else "FAIL evicted although it stays: \($bad | names)" end),
+	  (if ($h | length) == 0 or ($r | length) == 0 then "FAIL nothing to compare: \($h | length) claim-holder and \($r | length) other evictions"
+	   elif ([$h[].stageTimestamp] | max) < ([$r[].requestReceivedTimestamp] | min)
+	   then "ok all \($h | length) claim-holder eviction requests (\($h | names)) answered before the first eviction of a pod without claims"
+	   else "FAIL a pod without claims was evicted before a claim holder: last holder answered \([$h[].stageTimestamp] | max), first other requested \([$r[].requestReceivedTimestamp] | min) (\([$r[] | select(.requestReceivedTimestamp < ([$h[].stageTimestamp] | max))] | names))" end),
+	  (if ($hc | length) == 0 then empty
+	   elif ($h | length) > 0 and ([$h[].stageTimestamp] | max) >= ([$hc[].requestReceivedTimestamp] | min)
+	   then "FAIL a critical claim holder (\($hc | names)) was evicted before a non-critical one"
+	   elif ($r | length) > 0 and ([$hc[].stageTimestamp] | max) >= ([$r[].requestReceivedTimestamp] | min)
+	   then "FAIL a pod without claims was evicted before the critical claim holder \($hc | names)"
+	   else "ok the system-*-critical claim holder (\($hc | names)) came after the other claim holders and before the pods without claims" end),
+	  (if ($d | length) == 0 then "FAIL the driver pod was never evicted or deleted by drainer"
+	   else ([$d[].requestReceivedTimestamp] | min) as $dt
+	   | ("ok driver pod \($d | names) evicted at \($dt)"),
+	     ([$want[] as $k
+	       | ($pods[] | select("\(.ns)/\(.name)" == $k) | .uid) as $uid
+	       | ([$rem[] | select(key == $k) | .requestReceivedTimestamp] | min) as $t0
+	       | ([$ev[] | select(.user.username == "drainer-sim" and .verb == "delete" and .objectRef.resource == "pods"
+			and .objectRef.subresource == null and key == $k and .responseStatus.code == 200
+			and ((.requestObject.preconditions.uid // $uid) == $uid)
+			and ($t0 != null and .requestReceivedTimestamp > $t0))] | map(.requestReceivedTimestamp) | min) as $sim
+	       # a pod removed with grace 0 (allowed for pods without claims) is gone when that request completes
+	       | ([$rem[] | select(key == $k and .responseStatus.code < 300 and grace == 0) | .stageTimestamp] | min) as $forced
+	       | ($sim // $forced) as $gone
+	       | select($gone == null or $gone >= $dt) | "\($k) (deleted by the kubelet at \($gone))"] as $late
+	      | if ($late | length) == 0 then "ok the driver was evicted after the kubelet (drainer-sim) deleted every evicted pod (\($want | length))"
+	        else "FAIL the driver was evicted before these pods were gone: \($late | join(", "))" end),
+	     ($claims[] | "\(.ns)/\(.name)" as $k
+	       # Its status writes drop reservations and the allocation; a claim deleted
+	       # without one was released by the delete. (Removing the finalizer and
+	       # deleting a generated claim after its release do not matter.)
+	       | [$ev[] | select(.user.username == "system:kube-controller-manager" and .objectRef.resource == "resourceclaims"
+			and key == $k and .responseStatus.code < 300)] as $all
+	       | [$all[] | select((.verb | IN("update", "patch")) and .objectRef.subresource == "status")] as $st
+	       | (if ($st | length) > 0 then $st else [$all[] | select(.verb == "delete")] end) as $w
+	       | if ($w | length) == 0 then "FAIL the resourceclaim controller never released claim \($k)"
+	         elif ([$w[].requestReceivedTimestamp] | max) >= $dt then "FAIL claim \($k) was still being released (\([$w[].requestReceivedTimestamp] | max)) when the driver was evicted (\($dt))"
+	         else "ok claim \($k) released (last status write by the resourceclaim controller at \([$w[].requestReceivedTimestamp] | max)) before the driver eviction" end)
+	   end)' "$1"
+}
+
+# check_grace AUDIT PODS: rule 5 of issue 4: every eviction or DELETE drainer
+# sent for a claim holder (of the classified PODS) asked for a grace period
+# other than 0 (Eviction deleteOptions.gracePeriodSeconds, DeleteOptions
+# gracePeriodSeconds; absent = the pod's own), and each such pod was then
+# deleted by the kubelet (drainer-sim) after it terminated, i.e. it was not
+# removed at once. Needs the audit policy of tests/cluster/up (requests of
+# evictions and pod deletions logged at level Request).
+check_grace() {
+	jq_checks --argjson pods "$(cat "$2")" '
+	def key: "\(.objectRef.namespace)/\(.objectRef.name)";
+	def removal: (.userAgent | startswith("drainer/")) and .objectRef.resource == "pods"
+		and ((.verb == "create" and .objectRef.subresource == "eviction") or (.verb == "delete" and .objectRef.subresource == null));
+	def grace: if .verb == "create" then .requestObject.deleteOptions.gracePeriodSeconds else .requestObject.gracePeriodSeconds end;
+	. as $ev
+	| [$pods[] | select(.cls == "holder" or .cls == "holder-critical")] as $holders
+	| [$ev[] | select(removal and .verb == "create")] as $evictions
+	| (if ($evictions | length) > 0 and ([$evictions[] | select(.requestObject == null)] | length) > 0
+	   then "FAIL the audit log has no request bodies for evictions: the cluster runs an old audit policy (tests/cluster/down, then up)"
+	   else empty end),
+	  ($holders[] | "\(.ns)/\(.name)" as $k | .uid as $uid
+	   | [$ev[] | select(removal and key == $k)] as $r
+	   | if ($r | length) == 0 then "FAIL claim holder \($k) was not evicted or deleted by drainer"
+	     else ([$r[] | select(grace == 0)] | length) as $zero
+	     | ([$r[] | "\(.verb)=\(grace // "pod default")"] | unique | join(",")) as $asked
+	     | ([$r[].requestReceivedTimestamp] | min) as $t0
+	     | ([$ev[] | select(.user.username == "drainer-sim" and .verb == "delete" and .objectRef.resource == "pods"
+			and .objectRef.subresource == null and key == $k and .responseStatus.code == 200
+			and ((.requestObject.preconditions.uid // $uid) == $uid) and .requestReceivedTimestamp > $t0)] | length) as $sim
+	     | if $zero > 0 then "FAIL claim holder \($k) removed with grace period 0 (\($asked))"
+	       elif $sim == 0 then "FAIL claim holder \($k) was not terminated by the kubelet (no later DELETE by drainer-sim): removed at once?"
+	       else "ok claim holder \($k): drainer asked \($asked), then the kubelet deleted it after termination" end
+	     end)' "$1"
+}
+
+# Node watch: one compact JSON line per observed version of the node (state,
+# unschedulable, drain taint, was-unschedulable, started-at) appended to FILE.
+node_watch_jq='{rv: .metadata.resourceVersion, state: (.metadata.annotations["drainer.io/state"] // ""),
+	unsched: (.spec.unschedulable // false), taint: ([.spec.taints // [] | .[] | select(.key == "drainer.io/draining")] | length > 0),
+	was: (.metadata.annotations["drainer.io/was-unschedulable"] // null), started: (.metadata.annotations["drainer.io/started-at"] // null)}'
+node_watch_start() { # NODE FILE
+	: >"$2"
+	"$KUBECTL" get node "$1" -w -o json --output-watch-events=false --request-timeout=600s \
+		> >(jq --unbuffered -c "$node_watch_jq" >>"$2" 2>/dev/null) 2>/dev/null &
+	nw_pid=$!
+	e2e_cleanup_hooks+=("kill $nw_pid 2>/dev/null")
+	wait_until 10 test -s "$2"
+}
+node_watch_stop() {
+	kill "$nw_pid" 2>/dev/null
+	wait "$nw_pid" 2>/dev/null
+	sleep 0.2
+}
+# check_node_invariants FILE WAS: on every observed version of the node, while a
+# drain phase is recorded the node is cordoned, tainted and remembers
+# was-unschedulable=WAS and its start time; in restore-drivers/uncordon it is
+# still cordoned.
+check_node_invariants() {
+	jq_checks -s --arg was "$2" '
+	[.[] | select(.state | IN("cordon", "evict-claim-holders", "evict-rest", "wait-released", "stop-drivers", "drained"))] as $d
+	| [.[] | select(.state | IN("restore-drivers", "uncordon"))] as $u
+	| ([$d[] | select((.unsched and .taint and .was == $was and .started != null) | not)] | length) as $bad
+	| (if $bad == 0 then "ok on all \($d | length) observed versions in a drain phase the node was cordoned, tainted, was-unschedulable=\($was)"
+	   else "FAIL \($bad) observed versions in a drain phase without cordon/taint/was-unschedulable=\($was): \([$d[] | select((.unsched and .taint and .was == $was and .started != null) | not)] | .[0:3] | tostring)" end),
+	  (if ($u | length) == 0 then empty
+	   elif ([$u[] | select(.unsched | not)] | length) == 0 then "ok while restoring drivers the node stayed cordoned (\($u | length) versions)"
+	   else "FAIL the node was uncordoned while drainer.io/state was still \([$u[] | select(.unsched | not) | .state] | unique | join(","))" end),
+	  ([.[] | .started // empty] | unique) as $starts
+	  | (if ($starts | length) <= 1 then "ok drainer.io/started-at never changed (\($starts | join("")))"
+	     else "FAIL drainer.io/started-at changed: \($starts | join(" -> "))" end)' "$1"
+}
+# phases_seen FILE: the distinct drainer.io/state values of a node watch, in order.
+phases_seen() {
+	jq -rs '[.[].state | select(. != "")] | reduce .[] as $s ([]; if (.[-1] // "") == $s then . else . + [$s] end) | join(" ")' "$1"
+}
+
+# phases_entered FILE: like phases_seen, without the state the node was in when
+# the watch started (the first line).
+phases_entered() {
+	jq -rs '(.[0].state // "") as $init | [.[].state] | reduce .[] as $s ([]; if (.[-1] // "") == $s then . else . + [$s] end)
+		| (if (.[0] // "") == $init then .[1:] else . end) | map(select(. != "")) | join(" ")' "$1"
+}
+
+# kill_at_phase PID FILE PHASE SECONDS: SIGKILLs PID as soon as the node watch in
+# FILE shows drainer.io/state=PHASE. Fails if PID ends first or time runs out.
+kill_at_phase() {
+	local end=$((SECONDS + $4))
+	while kill -0 "$1" 2>/dev/null; do
+		if grep -q "\"state\":\"$3\"" "$2"; then
+			kill -KILL "$1" 2>/dev/null
+			wait "$1" 2>/dev/null
+			return 0
+		fi
+		[ "$SECONDS" -lt "$end" ] || return 1
+		sleep 0.02
+	done
+	return 1
+}
+
+# reset_node NODE [cordon]: puts NODE back as tests/cluster/up made it, without
+# drainer (a safety net for cleanup hooks): no drainer.io/ annotations, no drain
+# taint, the simulator's switches off, the driver label back, uncordoned (or
+# cordoned with "cordon"); waits until its driver runs and its slice is published.
+reset_node() {
+	local keys
+	keys=$(kubectl get node "$1" -o json | jq -r '.metadata.annotations // {} | keys[] | select(startswith("drainer.io/") or startswith("sim.drainer.io/")) | . + "-"')
+	# shellcheck disable=SC2086
+	[ -z "$keys" ] || kubectl annotate node "$1" $keys >/dev/null
+	kubectl taint node "$1" drainer.io/draining:NoSchedule- >/dev/null 2>&1
+	kubectl label node "$1" gpu.example.com/present=true --overwrite >/dev/null
+	if [ "${2:-}" = cordon ]; then kubectl cordon "$1" >/dev/null; else kubectl uncordon "$1" >/dev/null; fi
+	wait_until 60 driver_running "$1" && wait_until 60 slice_published "$1"
+}
+# delete_node_events NODE: removes the Events about NODE in namespace default.
+delete_node_events() {
+	kubectl -n default delete events --field-selector "involvedObject.kind=Node,involvedObject.name=$1" >/dev/null 2>&1
+}
+# node_events NODE FILE: the Events about NODE (namespace default) as
+# [{reason, message, count, type}] in FILE.
+node_events() {
+	kubectl -n default get events --field-selector "involvedObject.kind=Node,involvedObject.name=$1" -o json |
+		jq -c '[.items[] | {reason, message: (.message // .note // ""), count: (.count // (.series.count // 1)), type,
+			component: (.reportingComponent // .source.component // ""), uid: .involvedObject.uid, t: (.lastTimestamp // .eventTime // .metadata.creationTimestamp)}] | sort_by(.t)' >"$2"
+}
+
+# ---------------------------------------------------------------------------
+# Helpers of the serve tests (test-serve*.sh).
+
+# serve_start TAG ARGS...: starts `drainer -vv ARGS...` (normally `serve ...`) in
+# the background, its output in $e2e_tmp/TAG.log; sets serve_pid (and
+# serve_pids[TAG]). A cleanup hook SIGKILLs it if the script ends first. Extra
+# environment: put VAR=VALUE words in serve_env (an array) before the call;
+# WATCHDOG_PID=self becomes the daemon's own pid (as systemd sets it).
+declare -A serve_pids=()
+serve_env=()
+serve_start() {
+	local tag=$1
+	shift
+	echo "  \$ ${serve_env[*]:+${serve_env[*]} }drainer -vv $*  &"
+	# (env, then bash, exec in turn: the job's pid is drainer's)
+	env "${serve_env[@]}" bash -c '[ "${WATCHDOG_PID:-}" != self ] || export WATCHDOG_PID=$$; exec "$0" "$@"' \
+		"$DRAINER" -vv "$@" >"$e2e_tmp/$tag.log" 2>&1 </dev/null &
+	serve_pid=$!
+	serve_pids[$tag]=$serve_pid
+	e2e_cleanup_hooks+=("kill -KILL $serve_pid 2>/dev/null; wait $serve_pid 2>/dev/null")
+}
+# serve_stop TAG [SIGNAL]: SIGTERM (or SIGNAL) to the daemon of TAG; waits at most
+# 15 s (then SIGKILL). Sets serve_rc (its exit status; 137 if it had to be killed).
+serve_stop() {
+	local pid=${serve_pids[$1]:-} sig=${2:-TERM} end
+	serve_rc=
+	[ -n "$pid" ] || return 0
+	kill -"$sig" "$pid" 2>/dev/null
+	end=$((SECONDS + 15))
+	while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.1; done
+	kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	serve_rc=$?
+	unset "serve_pids[$1]"
+}
+# serve_alive TAG: the daemon of TAG still runs.
+serve_alive() { [ -n "${serve_pids[$1]:-}" ] && kill -0 "${serve_pids[$1]}" 2>/dev/null; }
+# serve_log TAG [LINES] [PATTERN]: the last LINES (40) lines of the daemon's log
+# (only those matching the extended regex PATTERN if given), indented, for a
+# failure report.
+serve_log() {
+	local f=$e2e_tmp/$1.log
+	[ -f "$f" ] || return 0
+	echo "    --- drainer -vv log ($1), last ${2:-40} lines${3:+ matching /$3/}:"
+	if [ -n "${3:-}" ]; then grep -E -- "$3" "$f"; else cat "$f"; fi | tail -n "${2:-40}" | sed 's/^/    | /'
+}
+
+# node_state NODE: its drainer.io/state ("" when none).
+node_state() { node_ann "$1" drainer.io/state; }
+state_is() { [ "$(node_state "$1")" = "$2" ]; }
+# node_restored NODE: in service as tests/cluster/up made it: no drainer.io/
+# annotation, schedulable, no drain taint, driver Running and Ready, slice published.
+node_restored() {
+	[ "$(node_drainer_anns "$1")" = "{}" ] && [ "$(node_unschedulable "$1")" = false ] &&
+		[ "$(node_tainted "$1")" = false ] && driver_running "$1" && slice_published "$1"
+}
+
+# nodes_watch_start FILE [NODE]: watch of every Node (or of NODE): one compact JSON
+# line per observed version, in the order the API server sent them (one stream, so
+# one total order): {t (local receive time, s), name, rv (number), state, request,
+# unsched, taint, message, boot (drainer.io/shutdown-boot-id), was, started} (a
+# superset of node_watch_start's lines: phases_seen and check_node_invariants read
+# it when it holds one node).
+nodes_watch_jq='{t: now, name: .metadata.name, rv: (.metadata.resourceVersion | tonumber? // .metadata.resourceVersion),
+	state: (.metadata.annotations["drainer.io/state"] // ""), request: (.metadata.annotations["drainer.io/request"] // ""),
+	unsched: (.spec.unschedulable // false), taint: ([.spec.taints // [] | .[] | select(.key == "drainer.io/draining")] | length > 0),
+	message: (.metadata.annotations["drainer.io/message"] // ""), boot: (.metadata.annotations["drainer.io/shutdown-boot-id"] // ""),
+	was: (.metadata.annotations["drainer.io/was-unschedulable"] // null), started: (.metadata.annotations["drainer.io/started-at"] // null)}'
+nodes_watch_start() { # FILE [NODE]
+	: >"$1"
+	"$KUBECTL" get nodes ${2:+"$2"} -w -o json --output-watch-events=false --request-timeout=900s \
+		> >(jq --unbuffered -c "$nodes_watch_jq" >>"$1" 2>/dev/null) 2>/dev/null &
+	nws_pid=$!
+	e2e_cleanup_hooks+=("kill $nws_pid 2>/dev/null")
+	wait_until 10 test -s "$1"
+}
+nodes_watch_stop() {
+	kill "$nws_pid" 2>/dev/null
+	wait "$nws_pid" 2>/dev/null
+	sleep 0.2
+}
+# Watch of the Leases of namespace NS: {name, rv, holder, acquire, renew, transitions}.
+leases_watch_start() { # NS FILE
+	: >"$2"
+	"$KUBECTL" -n "$1" get leases -w -o json --output-watch-events --request-timeout=900s \
+		> >(jq --unbuffered -c '{type, name: .object.metadata.name, rv: (.object.metadata.resourceVersion | tonumber? // .object.metadata.resourceVersion),
+			holder: (.object.spec.holderIdentity // ""), acquire: (.object.spec.acquireTime // ""),
+			renew: (.object.spec.renewTime // ""), transitions: (.object.spec.leaseTransitions // 0)}' >>"$2" 2>/dev/null) 2>/dev/null &
+	lw_pid=$!
+	e2e_cleanup_hooks+=("kill $lw_pid 2>/dev/null")
+}
+leases_watch_stop() {
+	kill "$lw_pid" 2>/dev/null
+	wait "$lw_pid" 2>/dev/null
+	sleep 0.2
+}
+
+# wait_watch FILE SECONDS JQ-FILTER: waits until a line of a watch file matches the
+# jq boolean filter (polls every 20 ms).
+wait_watch() {
+	local end=$((SECONDS + $2))
+	until jq -e -s "any(.[]; $3)" "$1" >/dev/null 2>&1; do
+		[ "$SECONDS" -lt "$end" ] || return 1
+		sleep 0.02
+	done
+}
+
+# audit_since FROM_LINE FILE: every audit event after line FROM_LINE (both the
+# ResponseStarted line of a watch and the ResponseComplete lines), one JSON array
+# sorted by requestReceivedTimestamp.
+audit_since() {
+	tail -n +"$(($1 + 1))" "$AUDIT" | jq -c 'select(.stage == "ResponseComplete" or .stage == "ResponseStarted" or .stage == "Panic")' |
+		jq -s 'sort_by(.requestReceivedTimestamp)' >"$2"
+}
+# drainer_request_table FILE: drainer's requests (each counted once: a watch by its
+# ResponseStarted line, or its ResponseComplete line when it failed before
+# starting) of an audit_since file, as "COUNT VERB URI" lines (resourceVersion and
+# timeoutSeconds values replaced by N), most frequent first.
+drainer_request_table() {
+	jq -r '[.[] | select(.userAgent | startswith("drainer/"))] | group_by(.auditID) | map(.[0]) | .[]
+		| "\(.verb) \(.requestURI | gsub("resourceVersion=[0-9]+"; "resourceVersion=N") | gsub("timeoutSeconds=[0-9]+"; "timeoutSeconds=N"))"' "$1" |
+		sort | uniq -c | sort -rn
+}
+# now_rfc3339: the local time as the audit log writes it (UTC, microseconds).
+now_rfc3339() { date -u +%Y-%m-%dT%H:%M:%S.%6NZ; }
+# watch_opened FROM_LINE SELECTOR: drainer has opened a watch whose URI contains
+# SELECTOR (after audit line FROM_LINE), e.g. metadata.name%3Dnode-1: it serves.
+watch_opened() {
+	tail -n +"$(($1 + 1))" "$AUDIT" | grep '"userAgent":"drainer/' |
+		jq -se --arg s "$2" 'any(.[]; .stage == "ResponseStarted" and .verb == "watch" and (.requestURI | contains($s)))' >/dev/null
+}
+# jq_true JQ-ARGS...: jq -e, quiet: for `check "..." jq_true FILTER FILE`.
+jq_true() { jq -e "$@" >/dev/null 2>&1; }

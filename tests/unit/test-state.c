@@ -609,7 +609,8 @@ static void test_patch_cordon_fresh(void **state) {
         assert_ann_string(patch, DRAINER_ANN_STARTED_AT, NOW_RFC);
         assert_ann_string(patch, DRAINER_ANN_STATE, "cordon");
         assert_ann_string(patch, DRAINER_ANN_STATE_SINCE, NOW_RFC);
-        assert_ann_absent(patch, DRAINER_ANN_MESSAGE);
+        /* The message of before (e.g. "waiting for a slot") is replaced. */
+        assert_ann_string(patch, DRAINER_ANN_MESSAGE, "cordoned; evicting next");
         assert_ann_absent(patch, DRAINER_ANN_REQUEST);
         assert_ann_absent(patch, DRAINER_ANN_DRIVER_STOP);
         assert_true(cJSON_IsTrue(json_path(patch, "spec.unschedulable")));
@@ -831,8 +832,10 @@ static void test_patch_finish_uncordon(void **state) {
         assert_rv(patch, "50210");
         for (size_t i = 0; i < ELEMENTSOF(all_annotations); i++)
                 assert_ann_null(patch, all_annotations[i]);
+        /* Any other drainer.io/ annotation goes too (e.g. serve's shutdown-boot-id). */
+        assert_ann_null(patch, "drainer.io/some-future-key");
         assert_int_equal(cJSON_GetArraySize(json_path(patch, "metadata.annotations")),
-                         ELEMENTSOF(all_annotations));
+                         ELEMENTSOF(all_annotations) + 1);
         u = json_path(patch, "spec.unschedulable");
         assert_true(cJSON_IsBool(u));
         assert_true(cJSON_IsFalse(u));
