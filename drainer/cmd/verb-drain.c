@@ -60,6 +60,18 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, enu
                 snapshot_done(&s);
                 return r;
         }
+        {
+                /* The same refusal as drain's: a plan over nonsense state would mislead. */
+                _cleanup_(drain_state_done) struct drain_state st = {};
+                _cleanup_free_ char *err = NULL;
+
+                r = drain_state_parse(s.node, &st, &err);
+                if (r < 0) {
+                        log_error("%s", err ? err : "malformed drainer annotations");
+                        snapshot_done(&s);
+                        return r;
+                }
+        }
         r = plan_build(s.node, (const struct pod_rec *const *)s.pods.items, s.pods.n,
                        (const struct claim_rec *const *)s.claims.items, s.claims.n,
                        (const struct slice_rec *const *)s.slices.items, s.slices.n,

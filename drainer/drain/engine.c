@@ -77,6 +77,14 @@ struct engine {
 
         struct kube_call *node_call; /* the Node patch in flight */
 
+        /* PodDisruptionBudgets, listed once at the start: preflight refuses pods covered by
+         * several (the Eviction API answers those with a 500 forever), and held evictions
+         * name the budgets that hold them. Budgets are not watched: a drain is short. */
+        struct pdb_rec **pdbs;
+        size_t n_pdbs, a_pdbs;
+        struct kube_call *pdb_call;
+        bool pdbs_listed;
+
         /* systemd:UNIT strategy */
         char *unit_name;  /* owned copy: the flag's, or the one recorded on the Node */
         bool unit_busy;   /* a job or state query is in flight */
@@ -163,7 +171,63 @@ static bool synced(const struct engine *e) {
         for (size_t k = 0; k < N_NODE_INFORMERS; k++)
                 if (!informer_synced(e->inf[k]))
                         return false;
-        return true;
+        return e->pdbs_listed;
+}
+
+static int on_pdb_page(const cJSON *items, void *userdata) {
+        struct engine *e = userdata;
+        const cJSON *item;
+
+        cJSON_ArrayForEach(item, items) {
+                struct pdb_rec *b;
+
+                if (pdb_rec_from_json(item, &b) < 0)
+                        continue;
+                if (e->n_pdbs == e->a_pdbs) {
+                        size_t na = e->a_pdbs ? e->a_pdbs * 2 : 16;
+                        struct pdb_rec **v = realloc(e->pdbs, na * sizeof(*v));
+
+                        if (!v) {
+                                pdb_rec_free(b);
+                                return -ENOMEM;
+                        }
+                        e->pdbs = v;
+                        e->a_pdbs = na;
+                }
+                e->pdbs[e->n_pdbs++] = b;
+        }
+        return 0;
+}
+
+static void on_pdbs_listed(const struct kube_result *res, void *userdata) {
+        struct engine *e = userdata;
+
+        e->pdb_call = NULL;
+        if (res->error == -ECANCELED)
+                return;
+        if (res->error < 0)
+                /* Without budgets the drain still works (the Eviction API enforces them);
+                 * only the preflight check and the names in messages are lost. */
+                log_debug("listing PodDisruptionBudgets failed: %s, ignoring", strna(res->message));
+        e->pdbs_listed = true;
+        kick(e);
+}
+
+/* The budgets covering the pod of this eviction, for "held" messages. */
+static void pdb_names(struct engine *e, const char *uid, char *buf, size_t size) {
+        size_t len = 0;
+
+        buf[0] = 0;
+        for (size_t i = 0; i < e->plan.n_pods && e->has_plan; i++) {
+                const struct plan_pod *pp = &e->plan.pods[i];
+
+                if (!streq_ptr(pp->pod->uid, uid))
+                        continue;
+                for (size_t j = 0; j < pp->n_pdbs && len < size; j++)
+                        len += snprintf(buf + len, size - len, "%s%s/%s", j ? ", " : "", pp->pdbs[j]->ns,
+                                        pp->pdbs[j]->name);
+                return;
+        }
 }
 
 static void on_event_done(const struct kube_result *res, void *userdata) {
@@ -442,7 +506,17 @@ static void on_evicted(const struct kube_result *res, void *userdata) {
         e->evictions_retried++;
         ev->state = EV_RETRY;
         free(ev->reason);
-        ev->reason = strdup(res->message ? res->message : strerror(-res->error));
+        {
+                char names[512];
+
+                pdb_names(e, ev->uid, names, sizeof(names));
+                if (res->error == -EAGAIN && names[0]) {
+                        if (asprintf(&ev->reason, "PodDisruptionBudget %s: %s", names,
+                                     res->message ? res->message : "disruption not allowed now") < 0)
+                                ev->reason = NULL;
+                } else
+                        ev->reason = strdup(res->message ? res->message : strerror(-res->error));
+        }
         ev->retry_at = timesrc_now(e->ts) + (res->retry_after_usec > 0
                                                      ? MIN(res->retry_after_usec, EVICT_BACKOFF_CAP_USEC)
                                                      : evict_backoff(ev));
@@ -1227,7 +1301,8 @@ static int rebuild_plan(struct engine *e, const struct node_rec *n) {
             collect(e->inf[INFORMER_SLICES], &slices, &ns) < 0)
                 return -ENOMEM;
         r = plan_build(n, (const struct pod_rec *const *)pods, np, (const struct claim_rec *const *)claims,
-                       nc, (const struct slice_rec *const *)slices, ns, NULL, 0, &e->o.plan, &p);
+                       nc, (const struct slice_rec *const *)slices, ns,
+                       (const struct pdb_rec *const *)e->pdbs, e->n_pdbs, &e->o.plan, &p);
         if (r < 0)
                 return r;
         if (e->has_plan)
@@ -1250,12 +1325,13 @@ static void note_phase(struct engine *e, const struct node_rec *n) {
         bool has = e->st.has_phase;
         enum drain_phase p = e->st.phase;
 
+        bool first = !e->observed;
+
+        /* The first reconcile is the observation of what a run found, even with no phase. */
+        e->observed = true;
         metrics_phase(e, now);
         if (has == e->has_phase && (!has || p == e->phase))
                 return;
-        bool first = !e->observed;
-
-        e->observed = true;
         if (e->has_phase)
                 e->summary.phase_usec[e->phase] += now - e->phase_entered;
         e->has_phase = has;
@@ -1462,6 +1538,10 @@ int engine_start(struct engine *e) {
                 if (r < 0)
                         return r;
         }
+        r = kube_list(e->client, "/apis/policy/v1/poddisruptionbudgets", 500, NULL, on_pdb_page,
+                      on_pdbs_listed, e, &e->pdb_call);
+        if (r < 0)
+                e->pdbs_listed = true;
         if (e->o.timeout_usec > 0)
                 dtimer_start(&e->deadline, e->o.timeout_usec);
         return 0;
@@ -1484,6 +1564,8 @@ void engine_stop(struct engine *e) {
         e->kick_armed = false;
         if (e->node_call)
                 kube_call_cancel(e->node_call);
+        if (e->pdb_call)
+                kube_call_cancel(e->pdb_call);
         while (hashmap_iterate(e->evictions, &i, &key, &v)) {
                 struct eviction *ev = v;
 
@@ -1502,7 +1584,7 @@ bool engine_idle(const struct engine *e) {
         for (size_t k = 0; k < N_NODE_INFORMERS; k++)
                 if (e->inf[k] && !informer_idle(e->inf[k]))
                         return false;
-        if (e->node_call || e->probe || e->events_in_flight > 0)
+        if (e->node_call || e->pdb_call || e->probe || e->events_in_flight > 0)
                 return false;
         while (hashmap_iterate(e->evictions, &i, &key, &v))
                 if (((struct eviction *)v)->call)
@@ -1531,6 +1613,9 @@ void engine_free(struct engine *e) {
         free(e->unit_state);
         free(e->unit_error);
         free(e->unit_name);
+        for (size_t i = 0; i < e->n_pdbs; i++)
+                pdb_rec_free(e->pdbs[i]);
+        free(e->pdbs);
         free(e->await_rv);
         free(e->node_fs);
         free(e->pod_fs);

@@ -73,16 +73,19 @@ static void test_register_rules(void **state) {
         assert_int_equal(REG(.name = "h2", .type = METRIC_HISTOGRAM, .buckets = bad_order, .n_buckets = 2),
                          -EINVAL);
         assert_int_equal(REG(.name = "h3_count", .type = METRIC_HISTOGRAM), -EINVAL);
-        assert_int_equal(REG(.name = "h4", .type = METRIC_HISTOGRAM, .buckets = good, .n_buckets = 0), -EINVAL);
+        assert_int_equal(REG(.name = "h4", .type = METRIC_HISTOGRAM, .buckets = good, .n_buckets = 0),
+                         -EINVAL);
         assert_int_equal(REG(.name = "h5", .type = METRIC_HISTOGRAM, .buckets = good, .n_buckets = 2), 0);
         /* The same description twice is the same family; a different one under the name is refused. */
         assert_int_equal(metrics_register(m,
-                                          &(struct metric_desc){ .name = "same_total", .type = METRIC_COUNTER,
+                                          &(struct metric_desc){ .name = "same_total",
+                                                                 .type = METRIC_COUNTER,
                                                                  .labels = { "a" } },
                                           &f),
                          0);
         assert_int_equal(metrics_register(m,
-                                          &(struct metric_desc){ .name = "same_total", .type = METRIC_COUNTER,
+                                          &(struct metric_desc){ .name = "same_total",
+                                                                 .type = METRIC_COUNTER,
                                                                  .labels = { "a" } },
                                           &g),
                          0);
@@ -104,9 +107,10 @@ static void test_max_families(void **state) {
         assert_int_equal(metrics_new(&(struct metrics_options){ .max_families = 3 }, &m), 0);
         for (int i = 0; i < 3; i++) {
                 snprintf(name, sizeof(name), "g%d", i);
-                assert_int_equal(metrics_register(m, &(struct metric_desc){ .name = name, .type = METRIC_GAUGE },
-                                                  NULL),
-                                 0);
+                assert_int_equal(
+                        metrics_register(m, &(struct metric_desc){ .name = name, .type = METRIC_GAUGE },
+                                         NULL),
+                        0);
         }
         assert_int_equal(
                 metrics_register(m, &(struct metric_desc){ .name = "one_more", .type = METRIC_GAUGE }, NULL),
@@ -121,11 +125,13 @@ static void test_counter_gauge(void **state) {
         double v;
 
         assert_int_equal(metrics_register(m,
-                                          &(struct metric_desc){ .name = "req_total", .type = METRIC_COUNTER,
+                                          &(struct metric_desc){ .name = "req_total",
+                                                                 .type = METRIC_COUNTER,
                                                                  .labels = { "verb", "code" } },
                                           &c),
                          0);
-        assert_int_equal(metrics_register(m, &(struct metric_desc){ .name = "temp", .type = METRIC_GAUGE }, &g), 0);
+        assert_int_equal(
+                metrics_register(m, &(struct metric_desc){ .name = "temp", .type = METRIC_GAUGE }, &g), 0);
 
         assert_int_equal(metrics_add(c, METRIC_LABELS("get", "200"), 1), 0);
         assert_int_equal(metrics_add(c, METRIC_LABELS("get", "200"), 2.5), 0);
@@ -193,18 +199,19 @@ static void test_render_exact(void **state) {
         struct metric_family *c, *g, *h, *e;
         _cleanup_free_ char *text = NULL;
 
-        assert_int_equal(metrics_register(m,
-                                          &(struct metric_desc){ .name = "t_requests_total",
-                                                                 .help = "Requests.\nSecond \\ line \"quoted\"",
-                                                                 .type = METRIC_COUNTER,
-                                                                 .labels = { "code", "path" } },
-                                          &c),
-                         0);
-        assert_int_equal(metrics_register(m,
-                                          &(struct metric_desc){ .name = "t_temp", .help = "Temp.",
-                                                                 .type = METRIC_GAUGE },
-                                          &g),
-                         0);
+        assert_int_equal(
+                metrics_register(m,
+                                 &(struct metric_desc){ .name = "t_requests_total",
+                                                        .help = "Requests.\nSecond \\ line \"quoted\"",
+                                                        .type = METRIC_COUNTER,
+                                                        .labels = { "code", "path" } },
+                                 &c),
+                0);
+        assert_int_equal(
+                metrics_register(
+                        m, &(struct metric_desc){ .name = "t_temp", .help = "Temp.", .type = METRIC_GAUGE },
+                        &g),
+                0);
         assert_int_equal(metrics_register(m,
                                           &(struct metric_desc){ .name = "t_lat_seconds",
                                                                  .help = "Lat.",
@@ -214,11 +221,12 @@ static void test_render_exact(void **state) {
                                                                  .n_buckets = 2 },
                                           &h),
                          0);
-        assert_int_equal(metrics_register(m,
-                                          &(struct metric_desc){ .name = "t_empty", .type = METRIC_GAUGE,
-                                                                 .labels = { "x" } },
-                                          &e),
-                         0);
+        assert_int_equal(
+                metrics_register(
+                        m,
+                        &(struct metric_desc){ .name = "t_empty", .type = METRIC_GAUGE, .labels = { "x" } },
+                        &e),
+                0);
         metrics_add(c, METRIC_LABELS("200", "/a"), 1);
         metrics_add(c, METRIC_LABELS("200", "/a"), 2);
         metrics_add(c, METRIC_LABELS("500", "q\"x\\y\nz"), 1);
@@ -251,13 +259,13 @@ static void test_numbers(void **state) {
         struct metric_family *g, *h;
         _cleanup_free_ char *text = NULL;
 
-        assert_int_equal(metrics_register(m,
-                                          &(struct metric_desc){ .name = "n", .type = METRIC_GAUGE,
-                                                                 .labels = { "k" } },
-                                          &g),
-                         0);
-        assert_int_equal(metrics_register(m, &(struct metric_desc){ .name = "hd", .type = METRIC_HISTOGRAM }, &h),
-                         0);
+        assert_int_equal(
+                metrics_register(
+                        m, &(struct metric_desc){ .name = "n", .type = METRIC_GAUGE, .labels = { "k" } },
+                        &g),
+                0);
+        assert_int_equal(
+                metrics_register(m, &(struct metric_desc){ .name = "hd", .type = METRIC_HISTOGRAM }, &h), 0);
         metrics_set(g, METRIC_LABELS("tenth"), 0.1);
         metrics_set(g, METRIC_LABELS("third"), 1.0 / 3);
         metrics_set(g, METRIC_LABELS("small"), 1e-7);
@@ -293,7 +301,8 @@ static void test_series_cap(void **state) {
         double v;
 
         assert_int_equal(metrics_register(m,
-                                          &(struct metric_desc){ .name = "per_node", .type = METRIC_GAUGE,
+                                          &(struct metric_desc){ .name = "per_node",
+                                                                 .type = METRIC_GAUGE,
                                                                  .labels = { "node" } },
                                           &g),
                          0);
@@ -318,17 +327,20 @@ static void test_remove_label(void **state) {
         _cleanup_free_ char *text = NULL;
 
         assert_int_equal(metrics_register(m,
-                                          &(struct metric_desc){ .name = "phase", .type = METRIC_GAUGE,
+                                          &(struct metric_desc){ .name = "phase",
+                                                                 .type = METRIC_GAUGE,
                                                                  .labels = { "node", "phase" } },
                                           &phase),
                          0);
         assert_int_equal(metrics_register(m,
-                                          &(struct metric_desc){ .name = "claims", .type = METRIC_GAUGE,
+                                          &(struct metric_desc){ .name = "claims",
+                                                                 .type = METRIC_GAUGE,
                                                                  .labels = { "node" } },
                                           &claims),
                          0);
         assert_int_equal(metrics_register(m,
-                                          &(struct metric_desc){ .name = "other_total", .type = METRIC_COUNTER,
+                                          &(struct metric_desc){ .name = "other_total",
+                                                                 .type = METRIC_COUNTER,
                                                                  .labels = { "result" } },
                                           &other),
                          0);
@@ -357,7 +369,8 @@ static void test_json(void **state) {
         const cJSON *s, *bk;
 
         assert_int_equal(metrics_register(m,
-                                          &(struct metric_desc){ .name = "ev_total", .type = METRIC_COUNTER,
+                                          &(struct metric_desc){ .name = "ev_total",
+                                                                 .type = METRIC_COUNTER,
                                                                  .labels = { "result" } },
                                           &c),
                          0);
@@ -369,8 +382,9 @@ static void test_json(void **state) {
                                                                  .n_buckets = 2 },
                                           &h),
                          0);
-        assert_int_equal(metrics_register(m, &(struct metric_desc){ .name = "unused", .type = METRIC_GAUGE }, NULL),
-                         0);
+        assert_int_equal(
+                metrics_register(m, &(struct metric_desc){ .name = "unused", .type = METRIC_GAUGE }, NULL),
+                0);
         metrics_add(c, METRIC_LABELS("accepted"), 12);
         metrics_observe(h, METRIC_LABELS("cordon"), 0.5);
         metrics_observe(h, METRIC_LABELS("cordon"), 5);
@@ -415,7 +429,8 @@ static void test_process(void **state) {
                 x += i; /* some CPU time */
         text = render(m);
         assert_true(sample(text, "process_resident_memory_bytes") > 100 * 1024);
-        assert_true(sample(text, "process_virtual_memory_bytes") >= sample(text, "process_resident_memory_bytes"));
+        assert_true(sample(text, "process_virtual_memory_bytes") >=
+                    sample(text, "process_resident_memory_bytes"));
         assert_true(sample(text, "process_cpu_seconds_total") >= 0);
         assert_true(sample(text, "process_open_fds") >= 3);
         assert_true(sample(text, "process_max_fds") >= sample(text, "process_open_fds"));
@@ -438,7 +453,8 @@ static void test_default_registry(void **state) {
         }
         assert_null(metrics_family(_DRAINER_METRIC_MAX));
         assert_null(drainer_metric_name(-1));
-        assert_int_equal(metrics_get(metrics_family(DRAINER_METRIC_EVICTIONS), METRIC_LABELS("pdb_blocked"), &v), 0);
+        assert_int_equal(
+                metrics_get(metrics_family(DRAINER_METRIC_EVICTIONS), METRIC_LABELS("pdb_blocked"), &v), 0);
         assert_true(v >= 0);
         text = render(m);
         assert_non_null(strstr(text, "drainer_evictions_total{result=\"accepted\"} "));
@@ -478,16 +494,18 @@ static void env_setup(struct env *e, double qps, int burst) {
               "    cluster: t\n    user: u\ncurrent-context: t\n",
               f);
         fclose(f);
-        if (kube_config_load(&(struct kube_config_options){ .kubeconfig = e->kubeconfig }, &e->cfg, &err) < 0)
+        if (kube_config_load(&(struct kube_config_options){ .kubeconfig = e->kubeconfig }, &e->cfg, &err) <
+            0)
                 fail_msg("kube_config_load: %s", err ? err : "?");
         e->clock = fake_clock_new(T0, INT64_C(1750000000) * 1000000);
         e->ts = fake_clock_timesrc(e->clock);
         e->ft = fake_transport_new(e->ts);
-        assert_int_equal(kube_client_new(fake_transport_base(e->ft), e->ts, e->cfg,
-                                         &(struct kube_client_options){
-                                                 .qps = qps, .burst = burst, .random_seed = 5, .max_attempts = 1 },
-                                         &e->client),
-                         0);
+        assert_int_equal(
+                kube_client_new(fake_transport_base(e->ft), e->ts, e->cfg,
+                                &(struct kube_client_options){
+                                        .qps = qps, .burst = burst, .random_seed = 5, .max_attempts = 1 },
+                                &e->client),
+                0);
 }
 
 static void env_teardown(struct env *e) {
@@ -536,7 +554,8 @@ static void test_client_hooks(void **state) {
         double patch503 = counter(DRAINER_METRIC_API_REQUESTS, METRIC_LABELS("patch", "503"));
         double sum0, sum1, wait0, wait1;
         unsigned long long n_get = hist_count(DRAINER_METRIC_API_DURATION, METRIC_LABELS("get"), &sum0);
-        unsigned long long n_wait = hist_count(DRAINER_METRIC_API_RATELIMIT_WAIT, METRIC_LABELS("get"), &wait0);
+        unsigned long long n_wait =
+                hist_count(DRAINER_METRIC_API_RATELIMIT_WAIT, METRIC_LABELS("get"), &wait0);
         struct kube_client_stats cs;
 
         /* 1 request/s, burst 1: the second GET waits a second for its token. */
@@ -554,7 +573,8 @@ static void test_client_hooks(void **state) {
         assert_true(cs.last_ok_usec > 0 && cs.last_error_usec == 0);
 
         fake_transport_expect_error(e.ft, "POST", "/api/v1/namespaces/default/events", -ECONNREFUSED, 1);
-        assert_int_equal(kube_create(e.client, "/api/v1/namespaces/default/events", "{}", on_done, &e, NULL), 0);
+        assert_int_equal(kube_create(e.client, "/api/v1/namespaces/default/events", "{}", on_done, &e, NULL),
+                         0);
         fake_clock_advance(e.clock, 2 * SEC);
         assert_int_equal(e.done, 3);
         assert_int_equal(e.last_error, -ECONNREFUSED);
@@ -562,7 +582,8 @@ static void test_client_hooks(void **state) {
         assert_true(cs.last_error_usec > cs.last_ok_usec); /* /readyz would say 503 now */
 
         fake_transport_expect_json(e.ft, "PATCH", "/api/v1/nodes/a", 503, "{}");
-        assert_int_equal(kube_patch(e.client, "/api/v1/nodes/a", KUBE_PATCH_MERGE, "{}", on_done, &e, NULL), 0);
+        assert_int_equal(kube_patch(e.client, "/api/v1/nodes/a", KUBE_PATCH_MERGE, "{}", on_done, &e, NULL),
+                         0);
         fake_clock_advance(e.clock, 2 * SEC);
         assert_int_equal(e.done, 4);
         fake_transport_expect_json(e.ft, "GET", "/api/v1/nodes/a", 200, "{}");
@@ -574,13 +595,15 @@ static void test_client_hooks(void **state) {
 
         assert_true(counter(DRAINER_METRIC_API_REQUESTS, METRIC_LABELS("get", "200")) == get200 + 2);
         assert_true(counter(DRAINER_METRIC_API_REQUESTS, METRIC_LABELS("get", "404")) == get404 + 1);
-        assert_true(counter(DRAINER_METRIC_API_REQUESTS, METRIC_LABELS("create", "<error>")) == create_err + 1);
+        assert_true(counter(DRAINER_METRIC_API_REQUESTS, METRIC_LABELS("create", "<error>")) ==
+                    create_err + 1);
         assert_true(counter(DRAINER_METRIC_API_REQUESTS, METRIC_LABELS("patch", "503")) == patch503 + 1);
         /* Latency on the fake clock: 0.25 s for the first GET, 0 for the others. */
         assert_int_equal(hist_count(DRAINER_METRIC_API_DURATION, METRIC_LABELS("get"), &sum1), n_get + 3);
         assert_true(fabs(sum1 - sum0 - 0.25) < 1e-9);
         /* The token bucket: the second GET waited 1 s; later ones found a token. */
-        assert_int_equal(hist_count(DRAINER_METRIC_API_RATELIMIT_WAIT, METRIC_LABELS("get"), &wait1), n_wait + 3);
+        assert_int_equal(hist_count(DRAINER_METRIC_API_RATELIMIT_WAIT, METRIC_LABELS("get"), &wait1),
+                         n_wait + 3);
         assert_true(fabs(wait1 - wait0 - 1.0) < 1e-6);
         env_teardown(&e);
 }
@@ -601,15 +624,17 @@ static void test_informer_hooks(void **state) {
         double closed = counter(DRAINER_METRIC_WATCH_RESTARTS, METRIC_LABELS("pods", "closed"));
         double errors = counter(DRAINER_METRIC_WATCH_RESTARTS, METRIC_LABELS("pods", "error"));
         double lists = counter(DRAINER_METRIC_API_REQUESTS, METRIC_LABELS("list", "200"));
-        const char *pod = "{\"type\":\"ADDED\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":"
-                          "{\"name\":\"p\",\"namespace\":\"ml\",\"uid\":\"u1\",\"resourceVersion\":\"11\"},"
-                          "\"spec\":{\"nodeName\":\"node-1\"},\"status\":{\"phase\":\"Running\"}}}\n";
+        const char *pod =
+                "{\"type\":\"ADDED\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":"
+                "{\"name\":\"p\",\"namespace\":\"ml\",\"uid\":\"u1\",\"resourceVersion\":\"11\"},"
+                "\"spec\":{\"nodeName\":\"node-1\"},\"status\":{\"phase\":\"Running\"}}}\n";
         const char *bookmark = "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\","
                                "\"metadata\":{\"resourceVersion\":\"12\"}}}\n";
         const char *gone = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\","
                            "\"status\":\"Failure\",\"reason\":\"Expired\",\"code\":410}}\n";
-        const char *list = "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"10\"},"
-                           "\"items\":[]}";
+        const char *list =
+                "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"10\"},"
+                "\"items\":[]}";
 
         env_setup(&e, 0, 0);
         assert_int_equal(informer_new(e.client, e.ts,
@@ -639,7 +664,8 @@ static void test_informer_hooks(void **state) {
         fake_clock_advance(e.clock, 10 * MS);
 
         assert_true(counter(DRAINER_METRIC_WATCH_EVENTS, METRIC_LABELS("pods", "ADDED")) == added + 1);
-        assert_true(counter(DRAINER_METRIC_WATCH_EVENTS, METRIC_LABELS("pods", "BOOKMARK")) == bookmarks + 1);
+        assert_true(counter(DRAINER_METRIC_WATCH_EVENTS, METRIC_LABELS("pods", "BOOKMARK")) ==
+                    bookmarks + 1);
         assert_true(counter(DRAINER_METRIC_WATCH_RESTARTS, METRIC_LABELS("pods", "expired")) == expired + 1);
         assert_true(counter(DRAINER_METRIC_WATCH_RESTARTS, METRIC_LABELS("pods", "closed")) == closed + 1);
         assert_true(counter(DRAINER_METRIC_WATCH_RESTARTS, METRIC_LABELS("pods", "error")) == errors + 1);
@@ -669,7 +695,8 @@ static void test_promtool(void **state) {
         metrics_set(metrics_family(DRAINER_METRIC_PHASE), METRIC_LABELS("node \"x\"\\\n", "cordon"), 1);
         metrics_observe(metrics_family(DRAINER_METRIC_PHASE_DURATION), METRIC_LABELS("cordon"), 0.3);
         metrics_observe(metrics_family(DRAINER_METRIC_DRAIN_DURATION), METRIC_LABELS("drain", "done"), 42);
-        metrics_set(metrics_family(DRAINER_METRIC_DRIVER_HEALTHY), METRIC_LABELS("n1", "dra-system/dra-driver"), 1);
+        metrics_set(metrics_family(DRAINER_METRIC_DRIVER_HEALTHY),
+                    METRIC_LABELS("n1", "dra-system/dra-driver"), 1);
         text = render(m);
         metrics_remove_label(m, "node", "node \"x\"\\\n");
         metrics_remove_label(m, "node", "n1");

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Issue 4, rule 7 (Events): every phase change, block and failure of a drain
+# posts an Event on the Node (namespace default, involvedObject the Node), so
+# `kubectl describe node` tells the story: DrainerPhase (Normal) for each phase
+# the node went through (as observed by a watch on the Node), DrainerDone
+# (Normal) at the end of drain and of uncordon, DrainerBlocked (Warning) naming
+# the blocker on a preflight refusal, DrainerFailed (Warning) naming what
+# remained on a timeout.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_drainer
+node=node-1
+
+cleanup_events() {
+	kubectl -n demo delete pod e2e-bare --wait=false >/dev/null 2>&1
+	kubectl -n demo delete pdb e2e-hold >/dev/null 2>&1
+	kubectl -n demo delete deployment e2e-hold --wait=false >/dev/null 2>&1
+	reset_node "$node"
+	demo
+}
+e2e_cleanup_hooks+=(cleanup_events)
+
+demo || { fail "demo workload"; finish; exit 1; }
+uid=$(kubectl get node "$node" -o jsonpath='{.metadata.uid}')
+ev=$e2e_tmp/events.json
+show_events() { jq -r '.[] | "    event: \(.type) \(.reason) x\(.count): \(.message)"' "$ev"; }
+# count_events REASON [TYPE]: how many times (sum of counts) REASON was reported.
+count_events() { jq --arg r "$1" --arg t "${2:-}" '[.[] | select(.reason == $r and ($t == "" or .type == $t)) | .count] | add // 0' "$ev"; }
+
+# 1. A preflight refusal: DrainerBlocked, naming the blocker.
+kubectl apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: e2e-bare
+  namespace: demo
+spec:
+  nodeName: node-1
+  containers:
+  - name: c
+    image: registry.example.com/bare:v1
+YAML
+bare_running() { [ "$(kubectl -n demo get pod e2e-bare -o jsonpath='{.status.phase}')" = Running ]; }
+check "bare pod runs" wait_until 30 bare_running
+delete_node_events "$node"
+drainer_run blocked drain "$node"
+check_rc "drain refused by preflight" 4 blocked
+node_events "$node" "$ev"
+show_events
+check_eq "one DrainerBlocked Warning" 1 "$(count_events DrainerBlocked Warning)"
+check "DrainerBlocked names the pod e2e-bare" jq -e 'any(.[]; .reason == "DrainerBlocked" and (.message | test("e2e-bare")))' "$ev" >/dev/null
+check_eq "no DrainerPhase on a refusal (nothing changed)" 0 "$(count_events DrainerPhase)"
+check_eq "the Events are about this Node (uid)" "$uid" "$(jq -r '[.[].uid] | unique | join(",")' "$ev")"
+kubectl -n demo delete pod e2e-bare --wait=true --timeout=30s >/dev/null
+
+# 2. A drain: one DrainerPhase per phase the Node went through, then DrainerDone.
+delete_node_events "$node"
+node_watch_start "$node" "$e2e_tmp/watch.jsonl"
+drainer_run drain drain "$node" --timeout 90s
+check_rc "drain" 0 drain
+sleep 1
+node_watch_stop
+phases=$(phases_entered "$e2e_tmp/watch.jsonl")
+echo "  phases entered, seen by a watch on the Node: $phases"
+node_events "$node" "$ev"
+show_events
+nphases=$(echo "$phases" | wc -w)
+check_eq "drain: a DrainerPhase (Normal) for each of the $nphases phases entered ($phases)" "$nphases" "$(count_events DrainerPhase Normal)"
+check_eq "drain: one DrainerDone (Normal)" 1 "$(count_events DrainerDone Normal)"
+check_eq "drain: no Warning" 0 "$(jq '[.[] | select(.type == "Warning")] | length' "$ev")"
+check "drain: Events reported by drainer" jq -e 'all(.[]; .component | test("drainer"))' "$ev" >/dev/null
+kubectl describe node "$node" >"$e2e_tmp/describe.txt"
+check "kubectl describe node shows DrainerPhase" grep -q DrainerPhase "$e2e_tmp/describe.txt"
+check "kubectl describe node shows DrainerDone" grep -q DrainerDone "$e2e_tmp/describe.txt"
+
+# 3. uncordon: DrainerPhase for restore-drivers and uncordon, then DrainerDone.
+delete_node_events "$node"
+node_watch_start "$node" "$e2e_tmp/watch-u.jsonl"
+drainer_run uncordon uncordon "$node"
+check_rc "uncordon" 0 uncordon
+sleep 1
+node_watch_stop
+phases=$(phases_entered "$e2e_tmp/watch-u.jsonl")
+echo "  phases entered, seen by a watch on the Node: $phases"
+node_events "$node" "$ev"
+show_events
+nphases=$(echo "$phases" | wc -w)
+check "uncordon: the watch saw restore-drivers" grep -qw restore-drivers <<<"$phases"
+check_eq "uncordon: a DrainerPhase for each of the $nphases phases entered ($phases)" "$nphases" "$(count_events DrainerPhase Normal)"
+check_eq "uncordon: one DrainerDone" 1 "$(count_events DrainerDone Normal)"
+
+# 4. A timeout: DrainerFailed (Warning) naming what remained.
+demo || fail "demo workload restored"
+kubectl apply -f - >/dev/null <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: e2e-hold
+  namespace: demo
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: e2e-hold}
+  template:
+    metadata:
+      labels: {app: e2e-hold}
+    spec:
+      nodeSelector:
+        kubernetes.io/hostname: node-1
+      containers:
+      - name: app
+        image: registry.example.com/app:v1
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: e2e-hold
+  namespace: demo
+spec:
+  minAvailable: 1
+  selector:
+    matchLabels: {app: e2e-hold}
+YAML
+pdb_settled() { [ "$(kubectl -n demo get pdb e2e-hold -o jsonpath='{.status.currentHealthy}/{.status.disruptionsAllowed}')" = 1/0 ]; }
+check "PDB e2e-hold allows 0 disruptions" wait_until 60 pdb_settled
+hold_pod=$(kubectl -n demo get pods -l app=e2e-hold -o jsonpath='{.items[0].metadata.name}')
+delete_node_events "$node"
+drainer_run timeout drain "$node" --timeout 8s
+check_rc "drain held back by a PDB times out" 3 timeout
+node_events "$node" "$ev"
+show_events
+check_eq "one DrainerFailed (Warning)" 1 "$(count_events DrainerFailed Warning)"
+check "DrainerFailed names the pod that remained ($hold_pod)" \
+	jq -e --arg p "$hold_pod" 'any(.[]; .reason == "DrainerFailed" and (.message | test($p)))' "$ev" >/dev/null
+check_eq "no DrainerDone after a timeout" 0 "$(count_events DrainerDone)"
+kubectl -n demo delete pdb e2e-hold >/dev/null
+kubectl -n demo delete deployment e2e-hold >/dev/null
+drainer_run finish drain "$node" --timeout 60s
+check_rc "the drain finishes once the PDB is gone" 0 finish
+drainer_run uncordon2 uncordon "$node"
+check_rc "uncordon" 0 uncordon2
+finish
