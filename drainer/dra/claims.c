@@ -54,20 +54,8 @@ static const char *const claim_on_node_reason_table[_CLAIM_ON_NODE_REASON_MAX] =
         [CLAIM_ALLOCATED_NODE_SLICE] = "allocated-node-slice",
 };
 
-const char *claim_on_node_reason_to_string(enum claim_on_node_reason r) {
-        if (r < 0 || r >= _CLAIM_ON_NODE_REASON_MAX)
-                return NULL;
-        return claim_on_node_reason_table[r];
-}
-
-enum claim_on_node_reason claim_on_node_reason_from_string(const char *s) {
-        if (!s)
-                return _CLAIM_ON_NODE_REASON_INVALID;
-        for (int i = 0; i < _CLAIM_ON_NODE_REASON_MAX; i++)
-                if (streq(s, claim_on_node_reason_table[i]))
-                        return (enum claim_on_node_reason)i;
-        return _CLAIM_ON_NODE_REASON_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(claim_on_node_reason, enum claim_on_node_reason, _CLAIM_ON_NODE_REASON_MAX,
+                           _CLAIM_ON_NODE_REASON_INVALID)
 
 enum claim_on_node_reason claim_on_node(const struct claim_rec *c, const char *node,
                                         const struct pod_rec *const *pods, size_t n_pods,
@@ -119,20 +107,7 @@ static const char *const pod_class_table[_POD_CLASS_MAX] = {
         [POD_CLASS_WORKLOAD] = "workload",   [POD_CLASS_FINISHED] = "finished",
 };
 
-const char *pod_class_to_string(enum pod_class c) {
-        if (c < 0 || c >= _POD_CLASS_MAX)
-                return NULL;
-        return pod_class_table[c];
-}
-
-enum pod_class pod_class_from_string(const char *s) {
-        if (!s)
-                return _POD_CLASS_INVALID;
-        for (int i = 0; i < _POD_CLASS_MAX; i++)
-                if (streq(s, pod_class_table[i]))
-                        return (enum pod_class)i;
-        return _POD_CLASS_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(pod_class, enum pod_class, _POD_CLASS_MAX, _POD_CLASS_INVALID)
 
 enum pod_class pod_classify(const struct pod_rec *p, const struct selector *const *driver_selectors,
                             size_t n) {

@@ -13,22 +13,13 @@
 #include "drainer/doctor.h"
 #include "drainer/json.h"
 
-static const char *const status_names[_DOCTOR_STATUS_MAX] = {
+static const char *const doctor_status_table[_DOCTOR_STATUS_MAX] = {
         [DOCTOR_PASS] = "PASS",
         [DOCTOR_WARN] = "WARN",
         [DOCTOR_FAIL] = "FAIL",
 };
 
-const char *doctor_status_to_string(enum doctor_status s) {
-        return s >= 0 && s < _DOCTOR_STATUS_MAX ? status_names[s] : NULL;
-}
-
-enum doctor_status doctor_status_from_string(const char *s) {
-        for (int i = 0; s && i < _DOCTOR_STATUS_MAX; i++)
-                if (streq(s, status_names[i]))
-                        return i;
-        return _DOCTOR_STATUS_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(doctor_status, enum doctor_status, _DOCTOR_STATUS_MAX, _DOCTOR_STATUS_INVALID)
 
 #define PRACTICE_PERMISSIONS "Separate permissions to DRA related APIs"
 #define PRACTICE_DRIVER      "DRA driver deployment and maintenance"
@@ -298,22 +289,14 @@ cJSON *doctor_report_to_json(const struct doctor_report *r) {
 
 /* ---- Separate permissions ---- */
 
-static const char *const subject_kinds[_DOCTOR_SUBJECT_KIND_MAX] = {
+static const char *const doctor_subject_kind_table[_DOCTOR_SUBJECT_KIND_MAX] = {
         [DOCTOR_SUBJECT_USER] = "User",
         [DOCTOR_SUBJECT_GROUP] = "Group",
         [DOCTOR_SUBJECT_SERVICE_ACCOUNT] = "ServiceAccount",
 };
 
-const char *doctor_subject_kind_to_string(enum doctor_subject_kind k) {
-        return k >= 0 && k < _DOCTOR_SUBJECT_KIND_MAX ? subject_kinds[k] : NULL;
-}
-
-enum doctor_subject_kind doctor_subject_kind_from_string(const char *s) {
-        for (int i = 0; s && i < _DOCTOR_SUBJECT_KIND_MAX; i++)
-                if (streq(s, subject_kinds[i]))
-                        return i;
-        return _DOCTOR_SUBJECT_KIND_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(doctor_subject_kind, enum doctor_subject_kind, _DOCTOR_SUBJECT_KIND_MAX,
+                           _DOCTOR_SUBJECT_KIND_INVALID)
 
 static const char *const role_names[_DOCTOR_SUBJECT_ROLE_MAX] = {
         [DOCTOR_ROLE_OTHER] = "other",

@@ -42,20 +42,7 @@ static const char *const drain_phase_table[_DRAIN_PHASE_MAX] = {
         [DRAIN_PHASE_UNCORDON] = "uncordon",
 };
 
-const char *drain_phase_to_string(enum drain_phase p) {
-        if (p < 0 || p >= _DRAIN_PHASE_MAX)
-                return NULL;
-        return drain_phase_table[p];
-}
-
-enum drain_phase drain_phase_from_string(const char *s) {
-        if (!s)
-                return _DRAIN_PHASE_INVALID;
-        for (int i = 0; i < _DRAIN_PHASE_MAX; i++)
-                if (streq(s, drain_phase_table[i]))
-                        return (enum drain_phase)i;
-        return _DRAIN_PHASE_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(drain_phase, enum drain_phase, _DRAIN_PHASE_MAX, _DRAIN_PHASE_INVALID)
 
 /* "none" is never an annotation value: an absent request reads as NONE. */
 static const char *const drain_request_table[_DRAIN_REQUEST_MAX] = {
@@ -64,20 +51,7 @@ static const char *const drain_request_table[_DRAIN_REQUEST_MAX] = {
         [DRAIN_REQUEST_UNCORDON] = "uncordon",
 };
 
-const char *drain_request_to_string(enum drain_request r) {
-        if (r < 0 || r >= _DRAIN_REQUEST_MAX)
-                return NULL;
-        return drain_request_table[r];
-}
-
-enum drain_request drain_request_from_string(const char *s) {
-        if (!s)
-                return _DRAIN_REQUEST_INVALID;
-        for (int i = 0; i < _DRAIN_REQUEST_MAX; i++)
-                if (streq(s, drain_request_table[i]))
-                        return (enum drain_request)i;
-        return _DRAIN_REQUEST_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(drain_request, enum drain_request, _DRAIN_REQUEST_MAX, _DRAIN_REQUEST_INVALID)
 
 static const char *const driver_stop_kind_table[_DRIVER_STOP_KIND_MAX] = {
         [DRIVER_STOP_TAINT] = "taint",
@@ -86,20 +60,8 @@ static const char *const driver_stop_kind_table[_DRIVER_STOP_KIND_MAX] = {
         [DRIVER_STOP_NONE] = "none",
 };
 
-const char *driver_stop_kind_to_string(enum driver_stop_kind k) {
-        if (k < 0 || k >= _DRIVER_STOP_KIND_MAX)
-                return NULL;
-        return driver_stop_kind_table[k];
-}
-
-enum driver_stop_kind driver_stop_kind_from_string(const char *s) {
-        if (!s)
-                return _DRIVER_STOP_KIND_INVALID;
-        for (int i = 0; i < _DRIVER_STOP_KIND_MAX; i++)
-                if (streq(s, driver_stop_kind_table[i]))
-                        return (enum driver_stop_kind)i;
-        return _DRIVER_STOP_KIND_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(driver_stop_kind, enum driver_stop_kind, _DRIVER_STOP_KIND_MAX,
+                           _DRIVER_STOP_KIND_INVALID)
 
 /* ---- records ---- */
 

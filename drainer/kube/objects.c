@@ -193,20 +193,7 @@ static const char *const pod_phase_table[_POD_PHASE_MAX] = {
         [POD_FAILED] = "Failed",   [POD_UNKNOWN] = "Unknown",
 };
 
-const char *pod_phase_to_string(enum pod_phase p) {
-        if (p < 0 || p >= _POD_PHASE_MAX)
-                return NULL;
-        return pod_phase_table[p];
-}
-
-enum pod_phase pod_phase_from_string(const char *s) {
-        if (!s)
-                return _POD_PHASE_INVALID;
-        for (int i = 0; i < _POD_PHASE_MAX; i++)
-                if (streq(s, pod_phase_table[i]))
-                        return (enum pod_phase)i;
-        return _POD_PHASE_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(pod_phase, enum pod_phase, _POD_PHASE_MAX, _POD_PHASE_INVALID)
 
 /* status.resourceClaimStatuses[name==name].resourceClaimName: the claim
  * generated from a template, NULL while not generated or when none is needed. */

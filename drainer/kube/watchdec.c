@@ -14,20 +14,8 @@ static const char *const watch_event_type_table[_WATCH_EVENT_TYPE_MAX] = {
         [WATCH_BOOKMARK] = "BOOKMARK", [WATCH_ERROR] = "ERROR",
 };
 
-const char *watch_event_type_to_string(enum watch_event_type t) {
-        if (t < 0 || t >= _WATCH_EVENT_TYPE_MAX)
-                return NULL;
-        return watch_event_type_table[t];
-}
-
-enum watch_event_type watch_event_type_from_string(const char *s) {
-        if (!s)
-                return _WATCH_EVENT_TYPE_INVALID;
-        for (int i = 0; i < _WATCH_EVENT_TYPE_MAX; i++)
-                if (streq(s, watch_event_type_table[i]))
-                        return (enum watch_event_type)i;
-        return _WATCH_EVENT_TYPE_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(watch_event_type, enum watch_event_type, _WATCH_EVENT_TYPE_MAX,
+                           _WATCH_EVENT_TYPE_INVALID)
 
 void watch_decoder_init(struct watch_decoder *d, size_t max_event_bytes) {
         assert(d);

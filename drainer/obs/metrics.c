@@ -57,22 +57,13 @@ struct metrics {
         size_t n_collectors;
 };
 
-static const char *const type_table[_METRIC_TYPE_MAX] = {
+static const char *const metric_type_table[_METRIC_TYPE_MAX] = {
         [METRIC_COUNTER] = "counter",
         [METRIC_GAUGE] = "gauge",
         [METRIC_HISTOGRAM] = "histogram",
 };
 
-const char *metric_type_to_string(enum metric_type t) {
-        return t >= 0 && t < _METRIC_TYPE_MAX ? type_table[t] : NULL;
-}
-
-enum metric_type metric_type_from_string(const char *s) {
-        for (int t = 0; s && t < _METRIC_TYPE_MAX; t++)
-                if (streq(s, type_table[t]))
-                        return t;
-        return _METRIC_TYPE_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(metric_type, enum metric_type, _METRIC_TYPE_MAX, _METRIC_TYPE_INVALID)
 
 /* Prometheus' default buckets (client_golang DefBuckets). */
 static const double default_bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
@@ -626,7 +617,7 @@ int metrics_render(struct metrics *m, char **ret, size_t *ret_len) {
                 buf_puts(&b, "\n# TYPE ");
                 buf_puts(&b, f->name);
                 buf_puts(&b, " ");
-                buf_puts(&b, type_table[f->type]);
+                buf_puts(&b, metric_type_table[f->type]);
                 buf_puts(&b, "\n");
                 for (size_t k = 0; k < f->n_series; k++) {
                         const struct series *s = f->series[k];
@@ -709,7 +700,7 @@ cJSON *metrics_to_json(struct metrics *m) {
                 if (f->n_series == 0)
                         continue;
                 if (!(fo = cJSON_AddObjectToObject(j, f->name)) ||
-                    !cJSON_AddStringToObject(fo, "type", type_table[f->type]) ||
+                    !cJSON_AddStringToObject(fo, "type", metric_type_table[f->type]) ||
                     !(arr = cJSON_AddArrayToObject(fo, "series")))
                         goto oom;
                 for (size_t k = 0; k < f->n_series; k++) {

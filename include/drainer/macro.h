@@ -63,3 +63,24 @@ static inline int streq_ptr(const char *a, const char *b) {
 #define streq(a, b) (__builtin_strcmp((a), (b)) == 0)
 
 #define _cleanup_free_ _cleanup_(freep)
+
+/* Index of s in a table of n names (NULL entries never match), or invalid. */
+static inline int string_table_lookup(const char *const *table, int n, const char *s, int invalid) {
+        if (!s)
+                return invalid;
+        for (int i = 0; i < n; i++)
+                if (table[i] && __builtin_strcmp(table[i], s) == 0)
+                        return i;
+        return invalid;
+}
+
+/* Defines name_to_string()/name_from_string() over a table `name##_table` indexed by the
+ * enum, as STYLE.md's enum convention asks (to_string NULL when out of range, from_string
+ * the _INVALID value for NULL or an unknown name). */
+#define DEFINE_STRING_TABLE_LOOKUP(name, type, max, invalid)                         \
+        const char *name##_to_string(type v) {                                       \
+                return (int)v >= 0 && (int)v < (max) ? name##_table[v] : NULL;       \
+        }                                                                            \
+        type name##_from_string(const char *s) {                                     \
+                return (type)string_table_lookup(name##_table, (max), s, (invalid)); \
+        }
