@@ -88,7 +88,7 @@ jq_checks '.spec.template.spec as $s | $s.containers[0] as $c
 	   else "FAIL pod security context: \($s.securityContext) \($c.securityContext)" end),
 	  (if ($c.env | map(select(.name == "NODE_NAME" and .valueFrom.fieldRef.fieldPath == "spec.nodeName")) | length) == 1
 	   then "ok NODE_NAME from spec.nodeName" else "FAIL no NODE_NAME from spec.nodeName" end),
-	  (if $c.args == ["serve", "--node", "$(NODE_NAME)"] then "ok runs serve --node $(NODE_NAME)" else "FAIL args \($c.args)" end),
+	  (if $c.args == ["serve", "--node", "$(NODE_NAME)", "--metrics-addr", "0.0.0.0:9464"] then "ok runs serve --node $(NODE_NAME) --metrics-addr 0.0.0.0:9464" else "FAIL args \($c.args)" end),
 	  (if $s.serviceAccountName == "drainer" then "ok ServiceAccount drainer" else "FAIL serviceAccountName \($s.serviceAccountName)" end)' \
 	<(kubectl -n drainer-system get ds drainer -o json)
 check_eq "namespace enforces Pod Security restricted (and admitted the pods)" restricted \
