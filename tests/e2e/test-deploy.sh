@@ -232,6 +232,39 @@ jq_checks --arg sa "$SA" '[.[] | select(.userAgent | startswith("drainer/"))] as
 	   | if ($bad | length) == 0 then "ok no request of drainer was refused"
 	     else "FAIL refused: \([$bad[] | "\(.verb) \(.requestURI) \(.responseStatus.code)"] | join("; "))" end)' "$e2e_tmp/audit.json"
 
+# --- serve as the ServiceAccount: a drain and its undo, through the annotation ----------
+node_state2() { kubectl get node node-2 -o jsonpath='{.metadata.annotations.drainer\.io/state}'; }
+node2_clean() {
+	[ "$(kubectl get node node-2 -o json | jq '[.metadata.annotations // {} | keys[] | select(startswith("drainer.io/"))] | length')" = 0 ] &&
+		[ "$(kubectl get node node-2 -o jsonpath='{.spec.unschedulable}')" != true ]
+}
+start=$(audit_lines)
+"$DRAINER" serve --node node-2 --kubeconfig "$sakc" --metrics-addr "" >"$e2e_tmp/serve-sa.log" 2>&1 &
+spid=$!
+sleep 1
+kubectl annotate node node-2 drainer.io/request=drain --overwrite >/dev/null
+node2_drained() { [ "$(node_state2)" = drained ]; }
+wait_until 90 node2_drained
+check_eq "serve as the ServiceAccount: kubectl annotate drainer.io/request=drain drains node-2" drained "$(node_state2)"
+kubectl annotate --overwrite node node-2 drainer.io/request=uncordon >/dev/null
+wait_until 90 node2_clean
+check "serve as the ServiceAccount: request=uncordon restores node-2 and clears the annotations" node2_clean
+kill -TERM "$spid" 2>/dev/null
+wait "$spid"
+check_eq "serve exits 0 on SIGTERM" 0 $?
+sleep 1
+audit_window "$start" "$e2e_tmp/audit-serve.json"
+jq_checks --arg sa "$SA" '[.[] | select(.userAgent | startswith("drainer/"))] as $d
+	| (if ($d | length) > 0 and ([$d[] | select(.user.username != $sa)] | length) == 0
+	   then "ok serve: all \($d | length) requests were made as \($sa)"
+	   else "FAIL serve requests as \([$d[].user.username] | unique | join(","))" end),
+	  ([$d[] | select(.responseStatus.code == 401 or .responseStatus.code == 403)] as $bad
+	   | if ($bad | length) == 0 then "ok serve: no request was refused by RBAC"
+	     else "FAIL refused: \([$bad[] | "\(.verb) \(.requestURI) \(.responseStatus.code)"] | join("; "))" end)' \
+	"$e2e_tmp/audit-serve.json"
+if ! node2_clean; then sed 's/^/    serve: /' "$e2e_tmp/serve-sa.log" | tail -20; fi
+reset_node node-2
+
 # --- cluster mode ----------------------------------------------------------------------
 kubectl -n drainer-system delete daemonset drainer >/dev/null
 kubectl apply -k deploy/cluster-mode >"$e2e_tmp/cm.out" 2>&1
