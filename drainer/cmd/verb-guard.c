@@ -152,20 +152,6 @@ static const char *draining_reason(const struct node_rec *n, char *buf, size_t s
         return NULL;
 }
 
-static int collect(struct informer *inf, const void ***ret, size_t *ret_n) {
-        size_t n = informer_size(inf), i = 0, k = 0;
-        const void **v = calloc(n + 1, sizeof(void *));
-        const void *rec;
-
-        if (!v)
-                return -ENOMEM;
-        while (k < n && informer_iterate(inf, &i, &rec))
-                v[k++] = rec;
-        *ret = v;
-        *ret_n = k;
-        return 0;
-}
-
 /* Appends "ns/name" to a comma-separated list in buf (at most GUARD_MAX_NAMES names;
  * the caller adds ", ..." for more); *count counts every name. */
 static void add_name(char *buf, size_t size, size_t *count, const char *ns, const char *name) {
@@ -193,8 +179,9 @@ static int held_summary(struct guard *g, const struct node_rec *n, char **ret) {
         struct plan p;
         int r;
 
-        if (collect(g->inf[G_PODS], &pods, &np) < 0 || collect(g->inf[G_CLAIMS], &claims, &nc) < 0 ||
-            collect(g->inf[G_SLICES], &slices, &ns) < 0)
+        if (informer_collect(g->inf[G_PODS], &pods, &np) < 0 ||
+            informer_collect(g->inf[G_CLAIMS], &claims, &nc) < 0 ||
+            informer_collect(g->inf[G_SLICES], &slices, &ns) < 0)
                 return -ENOMEM;
         r = plan_build(n, (const struct pod_rec *const *)pods, np, (const struct claim_rec *const *)claims,
                        nc, (const struct slice_rec *const *)slices, ns, NULL, 0, &po, &p);

@@ -374,20 +374,6 @@ static bool watcher_synced(struct watcher *w) {
         return true;
 }
 
-static int collect(struct informer *inf, void ***ret, size_t *ret_n) {
-        size_t n = informer_size(inf), i = 0, k = 0;
-        void **v = calloc(n + 1, sizeof(void *));
-        const void *rec;
-
-        if (!v)
-                return -ENOMEM;
-        while (k < n && informer_iterate(inf, &i, &rec))
-                v[k++] = (void *)rec;
-        *ret = v;
-        *ret_n = k;
-        return 0;
-}
-
 static void on_debounce(struct dtimer *t) {
         struct watcher *w = container_of(t, struct watcher, debounce);
         _cleanup_free_ void **pods = NULL, **claims = NULL, **slices = NULL;
@@ -397,9 +383,9 @@ static void on_debounce(struct dtimer *t) {
         if (w->done || !watcher_synced(w))
                 return;
         v.node = informer_get(w->inf[INFORMER_NODES], w->node_name);
-        if (collect(w->inf[INFORMER_PODS], &pods, &v.n_pods) < 0 ||
-            collect(w->inf[INFORMER_CLAIMS], &claims, &v.n_claims) < 0 ||
-            collect(w->inf[INFORMER_SLICES], &slices, &v.n_slices) < 0) {
+        if (informer_collect(w->inf[INFORMER_PODS], (const void ***)&pods, &v.n_pods) < 0 ||
+            informer_collect(w->inf[INFORMER_CLAIMS], (const void ***)&claims, &v.n_claims) < 0 ||
+            informer_collect(w->inf[INFORMER_SLICES], (const void ***)&slices, &v.n_slices) < 0) {
                 w->error = log_oom();
                 w->done = true;
                 return;

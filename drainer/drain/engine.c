@@ -838,15 +838,13 @@ static void record_driver_stop(struct engine *e, const struct node_rec *n) {
         rec.daemonset = ds;
         {
                 /* The DRA driver names published for this node: restore waits for them again. */
-                size_t n_slices = informer_size(e->inf[INFORMER_SLICES]), i = 0, k = 0;
-                const struct slice_rec **slices = calloc(n_slices + 1, sizeof(*slices));
-                const void *rec_s;
+                const void **slices;
+                size_t k;
 
-                if (!slices)
+                if (informer_collect(e->inf[INFORMER_SLICES], &slices, &k) < 0)
                         return finish(e, -ENOMEM, "out of memory");
-                while (k < n_slices && informer_iterate(e->inf[INFORMER_SLICES], &i, &rec_s))
-                        slices[k++] = rec_s;
-                rec.n_drivers = plan_driver_names(slices, k, n->name, names, DRIVER_STOP_MAX_DRIVERS);
+                rec.n_drivers = plan_driver_names((const struct slice_rec *const *)slices, k, n->name, names,
+                                                  DRIVER_STOP_MAX_DRIVERS);
                 for (size_t j = 0; j < rec.n_drivers; j++)
                         rec.drivers[j] = (char *)names[j];
                 r = drain_patch_driver_stop(n, &rec, 1, &body);
@@ -1276,29 +1274,15 @@ static void metrics_drivers(struct engine *e) {
 
 /* ---- reconcile ---- */
 
-static int collect(struct informer *inf, const void ***ret, size_t *ret_n) {
-        size_t n = informer_size(inf), i = 0, k = 0;
-        const void **v = calloc(n + 1, sizeof(void *));
-        const void *rec;
-
-        if (!v)
-                return -ENOMEM;
-        while (k < n && informer_iterate(inf, &i, &rec))
-                v[k++] = rec;
-        *ret = v;
-        *ret_n = k;
-        return 0;
-}
-
 static int rebuild_plan(struct engine *e, const struct node_rec *n) {
         _cleanup_free_ const void **pods = NULL, **claims = NULL, **slices = NULL;
         size_t np, nc, ns;
         struct plan p;
         int r;
 
-        if (collect(e->inf[INFORMER_PODS], &pods, &np) < 0 ||
-            collect(e->inf[INFORMER_CLAIMS], &claims, &nc) < 0 ||
-            collect(e->inf[INFORMER_SLICES], &slices, &ns) < 0)
+        if (informer_collect(e->inf[INFORMER_PODS], &pods, &np) < 0 ||
+            informer_collect(e->inf[INFORMER_CLAIMS], &claims, &nc) < 0 ||
+            informer_collect(e->inf[INFORMER_SLICES], &slices, &ns) < 0)
                 return -ENOMEM;
         r = plan_build(n, (const struct pod_rec *const *)pods, np, (const struct claim_rec *const *)claims,
                        nc, (const struct slice_rec *const *)slices, ns,

@@ -532,6 +532,20 @@ bool informer_iterate(const struct informer *inf, size_t *i, const void **ret_re
         return true;
 }
 
+int informer_collect(const struct informer *inf, const void ***ret, size_t *ret_n) {
+        size_t n = informer_size(inf), i = 0, k = 0;
+        const void **v = calloc(n + 1, sizeof(void *));
+        const void *rec;
+
+        if (!v)
+                return -ENOMEM;
+        while (k < n && informer_iterate(inf, &i, &rec))
+                v[k++] = rec;
+        *ret = v;
+        *ret_n = k;
+        return 0;
+}
+
 void informer_get_stats(const struct informer *inf, struct informer_stats *ret) {
         *ret = inf->stats;
 }

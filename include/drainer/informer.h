@@ -77,6 +77,9 @@ size_t informer_size(const struct informer *inf);
 const void *informer_get(const struct informer *inf, const char *key);
 /* Start with *i = 0. The cache must not change during the iteration. */
 bool informer_iterate(const struct informer *inf, size_t *i, const void **ret_rec);
+/* A malloc'd array of the cached records (borrowed: valid until the cache changes),
+ * for code that wants them all at once, e.g. plan_build(). -ENOMEM on failure. */
+int informer_collect(const struct informer *inf, const void ***ret, size_t *ret_n);
 void informer_get_stats(const struct informer *inf, struct informer_stats *ret);
 /* Bytes held by the cached records. */
 size_t informer_cache_bytes(const struct informer *inf);
