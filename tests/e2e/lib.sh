@@ -336,6 +336,35 @@ check_grace() {
 	     end)' "$1"
 }
 
+# check_rate AUDIT QPS BURST [UA-PREFIX]: the client rate limit, from the audit
+# log. AUDIT is a JSON array of audit events (audit_window or audit_since); each
+# request of a client whose userAgent starts with UA-PREFIX (default drainer/) is
+# counted once (by auditID, at its requestReceivedTimestamp, so a watch counts
+# when it was asked for). A token bucket of BURST tokens refilled at QPS admits at
+# most BURST + QPS*(t_j - t_i) requests in any window [t_i, t_j]; one more is
+# allowed for the jitter between the client's clock and the server's receive
+# time. Checked over every window in one pass: with a_k = k - QPS*t_k (requests
+# sorted by time), the worst window is max over i <= j of a_j - a_i, which must
+# stay <= BURST. Prints the worst window (count, length, allowed). No request at
+# all is a failure (nothing was measured). One client only: two drainer
+# processes in the window have two buckets.
+check_rate() {
+	jq_checks --argjson q "$2" --argjson b "$3" --arg ua "${4:-drainer/}" '
+	def secs: (.[0:19] + "Z" | fromdateiso8601) + ((.[19:] | rtrimstr("Z")) as $f | if $f == "" then 0 else ("0" + $f | tonumber) end);
+	[.[] | select((.userAgent // "") | startswith($ua))] | group_by(.auditID) | map(map(.requestReceivedTimestamp) | min) | sort as $ts
+	| if ($ts | length) == 0 then "FAIL rate: no request of \($ua)* in the audit window"
+	  else ($ts[0][0:19] + "Z" | fromdateiso8601) as $t0
+	  | ($ts | map(secs - $t0)) as $t
+	  | (reduce range(0; $t | length) as $k ({min: null, mi: 0, worst: null};
+		($k - $q * $t[$k]) as $a
+		| (if .min == null or $a < .min then .min = $a | .mi = $k else . end)
+		| ($a - .min) as $ex
+		| if .worst == null or $ex > .worst.ex then .worst = {ex: $ex, i: .mi, j: $k} else . end)).worst as $w
+	  | ($w.j - $w.i + 1) as $n | ($t[$w.j] - $t[$w.i]) as $dt | ($b + $q * $dt + 1) as $allowed
+	  | "\(if $n <= $allowed + 1e-9 then "ok" else "FAIL" end) rate: \($t | length) requests of \($ua)*; worst window \($n) requests in \($dt * 1000 | round / 1000) s from \($ts[$w.i]) (allowed \($b) + \($q) * \($dt * 1000 | round / 1000) + 1 = \($allowed * 1000 | round / 1000)) at --kube-api-qps \($q) --kube-api-burst \($b)"
+	  end' "$1"
+}
+
 # Node watch: one compact JSON line per observed version of the node (state,
 # unschedulable, drain taint, was-unschedulable, started-at) appended to FILE.
 node_watch_jq='{rv: .metadata.resourceVersion, state: (.metadata.annotations["drainer.io/state"] // ""),
