@@ -315,16 +315,17 @@ static int on_http_data(struct http_call *http, const char *data, size_t n, void
 
 static int list_next_page(struct kube_call *call, const char *cont);
 
-/* Retry-After header, else details.retryAfterSeconds of a Status body (429 and some 5xx). */
-static uint64_t retry_after(const struct http_response *resp) {
+/* Retry-After header, else details.retryAfterSeconds of a Status body (429 and some 5xx).
+ * body: the buffered body, or for a watch the first bytes of its stream. */
+static uint64_t retry_after(const struct http_response *resp, const char *body, size_t body_len) {
         _cleanup_(cJSON_Deletep) cJSON *j = NULL;
         int64_t sec;
 
         if (resp->retry_after_usec > 0)
                 return resp->retry_after_usec;
-        if (!resp->body || resp->body_len == 0)
+        if (!body || body_len == 0)
                 return 0;
-        j = cJSON_ParseWithLength(resp->body, resp->body_len);
+        j = cJSON_ParseWithLength(body, body_len);
         sec = j ? kube_status_retry_after_seconds(j) : 0;
         return sec > 0 ? (uint64_t)sec * USEC_PER_SEC : 0;
 }
@@ -381,7 +382,7 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
         if (retryable(call, error, status)) {
                 uint64_t delay = backoff_delay(call);
 
-                uint64_t ra = error == 0 ? retry_after(resp) : 0;
+                uint64_t ra = error == 0 ? retry_after(resp, resp->body, resp->body_len) : 0;
 
                 if (ra > 0)
                         delay = MIN(ra, c->opts.backoff_cap_usec);
@@ -400,7 +401,9 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
                 return call_finish_later(call, error);
         }
         if (status < 200 || status > 299) {
-                call->retry_after_usec = retry_after(resp);
+                /* A watch's answer streams: its Status is in the raw bytes kept. */
+                call->retry_after_usec = call->watch ? retry_after(resp, call->raw, call->raw_len)
+                                                     : retry_after(resp, resp->body, resp->body_len);
                 if (call->watch)
                         r = parse_error_body(call, status, call->raw, call->raw_len);
                 else

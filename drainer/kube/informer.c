@@ -141,13 +141,17 @@ static void set_rv(struct informer *inf, const char *rv) {
         inf->rv = n;
 }
 
-static void schedule_retry(struct informer *inf, bool relist) {
+/* Backs off before the next list or watch. retry_after_usec: the server's
+ * Retry-After (a 429 or 5xx answer), a floor under the jittered backoff, up to
+ * the backoff cap. */
+static void schedule_retry(struct informer *inf, bool relist, uint64_t retry_after_usec) {
         uint64_t d = inf->opts.backoff_base_usec;
 
         for (unsigned i = 1; i < inf->failures && d < inf->opts.backoff_cap_usec; i++)
                 d *= 2;
         d = MIN(d, inf->opts.backoff_cap_usec);
         d = d / 2 + (uint64_t)rand_r(&inf->rand_state) % (d / 2 + 1);
+        d = MAX(d, MIN(retry_after_usec, inf->opts.backoff_cap_usec));
         inf->relist_next = relist;
         inf->state = INF_BACKOFF;
         log_debug("informer %s: retrying %s in %llu ms", inf->ops->name, relist ? "list" : "watch",
@@ -245,7 +249,7 @@ static void on_list_done(const struct kube_result *res, void *userdata) {
                 log_debug("informer %s: list failed: %s", inf->ops->name,
                           res->message ? res->message : strerror(-res->error));
                 report_error(inf, res->error, res->message);
-                return schedule_retry(inf, true);
+                return schedule_retry(inf, true, res->retry_after_usec);
         }
         inf->failures = 0;
         set_rv(inf, res->resource_version);
@@ -263,7 +267,7 @@ static void start_list(struct informer *inf) {
         inf->fresh = hashmap_new(inf->opts.max_objects);
         if (!inf->fresh) {
                 inf->failures++;
-                return schedule_retry(inf, true);
+                return schedule_retry(inf, true, 0);
         }
         inf->state = INF_LISTING;
         inf->stats.lists++;
@@ -277,7 +281,7 @@ static void start_list(struct informer *inf) {
                 inf->fresh = NULL;
                 inf->failures++;
                 report_error(inf, r, NULL);
-                schedule_retry(inf, true);
+                schedule_retry(inf, true, 0);
         }
 }
 
@@ -376,7 +380,7 @@ static void on_watch_done(const struct kube_result *res, void *userdata) {
                         return start_watch(inf);
                 inf->failures++;
                 log_debug("informer %s: watch closed at once without events, retrying", inf->ops->name);
-                return schedule_retry(inf, false);
+                return schedule_retry(inf, false, 0);
         }
         if (res->error == -ESTALE) {
                 inf->stats.relists_410++;
@@ -387,7 +391,7 @@ static void on_watch_done(const struct kube_result *res, void *userdata) {
         }
         inf->failures++;
         report_error(inf, res->error, res->message);
-        schedule_retry(inf, res->error == -ENOSPC);
+        schedule_retry(inf, res->error == -ENOSPC, res->retry_after_usec);
 }
 
 static void start_watch(struct informer *inf) {
@@ -404,7 +408,7 @@ static void start_watch(struct informer *inf) {
         if (r < 0) {
                 inf->failures++;
                 report_error(inf, r, NULL);
-                schedule_retry(inf, false);
+                schedule_retry(inf, false, 0);
         }
 }
 

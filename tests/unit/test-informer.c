@@ -577,6 +577,48 @@ static void test_connection_refused_backoff(void **state) {
         assert_true(fake_transport_count(e->ft, "GET", WATCH) <= 25);
 }
 
+/* A watch answered 429 with a Retry-After (header, or only in the Status body of the
+ * stream) is not opened again before that time, although the informer's own backoff
+ * (0.5-1 s after one failure) would come sooner. */
+static void test_watch_429_honours_retry_after(void **state) {
+        static const char status_429[] =
+                "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"reason\":"
+                "\"TooManyRequests\",\"code\":429,\"details\":{\"retryAfterSeconds\":4}}";
+        struct env *e = *state;
+        uint64_t t429;
+        size_t n;
+
+        initial_sync(e);
+        fake_transport_expect(
+                e->ft, "GET", WATCH,
+                &(struct fake_reply){ .status = 429, .body = status_429, .headers = { "Retry-After: 3" } });
+        assert_int_equal(fake_transport_end_streams(e->ft, WATCH, -ECONNRESET), 1);
+        /* The first re-watch comes within the informer's first backoff (<= 1 s) and gets the 429. */
+        n = fake_transport_count(e->ft, "GET", WATCH);
+        fake_clock_advance(e->clock, 1 * SEC);
+        assert_int_equal(fake_transport_count(e->ft, "GET", WATCH), n + 1);
+        n++;
+        /* The header says 3 s: nothing before, although the backoff after two failures is at most 2 s. */
+        t429 = last_request(e)->at_usec;
+        fake_transport_expect(e->ft, "GET", WATCH,
+                              &(struct fake_reply){ .status = 429, .body = status_429 });
+        fake_clock_advance(e->clock, t429 + 3 * SEC - 1 * MS - timesrc_now(e->ts));
+        assert_int_equal(fake_transport_count(e->ft, "GET", WATCH), n);
+        fake_clock_advance(e->clock, 1 * MS);
+        assert_int_equal(fake_transport_count(e->ft, "GET", WATCH), n + 1);
+        n++;
+        /* No header: details.retryAfterSeconds (4) of the Status in the stream; the backoff
+         * after three failures would be 2-4 s. */
+        t429 = last_request(e)->at_usec;
+        expect_watch_open(e);
+        fake_clock_advance(e->clock, t429 + 4 * SEC - 1 * MS - timesrc_now(e->ts));
+        assert_int_equal(fake_transport_count(e->ft, "GET", WATCH), n);
+        fake_clock_advance(e->clock, 1 * MS);
+        assert_int_equal(fake_transport_count(e->ft, "GET", WATCH), n + 1);
+        assert_int_equal(fake_transport_open_streams(e->ft), 1);
+        assert_int_equal(fake_transport_count(e->ft, "GET", LIST), 2);
+}
+
 static void test_stop_and_free(void **state) {
         struct env *e = *state;
         size_t n;
@@ -660,6 +702,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_watch_410_relists, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_watch_ends_at_once_backs_off, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_connection_refused_backoff, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_watch_429_honours_retry_after, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_and_free, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cap_on_objects, setup, teardown),
                 cmocka_unit_test(test_kind_names),
