@@ -336,32 +336,53 @@ check_grace() {
 	     end)' "$1"
 }
 
-# check_rate AUDIT QPS BURST [UA-PREFIX]: the client rate limit, from the audit
-# log. AUDIT is a JSON array of audit events (audit_window or audit_since); each
-# request of a client whose userAgent starts with UA-PREFIX (default drainer/) is
-# counted once (by auditID, at its requestReceivedTimestamp, so a watch counts
-# when it was asked for). A token bucket of BURST tokens refilled at QPS admits at
-# most BURST + QPS*(t_j - t_i) requests in any window [t_i, t_j]; one more is
-# allowed for the jitter between the client's clock and the server's receive
-# time. Checked over every window in one pass: with a_k = k - QPS*t_k (requests
-# sorted by time), the worst window is max over i <= j of a_j - a_i, which must
-# stay <= BURST. Prints the worst window (count, length, allowed). No request at
-# all is a failure (nothing was measured). One client only: two drainer
-# processes in the window have two buckets.
+# check_rate AUDIT QPS BURST [UA-PREFIX] [RESTARTS]: the client rate limit, from
+# the audit log. AUDIT is a JSON array of audit events (audit_window or
+# audit_since); each request of a client whose userAgent starts with UA-PREFIX
+# (default drainer/) is counted once (by auditID, at its
+# requestReceivedTimestamp, so a watch counts when it was asked for). A token
+# bucket of BURST tokens refilled at QPS admits at most BURST + QPS*(t_j - t_i)
+# requests in any window [t_i, t_j]; one more is allowed for the jitter between
+# the client's clock and the server's receive time. Checked over every window in
+# one pass: with a_k = k - QPS*t_k (requests sorted by time), the worst window is
+# max over i <= j of a_j - a_i, which must stay <= BURST. Prints the worst window
+# (count, length, allowed). No request at all is a failure (nothing was
+# measured). One client only: two drainer processes in the window have two
+# buckets.
+# RESTARTS (a JSON array of RFC 3339 times at which kube-apiserver was started
+# again, default []): a restarted kube-apiserver listens about a second before
+# it serves, so requests sent in between wait in the kernel and all get the
+# receive time of the moment it starts serving (S, its first audit event after
+# the restart R). Those received within 0.1 s after S were sent after R (before
+# R nothing listened), so they are placed back at the earliest times a conforming
+# client could have sent them from R on (BURST at R, then one per 1/QPS; never
+# later than they arrived); a client that sent more than its bucket allowed in
+# [R, S] still fails.
 check_rate() {
-	jq_checks --argjson q "$2" --argjson b "$3" --arg ua "${4:-drainer/}" '
+	jq_checks --argjson q "$2" --argjson b "$3" --arg ua "${4:-drainer/}" --argjson restarts "${5:-[]}" '
 	def secs: (.[0:19] + "Z" | fromdateiso8601) + ((.[19:] | rtrimstr("Z")) as $f | if $f == "" then 0 else ("0" + $f | tonumber) end);
-	[.[] | select((.userAgent // "") | startswith($ua))] | group_by(.auditID) | map(map(.requestReceivedTimestamp) | min) | sort as $ts
+	. as $all
+	| [$all[] | select((.userAgent // "") | startswith($ua))] | group_by(.auditID) | map(map(.requestReceivedTimestamp) | min) | sort as $ts
 	| if ($ts | length) == 0 then "FAIL rate: no request of \($ua)* in the audit window"
 	  else ($ts[0][0:19] + "Z" | fromdateiso8601) as $t0
-	  | ($ts | map(secs - $t0)) as $t
+	  | ([$all[].requestReceivedTimestamp // empty] | unique | map(secs - $t0)) as $every
+	  | (reduce $restarts[] as $rs ({t: ($ts | map(secs - $t0)), moved: 0};
+		($rs | secs - $t0) as $r
+		| ([$every[] | select(. > $r)] | min) as $s
+		| if $s == null then . else
+		  .t as $t | [range(0; $t | length) | select($t[.] >= $s and $t[.] <= $s + 0.1)] as $held
+		  | .moved += ($held | length)
+		  | reduce range(0; $held | length) as $m (.; .t[$held[$m]] = ([.t[$held[$m]], $r + ([0, $m + 1 - $b] | max) / $q] | min))
+		  end)) as $adj
+	  | ($adj.t | sort) as $t
 	  | (reduce range(0; $t | length) as $k ({min: null, mi: 0, worst: null};
 		($k - $q * $t[$k]) as $a
 		| (if .min == null or $a < .min then .min = $a | .mi = $k else . end)
 		| ($a - .min) as $ex
 		| if .worst == null or $ex > .worst.ex then .worst = {ex: $ex, i: .mi, j: $k} else . end)).worst as $w
 	  | ($w.j - $w.i + 1) as $n | ($t[$w.j] - $t[$w.i]) as $dt | ($b + $q * $dt + 1) as $allowed
-	  | "\(if $n <= $allowed + 1e-9 then "ok" else "FAIL" end) rate: \($t | length) requests of \($ua)*; worst window \($n) requests in \($dt * 1000 | round / 1000) s from \($ts[$w.i]) (allowed \($b) + \($q) * \($dt * 1000 | round / 1000) + 1 = \($allowed * 1000 | round / 1000)) at --kube-api-qps \($q) --kube-api-burst \($b)"
+	  | def at: . + $t0 | (floor | todate | .[0:19]) + ((. - floor) * 1e6 | round | tostring | ("000000" + .)[-6:] | "." + .) + "Z";
+	  "\(if $n <= $allowed + 1e-9 then "ok" else "FAIL" end) rate: \($t | length) requests of \($ua)*; worst window \($n) requests in \($dt * 1000 | round / 1000) s from \($t[$w.i] | at) (allowed \($b) + \($q) * \($dt * 1000 | round / 1000) + 1 = \($allowed * 1000 | round / 1000)) at --kube-api-qps \($q) --kube-api-burst \($b)\(if ($restarts | length) > 0 then "; \($adj.moved) requests held by \($restarts | length) restarted server(s) placed back after the restart" else "" end)"
 	  end' "$1"
 }
 
