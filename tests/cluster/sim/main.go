@@ -11,6 +11,8 @@
 //     (kubernetes/kubernetes#129402);
 //   - publishes a ResourceSlice for the driver while the driver pod runs and
 //     wipes it --slice-wipe-delay after the driver is gone;
+//   - completes pods annotated sim.drainer.io/run-for=DURATION (Job pods) after
+//     they ran that long, once their claims are unprepared;
 //   - serves grpc.health.v1 (service "liveness") at the driver pod's IP;
 //   - runs the preStop hooks of the pods it terminates before it stops their
 //     containers (exec hooks on the host, see hooks.go); a driver pod whose

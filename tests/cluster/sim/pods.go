@@ -77,7 +77,59 @@ func (s *sim) syncPod(ctx context.Context, key string) error {
 	if !started(p) {
 		return s.start(ctx, n, p)
 	}
+	if _, ok := p.Annotations[annRunFor]; ok {
+		return s.runFor(ctx, n, p, key)
+	}
 	return s.refreshReady(ctx, n, p)
+}
+
+// runFor handles a pod annotated sim.drainer.io/run-for=DURATION, a workload that
+// ends by itself (a Job's pod): once it has run that long (from status.startTime),
+// its containers exit 0 (Completed), and once the kubelet has unprepared its
+// claims through the DRA driver the phase becomes Succeeded. While the node's
+// driver is not running the claims cannot be unprepared: containers stopped, the
+// phase stays Running, until the driver runs again (the kubelet reports a terminal
+// phase only after UnprepareResources). Meant for restartPolicy Never/OnFailure.
+func (s *sim) runFor(ctx context.Context, n *simNode, p *corev1.Pod, key string) error {
+	d, err := time.ParseDuration(p.Annotations[annRunFor])
+	if err != nil || d < 0 || p.Status.StartTime == nil {
+		if err != nil || d < 0 {
+			n.logOnce(p.UID, "pod %s/%s: bad %s %q, ignoring", p.Namespace, p.Name, annRunFor, p.Annotations[annRunFor])
+		}
+		return s.refreshReady(ctx, n, p)
+	}
+	if left := time.Until(p.Status.StartTime.Add(d)); left > 0 {
+		s.podQueue.AddAfter(key, left)
+		if containersStopped(p) {
+			return nil
+		}
+		return s.refreshReady(ctx, n, p)
+	}
+	pods := s.cs.CoreV1().Pods(p.Namespace)
+	now := metav1.Now()
+	if s.needsDriver(p) && !n.driverIsRunning() {
+		if !containersStopped(p) {
+			if _, err := pods.UpdateStatus(ctx, stoppedStatus(p, now), metav1.UpdateOptions{}); err != nil {
+				if apierrors.IsNotFound(err) {
+					return nil
+				}
+				return err
+			}
+		}
+		n.logOnce(p.UID, "pod %s/%s on %s exited and stays Running: driver %s is not running, claims cannot be unprepared",
+			p.Namespace, p.Name, n.name, s.cfg.driver)
+		return nil
+	}
+	q := stoppedStatus(p, now)
+	q.Status.Phase = corev1.PodSucceeded
+	if _, err := pods.UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	log.Printf("pod %s/%s on %s succeeded after running %v", p.Namespace, p.Name, n.name, time.Since(p.Status.StartTime.Time).Round(time.Second))
+	return nil
 }
 
 // needsDriver: the kubelet must call the DRA driver to prepare/unprepare this pod.

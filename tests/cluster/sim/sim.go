@@ -33,6 +33,7 @@ const (
 	annUnhealthy = "sim.drainer.io/driver-unhealthy" // "true": the node's driver answers NOT_SERVING
 	annNotReady  = "sim.drainer.io/driver-not-ready" // "true": the node's driver pod reports Ready=False
 	annMirror    = "kubernetes.io/config.mirror"
+	annRunFor    = "sim.drainer.io/run-for" // a duration: the pod's containers exit 0 after running that long
 	byNodeIndex  = "node"
 )
 
