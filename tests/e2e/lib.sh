@@ -353,11 +353,12 @@ check_grace() {
 # again, default []): a restarted kube-apiserver listens about a second before
 # it serves, so requests sent in between wait in the kernel and all get the
 # receive time of the moment it starts serving (S, its first audit event after
-# the restart R). Those received within 0.1 s after S were sent after R (before
-# R nothing listened), so they are placed back at the earliest times a conforming
-# client could have sent them from R on (BURST at R, then one per 1/QPS; never
-# later than they arrived); a client that sent more than its bucket allowed in
-# [R, S] still fails.
+# the restart R; the client's held requests arrive as one tight group, each
+# within 50 ms of the previous, starting at most 1 s after S). That group was
+# sent after R (before R nothing listened), so it is placed back at the earliest
+# times a conforming client could have sent it from R on (BURST at R, then one
+# per 1/QPS; never later than it arrived): a client that sent more than its
+# bucket allowed in [R, S] still fails.
 check_rate() {
 	jq_checks --argjson q "$2" --argjson b "$3" --arg ua "${4:-drainer/}" --argjson restarts "${5:-[]}" '
 	def secs: (.[0:19] + "Z" | fromdateiso8601) + ((.[19:] | rtrimstr("Z")) as $f | if $f == "" then 0 else ("0" + $f | tonumber) end);
@@ -370,7 +371,10 @@ check_rate() {
 		($rs | secs - $t0) as $r
 		| ([$every[] | select(. > $r)] | min) as $s
 		| if $s == null then . else
-		  .t as $t | [range(0; $t | length) | select($t[.] >= $s and $t[.] <= $s + 0.1)] as $held
+		  .t as $t | ([range(0; $t | length) | select($t[.] >= $s)] | first) as $f
+		  | (if $f == null or $t[$f] > $s + 1 then []
+		     else reduce range($f + 1; $t | length) as $k ({held: [$f], open: true};
+			if .open and $t[$k] - $t[$k - 1] <= 0.05 then .held += [$k] else .open = false end) | .held end) as $held
 		  | .moved += ($held | length)
 		  | reduce range(0; $held | length) as $m (.; .t[$held[$m]] = ([.t[$held[$m]], $r + ([0, $m + 1 - $b] | max) / $q] | min))
 		  end)) as $adj
