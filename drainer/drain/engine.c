@@ -30,6 +30,9 @@
 #define EVICT_BACKOFF_CAP_USEC  (20 * USEC_PER_SEC)
 #define HEALTH_RECHECK_USEC     (2 * USEC_PER_SEC)
 #define HEALTH_TIMEOUT_USEC     (5 * USEC_PER_SEC)
+/* After a 409 on the Node patch, how long to wait for the watch to bring the newer Node
+ * before patching from the cached one again. */
+#define CONFLICT_WAIT_USEC      (5 * USEC_PER_SEC)
 #define MAX_HELD                64
 #define MAX_DRIVER_KEYS         16
 
@@ -91,8 +94,11 @@ struct engine {
         char *unit_state; /* last ActiveState seen, or NULL */
         char *unit_error; /* last failure, for messages */
         uint64_t unit_state_at;
-        char *await_rv;   /* resourceVersion our last patch produced, until the cache has it */
-        bool finish_sent; /* uncordon: the final patch went out */
+        char *await_rv;          /* resourceVersion our last patch produced, until the cache has it */
+        char *patch_rv;          /* resourceVersion the Node patch in flight is conditional on */
+        char *conflict_rv;       /* ... of a patch refused with 409, until the cache moves past it */
+        uint64_t conflict_until; /* then patch again anyway (monotonic µs) */
+        bool finish_sent;        /* uncordon: the final patch went out */
         size_t events_in_flight;
 
         struct plan plan;
@@ -416,8 +422,14 @@ static void on_node_patched(const struct kube_result *res, void *userdata) {
         if (res->error == -ECANCELED)
                 return;
         if (res->error == -EBUSY || res->error == -EEXIST) {
-                /* 409: the Node changed under us; the informer brings the new version. */
-                log_debug("node %s changed concurrently, re-evaluating", e->o.node);
+                /* 409: the Node changed under us; the informer brings the new version.
+                 * Until it has, a patch built from the cache would be refused again:
+                 * wait for it (reconcile), or CONFLICT_WAIT_USEC if the watch is slow. */
+                log_debug("node %s changed concurrently, waiting for its new version", e->o.node);
+                free(e->conflict_rv);
+                e->conflict_rv = TAKE_PTR(e->patch_rv);
+                e->conflict_until = timesrc_now(e->ts) + CONFLICT_WAIT_USEC;
+                retry_at(e, e->conflict_until);
                 return kick(e);
         }
         if (res->error < 0) {
@@ -437,12 +449,16 @@ static void on_node_patched(const struct kube_result *res, void *userdata) {
 /* Sends one merge patch to the Node (takes ownership of body). */
 static void patch_node(struct engine *e, char *body) {
         _cleanup_free_ char *path = NULL, *ename = kube_query_escape(e->o.node);
+        const struct node_rec *n;
         int r;
 
         if (!body || !ename || asprintf(&path, "/api/v1/nodes/%s", ename) < 0) {
                 free(body);
                 return finish(e, -ENOMEM, "out of memory");
         }
+        n = informer_get(e->inf[INFORMER_NODES], e->o.node);
+        free(e->patch_rv);
+        e->patch_rv = n && n->resource_version ? strdup(n->resource_version) : NULL;
         r = kube_patch(e->client, path, KUBE_PATCH_MERGE, body, on_node_patched, e, &e->node_call);
         free(body);
         if (r < 0)
@@ -1399,6 +1415,11 @@ static void reconcile(struct engine *e) {
                         return; /* the cache has not caught up with our own patch yet */
                 e->await_rv = mfree(e->await_rv);
         }
+        if (e->conflict_rv) {
+                if (streq_ptr(n->resource_version, e->conflict_rv) && timesrc_now(e->ts) < e->conflict_until)
+                        return; /* a patch from this version was refused with 409: wait for a newer one */
+                e->conflict_rv = mfree(e->conflict_rv);
+        }
 
         if (e->has_st)
                 drain_state_done(&e->st);
@@ -1601,6 +1622,8 @@ void engine_free(struct engine *e) {
                 pdb_rec_free(e->pdbs[i]);
         free(e->pdbs);
         free(e->await_rv);
+        free(e->patch_rv);
+        free(e->conflict_rv);
         free(e->node_fs);
         free(e->pod_fs);
         free(e->message);
