@@ -21,6 +21,10 @@
 #define RAW_ERROR_CAP   (64 * 1024)
 #define WATCH_EVENT_CAP (16 * 1024 * 1024)
 #define MAX_BODY        (256 * 1024 * 1024)
+/* Resends of a call the server went away from without answering (a stream refused
+ * by GOAWAY, a dropped connection: see transport.h), as Go's HTTP/2 transport does;
+ * each goes through the token bucket again, and none counts as an attempt. */
+#define RESENDS_MAX     6U
 
 struct kube_client {
         struct transport *transport; /* borrowed */
@@ -54,6 +58,7 @@ struct kube_call {
         void *userdata;
         uint64_t timeout_usec;
         unsigned attempts;
+        unsigned resends;
         struct http_call *http;
         uint64_t sent_at; /* monotonic µs of the last attempt, for metrics */
 
@@ -372,6 +377,14 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
         log_debug("%s %s: attempt %u: %s%s%ld", call->method, call->path, call->attempts,
                   error < 0 ? strerror(-error) : "", error < 0 ? ", status " : "status ", status);
 
+        if (error < 0 && resp && resp->unanswered && call->resends < RESENDS_MAX) {
+                call->resends++;
+                call->attempts--;
+                c->stats.retries++;
+                log_debug("%s %s: the server went away without answering, resending (%u of %u)",
+                          call->method, call->path, call->resends, RESENDS_MAX);
+                return call_schedule(call, 0);
+        }
         if (error == 0 && status == 401 && !call->refreshed_auth) {
                 /* Credentials may have rotated (token file, exec plugin): refresh once and resend. */
                 call->refreshed_auth = true;
@@ -514,6 +527,7 @@ static void call_dispatch(struct kube_call *call) {
                 .timeout_usec = call->watch ? 0 : call->timeout_usec,
                 .max_body = MAX_BODY,
                 .stream = call->watch,
+                .no_resend = true,
         };
 
         call->attempts++;

@@ -110,6 +110,8 @@ struct http_call {
         char *grpc_status;  /* owned; grpc-status header or trailer */
         char *grpc_message; /* owned; grpc-message header or trailer */
         bool unix_socket;   /* connects to a unix socket, not TCP */
+        bool no_resend;     /* the caller resends unanswered calls itself */
+        bool unanswered;    /* failed without an answer, and may be sent again */
 
         /* Attempts before this one, which the server never answered (call_resend). */
         unsigned resends;
@@ -336,6 +338,7 @@ static void call_complete(struct http_call *c, int error) {
                 .content_type = c->content_type,
                 .grpc_status = c->grpc_status,
                 .grpc_message = c->grpc_message,
+                .unanswered = error == -ECONNRESET && c->unanswered,
         };
         if (error == 0 && c->mode != BODY_STREAM) {
                 resp.body = c->body ? c->body : "";
@@ -733,6 +736,7 @@ static int curl_submit(struct transport *tt, const struct http_request *req, htt
         c->userdata = userdata;
         c->stream = req->stream;
         c->unix_socket = req->unix_socket != NULL;
+        c->no_resend = req->no_resend;
         c->timeout_usec = req->timeout_usec;
         c->max_body = req->max_body > 0 ? MIN(req->max_body, SIZE_MAX - 1) : MAX_BODY_DEFAULT;
         strcpy(c->method, req->method);
@@ -900,8 +904,10 @@ static void check_multi_info(struct curl_transport *t) {
                 if (c->canceled)
                         continue; /* its -ECANCELED is queued */
                 if (unanswered(c, result)) {
-                        if (call_resend(c, result))
+                        /* With no_resend the caller sends it again, through its rate limiter. */
+                        if (!c->no_resend && call_resend(c, result))
                                 continue;
+                        c->unanswered = c->no_resend;
                         /* The server went away under it: not a TLS or an HTTP error. */
                         call_complete(c, -ECONNRESET);
                         continue;

@@ -53,6 +53,10 @@ struct http_request {
          * never by TCP calls and vice versa (libcurl keys them so). NULL: TCP. A socket
          * that does not exist fails with -ENOENT, one we may not use with -EACCES. */
         const char *unix_socket;
+        /* Do not send the call again when the server went away without answering (see
+         * transport_curl_new): complete it with -ECONNRESET and resp->unanswered set, so
+         * that the caller sends it again through its rate limiter. */
+        bool no_resend;
 };
 
 struct http_response {
@@ -68,6 +72,10 @@ struct http_response {
          * gRPC sends it, and cut at 1024 bytes. */
         const char *grpc_status;
         const char *grpc_message;
+        /* With no_resend: the call failed (-ECONNRESET) because the server went away
+         * without a byte of answer, in a way that makes sending it again safe (a stream
+         * refused by GOAWAY: any method; a dropped stream or connection: GET and HEAD). */
+        bool unanswered;
 };
 
 /* Streaming body data. Returning < 0 aborts the call, which then completes with that error. */
@@ -144,7 +152,8 @@ static inline void transport_free(struct transport *t) {
 /* It sends a call again when the server went away from it without a byte of
  * response (an HTTP/2 stream refused by GOAWAY: any method; a dropped
  * connection: GET and HEAD only), up to 6 times within its timeout_usec; done
- * still runs once, with -ECONNRESET if every attempt went that way. */
+ * still runs once, with -ECONNRESET if every attempt went that way. Not with
+ * no_resend: then the caller decides (resp->unanswered). */
 int transport_curl_new(struct uv_loop_s *loop, const struct tls_config *tls, struct transport **ret);
 
 /* libcurl's process-wide state: call transport_global_init() once before any

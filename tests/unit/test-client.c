@@ -853,6 +853,51 @@ static void test_watch_stream(void **state) {
         result_clear(&r);
 }
 
+/* A call the server went away from without answering (resp->unanswered: refused
+ * by GOAWAY, or a dropped GET) is sent again, even a POST, but through the token
+ * bucket: never faster than the qps (the transport's own resends, which bypassed
+ * it, let drainer overrun --kube-api-qps behind a proxy resetting streams), and at
+ * most RESENDS_MAX times; none counts as an attempt. */
+static void test_unanswered_resent_through_bucket(void **state) {
+        struct env *e = *state;
+        struct result r = {}, g = {};
+
+        env_client(e, &(struct kube_client_options){ .qps = 5, .burst = 1, .random_seed = 1 });
+        fake_transport_expect(e->ft, "POST", "/api/v1/namespaces/default/events",
+                              &(struct fake_reply){ .error = -ECONNRESET, .unanswered = true, .times = 2 });
+        fake_transport_expect_json(e->ft, "POST", "/api/v1/namespaces/default/events", 201, EVENT_JSON);
+        assert_int_equal(
+                kube_create(e->client, "/api/v1/namespaces/default/events", EVENT_JSON, on_done, &r, NULL),
+                0);
+        fake_clock_advance(e->clock, 10 * SEC);
+        assert_int_equal(r.calls, 1);
+        assert_int_equal(r.error, 0);
+        assert_int_equal(r.attempts, 1);
+        assert_int_equal(fake_transport_n_requests(e->ft), 3);
+        for (size_t i = 0; i < 3; i++)
+                assert_int_equal(fake_transport_request(e->ft, i)->at_usec, T0 + i * 200 * MS);
+        result_clear(&r);
+
+        /* Not forever: after 6 resends the error goes back to the caller. */
+        fake_transport_expect(
+                e->ft, "GET", "/api/v1/nodes/node-1",
+                &(struct fake_reply){ .error = -ECONNRESET, .unanswered = true, .times = FAKE_FOREVER });
+        assert_int_equal(kube_call_start(e->client,
+                                         &(struct kube_call_params){ .method = "GET",
+                                                                     .path = "/api/v1/nodes/node-1" },
+                                         on_done, &g, NULL),
+                         0);
+        fake_clock_advance(e->clock, 10 * SEC);
+        assert_int_equal(g.calls, 1);
+        assert_int_equal(g.error, -ECONNRESET);
+        assert_int_equal(fake_transport_n_requests(e->ft), 3 + 7);
+        for (size_t i = 4; i < 10; i++)
+                assert_true(fake_transport_request(e->ft, i)->at_usec -
+                                    fake_transport_request(e->ft, i - 1)->at_usec >=
+                            200 * MS);
+        result_clear(&g);
+}
+
 static void test_token_bucket(void **state) {
         struct env *e = *state;
         struct result r[4] = {};
@@ -1090,6 +1135,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_pagination, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_watch_stream, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_token_bucket, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unanswered_resent_through_bucket, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_token_bucket_with_backoff, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_client_in_done, setup, teardown),

@@ -20,7 +20,7 @@ struct expectation {
         char *chunks[FAKE_MAX_CHUNKS];
         size_t n_chunks;
         uint64_t delay_usec, chunk_interval_usec;
-        bool hold_open;
+        bool hold_open, unanswered;
         unsigned left; /* FAKE_FOREVER: unlimited */
 };
 
@@ -158,7 +158,8 @@ static void call_complete(struct http_call *call, int error) {
                 resp.retry_after_usec = parse_retry_after(e);
                 resp.content_type = content_type(e);
         }
-        call->on_done(call, error, error == 0 ? &resp : NULL, call->userdata);
+        resp.unanswered = error == -ECONNRESET && e && e->unanswered;
+        call->on_done(call, error, error == 0 || resp.unanswered ? &resp : NULL, call->userdata);
         dtimer_done(&call->timer);
         free(call);
 }
@@ -405,6 +406,7 @@ int fake_transport_expect(struct fake_transport *f, const char *method, const ch
                 .delay_usec = reply->delay_usec,
                 .chunk_interval_usec = reply->chunk_interval_usec,
                 .hold_open = reply->hold_open,
+                .unanswered = reply->unanswered,
                 .left = reply->times ? reply->times : 1,
         };
         for (size_t i = 0; i < FAKE_MAX_HEADERS && reply->headers[i]; i++)

@@ -29,8 +29,9 @@ struct fake_reply {
         const char *chunks[FAKE_MAX_CHUNKS];   /* streaming calls: on_data pieces, in order */
         uint64_t delay_usec;                   /* latency before the reply starts */
         uint64_t chunk_interval_usec;          /* 0: all chunks at once; else one chunk per interval */
-        bool hold_open; /* streaming: after the chunks, stay open until pushed/ended/cancelled */
-        unsigned times; /* how many requests this answers: 0 = 1, FAKE_FOREVER = unlimited */
+        bool hold_open;  /* streaming: after the chunks, stay open until pushed/ended/cancelled */
+        unsigned times;  /* how many requests this answers: 0 = 1, FAKE_FOREVER = unlimited */
+        bool unanswered; /* with error -ECONNRESET: resp->unanswered (the server went away unanswering) */
 };
 
 /* One recorded request. Strings are copies, valid until fake_transport_free(). */
