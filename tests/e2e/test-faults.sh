@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# Issue 7, item 1: drainer behind a fault-injecting proxy (tests/cluster/faultproxy)
+# that answers 429 with Retry-After, 500 and 503, resets streams and
+# connections (before the request reaches the API server, and after, losing the
+# answer), stalls requests, sends bodies slowly and cuts watch streams in the
+# middle of an event. For each fault kind, and for all of them mixed, a full
+# `drain node-1` of the demo workload then `uncordon node-1` through the proxy;
+# then `maintain node-1 -- true` with the mix. Per run: both exit 0; the safety
+# rules (check_order, check_grace, check_node_invariants); the node drained, then
+# schedulable with no drainer.io annotation; the proxy really injected the
+# fault; no retry of an injected 429 before its Retry-After; and the rate rule
+# (--kube-api-qps Q --kube-api-burst B) over every window of drainer's requests
+# both in the audit log (what reached the API server) and in the proxy's request
+# log (every attempt, faulted ones included). The checkers are first fed
+# synthetic sequences that must fail, so they cannot pass vacuously.
+# FAULTS_RUNS="429 reset ..." picks runs; FAULTPROXY_PORT (default API port + 57,
+# admin port + 1) moves the proxy.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_drainer
+node=node-1
+Q=${FAULTS_QPS:-10}
+B=${FAULTS_BURST:-5}
+export DRAINER_RUN_TIMEOUT=150
+fp_port=${FAULTPROXY_PORT:-$((DRAINER_CLUSTER_API_PORT + 57))}
+fp_admin=$((fp_port + 1))
+fp_log=$e2e_tmp/proxy.log
+kc=$e2e_tmp/kubeconfig.proxy
+
+cleanup_faults() {
+	if [ -n "${fp_pid:-}" ]; then
+		kill "$fp_pid" 2>/dev/null
+		wait "$fp_pid" 2>/dev/null
+	fi
+	reset_node "$node"
+	demo
+}
+e2e_cleanup_hooks+=(cleanup_faults)
+
+# ---------------------------------------------------------------------------
+# Checkers over the proxy's request log (JSON lines: t, method, uri, ua, fault,
+# status, retry_after, body).
+
+# proxy_slice FROM_LINE FILE: drainer's requests in the proxy log after line
+# FROM_LINE, one JSON array sorted by receive time.
+proxy_slice() {
+	tail -n +"$(($1 + 1))" "$fp_log" | jq -c 'select(.method != null and (.ua | startswith("drainer/")))' |
+		jq -s 'sort_by(.t)' >"$2"
+}
+# labelled PREFIX COMMAND...: runs a check command in a subshell and records
+# its ok/FAIL lines here, each with PREFIX in front.
+labelled() {
+	local prefix=$1 out line
+	shift
+	out=$("$@")
+	while IFS= read -r line; do
+		case $line in
+		"  ok: "*) pass "$prefix${line#  ok: }" ;;
+		"  FAIL: "*) fail "$prefix${line#  FAIL: }" ;;
+		*) [ -z "$line" ] || echo "$line" ;;
+		esac
+	done <<<"$out"
+}
+# check_proxy_rate FILE QPS BURST: check_rate over the proxy's log (each line is
+# one attempt as drainer sent it, whatever the proxy then did with it).
+check_proxy_rate() {
+	jq '[to_entries[] | {userAgent: .value.ua, auditID: "p\(.key)", requestReceivedTimestamp: .value.t}]' "$1" >"$1.as-audit"
+	labelled "proxy log: " check_rate "$1.as-audit" "$2" "$3"
+}
+# check_retry_after FILE: no request answered with an injected 429 + Retry-After
+# S was sent again (same method, URI up to resourceVersion/timeoutSeconds, same
+# body) less than S seconds later.
+check_retry_after() {
+	jq_checks '
+	def secs: (.[0:19] + "Z" | fromdateiso8601) + ("0" + (.[19:] | rtrimstr("Z")) | tonumber);
+	def key: "\(.method) \(.uri | gsub("resourceVersion=[0-9]*"; "resourceVersion=N") | gsub("timeoutSeconds=[0-9]*"; "timeoutSeconds=N")) \(.body // "")";
+	. as $all
+	| [range(0; length) as $i | $all[$i] | select(.fault == "429" and (.retry_after // 0) > 0) | . + {i: $i}] as $t
+	| [$t[] | . as $x | key as $k
+	   | ([$all[($x.i + 1):][] | select(key == $k)] | .[0]) as $next
+	   | select($next != null)
+	   | {uri: "\($x.method) \($x.uri)", ra: $x.retry_after, gap: (($next.t | secs) - ($x.t | secs))}] as $r
+	| if ($t | length) == 0 then "FAIL Retry-After: no injected 429 to check"
+	  else ([$r[] | select(.gap < .ra - 0.005)]) as $early
+	  | if ($early | length) == 0
+	    then "ok Retry-After: \($t | length) injected 429s, \($r | length) retried, none before its Retry-After (shortest gap \([$r[].gap] | min // "-" | if type == "number" then (. * 1000 | round / 1000) else . end) s)"
+	    else "FAIL Retry-After not honoured: \($early | map("\(.uri) after \(.gap * 1000 | round / 1000) s < \(.ra) s") | .[0:4] | join("; "))" end
+	  end' "$1"
+}
+
+# Self-test: the checkers fail on sequences that break the rules.
+selftest() {
+	local f=$e2e_tmp/selftest.json out
+	# 8 requests 10 ms apart at qps 10 burst 5: 8 > 5 + 0.07 + 1.
+	jq -n '[range(0; 8) | {ua: "drainer/x", method: "GET", uri: "/api/v1/nodes/n", fault: "pass",
+		t: "2026-01-01T00:00:01.\(1000 * (. + 1) | tostring | ("000000" + .)[-6:])Z"}]' >"$f"
+	out=$(check_proxy_rate "$f" 10 5)
+	if grep -q FAIL <<<"$out"; then pass "self-test: the proxy-log rate checker fails 8 requests in 70 ms at qps 10 burst 5"; else fail "self-test: rate checker passed a too-fast sequence: $out"; fi
+	# 6 requests 250 ms apart: 2 + 0.25*... fits easily.
+	jq -n '[range(0; 6) | {ua: "drainer/x", method: "GET", uri: "/x", fault: "pass",
+		t: "2026-01-01T00:00:0\(1 + (. / 4 | floor)).\((. % 4) * 250000 | tostring | ("000000" + .)[-6:])Z"}]' >"$f"
+	out=$(check_proxy_rate "$f" 10 5)
+	if grep -q '^  ok' <<<"$out"; then pass "self-test: the rate checker passes 6 requests 250 ms apart"; else fail "self-test: rate checker refused a slow sequence: $out"; fi
+	# A 429 with Retry-After 2 retried after 0.5 s.
+	jq -n '[{ua: "drainer/x", method: "POST", uri: "/e", body: "ab", fault: "429", retry_after: 2, t: "2026-01-01T00:00:01.000000Z"},
+		{ua: "drainer/x", method: "POST", uri: "/e", body: "cd", fault: "pass", t: "2026-01-01T00:00:01.100000Z"},
+		{ua: "drainer/x", method: "POST", uri: "/e", body: "ab", fault: "pass", t: "2026-01-01T00:00:01.500000Z"}]' >"$f"
+	out=$(check_retry_after "$f")
+	if grep -q 'FAIL: Retry-After not honoured' <<<"$out"; then pass "self-test: the Retry-After checker fails a retry 0.5 s after Retry-After: 2"; else fail "self-test: Retry-After checker passed an early retry: $out"; fi
+	jq '.[2].t = "2026-01-01T00:00:03.000000Z"' "$f" >"$f.2"
+	out=$(check_retry_after "$f.2")
+	if grep -q '^  ok' <<<"$out"; then pass "self-test: the Retry-After checker passes a retry 2 s later (another body in between is not a retry)"; else fail "self-test: Retry-After checker: $out"; fi
+}
+
+# ---------------------------------------------------------------------------
+# The proxy.
+
+fp_rules() { # JSON
+	curl -fsS -X PUT --data-binary "$1" "http://127.0.0.1:$fp_admin/rules" >/dev/null
+}
+fp_start() {
+	local bin
+	if ! bin=$("$e2e_root/tests/cluster/faultproxy/build" 2>"$e2e_tmp/fp-build.err"); then
+		fail "faultproxy does not build: $(tail -n 5 "$e2e_tmp/fp-build.err")"
+		finish
+		exit 1
+	fi
+	"$bin" -listen "127.0.0.1:$fp_port" -admin "127.0.0.1:$fp_admin" \
+		-upstream "https://127.0.0.1:$DRAINER_CLUSTER_API_PORT" \
+		-ca "$DRAINER_CLUSTER_DIR/pki/ca.crt" -ca-key "$DRAINER_CLUSTER_DIR/pki/ca.key" \
+		-log "$fp_log" >"$e2e_tmp/proxy.out" 2>&1 &
+	fp_pid=$!
+	if ! wait_until 10 curl -fsS "http://127.0.0.1:$fp_admin/healthz"; then
+		fail "faultproxy did not start: $(cat "$e2e_tmp/proxy.out")"
+		finish
+		exit 1
+	fi
+	# The same kubeconfig (CA, token) with the proxy as server.
+	sed "s#server: https://127.0.0.1:$DRAINER_CLUSTER_API_PORT#server: https://127.0.0.1:$fp_port#" \
+		"$DRAINER_CLUSTER_DIR/kubeconfig" >"$kc"
+	grep -q "127.0.0.1:$fp_port" "$kc" || { fail "kubeconfig for the proxy"; finish; exit 1; }
+}
+
+# ---------------------------------------------------------------------------
+# One run: VERB-ARGS are "drain" (then uncordon) or "maintain".
+
+declare -A fault_rules=(
+	# 429 with Retry-After (1 or 2 s) on a quarter of the requests, watches included.
+	[429]='[{"name":"429-2s","action":"429","retry_after":2,"every":9},
+		{"name":"429-1s","action":"429","retry_after":1,"prob":0.25}]'
+	[500]='[{"name":"500","action":"500","prob":0.25}]'
+	[503]='[{"name":"503","action":"503","prob":0.25}]'
+	# Stream resets before the request is forwarded (GETs are resent by the transport,
+	# writes are retried by the engine), a few after it (the answer is lost, the
+	# write happened), and whole connections closed.
+	[reset]='[{"name":"reset-conn","action":"reset-conn","every":11},
+		{"name":"reset-after","action":"reset","after":true,"prob":0.08},
+		{"name":"reset","action":"reset","prob":0.2}]'
+	# Hold some requests 2 s, one until drainer gives up on it (its 30 s request
+	# timeout: a GET, so it is retried).
+	[stall]='[{"name":"stall-forever","action":"stall","method":"GET","watch":false,"path":"^/api/v1/pods","first":1},
+		{"name":"stall-2s","action":"stall","delay":"2s","prob":0.25}]'
+	[slow-body]='[{"name":"slow-body","action":"slow-body","chunk":200,"delay":"15ms","prob":0.4}]'
+	# Cut watches half-way through an event line, after 0 to 2 complete events.
+	[cut-watch]='[{"name":"cut-0","action":"cut-watch","events":0,"every":4},
+		{"name":"cut-1","action":"cut-watch","events":1,"prob":0.5},
+		{"name":"cut-2-conn","action":"cut-watch","events":2,"conn":true,"prob":0.5}]'
+	[mixed]='[{"name":"cut-watch","action":"cut-watch","events":1,"prob":0.3},
+		{"name":"429","action":"429","retry_after":1,"prob":0.06},
+		{"name":"500","action":"500","prob":0.04},
+		{"name":"503","action":"503","prob":0.04},
+		{"name":"reset","action":"reset","prob":0.04},
+		{"name":"reset-after","action":"reset","after":true,"prob":0.02},
+		{"name":"reset-conn","action":"reset-conn","prob":0.02},
+		{"name":"stall","action":"stall","delay":"1s","prob":0.03},
+		{"name":"slow-body","action":"slow-body","chunk":300,"delay":"10ms","prob":0.04}]'
+)
+
+# injected FILE: "name=count ..." of the faults injected in a proxy slice.
+injected() {
+	jq -r '[.[] | select(.fault != "pass") | .rule] | group_by(.) | map("\(.[0])=\(length)") | join(" ")' "$1"
+}
+
+fault_run() { # KIND VERB
+	local k=$1 verb=$2 first plog nfault
+	echo "  --- $k ($verb)"
+	demo || { fail "$k: demo workload"; return; }
+	pods_on_node "$node" "$e2e_tmp/$k.pods.json"
+	classify_pods "$e2e_tmp/$k.pods.json" >"$e2e_tmp/$k.classes.json"
+	claims_on_node "$node" >"$e2e_tmp/$k.claims.json"
+	node_watch_start "$node" "$e2e_tmp/$k.watch"
+	fp_rules "${fault_rules[$k]}" || { fail "$k: setting the proxy's rules"; return; }
+	first=$(audit_lines)
+	plog=$(wc -l <"$fp_log")
+	if [ "$verb" = drain ]; then
+		drainer_run "$k.drain" --kubeconfig "$kc" --kube-api-qps "$Q" --kube-api-burst "$B" \
+			drain "$node" --timeout 120s
+		check_rc "$k: drain through the proxy completes" 0 "$k.drain"
+		check_eq "$k: drainer.io/state=drained" drained "$(node_ann "$node" drainer.io/state)"
+		check_eq "$k: no ResourceClaim on $node" "[]" "$(claims_on_node "$node")"
+		check "$k: no driver pod on $node" no_driver_pod "$node"
+		drainer_run "$k.uncordon" --kubeconfig "$kc" --kube-api-qps "$Q" --kube-api-burst "$B" \
+			uncordon "$node" --timeout 120s
+		check_rc "$k: uncordon through the proxy completes" 0 "$k.uncordon"
+	else
+		# maintain runs the command while drained: it records that the node was
+		# drained and that no claim was left on it.
+		drainer_run "$k.maintain" --kubeconfig "$kc" --kube-api-qps "$Q" --kube-api-burst "$B" \
+			maintain "$node" --timeout 120s -- sh -c "$KUBECTL get node $node -o jsonpath='{.metadata.annotations.drainer\.io/state}' >'$e2e_tmp/$k.state-in-cmd'"
+		check_rc "$k: maintain (drain, command, restore) through the proxy completes" 0 "$k.maintain"
+		check_eq "$k: the command ran while the node was drained" drained "$(cat "$e2e_tmp/$k.state-in-cmd" 2>/dev/null)"
+	fi
+	fp_rules '[]'
+	sleep 0.3
+	node_watch_stop
+	echo "  phases seen: $(phases_seen "$e2e_tmp/$k.watch")"
+	check "$k: restored: schedulable, no drain taint, no drainer.io annotation, driver running, slice published" \
+		wait_until 30 node_restored "$node"
+	audit_window "$first" "$e2e_tmp/$k.audit"
+	check_order "$e2e_tmp/$k.audit" "$e2e_tmp/$k.classes.json" "$e2e_tmp/$k.claims.json" "$node"
+	check_grace "$e2e_tmp/$k.audit" "$e2e_tmp/$k.classes.json"
+	check_node_invariants "$e2e_tmp/$k.watch" false
+	proxy_slice "$plog" "$e2e_tmp/$k.proxy.json"
+	nfault=$(jq '[.[] | select(.fault != "pass")] | length' "$e2e_tmp/$k.proxy.json")
+	if [ "$nfault" -gt 0 ]; then
+		pass "$k: the proxy injected $nfault faults into $(jq length "$e2e_tmp/$k.proxy.json") requests ($(injected "$e2e_tmp/$k.proxy.json"))"
+	else
+		fail "$k: the proxy injected no fault ($(jq length "$e2e_tmp/$k.proxy.json") requests): the run proves nothing"
+	fi
+	case $k in
+	429 | mixed) check_retry_after "$e2e_tmp/$k.proxy.json" ;;
+	esac
+	# A 409 on the Node patch means the cache is behind: drainer waits for the
+	# watch to catch up instead of patching from the stale version again.
+	check "$k: at most 10 Node patches refused with 409 ($(jq '[.[] | select((.userAgent | startswith("drainer/")) and .verb == "patch" and .responseStatus.code == 409)] | length' "$e2e_tmp/$k.audit"))" \
+		jq -e '[.[] | select((.userAgent | startswith("drainer/")) and .verb == "patch" and .responseStatus.code == 409)] | length <= 10' "$e2e_tmp/$k.audit"
+	audit_since "$first" "$e2e_tmp/$k.audit-all"
+	# Requests the proxy held (stall) reached the API server later than drainer sent
+	# them, bunched with later ones: the audit log's times say nothing of drainer's
+	# rate for those. Leave them out there (each matched by URI, received within its
+	# stall + 1 s); the proxy log's check covers them.
+	jq --slurpfile p "$e2e_tmp/$k.proxy.json" '
+		def secs: (.[0:19] + "Z" | fromdateiso8601) + ("0" + (.[19:] | rtrimstr("Z")) | tonumber);
+		[$p[0][] | select(.fault == "stall") | {uri, t: (.t | secs), until: ((.t | secs) + .secs + 1)}] as $held
+		| map(. as $a | ($a.requestReceivedTimestamp | secs) as $ta
+			| select([$held[] | select(.uri == $a.requestURI and $ta >= .t and $ta <= .until)] | length == 0))' \
+		"$e2e_tmp/$k.audit-all" >"$e2e_tmp/$k.audit-unheld"
+	labelled "$k: audit log ($(($(jq '[.[] | select(.userAgent | startswith("drainer/")) | .auditID] | unique | length' "$e2e_tmp/$k.audit-all") - $(jq '[.[] | select(.userAgent | startswith("drainer/")) | .auditID] | unique | length' "$e2e_tmp/$k.audit-unheld"))) held by the proxy left out): " \
+		check_rate "$e2e_tmp/$k.audit-unheld" "$Q" "$B"
+	labelled "$k: " check_proxy_rate "$e2e_tmp/$k.proxy.json" "$Q" "$B"
+}
+
+selftest
+fp_start
+reset_node "$node"
+for k in ${FAULTS_RUNS:-429 500 503 reset stall slow-body cut-watch mixed}; do
+	fault_run "$k" drain
+done
+[ -n "${FAULTS_SKIP_MAINTAIN:-}" ] || { fault_rules[maintain-mixed]=${fault_rules[mixed]}; fault_run maintain-mixed maintain; }
+finish
