@@ -608,12 +608,61 @@ static int submit_eviction(struct engine *e, const struct plan_pod *pp) {
         return r;
 }
 
+/* PodDisruptionBudgets with an eviction in flight. Evictions under one budget go out
+ * one at a time. Concurrent ones conflict on the budget's status, and the API server
+ * retries that update every 500 ms with a context that outlives the request
+ * (pkg/registry/core/pod/storage/eviction.go, checkAndDecrement): when the client has
+ * gone meanwhile (drainer killed, a connection lost), the retry can still take the
+ * budget's disruption and list the pod in status.disruptedPods, and then the delete
+ * fails with the request's context. The budget counts that pod as gone, though it
+ * runs, until the disruption controller drops the entry after 2 minutes, and the
+ * resumed drain's eviction of it is refused all that time. */
+#define MAX_BUSY_PDBS 64
+
+struct busy_pdbs {
+        const struct pdb_rec *pdb[MAX_BUSY_PDBS];
+        size_t n;
+};
+
+static void busy_pdbs_add(struct busy_pdbs *b, const struct plan_pod *pp) {
+        for (size_t j = 0; j < pp->n_pdbs && b->n < MAX_BUSY_PDBS; j++)
+                b->pdb[b->n++] = pp->pdbs[j];
+}
+
+static bool busy_pdbs_hit(const struct busy_pdbs *b, const struct plan_pod *pp) {
+        if (pp->n_pdbs > 0 && b->n == MAX_BUSY_PDBS)
+                return true; /* cannot tell: wait for an answer */
+        for (size_t j = 0; j < pp->n_pdbs; j++)
+                for (size_t k = 0; k < b->n; k++)
+                        if (b->pdb[k] == pp->pdbs[j])
+                                return true;
+        return false;
+}
+
+static void busy_pdbs_collect(struct engine *e, struct busy_pdbs *b) {
+        b->n = 0;
+        if (e->o.disable_eviction)
+                return; /* plain DELETEs: no budget involved */
+        for (size_t i = 0; i < e->plan.n_pods; i++) {
+                const struct plan_pod *pp = &e->plan.pods[i];
+                const struct eviction *ev;
+
+                if (pp->n_pdbs == 0)
+                        continue;
+                ev = hashmap_get(e->evictions, pp->pod->uid);
+                if (ev && ev->state == EV_IN_FLIGHT)
+                        busy_pdbs_add(b, pp);
+        }
+}
+
 /* Evicts the pods of group g that need it. Returns true if every pod of the group
  * is accepted for eviction (or already terminating). */
 static bool evict_group(struct engine *e, enum evict_group g) {
         uint64_t now = timesrc_now(e->ts);
+        struct busy_pdbs busy;
         bool all = true;
 
+        busy_pdbs_collect(e, &busy);
         for (size_t i = 0; i < e->plan.n_pods; i++) {
                 const struct plan_pod *pp = &e->plan.pods[i];
                 struct eviction *ev;
@@ -630,8 +679,12 @@ static bool evict_group(struct engine *e, enum evict_group g) {
                         retry_at(e, ev->retry_at);
                         continue;
                 }
+                if (!e->o.disable_eviction && busy_pdbs_hit(&busy, pp))
+                        continue; /* its budget's eviction in flight kicks us when answered */
                 if (submit_eviction(e, pp) < 0)
                         retry_at(e, now + EVICT_BACKOFF_BASE_USEC);
+                else if (!e->o.disable_eviction)
+                        busy_pdbs_add(&busy, pp);
         }
         return all;
 }
