@@ -699,6 +699,19 @@ static size_t pods_left(const struct plan *p, bool with_drivers) {
         return n;
 }
 
+/* Pods being deleted that already reached a terminal phase: evicted pods the kubelet
+ * has not removed yet (it deletes them right after). DESIGN.md waits until evicted
+ * pods are gone, as kubectl drain does; a resumed run's first list can show such a
+ * pod, and the driver must not go before it does. A terminal pod nobody deletes (a
+ * finished Job's) holds nothing back. */
+static size_t finished_deleting(const struct plan *p) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < p->n_pods; i++)
+                n += p->pods[i].cls == POD_CLASS_FINISHED && p->pods[i].pod->deleting;
+        return n;
+}
+
 static size_t driver_pods(const struct plan *p, bool healthy_only) {
         size_t n = 0;
 
@@ -1048,11 +1061,12 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
         }
 
         /* wait-released and stop-drivers: the safety condition of DESIGN.md. */
-        bool released = pods_left(&e->plan, false) == 0 && e->plan.n_claims_blocking == 0;
+        size_t left = pods_left(&e->plan, false) + finished_deleting(&e->plan);
+        bool released = left == 0 && e->plan.n_claims_blocking == 0;
 
         if (ph == DRAIN_PHASE_WAIT_RELEASED) {
-                set_message(e, "waiting: %zu pods and %zu ResourceClaims left on the node",
-                            pods_left(&e->plan, false), e->plan.n_claims_blocking);
+                set_message(e, "waiting: %zu pods and %zu ResourceClaims left on the node", left,
+                            e->plan.n_claims_blocking);
                 if (!released)
                         return;
                 if (e->o.skip_driver_stop)
@@ -1072,7 +1086,7 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                         set_message(
                                 e,
                                 "not stopping the drivers: %zu pods and %zu ResourceClaims are on the node",
-                                pods_left(&e->plan, false), e->plan.n_claims_blocking);
+                                left, e->plan.n_claims_blocking);
                         return;
                 }
                 switch (e->o.plan.driver_stop) {

@@ -2,7 +2,8 @@
  * fake transport: evictions of pods under one PodDisruptionBudget go out one at a
  * time (a concurrent one makes the API server retry the budget update past the
  * request's end, which after a crash leaves a running pod counted as disrupted for
- * 2 minutes); pods under different budgets, or none, still go out together. */
+ * 2 minutes); pods under different budgets, or none, still go out together; a
+ * terminal pod being deleted holds the driver stop until it is gone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -104,13 +105,13 @@ static int teardown(void **state) {
         return 0;
 }
 
-/* node-1 in evict-rest, as a run killed there left it: cordoned, tainted. */
+/* node-1 in a drain phase (%s), as a run killed there left it: cordoned, tainted. */
 static const char node_list[] =
         "{\"kind\":\"NodeList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"100\"},\"items\":["
         "{"
         "\"metadata\":{\"name\":\"node-1\",\"uid\":\"f6666666-7777-4888-8999-000000000000\","
         "\"resourceVersion\":\"90\",\"labels\":{\"kubernetes.io/hostname\":\"node-1\"},"
-        "\"annotations\":{\"drainer.io/state\":\"evict-rest\",\"drainer.io/was-unschedulable\":\"false\","
+        "\"annotations\":{\"drainer.io/state\":\"%s\",\"drainer.io/was-unschedulable\":\"false\","
         "\"drainer.io/started-at\":\"2025-06-15T14:00:00Z\",\"drainer.io/state-since\":"
         "\"2025-06-15T14:00:01Z\"}},"
         "\"spec\":{\"unschedulable\":true,\"taints\":[{\"key\":\"drainer.io/draining\",\"effect\":"
@@ -185,7 +186,7 @@ static void on_finished(struct engine *en, const struct engine_summary *s, void 
 
 /* Evictions answered 201 after 100 ms each; the engine started on the node and the
  * pods given, with PodDisruptionBudgets pdbs (a NULL-terminated list). */
-static void start(struct env *e, char **pods, char **pdbs) {
+static void start_in(struct env *e, const char *phase, char **pods, char **pdbs) {
         static const struct engine_callbacks cb = { .on_finished = on_finished };
         struct engine_options o = {
                 .node = "node-1",
@@ -198,7 +199,12 @@ static void start(struct env *e, char **pods, char **pdbs) {
                                                     .body = "{\"kind\":\"Status\",\"status\":\"Success\"}",
                                                     .delay_usec = 100 * MS,
                                                     .times = FAKE_FOREVER });
-        expect_list_and_watch(e, NODES, NODES "&limit=", strdup(node_list));
+        {
+                char *nl;
+
+                assert_true(asprintf(&nl, node_list, phase) >= 0);
+                expect_list_and_watch(e, NODES, NODES "&limit=", nl);
+        }
         expect_list_and_watch(e, PODS, PODS "&limit=", list_json("PodList", pods));
         expect_list_and_watch(e, CLAIMS,
                               CLAIMS "?limit=", list_json("ResourceClaimList", (char *[]){ NULL }));
@@ -207,14 +213,19 @@ static void start(struct env *e, char **pods, char **pdbs) {
         fake_transport_expect_json(e->ft, "GET", PDBS "?limit=", 200,
                                    list_json("PodDisruptionBudgetList", pdbs));
         /* Node patches (the phase after evict-rest) and Events: accepted, nothing more. */
-        fake_transport_expect(
-                e->ft, "PATCH", "/api/v1/nodes/node-1",
-                &(struct fake_reply){ .status = 200, .body = "{\"metadata\":{}}", .times = FAKE_FOREVER });
+        fake_transport_expect(e->ft, "PATCH", "/api/v1/nodes/node-1",
+                              &(struct fake_reply){ .status = 200,
+                                                    .body = "{\"metadata\":{\"resourceVersion\":\"999\"}}",
+                                                    .times = FAKE_FOREVER });
         fake_transport_expect(e->ft, "POST", "/api/v1/namespaces/default/events",
                               &(struct fake_reply){ .status = 201, .body = "{}", .times = FAKE_FOREVER });
         assert_int_equal(engine_new(e->client, fake_transport_base(e->ft), e->ts, &o, &cb, e, &e->engine),
                          0);
         assert_int_equal(engine_start(e->engine), 0);
+}
+
+static void start(struct env *e, char **pods, char **pdbs) {
+        start_in(e, "evict-rest", pods, pdbs);
 }
 
 /* How many evictions of these pods were submitted, and how many of them are in flight. */
@@ -302,10 +313,60 @@ static void test_budgets_apart_go_together(void **state) {
         assert_true(max_flying <= 3);
 }
 
+/* A pod evicted by a run killed in wait-released: terminal (Succeeded) and being
+ * deleted, not gone yet. The driver stop (its first step: recording it on the Node)
+ * waits until the pod is gone. */
+static void test_terminal_deleting_pod_holds_driver_stop(void **state) {
+        struct env *e = *state;
+        char *pod = pod_json("web-a", "web"), *done, *ev;
+
+        /* the same pod, Succeeded and with a deletionTimestamp */
+        done = strdup(pod);
+        assert_non_null(done);
+        {
+                char *p = strstr(done, "\"Running\"");
+                char *t;
+
+                assert_non_null(p);
+                *p = 0;
+                assert_true(asprintf(&t, "%s\"Succeeded\"%s", done, p + strlen("\"Running\"")) >= 0);
+                free(done);
+                done = t;
+                p = strstr(done, "\"resourceVersion\":\"50\"");
+                assert_non_null(p);
+                *p = 0;
+                assert_true(asprintf(&t,
+                                     "%s\"deletionTimestamp\":\"2025-06-15T14:00:02Z\",\"resourceVersion\":"
+                                     "\"51\"%s",
+                                     done, p + strlen("\"resourceVersion\":\"50\"")) >= 0);
+                free(done);
+                done = t;
+        }
+        free(pod);
+        start_in(e, "wait-released", (char *[]){ strdup(done), NULL }, (char *[]){ NULL });
+        for (int i = 0; i < 5; i++) {
+                fake_transport_deliver(e->ft);
+                fake_clock_advance(e->clock, 10 * MS);
+        }
+        assert_int_equal(fake_transport_count(e->ft, "PATCH", "/api/v1/nodes/node-1"), 0);
+        /* The kubelet deletes it: now the drivers may go. */
+        assert_true(asprintf(&ev, "{\"type\":\"DELETED\",\"object\":%s}\n", done) >= 0);
+        assert_int_equal(fake_transport_push(e->ft, PODS "&watch=1", ev), 1);
+        free(ev);
+        free(done);
+        for (int i = 0; i < 5; i++) {
+                fake_transport_deliver(e->ft);
+                fake_clock_advance(e->clock, 10 * MS);
+        }
+        assert_true(fake_transport_count(e->ft, "PATCH", "/api/v1/nodes/node-1") >= 1);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_one_eviction_per_budget_at_a_time, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_budgets_apart_go_together, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_terminal_deleting_pod_holds_driver_stop, setup,
+                                                teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
