@@ -9,7 +9,7 @@
 # rules (check_order, check_grace, check_node_invariants); the node drained, then
 # schedulable with no drainer.io annotation; the proxy really injected the
 # fault; no retry of an injected 429 before its Retry-After; and the rate rule
-# (--kube-api-qps Q --kube-api-burst B) over every window of drainer's requests
+# (--kube-api-qps Q --kube-api-burst B) over every window of each drainer process's requests
 # both in the audit log (what reached the API server) and in the proxy's request
 # log (every attempt, faulted ones included). The checkers are first fed
 # synthetic sequences that must fail, so they cannot pass vacuously.
@@ -165,7 +165,7 @@ declare -A fault_rules=(
 		{"name":"cut-1","action":"cut-watch","events":1,"prob":0.5},
 		{"name":"cut-2-conn","action":"cut-watch","events":2,"conn":true,"prob":0.5}]'
 	[mixed]='[{"name":"cut-watch","action":"cut-watch","events":1,"prob":0.3},
-		{"name":"429","action":"429","retry_after":1,"prob":0.06},
+		{"name":"429","action":"429","retry_after":1,"every":12},
 		{"name":"500","action":"500","prob":0.04},
 		{"name":"503","action":"503","prob":0.04},
 		{"name":"reset","action":"reset","prob":0.04},
@@ -191,22 +191,29 @@ fault_run() { # KIND VERB
 	fp_rules "${fault_rules[$k]}" || { fail "$k: setting the proxy's rules"; return; }
 	first=$(audit_lines)
 	plog=$(wc -l <"$fp_log")
+	segs=()
 	if [ "$verb" = drain ]; then
+		t0=$(now_rfc3339)
 		drainer_run "$k.drain" --kubeconfig "$kc" --kube-api-qps "$Q" --kube-api-burst "$B" \
 			drain "$node" --timeout 120s
 		check_rc "$k: drain through the proxy completes" 0 "$k.drain"
 		check_eq "$k: drainer.io/state=drained" drained "$(node_ann "$node" drainer.io/state)"
 		check_eq "$k: no ResourceClaim on $node" "[]" "$(claims_on_node "$node")"
 		check "$k: no driver pod on $node" no_driver_pod "$node"
+		t1=$(now_rfc3339)
+		segs+=("drain $t0 $t1")
 		drainer_run "$k.uncordon" --kubeconfig "$kc" --kube-api-qps "$Q" --kube-api-burst "$B" \
 			uncordon "$node" --timeout 120s
 		check_rc "$k: uncordon through the proxy completes" 0 "$k.uncordon"
+		segs+=("uncordon $t1 $(now_rfc3339)")
 	else
+		t0=$(now_rfc3339)
 		# maintain runs the command while drained: it records that the node was
 		# drained and that no claim was left on it.
 		drainer_run "$k.maintain" --kubeconfig "$kc" --kube-api-qps "$Q" --kube-api-burst "$B" \
 			maintain "$node" --timeout 120s -- sh -c "$KUBECTL get node $node -o jsonpath='{.metadata.annotations.drainer\.io/state}' >'$e2e_tmp/$k.state-in-cmd'"
 		check_rc "$k: maintain (drain, command, restore) through the proxy completes" 0 "$k.maintain"
+		segs+=("maintain $t0 $(now_rfc3339)")
 		check_eq "$k: the command ran while the node was drained" drained "$(cat "$e2e_tmp/$k.state-in-cmd" 2>/dev/null)"
 	fi
 	fp_rules '[]'
@@ -217,7 +224,14 @@ fault_run() { # KIND VERB
 		wait_until 30 node_restored "$node"
 	audit_window "$first" "$e2e_tmp/$k.audit"
 	check_order "$e2e_tmp/$k.audit" "$e2e_tmp/$k.classes.json" "$e2e_tmp/$k.claims.json" "$node"
-	check_grace "$e2e_tmp/$k.audit" "$e2e_tmp/$k.classes.json"
+	# An eviction whose stream the proxy cut while the API server was still reading
+	# it (a connection reset under it) is logged without its body, answered 5xx: it
+	# never reached the handler, so there is no grace period to check in it.
+	jq '[.[] | select((.objectRef.subresource == "eviction" and .requestObject == null and (.responseStatus.code // 0) >= 500) | not)]' \
+		"$e2e_tmp/$k.audit" >"$e2e_tmp/$k.audit-grace"
+	[ "$(jq length "$e2e_tmp/$k.audit")" = "$(jq length "$e2e_tmp/$k.audit-grace")" ] ||
+		echo "  ($(($(jq length "$e2e_tmp/$k.audit") - $(jq length "$e2e_tmp/$k.audit-grace"))) eviction(s) cut before the API server read the body left out of the grace check)"
+	check_grace "$e2e_tmp/$k.audit-grace" "$e2e_tmp/$k.classes.json"
 	check_node_invariants "$e2e_tmp/$k.watch" false
 	proxy_slice "$plog" "$e2e_tmp/$k.proxy.json"
 	nfault=$(jq '[.[] | select(.fault != "pass")] | length' "$e2e_tmp/$k.proxy.json")
@@ -244,9 +258,19 @@ fault_run() { # KIND VERB
 		| map(. as $a | ($a.requestReceivedTimestamp | secs) as $ta
 			| select([$held[] | select(.uri == $a.requestURI and $ta >= .t and $ta <= .until)] | length == 0))' \
 		"$e2e_tmp/$k.audit-all" >"$e2e_tmp/$k.audit-unheld"
-	labelled "$k: audit log ($(($(jq '[.[] | select(.userAgent | startswith("drainer/")) | .auditID] | unique | length' "$e2e_tmp/$k.audit-all") - $(jq '[.[] | select(.userAgent | startswith("drainer/")) | .auditID] | unique | length' "$e2e_tmp/$k.audit-unheld"))) held by the proxy left out): " \
-		check_rate "$e2e_tmp/$k.audit-unheld" "$Q" "$B"
-	labelled "$k: " check_proxy_rate "$e2e_tmp/$k.proxy.json" "$Q" "$B"
+	# The rate rule holds per process (each drainer run has its own token bucket).
+	local seg tag from to held
+	for seg in "${segs[@]}"; do
+		read -r tag from to <<<"$seg"
+		jq --arg f "$from" --arg t "$to" 'map(select(.requestReceivedTimestamp >= $f and .requestReceivedTimestamp <= $t))' \
+			"$e2e_tmp/$k.audit-unheld" >"$e2e_tmp/$k.$tag.audit-rate"
+		held=$(jq --arg f "$from" --arg t "$to" '[.[] | select(.requestReceivedTimestamp >= $f and .requestReceivedTimestamp <= $t)
+			| select(.userAgent | startswith("drainer/")) | .auditID] | unique | length' "$e2e_tmp/$k.audit-all")
+		held=$((held - $(jq '[.[] | select(.userAgent | startswith("drainer/")) | .auditID] | unique | length' "$e2e_tmp/$k.$tag.audit-rate")))
+		labelled "$k $tag: audit log ($held held by the proxy left out): " check_rate "$e2e_tmp/$k.$tag.audit-rate" "$Q" "$B"
+		jq --arg f "$from" --arg t "$to" 'map(select(.t >= $f and .t <= $t))' "$e2e_tmp/$k.proxy.json" >"$e2e_tmp/$k.$tag.proxy-rate"
+		labelled "$k $tag: " check_proxy_rate "$e2e_tmp/$k.$tag.proxy-rate" "$Q" "$B"
+	done
 }
 
 selftest
