@@ -26,6 +26,19 @@ e2e_cleanup() {
 
 kubectl() { "$KUBECTL" "$@"; }
 
+# Background processes a helper started: the exit hooks signal a pid only while it
+# is still tracked, so a pid that ended long ago (and may belong to someone else by
+# then: a long test forks thousands of processes) is never signalled.
+declare -A e2e_pids=()
+track_pid() { e2e_pids[$1]=1; }
+untrack_pid() { unset "e2e_pids[$1]"; }
+reap_pid() { # PID [SIGNAL]
+	[ -n "${e2e_pids[$1]:-}" ] || return 0
+	kill -"${2:-TERM}" "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	untrack_pid "$1"
+}
+
 pass() { e2e_checks=$((e2e_checks + 1)); echo "  ok: $*"; }
 fail() { e2e_checks=$((e2e_checks + 1)); e2e_failed=$((e2e_failed + 1)); echo "  FAIL: $*"; }
 check() { # description command...
@@ -400,12 +413,12 @@ node_watch_start() { # NODE FILE
 	"$KUBECTL" get node "$1" -w -o json --output-watch-events=false --request-timeout=600s \
 		> >(jq --unbuffered -c "$node_watch_jq" >>"$2" 2>/dev/null) 2>/dev/null &
 	nw_pid=$!
-	e2e_cleanup_hooks+=("kill $nw_pid 2>/dev/null")
+	track_pid "$nw_pid"
+	e2e_cleanup_hooks+=("reap_pid $nw_pid")
 	wait_until 10 test -s "$2"
 }
 node_watch_stop() {
-	kill "$nw_pid" 2>/dev/null
-	wait "$nw_pid" 2>/dev/null
+	reap_pid "$nw_pid"
 	sleep 0.2
 }
 # check_node_invariants FILE WAS: on every observed version of the node, while a
@@ -499,7 +512,8 @@ serve_start() {
 		"$DRAINER" -vv "$@" >"$e2e_tmp/$tag.log" 2>&1 </dev/null &
 	serve_pid=$!
 	serve_pids[$tag]=$serve_pid
-	e2e_cleanup_hooks+=("kill -KILL $serve_pid 2>/dev/null; wait $serve_pid 2>/dev/null")
+	track_pid "$serve_pid"
+	e2e_cleanup_hooks+=("reap_pid $serve_pid KILL")
 }
 # serve_stop TAG [SIGNAL]: SIGTERM (or SIGNAL) to the daemon of TAG; waits at most
 # 15 s (then SIGKILL). Sets serve_rc (its exit status; 137 if it had to be killed).
@@ -513,6 +527,7 @@ serve_stop() {
 	kill -KILL "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
 	serve_rc=$?
+	untrack_pid "$pid"
 	unset "serve_pids[$1]"
 }
 # serve_alive TAG: the daemon of TAG still runs.
@@ -553,12 +568,12 @@ nodes_watch_start() { # FILE [NODE]
 	"$KUBECTL" get nodes ${2:+"$2"} -w -o json --output-watch-events=false --request-timeout=900s \
 		> >(jq --unbuffered -c "$nodes_watch_jq" >>"$1" 2>/dev/null) 2>/dev/null &
 	nws_pid=$!
-	e2e_cleanup_hooks+=("kill $nws_pid 2>/dev/null")
+	track_pid "$nws_pid"
+	e2e_cleanup_hooks+=("reap_pid $nws_pid")
 	wait_until 10 test -s "$1"
 }
 nodes_watch_stop() {
-	kill "$nws_pid" 2>/dev/null
-	wait "$nws_pid" 2>/dev/null
+	reap_pid "$nws_pid"
 	sleep 0.2
 }
 # Watch of the Leases of namespace NS: {name, rv, holder, acquire, renew, transitions}.
@@ -569,11 +584,11 @@ leases_watch_start() { # NS FILE
 			holder: (.object.spec.holderIdentity // ""), acquire: (.object.spec.acquireTime // ""),
 			renew: (.object.spec.renewTime // ""), transitions: (.object.spec.leaseTransitions // 0)}' >>"$2" 2>/dev/null) 2>/dev/null &
 	lw_pid=$!
-	e2e_cleanup_hooks+=("kill $lw_pid 2>/dev/null")
+	track_pid "$lw_pid"
+	e2e_cleanup_hooks+=("reap_pid $lw_pid")
 }
 leases_watch_stop() {
-	kill "$lw_pid" 2>/dev/null
-	wait "$lw_pid" 2>/dev/null
+	reap_pid "$lw_pid"
 	sleep 0.2
 }
 

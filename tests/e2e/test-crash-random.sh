@@ -61,24 +61,10 @@ pick_delay() {
 	frac=$((RANDOM % 10000))
 	delay=$(awk -v a="$1" -v b="$2" -v r="$frac" 'BEGIN { d = a + (b - a) * r / 10000; if (d < 0) d = 0; printf "%.3f", d }')
 }
-# serve_end TAG [SIGNAL] / watch_end: serve_stop / nodes_watch_stop that also drop the
-# cleanup hook lib.sh registered for that pid, so that the exit hooks never signal a
-# pid that ended long ago (and may belong to someone else by then).
-drop_hook() {
-	local i
-	for i in "${!e2e_cleanup_hooks[@]}"; do
-		[[ "${e2e_cleanup_hooks[i]}" != "$1"* ]] || unset "e2e_cleanup_hooks[i]"
-	done
-}
-serve_end() {
-	local pid=${serve_pids[$1]:-}
-	serve_stop "$@"
-	[ -z "$pid" ] || drop_hook "kill -KILL $pid 2>/dev/null;"
-}
-watch_end() {
-	nodes_watch_stop
-	drop_hook "kill $nws_pid 2>/dev/null"
-}
+# serve_end TAG [SIGNAL] / watch_end: serve_stop / nodes_watch_stop (lib.sh's exit
+# hooks signal only pids still tracked, so ended daemons and watches are left alone).
+serve_end() { serve_stop "$@"; }
+watch_end() { nodes_watch_stop; }
 # check_or_log TAG DESCRIPTION COMMAND...: check, showing the daemon's log on failure.
 check_or_log() {
 	local tag=$1 what=$2

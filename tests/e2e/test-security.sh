@@ -182,11 +182,11 @@ serve_args=(--kubeconfig "$t/exec-token.yaml" -vv serve --node node-3)
 "$DRAINER" serve --help 2>&1 | grep -q -- '--metrics-addr' && serve_args+=(--metrics-addr "")
 "$DRAINER" "${serve_args[@]}" >"$t/serve.out" 2>"$t/serve.err" &
 serve_pid=$!
-e2e_cleanup_hooks+=("kill $serve_pid 2>/dev/null")
+track_pid "$serve_pid"
+e2e_cleanup_hooks+=("reap_pid $serve_pid")
 wait_until 20 grep -q 'HTTP GET' "$t/serve.err"
 sleep 2
-kill -TERM "$serve_pid" 2>/dev/null
-wait "$serve_pid" 2>/dev/null
+reap_pid "$serve_pid"
 check "serve -vv logged its API requests" grep -q 'HTTP GET' "$t/serve.err"
 check "serve's log holds no token or key" bash -c "! grep -qF -e '$token' -e '$key_line' -e 'PRIVATE KEY' '$t/serve.out' '$t/serve.err'"
 
