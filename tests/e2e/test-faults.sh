@@ -240,9 +240,6 @@ fault_run() { # KIND VERB
 	else
 		fail "$k: the proxy injected no fault ($(jq length "$e2e_tmp/$k.proxy.json") requests): the run proves nothing"
 	fi
-	case $k in
-	429 | mixed) check_retry_after "$e2e_tmp/$k.proxy.json" ;;
-	esac
 	# A 409 on the Node patch means the cache is behind: drainer waits for the
 	# watch to catch up instead of patching from the stale version again.
 	check "$k: at most 10 Node patches refused with 409 ($(jq '[.[] | select((.userAgent | startswith("drainer/")) and .verb == "patch" and .responseStatus.code == 409)] | length' "$e2e_tmp/$k.audit"))" \
@@ -270,7 +267,19 @@ fault_run() { # KIND VERB
 		labelled "$k $tag: audit log ($held held by the proxy left out): " check_rate "$e2e_tmp/$k.$tag.audit-rate" "$Q" "$B"
 		jq --arg f "$from" --arg t "$to" 'map(select(.t >= $f and .t <= $t))' "$e2e_tmp/$k.proxy.json" >"$e2e_tmp/$k.$tag.proxy-rate"
 		labelled "$k $tag: " check_proxy_rate "$e2e_tmp/$k.$tag.proxy-rate" "$Q" "$B"
+		# Retry-After, per process too (the next process may well ask the same at once).
+		case $k in
+		429 | mixed | maintain-mixed)
+			if [ "$(jq '[.[] | select(.fault == "429")] | length' "$e2e_tmp/$k.$tag.proxy-rate")" -gt 0 ]; then
+				labelled "$k $tag: " check_retry_after "$e2e_tmp/$k.$tag.proxy-rate"
+			fi
+			;;
+		esac
 	done
+	case $k in
+	429 | mixed) check "$k: the proxy injected 429s with Retry-After" \
+		jq -e '[.[] | select(.fault == "429" and .retry_after > 0)] | length > 0' "$e2e_tmp/$k.proxy.json" ;;
+	esac
 }
 
 selftest
