@@ -368,12 +368,15 @@ selftest_rate
 client_cmds_save || { finish; exit 1; }
 supervisor_start
 clients_restart
-drain_kill cordon 2 restore-drivers 3
-drain_kill evict-claim-holders 4 uncordon 5
-drain_kill evict-rest 6
-drain_kill wait-released 8
-drain_kill stop-drivers 10
-serve_kill evict-claim-holders 7
+# APIKILL_RUNS picks scenarios by their drain phase (serve: the serve run), e.g.
+# "evict-claim-holders serve"; default all six.
+want() { [[ " ${APIKILL_RUNS:-cordon evict-claim-holders evict-rest wait-released stop-drivers serve} " == *" $1 "* ]]; }
+want cordon && drain_kill cordon 2 restore-drivers 3
+want evict-claim-holders && drain_kill evict-claim-holders 4 uncordon 5
+want evict-rest && drain_kill evict-rest 6
+want wait-released && drain_kill wait-released 8
+want stop-drivers && drain_kill stop-drivers 10
+want serve && serve_kill evict-claim-holders 7
 echo "  figures:"
 printf '    %s\n' "${figures[@]}"
 [ ! -s "$e2e_tmp/supervisor.log" ] || sed 's/^/    cluster: /' "$e2e_tmp/supervisor.log"
