@@ -67,14 +67,15 @@ check_proxy_rate() {
 	labelled "proxy log: " check_rate "$1.as-audit" "$2" "$3"
 }
 # check_retry_after FILE: no request answered with an injected 429 + Retry-After
-# S was sent again (same method, URI up to resourceVersion/timeoutSeconds, same
+# S (that the proxy could deliver: not lost with a connection another rule
+# reset) was sent again (same method, URI up to resourceVersion/timeoutSeconds, same
 # body) less than S seconds later.
 check_retry_after() {
 	jq_checks '
 	def secs: (.[0:19] + "Z" | fromdateiso8601) + ("0" + (.[19:] | rtrimstr("Z")) | tonumber);
 	def key: "\(.method) \(.uri | gsub("resourceVersion=[0-9]*"; "resourceVersion=N") | gsub("timeoutSeconds=[0-9]*"; "timeoutSeconds=N")) \(.body // "")";
 	. as $all
-	| [range(0; length) as $i | $all[$i] | select(.fault == "429" and (.retry_after // 0) > 0) | . + {i: $i}] as $t
+	| [range(0; length) as $i | $all[$i] | select(.fault == "429" and (.retry_after // 0) > 0 and .delivered != false) | . + {i: $i}] as $t
 	| [$t[] | . as $x | key as $k
 	   | ([$all[($x.i + 1):][] | select(key == $k)] | .[0]) as $next
 	   | select($next != null)

@@ -185,22 +185,25 @@ func (p *proxy) pick(r *http.Request) *rule {
 }
 
 type logEntry struct {
-	Time    string  `json:"t"`
-	Unix    float64 `json:"ts"`
-	Method  string  `json:"method"`
-	URI     string  `json:"uri"`
-	UA      string  `json:"ua"`
-	Watch   bool    `json:"watch"`
-	Fault   string  `json:"fault"`
-	Rule    string  `json:"rule,omitempty"`
-	Status  int     `json:"status"`
-	Retry   int     `json:"retry_after,omitempty"`
-	Proto   string  `json:"proto"`
-	Remote  string  `json:"remote"`
-	Secs    float64 `json:"secs"`
-	Note    string  `json:"note,omitempty"`
-	Body    string  `json:"body,omitempty"` // sha256 prefix of the request body, to tell a retry from a new request
-	written bool
+	Time   string  `json:"t"`
+	Unix   float64 `json:"ts"`
+	Method string  `json:"method"`
+	URI    string  `json:"uri"`
+	UA     string  `json:"ua"`
+	Watch  bool    `json:"watch"`
+	Fault  string  `json:"fault"`
+	Rule   string  `json:"rule,omitempty"`
+	Status int     `json:"status"`
+	Retry  int     `json:"retry_after,omitempty"`
+	// An injected status answer was flushed to the connection (false: the client
+	// went away, e.g. its connection was reset by another rule, before it got it).
+	Delivered *bool   `json:"delivered,omitempty"`
+	Proto     string  `json:"proto"`
+	Remote    string  `json:"remote"`
+	Secs      float64 `json:"secs"`
+	Note      string  `json:"note,omitempty"`
+	Body      string  `json:"body,omitempty"` // sha256 prefix of the request body, to tell a retry from a new request
+	written   bool
 }
 
 func (p *proxy) logLine(e *logEntry, start time.Time) {
@@ -276,9 +279,12 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
 		e.Status = code
-		p.logLine(e, start)
 		w.WriteHeader(code)
-		w.Write(body)
+		_, werr := w.Write(body)
+		ferr := http.NewResponseController(w).Flush()
+		ok := werr == nil && ferr == nil && r.Context().Err() == nil
+		e.Delivered = &ok
+		p.logLine(e, start)
 	}
 
 	switch action {
