@@ -667,9 +667,17 @@ static bool evict_group(struct engine *e, enum evict_group g) {
                 const struct plan_pod *pp = &e->plan.pods[i];
                 struct eviction *ev;
 
-                if (pp->group != g || pp->pod->deleting)
+                if (pp->group != g)
                         continue;
                 ev = hashmap_get(e->evictions, pp->pod->uid);
+                if (pp->pod->deleting) {
+                        /* The watch can show the deletion before our eviction's answer
+                         * arrives; the group counts as accepted once every answer is in,
+                         * so a later group never overlaps an earlier one's requests. */
+                        if (ev && ev->state == EV_IN_FLIGHT)
+                                all = false;
+                        continue;
+                }
                 if (ev && ev->state == EV_ACCEPTED)
                         continue; /* the cache has not shown the deletionTimestamp yet */
                 all = false;

@@ -361,9 +361,100 @@ static void test_terminal_deleting_pod_holds_driver_stop(void **state) {
         assert_true(fake_transport_count(e->ft, "PATCH", "/api/v1/nodes/node-1") >= 1);
 }
 
+/* A claim holder (spec.resourceClaims with a resourceClaimName) on node-1. */
+static char *holder_json(const char *name, const char *extra_meta) {
+        char *s;
+
+        assert_true(asprintf(&s,
+                             "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"demo\",\"uid\":\"uid-%s\","
+                             "%s\"resourceVersion\":\"50\",\"labels\":{\"app\":\"gpu\"},"
+                             "\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\","
+                             "\"name\":\"gpu-rs\",\"uid\":\"rs-gpu\",\"controller\":true}]},"
+                             "\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{\"name\":\"c\",\"image\":"
+                             "\"x\"}],\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimName\":"
+                             "\"gpu-claim\"}]},\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":"
+                             "\"Ready\",\"status\":\"True\"}],\"podIP\":\"10.244.1.8\"}}",
+                             name, name, extra_meta) >= 0);
+        return s;
+}
+
+/* node-1 in evict-rest at the resourceVersion the fake answers every Node patch
+ * with, as the watch brings the engine's own patch. */
+static void push_node_evict_rest(struct env *e) {
+        const char *from = "\"resourceVersion\":\"90\"";
+        char *nl, *item, *rv, *obj, *ev;
+
+        assert_true(asprintf(&nl, node_list, "evict-rest") >= 0);
+        item = strstr(nl, "\"items\":[") + strlen("\"items\":[");
+        *strrchr(nl, ']') = 0;
+        rv = strstr(item, from);
+        assert_non_null(rv);
+        *rv = 0;
+        assert_true(asprintf(&obj, "%s\"resourceVersion\":\"999\"%s", item, rv + strlen(from)) >= 0);
+        assert_true(asprintf(&ev, "{\"type\":\"MODIFIED\",\"object\":%s}\n", obj) >= 0);
+        assert_int_equal(fake_transport_push(e->ft, NODES "&watch=1", ev), 1);
+        free(ev);
+        free(obj);
+        free(nl);
+}
+
+/* The watch shows the claim holder deleting before its eviction's answer arrives
+ * (the API server's watch can be faster than its response), and the Node watch is
+ * fast too. The pods without claims are evicted only after that answer: the groups'
+ * requests never overlap. */
+static void test_later_group_waits_for_answers_not_watch(void **state) {
+        struct env *e = *state;
+        static const char *const holder[] = { "gpu-a", NULL }, *const rest[] = { "web-a", NULL };
+        char *deleting, *ev;
+        bool pushed = false;
+        size_t flying;
+
+        start_in(e, "evict-claim-holders",
+                 (char *[]){ holder_json("gpu-a", ""), pod_json("web-a", "web"), NULL }, (char *[]){ NULL });
+        for (int i = 0; i < 3; i++) {
+                fake_transport_deliver(e->ft);
+                fake_clock_advance(e->clock, 0);
+        }
+        assert_int_equal(evictions(e, holder, &flying), 1);
+        assert_int_equal(flying, 1);
+        /* 10 ms later the watch brings the holder with a deletionTimestamp. */
+        fake_clock_advance(e->clock, 10 * MS);
+        deleting = holder_json("gpu-a", "\"deletionTimestamp\":\"2025-06-15T14:00:02Z\",");
+        assert_true(asprintf(&ev, "{\"type\":\"MODIFIED\",\"object\":%s}\n", deleting) >= 0);
+        assert_int_equal(fake_transport_push(e->ft, PODS "&watch=1", ev), 1);
+        free(ev);
+        free(deleting);
+        /* To 90 ms (the answer is not in yet); the Node watch shows a phase patch at once. */
+        for (int step = 0; step < 8; step++) {
+                fake_transport_deliver(e->ft);
+                if (!pushed && fake_transport_count(e->ft, "PATCH", "/api/v1/nodes/node-1") > 0) {
+                        push_node_evict_rest(e);
+                        pushed = true;
+                        fake_transport_deliver(e->ft);
+                }
+                fake_clock_advance(e->clock, 10 * MS);
+        }
+        assert_int_equal(evictions(e, rest, &flying), 0);
+        /* (Not much further: every Node patch of the fake answers the same resourceVersion.) */
+        for (int step = 0; step < 5; step++) {
+                fake_transport_deliver(e->ft);
+                if (!pushed && fake_transport_count(e->ft, "PATCH", "/api/v1/nodes/node-1") > 0) {
+                        push_node_evict_rest(e);
+                        pushed = true;
+                        fake_transport_deliver(e->ft);
+                }
+                fake_clock_advance(e->clock, 10 * MS);
+        }
+        print_message("  web-a evicted %zu time(s) after the holder's answer\n",
+                      evictions(e, rest, &flying));
+        assert_int_equal(evictions(e, rest, &flying), 1);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_one_eviction_per_budget_at_a_time, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_later_group_waits_for_answers_not_watch, setup,
+                                                teardown),
                 cmocka_unit_test_setup_teardown(test_budgets_apart_go_together, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_terminal_deleting_pod_holds_driver_stop, setup,
                                                 teardown),
