@@ -71,17 +71,20 @@ labelled() {
 check_proxy_rate() {
 	python3 - "$1" >"$1.as-audit" <<'PY'
 import json, sys
-ev = sorted(json.load(open(sys.argv[1])), key=lambda e: e["ts"])
+from datetime import datetime
+def secs(e):
+    return datetime.strptime(e["t"], "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+ev = sorted(json.load(open(sys.argv[1])), key=lambda e: e["t"])
 out, unanswered = [], []
 for i, e in enumerate(ev):
-    key = (e["method"], e["uri"])
-    same = [u for u in unanswered if u[0] == key and u[1] != e["remote"] and e["ts"] - u[2] < 0.05]
+    key, remote, t = (e.get("method"), e.get("uri")), e.get("remote"), secs(e)
+    same = [u for u in unanswered if u[0] == key and u[1] != remote and t - u[2] < 0.05]
     if same:
         unanswered.remove(same[0])
     else:
         out.append({"userAgent": e["ua"], "auditID": "p%d" % i, "requestReceivedTimestamp": e["t"]})
-    if e.get("status", 0) == 0:
-        unanswered.append((key, e["remote"], e["ts"]))
+    if e.get("status", 200) == 0:
+        unanswered.append((key, remote, t))
 print(json.dumps(out))
 PY
 	labelled "proxy log: " check_rate "$1.as-audit" "$2" "$3"
