@@ -210,8 +210,12 @@ static void start_in(struct env *e, const char *phase, char **pods, char **pdbs)
                               CLAIMS "?limit=", list_json("ResourceClaimList", (char *[]){ NULL }));
         expect_list_and_watch(e, SLICES,
                               SLICES "&limit=", list_json("ResourceSliceList", (char *[]){ NULL }));
-        fake_transport_expect_json(e->ft, "GET", PDBS "?limit=", 200,
-                                   list_json("PodDisruptionBudgetList", pdbs));
+        {
+                char *pl = list_json("PodDisruptionBudgetList", pdbs);
+
+                fake_transport_expect_json(e->ft, "GET", PDBS "?limit=", 200, pl);
+                free(pl);
+        }
         /* Node patches (the phase after evict-rest) and Events: accepted, nothing more. */
         fake_transport_expect(e->ft, "PATCH", "/api/v1/nodes/node-1",
                               &(struct fake_reply){ .status = 200,
