@@ -9,7 +9,7 @@
 out=$e2e_tmp/watch.out
 "$DRAINER" status node-1 --watch -o json >"$out" 2>"$e2e_tmp/watch.err" &
 dpid=$!
-e2e_cleanup_hooks+=("kill $dpid 2>/dev/null; kubectl delete pod -n default e2e-restart-probe --wait=false >/dev/null 2>&1")
+e2e_cleanup_hooks+=("kill $dpid 2>/dev/null; kubectl delete pod -n default e2e-restart-probe --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1")
 check "watch prints the first view" wait_until 30 test -s "$out"
 
 apid=$(component_pid kube-apiserver) || { fail "kube-apiserver pid"; finish; exit 1; }
