@@ -47,18 +47,6 @@
         "  3  timed out\n"                                                       \
         "  4  refused by preflight (nothing was changed)\n"
 
-static int verb_version(int argc, char **argv, struct global_flags *g) {
-        int r = verb_parse(argc, argv, g, NULL, NULL, NULL);
-
-        if (r <= 0)
-                return r < 0 ? EXIT_USAGE : EXIT_DONE;
-        if (g->output == OUTPUT_JSON)
-                printf("{\"version\":\"%s\"}\n", DRAINER_VERSION);
-        else
-                printf("drainer %s\n", DRAINER_VERSION);
-        return EXIT_DONE;
-}
-
 const struct verb verbs[] = {
         {
                 "status",
@@ -206,8 +194,14 @@ const struct verb verbs[] = {
         },
         {
                 "version",
-                "print drainer's version",
-                "Usage: drainer version [-o json]\n",
+                "print the release, the source revision, the build options and libraries",
+                "Usage: drainer version [-o json]\n\n"
+                "Prints the release, the git revision drainer was built from (and whether the work\n"
+                "tree had uncommitted changes), its commit time, the build options (build type,\n"
+                "optimization, asserts, sanitizers, compiler) and each library's version at build\n"
+                "time and as loaded now. The first line is \"drainer VERSION\". -o json prints\n"
+                "{version, revision, dirty, commitTime, build: {...}, libraries: [{name, built,\n"
+                "runtime}]}.\n",
                 verb_version,
         },
         {},
