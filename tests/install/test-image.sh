@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# The container image and the manifests that use it:
+#  - deploy/image/build makes build/drainer-image.oci.tar (it runs `drainer version`
+#    inside the image itself); the archive is an OCI layout whose config has user
+#    65532, the entrypoint /usr/bin/drainer and the org.opencontainers.image labels
+#    (version = the meson project version, revision = HEAD); its one layer holds no
+#    shell and no package manager, every ELF file in it is the binary or a library
+#    of its loader closure, under 30 MB uncompressed;
+#  - umoci unpacks it into a runtime bundle whose rootfs runs the entrypoint
+#    (chroot as 65532): the way a runtime without podman runs it;
+#  - podman runs it against the test cluster with host networking: `status node-1`
+#    answers, and the API server's audit log shows the image's drainer (user agent
+#    drainer/VERSION) reading node-1;
+#  - deploy/, deploy/cluster-mode and deploy/driver-guard name the image as
+#    localhost/drainer:VERSION only, and a kustomize `images:` override in an overlay
+#    (a temp folder) retargets every container and init container;
+#  - deploy/monitoring: its Service selects the pods of the DaemonSet and of cluster
+#    mode on their "metrics" port, its ServiceMonitor selects the Service, and all of
+#    it passes `kubectl apply --dry-run=server` (with stand-in CRDs for the
+#    prometheus-operator kinds, removed afterwards).
+# Nothing of podman's lands outside build/image/podman (checked on the host paths).
+# Needs the test cluster (DRAINER_CLUSTER_DIR) for the status and dry-run checks.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$install_root" || exit 1
+. deploy/image/lib.sh
+export LC_ALL=C
+: "${DRAINER_CLUSTER_DIR:=/tmp/drainer-cluster}"
+KUBECTL=$DRAINER_CLUSTER_DIR/bin/kubectl
+[ -x "$KUBECTL" ] || KUBECTL=kubectl
+kubectl() { "$KUBECTL" "$@"; }
+version=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" meson.build | head -n 1)
+before_host=$(host_paths_before)
+
+# --- the image -------------------------------------------------------------------------
+t0=$SECONDS
+if deploy/image/build ${IMAGE_BUILD_ARGS:-} >"$t_tmp/build.log" 2>&1; then
+	pass "deploy/image/build ($((SECONDS - t0)) s)"
+else
+	fail "deploy/image/build ($((SECONDS - t0)) s)"
+	tail -n 30 "$t_tmp/build.log" | sed 's/^/    /'
+	finish
+	exit 1
+fi
+sed -n '/^release build/,$p' "$t_tmp/build.log" | sed 's/^/    /'
+grep -q '^WARNING' "$t_tmp/build.log" && grep '^WARNING' "$t_tmp/build.log" | sed 's/^/    /'
+archive=build/drainer-image.oci.tar
+L=$t_tmp/layout
+mkdir -p "$L" && tar -C "$L" -xf "$archive"
+manifest=$(jq -r '.manifests[0].digest' "$L/index.json" | cut -d: -f2)
+config=$(jq -r '.config.digest' "$L/blobs/sha256/$manifest" | cut -d: -f2)
+layer=$(jq -r '.layers[0].digest' "$L/blobs/sha256/$manifest" | cut -d: -f2)
+check_eq "one layer" 1 "$(jq '.layers | length' "$L/blobs/sha256/$manifest")"
+cfg=$L/blobs/sha256/$config
+check_eq "image config: user, entrypoint, no cmd" '"65532:65532" ["/usr/bin/drainer"] null' \
+	"$(jq -c '.config.User, .config.Entrypoint, .config.Cmd' "$cfg" | tr '\n' ' ' | sed 's/ $//')"
+check_eq "label org.opencontainers.image.version = the meson version" "$version" "$(jq -r '.config.Labels["org.opencontainers.image.version"]' "$cfg")"
+head_rev=$(git rev-parse HEAD)
+check_eq "label org.opencontainers.image.revision = HEAD" "$head_rev" "$(jq -r '.config.Labels["org.opencontainers.image.revision"]' "$cfg")"
+check_eq "created = the commit time" "$(date -u -d "@$(git log -1 --format=%ct)" +%Y-%m-%dT%H:%M:%SZ)" "$(jq -r .created "$cfg")"
+# the layer's contents
+mkdir -p "$t_tmp/rootfs" && tar -C "$t_tmp/rootfs" -xzf "$L/blobs/sha256/$layer"
+R=$t_tmp/rootfs
+check "no shell, no package manager in the image" bash -c "! ls '$R'/bin/sh '$R'/usr/bin/sh '$R'/bin/bash '$R'/usr/bin/dpkg '$R'/usr/bin/apt* >/dev/null 2>&1"
+check_eq "users of the image: root, nobody, nonroot 65532" "root:0 nobody:65534 nonroot:65532" "$(awk -F: '{ print $1 ":" $3 }' "$R/etc/passwd" | paste -sd' ' -)"
+check "the CA bundle" test -s "$R/etc/ssl/certs/ca-certificates.crt"
+elfs=$(cd "$R" && find . -type f -exec sh -c 'head -c 4 "$1" | grep -q "ELF" && echo "${1#./}"' sh {} \; | sort)
+closure=$("$R"/lib64/ld-linux-x86-64.so.2 --inhibit-cache --library-path "$R/lib/x86_64-linux-gnu:$R/usr/lib/x86_64-linux-gnu" --list "$R/usr/bin/drainer" |
+	awk '/=>/ && !/ld-linux/ { print $3 }' | grep "^$R/" | xargs -n1 realpath | sed "s|^$R/||" | sort -u)
+expected=$( (echo usr/bin/drainer; readlink "$R/lib64/ld-linux-x86-64.so.2" | sed 's|^/||'; echo "$closure") | sort -u)
+check_eq "every ELF file is drainer or a library of its loader closure ($(wc -l <<<"$expected") files)" "$expected" "$elfs"
+bytes=$(du -sb --apparent-size "$R" | cut -f1)
+check "uncompressed size under 30 MB: $bytes bytes" test "$bytes" -lt 30000000
+echo "    size: $((bytes / 1024)) KiB uncompressed, layer $(($(stat -c %s "$L/blobs/sha256/$layer") / 1024)) KiB gzip"
+
+# a runtime without podman: umoci unpack -> bundle; run the entrypoint in the rootfs as 65532
+if umoci unpack --image "$L:$version" "$t_tmp/bundle" >"$t_tmp/unpack.log" 2>&1; then
+	args=$(jq -r '.process.args | join(" ")' "$t_tmp/bundle/config.json")
+	uid=$(jq -r '"\(.process.user.uid):\(.process.user.gid)"' "$t_tmp/bundle/config.json")
+	out=$(chroot --userspec="$uid" "$t_tmp/bundle/rootfs" $args version 2>&1 | head -n 1)
+	check_eq "umoci unpack: bundle runs as $uid, entrypoint '$args' prints its version" "drainer $version" "$out"
+else
+	fail "umoci unpack"
+	sed 's/^/    /' "$t_tmp/unpack.log"
+fi
+
+# --- podman against the test cluster ---------------------------------------------------
+have_cluster=0
+if [ -f "$DRAINER_CLUSTER_DIR/kubeconfig" ] && kubectl --kubeconfig "$DRAINER_CLUSTER_DIR/kubeconfig" get node node-1 >/dev/null 2>&1; then
+	have_cluster=1
+	export KUBECONFIG=$DRAINER_CLUSTER_DIR/kubeconfig
+	audit=$DRAINER_CLUSTER_DIR/audit.log
+	n0=$(wc -l <"$audit")
+	t1=$SECONDS
+	out=$(deploy/image/run --kubeconfig "$DRAINER_CLUSTER_DIR/kubeconfig" status node-1 2>&1)
+	rc=$?
+	check_eq "podman: the image's drainer status node-1 against the test cluster exits 0 ($((SECONDS - t1)) s)" 0 "$rc"
+	grep -q 'node-1' <<<"$out" || { fail "status output names node-1"; echo "$out" | head -n 20 | sed 's/^/    /'; }
+	seen=$(tail -n +"$((n0 + 1))" "$audit" | jq -r --arg ua "drainer/$version" 'select(.stage == "ResponseComplete" and (.userAgent | startswith($ua)) and .objectRef.resource == "nodes") | "\(.verb) \(.objectRef.name // "") \(.responseStatus.code)"' | sort -u | tr '\n' ' ')
+	check "audit log: the image's drainer (user agent drainer/$version) read node-1: $seen" grep -q 'node-1 200' <<<"$seen"
+	out=$(deploy/image/run version -o json 2>&1)
+	check_eq "podman: version -o json in the image reports HEAD" "$head_rev" "$(jq -r .revision <<<"$out" 2>/dev/null)"
+else
+	fail "no test cluster at $DRAINER_CLUSTER_DIR (tests/cluster/up): the podman status check did not run"
+fi
+
+# --- one image name, retargeted by an overlay -----------------------------------------
+# kubectl create --dry-run=client (YAML to JSON here) maps kinds through the API
+# server's discovery: the test cluster, with stand-in CRDs for the operator's kinds.
+if [ "$have_cluster" = 1 ]; then
+	# stand-ins for prometheus-operator's CRDs (any spec accepted): the dry run checks the
+	# kinds, names and namespaces against the real API server, not the operator's schema
+	for k in ServiceMonitor:servicemonitors PrometheusRule:prometheusrules; do
+		cat <<-YAML
+			apiVersion: apiextensions.k8s.io/v1
+			kind: CustomResourceDefinition
+			metadata: {name: ${k#*:}.monitoring.coreos.com, labels: {drainer-test: stand-in}}
+			spec:
+			  group: monitoring.coreos.com
+			  scope: Namespaced
+			  names: {kind: ${k%%:*}, plural: ${k#*:}, listKind: ${k%%:*}List, singular: $(tr 'A-Z' 'a-z' <<<"${k%%:*}")}
+			  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]
+			---
+		YAML
+	done >"$t_tmp/crds.yaml"
+	had_crd=$(kubectl get crd servicemonitors.monitoring.coreos.com -o name 2>/dev/null)
+	if [ -z "$had_crd" ]; then
+		kubectl apply -f "$t_tmp/crds.yaml" >/dev/null && kubectl wait --for=condition=Established crd -l drainer-test=stand-in --timeout=30s >/dev/null
+		t_cleanup_hooks+=("kubectl delete crd -l drainer-test=stand-in --ignore-not-found >/dev/null 2>&1")
+	fi
+fi
+imgs() { kubectl kustomize "$1" | yq_images; }
+yq_images() { # every container and init container image of the rendered YAML
+	kubectl create --dry-run=client -o json -f - 2>/dev/null | jq -r '.. | objects | select(has("containers")) | (.containers + (.initContainers // []))[] | .image' | sort -u
+}
+check_eq "deploy/ uses the image as localhost/drainer:$version" "localhost/drainer:$version" "$(imgs deploy/ | tr '\n' ' ' | sed 's/ $//')"
+check_eq "deploy/cluster-mode uses the image as localhost/drainer:$version" "localhost/drainer:$version" "$(imgs deploy/cluster-mode | tr '\n' ' ' | sed 's/ $//')"
+o=$t_tmp/overlay
+mkdir -p "$o/ds" "$o/cm" "$o/guard"
+rel() { realpath --relative-to="$1" "$install_root/$2"; }
+cat >"$o/ds/kustomization.yaml" <<-YAML
+	resources: [$(rel "$o/ds" deploy)]
+	images: [{name: localhost/drainer, newName: registry.example.com/ops/drainer, newTag: "9.9.9"}]
+YAML
+cat >"$o/cm/kustomization.yaml" <<-YAML
+	resources: [$(rel "$o/cm" deploy/cluster-mode)]
+	images: [{name: localhost/drainer, newName: registry.example.com/ops/drainer, digest: "sha256:$manifest"}]
+YAML
+cat >"$o/guard/driver.yaml" <<-YAML
+	apiVersion: apps/v1
+	kind: DaemonSet
+	metadata: {name: my-driver, namespace: dra-system, labels: {app.kubernetes.io/component: kubeletplugin}}
+	spec:
+	  selector: {matchLabels: {app: my-driver}}
+	  template:
+	    metadata: {labels: {app: my-driver}}
+	    spec:
+	      containers: [{name: plugin, image: registry.example.com/my-driver:1.0}]
+YAML
+cat >"$o/guard/kustomization.yaml" <<-YAML
+	resources: [driver.yaml]
+	components: [$(rel "$o/guard" deploy/driver-guard)]
+	images: [{name: localhost/drainer, newName: registry.example.com/ops/drainer, newTag: "9.9.9"}]
+YAML
+check_eq "overlay on deploy/: images: retargets the DaemonSet" "registry.example.com/ops/drainer:9.9.9" "$(imgs "$o/ds" | tr '\n' ' ' | sed 's/ $//')"
+check_eq "overlay on deploy/cluster-mode: images: (by digest) retargets the Deployment" "registry.example.com/ops/drainer@sha256:$manifest" "$(imgs "$o/cm" | tr '\n' ' ' | sed 's/ $//')"
+check_eq "overlay with deploy/driver-guard: the init container is retargeted, the driver's image kept" \
+	"registry.example.com/my-driver:1.0 registry.example.com/ops/drainer:9.9.9" "$(imgs "$o/guard" | tr '\n' ' ' | sed 's/ $//')"
+
+# --- monitoring: the Service finds the pods -------------------------------------------
+kubectl kustomize deploy/monitoring >"$t_tmp/mon.yaml"
+check_eq "kubectl kustomize deploy/monitoring" "ConfigMap/drainer-grafana-dashboard PrometheusRule/drainer Service/drainer-metrics ServiceMonitor/drainer" \
+	"$(kubectl create --dry-run=client -o json -f "$t_tmp/mon.yaml" 2>/dev/null | jq -rs '[.[] | .items? // . ] | flatten | .[] | "\(.kind)/\(.metadata.name)"' | sort | tr '\n' ' ' | sed 's/ $//')"
+svc=$(yq_json() { kubectl create --dry-run=client -o json -f - 2>/dev/null; }; yq_json <"$t_tmp/mon.yaml" | jq -cs '[.[] | .items? // .] | flatten | map(select(.kind == "Service"))[0]')
+sm=$(kubectl create --dry-run=client -o json -f "$t_tmp/mon.yaml" 2>/dev/null | jq -cs '[.[] | .items? // .] | flatten | map(select(.kind == "ServiceMonitor"))[0]')
+for d in deploy deploy/cluster-mode; do
+	w=$(kubectl kustomize "$d" | kubectl create --dry-run=client -o json -f - 2>/dev/null | jq -cs '[.[] | .items? // .] | flatten | map(select(.kind == "DaemonSet" or .kind == "Deployment"))[0]')
+	got=$(jq -rn --argjson s "$svc" --argjson w "$w" '
+		($w.spec.template.metadata.labels) as $l
+		| ([$s.spec.selector | to_entries[] | $l[.key] == .value] | all) as $selects
+		| ([$w.spec.template.spec.containers[].ports[]? | select(.name == $s.spec.ports[0].targetPort) | .containerPort] | first) as $port
+		| ([$w.spec.template.spec.containers[].args[]?] | join(" ")) as $args
+		| "\($selects) \($port) \($args | test("--metrics-addr 0.0.0.0:\($port)"))"')
+	check_eq "Service drainer-metrics selects the pods of $d on port 'metrics' = the --metrics-addr port" "true 9464 true" "$got"
+done
+check_eq "ServiceMonitor selects the Service (labels, namespace) and scrapes its port 'metrics'" "true true metrics" \
+	"$(jq -rn --argjson s "$svc" --argjson m "$sm" '"\([$m.spec.selector.matchLabels | to_entries[] | $s.metadata.labels[.key] == .value] | all) \($m.spec.namespaceSelector.matchNames | index($s.metadata.namespace) != null) \($m.spec.endpoints[0].port)"')"
+if [ "$have_cluster" = 1 ]; then
+	# (a server-side dry run creates no namespace: the objects in drainer-system need
+	# it to exist; made here for the dry run and deleted again)
+	if ! kubectl get ns drainer-system >/dev/null 2>&1; then
+		kubectl create ns drainer-system >/dev/null
+		t_cleanup_hooks+=("kubectl delete ns drainer-system --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1")
+	fi
+	before=$(kubectl get all,cm,servicemonitors,prometheusrules -n drainer-system -o name 2>/dev/null | sort)
+	out=$( (kubectl kustomize deploy/; echo ---; cat "$t_tmp/mon.yaml") | kubectl apply --dry-run=server -f - 2>&1)
+	rc=$?
+	check_eq "kubectl apply --dry-run=server of deploy/ + deploy/monitoring: $(grep -c 'server dry run' <<<"$out") objects" 0 "$rc"
+	[ "$rc" = 0 ] || echo "$out" | sed 's/^/    /'
+	check_eq "the dry run created nothing" "$before" "$(kubectl get all,cm,servicemonitors,prometheusrules -n drainer-system -o name 2>/dev/null | sort)"
+fi
+
+check_eq "no container state on the host outside build/image/podman (${host_paths[*]})" "$before_host" "$(host_paths_before)"
+finish
