@@ -60,6 +60,13 @@ apt_private_update() { # ARCH
 podman_setup() { # DIR
 	PODMAN_DIR=$1
 	mkdir -p "$PODMAN_DIR"/{root,run,tmp,networks,volumes}
+	# podman refuses a runroot longer than 50 characters (socket paths): then a short
+	# one in /tmp, for this run only (podman_cleanup removes it).
+	PODMAN_RUNROOT=$PODMAN_DIR/run
+	if [ ${#PODMAN_RUNROOT} -gt 50 ]; then
+		PODMAN_RUNROOT=$(mktemp -d /tmp/drainer-podman.XXXXXX)
+		PODMAN_RUNROOT_TMP=1
+	fi
 	cat >"$PODMAN_DIR/containers.conf" <<-EOF
 		[containers]
 		netns = "none"
@@ -79,7 +86,7 @@ podman_setup() { # DIR
 		[storage]
 		driver = "overlay"
 		graphroot = "$PODMAN_DIR/root"
-		runroot = "$PODMAN_DIR/run"
+		runroot = "$PODMAN_RUNROOT"
 	EOF
 	printf 'unqualified-search-registries = []\n' >"$PODMAN_DIR/registries.conf"
 }
@@ -89,7 +96,7 @@ podman_() {
 		XDG_DATA_HOME=$PODMAN_DIR/data XDG_RUNTIME_DIR=$PODMAN_DIR/xdg \
 		unshare --mount --propagation private -- sh -c \
 		'mount -t tmpfs -o mode=0755 podman-run /run && mount -t tmpfs -o mode=0755 podman-var-lib /var/lib && exec "$@"' sh \
-		podman --root "$PODMAN_DIR/root" --runroot "$PODMAN_DIR/run" --tmpdir "$PODMAN_DIR/tmp" \
+		podman --root "$PODMAN_DIR/root" --runroot "$PODMAN_RUNROOT" --tmpdir "$PODMAN_DIR/tmp" \
 		--storage-driver overlay --cgroup-manager cgroupfs --events-backend file --runtime runc "$@"
 }
 # podman run with the flags of this VM kind; args: podman run options, IMAGE, drainer args.
@@ -98,4 +105,10 @@ podman_run() {
 	nofile=$(ulimit -Hn)
 	podman_ run --rm --pull never \
 		--ulimit "nofile=$nofile:$nofile" --ulimit nproc=4096:4096 "$@" 2>&1
+}
+podman_cleanup() {
+	if [ -n "${PODMAN_RUNROOT_TMP:-}" ] && [ -d "${PODMAN_RUNROOT:-}" ]; then
+		umount -R "$PODMAN_RUNROOT" 2>/dev/null || true
+		rm -rf "$PODMAN_RUNROOT"
+	fi
 }
