@@ -275,7 +275,7 @@ cm_running() {
 }
 wait_until 60 cm_running
 check "cluster mode: one drainer pod runs" cm_running
-check_eq "cluster mode: serve --all-nodes --max-parallel 2" '["serve","--all-nodes","--max-parallel","2"]' \
+check_eq "cluster mode: serve --all-nodes --max-parallel 2, /metrics on the pod IP (deploy/monitoring)" '["serve","--all-nodes","--max-parallel","2","--metrics-addr","0.0.0.0:9464"]' \
 	"$(kubectl -n drainer-system get deploy drainer -o json | jq -c '.spec.template.spec.containers[0].args')"
 
 # --- the DRA permission example -------------------------------------------------------
