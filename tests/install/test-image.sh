@@ -44,6 +44,29 @@ fi
 sed -n '/^release build/,$p' "$t_tmp/build.log" | sed 's/^/    /'
 grep -q '^WARNING' "$t_tmp/build.log" && grep '^WARNING' "$t_tmp/build.log" | sed 's/^/    /'
 archive=build/drainer-image.oci.tar
+m0=$(tar -xOf "$archive" ./index.json | jq -r '.manifests[0].digest')
+
+# A pin the mirror no longer serves (as after a security update): --locked fails and
+# says what to do; without it the build warns and builds from a refreshed lock, which
+# here pins what packages.lock pins, so the image is the same.
+sed 's/^libuv1=.*/libuv1=1.44.2-0+withdrawn1/' deploy/image/packages.lock >"$t_tmp/stale.lock"
+out=$(DRAINER_IMAGE_LOCK=$t_tmp/stale.lock deploy/image/build --locked --out "$t_tmp/stale.tar" 2>&1)
+rc=$?
+check "deploy/image/build --locked with a withdrawn pin fails, naming it" \
+	bash -c '[ "$1" != 0 ] && grep -q "no longer served.*libuv1=1.44.2-0+withdrawn1" <<<"$2" && grep -q "lock --refresh" <<<"$2"' sh "$rc" "$out"
+t2=$SECONDS
+out=$(DRAINER_IMAGE_LOCK=$t_tmp/stale.lock deploy/image/build --out "$t_tmp/stale.tar" 2>&1)
+rc=$?
+check "without --locked: warns and builds from a refreshed lock ($((SECONDS - t2)) s)" \
+	bash -c '[ "$1" = 0 ] && grep -q "^WARNING: .*no longer served" <<<"$2" && grep -q "^WARNING: building from a lock refreshed" <<<"$2"' sh "$rc" "$out"
+if grep -q '^WARNING: .*no longer served' "$t_tmp/build.log"; then
+	pass "SKIP: packages.lock itself is stale (see the warning above), so the refreshed lock differs from it"
+else
+	check_eq "the refreshed lock pins what packages.lock pins" "$(grep -v '^#' deploy/image/packages.lock)" "$(grep -v '^#' build/image/packages.lock.refreshed 2>/dev/null)"
+	check_eq "and the image is the same" "$m0" "$(tar -xOf "$t_tmp/stale.tar" ./index.json 2>/dev/null | jq -r '.manifests[0].digest')"
+fi
+[ "$rc" = 0 ] || echo "$out" | tail -n 10 | sed 's/^/    /'
+
 L=$t_tmp/layout
 mkdir -p "$L" && tar -C "$L" -xf "$archive"
 manifest=$(jq -r '.manifests[0].digest' "$L/index.json" | cut -d: -f2)
