@@ -45,6 +45,7 @@ $P/lib/systemd/system/drainer-maintain@.service
 $P/lib/systemd/system/drainer.service
 $P/lib/sysusers.d/drainer.conf
 $P/share/bash-completion/completions/drainer
+$P/share/bash-completion/completions/kubectl-drainer
 $P/share/doc/drainer/examples/drainer-root.conf
 $P/share/doc/drainer/examples/logind-drainer.conf
 $P/share/man/man1/drainer.1
@@ -119,6 +120,7 @@ else
 	fail "no test cluster at $DRAINER_CLUSTER_DIR: node name completion and the kubectl plugin not checked"
 fi
 bc=$S/$P/share/bash-completion/completions/drainer
+$P/share/bash-completion/completions/kubectl-drainer
 comp() { # words... (the last is the one completed)
 	bash -c '. "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _drainer; printf "%s\n" "${COMPREPLY[@]}"' \
 		sh "$bc" "$@" | sort -u | tr '\n' ' ' | sed 's/ $//'
