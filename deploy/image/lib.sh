@@ -17,18 +17,22 @@ image_sources() {
 	echo "$f"
 }
 
+image_sources_default() { DRAINER_IMAGE_SOURCES='' image_sources; }
 lock_field() { sed -n "s/^# $2: *//p" "$1" | head -n 1; }  # LOCK FIELD
 lock_pins() { grep -v '^#' "$1" | grep -v '^[[:space:]]*$'; }  # LOCK
 
-# apt with its own lists and an empty dpkg status, on the image's mirror.
+# apt with its own state and an empty dpkg status, on the image's mirror. Its package
+# lists: the host's (read only, no download) when the host's apt has lists for the
+# mirror's suite, else lists of its own under the cache (apt_private_update).
 apt_private() {
-	local d
+	local d lists
 	d=$(image_cache)/apt
+	lists=${apt_lists:-$d/state/lists}
 	apt-get -q -o Debug::NoLocking=1 -o APT::Architecture="${apt_arch:-$(dpkg --print-architecture)}" \
 		-o APT::Architectures="${apt_arch:-$(dpkg --print-architecture)}" \
 		-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$d/sources.list.d" \
 		-o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts=/dev/null \
-		-o Dir::State="$d/state" -o Dir::State::Status="$d/state/status" -o Dir::Cache="$d/cache" \
+		-o Dir::State="$d/state" -o Dir::State::Lists="$lists" -o Dir::State::Status="$d/state/status" -o Dir::Cache="$d/cache" \
 		-o Dir::Log="$d/log" -o APT::Install-Recommends=false "$@"
 }
 apt_private_update() { # ARCH
@@ -42,6 +46,12 @@ apt_private_update() { # ARCH
 	*.sources) cp "$src" "$d/sources.list.d/debian.sources" ;;
 	*) cp "$src" "$d/sources.list.d/debian.list" ;;
 	esac
+	apt_lists=''
+	if [ -z "${DRAINER_IMAGE_OWN_LISTS:-}" ] && [ "$src" = "$(image_sources_default)" ] &&
+		ls /var/lib/apt/lists/*_dists_"${apt_suite:-}"_*Packages* >/dev/null 2>&1; then
+		apt_lists=/var/lib/apt/lists
+		return 0
+	fi
 	apt_private update >"$d/update.log" 2>&1 || {
 		echo "apt-get update of the image's mirror failed:" >&2
 		tail -n 5 "$d/update.log" >&2
