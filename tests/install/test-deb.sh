@@ -34,8 +34,8 @@ echo "$out" | sed 's/^/    /'
 t1=$SECONDS
 chmod 755 "$t_tmp"
 cp "$deb" "$t_tmp/pkg.deb" && chmod 644 "$t_tmp/pkg.deb"
-lint=$(cd "$t_tmp" && HOME=$t_tmp setpriv --reuid=65534 --regid=65534 --clear-groups lintian --pedantic --info pkg.deb 2>&1)
-echo "    lintian --pedantic ($((SECONDS - t1)) s): ${lint:-no tags}" | head -n 40
+lint=$(cd "$t_tmp" && HOME=$t_tmp setpriv --reuid=65534 --regid=65534 --clear-groups lintian --pedantic --display-info pkg.deb 2>&1)
+echo "    lintian --pedantic --display-info ($((SECONDS - t1)) s): ${lint:-no tags}" | head -n 40
 if grep -q '^E:' <<<"$lint"; then fail "lintian: errors"; else pass "lintian: no error ($(grep -c '^[WIP]:' <<<"$lint") warnings/info/pedantic tags)"; fi
 
 # --- the throw-away root -------------------------------------------------------------
