@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # meson dist makes a source tarball that builds, and the build is reproducible from it:
 #  - `meson dist` (xz) of HEAD holds .dist-version (the revision and its commit time,
-#    written by tools/version-info --dist) and no .git;
+#    written by deploy/packaging/version-info --dist) and no .git;
 #  - unpacked at another path, outside any git tree, deploy/image/build builds it
 #    (meson setup + ninja of the release build, the man page and completions,
 #    meson install, and the image); its drainer reports HEAD's revision and commit time;

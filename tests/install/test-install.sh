@@ -120,7 +120,7 @@ else
 	fail "no test cluster at $DRAINER_CLUSTER_DIR: node name completion and the kubectl plugin not checked"
 fi
 bc=$S/$P/share/bash-completion/completions/drainer
-$P/share/bash-completion/completions/kubectl-drainer
+check_eq "bash: the completion of kubectl-drainer is drainer's (bash-completion loads it by command name)" drainer "$(readlink "$S/$P/share/bash-completion/completions/kubectl-drainer")"
 comp() { # words... (the last is the one completed)
 	bash -c '. "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _drainer; printf "%s\n" "${COMPREPLY[@]}"' \
 		sh "$bc" "$@" | sort -u | tr '\n' ' ' | sed 's/ $//'

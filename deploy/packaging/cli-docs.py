@@ -3,7 +3,7 @@
 
 The verbs table of drainer/cmd/main.c is the one source: `drainer --help` and
 `drainer VERB --help` are read here and turned into the man page's VERBS, GLOBAL
-FLAGS and EXIT STATUS sections (the rest of the page is doc/drainer.1.in), the bash
+FLAGS and EXIT STATUS sections (the rest of the page is deploy/packaging/man/drainer.1.in), the bash
 and zsh completions and kubectl's plugin completion helper. So what a user reads in
 `man drainer`, what --help prints and what TAB offers cannot drift apart;
 tests/install/test-install.sh checks the other half (every flag shown is one the
@@ -13,7 +13,7 @@ verb accepts, every flag in the sources is shown).
     cli-docs.py bash|zsh|kubectl-complete DRAINER OUTPUT
     cli-docs.py model DRAINER                                (the parsed model, JSON)
 
-The man page's date is SOURCE_DATE_EPOCH, else the commit time (tools/version-info),
+The man page's date is SOURCE_DATE_EPOCH, else the commit time (deploy/packaging/version-info),
 so two builds of one commit make the same page.
 """
 import datetime
@@ -245,7 +245,7 @@ def bash(model):
     gflags = " ".join(x for o in g for x in ([o["short"]] if o["short"] else []) + [o["name"]])
     L = [
         "# bash completion for drainer (and kubectl-drainer).",
-        "# Generated from `drainer --help` by tools/cli-docs.py; do not edit.",
+        "# Generated from `drainer --help` by deploy/packaging/cli-docs.py; do not edit.",
         "",
         "# Node names from the API server, through kubectl with the --kubeconfig and",
         "# --context given on the line (5 s at most; nothing when kubectl is missing).",
@@ -362,7 +362,7 @@ def zsh_spec(o):
 def zsh(model):
     L = [
         "#compdef drainer kubectl-drainer",
-        "# zsh completion for drainer. Generated from `drainer --help` by tools/cli-docs.py; do not edit.",
+        "# zsh completion for drainer. Generated from `drainer --help` by deploy/packaging/cli-docs.py; do not edit.",
         "",
         "# kubectl with the --kubeconfig and --context given on the line (5 s at most).",
         "(( $+functions[_drainer_kubectl] )) ||",
@@ -463,7 +463,7 @@ def kubectl_complete(model):
         "#!/bin/sh",
         "# kubectl's completion of the plugin `kubectl drainer` (kubectl 1.26 and later run",
         "# kubectl_complete-drainer WORDS..., the last word being completed).",
-        "# Generated from `drainer --help` by tools/cli-docs.py; do not edit.",
+        "# Generated from `drainer --help` by deploy/packaging/cli-docs.py; do not edit.",
         "nodes() { kubectl $kargs --request-timeout=5s get nodes -o 'jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}' 2>/dev/null; }",
         "words() { cur=$1; shift; for w in \"$@\"; do case $w in \"$cur\"*) echo \"$w\" ;; esac; done; }",
         "verb='' positional=0 dashdash=0 prev='' kargs=''",
