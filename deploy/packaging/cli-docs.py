@@ -210,7 +210,7 @@ def man_page(model, template, values):
 def man_date():
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     if not epoch:
-        epoch = subprocess.run([os.path.join(HERE, "version-info"), "--epoch", os.path.dirname(HERE)],
+        epoch = subprocess.run([os.path.join(HERE, "version-info"), "--epoch", os.path.dirname(os.path.dirname(HERE))],
                                capture_output=True, text=True).stdout.strip() or "0"
     return datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc).strftime("%Y-%m-%d")
 
