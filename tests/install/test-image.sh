@@ -26,7 +26,9 @@ cd "$install_root" || exit 1
 export LC_ALL=C
 : "${DRAINER_CLUSTER_DIR:=/tmp/drainer-cluster}"
 KUBECTL=$DRAINER_CLUSTER_DIR/bin/kubectl
-[ -x "$KUBECTL" ] || KUBECTL=kubectl
+# Without a cluster, the kubectl of tests/cluster's build (never whatever kubectl the
+# host has: its version and behaviour are not ours).
+[ -x "$KUBECTL" ] || KUBECTL=$(tests/cluster/build --control-plane-only)/kubectl
 kubectl() { "$KUBECTL" "$@"; }
 version=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" meson.build | head -n 1)
 before_host=$(host_paths_before)
