@@ -747,7 +747,9 @@ static bool serve_ready(void *userdata, char *reason, size_t size) {
  * an address given with --metrics-addr must work. */
 static int start_httpd(struct server *srv) {
         const char *addr = srv->o.metrics_addr ? srv->o.metrics_addr : HTTPD_DEFAULT_ADDRESS;
-        struct httpd_options ho = { .address = addr, .ready = serve_ready, .userdata = srv };
+        struct httpd_options ho = {
+                .address = addr, .ts = srv->app->ts, .ready = serve_ready, .userdata = srv
+        };
         int r;
 
         if (!*addr)

@@ -1,10 +1,14 @@
 /* /metrics, /healthz and /readyz over libmicrohttpd, driven by the libuv
  * loop: MHD runs in its external epoll mode (no threads), its epoll fd is
  * watched by a uv_poll and its timeout by a uv_timer, and MHD_run() does the
- * work on the loop. Owns the MHD daemon, its listen socket and both handles;
- * borrows the metrics registry. It logs at debug level only. */
+ * work on the loop. Any client may connect (the DaemonSet listens on the pod
+ * IP), so connections are capped in all and per address, idle ones time out,
+ * and a request must arrive whole within a deadline. Owns the MHD daemon, its
+ * listen socket, both handles and one record per connection; borrows the
+ * metrics registry and the time source. It logs at debug level only. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -21,10 +25,30 @@
 #include "drainer/log.h"
 #include "drainer/macro.h"
 #include "drainer/metrics.h"
+#include "drainer/timesrc.h"
 
-#define DEFAULT_MAX_CONNECTIONS 32
-#define DEFAULT_TIMEOUT_SEC     10
-#define LISTEN_BACKLOG          64
+#define DEFAULT_MAX_CONNECTIONS     64
+#define DEFAULT_MAX_PER_ADDRESS     16
+#define DEFAULT_TIMEOUT_SEC         10
+#define DEFAULT_REQUEST_TIMEOUT_SEC 10
+/* Deep enough that a storm waits in the queue (MHD closes the excess of one
+ * address at once) instead of in SYN retries of seconds. */
+#define LISTEN_BACKLOG              256
+/* None of our endpoints takes a body; one is read and dropped up to this, then refused. */
+#define BODY_MAX                    (64 * 1024)
+
+struct httpd;
+
+/* One accepted connection (MHD's socket context). Its deadline runs from the
+ * connection's start, or the end of its previous request, until the request
+ * is answered: whoever sends a request a byte at a time is cut off then. */
+struct conn {
+        struct httpd *h;
+        int fd; /* borrowed from MHD */
+        struct dtimer deadline;
+        size_t body_bytes;
+        struct conn *prev, *next;
+};
 
 struct httpd {
         uv_loop_t *loop;           /* borrowed */
@@ -34,6 +58,11 @@ struct httpd {
         unsigned open_handles;
         bool closing;
         struct metrics *metrics; /* borrowed */
+        struct timesrc *ts;      /* borrowed */
+        struct conn *conns;      /* owned, one per open connection */
+        unsigned n_conns;
+        uint64_t request_timeout_usec;
+        uint64_t cut_off; /* connections closed at their request deadline */
         httpd_ready_fn ready;
         void *userdata;
         uint16_t port;
@@ -130,23 +159,44 @@ static enum MHD_Result serve_readyz(struct httpd *h, struct MHD_Connection *conn
         return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", body, (size_t)n, true);
 }
 
+static struct conn *conn_of(struct MHD_Connection *conn) {
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+        return ci ? ci->socket_context : NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **req_cls) {
         struct httpd *h = cls;
+        struct conn *c = conn_of(conn);
         static int first_call_marker;
 
         /* The first call only announces the request: answering then (before MHD knows
          * there is no body) makes it close the connection instead of keeping it alive.
-         * A body (none of ours takes one) is read and dropped; the answer comes after it. */
+         * A body (none of ours takes one) is read and dropped, up to BODY_MAX; the answer
+         * comes after it. */
         if (!*req_cls) {
                 *req_cls = &first_call_marker;
+                if (c)
+                        c->body_bytes = 0;
                 return MHD_YES;
         }
         if (*upload_data_size > 0) {
+                if (c && (c->body_bytes += *upload_data_size) > BODY_MAX) {
+                        /* Answered before the body ends: MHD closes the connection after it. */
+                        dtimer_stop(&c->deadline);
+                        h->requests++;
+                        return reply_text(conn, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large\n");
+                }
                 *upload_data_size = 0;
                 return MHD_YES;
         }
+        /* The request arrived whole: the deadline is met. MHD's idle timeout still
+         * closes a connection whose client stops reading the answer. */
+        if (c)
+                dtimer_stop(&c->deadline);
         h->requests++;
         if (!streq(method, MHD_HTTP_METHOD_GET) && !streq(method, MHD_HTTP_METHOD_HEAD))
                 return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
@@ -168,22 +218,117 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         log_debug("libmicrohttpd: %s", line);
 }
 
+/* ---- connections ---- */
+
+static void kick(struct httpd *h);
+
+/* The request did not arrive whole in time: end the connection. MHD owns the
+ * socket, so it is shut down, not closed; MHD reads the end of it and closes. */
+static void on_conn_deadline(struct dtimer *t) {
+        struct conn *c = container_of(t, struct conn, deadline);
+
+        c->h->cut_off++;
+        log_debug("httpd: a request took longer than %" PRIu64 " s, closing its connection",
+                  c->h->request_timeout_usec / USEC_PER_SEC);
+        (void)shutdown(c->fd, SHUT_RDWR);
+        kick(c->h);
+}
+
+static void conn_free(struct conn *c) {
+        struct httpd *h = c->h;
+
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                h->conns = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        h->n_conns--;
+        dtimer_done(&c->deadline);
+        free(c);
+}
+
+static void on_mhd_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                              enum MHD_ConnectionNotificationCode toe) {
+        struct httpd *h = cls;
+        const union MHD_ConnectionInfo *ci;
+        struct conn *c;
+
+        if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+                if (*socket_context)
+                        conn_free(*socket_context);
+                *socket_context = NULL;
+                return;
+        }
+        ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        c = calloc(1, sizeof(*c));
+        if (!c || !ci || dtimer_init(&c->deadline, h->ts, on_conn_deadline) < 0) {
+                /* Out of memory: no deadline for this one; MHD's idle timeout still applies. */
+                free(c);
+                *socket_context = NULL;
+                return;
+        }
+        c->h = h;
+        c->fd = ci->connect_fd;
+        c->next = h->conns;
+        if (h->conns)
+                h->conns->prev = c;
+        h->conns = c;
+        h->n_conns++;
+        *socket_context = c;
+        dtimer_start(&c->deadline, h->request_timeout_usec);
+}
+
+/* A request ended (answered, or the connection dropped): the next one on this
+ * kept-alive connection has the same deadline from now. */
+static void on_mhd_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                             enum MHD_RequestTerminationCode toe) {
+        struct httpd *h = cls;
+        struct conn *c = conn_of(conn);
+
+        if (c && !h->closing && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+                dtimer_start(&c->deadline, h->request_timeout_usec);
+        *req_cls = NULL;
+}
+
 /* ---- the loop ---- */
 
 static void on_timer(uv_timer_t *t);
 
+static unsigned current_connections(struct httpd *h) {
+        const union MHD_DaemonInfo *i = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+
+        return i ? i->num_connections : 0;
+}
+
 /* Lets MHD do what is ready, then re-arms the timer for what it needs next
- * (MHD_get_timeout() 0: data is buffered, run again on the next turn). */
+ * (MHD_get_timeout() 0: data is buffered, run again on the next turn).
+ *
+ * At the connection limit (or when accept() ran out of file descriptors) MHD
+ * takes its listen socket out of its epoll set, and puts it back only at the
+ * start of a later MHD_run() once a connection has closed. Connections close
+ * at the end of a run, and nothing may wake us afterwards (the listen socket is
+ * not watched, no connection is left to time out): so whenever one closed, MHD
+ * runs again on the next turn, or the endpoint would never accept again. */
 static void mhd_run(struct httpd *h) {
         MHD_UNSIGNED_LONG_LONG t = 0;
+        unsigned before;
 
         if (h->closing)
                 return;
+        before = current_connections(h);
         MHD_run(h->daemon);
-        if (MHD_get_timeout(h->daemon, &t) == MHD_YES)
+        if (current_connections(h) < before)
+                uv_timer_start(&h->timer, on_timer, 0, 0);
+        else if (MHD_get_timeout(h->daemon, &t) == MHD_YES)
                 uv_timer_start(&h->timer, on_timer, (uint64_t)t, 0);
         else
                 uv_timer_stop(&h->timer);
+}
+
+static void kick(struct httpd *h) {
+        if (!h->closing)
+                uv_timer_start(&h->timer, on_timer, 0, 0);
 }
 
 static void on_timer(uv_timer_t *t) {
@@ -213,6 +358,9 @@ void httpd_close(struct httpd *h, void (*close_cb)(void *userdata), void *userda
         if (!h)
                 return;
         h->closing = true;
+        /* MHD_stop_daemon() later reports each connection closed, which frees its record. */
+        for (struct conn *c = h->conns; c; c = c->next)
+                dtimer_stop(&c->deadline);
         h->close_cb = close_cb;
         h->close_userdata = userdata;
         uv_poll_stop(&h->poll);
@@ -285,6 +433,8 @@ int httpd_new(struct uv_loop_s *loop, const struct httpd_options *o, struct http
         uint16_t port = 0;
         int fd = -1, r;
 
+        if (!o->ts)
+                return -EINVAL;
         r = httpd_parse_address(o->address, &host, &port);
         if (r < 0)
                 return r;
@@ -292,6 +442,10 @@ int httpd_new(struct uv_loop_s *loop, const struct httpd_options *o, struct http
         if (!h)
                 return -ENOMEM;
         h->loop = loop;
+        h->ts = o->ts;
+        h->request_timeout_usec =
+                (o->request_timeout_sec ? o->request_timeout_sec : DEFAULT_REQUEST_TIMEOUT_SEC) *
+                USEC_PER_SEC;
         h->metrics = o->metrics;
         h->ready = o->ready;
         h->userdata = o->userdata;
@@ -302,13 +456,20 @@ int httpd_new(struct uv_loop_s *loop, const struct httpd_options *o, struct http
         }
         /* MHD_USE_EPOLL without MHD_USE_INTERNAL_POLLING_THREAD: no threads; the epoll
          * fd is ours to poll. Once started, MHD owns the listen socket (MHD_stop_daemon()
-         * closes it); if it does not start, the socket is still ours. */
+         * closes it); if it does not start, the socket is still ours. A connection over
+         * the per-address limit is accepted and closed at once, so one client (a pod)
+         * cannot take every slot from the kubelet's probes and Prometheus. A request
+         * whose headers outgrow MHD's per-connection memory (32 KiB) gets a 431. */
         h->daemon = MHD_start_daemon(
                 MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
                 on_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
                 (unsigned)(o->max_connections ? o->max_connections : DEFAULT_MAX_CONNECTIONS),
+                MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                (unsigned)(o->max_per_address ? o->max_per_address : DEFAULT_MAX_PER_ADDRESS),
                 MHD_OPTION_CONNECTION_TIMEOUT,
-                (unsigned)(o->timeout_sec ? o->timeout_sec : DEFAULT_TIMEOUT_SEC), MHD_OPTION_END);
+                (unsigned)(o->timeout_sec ? o->timeout_sec : DEFAULT_TIMEOUT_SEC),
+                MHD_OPTION_NOTIFY_CONNECTION, on_mhd_connection, h, MHD_OPTION_NOTIFY_COMPLETED,
+                on_mhd_completed, h, MHD_OPTION_END);
         if (!h->daemon) {
                 close(fd);
                 free(h);
@@ -348,4 +509,12 @@ uint16_t httpd_port(const struct httpd *h) {
 
 uint64_t httpd_requests(const struct httpd *h) {
         return h->requests;
+}
+
+unsigned httpd_connections(const struct httpd *h) {
+        return h->n_conns;
+}
+
+uint64_t httpd_cut_off(const struct httpd *h) {
+        return h->cut_off;
 }

@@ -2,7 +2,10 @@
  * metrics registry), /healthz (200 whenever the loop runs: the handler runs on
  * it) and /readyz (200 when the owner's callback says ready, else 503 with the
  * reason). libmicrohttpd in its epoll mode without threads: its epoll fd is
- * polled by a uv_poll on the caller's loop and its timeout by a uv_timer. */
+ * polled by a uv_poll on the caller's loop and its timeout by a uv_timer.
+ * Built for an untrusted network: a cap on connections in all and per client
+ * address, an idle timeout, a deadline for each request to arrive whole, a
+ * 431 for oversized headers, a 413 for a body over 64 KiB. */
 #pragma once
 
 #include <stdbool.h>
@@ -11,6 +14,7 @@
 
 struct uv_loop_s;
 struct metrics;
+struct timesrc;
 struct httpd;
 
 /* What `serve --metrics-addr` listens on unless told otherwise: loopback only. */
@@ -25,18 +29,25 @@ struct httpd_options {
          * (httpd_port() tells which). */
         const char *address;
         struct metrics *metrics;  /* borrowed; NULL: metrics_default() */
+        struct timesrc *ts;       /* borrowed, required: the request deadlines */
         httpd_ready_fn ready;     /* NULL: always ready */
         void *userdata;           /* for ready */
-        unsigned max_connections; /* 0 = 32; more are refused */
+        unsigned max_connections; /* 0 = 64; more wait in the listen backlog */
+        unsigned max_per_address; /* 0 = 16 from one client address; more are closed at once */
         unsigned timeout_sec;     /* idle connections are closed after this; 0 = 10 */
+        /* A request must arrive whole (headers and body) within this from the
+         * connection's start or the end of the previous request on it, else the
+         * connection is closed (a client sending a byte now and then is never
+         * idle); 0 = 10. */
+        unsigned request_timeout_sec;
 };
 
 /* Splits "HOST:PORT" ("[V6]:PORT" for IPv6; HOST may be empty). *ret_host is
  * the caller's to free(). -EINVAL on anything else. */
 int httpd_parse_address(const char *address, char **ret_host, uint16_t *ret_port);
 
-/* Binds, listens and serves on loop from now on. Errors: -EINVAL (address),
- * -EADDRINUSE, -EADDRNOTAVAIL, -EACCES (a privileged port), -EHOSTUNREACH (the
+/* Binds, listens and serves on loop from now on. Errors: -EINVAL (address,
+ * or no ts), -EADDRINUSE, -EADDRNOTAVAIL, -EACCES (a privileged port), -EHOSTUNREACH (the
  * host name does not resolve), -EIO (libmicrohttpd refused), -ENOMEM. On error
  * nothing is left but handles that finish closing on the loop's next turn. */
 int httpd_new(struct uv_loop_s *loop, const struct httpd_options *o, struct httpd **ret);
@@ -44,6 +55,10 @@ int httpd_new(struct uv_loop_s *loop, const struct httpd_options *o, struct http
 uint16_t httpd_port(const struct httpd *h);
 /* Requests answered so far, by any status. */
 uint64_t httpd_requests(const struct httpd *h);
+/* Connections open now. */
+unsigned httpd_connections(const struct httpd *h);
+/* Connections closed so far because their request did not arrive in time. */
+uint64_t httpd_cut_off(const struct httpd *h);
 /* Stops serving (open connections are dropped) and frees h once its uv handles
  * are closed; close_cb (may be NULL) runs then, never from inside this call.
  * Run the loop afterwards so that uv_loop_close() returns 0. */

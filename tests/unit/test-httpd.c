@@ -2,8 +2,10 @@
  * transport on the same loop (one thread: the server's handler runs on the
  * loop the client waits on): /metrics, /healthz, /readyz, 404 and 405,
  * address parsing and bind errors, many requests on kept-alive connections,
- * closing with a connection open. Every test ends with uv_loop_close() == 0 and no file descriptor left
- * behind. */
+ * closing with a connection open; and storms of raw connections (short-lived,
+ * idle, half-sent, oversized, a byte at a time) after which the endpoint still
+ * answers and every storm connection was closed by the server. Every test ends
+ * with uv_loop_close() == 0 and no file descriptor left behind. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +29,7 @@
 #include "drainer/httpd.h"
 #include "drainer/macro.h"
 #include "drainer/metrics.h"
+#include "drainer/timesrc.h"
 #include "drainer/transport.h"
 
 struct fixture {
@@ -33,6 +37,7 @@ struct fixture {
         struct transport *t;
         struct httpd *h;
         struct metrics *m;
+        struct timesrc *ts;
         bool ready;
         int ready_calls;
         int httpd_closed, transport_closed;
@@ -129,6 +134,7 @@ static void start(struct fixture *f, const char *address, struct metrics *m) {
         struct httpd_options o = {
                 .address = address,
                 .metrics = m,
+                .ts = f->ts,
                 .ready = ready_cb,
                 .userdata = f,
         };
@@ -146,6 +152,7 @@ static int setup(void **state) {
         /* After the loop: libuv keeps one pipe for the whole process from the first one on. */
         f->fds_before = count_fds();
         assert_int_equal(transport_curl_new(&f->loop, NULL, &f->t), 0);
+        assert_int_equal(timesrc_uv_new(&f->loop, &f->ts), 0);
         assert_int_equal(metrics_new(NULL, &f->m), 0);
         assert_int_equal(metrics_register(f->m,
                                           &(struct metric_desc){ .name = "test_things_total",
@@ -171,6 +178,7 @@ static int teardown(void **state) {
         run_until(f, &f->transport_closed, 1);
         transport_free(f->t);
         uv_run(&f->loop, UV_RUN_DEFAULT);
+        timesrc_uv_free(f->ts);
         /* The listen socket, MHD's epoll fd and every connection are closed (the
          * client's kept-alive ones with the transport). */
         assert_int_equal(count_fds(), f->fds_before);
@@ -238,7 +246,26 @@ static void test_endpoints(void **state) {
         request(f, "DELETE", "/healthz", &r);
         assert_int_equal(r.status, 405);
         result_done(&r);
-        assert_int_equal(httpd_requests(f->h), 11);
+        /* A body over 64 KiB is refused before it ends. */
+        {
+                _cleanup_free_ char *big = malloc(200 * 1024 + 1);
+
+                assert_non_null(big);
+                memset(big, 'a', 200 * 1024);
+                big[200 * 1024] = 0;
+                submit_body(f, "POST", "/metrics", big, &r);
+                run_until(f, &r.done, 1);
+                /* curl may see the 413, or the connection closed while it still sends. */
+                if (r.error == 0)
+                        assert_int_equal(r.status, 413);
+                else
+                        assert_true(r.error == -ECONNRESET || r.error == -EIO);
+                result_done(&r);
+        }
+        request(f, "GET", "/healthz", &r);
+        assert_int_equal(r.status, 200);
+        result_done(&r);
+        assert_int_equal(httpd_requests(f->h), 13);
 }
 
 /* Without a registry of its own it serves the default one. */
@@ -312,6 +339,327 @@ static void test_close_with_open_connection(void **state) {
         start(f, "127.0.0.1:0", f->m);
 }
 
+/* ---- connection storms ---- */
+
+/* A non-blocking TCP connection to the server from src (a loopback address). */
+static int raw_connect(struct fixture *f, const char *src) {
+        struct sockaddr_in sa = { .sin_family = AF_INET }, from = { .sin_family = AF_INET };
+        int fd;
+
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        assert_true(fd >= 0);
+        assert_int_equal(inet_pton(AF_INET, src, &from.sin_addr), 1);
+        assert_int_equal(bind(fd, (struct sockaddr *)&from, sizeof(from)), 0);
+        sa.sin_port = htons(httpd_port(f->h));
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+                assert_int_equal(errno, EINPROGRESS);
+        return fd;
+}
+
+/* Runs the loop until the server answered /healthz (a client with a 10 s timeout). */
+static void expect_healthz(struct fixture *f, const char *what) {
+        char url[128];
+        struct result r = {};
+        struct http_request req = {
+                .method = "GET",
+                .url = url,
+                .timeout_usec = 10 * 1000000,
+                .max_body = 4096,
+        };
+
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u/healthz", httpd_port(f->h));
+        assert_int_equal(transport_submit(f->t, &req, NULL, on_done, &r, NULL), 0);
+        run_until(f, &r.done, 1);
+        if (r.error)
+                print_message("after %s: /healthz failed: %s\n", what, strerror(-r.error));
+        assert_int_equal(r.error, 0);
+        assert_int_equal(r.status, 200);
+        result_done(&r);
+}
+
+/* 400 connections that connect and close at once, in bursts of 40: the endpoint still
+ * answers (MHD takes its listen socket out of the epoll set at the connection
+ * limit and puts it back only in the MHD_run() after one closed). */
+static void test_storm_short_lived(void **state) {
+        struct fixture *f = *state;
+
+        start(f, "127.0.0.1:0", f->m);
+        for (int burst = 0; burst < 10; burst++) {
+                int fds[40];
+
+                for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                        fds[i] = raw_connect(f, "127.0.0.2");
+                for (int k = 0; k < 20; k++)
+                        uv_run(&f->loop, UV_RUN_NOWAIT);
+                for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                        close(fds[i]);
+                for (int k = 0; k < 20; k++)
+                        uv_run(&f->loop, UV_RUN_NOWAIT);
+        }
+        expect_healthz(f, "400 short-lived connections");
+}
+
+static void start_storm(struct fixture *f) {
+        struct httpd_options o = {
+                .address = "127.0.0.1:0",
+                .metrics = f->m,
+                .ts = f->ts,
+                .timeout_sec = 1,
+                .request_timeout_sec = 2,
+        };
+
+        assert_int_equal(httpd_new(&f->loop, &o, &f->h), 0);
+}
+
+/* True once the server closed fd (EOF or reset); reads and drops what it sent. */
+static bool closed_by_server(int fd, char *first, size_t size) {
+        char buf[4096];
+
+        for (;;) {
+                ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+                if (n == 0)
+                        return true;
+                if (n < 0)
+                        return errno != EAGAIN && errno != EINTR;
+                if (first && !first[0])
+                        snprintf(first, size, "%.*s", (int)MIN((size_t)n, size - 1), buf);
+        }
+}
+
+static void on_tick(uv_timer_t *t) {
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+        *(bool *)h->data = true;
+}
+
+/* Closes a handle that lives on the caller's stack, and waits until libuv is done with it. */
+static void close_handle(struct fixture *f, uv_handle_t *h) {
+        bool closed = false;
+
+        h->data = &closed;
+        uv_close(h, on_handle_closed);
+        while (!closed)
+                uv_run(&f->loop, UV_RUN_ONCE);
+}
+
+/* Runs the loop until the server closed every fd, for at most 60 s. A tick
+ * wakes the loop: a client's connect may still be retried by its kernel (a
+ * full accept queue drops the handshake), which wakes nothing here. */
+static void expect_all_closed(struct fixture *f, int *fds, size_t n, const char *what) {
+        uint64_t t0 = uv_hrtime();
+        uv_timer_t tick;
+        size_t left = n;
+
+        uv_timer_init(&f->loop, &tick);
+        uv_timer_start(&tick, on_tick, 100, 100);
+        while (left > 0 && uv_hrtime() - t0 < 60 * UINT64_C(1000000000)) {
+                left = 0;
+                for (size_t i = 0; i < n; i++)
+                        if (fds[i] >= 0) {
+                                if (closed_by_server(fds[i], NULL, 0)) {
+                                        close(fds[i]);
+                                        fds[i] = -1;
+                                } else
+                                        left++;
+                        }
+                if (left > 0)
+                        uv_run(&f->loop, UV_RUN_ONCE);
+        }
+        close_handle(f, (uv_handle_t *)&tick);
+        if (left > 0)
+                print_message("%s: %zu of %zu connections still open\n", what, left, n);
+        assert_int_equal(left, 0);
+}
+
+static void send_all(int fd, const char *data, size_t len) {
+        while (len > 0) {
+                ssize_t k = send(fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+                if (k < 0 && (errno == EAGAIN || errno == EINTR))
+                        continue;
+                if (k < 0)
+                        return; /* the server refused it (per-address limit): fine */
+                data += k;
+                len -= (size_t)k;
+        }
+}
+
+/* Wait for every non-blocking connect to finish (or fail). */
+static void wait_connected(struct fixture *f, int *fds, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                struct pollfd p = { .fd = fds[i], .events = POLLOUT };
+
+                for (int k = 0; k < 1000 && poll(&p, 1, 0) == 0; k++)
+                        uv_run(&f->loop, UV_RUN_NOWAIT);
+        }
+}
+
+enum storm {
+        STORM_IDLE,      /* connect, send nothing */
+        STORM_HALF_SENT, /* half a request, then nothing */
+        STORM_OVERSIZED, /* a header line larger than MHD's memory limit */
+};
+
+static void storm(struct fixture *f, enum storm kind, const char *src, size_t n, const char *what) {
+        _cleanup_free_ int *fds = calloc(n, sizeof(int));
+        _cleanup_free_ char *big = NULL;
+        uint64_t t0;
+
+        assert_non_null(fds);
+        /* In bursts of 50, the server running between them as it would. */
+        for (size_t i = 0; i < n; i++) {
+                fds[i] = raw_connect(f, src);
+                if (i % 50 == 49)
+                        for (int k = 0; k < 20; k++)
+                                uv_run(&f->loop, UV_RUN_NOWAIT);
+        }
+        wait_connected(f, fds, n);
+        if (kind == STORM_HALF_SENT)
+                for (size_t i = 0; i < n; i++)
+                        send_all(fds[i], "GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: ", 38);
+        if (kind == STORM_OVERSIZED) {
+                size_t len = 200 * 1024;
+
+                big = malloc(len + 64);
+                assert_non_null(big);
+                memcpy(big, "GET /metrics HTTP/1.1\r\nX-Big: ", 31);
+                memset(big + 31, 'a', len);
+                memcpy(big + 31 + len, "\r\n\r\n", 5);
+                for (size_t i = 0; i < n; i++)
+                        send_all(fds[i], big, 31 + len + 4);
+        }
+        for (int k = 0; k < 50; k++)
+                uv_run(&f->loop, UV_RUN_NOWAIT);
+        t0 = uv_hrtime();
+        if (!streq(src, "127.0.0.1")) {
+                expect_healthz(f, what);
+                print_message("%s: /healthz answered in %.1f ms\n", what, (double)(uv_hrtime() - t0) / 1e6);
+        }
+        expect_all_closed(f, fds, n, what);
+        print_message("%s: all %zu closed by the server after %.1f ms\n", what, n,
+                      (double)(uv_hrtime() - t0) / 1e6);
+        /* From the storm's own address the probe may be refused while the storm holds
+         * that address's share; once the server closed them, it is answered. */
+        if (streq(src, "127.0.0.1")) {
+                t0 = uv_hrtime();
+                expect_healthz(f, what);
+                print_message("%s: then /healthz answered in %.1f ms\n", what,
+                              (double)(uv_hrtime() - t0) / 1e6);
+        }
+}
+
+/* Hundreds of idle connections, from another address than the prober (another pod):
+ * the endpoint answers at once (a per-address limit leaves it room), and the server
+ * closes every idle one (idle timeout). */
+static void test_storm_idle(void **state) {
+        struct fixture *f = *state;
+
+        start_storm(f);
+        storm(f, STORM_IDLE, "127.0.0.2", 300, "300 idle connections from another address");
+}
+
+/* The same from the prober's own address (a hostNetwork pod shares the kubelet's):
+ * the storm is held to that address's share, and every one of them is closed. */
+static void test_storm_idle_same_address(void **state) {
+        struct fixture *f = *state;
+
+        start_storm(f);
+        storm(f, STORM_IDLE, "127.0.0.1", 200, "200 idle connections from the same address");
+}
+
+static void test_storm_half_sent(void **state) {
+        struct fixture *f = *state;
+
+        start_storm(f);
+        storm(f, STORM_HALF_SENT, "127.0.0.2", 300, "300 half-sent requests");
+}
+
+/* A header larger than MHD's per-connection memory: 431 and closed. */
+static void test_storm_oversized(void **state) {
+        struct fixture *f = *state;
+        char first[64] = "";
+        int fd;
+
+        start_storm(f);
+        storm(f, STORM_OVERSIZED, "127.0.0.2", 40, "40 oversized requests");
+        /* One more, to see the answer. */
+        fd = raw_connect(f, "127.0.0.3");
+        wait_connected(f, &fd, 1);
+        {
+                size_t len = 100 * 1024;
+                _cleanup_free_ char *big = malloc(len + 64);
+
+                assert_non_null(big);
+                memcpy(big, "GET /metrics HTTP/1.1\r\nX-Big: ", 31);
+                memset(big + 31, 'a', len);
+                memcpy(big + 31 + len, "\r\n\r\n", 5);
+                send_all(fd, big, 31 + len + 4);
+        }
+        for (int k = 0; k < 100000 && !closed_by_server(fd, first, sizeof(first)); k++)
+                uv_run(&f->loop, UV_RUN_ONCE);
+        close(fd);
+        print_message("oversized request answered: %.12s\n", first);
+        assert_true(strncmp(first, "HTTP/1.1 431", 12) == 0);
+}
+
+/* A client that keeps its half-sent request alive with a byte now and then (slowloris)
+ * is closed once the request has taken longer than request_timeout_sec, although it is
+ * never idle for timeout_sec. */
+struct dribble {
+        uv_timer_t timer;
+        int fds[8];
+        int sent;
+};
+
+static void on_dribble(uv_timer_t *t) {
+        struct dribble *d = t->data;
+
+        for (size_t i = 0; i < ELEMENTSOF(d->fds); i++)
+                if (d->fds[i] >= 0)
+                        (void)send(d->fds[i], "a", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        d->sent++;
+}
+
+static void test_slow_request(void **state) {
+        struct fixture *f = *state;
+        struct dribble d = {};
+
+        start_storm(f);
+        for (size_t i = 0; i < ELEMENTSOF(d.fds); i++)
+                d.fds[i] = raw_connect(f, "127.0.0.2");
+        wait_connected(f, d.fds, ELEMENTSOF(d.fds));
+        for (size_t i = 0; i < ELEMENTSOF(d.fds); i++)
+                send_all(d.fds[i], "GET /metrics HTTP/1.1\r\nX-A: ", 29);
+        uv_timer_init(&f->loop, &d.timer);
+        d.timer.data = &d;
+        /* Every 300 ms, well inside the 1 s idle timeout; for at most 20 s. */
+        uv_timer_start(&d.timer, on_dribble, 300, 300);
+        for (size_t left = ELEMENTSOF(d.fds); left > 0 && d.sent < 66;) {
+                uv_run(&f->loop, UV_RUN_ONCE);
+                left = 0;
+                for (size_t i = 0; i < ELEMENTSOF(d.fds); i++)
+                        if (d.fds[i] >= 0) {
+                                if (closed_by_server(d.fds[i], NULL, 0)) {
+                                        close(d.fds[i]);
+                                        d.fds[i] = -1;
+                                } else
+                                        left++;
+                        }
+        }
+        close_handle(f, (uv_handle_t *)&d.timer);
+        print_message("slow requests closed after %d bytes each\n", d.sent);
+        for (size_t i = 0; i < ELEMENTSOF(d.fds); i++) {
+                if (d.fds[i] >= 0)
+                        close(d.fds[i]);
+                assert_int_equal(d.fds[i], -1);
+        }
+        assert_int_equal(httpd_cut_off(f->h), ELEMENTSOF(d.fds));
+        expect_healthz(f, "slow requests");
+}
+
 static void test_addresses(void **state) {
         struct fixture *f = *state;
         struct httpd *h2 = NULL;
@@ -340,15 +688,17 @@ static void test_addresses(void **state) {
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
                 assert_int_equal(httpd_parse_address(bad[i], &host, &port), -EINVAL);
-        assert_int_equal(httpd_new(&f->loop, &(struct httpd_options){ .address = "nope" }, &h2), -EINVAL);
+        assert_int_equal(httpd_new(&f->loop, &(struct httpd_options){ .ts = f->ts, .address = "nope" }, &h2),
+                         -EINVAL);
 
         /* The port is taken. */
         start(f, "127.0.0.1:0", f->m);
         snprintf(addr, sizeof(addr), "127.0.0.1:%u", httpd_port(f->h));
-        assert_int_equal(httpd_new(&f->loop, &(struct httpd_options){ .address = addr }, &h2), -EADDRINUSE);
+        assert_int_equal(httpd_new(&f->loop, &(struct httpd_options){ .ts = f->ts, .address = addr }, &h2),
+                         -EADDRINUSE);
         /* An address this host does not have (TEST-NET-1); unless net.ipv4.ip_nonlocal_bind
          * lets anything bind. */
-        r = httpd_new(&f->loop, &(struct httpd_options){ .address = "192.0.2.1:0" }, &h2);
+        r = httpd_new(&f->loop, &(struct httpd_options){ .ts = f->ts, .address = "192.0.2.1:0" }, &h2);
         if (r == 0) {
                 print_message("binding 192.0.2.1 worked (ip_nonlocal_bind?), skipping that part\n");
                 httpd_close(h2, on_httpd_closed, f);
@@ -357,7 +707,7 @@ static void test_addresses(void **state) {
         } else
                 assert_int_equal(r, -EADDRNOTAVAIL);
         /* IPv6 loopback, where the host has it. */
-        r = httpd_new(&f->loop, &(struct httpd_options){ .address = "[::1]:0" }, &h2);
+        r = httpd_new(&f->loop, &(struct httpd_options){ .ts = f->ts, .address = "[::1]:0" }, &h2);
         if (r == 0) {
                 assert_true(httpd_port(h2) > 0);
                 httpd_close(h2, on_httpd_closed, f);
@@ -374,6 +724,12 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_many, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_close_with_open_connection, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_addresses, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_storm_short_lived, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_storm_idle, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_storm_idle_same_address, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_storm_half_sent, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_storm_oversized, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_slow_request, setup, teardown),
         };
         int r;
 
