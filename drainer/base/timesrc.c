@@ -224,3 +224,66 @@ int timesrc_parse_rfc3339(const char *s, int64_t *ret_usec) {
         *ret_usec = sec * (int64_t)USEC_PER_SEC + frac;
         return 0;
 }
+
+/* Go's time.Duration holds at most 2^63-1 ns (about 292 years): nothing longer is a duration. */
+#define DURATION_MAX_USEC (UINT64_C(9223372036854775807) / 1000)
+
+int timesrc_parse_duration(const char *s, uint64_t *ret_usec) {
+        static const struct {
+                const char *name;
+                uint64_t usec;
+        } units[] = {
+                /* longest first: "ms" before "m" */
+                { "ms", USEC_PER_MSEC },    { "us", 1 },           { "h", 3600 * USEC_PER_SEC },
+                { "m", 60 * USEC_PER_SEC }, { "s", USEC_PER_SEC },
+        };
+        uint64_t total = 0;
+        const char *p = s;
+
+        if (!s || !*s)
+                return -EINVAL;
+        while (*p) {
+                uint64_t whole = 0, frac = 0, frac_scale = 1, unit = USEC_PER_SEC, v;
+                const char *start = p;
+                size_t ui;
+
+                for (; *p >= '0' && *p <= '9'; p++) {
+                        if (whole > (DURATION_MAX_USEC - (uint64_t)(*p - '0')) / 10)
+                                return -ERANGE;
+                        whole = whole * 10 + (uint64_t)(*p - '0');
+                }
+                if (*p == '.') {
+                        p++;
+                        /* Digits past a microsecond of the unit are dropped (the longest unit is
+                         * an hour: 10^10 µs, so 10 digits keep every microsecond). */
+                        for (; *p >= '0' && *p <= '9'; p++)
+                                if (frac_scale < UINT64_C(10000000000)) {
+                                        frac = frac * 10 + (uint64_t)(*p - '0');
+                                        frac_scale *= 10;
+                                }
+                }
+                /* A number needs a digit: rejects "", ".", "inf", "nan", "+5", " 5", "0x10". */
+                if (p == start || (p == start + 1 && *start == '.'))
+                        return -EINVAL;
+                for (ui = 0; ui < ELEMENTSOF(units); ui++) {
+                        size_t n = strlen(units[ui].name);
+
+                        if (strncmp(p, units[ui].name, n) == 0) {
+                                unit = units[ui].usec;
+                                p += n;
+                                break;
+                        }
+                }
+                /* A bare number is seconds; "1e30h": 'e' is no unit. */
+                if (ui == ELEMENTSOF(units) && *p)
+                        return -EINVAL;
+                if (whole > DURATION_MAX_USEC / unit)
+                        return -ERANGE;
+                v = whole * unit + frac * unit / frac_scale;
+                if (v > DURATION_MAX_USEC - total)
+                        return -ERANGE;
+                total += v;
+        }
+        *ret_usec = total;
+        return 0;
+}

@@ -11,38 +11,7 @@
 #include "drainer/timesrc.h"
 
 int parse_duration(const char *s, uint64_t *ret) {
-        uint64_t total = 0;
-        const char *p = s;
-
-        if (!*p)
-                return -EINVAL;
-        while (*p) {
-                char *end;
-                double v;
-                uint64_t unit = USEC_PER_SEC;
-
-                errno = 0;
-                v = strtod(p, &end);
-                if (errno || end == p || v < 0)
-                        return -EINVAL;
-                if (strncmp(end, "ms", 2) == 0) {
-                        unit = USEC_PER_MSEC;
-                        end += 2;
-                } else if (*end == 's') {
-                        end++;
-                } else if (*end == 'm') {
-                        unit = 60 * USEC_PER_SEC;
-                        end++;
-                } else if (*end == 'h') {
-                        unit = 3600 * USEC_PER_SEC;
-                        end++;
-                } else if (*end && end != p)
-                        return -EINVAL;
-                total += (uint64_t)(v * (double)unit);
-                p = end;
-        }
-        *ret = total;
-        return 0;
+        return timesrc_parse_duration(s, ret);
 }
 
 static int on_drain_opt(int opt, const char *arg, void *userdata) {

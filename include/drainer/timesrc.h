@@ -59,6 +59,13 @@ struct uv_loop_s;
 int timesrc_uv_new(struct uv_loop_s *loop, struct timesrc **ret);
 void timesrc_uv_free(struct timesrc *s);
 
+/* kubectl-style durations: a sequence of numbers, each with a unit (h, m, s, ms,
+ * us) or none (seconds): "90", "90s", "1.5m", "1h30m", "0". Only decimal digits
+ * and one '.' make a number: "inf", "nan", "1e30h", "0x10", "+5" and " 5" are
+ * -EINVAL; anything longer than Go's time.Duration holds (about 292 years)
+ * -ERANGE. */
+int timesrc_parse_duration(const char *s, uint64_t *ret_usec);
+
 /* RFC 3339 helpers (UTC, second precision for output). */
 int timesrc_format_rfc3339(int64_t usec, char *buf, size_t size);
 int timesrc_parse_rfc3339(const char *s, int64_t *ret_usec);

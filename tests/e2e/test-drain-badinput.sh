@@ -110,6 +110,13 @@ bad_flags=(
 	"drain|$node|--grace-period|abc"
 	"drain|$node|--grace-period|-5"
 	"drain|$node|--timeout|5x"
+	"drain|$node|--timeout|inf"
+	"drain|$node|--timeout|nan"
+	"drain|$node|--timeout|1e30h"
+	"drain|$node|--timeout|0x10s"
+	"maintain|$node|--timeout|inf|--|true"
+	"guard|--node|$node|--deadline|inf"
+	"serve|--node|$node|--metrics-addr||--config|$e2e_tmp/inf.yaml"
 	"drain|$node|--timeout"
 	"drain|$node|--driver-stop|dynamite"
 	"drain|$node|--driver-stop|label:"
@@ -125,6 +132,8 @@ bad_flags=(
 	"maintain|--|true"
 	"nosuchverb|$node"
 )
+# A duration in the YAML config goes through the same parser.
+printf 'timeout: 1e30h\n' >"$e2e_tmp/inf.yaml"
 start=$(audit_lines)
 for c in "${bad_flags[@]}"; do
 	IFS='|' read -ra argv <<<"$c"

@@ -82,6 +82,60 @@ static void test_parse_invalid(void **state) {
         assert_int_equal(t, 77); /* untouched on failure */
 }
 
+static void test_duration(void **state) {
+        static const struct {
+                const char *s;
+                uint64_t usec;
+        } good[] = {
+                { "0", 0 },
+                { "90", 90 * USEC_PER_SEC },
+                { "90s", 90 * USEC_PER_SEC },
+                { "5m", 300 * USEC_PER_SEC },
+                { "1h30m", 5400 * USEC_PER_SEC },
+                { "1.5m", 90 * USEC_PER_SEC },
+                { ".5s", 500 * USEC_PER_MSEC },
+                { "5.s", 5 * USEC_PER_SEC },
+                { "250ms", 250 * USEC_PER_MSEC },
+                { "1m0.5s", 60 * USEC_PER_SEC + 500 * USEC_PER_MSEC },
+                { "10us", 10 },
+                { "0.0000001s", 0 },
+                { "1.0000001h", 3600 * USEC_PER_SEC + 360 },
+                { "2562047h", UINT64_C(2562047) * 3600 * USEC_PER_SEC }, /* Go's largest whole hour */
+        };
+        static const char *const bad[] = {
+                "",     "inf",  "nan",   "INF",   "infinity", "-inf", "1e30h", "1e3",
+                "1E3s", "0x10", "0x10s", "+5s",   "-5s",      " 5s",  "5s ",   "5x",
+                "s",    ".",    ".s",    "5..5s", "1h-5m",    "5 s",  "nans",  "1d",
+        };
+        static const char *const too_long[] = {
+                "2562048h",
+                "99999999999999999999",
+                "9999999999999999999999999999999s",
+                "153722867m1000000000h",
+                "9223372036854s9223372036854s",
+        };
+        uint64_t v;
+
+        for (size_t i = 0; i < ELEMENTSOF(good); i++) {
+                v = 12345;
+                if (timesrc_parse_duration(good[i].s, &v) != 0)
+                        fail_msg("\"%s\" refused", good[i].s);
+                if (v != good[i].usec)
+                        fail_msg("\"%s\": %llu µs, expected %llu", good[i].s, (unsigned long long)v,
+                                 (unsigned long long)good[i].usec);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                v = 12345;
+                if (timesrc_parse_duration(bad[i], &v) != -EINVAL)
+                        fail_msg("\"%s\" accepted or not -EINVAL", bad[i]);
+                assert_int_equal(v, 12345); /* untouched */
+        }
+        for (size_t i = 0; i < ELEMENTSOF(too_long); i++)
+                if (timesrc_parse_duration(too_long[i], &v) != -ERANGE)
+                        fail_msg("\"%s\" not -ERANGE", too_long[i]);
+        assert_int_equal(timesrc_parse_duration(NULL, &v), -EINVAL);
+}
+
 static void test_format(void **state) {
         char buf[32];
         int64_t t;
@@ -221,11 +275,9 @@ static void test_uv_done_in_callback(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_parse),
-                cmocka_unit_test(test_parse_invalid),
-                cmocka_unit_test(test_format),
-                cmocka_unit_test(test_uv_timers),
-                cmocka_unit_test(test_uv_done_in_callback),
+                cmocka_unit_test(test_parse),     cmocka_unit_test(test_parse_invalid),
+                cmocka_unit_test(test_duration),  cmocka_unit_test(test_format),
+                cmocka_unit_test(test_uv_timers), cmocka_unit_test(test_uv_done_in_callback),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
