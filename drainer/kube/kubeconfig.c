@@ -805,7 +805,16 @@ static int parse_cluster(struct kube_config *c, struct kc_file *f, yaml_node_t *
                         return oom(ret_error);
         }
 
-        return get_bool(d, cl, "insecure-skip-tls-verify", where, &c->insecure_skip_tls_verify, ret_error);
+        r = get_bool(d, cl, "insecure-skip-tls-verify", where, &c->insecure_skip_tls_verify, ret_error);
+        if (r < 0)
+                return r;
+        /* As client-go (transport.TLSConfigFor): a CA that would not be checked is a mistake. */
+        if (c->insecure_skip_tls_verify && c->ca_pem)
+                return set_error(ret_error, -EINVAL,
+                                 "%s: insecure-skip-tls-verify together with a certificate authority: "
+                                 "specifying a root certificates file with the insecure flag is not allowed",
+                                 where);
+        return 0;
 }
 
 static struct exec_config *exec_config_free(struct exec_config *e) {

@@ -1193,6 +1193,21 @@ static void test_errors(void **state) {
                   "clusters: [{name: c, cluster: {server: https://x, proxy-url: 'socks5://p:1080'}}]\n"
                   "users: [{name: u, user: {}}]\n",
                   -EOPNOTSUPP, "clusters[c].proxy-url: not supported" },
+                /* client-go: "specifying a root certificates file with the insecure flag is not
+                 * allowed" (transport.TLSConfigFor) */
+                { "insecure-with-ca-file",
+                  "clusters: [{name: c, cluster: {server: https://x, insecure-skip-tls-verify: true, "
+                  "certificate-authority: " FIXDIR "/pki/ca.crt}}]\n"
+                  "users: [{name: u, user: {}}]\n",
+                  -EINVAL,
+                  "%1$s/config: clusters[c]: insecure-skip-tls-verify together with a certificate "
+                  "authority: specifying a root certificates file with the insecure flag is not allowed" },
+                { "insecure-with-ca-data",
+                  "clusters: [{name: c, cluster: {insecure-skip-tls-verify: true, server: https://x, "
+                  "certificate-authority-data: "
+                  "'LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCkFBQUEKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo='}}]\n"
+                  "users: [{name: u, user: {}}]\n",
+                  -EINVAL, "clusters[c]: insecure-skip-tls-verify together with a certificate authority" },
                 { "bad-bool",
                   "clusters: [{name: c, cluster: {server: https://x, insecure-skip-tls-verify: maybe}}]\n"
                   "users: [{name: u, user: {}}]\n",
