@@ -33,6 +33,10 @@ int app_init(struct app *a, const struct global_flags *flags) {
                 log_warning("%s: insecure-skip-tls-verify is set: the API server's certificate is "
                             "NOT verified",
                             a->cfg->source);
+        if (kube_config_token_in_clear(a->cfg))
+                log_warning("%s: the server %s is plain http://: the bearer token is sent unencrypted, "
+                            "readable by anyone on the path",
+                            a->cfg->source, a->cfg->server);
 
         r = uv_loop_init(&a->loop);
         if (r < 0)

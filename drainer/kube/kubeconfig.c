@@ -1495,6 +1495,11 @@ bool kube_config_uses_exec(const struct kube_config *c) {
         return c && c->priv->exec;
 }
 
+bool kube_config_token_in_clear(const struct kube_config *c) {
+        return c && c->server && strncmp(c->server, "http://", 7) == 0 &&
+               (c->priv->token || c->priv->token_file || c->priv->exec);
+}
+
 /* ---- credentials ---- */
 
 /* Re-reads the token file when it changed (the kubelet swaps the projected service

@@ -64,6 +64,9 @@ void kube_config_set_exec_timeout(struct kube_config *c, uint64_t timeout_usec);
 
 /* True when credentials come from an exec plugin (a 401 is worth one force_refresh). */
 bool kube_config_uses_exec(const struct kube_config *c);
+/* True when the server is plain http:// and a bearer token (static, tokenFile or from
+ * an exec plugin) would be sent to it: readable by anyone on the path. */
+bool kube_config_token_in_clear(const struct kube_config *c);
 
 /* Borrowed from the config: valid until the next kube_config_credentials() call or
  * kube_config_free(). */

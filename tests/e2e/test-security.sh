@@ -4,7 +4,8 @@
 #    as data, or no CA at all, so the system store) ends the run with exit 1 and a
 #    message about the certificate, and no request reaches the API server;
 #  - insecure-skip-tls-verify is honoured only when the kubeconfig asks for it, and then
-#    drainer warns; no flag turns verification off;
+#    drainer warns; no flag turns verification off; together with a CA it is an error
+#    (as in client-go); a bearer token to a plain http:// server gets a warning naming it;
 #  - credentials never show: the bearer token (static, tokenFile, and the one an exec
 #    credential plugin hands out), the client key (static and from the plugin) and a
 #    rejected token appear in none of the stdout and stderr of status, plan and
@@ -85,6 +86,34 @@ check_rc "without it the same cluster is refused" 1 verified
 drainer_run ok --kubeconfig "$KUBECONFIG" status "$node"
 check_rc "with the right CA it works" 0 ok
 check "... without a TLS warning" bash -c "! grep -qi 'insecure' '$t/ok.err'"
+# client-go refuses a CA together with insecure-skip-tls-verify (transport.TLSConfigFor).
+kubeconfig "$t/insecure-ca.yaml" "$ca_ok
+    insecure-skip-tls-verify: true" "$user_token"
+before=$(audit_lines)
+drainer_run insecure-ca --kubeconfig "$t/insecure-ca.yaml" status "$node"
+check_rc "insecure-skip-tls-verify together with a CA: refused" 1 insecure-ca
+check "... with client-go's reason" grep -q 'specifying a root certificates file with the insecure flag is not allowed' \
+	"$t/insecure-ca.err"
+sleep 0.5
+check_eq "... and no request of drainer reached the API server" 0 \
+	"$(tail -n +"$((before + 1))" "$AUDIT" | grep -c '"userAgent":"drainer/')"
+# A bearer token to a plain http:// server: a warning naming the server (a throwaway
+# python http.server on loopback answers 404 to everything, so the run ends at once).
+http_port=$((20000 + RANDOM % 30000))
+python3 -m http.server --bind 127.0.0.1 --directory "$t" "$http_port" >/dev/null 2>&1 &
+http_pid=$!
+track_pid "$http_pid"
+e2e_cleanup_hooks+=("reap_pid $http_pid KILL")
+wait_until 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$http_port" 2>/dev/null
+printf 'apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: "http://127.0.0.1:%s"}\nusers:\n- name: u\n  user: {token: %s}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n' \
+	"$http_port" "$token" >"$t/http.yaml"
+DRAINER_RUN_TIMEOUT=30 drainer_run http --kubeconfig "$t/http.yaml" status "$node"
+check "a bearer token over http:// warns, naming the server" \
+	grep -qE "warning.*http://127\.0\.0\.1:$http_port.*unencrypted" "$t/http.err"
+reap_pid "$http_pid" KILL
+check "... and the token is not in the warning" bash -c "! grep -qF -- '$token' '$t/http.err'"
+drainer_run https --kubeconfig "$KUBECONFIG" status "$node"
+check "no such warning over https://" bash -c "! grep -qi 'unencrypted' '$t/https.err'"
 for flag in --insecure-skip-tls-verify --insecure-skip-tls-verify=true --insecure; do
 	drainer_run flag --kubeconfig "$t/wrong-ca-file.yaml" "$flag" status "$node"
 	check_rc "no flag turns verification off: $flag" 2 flag

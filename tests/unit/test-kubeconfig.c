@@ -303,7 +303,22 @@ static void test_token(void **state) {
         cr = creds(c, 0, true);
         assert_string_equal(cr.token, "static-token");
         assert_false(cr.changed);
+        assert_false(kube_config_token_in_clear(c));
 
+        kube_config_free(c);
+        free(path);
+
+        /* The same token to a plain http:// server: the caller warns. */
+        path = write_simple(f->dir, "config", "    server: http://example.com:8080\n",
+                            "    token: static-token\n");
+        c = load_path(path);
+        assert_true(kube_config_token_in_clear(c));
+        kube_config_free(c);
+        free(path);
+        /* No token, nothing to warn about. */
+        path = write_simple(f->dir, "config", "    server: http://example.com:8080\n", "    {}\n");
+        c = load_path(path);
+        assert_false(kube_config_token_in_clear(c));
         kube_config_free(c);
         free(path);
 }
