@@ -26,6 +26,9 @@ SA_GROUPS='["system:serviceaccounts","system:serviceaccounts:drainer-system","sy
 # remove_all: what this test may have created, gone (waits for the namespace).
 remove_all() {
 	kubectl delete -k deploy/examples/dra-permissions --ignore-not-found >/dev/null 2>&1
+	# The example's ServiceAccount is the simulated driver's own (tests/cluster/manifests):
+	# its DaemonSet cannot create pods without it.
+	kubectl -n dra-system create serviceaccount dra-driver >/dev/null 2>&1
 	kubectl delete resourceslice deploy-test-node-1 deploy-test-node-2 --ignore-not-found >/dev/null 2>&1
 	kubectl -n dra-system delete pod deploy-test-driver --ignore-not-found --grace-period=1 >/dev/null 2>&1
 	kubectl delete -k deploy/cluster-mode --ignore-not-found >/dev/null 2>&1

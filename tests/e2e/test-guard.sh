@@ -21,7 +21,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ns=guard-test
-guard_user=system:serviceaccount:dra-system:default
+guard_user=system:serviceaccount:dra-system:dra-driver
 sim_log=$DRAINER_CLUSTER_DIR/drainer-sim.log
 manifest=$e2e_root/tests/cluster/manifests/dra-driver.yaml
 load=${GUARD_LOAD:-20}
@@ -322,6 +322,17 @@ EOF
 t0=$(now)
 kubectl apply -k "$kdir/overlay" >/dev/null
 check "kubectl apply -k of an overlay with the deploy/driver-guard component" test $? = 0
+# The RBAC goes to the driver's own ServiceAccount, the one its pods run as, and to no
+# other identity of its namespace (its "default" is every other pod's there).
+ds_sa=$(kubectl -n dra-system get ds dra-driver -o jsonpath='{.spec.template.spec.serviceAccountName}')
+check_eq "the guard's ClusterRoleBinding names exactly the DaemonSet's own ServiceAccount" \
+	"[\"ServiceAccount/dra-system/${ds_sa:-none}\"]" \
+	"$(kubectl get clusterrolebinding drainer-guard -o json | jq -c '[.subjects[] | "\(.kind)/\(.namespace)/\(.name)"]')"
+check_eq "... which is not the namespace's default" false "$([ "${ds_sa:-default}" = default ] && echo true || echo false)"
+check_eq "dra-system's default ServiceAccount may not list ResourceClaims" no \
+	"$(kubectl auth can-i list resourceclaims.resource.k8s.io --as=system:serviceaccount:dra-system:default 2>/dev/null)"
+check_eq "the driver's ServiceAccount may (the guard's RBAC)" yes \
+	"$(kubectl auth can-i list resourceclaims.resource.k8s.io --as=$guard_user 2>/dev/null)"
 g_rollout
 t_install=$(since "$t0")
 check "the DaemonSet has the guard: preStop /guard/drainer guard, terminationGracePeriodSeconds 300, init container" \
@@ -378,9 +389,9 @@ EOF
 
 # =====================================================================
 echo "--- C. the guard's decisions and exit codes (run directly, with the driver's identity)"
-# The direct runs use the driver's ServiceAccount (dra-system/default) as the hooks do, so
-# that the audit log attributes every guard request to that one user.
-g_token_kubeconfig dra-system default "$e2e_tmp/guard.kubeconfig"
+# The direct runs use the driver's ServiceAccount (dra-system/dra-driver) as the hooks do,
+# so that the audit log attributes every guard request to that one user.
+g_token_kubeconfig dra-system dra-driver "$e2e_tmp/guard.kubeconfig"
 guard() { env -u POD_NAME -u POD_NAMESPACE -u NODE_NAME KUBECONFIG="$e2e_tmp/guard.kubeconfig" "$guard_bin" guard "$@"; }
 t0=$(now)
 guard --node "$x" >"$e2e_tmp/d.log" 2>&1
