@@ -4,13 +4,51 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "drainer/app.h"
 #include "drainer/client.h"
+#include "drainer/credentials.h"
 #include "drainer/kubeconfig.h"
 #include "drainer/log.h"
 #include "drainer/timesrc.h"
 #include "drainer/transport.h"
+
+struct initial_wait {
+        struct credentials_wait w;
+        bool ready;
+};
+
+static void on_initial_credentials(struct credentials_wait *w) {
+        container_of(w, struct initial_wait, w)->ready = true;
+}
+
+/* The first credentials, before anything else runs on the loop: an exec plugin's
+ * failure ends the verb at once with its message, as kubectl's does. */
+static int initial_credentials(struct app *a, struct kube_credentials *ret) {
+        _cleanup_free_ char *err = NULL;
+        int r;
+
+        for (;;) {
+                struct initial_wait iw = {};
+
+                err = mfree(err);
+                r = credentials_get(a->creds, 0, ret, &err);
+                if (r != -EAGAIN)
+                        break;
+                credentials_wait(a->creds, &iw.w, on_initial_credentials);
+                while (!iw.ready)
+                        if (uv_run(&a->loop, UV_RUN_ONCE) == 0)
+                                break;
+                if (!iw.ready) {
+                        credentials_unwait(&iw.w);
+                        return log_error_errno(EIO, "the exec plugin did not finish");
+                }
+        }
+        if (r < 0)
+                return log_error_errno(r, "%s", err ? err : "cannot get credentials");
+        return 0;
+}
 
 int app_init(struct app *a, const struct global_flags *flags) {
         _cleanup_free_ char *err = NULL;
@@ -29,6 +67,13 @@ int app_init(struct app *a, const struct global_flags *flags) {
         r = kube_config_load(&o, &a->cfg, &err);
         if (r < 0)
                 return log_error_errno(r, "%s", err ? err : "cannot load the kubeconfig");
+                /* Tokens and keys are in memory from here on: no core dump of this process, and no
+         * ptrace or /proc/PID/mem for other processes of the same user. (Not under
+         * AddressSanitizer, whose leak check ptraces the process at exit.) */
+#if !defined(__SANITIZE_ADDRESS__)
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                log_debug_errno(errno, "prctl(PR_SET_DUMPABLE, 0) failed, ignoring: %m");
+#endif
         if (a->cfg->insecure_skip_tls_verify)
                 log_warning("%s: insecure-skip-tls-verify is set: the API server's certificate is "
                             "NOT verified",
@@ -46,18 +91,18 @@ int app_init(struct app *a, const struct global_flags *flags) {
         if (r < 0)
                 return log_oom();
 
-        /* Credentials first: an exec plugin may hand out the client certificate. */
-        r = kube_config_credentials(a->cfg, timesrc_realtime(a->ts), false, &creds, &err);
+        /* Credentials first: a broken exec plugin or unreadable file fails the verb now.
+         * Every request then takes the current ones (a rotated certificate included). */
+        r = credentials_new(&a->loop, a->ts, a->cfg, NULL, &a->creds);
         if (r < 0)
-                return log_error_errno(r, "%s", err ? err : "cannot get credentials");
+                return log_oom();
+        r = initial_credentials(a, &creds);
+        if (r < 0)
+                return r;
 
         struct tls_config tls = {
                 .ca_pem = a->cfg->ca_pem,
                 .ca_pem_len = a->cfg->ca_pem_len,
-                .client_cert_pem = creds.client_cert_pem,
-                .client_cert_pem_len = creds.client_cert_pem_len,
-                .client_key_pem = creds.client_key_pem,
-                .client_key_pem_len = creds.client_key_pem_len,
                 .tls_server_name = a->cfg->tls_server_name,
                 .insecure_skip_verify = a->cfg->insecure_skip_tls_verify,
         };
@@ -66,6 +111,7 @@ int app_init(struct app *a, const struct global_flags *flags) {
                 return log_error_errno(r, "Cannot set up the HTTP transport: %m");
 
         struct kube_client_options co = {
+                .credentials = a->creds,
                 .qps = flags->qps,
                 .burst = flags->burst,
         };
@@ -82,6 +128,10 @@ int app_run_until(struct app *a, const bool *done) {
                 if (uv_run(&a->loop, UV_RUN_ONCE) == 0)
                         break;
         return 0;
+}
+
+static void on_credentials_closed(void *userdata) {
+        *(bool *)userdata = true;
 }
 
 static void on_transport_closed(struct transport *t, void *userdata) {
@@ -111,6 +161,16 @@ int app_done(struct app *a) {
                                 break;
                 transport_free(a->transport);
                 a->transport = NULL;
+        }
+        if (a->creds) {
+                bool closed = false;
+
+                /* A plugin still running is killed with its process group. */
+                credentials_close(a->creds, on_credentials_closed, &closed);
+                while (!closed)
+                        if (uv_run(&a->loop, UV_RUN_ONCE) == 0)
+                                break;
+                a->creds = NULL;
         }
         if (a->loop_ready) {
                 uv_run(&a->loop, UV_RUN_DEFAULT); /* finish pending closes */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "drainer/client.h"
+#include "drainer/credentials.h"
 #include "drainer/json.h"
 #include "drainer/kstatus.h"
 #include "drainer/kubeconfig.h"
@@ -30,6 +31,7 @@ struct kube_client {
         struct transport *transport; /* borrowed */
         struct timesrc *ts;          /* borrowed */
         struct kube_config *cfg;     /* borrowed */
+        struct credentials *creds;   /* borrowed; NULL: kube_config_credentials() */
         struct kube_client_options opts;
         struct ratelimit rl;
         struct kube_client_stats stats;
@@ -41,6 +43,7 @@ struct kube_client {
 enum call_state {
         CALL_BACKOFF, /* waiting out a retry delay; no token reserved yet */
         CALL_WAITING, /* holds a token-bucket reservation, waiting until it is due */
+        CALL_AUTH,    /* its token used, waiting for credentials (an exec plugin runs) */
         CALL_SENT,
         CALL_FINISHING, /* done is scheduled */
 };
@@ -52,7 +55,10 @@ struct kube_call {
         struct dtimer timer;
         char *method, *path, *content_type, *body;
         size_t body_len;
-        bool retry, watch, refreshed_auth, force_refresh, cancelled;
+        bool retry, watch, refreshed_auth, cancelled;
+        struct credentials_wait cwait;
+        uint64_t cred_generation; /* of the credentials the last attempt was sent with */
+        uint64_t rejected;        /* a 401 refused that generation: send only newer ones */
         kube_event_fn on_event;
         kube_done_fn done;
         void *userdata;
@@ -107,6 +113,7 @@ static void call_unlink(struct kube_call *call) {
 /* Releases the call; it no longer touches the client once unlinked, so the client
  * may already be gone (freed from the last call's done callback). */
 static void call_free(struct kube_call *call) {
+        credentials_unwait(&call->cwait);
         call_unlink(call);
         dtimer_done(&call->timer);
         if (call->watch)
@@ -385,10 +392,13 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
                           call->method, call->path, call->resends, RESENDS_MAX);
                 return call_schedule(call, 0);
         }
-        if (error == 0 && status == 401 && !call->refreshed_auth) {
-                /* Credentials may have rotated (token file, exec plugin): refresh once and resend. */
+        if (error == 0 && status == 401 && !call->refreshed_auth &&
+            (c->creds ? credentials_may_refresh(c->creds, call->cred_generation)
+                      : kube_config_may_change(c->cfg))) {
+                /* The credentials may have rotated (token or certificate files, exec plugin):
+                 * resend once with newer ones; the refresh itself is limited process-wide. */
                 call->refreshed_auth = true;
-                call->force_refresh = true;
+                call->rejected = call->cred_generation;
                 call->attempts--;
                 return call_schedule(call, 0);
         }
@@ -477,6 +487,13 @@ static char *url_join(const char *server, const char *path) {
         return u;
 }
 
+static void on_call_credentials(struct credentials_wait *w) {
+        struct kube_call *call = container_of(w, struct kube_call, cwait);
+
+        /* A cancelled call stopped waiting in kube_call_cancel(). */
+        call_dispatch(call);
+}
+
 static void call_dispatch(struct kube_call *call) {
         struct kube_client *c = call->client;
         struct kube_credentials creds = {};
@@ -485,13 +502,22 @@ static void call_dispatch(struct kube_call *call) {
         size_t nh = 0;
         int r;
 
-        /* After a 401, force a refresh once (exec plugins); later retries use the cache. */
-        r = kube_config_credentials(c->cfg, timesrc_realtime(c->ts), call->force_refresh, &creds, &err);
-        call->force_refresh = false;
+        /* Never blocks: an exec plugin runs on the loop while the call waits. */
+        if (c->creds)
+                r = credentials_get(c->creds, call->rejected, &creds, &err);
+        else
+                r = kube_config_credentials(c->cfg, call->rejected != 0, &creds, &err);
+        if (r == -EAGAIN && c->creds) {
+                call->state = CALL_AUTH;
+                credentials_wait(c->creds, &call->cwait, on_call_credentials);
+                return;
+        }
+        call->rejected = 0;
         if (r < 0) {
                 set_message(call, NULL, err ? err : "cannot get credentials");
                 return call_finish_later(call, r);
         }
+        call->cred_generation = creds.generation;
         url = url_join(c->cfg->server, call->path);
         if (!url)
                 return call_finish_later(call, -ENOMEM);
@@ -528,6 +554,10 @@ static void call_dispatch(struct kube_call *call) {
                 .max_body = MAX_BODY,
                 .stream = call->watch,
                 .no_resend = true,
+                .client_cert_pem = creds.client_cert_pem,
+                .client_cert_pem_len = creds.client_cert_pem_len,
+                .client_key_pem = creds.client_key_pem,
+                .client_key_pem_len = creds.client_key_pem_len,
         };
 
         call->attempts++;
@@ -617,6 +647,8 @@ void kube_call_cancel(struct kube_call *call) {
         }
         if (call->state == CALL_WAITING)
                 ratelimit_cancel(&call->client->rl); /* the token was never used */
+        if (call->state == CALL_AUTH)
+                credentials_unwait(&call->cwait);
         set_message(call, NULL, "cancelled");
         call_finish_later(call, -ECANCELED);
 }
@@ -646,6 +678,7 @@ int kube_client_new(struct transport *t, struct timesrc *ts, struct kube_config 
         c->cfg = cfg;
         if (opts)
                 c->opts = *opts;
+        c->creds = c->opts.credentials;
         if (!c->opts.request_timeout_usec)
                 c->opts.request_timeout_usec = 30 * USEC_PER_SEC;
         if (!c->opts.max_attempts)

@@ -1,22 +1,18 @@
 /* Client configuration the way kubectl reads it (clientcmd loading rules, merging,
- * context selection, in-cluster fallback) and the credentials derived from it: token
- * files re-read when they rotate, exec credential plugins run and cached until expiry.
- * Owns the parsed config and the credential cache. Must never log or put into an error
- * message any token or key material. */
+ * context selection, in-cluster fallback) and the file-based credentials derived from
+ * it: a token file, and client certificate and key files, re-read when they rotate.
+ * Exec credential plugins are parsed here and run by credentials.c. Owns the parsed
+ * config. Must never log or put into an error message any token or key material, and
+ * wipes every buffer that held some (the files, their YAML, tokens, keys) before it is
+ * freed. */
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,9 +22,6 @@
 #include "drainer/kubeconfig.h"
 #include "drainer/log.h"
 
-extern char **environ;
-
-#define USEC_PER_SEC           ((int64_t)1000000)
 #define KUBECONFIG_FILE_MAX    (16U << 20)
 #define PEM_FILE_MAX           (4U << 20)
 #define TOKEN_FILE_MAX         (1U << 20)
@@ -37,7 +30,6 @@ extern char **environ;
 
 #define EXEC_API_V1         "client.authentication.k8s.io/v1"
 #define EXEC_API_V1BETA1    "client.authentication.k8s.io/v1beta1"
-#define EXEC_INFO_ENV       "KUBERNETES_EXEC_INFO"
 #define EXEC_EXTENSION_NAME "client.authentication.k8s.io/exec"
 
 struct file_id {
@@ -47,34 +39,17 @@ struct file_id {
         struct timespec mtime;
 };
 
-struct exec_config {
-        char *name;        /* command as written in the kubeconfig, for messages */
-        char *api_version; /* EXEC_API_V1 or EXEC_API_V1BETA1 */
-        char **argv;       /* argv[0] is the command (resolved when it has a '/'); NULL-terminated */
-        char **env;        /* "NAME=value", NULL-terminated */
-        size_t n_env;
-        bool provide_cluster_info;
-        char *info_json; /* KUBERNETES_EXEC_INFO */
-};
-
 struct kube_config_private {
         char *token;      /* owned: static token, or the current contents of token_file */
         char *token_file; /* owned: absolute path, re-read when it changes */
         struct file_id token_id;
 
-        struct exec_config *exec; /* owned, or NULL */
-        uint64_t exec_timeout_usec;
-        bool exec_cached;
-        bool exec_has_expiry;
-        int64_t exec_expiry_usec;
-        char *exec_token; /* owned */
-        char *exec_cert;  /* owned */
-        size_t exec_cert_len;
-        char *exec_key; /* owned */
-        size_t exec_key_len;
+        /* client-certificate / client-key given as files: re-read when either changes */
+        char *cert_file, *key_file; /* owned absolute paths, or NULL (data, or none) */
+        struct file_id cert_id, key_id;
 
-        bool returned_before; /* kube_config_credentials() succeeded once */
-        bool cert_dirty;      /* cert/key changed since the last kube_config_credentials() */
+        struct kube_exec *exec; /* owned, or NULL */
+        uint64_t generation;    /* bumped whenever the token, certificate or key changes */
 };
 
 struct kc_file {
@@ -92,14 +67,6 @@ struct loader {
         size_t n_files;
         char *sources; /* displayed paths joined by ':' */
 };
-
-static inline void freestrv(char **l) {
-        if (!l)
-                return;
-        for (char **i = l; *i; i++)
-                free(*i);
-        free(l);
-}
 
 static int set_error(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
 static int set_error(char **ret_error, int r, const char *fmt, ...) {
@@ -128,6 +95,25 @@ static int oom(char **ret_error) {
         if (ret_error)
                 *ret_error = NULL;
         return -ENOMEM;
+}
+
+/* Tokens, keys and the files and YAML that held them are wiped before they are freed:
+ * no copy is left behind in freed heap memory (a core dump, a later overflow). */
+static void *erase_free(void *p, size_t n) {
+        if (p) {
+                explicit_bzero(p, n);
+                free(p);
+        }
+        return NULL;
+}
+
+static void erase_freestr(char *s) {
+        if (s)
+                erase_free(s, strlen(s));
+}
+
+static inline void erase_freestrp(char **s) {
+        erase_freestr(*s);
 }
 
 /* ---- small helpers: paths, files, encodings ---- */
@@ -205,7 +191,7 @@ static bool file_id_equal(const struct file_id *a, const struct file_id *b) {
 
 /* Reads a whole regular file, NUL-terminated. -EFBIG when larger than max. */
 static int read_file(const char *path, size_t max, char **ret, size_t *ret_len, struct file_id *ret_id) {
-        _cleanup_(freep) char *buf = NULL;
+        char *buf = NULL;
         size_t len = 0, size = 4096;
         struct stat st;
         int fd, r = 0;
@@ -243,11 +229,14 @@ static int read_file(const char *path, size_t max, char **ret, size_t *ret_len, 
                                 r = -EFBIG;
                                 goto out;
                         }
-                        nbuf = realloc(buf, size * 2);
+                        /* Not realloc(): it would leave the old copy unwiped. */
+                        nbuf = malloc(size * 2);
                         if (!nbuf) {
                                 r = -ENOMEM;
                                 goto out;
                         }
+                        memcpy(nbuf, buf, len);
+                        erase_free(buf, size);
                         buf = nbuf;
                         size *= 2;
                 }
@@ -275,6 +264,7 @@ static int read_file(const char *path, size_t max, char **ret, size_t *ret_len, 
                 file_id_from_stat(ret_id, &st);
 out:
         close(fd);
+        erase_free(buf, size);
         return r;
 }
 
@@ -299,11 +289,11 @@ static int b64_value(unsigned char ch) {
 /* Strict standard base64 with padding; whitespace (line breaks) is skipped.
  * The result is NUL-terminated. */
 static int base64_decode(const char *s, size_t n, char **ret, size_t *ret_len) {
-        _cleanup_(freep) char *out = NULL;
+        _cleanup_(erase_freestrp) char *out = NULL;
         size_t count = 0, pad = 0, len = 0;
         uint32_t acc = 0;
 
-        out = malloc(n / 4 * 3 + 4);
+        out = calloc(1, n / 4 * 3 + 4); /* zeroed: erase_freestr() stops at the first NUL */
         if (!out)
                 return -ENOMEM;
 
@@ -409,73 +399,6 @@ static char *strstrip(char *s) {
         memmove(s, p, n);
         s[n] = 0;
         return s;
-}
-
-static int parse_digits(const char **p, int n, int *ret) {
-        int v = 0;
-
-        for (int i = 0; i < n; i++) {
-                if (!isdigit((unsigned char)(*p)[i]))
-                        return -EINVAL;
-                v = v * 10 + ((*p)[i] - '0');
-        }
-        *p += n;
-        *ret = v;
-        return 0;
-}
-
-/* RFC 3339: YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM), to µs since the epoch. */
-static int parse_rfc3339(const char *s, int64_t *ret_usec) {
-        int year, mon, day, hour, min, sec, oh = 0, om = 0, sign = 0;
-        int64_t usec = 0, scale = 100000;
-        const char *p = s;
-        struct tm tm = {};
-        time_t t;
-
-        if (parse_digits(&p, 4, &year) < 0 || *p++ != '-' || parse_digits(&p, 2, &mon) < 0 || *p++ != '-' ||
-            parse_digits(&p, 2, &day) < 0)
-                return -EINVAL;
-        if (*p != 'T' && *p != 't' && *p != ' ')
-                return -EINVAL;
-        p++;
-        if (parse_digits(&p, 2, &hour) < 0 || *p++ != ':' || parse_digits(&p, 2, &min) < 0 || *p++ != ':' ||
-            parse_digits(&p, 2, &sec) < 0)
-                return -EINVAL;
-        if (*p == '.') {
-                p++;
-                if (!isdigit((unsigned char)*p))
-                        return -EINVAL;
-                for (; isdigit((unsigned char)*p); p++) {
-                        usec += (*p - '0') * scale;
-                        scale /= 10;
-                }
-        }
-        if (*p == 'Z' || *p == 'z')
-                p++;
-        else if (*p == '+' || *p == '-') {
-                sign = *p++ == '-' ? -1 : 1;
-                if (parse_digits(&p, 2, &oh) < 0 || *p++ != ':' || parse_digits(&p, 2, &om) < 0)
-                        return -EINVAL;
-                if (oh > 23 || om > 59)
-                        return -EINVAL;
-        } else
-                return -EINVAL;
-        if (*p != 0)
-                return -EINVAL;
-        if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 || sec > 60)
-                return -EINVAL;
-
-        tm.tm_year = year - 1900;
-        tm.tm_mon = mon - 1;
-        tm.tm_mday = day;
-        tm.tm_hour = hour;
-        tm.tm_min = min;
-        tm.tm_sec = sec;
-        t = timegm(&tm);
-        t -= (time_t)sign * (oh * 3600 + om * 60);
-
-        *ret_usec = (int64_t)t * USEC_PER_SEC + usec;
-        return 0;
 }
 
 /* ---- YAML document access ---- */
@@ -716,10 +639,14 @@ static int normalize_server(const char *s, char **ret) {
         return 0;
 }
 
-/* One PEM input given as -data (base64) or as a file; data wins, as in kubectl. */
+/* One PEM input given as -data (base64) or as a file; data wins, as in kubectl. When
+ * it came from a file and ret_path is set, *ret_path is the file's absolute path and
+ * *ret_id what it was when read (else *ret_path is NULL). */
 static int load_pem(yaml_document_t *d, yaml_node_t *map, const char *data_key, const char *file_key,
-                    const char *dir, const char *where, char **ret, size_t *ret_len, char **ret_error) {
-        _cleanup_(freep) char *buf = NULL, *path = NULL;
+                    const char *dir, const char *where, char **ret, size_t *ret_len, char **ret_path,
+                    struct file_id *ret_id, char **ret_error) {
+        _cleanup_(erase_freestrp) char *buf = NULL;
+        _cleanup_(freep) char *path = NULL;
         const char *data, *file;
         size_t len;
         int r;
@@ -744,7 +671,7 @@ static int load_pem(yaml_document_t *d, yaml_node_t *map, const char *data_key, 
                 path = resolve_path(dir, file);
                 if (!path)
                         return oom(ret_error);
-                r = read_file(path, PEM_FILE_MAX, &buf, &len, NULL);
+                r = read_file(path, PEM_FILE_MAX, &buf, &len, ret_id);
                 if (r == -ENOMEM)
                         return oom(ret_error);
                 if (r < 0)
@@ -761,6 +688,8 @@ static int load_pem(yaml_document_t *d, yaml_node_t *map, const char *data_key, 
 
         *ret = TAKE_PTR(buf);
         *ret_len = len;
+        if (ret_path)
+                *ret_path = TAKE_PTR(path);
         return 1;
 }
 
@@ -792,7 +721,7 @@ static int parse_cluster(struct kube_config *c, struct kc_file *f, yaml_node_t *
                 return set_error(ret_error, -EOPNOTSUPP, "%s.proxy-url: not supported", where);
 
         r = load_pem(d, cl, "certificate-authority-data", "certificate-authority", f->dir, where, &c->ca_pem,
-                     &c->ca_pem_len, ret_error);
+                     &c->ca_pem_len, NULL, NULL, ret_error);
         if (r < 0)
                 return r;
 
@@ -817,22 +746,31 @@ static int parse_cluster(struct kube_config *c, struct kc_file *f, yaml_node_t *
         return 0;
 }
 
-static struct exec_config *exec_config_free(struct exec_config *e) {
+static void erase_freestrv(char **l) {
+        if (!l)
+                return;
+        for (char **i = l; *i; i++)
+                erase_freestr(*i);
+        free(l);
+}
+
+/* Its arguments and environment may carry secrets (an API key in env): wiped. */
+static struct kube_exec *exec_config_free(struct kube_exec *e) {
         if (!e)
                 return NULL;
         free(e->name);
         free(e->api_version);
-        freestrv(e->argv);
-        freestrv(e->env);
-        free(e->info_json);
+        erase_freestrv(e->argv);
+        erase_freestrv(e->env);
+        erase_freestr(e->info_json);
         free(e);
         return NULL;
 }
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct exec_config *, exec_config_free);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct kube_exec *, exec_config_free);
 
-static int parse_exec(struct kc_file *f, yaml_node_t *ex, const char *user, struct exec_config **ret,
+static int parse_exec(struct kc_file *f, yaml_node_t *ex, const char *user, struct kube_exec **ret,
                       char **ret_error) {
-        _cleanup_(exec_config_freep) struct exec_config *e = NULL;
+        _cleanup_(exec_config_freep) struct kube_exec *e = NULL;
         _cleanup_(freep) char *where = NULL;
         yaml_document_t *d = &f->doc;
         const char *api, *cmd, *mode;
@@ -948,7 +886,7 @@ static int parse_exec(struct kc_file *f, yaml_node_t *ex, const char *user, stru
 
 /* KUBERNETES_EXEC_INFO: an ExecCredential with spec.interactive=false and, with
  * provideClusterInfo, spec.cluster (the CA always as data). */
-static int build_exec_info(struct exec_config *e, const struct kube_config *c, struct kc_file *cf,
+static int build_exec_info(struct kube_exec *e, const struct kube_config *c, struct kc_file *cf,
                            yaml_node_t *cl, char **ret_error) {
         cJSON *root, *spec, *cluster;
         char *s;
@@ -1016,7 +954,7 @@ fail:
 /* Reads the token file at load time; an error names the file. */
 static int load_token_file(struct kube_config_private *p, const char *path, const char *key,
                            char **ret_error) {
-        _cleanup_(freep) char *buf = NULL;
+        _cleanup_(erase_freestrp) char *buf = NULL;
         struct file_id id;
         int r;
 
@@ -1034,7 +972,7 @@ static int load_token_file(struct kube_config_private *p, const char *path, cons
         p->token_file = strdup(path);
         if (!p->token_file)
                 return oom(ret_error);
-        free(p->token);
+        erase_freestr(p->token);
         p->token = TAKE_PTR(buf);
         p->token_id = id;
         return 0;
@@ -1044,7 +982,8 @@ static int parse_user(struct kube_config *c, struct kc_file *f, yaml_node_t *u, 
                       struct kc_file *cluster_file, yaml_node_t *cluster_node, char **ret_error) {
         static const char *const impersonation[] = { "as", "as-uid", "as-groups", "as-user-extra" };
         struct kube_config_private *p = c->priv;
-        _cleanup_(freep) char *where = NULL, *key_pem = NULL, *cert_pem = NULL;
+        _cleanup_(freep) char *where = NULL;
+        _cleanup_(erase_freestrp) char *key_pem = NULL, *cert_pem = NULL;
         yaml_document_t *d = &f->doc;
         const char *token, *token_file, *username, *password;
         size_t cert_len = 0, key_len = 0;
@@ -1096,12 +1035,13 @@ static int parse_user(struct kube_config *c, struct kc_file *f, yaml_node_t *u, 
                         return r;
         }
 
+        /* As files, both are re-read when they change (cert-manager, kubelet-style rotation). */
         have_cert = load_pem(d, u, "client-certificate-data", "client-certificate", f->dir, where, &cert_pem,
-                             &cert_len, ret_error);
+                             &cert_len, &p->cert_file, &p->cert_id, ret_error);
         if (have_cert < 0)
                 return have_cert;
         have_key = load_pem(d, u, "client-key-data", "client-key", f->dir, where, &key_pem, &key_len,
-                            ret_error);
+                            &p->key_file, &p->key_id, ret_error);
         if (have_key < 0)
                 return have_key;
         if (have_cert && !have_key)
@@ -1131,12 +1071,32 @@ static int parse_user(struct kube_config *c, struct kc_file *f, yaml_node_t *u, 
 
 /* ---- loading ---- */
 
+/* libyaml keeps the decoded input in buffers of its own: wipe them (the kubeconfig holds
+ * tokens and keys) before it frees them. */
+static void parser_erase_delete(yaml_parser_t *parser) {
+        if (parser->buffer.start)
+                explicit_bzero(parser->buffer.start, (size_t)(parser->buffer.end - parser->buffer.start));
+        if (parser->raw_buffer.start)
+                explicit_bzero(parser->raw_buffer.start,
+                               (size_t)(parser->raw_buffer.end - parser->raw_buffer.start));
+        yaml_parser_delete(parser);
+}
+
+/* Every scalar of the document (tokens, key data, exec env values) is wiped before
+ * libyaml frees it. */
+static void document_erase_delete(yaml_document_t *d) {
+        for (yaml_node_t *n = d->nodes.start; n && n < d->nodes.top; n++)
+                if (n->type == YAML_SCALAR_NODE && n->data.scalar.value)
+                        explicit_bzero(n->data.scalar.value, n->data.scalar.length);
+        yaml_document_delete(d);
+}
+
 static void loader_done(struct loader *l) {
         for (size_t i = 0; i < l->n_files; i++) {
                 struct kc_file *f = l->files + i;
 
                 if (f->have_doc)
-                        yaml_document_delete(&f->doc);
+                        document_erase_delete(&f->doc);
                 free(f->path);
                 free(f->display);
                 free(f->dir);
@@ -1147,7 +1107,8 @@ static void loader_done(struct loader *l) {
 
 /* Parses one kubeconfig file. Returns 0 when added, 1 when missing and !required. */
 static int loader_add_file(struct loader *l, const char *path, bool required, char **ret_error) {
-        _cleanup_(freep) char *buf = NULL, *display = NULL;
+        _cleanup_(erase_freestrp) char *buf = NULL;
+        _cleanup_(freep) char *display = NULL;
         struct kc_file *f, *nfiles;
         yaml_parser_t parser;
         size_t len;
@@ -1193,10 +1154,10 @@ static int loader_add_file(struct loader *l, const char *path, bool required, ch
                               "%s: invalid YAML: %s at line %zu, column %zu", f->display,
                               strna(parser.problem), parser.problem_mark.line + 1,
                               parser.problem_mark.column + 1);
-                yaml_parser_delete(&parser);
+                parser_erase_delete(&parser);
                 return r;
         }
-        yaml_parser_delete(&parser);
+        parser_erase_delete(&parser);
         f->have_doc = true;
 
         f->root = yaml_document_get_root_node(&f->doc);
@@ -1248,7 +1209,7 @@ static struct kube_config *config_new(void) {
         c->priv = calloc(1, sizeof(*c->priv));
         if (!c->priv)
                 return mfree(c);
-        c->priv->exec_timeout_usec = KUBE_CONFIG_EXEC_TIMEOUT_USEC;
+        c->priv->generation = 1;
         return c;
 }
 
@@ -1466,18 +1427,17 @@ struct kube_config *kube_config_free(struct kube_config *c) {
                 return NULL;
         p = c->priv;
         if (p) {
-                free(p->token);
+                erase_freestr(p->token);
                 free(p->token_file);
+                free(p->cert_file);
+                free(p->key_file);
                 exec_config_free(p->exec);
-                free(p->exec_token);
-                free(p->exec_cert);
-                free(p->exec_key);
                 free(p);
         }
         free(c->server);
         free(c->ca_pem);
-        free(c->client_cert_pem);
-        free(c->client_key_pem);
+        erase_free(c->client_cert_pem, c->client_cert_pem_len);
+        erase_free(c->client_key_pem, c->client_key_pem_len);
         free(c->tls_server_name);
         free(c->namespace);
         free(c->source);
@@ -1486,18 +1446,29 @@ struct kube_config *kube_config_free(struct kube_config *c) {
         return NULL;
 }
 
-void kube_config_set_exec_timeout(struct kube_config *c, uint64_t timeout_usec) {
-        assert(c);
-        c->priv->exec_timeout_usec = timeout_usec > 0 ? timeout_usec : KUBE_CONFIG_EXEC_TIMEOUT_USEC;
-}
-
 bool kube_config_uses_exec(const struct kube_config *c) {
         return c && c->priv->exec;
+}
+
+const struct kube_exec *kube_config_exec(const struct kube_config *c) {
+        return c ? c->priv->exec : NULL;
 }
 
 bool kube_config_token_in_clear(const struct kube_config *c) {
         return c && c->server && strncmp(c->server, "http://", 7) == 0 &&
                (c->priv->token || c->priv->token_file || c->priv->exec);
+}
+
+bool kube_config_may_change(const struct kube_config *c) {
+        return c && (c->priv->token_file || c->priv->cert_file || c->priv->key_file || c->priv->exec);
+}
+
+bool kube_token_is_valid(const char *t) {
+        return t && token_is_valid(t);
+}
+
+bool kube_pem_has_block(const char *data, size_t n) {
+        return data && has_pem_block(data, n);
 }
 
 /* ---- credentials ---- */
@@ -1506,7 +1477,7 @@ bool kube_config_token_in_clear(const struct kube_config *c) {
  * account token through a symlink, so the inode changes too). A file that cannot be
  * read or is empty (caught mid-rewrite) keeps the previous token, as client-go does. */
 static int refresh_token_file(struct kube_config_private *p, bool force) {
-        _cleanup_(freep) char *buf = NULL;
+        _cleanup_(erase_freestrp) char *buf = NULL;
         struct file_id id;
         struct stat st;
         int r;
@@ -1538,453 +1509,112 @@ static int refresh_token_file(struct kube_config_private *p, bool force) {
                           p->token_file);
                 return 0;
         }
-        if (!streq(buf, p->token))
+        if (!streq(buf, p->token)) {
                 log_debug("kubeconfig: %s: token rotated", p->token_file);
-        free(p->token);
+                p->generation++;
+        }
+        erase_freestr(p->token);
         p->token = TAKE_PTR(buf);
         p->token_id = id;
         return 0;
 }
 
-static char **exec_environment(const struct exec_config *e) {
-        size_t n = 0, k = 0;
-        char **envp;
-
-        for (char **v = environ; v && *v; v++)
-                n++;
-        envp = calloc(n + e->n_env + 2, sizeof(char *));
-        if (!envp)
-                return NULL;
-
-        /* inherited, minus what the kubeconfig sets (the configured value wins) */
-        for (char **v = environ; v && *v; v++) {
-                size_t len = strcspn(*v, "=");
-                bool overridden = strncmp(*v, EXEC_INFO_ENV "=", strlen(EXEC_INFO_ENV) + 1) == 0;
-
-                for (size_t i = 0; i < e->n_env && !overridden; i++)
-                        overridden = strncmp(*v, e->env[i], len + 1) == 0;
-                if (!overridden)
-                        envp[k++] = *v;
-        }
-        for (size_t i = 0; i < e->n_env; i++) {
-                bool dup = false;
-
-                /* a name listed twice: the last one wins */
-                for (size_t j = i + 1; j < e->n_env && !dup; j++)
-                        dup = strncmp(e->env[i], e->env[j], strcspn(e->env[i], "=") + 1) == 0;
-                if (!dup)
-                        envp[k++] = e->env[i];
-        }
-        return envp;
-}
-
-/* The plugin's executable, as execvp/Go's exec.LookPath find it: a command with a '/' is a
- * path, else the first executable regular file in $PATH. Checked before spawning so that
- * "not found" is reported the same way whatever posix_spawn can tell us. */
-static int find_executable(const char *cmd, char **ret) {
-        const char *path, *p;
+static bool file_changed(const char *path, const struct file_id *known) {
+        struct file_id id;
         struct stat st;
 
-        if (strchr(cmd, '/')) {
-                if (access(cmd, X_OK) < 0)
-                        return -errno;
-                if (stat(cmd, &st) < 0)
-                        return -errno;
-                if (S_ISDIR(st.st_mode))
-                        return -EISDIR;
-                *ret = strdup(cmd);
-                return *ret ? 0 : -ENOMEM;
-        }
-
-        path = getenv("PATH");
-        if (!path || !*path)
-                path = "/usr/local/bin:/usr/bin:/bin";
-        for (p = path; *p;) {
-                size_t n = strcspn(p, ":");
-
-                if (n > 0) {
-                        char *full;
-
-                        if (asprintf(&full, "%.*s/%s", (int)n, p, cmd) < 0)
-                                return -ENOMEM;
-                        if (access(full, X_OK) == 0 && stat(full, &st) == 0 && S_ISREG(st.st_mode)) {
-                                *ret = full;
-                                return 0;
-                        }
-                        free(full);
-                }
-                p += n;
-                if (*p == ':')
-                        p++;
-        }
-        return -ENOENT;
+        if (!path)
+                return false;
+        if (stat(path, &st) < 0)
+                return false; /* mid-rotation (a symlink swap): keep what we have */
+        file_id_from_stat(&id, &st);
+        return !file_id_equal(&id, known);
 }
 
-/* Runs the plugin: stdin /dev/null, stdout captured (capped), stderr inherited, killed
- * after timeout_usec. This blocks the caller for at most the timeout. */
-static int exec_run(const struct exec_config *e, uint64_t timeout_usec, char **ret_out, size_t *ret_len,
-                    char **ret_error) {
-        _cleanup_(freep) char **envp = NULL;
-        _cleanup_(freep) char *out = NULL;
-        _cleanup_(freep) char *info = NULL, *exe = NULL;
-        size_t len = 0, size = 0;
-        int pipefd[2] = { -1, -1 }, tfd = -1, status = 0, r = 0;
-        bool timed_out = false, too_big = false, reaped = false;
-        posix_spawn_file_actions_t fa;
-        posix_spawnattr_t attr;
-        struct itimerspec its = {};
-        sigset_t all, none;
-        pid_t pid;
+/* Re-reads client-certificate and client-key files when either changed (whoever rotates
+ * them writes both). Both are read and must hold a PEM block; otherwise (caught
+ * mid-rewrite, gone) the previous pair is kept and the next call tries again. */
+static int refresh_cert_files(struct kube_config *c, bool force) {
+        struct kube_config_private *p = c->priv;
+        _cleanup_(erase_freestrp) char *cert = NULL, *key = NULL;
+        size_t cert_len = c->client_cert_pem_len, key_len = c->client_key_pem_len;
+        struct file_id cert_id = p->cert_id, key_id = p->key_id;
+        int r;
 
-        if (asprintf(&info, EXEC_INFO_ENV "=%s", e->info_json) < 0) {
-                info = NULL;
-                return oom(ret_error);
-        }
-        envp = exec_environment(e);
-        if (!envp)
-                return oom(ret_error);
-        for (char **v = envp;; v++)
-                if (!*v) {
-                        *v = info;
-                        break;
-                }
-
-        r = find_executable(e->argv[0], &exe);
-        if (r == -ENOMEM)
-                return oom(ret_error);
-        if (r == -ENOENT && !strchr(e->argv[0], '/'))
-                return set_error(ret_error, r, "exec plugin \"%s\" failed: executable not found in $PATH",
-                                 e->name);
-        if (r < 0)
-                return set_error(ret_error, r, "exec plugin \"%s\" failed: %s", e->name, strerror(-r));
-
-        if (pipe2(pipefd, O_CLOEXEC) < 0)
-                return set_error(ret_error, -errno, "exec plugin \"%s\": cannot create pipe: %s", e->name,
-                                 strerror(errno));
-        tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
-        if (tfd < 0) {
-                r = set_error(ret_error, -errno, "exec plugin \"%s\": cannot create timer: %s", e->name,
-                              strerror(errno));
-                goto out_fds;
-        }
-        its.it_value.tv_sec = (time_t)(timeout_usec / USEC_PER_SEC);
-        its.it_value.tv_nsec = (long)(timeout_usec % USEC_PER_SEC) * 1000;
-        if (timerfd_settime(tfd, 0, &its, NULL) < 0) {
-                r = set_error(ret_error, -errno, "exec plugin \"%s\": cannot arm timer: %s", e->name,
-                              strerror(errno));
-                goto out_fds;
-        }
-
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-        posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-        /* the plugin gets stdin, stdout and stderr, not our API connections */
-        posix_spawn_file_actions_addclosefrom_np(&fa, STDERR_FILENO + 1);
-#endif
-        posix_spawnattr_init(&attr);
-        /* the plugin starts with default signal handling (we may ignore SIGPIPE) */
-        sigfillset(&all);
-        sigemptyset(&none);
-        posix_spawnattr_setsigdefault(&attr, &all);
-        posix_spawnattr_setsigmask(&attr, &none);
-        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-        r = posix_spawn(&pid, exe, &fa, &attr, e->argv, envp);
-        posix_spawn_file_actions_destroy(&fa);
-        posix_spawnattr_destroy(&attr);
-        close(pipefd[1]);
-        pipefd[1] = -1;
-        if (r != 0) {
-                r = set_error(ret_error, -r, "exec plugin \"%s\" failed: %s", e->name, strerror(r));
-                goto out_fds;
-        }
-        log_debug("kubeconfig: running exec plugin \"%s\" (pid %d)", e->name, (int)pid);
-
-        for (;;) {
-                struct pollfd fds[2] = {
-                        { .fd = pipefd[0], .events = POLLIN },
-                        { .fd = tfd, .events = POLLIN },
-                };
-                ssize_t k;
-
-                if (poll(fds, 2, -1) < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        r = -errno;
-                        break;
-                }
-                if (fds[1].revents) {
-                        timed_out = true;
-                        break;
-                }
-                if (!fds[0].revents)
-                        continue;
-                if (size - len < 4096) {
-                        size_t nsize = MAX(size * 2, (size_t)16384);
-                        char *nout;
-
-                        nsize = MIN(nsize, (size_t)KUBE_CONFIG_EXEC_OUTPUT_MAX + 2);
-                        nout = realloc(out, nsize);
-                        if (!nout) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        out = nout;
-                        size = nsize;
-                }
-                k = read(pipefd[0], out + len, size - len - 1);
-                if (k < 0) {
-                        if (errno == EINTR || errno == EAGAIN)
-                                continue;
-                        r = -errno;
-                        break;
-                }
-                if (k == 0)
-                        break;
-                len += k;
-                if (len > KUBE_CONFIG_EXEC_OUTPUT_MAX) {
-                        too_big = true;
-                        break;
-                }
-        }
-
-        /* stdout is closed; wait for the exit, still bounded by the timer */
-        while (r == 0 && !timed_out && !too_big) {
-                struct pollfd t = { .fd = tfd, .events = POLLIN };
-                pid_t w = waitpid(pid, &status, WNOHANG);
-
-                if (w == pid) {
-                        reaped = true;
-                        break;
-                }
-                if (w < 0 && errno != EINTR) {
-                        r = -errno;
-                        break;
-                }
-                if (poll(&t, 1, 5) > 0)
-                        timed_out = true;
-        }
-        if (!reaped) {
-                (void)kill(pid, SIGKILL);
-                while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-                        ;
-        }
-
-        if (r == -ENOMEM) {
-                r = oom(ret_error);
-                goto out_fds;
-        }
-        if (r < 0) {
-                r = set_error(ret_error, r, "exec plugin \"%s\" failed: %s", e->name, strerror(-r));
-                goto out_fds;
-        }
-        if (timed_out) {
-                if (timeout_usec % USEC_PER_SEC == 0)
-                        r = set_error(ret_error, -ETIMEDOUT,
-                                      "exec plugin \"%s\" timed out after %" PRIu64 " s", e->name,
-                                      timeout_usec / USEC_PER_SEC);
-                else
-                        r = set_error(ret_error, -ETIMEDOUT,
-                                      "exec plugin \"%s\" timed out after %" PRIu64 " ms", e->name,
-                                      timeout_usec / 1000);
-                goto out_fds;
-        }
-        if (too_big) {
-                r = set_error(ret_error, -E2BIG, "exec plugin \"%s\" failed: output larger than %u bytes",
-                              e->name, KUBE_CONFIG_EXEC_OUTPUT_MAX);
-                goto out_fds;
-        }
-        if (WIFSIGNALED(status)) {
-                r = set_error(ret_error, -EIO, "exec plugin \"%s\" failed: killed by signal %d (%s)",
-                              e->name, WTERMSIG(status), strsignal(WTERMSIG(status)));
-                goto out_fds;
-        }
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                r = set_error(ret_error, -EIO, "exec plugin \"%s\" failed: exit status %d", e->name,
-                              WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-                goto out_fds;
-        }
-
-        if (!out) {
-                out = strdup("");
-                if (!out) {
-                        r = oom(ret_error);
-                        goto out_fds;
-                }
-        }
-        out[len] = 0;
-        *ret_out = TAKE_PTR(out);
-        *ret_len = len;
-        r = 0;
-out_fds:
-        if (pipefd[0] >= 0)
-                close(pipefd[0]);
-        if (pipefd[1] >= 0)
-                close(pipefd[1]);
-        if (tfd >= 0)
-                close(tfd);
-        if (out)
-                explicit_bzero(out, size);
-        return r;
-}
-
-static int json_string_field(const cJSON *obj, const char *key, const char **ret) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-        if (!v || cJSON_IsNull(v)) {
-                *ret = NULL;
+        if (!force && !file_changed(p->cert_file, &p->cert_id) && !file_changed(p->key_file, &p->key_id))
                 return 0;
+        if (p->cert_file) {
+                r = read_file(p->cert_file, PEM_FILE_MAX, &cert, &cert_len, &cert_id);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0 || !has_pem_block(cert, cert_len)) {
+                        log_debug("kubeconfig: %s: cannot read the client certificate, keeping the previous "
+                                  "one",
+                                  p->cert_file);
+                        return 0;
+                }
         }
-        if (!cJSON_IsString(v))
-                return -EINVAL;
-        *ret = *v->valuestring ? v->valuestring : NULL;
+        if (p->key_file) {
+                r = read_file(p->key_file, PEM_FILE_MAX, &key, &key_len, &key_id);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0 || !has_pem_block(key, key_len)) {
+                        log_debug("kubeconfig: %s: cannot read the client key, keeping the previous one",
+                                  p->key_file);
+                        return 0;
+                }
+        }
+        p->cert_id = cert_id;
+        p->key_id = key_id;
+        if ((!cert ||
+             (cert_len == c->client_cert_pem_len && memcmp(cert, c->client_cert_pem, cert_len) == 0)) &&
+            (!key || (key_len == c->client_key_pem_len && memcmp(key, c->client_key_pem, key_len) == 0)))
+                return 0; /* touched, not changed */
+        log_debug("kubeconfig: client certificate or key rotated (%s, %s)", strna(p->cert_file),
+                  strna(p->key_file));
+        if (cert) {
+                erase_free(c->client_cert_pem, c->client_cert_pem_len);
+                c->client_cert_pem = TAKE_PTR(cert);
+                c->client_cert_pem_len = cert_len;
+        }
+        if (key) {
+                erase_free(c->client_key_pem, c->client_key_pem_len);
+                c->client_key_pem = TAKE_PTR(key);
+                c->client_key_pem_len = key_len;
+        }
+        p->generation++;
         return 0;
 }
 
-/* Parses an ExecCredential and, when valid, replaces the cache. */
-static int exec_apply(struct kube_config_private *p, const char *out, size_t len, int64_t now_usec,
-                      char **ret_error) {
-        const struct exec_config *e = p->exec;
-        _cleanup_(freep) char *token = NULL, *cert = NULL, *key = NULL;
-        const char *api, *kind, *tok, *crt, *k, *exp;
-        const cJSON *status;
-        int64_t expiry = 0;
-        cJSON *root;
-        int r = 0;
-
-        root = cJSON_ParseWithLength(out, len);
-        if (!root || !cJSON_IsObject(root)) {
-                cJSON_Delete(root);
-                return set_error(ret_error, -EPROTO,
-                                 "exec plugin \"%s\": output is not an ExecCredential JSON object", e->name);
-        }
-
-        if (json_string_field(root, "apiVersion", &api) < 0 || json_string_field(root, "kind", &kind) < 0 ||
-            !kind || !streq(kind, "ExecCredential")) {
-                r = set_error(ret_error, -EPROTO, "exec plugin \"%s\": output is not an ExecCredential",
-                              e->name);
-                goto out;
-        }
-        if (!api || !streq(api, e->api_version)) {
-                r = set_error(ret_error, -EPROTO,
-                              "exec plugin \"%s\" is configured to use API version %s, plugin returned "
-                              "version %.64s",
-                              e->name, e->api_version, strna(api));
-                goto out;
-        }
-        status = cJSON_GetObjectItemCaseSensitive(root, "status");
-        if (!cJSON_IsObject(status)) {
-                r = set_error(ret_error, -EPROTO, "exec plugin \"%s\" didn't return a status", e->name);
-                goto out;
-        }
-        if (json_string_field(status, "token", &tok) < 0 ||
-            json_string_field(status, "clientCertificateData", &crt) < 0 ||
-            json_string_field(status, "clientKeyData", &k) < 0 ||
-            json_string_field(status, "expirationTimestamp", &exp) < 0) {
-                r = set_error(ret_error, -EPROTO, "exec plugin \"%s\": status fields must be strings",
-                              e->name);
-                goto out;
-        }
-        if (!tok && !crt && !k) {
-                r = set_error(ret_error, -EPROTO,
-                              "exec plugin \"%s\" didn't return a token or a client certificate", e->name);
-                goto out;
-        }
-        if (!crt != !k) {
-                r = set_error(ret_error, -EPROTO,
-                              "exec plugin \"%s\" returned only a certificate or a key, not both", e->name);
-                goto out;
-        }
-        if (tok && !token_is_valid(tok)) {
-                r = set_error(ret_error, -EPROTO,
-                              "exec plugin \"%s\": status.token contains control characters", e->name);
-                goto out;
-        }
-        if (crt && (!has_pem_block(crt, strlen(crt)) || !has_pem_block(k, strlen(k)))) {
-                r = set_error(ret_error, -EPROTO, "exec plugin \"%s\": client certificate or key is not PEM",
-                              e->name);
-                goto out;
-        }
-        if (exp && parse_rfc3339(exp, &expiry) < 0) {
-                r = set_error(ret_error, -EPROTO,
-                              "exec plugin \"%s\": status.expirationTimestamp: invalid RFC 3339 time",
-                              e->name);
-                goto out;
-        }
-
-        if ((tok && !(token = strdup(tok))) || (crt && !(cert = strdup(crt))) || (k && !(key = strdup(k)))) {
-                r = oom(ret_error);
-                goto out;
-        }
-
-        if (!streq_ptr(cert, p->exec_cert) || !streq_ptr(key, p->exec_key))
-                p->cert_dirty = true;
-        free(p->exec_token);
-        free(p->exec_cert);
-        free(p->exec_key);
-        p->exec_token = TAKE_PTR(token);
-        p->exec_cert_len = cert ? strlen(cert) : 0;
-        p->exec_cert = TAKE_PTR(cert);
-        p->exec_key_len = key ? strlen(key) : 0;
-        p->exec_key = TAKE_PTR(key);
-        p->exec_cached = true;
-        p->exec_has_expiry = exp != NULL;
-        p->exec_expiry_usec = expiry;
-        if (exp)
-                log_debug("kubeconfig: exec plugin \"%s\": credential valid for %" PRId64 " s", e->name,
-                          (expiry - now_usec) / USEC_PER_SEC);
-out:
-        cJSON_Delete(root);
-        return r;
-}
-
-int kube_config_credentials(struct kube_config *c, int64_t now_usec, bool force_refresh,
-                            struct kube_credentials *ret, char **ret_error) {
+int kube_config_credentials(struct kube_config *c, bool force_refresh, struct kube_credentials *ret,
+                            char **ret_error) {
         struct kube_config_private *p;
-        struct kube_credentials cr = {};
         int r;
 
         assert(c);
         assert(ret);
         p = c->priv;
-
+        if (p->exec)
+                return set_error(ret_error, -EOPNOTSUPP,
+                                 "exec plugin \"%s\": its credentials come from the credentials module",
+                                 p->exec->name);
         if (p->token_file) {
                 r = refresh_token_file(p, force_refresh);
                 if (r < 0)
                         return oom(ret_error);
         }
-
-        if (p->exec) {
-                bool expired = p->exec_has_expiry && now_usec >= p->exec_expiry_usec;
-
-                if (!p->exec_cached || expired || force_refresh) {
-                        _cleanup_(freep) char *out = NULL;
-                        size_t len;
-
-                        r = exec_run(p->exec, p->exec_timeout_usec, &out, &len, ret_error);
-                        if (r < 0)
-                                return r;
-                        r = exec_apply(p, out, len, now_usec, ret_error);
-                        explicit_bzero(out, len);
-                        if (r < 0)
-                                return r;
-                }
-                cr.token = p->exec_token;
-                cr.client_cert_pem = p->exec_cert;
-                cr.client_cert_pem_len = p->exec_cert_len;
-                cr.client_key_pem = p->exec_key;
-                cr.client_key_pem_len = p->exec_key_len;
-        } else {
-                cr.token = p->token;
-                cr.client_cert_pem = c->client_cert_pem;
-                cr.client_cert_pem_len = c->client_cert_pem_len;
-                cr.client_key_pem = c->client_key_pem;
-                cr.client_key_pem_len = c->client_key_pem_len;
+        if (p->cert_file || p->key_file) {
+                r = refresh_cert_files(c, force_refresh);
+                if (r < 0)
+                        return oom(ret_error);
         }
-
-        cr.changed = p->returned_before ? p->cert_dirty : cr.client_cert_pem != NULL;
-        p->cert_dirty = false;
-        p->returned_before = true;
-        *ret = cr;
+        *ret = (struct kube_credentials){
+                .token = p->token,
+                .client_cert_pem = c->client_cert_pem,
+                .client_cert_pem_len = c->client_cert_pem_len,
+                .client_key_pem = c->client_key_pem,
+                .client_key_pem_len = c->client_key_pem_len,
+                .generation = p->generation,
+        };
         return 0;
 }

@@ -88,8 +88,11 @@ struct http_call {
         CURL *easy;                    /* owned */
         struct curl_slist *headers;    /* owned; may hold a token, wiped before freeing */
         struct curl_slist *connect_to; /* owned */
-        struct link link_calls;        /* in t->calls until done runs */
-        struct link link_pending;      /* in t->pending while an add or a cancel is queued */
+        /* This call's client certificate and key (the current ones, which rotate), owned;
+         * data NULL: the transport's. The key is wiped before it is freed. */
+        struct curl_blob cert, key;
+        struct link link_calls;   /* in t->calls until done runs */
+        struct link link_pending; /* in t->pending while an add or a cancel is queued */
 
         http_data_fn on_data;
         http_done_fn on_done;
@@ -260,6 +263,19 @@ static void defer_kick(struct curl_transport *t) {
 
 /* ---- calls ---- */
 
+static int blob_copy(struct curl_blob *b, const char *data, size_t len) {
+        if (!data)
+                return 0;
+        b->data = malloc(len > 0 ? len : 1);
+        if (!b->data)
+                return -ENOMEM;
+        memcpy(b->data, data, len);
+        b->len = len;
+        /* Ours until the transport (or the call) is freed, after its easy handles. */
+        b->flags = CURL_BLOB_NOCOPY;
+        return 0;
+}
+
 static void slist_wipe_free(struct curl_slist *l) {
         for (struct curl_slist *i = l; i; i = i->next)
                 explicit_bzero(i->data, strlen(i->data));
@@ -272,6 +288,10 @@ static void call_free(struct http_call *c) {
         if (c->easy)
                 curl_easy_cleanup(c->easy);
         slist_wipe_free(c->headers);
+        free(c->cert.data);
+        if (c->key.data)
+                explicit_bzero(c->key.data, c->key.len);
+        free(c->key.data);
         curl_slist_free_all(c->connect_to);
         free(c->body);
         free(c->content_type);
@@ -674,12 +694,23 @@ static int call_setup(struct curl_transport *t, struct http_call *c, const struc
                 SET(CURLOPT_CAINFO, (char *)NULL);
                 SET(CURLOPT_CAPATH, (char *)NULL);
         }
-        if (t->cert.data) {
-                SET(CURLOPT_SSLCERT_BLOB, &t->cert);
+        /* The request's own certificate and key (rotated credentials), else the
+         * transport's. libcurl keys its connections on the certificate (its
+         * ssl_primary_config holds the cert blob; Curl_ssl_config_matches compares it,
+         * TLS session ids likewise), so a call with a new certificate never reuses a
+         * connection made with the old one: it opens a new one. The key stays ours
+         * (CURL_BLOB_NOCOPY) until the call is freed, then it is wiped. */
+        if (req->client_cert_pem && req->client_key_pem) {
+                if (blob_copy(&c->cert, req->client_cert_pem, req->client_cert_pem_len) < 0 ||
+                    blob_copy(&c->key, req->client_key_pem, req->client_key_pem_len) < 0)
+                        return -ENOMEM;
+        }
+        if (c->cert.data || t->cert.data) {
+                SET(CURLOPT_SSLCERT_BLOB, c->cert.data ? &c->cert : &t->cert);
                 SET(CURLOPT_SSLCERTTYPE, "PEM");
         }
-        if (t->key.data) {
-                SET(CURLOPT_SSLKEY_BLOB, &t->key);
+        if (c->key.data || t->key.data) {
+                SET(CURLOPT_SSLKEY_BLOB, c->key.data ? &c->key : &t->key);
                 SET(CURLOPT_SSLKEYTYPE, "PEM");
         }
 
@@ -1149,6 +1180,8 @@ static void transport_curl_destroy(struct curl_transport *t) {
                 curl_multi_cleanup(t->multi);
         free(t->ca.data);
         free(t->cert.data);
+        if (t->key.data)
+                explicit_bzero(t->key.data, t->key.len);
         free(t->key.data);
         free(t->server_name);
         free(t);
@@ -1168,19 +1201,6 @@ static const struct transport_ops curl_ops = {
         .close = curl_close,
         .free = curl_free_transport,
 };
-
-static int blob_copy(struct curl_blob *b, const char *data, size_t len) {
-        if (!data)
-                return 0;
-        b->data = malloc(len > 0 ? len : 1);
-        if (!b->data)
-                return -ENOMEM;
-        memcpy(b->data, data, len);
-        b->len = len;
-        /* Ours until the transport is freed, which is after every easy handle. */
-        b->flags = CURL_BLOB_NOCOPY;
-        return 0;
-}
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct curl_transport *, transport_curl_destroy);
 

@@ -37,6 +37,7 @@ struct app {
         struct timesrc *ts;          /* owned */
         struct transport *transport; /* owned */
         struct kube_config *cfg;     /* owned */
+        struct credentials *creds;   /* owned */
         struct kube_client *client;  /* owned */
 };
 

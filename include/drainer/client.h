@@ -18,7 +18,12 @@ struct kube_config;
 struct kube_client;
 struct kube_call;
 
+struct credentials;
+
 struct kube_client_options {
+        /* Where each request's credentials come from (borrowed): needed for exec plugins;
+         * NULL: kube_config_credentials() (static and file-based ones only). */
+        struct credentials *credentials;
         double qps; /* <= 0: no limit */
         int burst;
         uint64_t request_timeout_usec; /* per attempt, not watches; 0 = 30 s */

@@ -1,7 +1,8 @@
 /* Client configuration as kubectl reads it: --kubeconfig, $KUBECONFIG (several
  * files merged the clientcmd way), ~/.kube/config, or the in-cluster service
- * account; and the credentials for each request (static, token files that
- * rotate, exec credential plugins cached until they expire). */
+ * account; and the file-based credentials for each request (static, a token file
+ * and client certificate/key files that rotate). Exec credential plugins are
+ * parsed here and run, on the loop, by credentials.h. */
 #pragma once
 
 #include <stdbool.h>
@@ -10,9 +11,8 @@
 
 #include "drainer/macro.h"
 
-#define KUBE_CONFIG_SA_DIR            "/var/run/secrets/kubernetes.io/serviceaccount"
-#define KUBE_CONFIG_EXEC_TIMEOUT_USEC (30ULL * 1000000ULL)
-#define KUBE_CONFIG_EXEC_OUTPUT_MAX   (1024U * 1024U)
+#define KUBE_CONFIG_SA_DIR          "/var/run/secrets/kubernetes.io/serviceaccount"
+#define KUBE_CONFIG_EXEC_OUTPUT_MAX (1024U * 1024U)
 
 /* Everything kube_config_load() looks at, so it never reads the environment itself. */
 struct kube_config_options {
@@ -27,7 +27,20 @@ struct kube_config_options {
 
 struct kube_config_private;
 
-/* Public fields, all owned. PEM blobs are NUL-terminated; the _len excludes the NUL. */
+/* An exec credential plugin as the kubeconfig gives it (client.authentication.k8s.io). */
+struct kube_exec {
+        char *name;        /* command as written in the kubeconfig, for messages */
+        char *api_version; /* client.authentication.k8s.io/v1 or v1beta1 */
+        char **argv;       /* argv[0] is the command (resolved when it has a '/'); NULL-terminated */
+        char **env;        /* "NAME=value" from the kubeconfig, NULL-terminated */
+        size_t n_env;
+        bool provide_cluster_info;
+        char *info_json; /* KUBERNETES_EXEC_INFO */
+};
+
+/* Public fields, all owned. PEM blobs are NUL-terminated; the _len excludes the NUL.
+ * client_cert_pem/client_key_pem are the current ones (re-read from their files by
+ * kube_config_credentials()). */
 struct kube_config {
         char *server; /* e.g. https://127.0.0.1:6443, no trailing slash */
         char *ca_pem; /* NULL = system CAs */
@@ -58,34 +71,40 @@ int kube_config_load(const struct kube_config_options *opts, struct kube_config 
 struct kube_config *kube_config_free(struct kube_config *c); /* NULL ok; returns NULL */
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct kube_config *, kube_config_free);
 
-/* Caps how long one exec plugin run may take (default KUBE_CONFIG_EXEC_TIMEOUT_USEC);
- * the plugin is killed when it runs longer. */
-void kube_config_set_exec_timeout(struct kube_config *c, uint64_t timeout_usec);
-
-/* True when credentials come from an exec plugin (a 401 is worth one force_refresh). */
+/* True when credentials come from an exec plugin. */
 bool kube_config_uses_exec(const struct kube_config *c);
+/* The exec plugin, or NULL. */
+const struct kube_exec *kube_config_exec(const struct kube_config *c);
 /* True when the server is plain http:// and a bearer token (static, tokenFile or from
  * an exec plugin) would be sent to it: readable by anyone on the path. */
 bool kube_config_token_in_clear(const struct kube_config *c);
+/* True when the credentials can change while running (token file, certificate or key
+ * files, exec plugin): a 401 is then worth a refresh. */
+bool kube_config_may_change(const struct kube_config *c);
 
-/* Borrowed from the config: valid until the next kube_config_credentials() call or
- * kube_config_free(). */
+/* Checks shared with the exec plugin's ExecCredential: a token fit for an HTTP header
+ * (no control characters, not empty), and PEM data. */
+bool kube_token_is_valid(const char *t);
+bool kube_pem_has_block(const char *data, size_t n);
+
+/* Borrowed from the config (or the credentials module): valid until the next call that
+ * may refresh them or the owner is freed. */
 struct kube_credentials {
         const char *token;           /* bearer token or NULL */
-        const char *client_cert_pem; /* from the exec plugin or static, or NULL */
+        const char *client_cert_pem; /* or NULL */
         size_t client_cert_pem_len;
         const char *client_key_pem;
         size_t client_key_pem_len;
-        bool changed; /* cert/key differ from the previous call (on the first call: a cert is
-                       * present); the transport must be recreated */
+        /* > 0; grows whenever the token, certificate or key changes. A request rejected
+         * with 401 names the generation it was sent with. */
+        uint64_t generation;
 };
 
-/* now_usec: wall clock (Unix epoch, µs), compared with the exec credential's
- * expirationTimestamp. Re-reads tokenFile / the in-cluster token when the file changed
- * (inode, size or mtime; the service-account token rotates); a token file that cannot be
- * read or is empty keeps the previous token. Runs the exec plugin when there is no cached
- * ExecCredential, it expired, or force_refresh (the caller got a 401). Blocks while the
- * plugin runs (at most the exec timeout). On failure returns negative errno and sets
- * *ret_error (malloc'd one-line message, NULL if out of memory); the cache is unchanged. */
-int kube_config_credentials(struct kube_config *c, int64_t now_usec, bool force_refresh,
-                            struct kube_credentials *ret, char **ret_error);
+/* The static and file-based credentials (not exec plugins: -EOPNOTSUPP, see
+ * credentials.h). Re-reads tokenFile / the in-cluster token, and client-certificate /
+ * client-key files, when they changed (inode, size or mtime; force_refresh: read them
+ * anyway); a file that cannot be read, is empty or holds no PEM keeps the previous
+ * value. Never blocks longer than reading small local files. On failure returns
+ * negative errno and sets *ret_error (malloc'd one-line message, NULL if out of memory). */
+int kube_config_credentials(struct kube_config *c, bool force_refresh, struct kube_credentials *ret,
+                            char **ret_error);

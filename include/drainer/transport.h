@@ -57,6 +57,13 @@ struct http_request {
          * transport_curl_new): complete it with -ECONNRESET and resp->unanswered set, so
          * that the caller sends it again through its rate limiter. */
         bool no_resend;
+        /* This call's client certificate and key (PEM, both or neither; copied), instead
+         * of the tls_config's: the current ones when they rotate. A connection made with
+         * another certificate is never reused for this call. */
+        const char *client_cert_pem;
+        size_t client_cert_pem_len;
+        const char *client_key_pem;
+        size_t client_key_pem_len;
 };
 
 struct http_response {

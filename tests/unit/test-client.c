@@ -625,6 +625,23 @@ static void test_401_refresh_once(void **state) {
         result_clear(&r);
 }
 
+/* A static token cannot change: a 401 is final at once, not a resend with the same token. */
+static void test_401_static_token_not_resent(void **state) {
+        struct env *e = *state;
+        struct result r = {};
+        char body[512];
+
+        status_json(body, sizeof(body), 401, "Unauthorized", "Unauthorized");
+        fake_transport_expect_json(e->ft, "GET", "/api/v1/pods", 401, body);
+        assert_int_equal(kube_get(e->client, "/api/v1/pods", on_done, &r, NULL), 0);
+        fake_clock_advance(e->clock, 10 * 60 * SEC);
+        assert_int_equal(r.calls, 1);
+        assert_int_equal(r.error, -EACCES);
+        assert_int_equal(r.status, 401);
+        assert_int_equal(fake_transport_count(e->ft, "GET", "/api/v1/pods"), 1);
+        result_clear(&r);
+}
+
 #define POD_ITEM(name, rv)                                                                    \
         "{\"metadata\":{\"name\":\"" name "\",\"namespace\":\"ml\",\"uid\":\"uid-" name "\"," \
         "\"resourceVersion\":\"" rv "\"},\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{" \
@@ -1132,6 +1149,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_evict_429_handed_back, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_status_mapping, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_401_refresh_once, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_401_static_token_not_resent, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pagination, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_watch_stream, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_token_bucket, setup, teardown),

@@ -1,7 +1,8 @@
 /* Unit tests for kubeconfig.c: loading precedence, merging, contexts, every auth kind
  * (token, tokenFile rotation, client certificates, exec plugins with caching), in-cluster
  * configuration and each malformed case. Files live in a mkdtemp directory per test; the
- * exec plugin is tests/unit/fixtures/kubeconfig/exec-plugin.sh. */
+ * exec plugin is tests/unit/fixtures/kubeconfig/exec-plugin.sh, run by credentials.c on a
+ * real libuv loop with a fake clock (whose wall clock the tests set) for its timers. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -19,7 +20,13 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include <uv.h>
+
+#include "drainer/credentials.h"
 #include "drainer/kubeconfig.h"
+#include "drainer/macro.h"
+#include "drainer/timesrc.h"
+#include "fakes/fake-clock.h"
 
 #define FIXDIR FIXTURES "/kubeconfig"
 #define PLUGIN FIXDIR "/exec-plugin.sh"
@@ -44,10 +51,14 @@ static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *
         return 0;
 }
 
+static void creds_env_start(void);
+static void creds_env_stop(void);
+
 static int setup(void **state) {
         char tmpl[] = "/tmp/test-kubeconfig-XXXXXX";
         struct fx *f = calloc(1, sizeof(*f));
 
+        creds_env_start();
         if (!f || !mkdtemp(tmpl))
                 return -1;
         f->dir = strdup(tmpl);
@@ -58,6 +69,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
         struct fx *f = *state;
 
+        creds_env_stop();
         nftw(f->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
         free(f->dir);
         free(f);
@@ -195,17 +207,200 @@ static void expect_file_error(const char *path, int r, const char *needle) {
         expect_load_error(&o, r, needle);
 }
 
+/* dir/name in a static buffer (for unlink). */
+static const char *xasprintf_tmp(const char *dir, const char *name) {
+        static char buf[4096];
+
+        snprintf(buf, sizeof(buf), "%s/%s", dir, name);
+        return buf;
+}
+
+/* ---- credentials: file-based ones straight from kube_config_credentials(), exec plugins
+ * through the credentials module on a real loop ---- */
+
+/* The fake clock's monotonic time and timers, with a wall clock the test sets freely. */
+struct test_ts {
+        struct timesrc base;
+        struct timesrc *fake;
+        int64_t realtime;
+};
+
+static uint64_t tts_now(struct timesrc *s) {
+        struct timesrc *f = container_of(s, struct test_ts, base)->fake;
+        return f->ops->now(f);
+}
+static int64_t tts_realtime(struct timesrc *s) {
+        return container_of(s, struct test_ts, base)->realtime;
+}
+static int tts_timer_init(struct timesrc *s, struct dtimer *t) {
+        struct timesrc *f = container_of(s, struct test_ts, base)->fake;
+        return f->ops->timer_init(f, t);
+}
+static void tts_timer_arm(struct timesrc *s, struct dtimer *t) {
+        struct timesrc *f = container_of(s, struct test_ts, base)->fake;
+        f->ops->timer_arm(f, t);
+}
+static void tts_timer_disarm(struct timesrc *s, struct dtimer *t) {
+        struct timesrc *f = container_of(s, struct test_ts, base)->fake;
+        f->ops->timer_disarm(f, t);
+}
+static void tts_timer_done(struct timesrc *s, struct dtimer *t) {
+        struct timesrc *f = container_of(s, struct test_ts, base)->fake;
+        f->ops->timer_done(f, t);
+}
+static const struct timesrc_ops tts_ops = {
+        .now = tts_now,
+        .realtime = tts_realtime,
+        .timer_init = tts_timer_init,
+        .timer_arm = tts_timer_arm,
+        .timer_disarm = tts_timer_disarm,
+        .timer_done = tts_timer_done,
+};
+
+static struct {
+        uv_loop_t loop;
+        struct fake_clock *clock;
+        struct test_ts ts;
+        struct kube_config *cfg; /* the config cr serves */
+        struct credentials *cr;
+        uint64_t exec_timeout_usec; /* for the next credentials made */
+        char **environ;             /* likewise (NULL: the process's) */
+        uint64_t last_generation;
+        char *prev_cert; /* for changed() */
+        bool seen;
+} T;
+
+static void creds_env_start(void) {
+        assert_int_equal(uv_loop_init(&T.loop), 0);
+        T.clock = fake_clock_new(1000 * USEC, 0);
+        assert_non_null(T.clock);
+        T.ts = (struct test_ts){ .base.ops = &tts_ops, .fake = fake_clock_timesrc(T.clock) };
+}
+
+static void on_test_creds_closed(void *userdata) {
+        *(bool *)userdata = true;
+}
+
+/* Closes the credentials of the current config (runs the loop and fires the fake timers
+ * until they are gone). */
+static void creds_drop(void) {
+        bool closed = false;
+
+        if (!T.cr)
+                return;
+        credentials_close(T.cr, on_test_creds_closed, &closed);
+        for (int i = 0; i < 100000 && !closed; i++) {
+                fake_clock_advance(T.clock, 0);
+                uv_run(&T.loop, UV_RUN_NOWAIT);
+        }
+        assert_true(closed);
+        T.cr = NULL;
+        T.cfg = NULL;
+        T.last_generation = 0;
+        T.prev_cert = mfree(T.prev_cert);
+        T.seen = false;
+}
+
+static void creds_env_stop(void) {
+        creds_drop();
+        uv_run(&T.loop, UV_RUN_DEFAULT);
+        assert_int_equal(uv_loop_close(&T.loop), 0);
+        fake_clock_free(T.clock);
+        T.clock = NULL;
+        T.exec_timeout_usec = 0;
+        T.environ = NULL;
+}
+
+/* kube_config_free() of the tests: the config's credentials go first. */
+static struct kube_config *test_config_free(struct kube_config *c) {
+        if (c && c == T.cfg)
+                creds_drop();
+        T.prev_cert = mfree(T.prev_cert);
+        T.seen = false;
+        T.last_generation = 0;
+        return (kube_config_free)(c);
+}
+#define kube_config_free test_config_free
+
+struct test_wait {
+        struct credentials_wait w;
+        bool ready;
+};
+
+static void on_test_creds_ready(struct credentials_wait *w) {
+        container_of(w, struct test_wait, w)->ready = true;
+}
+
+/* Gets credentials the way the client does: force = the last ones got a 401. Plugin runs
+ * happen on the loop; the fake clock moves 1 ms per turn while one is under way (a
+ * plugin that never ends meets its timeout). */
+static int get_creds(struct kube_config *c, int64_t now, bool force, struct kube_credentials *ret,
+                     char **ret_error) {
+        uint64_t rejected = 0;
+        int r;
+
+        if (!kube_config_uses_exec(c))
+                return kube_config_credentials(c, force, ret, ret_error);
+        if (T.cfg != c) {
+                creds_drop();
+                assert_int_equal(credentials_new(&T.loop, &T.ts.base, c,
+                                                 &(struct credentials_options){ .exec_timeout_usec =
+                                                                                        T.exec_timeout_usec,
+                                                                                .environ = T.environ },
+                                                 &T.cr),
+                                 0);
+                T.cfg = c;
+        }
+        T.ts.realtime = now;
+        if (force) {
+                rejected = T.last_generation ? T.last_generation : 1;
+                /* Out of the reach of the 401 limiter (tested on its own). */
+                fake_clock_advance(T.clock, 3600 * USEC);
+        }
+        for (;;) {
+                struct test_wait tw = {};
+
+                r = credentials_get(T.cr, rejected, ret, ret_error);
+                if (r != -EAGAIN)
+                        break;
+                credentials_wait(T.cr, &tw.w, on_test_creds_ready);
+                for (int i = 0; i < 200000 && !tw.ready; i++) {
+                        uv_run(&T.loop, UV_RUN_NOWAIT);
+                        if (tw.ready)
+                                break;
+                        usleep(200);
+                        fake_clock_advance(T.clock, 1000);
+                }
+                assert_true(tw.ready);
+        }
+        if (r >= 0)
+                T.last_generation = ret->generation;
+        return r;
+}
+
 static struct kube_credentials creds(struct kube_config *c, int64_t now, bool force) {
         struct kube_credentials cr;
         char *err = NULL;
         int r;
 
-        r = kube_config_credentials(c, now, force, &cr, &err);
+        r = get_creds(c, now, force, &cr, &err);
         if (r < 0)
-                print_error("kube_config_credentials: %d %s\n", r, err ? err : "(null)");
+                print_error("credentials: %d %s\n", r, err ? err : "(null)");
         assert_int_equal(r, 0);
         assert_null(err);
         return cr;
+}
+
+/* The client certificate differs from the one the previous call returned (on the first
+ * call: there is one). */
+static bool changed(const struct kube_credentials *cr) {
+        bool r = T.seen || !kube_config_uses_exec(T.cfg) ? !streq_ptr(cr->client_cert_pem, T.prev_cert)
+                                                         : cr->client_cert_pem != NULL;
+
+        free(T.prev_cert);
+        T.prev_cert = cr->client_cert_pem ? strdup(cr->client_cert_pem) : NULL;
+        T.seen = true;
+        return r;
 }
 
 static void expect_creds_error(struct kube_config *c, int64_t now, bool force, int r, const char *needle) {
@@ -213,9 +408,9 @@ static void expect_creds_error(struct kube_config *c, int64_t now, bool force, i
         char *err = NULL;
         int q;
 
-        q = kube_config_credentials(c, now, force, &cr, &err);
+        q = get_creds(c, now, force, &cr, &err);
         if (q != r)
-                print_error("kube_config_credentials: got %d (%s), want %d\n", q, err ? err : "(null)", r);
+                print_error("credentials: got %d (%s), want %d\n", q, err ? err : "(null)", r);
         assert_int_equal(q, r);
         assert_contains(err, needle);
         assert_null(strchr(err, '\n'));
@@ -299,10 +494,10 @@ static void test_token(void **state) {
         cr = creds(c, 0, false);
         assert_string_equal(cr.token, "static-token");
         assert_null(cr.client_cert_pem);
-        assert_false(cr.changed);
+        assert_false(changed(&cr));
         cr = creds(c, 0, true);
         assert_string_equal(cr.token, "static-token");
-        assert_false(cr.changed);
+        assert_false(changed(&cr));
         assert_false(kube_config_token_in_clear(c));
 
         kube_config_free(c);
@@ -339,7 +534,7 @@ static void test_no_user(void **state) {
         cr = creds(c, 0, false);
         assert_null(cr.token);
         assert_null(cr.client_cert_pem);
-        assert_false(cr.changed);
+        assert_false(changed(&cr));
         kube_config_free(c);
         free(path);
 }
@@ -387,9 +582,9 @@ static void test_relative_files(void **state) {
         assert_null(cr.token);
         assert_string_equal(cr.client_cert_pem, crt);
         assert_string_equal(cr.client_key_pem, key);
-        assert_true(cr.changed); /* first call with a certificate */
+        assert_true(changed(&cr)); /* first call with a certificate */
         cr = creds(c, 0, false);
-        assert_false(cr.changed);
+        assert_false(changed(&cr));
 
         kube_config_free(c);
         free(ca);
@@ -421,7 +616,7 @@ static void test_cert_data(void **state) {
         cr = creds(c, 0, false);
         assert_string_equal(cr.client_cert_pem, CERT_PEM);
         assert_int_equal(cr.client_key_pem_len, strlen(KEY_PEM));
-        assert_true(cr.changed);
+        assert_true(changed(&cr));
         kube_config_free(c);
 
         free(ca);
@@ -470,7 +665,7 @@ static void test_token_file_rotation(void **state) {
         free(write_file(f->dir, "secrets/token", "  fourth-token  \n"));
         cr = creds(c, 0, false);
         assert_string_equal(cr.token, "fourth-token");
-        assert_false(cr.changed);
+        assert_false(changed(&cr));
 
         kube_config_free(c);
         free(path);
@@ -502,7 +697,7 @@ static void test_exec_token_cache(void **state) {
         cr = creds(c, T2030 - 3600 * USEC, false);
         assert_string_equal(cr.token, "token-1");
         assert_null(cr.client_cert_pem);
-        assert_false(cr.changed);
+        assert_false(changed(&cr));
         cr = creds(c, T2030 + USEC / 2 - 1, false); /* cached until expirationTimestamp */
         assert_string_equal(cr.token, "token-1");
         assert_int_equal(counter(f->dir), 1);
@@ -564,9 +759,9 @@ static void test_exec_cert(void **state) {
         assert_int_equal(cr.client_cert_pem_len, strlen(cr.client_cert_pem));
         assert_string_equal(cr.client_key_pem,
                             "-----BEGIN PRIVATE KEY-----\nEXECKEY\n-----END PRIVATE KEY-----\n");
-        assert_true(cr.changed);
+        assert_true(changed(&cr));
         cr = creds(c, 0, true);
-        assert_false(cr.changed);
+        assert_false(changed(&cr));
         kube_config_free(c);
         free(user);
         free(path);
@@ -576,15 +771,15 @@ static void test_exec_cert(void **state) {
         path = write_simple(f->dir, "config", SERVER, user);
         c = load_path(path);
         cr = creds(c, 0, false);
-        assert_true(cr.changed);
+        assert_true(changed(&cr));
         assert_contains(cr.client_cert_pem, "\nCERT3\n");
         cr = creds(c, 0, false);
-        assert_false(cr.changed);
+        assert_false(changed(&cr));
         cr = creds(c, 0, true);
-        assert_true(cr.changed);
+        assert_true(changed(&cr));
         assert_contains(cr.client_cert_pem, "\nCERT4\n");
         cr = creds(c, 0, false);
-        assert_false(cr.changed);
+        assert_false(changed(&cr));
         kube_config_free(c);
 
         free(user);
@@ -815,13 +1010,420 @@ static void test_exec_timeout(void **state) {
         user = exec_user("sleep", NULL);
         path = write_simple(f->dir, "config", SERVER, user);
         c = load_path(path);
-        kube_config_set_exec_timeout(c, 300 * 1000);
+        T.exec_timeout_usec = 300 * 1000;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         expect_creds_error(c, 0, false, -ETIMEDOUT, "exec plugin \"/bin/sh\" timed out after 300 ms");
         clock_gettime(CLOCK_MONOTONIC, &t1);
         ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
         assert_true(ms < 10000);
         kube_config_free(c);
+        free(user);
+        free(path);
+}
+
+/* client-certificate / client-key files that change on disk are read again (both), and
+ * the generation moves so that new connections use them; a half-written pair (a key
+ * without a PEM block) keeps the previous one. */
+static void test_cert_file_rotation(void **state) {
+        struct fx *f = *state;
+        struct kube_config *c;
+        struct kube_credentials cr;
+        char *path, *user;
+        uint64_t gen;
+
+        free(write_file(f->dir, "tls.crt",
+                        "-----BEGIN CERTIFICATE-----\nCERT-A\n-----END CERTIFICATE-----\n"));
+        free(write_file(f->dir, "tls.key",
+                        "-----BEGIN PRIVATE KEY-----\nKEY-A\n-----END PRIVATE KEY-----\n"));
+        user = xasprintf("    client-certificate: %s/tls.crt\n    client-key: %s/tls.key\n", f->dir, f->dir);
+        path = write_simple(f->dir, "config", SERVER, user);
+        c = load_path(path);
+        assert_true(kube_config_may_change(c));
+        cr = creds(c, 0, false);
+        assert_contains(cr.client_cert_pem, "CERT-A");
+        assert_contains(cr.client_key_pem, "KEY-A");
+        gen = cr.generation;
+        cr = creds(c, 0, false);
+        assert_int_equal(cr.generation, gen); /* unchanged files: nothing read */
+
+        /* cert-manager writes both (new inode, other size) */
+        unlink(xasprintf_tmp(f->dir, "tls.crt"));
+        unlink(xasprintf_tmp(f->dir, "tls.key"));
+        free(write_file(f->dir, "tls.crt",
+                        "-----BEGIN CERTIFICATE-----\nCERT-BB\n-----END CERTIFICATE-----\n"));
+        free(write_file(f->dir, "tls.key",
+                        "-----BEGIN PRIVATE KEY-----\nKEY-BB\n-----END PRIVATE KEY-----\n"));
+        cr = creds(c, 0, false);
+        assert_contains(cr.client_cert_pem, "CERT-BB");
+        assert_contains(cr.client_key_pem, "KEY-BB");
+        assert_true(cr.generation > gen);
+        gen = cr.generation;
+
+        /* caught mid-rewrite: the key file holds no PEM yet; the pair stays */
+        unlink(xasprintf_tmp(f->dir, "tls.key"));
+        free(write_file(f->dir, "tls.key", ""));
+        cr = creds(c, 0, false);
+        assert_contains(cr.client_cert_pem, "CERT-BB");
+        assert_contains(cr.client_key_pem, "KEY-BB");
+        assert_int_equal(cr.generation, gen);
+        kube_config_free(c);
+        free(user);
+        free(path);
+
+        /* as data: nothing to re-read */
+        {
+                char *crt = b64(CERT_PEM), *key = b64(KEY_PEM);
+
+                user = xasprintf("    client-certificate-data: %s\n    client-key-data: %s\n", crt, key);
+                free(crt);
+                free(key);
+        }
+        path = write_simple(f->dir, "config", SERVER, user);
+        c = load_path(path);
+        assert_false(kube_config_may_change(c));
+        kube_config_free(c);
+        free(user);
+        free(path);
+}
+
+/* ---- credentials.c: the plugin on the loop ---- */
+
+static char *read_text(const char *path) {
+        FILE *fp = fopen(path, "r");
+        char *buf = calloc(1, 65536);
+
+        assert_non_null(fp);
+        assert_non_null(buf);
+        (void)!fread(buf, 1, 65535, fp);
+        fclose(fp);
+        return buf;
+}
+
+static void on_tick(uv_timer_t *t) {
+        (*(int *)t->data)++;
+}
+
+/* The loop goes on while the plugin runs: a timer keeps firing, and three requests that
+ * wait for credentials are all served by the one run. */
+static void test_exec_async(void **state) {
+        struct fx *f = *state;
+        struct kube_config *c;
+        struct kube_credentials cr;
+        struct test_wait tw[3] = {};
+        char *user, *path, *extra, *err = NULL;
+        uv_timer_t tick;
+        int ticks = 0, ready = 0, ticks_when_ready = -1;
+
+        extra = xasprintf("      env:\n"
+                          "      - {name: PLUGIN_COUNTER, value: \"%s/counter\"}\n"
+                          "      - {name: PLUGIN_SLEEP, value: \"0.5\"}\n",
+                          f->dir);
+        user = exec_user("slow", extra);
+        path = write_simple(f->dir, "config", SERVER, user);
+        c = load_path(path);
+        assert_int_equal(credentials_new(&T.loop, &T.ts.base, c, NULL, &T.cr), 0);
+        T.cfg = c;
+        uv_timer_init(&T.loop, &tick);
+        tick.data = &ticks;
+        uv_timer_start(&tick, on_tick, 10, 10);
+        for (size_t i = 0; i < ELEMENTSOF(tw); i++) {
+                assert_int_equal(credentials_get(T.cr, 0, &cr, &err), -EAGAIN);
+                assert_null(err);
+                credentials_wait(T.cr, &tw[i].w, on_test_creds_ready);
+        }
+        while (ready < 3) {
+                uv_run(&T.loop, UV_RUN_ONCE);
+                ready = tw[0].ready + tw[1].ready + tw[2].ready;
+                if (ready && ticks_when_ready < 0)
+                        ticks_when_ready = ticks;
+        }
+        print_message("the loop turned %d times (10 ms timer) while the plugin ran 0.5 s\n",
+                      ticks_when_ready);
+        assert_true(ticks_when_ready > 0);
+        assert_int_equal(credentials_get(T.cr, 0, &cr, &err), 0);
+        assert_string_equal(cr.token, "token-1");
+        assert_int_equal(counter(f->dir), 1);
+        uv_close((uv_handle_t *)&tick, NULL);
+        kube_config_free(c);
+        free(extra);
+        free(user);
+        free(path);
+}
+
+static bool pid_gone(pid_t pid) {
+        char p[64], *stat;
+        bool gone;
+        FILE *fp;
+
+        snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+        fp = fopen(p, "r");
+        if (!fp)
+                return true;
+        fclose(fp);
+        stat = read_text(p);
+        /* a zombie waiting for its reaper (reparented) is gone too */
+        gone = strstr(stat, ") Z ") != NULL;
+        free(stat);
+        return gone;
+}
+
+static pid_t read_pid(const char *path) {
+        char *t = read_text(path);
+        pid_t pid = (pid_t)atoi(t);
+
+        free(t);
+        assert_true(pid > 1);
+        return pid;
+}
+
+/* At the timeout the plugin's whole process group dies, the helper it started too. */
+static void test_exec_timeout_kills_group(void **state) {
+        struct fx *f = *state;
+        struct kube_config *c;
+        char *user, *path, *extra, *pidfile;
+        pid_t child;
+
+        pidfile = xasprintf("%s/child.pid", f->dir);
+        extra = xasprintf("      env: [{name: PLUGIN_CHILD_PID, value: \"%s\"}]\n", pidfile);
+        user = exec_user("hang-with-child", extra);
+        path = write_simple(f->dir, "config", SERVER, user);
+        c = load_path(path);
+        T.exec_timeout_usec = 300 * 1000;
+        expect_creds_error(c, 0, false, -ETIMEDOUT, "exec plugin \"/bin/sh\" timed out after 300 ms");
+        child = read_pid(pidfile);
+        for (int i = 0; i < 500 && !pid_gone(child); i++)
+                usleep(10000);
+        assert_true(pid_gone(child));
+        /* A failed run is not repeated on the next request: its error, until the backoff ends. */
+        expect_creds_error(c, 0, false, -ETIMEDOUT, "timed out");
+        {
+                struct credentials_stats st;
+
+                credentials_get_stats(T.cr, &st);
+                assert_int_equal(st.runs, 1);
+                assert_int_equal(st.timeouts, 1);
+        }
+        kube_config_free(c);
+        free(pidfile);
+        free(extra);
+        free(user);
+        free(path);
+}
+
+/* Closing (drainer exits) while the plugin runs kills its process group too. */
+static void test_exec_close_kills_group(void **state) {
+        struct fx *f = *state;
+        struct kube_config *c;
+        struct kube_credentials cr;
+        char *user, *path, *extra, *pidfile, *err = NULL;
+        pid_t child = 0;
+
+        pidfile = xasprintf("%s/child.pid", f->dir);
+        extra = xasprintf("      env: [{name: PLUGIN_CHILD_PID, value: \"%s\"}]\n", pidfile);
+        user = exec_user("hang-with-child", extra);
+        path = write_simple(f->dir, "config", SERVER, user);
+        c = load_path(path);
+        assert_int_equal(credentials_new(&T.loop, &T.ts.base, c, NULL, &T.cr), 0);
+        T.cfg = c;
+        assert_int_equal(credentials_get(T.cr, 0, &cr, &err), -EAGAIN);
+        for (int i = 0; i < 1000 && access(pidfile, F_OK) < 0; i++) {
+                uv_run(&T.loop, UV_RUN_NOWAIT);
+                usleep(5000);
+        }
+        usleep(50000); /* the pid is written */
+        child = read_pid(pidfile);
+        kube_config_free(c); /* closes the credentials first */
+        for (int i = 0; i < 500 && !pid_gone(child); i++)
+                usleep(10000);
+        assert_true(pid_gone(child));
+        free(pidfile);
+        free(extra);
+        free(user);
+        free(path);
+}
+
+/* The plugin gets drainer's environment and KUBERNETES_EXEC_INFO, the kubeconfig's env
+ * winning, but nothing of drainer's service manager. */
+static void test_exec_environment(void **state) {
+        struct fx *f = *state;
+        static char *env[] = {
+                "HOME=/home/x",
+                "KEEP_ME=yes",
+                "OVERRIDE=old",
+                "NOTIFY_SOCKET=/run/systemd/notify",
+                "WATCHDOG_PID=1",
+                "WATCHDOG_USEC=30000000",
+                "LISTEN_FDS=1",
+                "LISTEN_PID=1",
+                "LISTEN_FDNAMES=metrics",
+                "CREDENTIALS_DIRECTORY=/run/credentials/drainer.service",
+                "KUBERNETES_EXEC_INFO=stale",
+                "PATH=/usr/bin:/bin",
+                NULL,
+        };
+        struct kube_config *c;
+        char *user, *path, *extra, *out, *got;
+
+        out = xasprintf("%s/env.out", f->dir);
+        extra = xasprintf("      env:\n"
+                          "      - {name: PLUGIN_ENV_OUT, value: \"%s\"}\n"
+                          "      - {name: OVERRIDE, value: new}\n",
+                          out);
+        user = exec_user("env", extra);
+        path = write_simple(f->dir, "config", SERVER, user);
+        c = load_path(path);
+        T.environ = env;
+        (void)creds(c, 0, false);
+        got = read_text(out);
+        memmove(got + 1, got, strlen(got) + 1);
+        got[0] = '\n'; /* every line now starts after a \n */
+        assert_non_null(strstr(got, "\nKEEP_ME=yes\n"));
+        assert_non_null(strstr(got, "\nHOME=/home/x\n"));
+        assert_non_null(strstr(got, "\nOVERRIDE=new\n"));
+        assert_null(strstr(got, "OVERRIDE=old"));
+        assert_non_null(
+                strstr(got, "KUBERNETES_EXEC_INFO={\"apiVersion\":\"client.authentication.k8s.io/v1\""));
+        assert_null(strstr(got, "stale"));
+        static const char *const gone[] = { "NOTIFY_SOCKET=", "WATCHDOG_",       "LISTEN_FDS=",
+                                            "LISTEN_PID=",    "LISTEN_FDNAMES=", "CREDENTIALS_DIRECTORY=" };
+        for (size_t i = 0; i < ELEMENTSOF(gone); i++)
+                if (strstr(got, gone[i]))
+                        fail_msg("the plugin got %s", gone[i]);
+        free(got);
+        kube_config_free(c);
+        free(out);
+        free(extra);
+        free(user);
+        free(path);
+}
+
+/* None of drainer's descriptors (API connections, sockets) reaches the plugin. */
+static void test_exec_fds(void **state) {
+        struct fx *f = *state;
+        struct kube_config *c;
+        char *user, *path, *extra, *out, *got;
+        int fd;
+
+        fd = open("/dev/null", O_RDONLY); /* no O_CLOEXEC on purpose */
+        assert_true(fd >= 0);
+        assert_int_equal(dup2(fd, 77), 77);
+        close(fd);
+        out = xasprintf("%s/fds.out", f->dir);
+        extra = xasprintf("      env: [{name: PLUGIN_FDS_OUT, value: \"%s\"}]\n", out);
+        user = exec_user("fds", extra);
+        path = write_simple(f->dir, "config", SERVER, user);
+        c = load_path(path);
+        (void)creds(c, 0, false);
+        got = read_text(out);
+        assert_null(strstr(got, "77\n"));
+        free(got);
+        close(77);
+        kube_config_free(c);
+        free(out);
+        free(extra);
+        free(user);
+        free(path);
+}
+
+/* An answer already expired when it arrives is used, and the plugin runs again only
+ * after a backoff (1 s, then 2 s, ...), not on every request. */
+static void test_exec_expired_answer(void **state) {
+        struct fx *f = *state;
+        struct kube_config *c;
+        struct kube_credentials cr;
+        struct credentials_stats st;
+        char *user, *path, *extra;
+
+        extra = xasprintf("      env:\n"
+                          "      - {name: PLUGIN_COUNTER, value: \"%s/counter\"}\n"
+                          "      - {name: PLUGIN_EXPIRY, value: \"2020-01-01T00:00:00Z\"}\n",
+                          f->dir);
+        user = exec_user("token", extra);
+        path = write_simple(f->dir, "config", SERVER, user);
+        c = load_path(path);
+        for (int i = 0; i < 20; i++) {
+                cr = creds(c, T2030, false);
+                assert_string_equal(cr.token, "token-1");
+        }
+        assert_int_equal(counter(f->dir), 1);
+        credentials_get_stats(T.cr, &st);
+        assert_int_equal(st.expired_answers, 1);
+        fake_clock_advance(T.clock, USEC); /* the first backoff: 1 s */
+        cr = creds(c, T2030, false);
+        assert_string_equal(cr.token, "token-2");
+        for (int i = 0; i < 20; i++)
+                (void)creds(c, T2030, false);
+        assert_int_equal(counter(f->dir), 2);
+        fake_clock_advance(T.clock, USEC + USEC / 2); /* the second: 2 s */
+        (void)creds(c, T2030, false);
+        assert_int_equal(counter(f->dir), 2);
+        fake_clock_advance(T.clock, USEC / 2);
+        cr = creds(c, T2030, false);
+        assert_string_equal(cr.token, "token-3");
+        assert_int_equal(counter(f->dir), 3);
+        kube_config_free(c);
+        free(extra);
+        free(user);
+        free(path);
+}
+
+/* Refreshes after a 401 are limited process-wide: at most one per 5 s, the interval
+ * doubling while 401s keep coming; a refused one is -EACCES without a plugin run. */
+static void test_exec_refresh_limited(void **state) {
+        struct fx *f = *state;
+        struct kube_config *c;
+        struct kube_credentials cr;
+        struct credentials_stats st;
+        struct test_wait tw = {};
+        char *user, *path, *extra, *err = NULL;
+        uint64_t gen;
+
+        extra = xasprintf("      env: [{name: PLUGIN_COUNTER, value: \"%s/counter\"}]\n", f->dir);
+        user = exec_user("token", extra);
+        path = write_simple(f->dir, "config", SERVER, user);
+        c = load_path(path);
+        cr = creds(c, 0, false);
+        gen = cr.generation;
+        /* 401: a refresh (run 2) */
+        assert_true(credentials_may_refresh(T.cr, gen));
+        assert_int_equal(credentials_get(T.cr, gen, &cr, &err), -EAGAIN);
+        credentials_wait(T.cr, &tw.w, on_test_creds_ready);
+        while (!tw.ready)
+                uv_run(&T.loop, UV_RUN_ONCE);
+        assert_int_equal(credentials_get(T.cr, gen, &cr, &err), 0);
+        assert_string_equal(cr.token, "token-2");
+        /* Another call refused with the old generation: the new one, no run. */
+        assert_int_equal(credentials_get(T.cr, gen, &cr, &err), 0);
+        assert_string_equal(cr.token, "token-2");
+        gen = cr.generation;
+        /* 401 again at once: refused, no run */
+        assert_false(credentials_may_refresh(T.cr, gen));
+        assert_int_equal(credentials_get(T.cr, gen, &cr, &err), -EACCES);
+        assert_contains(err, "401");
+        free(err);
+        err = NULL;
+        assert_int_equal(counter(f->dir), 2);
+        /* after 5 s: allowed; the next one then waits 10 s (doubled) */
+        fake_clock_advance(T.clock, 5 * USEC);
+        assert_true(credentials_may_refresh(T.cr, gen));
+        T.last_generation = gen;
+        tw = (struct test_wait){};
+        assert_int_equal(credentials_get(T.cr, gen, &cr, &err), -EAGAIN);
+        credentials_wait(T.cr, &tw.w, on_test_creds_ready);
+        while (!tw.ready)
+                uv_run(&T.loop, UV_RUN_ONCE);
+        assert_int_equal(credentials_get(T.cr, gen, &cr, &err), 0);
+        gen = cr.generation;
+        fake_clock_advance(T.clock, 5 * USEC);
+        assert_false(credentials_may_refresh(T.cr, gen));
+        fake_clock_advance(T.clock, 5 * USEC);
+        assert_true(credentials_may_refresh(T.cr, gen));
+        credentials_get_stats(T.cr, &st);
+        assert_int_equal(st.refreshes, 2);
+        assert_int_equal(st.refreshes_refused, 1);
+        assert_int_equal(counter(f->dir), 3);
+        kube_config_free(c);
+        free(extra);
         free(user);
         free(path);
 }
@@ -1055,7 +1657,7 @@ static void test_in_cluster(void **state) {
 
         cr = creds(c, 0, false);
         assert_string_equal(cr.token, "sa-token-1");
-        assert_false(cr.changed);
+        assert_false(changed(&cr));
         free(write_file(f->dir, "sa/token", "sa-token-2\n"));
         assert_int_equal(utimensat(AT_FDCWD, tok, ts, 0), 0);
         cr = creds(c, 0, false);
@@ -1376,6 +1978,14 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_exec_failure_keeps_cache, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_timeout, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_not_found, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cert_file_rotation, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_async, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_timeout_kills_group, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_close_kills_group, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_environment, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_fds, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_expired_answer, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_refresh_limited, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_merge, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_precedence, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_in_cluster, setup, teardown),

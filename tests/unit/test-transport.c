@@ -42,7 +42,7 @@ static char *big_body;
 
 struct tls_material {
         char dir[64];
-        char *ca, *other_ca, *srv_cert, *srv_key;
+        char *ca, *other_ca, *srv_cert, *srv_key, *cl_cert, *cl_key;
         size_t ca_len, other_ca_len;
 };
 static struct tls_material tlsm;
@@ -242,18 +242,22 @@ static bool make_tls_material(void) {
         strcpy(tlsm.dir, "/tmp/drainer-test-transport-XXXXXX");
         if (!mkdtemp(tlsm.dir))
                 return false;
-        snprintf(cmd, sizeof(cmd),
-                 "(cd %s && "
-                 "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-                 "-keyout ca.key -out ca.crt -days 2 -subj /CN=drainer-test-ca && "
-                 "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-                 "-keyout other.key -out other.crt -days 2 -subj /CN=drainer-other-ca && "
-                 "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-                 "-keyout srv.key -out srv.csr -subj /CN=drainer.test && "
-                 "printf 'subjectAltName=DNS:drainer.test\\n' >ext && "
-                 "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
-                 "-out srv.crt -days 2 -extfile ext)",
-                 tlsm.dir);
+        snprintf(
+                cmd, sizeof(cmd),
+                "(cd %s && "
+                "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+                "-keyout ca.key -out ca.crt -days 2 -subj /CN=drainer-test-ca && "
+                "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+                "-keyout other.key -out other.crt -days 2 -subj /CN=drainer-other-ca && "
+                "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+                "-keyout srv.key -out srv.csr -subj /CN=drainer.test && "
+                "printf 'subjectAltName=DNS:drainer.test\\n' >ext && "
+                "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+                "-out srv.crt -days 2 -extfile ext && "
+                "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+                "-keyout cl.key -out cl.csr -subj /CN=drainer-client && "
+                "openssl x509 -req -in cl.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out cl.crt -days 2)",
+                tlsm.dir);
         if (strlen(cmd) + 32 >= sizeof(cmd))
                 return false;
         strcat(cmd, " >/dev/null 2>&1");
@@ -263,7 +267,9 @@ static bool make_tls_material(void) {
         tlsm.other_ca = read_file(tlsm.dir, "other.crt", &tlsm.other_ca_len);
         tlsm.srv_cert = read_file(tlsm.dir, "srv.crt", NULL);
         tlsm.srv_key = read_file(tlsm.dir, "srv.key", NULL);
-        return tlsm.ca && tlsm.other_ca && tlsm.srv_cert && tlsm.srv_key;
+        tlsm.cl_cert = read_file(tlsm.dir, "cl.crt", NULL);
+        tlsm.cl_key = read_file(tlsm.dir, "cl.key", NULL);
+        return tlsm.ca && tlsm.other_ca && tlsm.srv_cert && tlsm.srv_key && tlsm.cl_cert && tlsm.cl_key;
 }
 
 static int group_setup(void **state) {
@@ -298,6 +304,8 @@ static int group_teardown(void **state) {
         free(tlsm.ca);
         free(tlsm.other_ca);
         free(tlsm.srv_cert);
+        free(tlsm.cl_cert);
+        free(tlsm.cl_key);
         free(tlsm.srv_key);
         free(big_body);
         return 0;
@@ -1081,6 +1089,70 @@ static void test_tls_client_cert(void **state) {
         result_done(&bad);
 }
 
+/* A request's own certificate (rotated credentials) wins over the transport's, and a
+ * connection made with one certificate is never reused by a request with another:
+ * libcurl matches connections on the certificate blob. */
+static void get_with_cert(struct fixture *f, const char *cert, const char *key, struct result *r) {
+        struct http_request req = {
+                .method = "GET",
+                .url = surl("/hello"),
+                .timeout_usec = 5000000,
+                .client_cert_pem = cert,
+                .client_cert_pem_len = cert ? strlen(cert) : 0,
+                .client_key_pem = key,
+                .client_key_pem_len = key ? strlen(key) : 0,
+        };
+
+        assert_int_equal(do_submit(f, &req, r), 0);
+        run_until(f, &r->ndone, 1);
+        assert_int_equal(r->error, 0);
+        assert_int_equal(r->status, 200);
+        result_done(r);
+}
+
+static void test_tls_rotated_client_cert(void **state) {
+        struct fixture *f = *state;
+        struct tls_config tls = {
+                .ca_pem = tlsm.ca,
+                .ca_pem_len = tlsm.ca_len,
+                .tls_server_name = "drainer.test",
+        };
+        struct transport_curl_stats st;
+        struct result r = {};
+        static const char bad_key[] = "-----BEGIN PRIVATE KEY-----\ngarbage\n-----END PRIVATE KEY-----\n";
+        struct http_request req;
+
+        SKIP_WITHOUT_TLS();
+        assert_int_equal(fixture_open(f, &tls), 0);
+        get_with_cert(f, tlsm.srv_cert, tlsm.srv_key, &r);
+        get_with_cert(f, tlsm.srv_cert, tlsm.srv_key, &r);
+        assert_int_equal(transport_curl_get_stats(f->t, &st), 0);
+        assert_int_equal(st.connections_total, 1); /* same certificate: reused */
+        /* Rotated: a new connection, made with the new certificate. */
+        get_with_cert(f, tlsm.cl_cert, tlsm.cl_key, &r);
+        assert_int_equal(transport_curl_get_stats(f->t, &st), 0);
+        assert_int_equal(st.connections_total, 2);
+        get_with_cert(f, tlsm.cl_cert, tlsm.cl_key, &r);
+        assert_int_equal(transport_curl_get_stats(f->t, &st), 0);
+        assert_int_equal(st.connections_total, 2);
+        /* The per-request key is really used: with a broken one the new connection's
+         * handshake fails. (libcurl compares the certificate, not the key: a new key always
+         * comes with a new certificate.) */
+        req = (struct http_request){
+                .method = "GET",
+                .url = surl("/hello"),
+                .timeout_usec = 5000000,
+                .client_cert_pem = tlsm.other_ca,
+                .client_cert_pem_len = strlen(tlsm.other_ca),
+                .client_key_pem = bad_key,
+                .client_key_pem_len = strlen(bad_key),
+        };
+        assert_int_equal(do_submit(f, &req, &r), 0);
+        run_until(f, &r.ndone, 1);
+        assert_int_equal(r.error, -EINVAL);
+        result_done(&r);
+}
+
 static void test_tls_name_mismatch(void **state) {
         struct fixture *f = *state;
         struct tls_config tls = { .ca_pem = tlsm.ca, .ca_pem_len = tlsm.ca_len };
@@ -1263,6 +1335,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_close_idle, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tls_verified, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tls_client_cert, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_tls_rotated_client_cert, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tls_name_mismatch, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tls_wrong_ca, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tls_bad_ca, setup, teardown),
