@@ -119,6 +119,31 @@ for flag in --insecure-skip-tls-verify --insecure-skip-tls-verify=true --insecur
 	check_rc "no flag turns verification off: $flag" 2 flag
 done
 
+# ---- no core dump, no ptrace of a process that holds credentials ----------------------
+
+# Run as an unprivileged user, drainer's /proc entries belong to that user until it makes
+# itself non-dumpable (prctl PR_SET_DUMPABLE 0, once the kubeconfig is loaded): then to
+# root, and no core dump, ptrace or /proc/PID/mem of it by that user is possible.
+echo "-- drainer makes itself non-dumpable once it holds credentials"
+if command -v setpriv >/dev/null; then
+	cp "$KUBECONFIG" "$t/nobody.kubeconfig"
+	chmod 644 "$t/nobody.kubeconfig"
+	chmod 711 "$t"
+	setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/nonexistent "$DRAINER" \
+		--kubeconfig "$t/nobody.kubeconfig" status "$node" --watch >/dev/null 2>"$t/nobody.err" &
+	nobody_pid=$!
+	track_pid "$nobody_pid"
+	e2e_cleanup_hooks+=("reap_pid $nobody_pid KILL")
+	owned_by_root() { [ "$(stat -c %u "/proc/$nobody_pid" 2>/dev/null)" = 0 ]; }
+	check "drainer running as nobody: its /proc entry turns root-owned (not dumpable)" wait_until 15 owned_by_root
+	check "... and it still works (status --watch runs)" kill -0 "$nobody_pid"
+	reap_pid "$nobody_pid" TERM
+	rm -f "$t/nobody.kubeconfig"
+	chmod 700 "$t"
+else
+	fail "setpriv (util-linux) is needed for the dumpable check"
+fi
+
 # ---- credentials never show -----------------------------------------------------------
 
 # Throwaway client certificate for system:masters, signed with the cluster's CA.

@@ -442,7 +442,8 @@ static char *write_simple(const char *dir, const char *name, const char *cluster
         return p;
 }
 
-#define SERVER "    server: https://10.0.0.1:6443\n"
+#define SERVER_URL "https://10.0.0.1:6443"
+#define SERVER     "    server: " SERVER_URL "\n"
 
 /* An exec user running the fixture plugin in the given mode, with extra exec YAML. */
 static char *exec_user(const char *mode, const char *extra) {
@@ -1428,6 +1429,105 @@ static void test_exec_refresh_limited(void **state) {
         free(path);
 }
 
+/* ---- no secret left in freed memory ---- */
+
+/* Whether the process's writable memory (heap and anonymous mappings; not the stack)
+ * holds needle anywhere outside [skip, skip + skip_len). */
+static bool memory_holds(const char *needle, size_t n, const void *skip, size_t skip_len) {
+        FILE *maps = fopen("/proc/self/maps", "r");
+        char line[512];
+        bool found = false;
+
+        assert_non_null(maps);
+        while (!found && fgets(line, sizeof(line), maps)) {
+                unsigned long lo, hi;
+                char perms[8], path[256] = "";
+                int k = sscanf(line, "%lx-%lx %7s %*s %*s %*s %255s", &lo, &hi, perms, path);
+
+                if (k < 3 || perms[0] != 'r' || perms[1] != 'w')
+                        continue;
+                if (k == 4 && strcmp(path, "[heap]") != 0)
+                        continue; /* files, the stack, vdso */
+                for (const char *p = (const char *)lo; p && p + n <= (const char *)hi;) {
+                        const char *m = memmem(p, (size_t)((const char *)hi - p), needle, n);
+
+                        if (!m)
+                                break;
+                        if (!(m >= (const char *)skip && m < (const char *)skip + skip_len)) {
+                                found = true;
+                                break;
+                        }
+                        p = m + 1;
+                }
+        }
+        fclose(maps);
+        return found;
+}
+
+/* Writes a file with write(2) (no stdio buffer left behind). */
+static void write_raw(const char *path, const char *data) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, data, strlen(data)), (ssize_t)strlen(data));
+        close(fd);
+}
+
+/* A token in the kubeconfig, and a token, certificate and key from an exec plugin: once
+ * the config and the credentials are freed, none of them is left anywhere in the heap
+ * (the file and its YAML, the plugin's output and its JSON, the cached answer). glibc
+ * reuses the first 16 bytes of a freed chunk, so the probe is the tail of each secret. */
+static void test_secrets_wiped(void **state) {
+        struct fx *f = *state;
+        char secret[49], buf[2048], path[512];
+        struct kube_config *c;
+        struct kube_credentials cr;
+        unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+
+        for (size_t i = 0; i < 48; i++)
+                secret[i] = "0123456789abcdef"[rand_r(&seed) % 16];
+        secret[48] = 0;
+
+        /* a static token */
+        snprintf(path, sizeof(path), "%s/secret-static", f->dir);
+        snprintf(buf, sizeof(buf),
+                 "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"" SERVER_URL
+                 "\"}\nusers:\n- name: u\n  user:\n    token: %s\ncontexts:\n- name: ctx\n  context: "
+                 "{cluster: c, "
+                 "user: u}\ncurrent-context: ctx\n",
+                 secret);
+        write_raw(path, buf);
+        explicit_bzero(buf, sizeof(buf));
+        c = load_path(path);
+        cr = creds(c, 0, false);
+        assert_int_equal(strlen(cr.token), 48);
+        kube_config_free(c);
+        assert_false(memory_holds(secret + 24, 24, secret, sizeof(secret)));
+        unlink(path);
+
+        /* an exec plugin's token, certificate and key */
+        snprintf(path, sizeof(path), "%s/secret-exec", f->dir);
+        snprintf(buf, sizeof(buf),
+                 "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"" SERVER_URL
+                 "\"}\nusers:\n- name: u\n  user:\n    exec:\n      apiVersion: "
+                 "client.authentication.k8s.io/v1\n"
+                 "      command: /bin/sh\n      args: [\"%s\", secret]\n      env: [{name: PLUGIN_SECRET, "
+                 "value: \"%s\"}]\ncontexts:\n- name: ctx\n  context: {cluster: c, user: "
+                 "u}\ncurrent-context: "
+                 "ctx\n",
+                 PLUGIN, secret);
+        write_raw(path, buf);
+        explicit_bzero(buf, sizeof(buf));
+        c = load_path(path);
+        cr = creds(c, 0, false);
+        assert_int_equal(strlen(cr.token), 48);
+        assert_non_null(strstr(cr.client_key_pem, secret + 24));
+        kube_config_free(c);
+        assert_false(memory_holds(secret + 24, 24, secret, sizeof(secret)));
+        unlink(path);
+        explicit_bzero(secret, sizeof(secret));
+}
+
 static void test_exec_not_found(void **state) {
         struct fx *f = *state;
         struct kube_config *c;
@@ -1979,6 +2079,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_exec_timeout, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_not_found, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cert_file_rotation, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_secrets_wiped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_async, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_timeout_kills_group, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_close_kills_group, setup, teardown),
