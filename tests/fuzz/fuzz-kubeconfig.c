@@ -5,9 +5,9 @@
  * some inputs are loaded through $KUBECONFIG merged with a second, fixed file.
  *
  * Nothing may ever run a command. kube_config_load() only parses exec: it
- * stores the plugin's argv and runs nothing (the plugin runs in
- * kube_config_credentials(), which this target calls only for configs without
- * exec). To hold that even if the loader regressed, this file interposes every
+ * stores the plugin's argv and runs nothing (the plugin runs in credentials.c,
+ * which is not linked here; kube_config_credentials() refuses exec configs with
+ * -EOPNOTSUPP). To hold that even if the loader regressed, this file interposes every
  * libc entry point that starts a program (posix_spawn[p], the exec family,
  * fork, vfork, system, popen): while the target runs they abort with a
  * finding instead; outside it (libFuzzer's -fork/-jobs modes) they pass through.
@@ -459,15 +459,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 fuzz_check(!!c->client_cert_pem == !!c->client_key_pem, "a client certificate without key");
                 check_no_secret_in(c->source, input, size);
                 check_no_secret_in(c->server, input, size);
-                /* FUZZ_KUBECONFIG_TRY_EXEC=1 runs the credentials of exec configs too: a
-                 * self-check that the guard above stops the plugin (the run must abort). */
-                if (!kube_config_uses_exec(c) || try_exec) {
-                        r = kube_config_credentials(c, 0, false, &cr, &cerr);
+                r = kube_config_credentials(c, false, &cr, &cerr);
+                if (kube_config_uses_exec(c))
+                        fuzz_check(r == -EOPNOTSUPP || r == -ENOMEM,
+                                   "exec credentials outside the credentials module: %d", r);
+                else
                         fuzz_check(r == 0 || r == -ENOMEM, "static credentials failed: %d", r);
-                        if (r == 0 && cr.token)
-                                fuzz_check(*cr.token && !strpbrk(cr.token, "\r\n"),
-                                           "token empty or with a line break");
-                        free(cerr);
+                if (r == 0 && cr.token)
+                        fuzz_check(*cr.token && !strpbrk(cr.token, "\r\n"),
+                                   "token empty or with a line break");
+                free(cerr);
+                /* FUZZ_KUBECONFIG_TRY_EXEC=1: a self-check that the guard above stops a
+                 * command started from inside the target (the run must abort). */
+                if (try_exec) {
+                        char *argv[] = { (char *)"/bin/sh", NULL };
+                        pid_t pid;
+
+                        (void)posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ);
                 }
                 kube_config_free(c);
         }

@@ -1484,6 +1484,12 @@ static void test_secrets_wiped(void **state) {
         struct kube_credentials cr;
         unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
 
+#if defined(__SANITIZE_ADDRESS__)
+        /* ASan's allocator quarantines and poisons freed memory and maps its shadow among
+         * the anonymous mappings: a scan is meaningless there (the plain build runs it). */
+        print_message("under AddressSanitizer: skipped\n");
+        skip();
+#endif
         for (size_t i = 0; i < 48; i++)
                 secret[i] = "0123456789abcdef"[rand_r(&seed) % 16];
         secret[48] = 0;
