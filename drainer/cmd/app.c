@@ -68,12 +68,9 @@ int app_init(struct app *a, const struct global_flags *flags) {
         if (r < 0)
                 return log_error_errno(r, "%s", err ? err : "cannot load the kubeconfig");
                 /* Tokens and keys are in memory from here on: no core dump of this process, and no
-         * ptrace or /proc/PID/mem for other processes of the same user. (Not under
-         * AddressSanitizer, whose leak check ptraces the process at exit.) */
-#if !defined(__SANITIZE_ADDRESS__)
+         * ptrace or /proc/PID/mem for other processes of the same user. */
         if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
                 log_debug_errno(errno, "prctl(PR_SET_DUMPABLE, 0) failed, ignoring: %m");
-#endif
         if (a->cfg->insecure_skip_tls_verify)
                 log_warning("%s: insecure-skip-tls-verify is set: the API server's certificate is "
                             "NOT verified",
