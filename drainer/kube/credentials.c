@@ -245,73 +245,6 @@ static void cloexec_all(void) {
 
 /* ---- the ExecCredential ---- */
 
-static int parse_digits(const char **p, int n, int *ret) {
-        int v = 0;
-
-        for (int i = 0; i < n; i++) {
-                if (!isdigit((unsigned char)(*p)[i]))
-                        return -EINVAL;
-                v = v * 10 + ((*p)[i] - '0');
-        }
-        *p += n;
-        *ret = v;
-        return 0;
-}
-
-/* RFC 3339: YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM), to µs since the epoch. */
-static int parse_rfc3339(const char *s, int64_t *ret_usec) {
-        int year, mon, day, hour, min, sec, oh = 0, om = 0, sign = 0;
-        int64_t usec = 0, scale = 100000;
-        const char *p = s;
-        struct tm tm = {};
-        time_t t;
-
-        if (parse_digits(&p, 4, &year) < 0 || *p++ != '-' || parse_digits(&p, 2, &mon) < 0 || *p++ != '-' ||
-            parse_digits(&p, 2, &day) < 0)
-                return -EINVAL;
-        if (*p != 'T' && *p != 't' && *p != ' ')
-                return -EINVAL;
-        p++;
-        if (parse_digits(&p, 2, &hour) < 0 || *p++ != ':' || parse_digits(&p, 2, &min) < 0 || *p++ != ':' ||
-            parse_digits(&p, 2, &sec) < 0)
-                return -EINVAL;
-        if (*p == '.') {
-                p++;
-                if (!isdigit((unsigned char)*p))
-                        return -EINVAL;
-                for (; isdigit((unsigned char)*p); p++) {
-                        usec += (*p - '0') * scale;
-                        scale /= 10;
-                }
-        }
-        if (*p == 'Z' || *p == 'z')
-                p++;
-        else if (*p == '+' || *p == '-') {
-                sign = *p++ == '-' ? -1 : 1;
-                if (parse_digits(&p, 2, &oh) < 0 || *p++ != ':' || parse_digits(&p, 2, &om) < 0)
-                        return -EINVAL;
-                if (oh > 23 || om > 59)
-                        return -EINVAL;
-        } else
-                return -EINVAL;
-        if (*p != 0)
-                return -EINVAL;
-        if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 || sec > 60)
-                return -EINVAL;
-
-        tm.tm_year = year - 1900;
-        tm.tm_mon = mon - 1;
-        tm.tm_mday = day;
-        tm.tm_hour = hour;
-        tm.tm_min = min;
-        tm.tm_sec = sec;
-        t = timegm(&tm);
-        t -= (time_t)sign * (oh * 3600 + om * 60);
-
-        *ret_usec = (int64_t)t * (int64_t)USEC_PER_SEC + usec;
-        return 0;
-}
-
 static int json_string_field(const cJSON *obj, const char *key, const char **ret) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
 
@@ -399,7 +332,7 @@ static int parse_answer(const struct kube_exec *e, const char *out, size_t len, 
                               e->name);
                 goto out;
         }
-        if (exp && parse_rfc3339(exp, &a.expiry_usec) < 0) {
+        if (exp && timesrc_parse_rfc3339(exp, &a.expiry_usec) < 0) {
                 r = set_error(ret_error, -EPROTO,
                               "exec plugin \"%s\": status.expirationTimestamp: invalid RFC 3339 time",
                               e->name);

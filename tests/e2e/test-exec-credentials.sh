@@ -2,7 +2,7 @@
 # Issue 13, items 4 and 5: exec credential plugins against the real API server.
 #  A. Rotating client certificates: the plugin signs a fresh client certificate with
 #     the cluster's CA on every run (CN drainer-e2e-exec-N, group system:masters),
-#     valid for 12 s, and says it expires after 5 s. `drainer serve` runs for more than
+#     valid for 8 s, and says it expires after 3 s. `drainer serve` runs for more than
 #     two certificate lifetimes and drains and restores node-2 on request after the
 #     first certificate has expired. The audit log shows drainer's requests made as at
 #     least three of those identities, none refused with 401, and the drain and its
@@ -60,7 +60,7 @@ EOF
 }
 
 # ---- A. rotating client certificates -------------------------------------------------
-echo "-- A. an exec plugin issuing 12 s client certificates"
+echo "-- A. an exec plugin issuing 8 s client certificates"
 mkdir -p "$t/ca/certs"
 : >"$t/ca/index.txt"
 echo 1000 >"$t/ca/serial"
@@ -82,7 +82,7 @@ commonName = supplied
 EOF
 cat >"$t/rotating-plugin" <<EOF
 #!/bin/sh
-# One run: a new key, a certificate from the cluster's CA valid 12 s, said to expire in 5 s.
+# One run: a new key, a certificate from the cluster's CA valid 8 s, said to expire in 3 s.
 set -e
 t0=\$(date +%s.%N)
 n=\$((\$(cat "$t/runs" 2>/dev/null || echo 0) + 1))
@@ -91,8 +91,8 @@ d=\$(mktemp -d "$t/run.XXXXXX")
 openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "\$d/k" -out "\$d/csr" \\
 	-subj "/O=system:masters/CN=drainer-e2e-exec-\$n" 2>/dev/null
 openssl ca -batch -config "$t/ca/ca.cnf" -cert "$pki/ca.crt" -keyfile "$pki/ca.key" -in "\$d/csr" -out "\$d/crt" \\
-	-notext -startdate "\$(date -u -d '-60 sec' +%Y%m%d%H%M%SZ)" -enddate "\$(date -u -d '+12 sec' +%Y%m%d%H%M%SZ)" 2>/dev/null
-exp=\$(date -u -d '+5 sec' +%Y-%m-%dT%H:%M:%SZ)
+	-notext -startdate "\$(date -u -d '-60 sec' +%Y%m%d%H%M%SZ)" -enddate "\$(date -u -d '+8 sec' +%Y%m%d%H%M%SZ)" 2>/dev/null
+exp=\$(date -u -d '+3 sec' +%Y-%m-%dT%H:%M:%SZ)
 jq -n --rawfile c "\$d/crt" --rawfile k "\$d/k" --arg e "\$exp" \\
 	'{apiVersion: "client.authentication.k8s.io/v1", kind: "ExecCredential", status: {clientCertificateData: \$c, clientKeyData: \$k, expirationTimestamp: \$e}}'
 rm -rf "\$d"
@@ -107,8 +107,8 @@ t_start=$SECONDS
 serve_start rot --kubeconfig "$t/rotating.kubeconfig" serve --node "$node" --metrics-addr "127.0.0.1:$port"
 ready() { [ "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" = 200 ]; }
 check "serve with the exec plugin's certificate is ready" wait_until 30 ready
-# Past the first certificate's 12 s (and the second's): then a drain and its undo.
-while [ $((SECONDS - t_start)) -lt 25 ]; do sleep 1; done
+# Past the first certificate's 8 s: then a drain and its undo.
+while [ $((SECONDS - t_start)) -lt 14 ]; do sleep 1; done
 kubectl annotate node "$node" drainer.io/request=drain --overwrite >/dev/null
 check "node-2 drained through serve, after its first certificate expired ($((SECONDS - t_start)) s in)" \
 	wait_until 90 state_is "$node" drained
