@@ -6,7 +6,6 @@
  * or freed), the plugin run in flight with its handles, and the waiters' list; borrows
  * the config, the loop and the time source. Never logs secrets; debug level only. */
 #include <assert.h>
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
