@@ -139,8 +139,26 @@ elif command -v setpriv >/dev/null; then
 	nobody_pid=$!
 	track_pid "$nobody_pid"
 	e2e_cleanup_hooks+=("reap_pid $nobody_pid KILL")
-	owned_by_root() { [ "$(stat -c %u "/proc/$nobody_pid" 2>/dev/null)" = 0 ]; }
-	check "drainer running as nobody: its /proc entry turns root-owned (not dumpable)" wait_until 15 owned_by_root
+	# What non-dumpable means, tried as that same user: its environment (and memory) can
+	# no longer be read (ptrace access mode checks need CAP_SYS_PTRACE then). The owner of
+	# /proc/PID itself is no measure: the kernel may keep the directory's owner from its
+	# first lookup. A plain process of that user, whose environment it can read, is the
+	# control that the check can fail.
+	as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+	setpriv --reuid=65534 --regid=65534 --clear-groups sleep 60 &
+	control_pid=$!
+	track_pid "$control_pid"
+	e2e_cleanup_hooks+=("reap_pid $control_pid KILL")
+	environ_readable() { as_nobody cat "/proc/$1/environ" >/dev/null 2>&1; }
+	# (first after its exec: setpriv itself is not dumpable once it changed its user, and
+	# an environ entry looked up then may keep root as its owner)
+	sleep_bin=$(readlink -f "$(command -v sleep)")
+	execed_sleep() { [ "$(readlink "/proc/$control_pid/exe")" = "$sleep_bin" ]; }
+	wait_until 5 execed_sleep
+	drainer_sealed() { [ "$(stat -c %u "/proc/$nobody_pid/status" 2>/dev/null)" = 0 ] && ! environ_readable "$nobody_pid"; }
+	check "control: a plain process of that user has a readable environment" wait_until 5 environ_readable "$control_pid"
+	reap_pid "$control_pid" KILL
+	check "drainer running as nobody: that user can no longer read its environment (not dumpable)" wait_until 15 drainer_sealed
 	check "... and it still works (status --watch runs)" kill -0 "$nobody_pid"
 	reap_pid "$nobody_pid" TERM
 	rm -f "$t/nobody.kubeconfig"
