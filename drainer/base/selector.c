@@ -94,6 +94,17 @@ bool label_key_is_valid(const char *k) {
                is_qualified_name_part(slash + 1, strlen(slash + 1));
 }
 
+bool dns1123_label_is_valid(const char *s) {
+        size_t n = s ? strlen(s) : 0;
+
+        if (n == 0 || n > 63 || !is_dns_lower_alnum(s[0]) || !is_dns_lower_alnum(s[n - 1]))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!is_dns_lower_alnum(s[i]) && s[i] != '-')
+                        return false;
+        return true;
+}
+
 bool label_value_is_valid(const char *v) {
         size_t n;
 

@@ -1,9 +1,12 @@
 /* Shared flags of the drain verbs: parsing and validation (selectors, the
- * driver-stop strategy, the health endpoint, durations). Owns the parsed
- * selectors and health target of a struct drain_args. */
+ * driver-stop strategy, the health endpoint, durations), and the --config file
+ * they and serve read. Owns the parsed selectors and health target of a struct
+ * drain_args. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <yaml.h>
 
 #include "drainer/drainargs.h"
 #include "drainer/log.h"
@@ -90,6 +93,11 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
         case OPT_SKIP_DRIVER_STOP:
                 a->skip_driver_stop = true;
                 return 0;
+        case OPT_DRIVER_NAMESPACE:
+                return driver_namespace_add(a->driver_namespaces, &a->n_driver_namespaces, arg);
+        case OPT_CONFIG:
+                a->config = arg; /* read before parsing: config_argv_build() */
+                return 0;
         }
         return a->more_fn ? a->more_fn(opt, arg, a->more_ud) : -EINVAL;
 }
@@ -120,6 +128,8 @@ int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain
                 { "force-uncordon", no_argument, NULL, OPT_FORCE_UNCORDON },
                 { "restore-on-failure", no_argument, NULL, OPT_RESTORE_ON_FAILURE },
                 { "skip-driver-stop", no_argument, NULL, OPT_SKIP_DRIVER_STOP },
+                { "driver-namespace", required_argument, NULL, OPT_DRIVER_NAMESPACE },
+                { "config", required_argument, NULL, OPT_CONFIG },
                 {},
         };
         _cleanup_free_ char *err = NULL;
@@ -173,10 +183,183 @@ void fill_plan_options(const struct drain_args *a, struct plan_options *po) {
                 .pod_selector = a->pod_sel,
                 .driver_selectors = (const struct selector *const *)a->drv_sels,
                 .n_driver_selectors = a->n_drv_sels,
+                .driver_namespaces = a->driver_namespaces,
+                .n_driver_namespaces = a->n_driver_namespaces,
                 .force = a->force,
                 .delete_emptydir_data = a->emptydir,
                 .driver_stop = a->stop,
                 .driver_stop_arg = a->stop_arg,
                 .ignore_driver_health = a->ignore_health,
         };
+}
+
+int driver_namespace_add(const char **v, size_t *n, const char *ns) {
+        if (!dns1123_label_is_valid(ns))
+                return log_error_errno(EINVAL, "--driver-namespace: \"%s\" is not a namespace name", ns);
+        if (*n >= MAX_DRIVER_NAMESPACES)
+                return log_error_errno(EINVAL, "--driver-namespace: at most %d", MAX_DRIVER_NAMESPACES);
+        v[(*n)++] = ns;
+        v[*n] = NULL;
+        return 0;
+}
+
+/* ---- --config FILE ---- */
+
+#define MAX_CONFIG_ARGS 256
+
+static bool skipped(const char *const *skip, const char *key) {
+        for (; skip && *skip; skip++)
+                if (streq(*skip, key))
+                        return true;
+        return false;
+}
+
+/* Turns `key: value` / `key: [a, b]` / `key: true` of a YAML mapping into
+ * "--key value" arguments (malloc'd, in *ret_args, n in *ret_n). */
+static int config_to_args(const char *path, const char *const *skip, char ***ret_args, size_t *ret_n) {
+        FILE *f = fopen(path, "re");
+        yaml_parser_t parser;
+        yaml_event_t ev;
+        char **args = calloc(MAX_CONFIG_ARGS + 1, sizeof(char *));
+        char *key = NULL;
+        size_t n = 0;
+        int depth = 0, r = 0;
+        bool in_seq = false, done = false;
+
+        if (!args) {
+                if (f)
+                        fclose(f);
+                return log_oom();
+        }
+        if (!f) {
+                free(args);
+                return log_error_errno(errno, "%s: cannot read the config file: %m", path);
+        }
+        if (!yaml_parser_initialize(&parser)) {
+                fclose(f);
+                free(args);
+                return log_oom();
+        }
+        yaml_parser_set_input_file(&parser, f);
+        while (!done && r == 0) {
+                if (!yaml_parser_parse(&parser, &ev)) {
+                        r = log_error_errno(EINVAL, "%s:%zu: %s", path, parser.problem_mark.line + 1,
+                                            parser.problem ? parser.problem : "invalid YAML");
+                        break;
+                }
+                switch (ev.type) {
+                case YAML_MAPPING_START_EVENT:
+                        if (++depth > 1)
+                                r = log_error_errno(EINVAL, "%s:%zu: nested mappings are not config keys",
+                                                    path, ev.start_mark.line + 1);
+                        break;
+                case YAML_MAPPING_END_EVENT:
+                        depth--;
+                        break;
+                case YAML_SEQUENCE_START_EVENT:
+                        if (!key)
+                                r = log_error_errno(EINVAL, "%s:%zu: a list needs a key", path,
+                                                    ev.start_mark.line + 1);
+                        in_seq = true;
+                        break;
+                case YAML_SEQUENCE_END_EVENT:
+                        in_seq = false;
+                        key = mfree(key);
+                        break;
+                case YAML_SCALAR_EVENT: {
+                        const char *v = (const char *)ev.data.scalar.value;
+
+                        if (depth != 1) {
+                                r = log_error_errno(
+                                        EINVAL, "%s: the config file must be a mapping of flag names", path);
+                                break;
+                        }
+                        if (!key) {
+                                key = strdup(v);
+                                if (!key)
+                                        r = log_oom();
+                                break;
+                        }
+                        if (n + 2 > MAX_CONFIG_ARGS) {
+                                r = log_error_errno(E2BIG, "%s: too many settings", path);
+                                break;
+                        }
+                        if (skipped(skip, key))
+                                ; /* another verb's flag */
+                        else if (streq(v, "true") || streq(v, "false")) {
+                                /* Booleans: the flag when true, nothing when false. */
+                                if (streq(v, "true") && asprintf(&args[n++], "--%s", key) < 0)
+                                        r = log_oom();
+                        } else if (asprintf(&args[n++], "--%s", key) < 0 || !(args[n++] = strdup(v)))
+                                r = log_oom();
+                        if (!in_seq)
+                                key = mfree(key);
+                        break;
+                }
+                case YAML_STREAM_END_EVENT:
+                        done = true;
+                        break;
+                default:
+                        break;
+                }
+                yaml_event_delete(&ev);
+        }
+        yaml_parser_delete(&parser);
+        fclose(f);
+        free(key);
+        if (r < 0) {
+                for (size_t i = 0; i < n; i++)
+                        free(args[i]);
+                free(args);
+                return r;
+        }
+        *ret_args = args;
+        *ret_n = n;
+        return 0;
+}
+
+int config_argv_build(int argc, char **argv, const char *const *skip, struct config_argv *ret) {
+        const char *config = NULL;
+        char **cfg = NULL;
+        size_t n_cfg = 0;
+        int r;
+
+        *ret = (struct config_argv){};
+        /* Found before getopt runs: its settings go before the command line's flags. */
+        for (int i = 1; i < argc; i++) {
+                if (streq(argv[i], "--"))
+                        break;
+                if (streq(argv[i], "--config") && i + 1 < argc)
+                        config = argv[i + 1];
+                else if (strncmp(argv[i], "--config=", 9) == 0)
+                        config = argv[i] + 9;
+        }
+        if (config) {
+                r = config_to_args(config, skip, &cfg, &n_cfg);
+                if (r < 0)
+                        return r;
+        }
+        ret->argv = calloc((size_t)argc + n_cfg + 1, sizeof(char *));
+        if (!ret->argv) {
+                for (size_t i = 0; i < n_cfg; i++)
+                        free(cfg[i]);
+                free(cfg);
+                return log_oom();
+        }
+        ret->argv[ret->argc++] = argv[0];
+        for (size_t i = 0; i < n_cfg; i++)
+                ret->argv[ret->argc++] = cfg[i];
+        for (int i = 1; i < argc; i++)
+                ret->argv[ret->argc++] = argv[i];
+        ret->owned = cfg;
+        ret->n_owned = n_cfg;
+        return 0;
+}
+
+void config_argv_done(struct config_argv *c) {
+        for (size_t i = 0; i < c->n_owned; i++)
+                free(c->owned[i]);
+        free(c->owned);
+        free(c->argv);
+        *c = (struct config_argv){};
 }

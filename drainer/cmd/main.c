@@ -23,29 +23,37 @@
         "  -v, --verbose             more output; twice for debug logs\n"                        \
         "  -h, --help                help for drainer or for a verb\n"
 
-#define DRAIN_FLAGS_HELP                                                                      \
-        "Flags (named as kubectl drain names them where they mean the same):\n"               \
-        "      --pod-selector SEL        evict only the pods matching this label selector\n"  \
-        "      --grace-period N          seconds each pod gets to terminate (-1: its own);\n" \
-        "                                never 0 for pods holding ResourceClaims\n"           \
-        "      --timeout DURATION        give up after this long (exit 3), e.g. 90s, 5m\n"    \
-        "      --delete-emptydir-data    evict pods with emptyDir volumes\n"                  \
-        "      --force                   evict pods without a controller\n"                   \
-        "      --disable-eviction        DELETE pods instead of the Eviction API (no PDBs)\n" \
-        "      --dry-run                 show the plan only (as 'drainer plan')\n"            \
-        "      --driver-selector SEL     label selector of DRA driver pods (repeatable)\n"    \
-        "      --driver-stop STRATEGY    taint (default), label:KEY, systemd:UNIT, none\n"    \
-        "      --driver-health PORT[/SERVICE] | unix:PATH[#SERVICE]\n"                        \
-        "                                grpc.health.v1 endpoint of the driver pods\n"        \
-        "      --ignore-driver-health    drain even if a driver is unhealthy\n"
+#define DRAIN_FLAGS_HELP                                                                         \
+        "Flags (named as kubectl drain names them where they mean the same):\n"                  \
+        "      --pod-selector SEL        evict only the pods matching this label selector\n"     \
+        "      --grace-period N          seconds each pod gets to terminate (-1: its own);\n"    \
+        "                                never 0 for pods holding ResourceClaims\n"              \
+        "      --timeout DURATION        give up after this long (exit 3), e.g. 90s, 5m\n"       \
+        "      --delete-emptydir-data    evict pods with emptyDir volumes\n"                     \
+        "      --force                   evict pods without a controller\n"                      \
+        "      --disable-eviction        DELETE pods instead of the Eviction API (no PDBs)\n"    \
+        "      --dry-run                 show the plan only (as 'drainer plan')\n"               \
+        "      --driver-selector SEL     label selector of DRA driver pods (repeatable); only\n" \
+        "                                pods a DaemonSet controls are drivers\n"                \
+        "      --driver-namespace NS     DRA driver pods run only in NS (repeatable; default:\n" \
+        "                                any namespace)\n"                                       \
+        "      --driver-stop STRATEGY    taint (default), label:KEY, systemd:UNIT, none\n"       \
+        "      --driver-health PORT[/SERVICE] | unix:PATH[#SERVICE]\n"                           \
+        "                                grpc.health.v1 endpoint of the driver pods\n"           \
+        "      --ignore-driver-health    drain even if a driver is unhealthy\n"                  \
+        "      --config FILE             YAML file with one key per flag, as serve's (its\n"     \
+        "                                own keys skipped; flags win)\n"
 
-#define EXIT_CODES_HELP                                                          \
-        "Exit codes:\n"                                                          \
-        "  0  done\n"                                                            \
-        "  1  error (API, configuration, or a verb that is not available yet)\n" \
-        "  2  bad usage\n"                                                       \
-        "  3  timed out\n"                                                       \
-        "  4  refused by preflight (nothing was changed)\n"
+#define EXIT_CODES_HELP                                                                      \
+        "Exit codes:\n"                                                                      \
+        "  0  done\n"                                                                        \
+        "  1  error (API, configuration, a recorded action this configuration does not\n"    \
+        "     allow: the message names the flag to add, nothing was started or changed)\n"   \
+        "  2  bad usage\n"                                                                   \
+        "  3  timed out\n"                                                                   \
+        "  4  refused by a blocker: in preflight nothing was changed; in a later phase\n"    \
+        "     (the eviction rules hold at every eviction) the node stays in its phase and\n" \
+        "     nothing more was evicted (-o json: \"changed\")\n"
 
 const struct verb verbs[] = {
         {
@@ -59,7 +67,9 @@ const struct verb verbs[] = {
                 "allocated from a node-local pool) with their devices and reservations.\n\n"
                 "Flags:\n"
                 "      --driver-selector SEL  label selector of DRA driver pods (repeatable;\n"
-                "                             default: the kubeletplugin labels of common drivers)\n"
+                "                             default: the kubeletplugin labels of common drivers);\n"
+                "                             only pods a DaemonSet controls are drivers\n"
+                "      --driver-namespace NS  DRA driver pods run only in NS (repeatable)\n"
                 "      --watch                keep watching and reprint on every change (Ctrl-C stops)\n",
                 verb_status,
         },
@@ -79,7 +89,8 @@ const struct verb verbs[] = {
                 "cordon, evict claim holders first, wait for claims, stop DRA drivers last",
                 "Usage: drainer drain NODE [flags]\n\n"
                 "Drains NODE in the order that is safe for DRA devices: preflight (refuses with\n"
-                "exit 4 before changing anything if a blocker exists), cordon + taint\n"
+                "exit 4 before changing anything if a blocker exists; the eviction rules hold\n"
+                "again at every eviction of every later phase), cordon + taint\n"
                 "drainer.io/draining:NoSchedule, evict the pods that hold ResourceClaims, evict\n"
                 "the rest, wait until the pods are gone and no ResourceClaim is on the node,\n"
                 "then stop the DRA drivers. Exits 0 once the node is drained. Progress is kept\n"
@@ -92,14 +103,25 @@ const struct verb verbs[] = {
                 "uncordon",
                 "restore DRA drivers, wait until healthy, uncordon if drainer cordoned",
                 "Usage: drainer uncordon NODE [flags]\n\n"
-                "Undoes a drain: restores the DRA drivers that the drain stopped, waits until\n"
-                "each is healthy (pod Running and Ready, gRPC health SERVING with\n"
-                "--driver-health, its ResourceSlices published again), then removes the drain\n"
-                "taint and drainer's annotations, and uncordons NODE only if drainer cordoned it.\n\n"
+                "Undoes a drain: restores the DRA drivers that the drain stopped, as recorded in\n"
+                "drainer.io/driver-stop and as far as this configuration allows, waits until each\n"
+                "is healthy (pod Running and Ready, gRPC health SERVING with --driver-health, its\n"
+                "ResourceSlices published again), then removes the drain taint and drainer's\n"
+                "annotations, and uncordons NODE only if drainer cordoned it. A recorded systemd\n"
+                "unit or label key is undone only when --driver-stop (or --config) names the same;\n"
+                "otherwise nothing is started or changed, the Node's drainer.io/message and a\n"
+                "DrainerBlocked Event say why, and drainer exits 1 printing the command to run\n"
+                "with the right --driver-stop.\n\n"
                 "Flags:\n"
+                "      --driver-stop STRATEGY    what this run may undo: taint (default), label:KEY,\n"
+                "                                systemd:UNIT, none (taint and none records always)\n"
+                "      --config FILE             YAML file with one key per flag, as serve's (its\n"
+                "                                own keys skipped; flags win)\n"
                 "      --force-uncordon          uncordon even if someone else had cordoned the node\n"
                 "      --timeout DURATION        give up after this long (exit 3), e.g. 5m\n"
-                "      --driver-selector SEL     label selector of DRA driver pods (repeatable)\n"
+                "      --driver-selector SEL     label selector of DRA driver pods (repeatable); only\n"
+                "                                pods a DaemonSet controls are drivers\n"
+                "      --driver-namespace NS     DRA driver pods run only in NS (repeatable)\n"
                 "      --driver-health PORT[/SERVICE] | unix:PATH[#SERVICE]\n"
                 "                                gRPC health endpoint of the driver pods\n",
                 verb_uncordon,
@@ -110,7 +132,9 @@ const struct verb verbs[] = {
                 "Usage: drainer maintain NODE [flags] -- CMD [ARGS...]\n\n"
                 "Drains NODE as 'drainer drain' does, runs CMD, and when CMD succeeds restores\n"
                 "the node as 'drainer uncordon' does. If CMD fails the node stays drained\n"
-                "(exit 1, CMD's status reported) unless --restore-on-failure.\n\n" DRAIN_FLAGS_HELP
+                "(exit 1, CMD's status reported) unless --restore-on-failure. What the restore\n"
+                "may undo comes from --driver-stop or --config, as for 'drainer "
+                "uncordon'.\n\n" DRAIN_FLAGS_HELP
                 "      --restore-on-failure      restore and uncordon even if CMD fails\n"
                 "      --force-uncordon          uncordon even if someone else had cordoned the node\n",
                 verb_maintain,
@@ -136,7 +160,8 @@ const struct verb verbs[] = {
                 "                                $POD_NAMESPACE or drainer-system)\n"
                 "      --on-shutdown             hold a logind delay inhibitor; drain this node when\n"
                 "                                the host shuts down, restore it after the reboot\n"
-                "      --config FILE             YAML file with one key per flag (flags win)\n"
+                "      --config FILE             YAML file with one key per flag (flags win); plan,\n"
+                "                                drain, uncordon and maintain read the same file\n"
                 "      --identity ID             this process in Leases and Events (default: hostname)\n"
                 "      --metrics-addr HOST:PORT  serve /metrics, /healthz, /readyz here (default\n"
                 "                                127.0.0.1:9464; :PORT every address; \"\" none)\n"
@@ -161,7 +186,9 @@ const struct verb verbs[] = {
                 "                                  $POD_NAMESPACE/$POD_NAME when set, else 30)\n"
                 "      --deadline DURATION         give up after this long instead, e.g. 4m\n"
                 "      --driver-selector SEL       label selector of DRA driver pods (repeatable;\n"
-                "                                  default: the kubeletplugin labels of common drivers)\n",
+                "                                  default: the kubeletplugin labels of common drivers);\n"
+                "                                  only pods a DaemonSet controls are drivers\n"
+                "      --driver-namespace NS       DRA driver pods run only in NS (repeatable)\n",
                 verb_guard,
         },
         {

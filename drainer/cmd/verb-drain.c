@@ -144,6 +144,10 @@ struct runner {
         uv_signal_t sigint, sigterm;
         bool interrupted;
         struct sysbus *bus; /* systemd:UNIT drivers; NULL without a system bus */
+        char *needs_flag;   /* the last run was refused: the flag that allows what is recorded */
+        char *rerun;        /* ... and the command to run with it */
+        int argc;           /* the command line as given (before --config) */
+        char **argv;
 };
 
 static const char *group_label(enum evict_group g) {
@@ -240,6 +244,9 @@ static void on_engine_finished(struct engine *e, const struct engine_summary *s,
         }
         rn->acc.pods_evicted += s->pods_evicted;
         rn->acc.claims_waited += s->claims_waited;
+        rn->acc.changed |= s->changed;
+        free(rn->needs_flag);
+        rn->needs_flag = s->needs_flag ? strdup(s->needs_flag) : NULL;
         rn->summary = *s;
         free(rn->message);
         rn->message = s->message ? strdup(s->message) : NULL;
@@ -265,7 +272,7 @@ static int run_engine(struct runner *rn, enum engine_goal goal, uint64_t timeout
                 .skip_driver_stop = rn->a->skip_driver_stop,
                 .driver_health = rn->a->has_health ? &rn->a->health_target : NULL,
                 .timeout_usec = timeout_usec,
-                .bus = rn->bus,
+                .units = sysbus_units(rn->bus),
         };
         static const struct engine_callbacks cb = {
                 .on_progress = on_engine_progress,
@@ -297,6 +304,12 @@ static int run_engine(struct runner *rn, enum engine_goal goal, uint64_t timeout
         return rn->result;
 }
 
+/* The blockers a refusal names: all of them in preflight; later, those that hold at
+ * every eviction (a driver being stopped is unhealthy by design). */
+static bool blocker_listed(const struct runner *rn, const struct plan_blocker *b) {
+        return !rn->summary.changed || blocker_kind_holds_at_every_eviction(b->kind);
+}
+
 static cJSON *summary_json(struct runner *rn, const char *verb, int result) {
         cJSON *j = cJSON_CreateObject(), *phases;
         struct kube_client_stats cs;
@@ -311,6 +324,10 @@ static cJSON *summary_json(struct runner *rn, const char *verb, int result) {
                                                        : "error");
         if (rn->message)
                 cJSON_AddStringToObject(j, "message", rn->message);
+        /* false only for a refusal in preflight (or nothing to do): the node is as it was. */
+        cJSON_AddBoolToObject(j, "changed", rn->acc.changed);
+        if (rn->rerun)
+                cJSON_AddStringToObject(j, "rerun", rn->rerun);
         if (rn->summary.has_phase)
                 cJSON_AddStringToObject(j, "phase", drain_phase_to_string(rn->summary.last_phase));
         phases = cJSON_AddArrayToObject(j, "phases");
@@ -326,11 +343,13 @@ static cJSON *summary_json(struct runner *rn, const char *verb, int result) {
         cJSON_AddNumberToObject(j, "claimsWaitedFor", (double)rn->acc.claims_waited);
         if (rn->cmd_status >= 0)
                 cJSON_AddNumberToObject(j, "commandExitStatus", rn->cmd_status);
-        if (rn->summary.plan && rn->summary.plan->n_blockers > 0) {
+        if (result == -EPERM && rn->summary.plan && rn->summary.plan->n_blockers > 0) {
                 cJSON *b = cJSON_AddArrayToObject(j, "blockers");
 
                 for (size_t i = 0; i < rn->summary.plan->n_blockers; i++)
-                        cJSON_AddItemToArray(b, cJSON_CreateString(rn->summary.plan->blockers[i].message));
+                        if (blocker_listed(rn, &rn->summary.plan->blockers[i]))
+                                cJSON_AddItemToArray(
+                                        b, cJSON_CreateString(rn->summary.plan->blockers[i].message));
         }
         cJSON_AddNumberToObject(j, "seconds", (double)(timesrc_now(rn->app->ts) - rn->cmd_t0) / 1e6);
         kube_client_get_stats(rn->app->client, &cs);
@@ -359,7 +378,78 @@ static int exit_code_for(int r) {
         }
 }
 
-static void report_result(struct runner *rn, const char *what, int r) {
+/* A word of a command line as the shell reads it back. */
+static void put_shell_word(FILE *f, const char *w) {
+        if (*w && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@%+=:,./_-") ==
+                          strlen(w)) {
+                fputs(w, f);
+                return;
+        }
+        fputc('\'', f);
+        for (; *w; w++)
+                if (*w == '\'')
+                        fputs("'\\''", f);
+                else
+                        fputc(*w, f);
+        fputc('\'', f);
+}
+
+/* The command line as given, for verb, with rn->needs_flag ("--driver-stop V") in
+ * place of any --driver-stop; for "uncordon" out of maintain, without maintain's own
+ * --restore-on-failure and -- CMD. */
+static char *rerun_command(const struct runner *rn, const char *verb) {
+        _cleanup_free_ char *flag = strdup(rn->needs_flag);
+        bool from_maintain = !streq(verb, rn->argv[0]);
+        char *buf = NULL, *value;
+        size_t size = 0;
+        FILE *f;
+
+        if (!flag || !(value = strchr(flag, ' ')))
+                return NULL;
+        *value++ = 0;
+        f = open_memstream(&buf, &size);
+        if (!f)
+                return NULL;
+        fprintf(f, "drainer %s", verb);
+        for (int i = 1; i < rn->argc; i++) {
+                const char *w = rn->argv[i];
+
+                if (streq(w, "--")) {
+                        if (from_maintain)
+                                break;
+                        fprintf(f, " ");
+                        put_shell_word(f, flag);
+                        fputc(' ', f);
+                        put_shell_word(f, value);
+                        flag[0] = 0;
+                }
+                if (streq(w, "--driver-stop")) {
+                        i++;
+                        continue;
+                }
+                if (strncmp(w, "--driver-stop=", 14) == 0 ||
+                    (from_maintain && streq(w, "--restore-on-failure")))
+                        continue;
+                fputc(' ', f);
+                put_shell_word(f, w);
+        }
+        if (flag[0]) {
+                fputc(' ', f);
+                put_shell_word(f, flag);
+                fputc(' ', f);
+                put_shell_word(f, value);
+        }
+        if (fclose(f) != 0) {
+                free(buf);
+                return NULL;
+        }
+        return buf;
+}
+
+/* Logs how a run ended, and maps a refusal by configuration to exit 1 (-EEXIST). */
+static int report_result(struct runner *rn, const char *what, int r) {
+        const struct plan *p = rn->summary.plan;
+
         if (rn->tty && rn->drawn_lines > 0 && rn->fmt != OUTPUT_JSON)
                 fputc('\n', stderr);
         if (r == 0)
@@ -367,12 +457,30 @@ static void report_result(struct runner *rn, const char *what, int r) {
         else if (r == -EINTR)
                 log_error("%s interrupted: the state is on node %s; run the same command again to resume",
                           what, rn->node);
-        else if (r == -EPERM && rn->summary.plan && rn->summary.plan->n_blockers > 0) {
-                log_error("%s: refused by preflight; nothing was changed:", what);
-                for (size_t i = 0; i < rn->summary.plan->n_blockers; i++)
-                        log_error("  %s", rn->summary.plan->blockers[i].message);
+        else if (r == -EPERM && rn->needs_flag) {
+                free(rn->rerun);
+                rn->rerun = rerun_command(rn, what);
+                log_error("%s: %s", what, strna(rn->message));
+                if (rn->rerun)
+                        log_error("if that is what the drain did, run: %s", rn->rerun);
+                return -EEXIST;
+        } else if (r == -EPERM && p && p->n_blockers > 0) {
+                if (rn->summary.changed)
+                        log_error(
+                                "%s: refused by a blocker in phase %s; nothing more was evicted and node %s "
+                                "stays in that phase (fix it or add the flag named, then run again to "
+                                "resume; or 'drainer uncordon %s'):",
+                                what,
+                                rn->summary.has_phase ? drain_phase_to_string(rn->summary.last_phase) : "?",
+                                rn->node, rn->node);
+                else
+                        log_error("%s: refused by preflight; nothing was changed:", what);
+                for (size_t i = 0; i < p->n_blockers; i++)
+                        if (blocker_listed(rn, &p->blockers[i]))
+                                log_error("  %s", p->blockers[i].message);
         } else
                 log_error("%s: %s", what, rn->message ? rn->message : strerror(-r));
+        return r;
 }
 
 static int on_cmd_exit_status;
@@ -416,40 +524,48 @@ static void on_bus_closed(void *userdata) {
 
 static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
         struct drain_args a = {};
+        struct config_argv c;
         struct app app;
         struct runner rn = {};
         const char *verb = argv[0], *node;
         char **cmd = NULL;
         int r, code;
 
-        r = parse_drain_args(argc, argv, g, &a, NULL, NULL, NULL);
+        /* --config FILE: the file serve reads (its own keys skipped), flags win. */
+        if (config_argv_build(argc, argv, serve_config_keys, &c) < 0)
+                return EXIT_USAGE;
+        r = parse_drain_args(c.argc, c.argv, g, &a, NULL, NULL, NULL);
         if (r <= 0) {
                 drain_args_done(&a);
+                config_argv_done(&c);
                 return r < 0 ? EXIT_USAGE : EXIT_DONE;
         }
         if (streq(verb, "maintain")) {
                 /* maintain NODE -- CMD [ARGS...]: getopt stops at "--", leaving NODE first. */
-                if (argc - optind < 2) {
+                if (c.argc - optind < 2) {
                         log_error("drainer maintain: expected NODE -- CMD [ARGS...]; see 'drainer maintain "
                                   "--help'");
                         drain_args_done(&a);
+                        config_argv_done(&c);
                         return EXIT_USAGE;
                 }
-                node = argv[optind];
-                cmd = &argv[optind + 1];
+                node = c.argv[optind];
+                cmd = &c.argv[optind + 1];
         } else {
-                if (argc - optind != 1) {
+                if (c.argc - optind != 1) {
                         log_error("drainer %s: expected exactly one NODE argument; see 'drainer %s --help'",
                                   verb, verb);
                         drain_args_done(&a);
+                        config_argv_done(&c);
                         return EXIT_USAGE;
                 }
-                node = argv[optind];
+                node = c.argv[optind];
         }
 
         if (app_init(&app, g) < 0) {
                 app_done(&app);
                 drain_args_done(&a);
+                config_argv_done(&c);
                 return EXIT_ERROR;
         }
         if (streq(verb, "plan") || a.dry_run) {
@@ -464,7 +580,9 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                               .node = node,
                               .tty = isatty(STDERR_FILENO),
                               .cmd_t0 = timesrc_now(app.ts),
-                              .cmd_status = -1 };
+                              .cmd_status = -1,
+                              .argc = argc,
+                              .argv = argv };
         uv_signal_init(&app.loop, &rn.sigint);
         uv_signal_init(&app.loop, &rn.sigterm);
         rn.sigint.data = rn.sigterm.data = &rn;
@@ -472,8 +590,8 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
         uv_signal_start(&rn.sigterm, on_runner_signal, SIGTERM);
         if (!rn.tty)
                 log_set_timestamps(true);
-        /* The system bus: needed for --driver-stop systemd:UNIT, and to undo a drain
-         * recorded with it; elsewhere (no bus, e.g. in a container) simply absent. */
+        /* The system bus: needed for --driver-stop systemd:UNIT; elsewhere (no bus, e.g. in
+         * a container) simply absent. */
         r = sysbus_open(&app.loop, &rn.bus);
         if (r < 0) {
                 if (a.stop == DRIVER_STOP_SYSTEMD) {
@@ -486,17 +604,17 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
 
         if (streq(verb, "drain")) {
                 r = run_engine(&rn, ENGINE_GOAL_DRAIN, a.timeout_usec);
-                report_result(&rn, "drain", r);
+                r = report_result(&rn, "drain", r);
         } else if (streq(verb, "uncordon")) {
                 r = run_engine(&rn, ENGINE_GOAL_UNCORDON, a.timeout_usec);
-                report_result(&rn, "uncordon", r);
+                r = report_result(&rn, "uncordon", r);
                 if (r == -EPERM)
-                        r = -EEXIST; /* not a preflight refusal: exit 1 */
+                        r = -EEXIST; /* not a refusal by a blocker: exit 1 */
         } else {
                 int status;
 
                 r = run_engine(&rn, ENGINE_GOAL_DRAIN, a.timeout_usec);
-                report_result(&rn, "drain", r);
+                r = report_result(&rn, "drain", r);
                 if (r == 0) {
                         engine_free(rn.engine);
                         rn.engine = NULL;
@@ -512,7 +630,7 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                                 log_info("command \"%s\" succeeded", cmd[0]);
                         if (status == 0 || a.restore_on_failure) {
                                 r = run_engine(&rn, ENGINE_GOAL_UNCORDON, a.timeout_usec);
-                                report_result(&rn, "uncordon", r);
+                                r = report_result(&rn, "uncordon", r);
                                 if (r == -EPERM)
                                         r = -EEXIST;
                         }
@@ -522,7 +640,9 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
         }
         code = exit_code_for(r);
         if (g->output == OUTPUT_JSON) {
-                _cleanup_(cJSON_Deletep) cJSON *j = summary_json(&rn, verb, r);
+                /* A refusal reads "refused" whatever its exit code (4 for a blocker, 1 else). */
+                _cleanup_(cJSON_Deletep) cJSON *j =
+                        summary_json(&rn, verb, r == -EEXIST && rn.result == -EPERM ? -EPERM : r);
                 _cleanup_free_ char *out = NULL;
 
                 cJSON_AddNumberToObject(j, "exitCode", code);
@@ -543,9 +663,12 @@ out_signals:
         }
         free(rn.message);
         free(rn.last_line);
+        free(rn.needs_flag);
+        free(rn.rerun);
 out:
         app_done(&app);
         drain_args_done(&a);
+        config_argv_done(&c);
         return code;
 }
 

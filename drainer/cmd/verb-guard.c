@@ -57,6 +57,8 @@ struct guard_opts {
         uint64_t deadline_usec; /* --deadline, 0 if not given */
         const char *driver_selectors[MAX_DRIVER_SELECTORS + 1];
         size_t n_driver_selectors;
+        const char *driver_namespaces[MAX_DRIVER_NAMESPACES + 1];
+        size_t n_driver_namespaces;
 };
 
 struct guard {
@@ -111,6 +113,8 @@ static int on_guard_opt(int opt, const char *arg, void *userdata) {
                                                MAX_DRIVER_SELECTORS);
                 o->driver_selectors[o->n_driver_selectors++] = arg;
                 return 0;
+        case 'S':
+                return driver_namespace_add(o->driver_namespaces, &o->n_driver_namespaces, arg);
         }
         return -EINVAL;
 }
@@ -169,6 +173,8 @@ static int held_summary(struct guard *g, const struct node_rec *n, char **ret) {
         struct plan_options po = {
                 .driver_selectors = (const struct selector *const *)g->sels,
                 .n_driver_selectors = g->n_sels,
+                .driver_namespaces = g->o->driver_namespaces,
+                .n_driver_namespaces = g->o->n_driver_namespaces,
                 .driver_stop = DRIVER_STOP_NONE,
                 .ignore_driver_health = true,
                 .force = true,
@@ -534,6 +540,7 @@ int verb_guard(int argc, char **argv, struct global_flags *gf) {
                 { "grace-period-seconds", required_argument, NULL, 'G' },
                 { "deadline", required_argument, NULL, 'T' },
                 { "driver-selector", required_argument, NULL, 'D' },
+                { "driver-namespace", required_argument, NULL, 'S' },
                 {},
         };
         struct guard_opts o = { .grace_seconds = -1 };

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <yaml.h>
 
 #include "drainer/app.h"
 #include "drainer/client.h"
@@ -32,14 +31,12 @@
 #define DRAINER_ANN_SHUTDOWN_BOOT "drainer.io/shutdown-boot-id"
 #define RETRY_BASE_USEC           (30 * USEC_PER_SEC)
 #define RETRY_CAP_USEC            (300 * USEC_PER_SEC)
-#define MAX_CONFIG_ARGS           256
 
 enum {
         OPT_NODE = 0x200,
         OPT_ALL_NODES,
         OPT_MAX_PARALLEL,
         OPT_LEASE_NS,
-        OPT_CONFIG,
         OPT_ON_SHUTDOWN,
         OPT_IDENTITY,
         OPT_METRICS_ADDR,
@@ -50,7 +47,6 @@ struct serve_opts {
         bool all_nodes;
         unsigned max_parallel;
         const char *lease_ns;
-        const char *config;
         bool on_shutdown;
         const char *identity;
         const char *metrics_addr; /* NULL: HTTPD_DEFAULT_ADDRESS; "": no HTTP endpoint */
@@ -67,6 +63,9 @@ struct managed {
         uint64_t retry_at; /* monotonic µs; 0 = now */
         char *waiting_msg; /* last "waiting" message written, to write it once */
         struct kube_call *patch;
+        /* Refused because the Node records an action this configuration does not allow:
+         * the drainer.io/ annotations then (refused_key), not retried until they change. */
+        char *refused_key;
 };
 
 struct server {
@@ -122,6 +121,7 @@ static void managed_free(void *p) {
         engine_free(m->engine);
         free(m->node);
         free(m->waiting_msg);
+        free(m->refused_key);
         free(m);
 }
 
@@ -167,6 +167,19 @@ static void send_patch(struct managed *m, char *body) {
 
 /* ---- engines ---- */
 
+/* What a refusal by configuration depends on: the request, the phase and the record
+ * of the driver stops (not the message, which the refusal itself writes). */
+static char *refusal_key(const struct node_rec *n) {
+        char *k;
+
+        if (!n || asprintf(&k, "%s\n%s\n%s",
+                           strempty(kv_get(n->annotations, n->n_annotations, DRAINER_ANN_REQUEST)),
+                           strempty(kv_get(n->annotations, n->n_annotations, DRAINER_ANN_STATE)),
+                           strempty(kv_get(n->annotations, n->n_annotations, DRAINER_ANN_DRIVER_STOP))) < 0)
+                return NULL;
+        return k;
+}
+
 static void on_engine_phase(struct engine *e, enum drain_phase phase, const char *message, void *userdata) {
         struct managed *m = userdata;
 
@@ -182,9 +195,17 @@ static void on_engine_finished(struct engine *e, const struct engine_summary *s,
         struct server *srv = m->srv;
 
         m->running = false;
+        m->refused_key = mfree(m->refused_key);
         if (s->result == 0) {
                 m->failures = 0;
                 log_info("node %s: %s", m->node, strna(s->message));
+        } else if (s->result == -EPERM && s->needs_flag &&
+                   (m->refused_key = refusal_key(informer_get(srv->nodes, m->node)))) {
+                /* Retrying cannot help: only another configuration (a restart with
+                 * s->needs_flag) or other annotations can. Reported once (the engine wrote
+                 * drainer.io/message and a DrainerBlocked Event); wait for a change. */
+                log_error("node %s: %s; waiting until its drainer.io/ annotations change", m->node,
+                          strna(s->message));
         } else {
                 uint64_t d = RETRY_BASE_USEC;
 
@@ -193,7 +214,7 @@ static void on_engine_finished(struct engine *e, const struct engine_summary *s,
                 m->failures++;
                 m->retry_at = timesrc_now(srv->app->ts) + MIN(d, RETRY_CAP_USEC);
                 log_error("node %s: %s (%s); retrying in %llu s", m->node, strna(s->message),
-                          s->result == -EPERM ? "refused by preflight" : strerror(-s->result),
+                          s->result == -EPERM ? "refused" : strerror(-s->result),
                           (unsigned long long)(MIN(d, RETRY_CAP_USEC) / USEC_PER_SEC));
                 dtimer_start(&srv->retry, MIN(d, RETRY_CAP_USEC));
         }
@@ -220,7 +241,7 @@ static int start_engine(struct managed *m, enum engine_goal goal) {
                 .driver_health = srv->a->has_health ? &srv->a->health_target : NULL,
                 .timeout_usec = srv->a->timeout_usec,
                 .instance = srv->o.identity,
-                .bus = srv->bus,
+                .units = sysbus_units(srv->bus),
         };
         int r;
 
@@ -342,6 +363,15 @@ static void reconcile_node(struct server *srv, const struct node_rec *n) {
         if (m->engine && !engine_idle(m->engine)) {
                 kick_later(srv);
                 return; /* the previous engine is still winding down */
+        }
+        if (m->refused_key) {
+                _cleanup_free_ char *key = refusal_key(n);
+
+                if (!key || streq(key, m->refused_key))
+                        return; /* nothing changed that could make it allowed */
+                m->refused_key = mfree(m->refused_key);
+                m->failures = 0;
+                m->retry_at = 0;
         }
         if (m->goal == (enum engine_goal)goal && m->retry_at > now) {
                 dtimer_start(&srv->retry, m->retry_at - now);
@@ -554,107 +584,6 @@ static void on_slots_changed(struct slots *s, void *userdata) {
         kick(userdata);
 }
 
-/* ---- the config file ---- */
-
-/* Turns `key: value` / `key: [a, b]` / `key: true` of a YAML mapping into
- * "--key value" arguments placed before the command line's, so flags win. */
-static int config_to_args(const char *path, char ***ret_args, size_t *ret_n) {
-        FILE *f = fopen(path, "re");
-        yaml_parser_t parser;
-        yaml_event_t ev;
-        char **args = calloc(MAX_CONFIG_ARGS + 1, sizeof(char *));
-        char *key = NULL;
-        size_t n = 0;
-        int depth = 0, r = 0;
-        bool in_seq = false, done = false;
-
-        if (!args)
-                return -ENOMEM;
-        if (!f) {
-                free(args);
-                return log_error_errno(errno, "%s: cannot read the config file: %m", path);
-        }
-        if (!yaml_parser_initialize(&parser)) {
-                fclose(f);
-                free(args);
-                return -ENOMEM;
-        }
-        yaml_parser_set_input_file(&parser, f);
-        while (!done && r == 0) {
-                if (!yaml_parser_parse(&parser, &ev)) {
-                        r = log_error_errno(EINVAL, "%s:%zu: %s", path, parser.problem_mark.line + 1,
-                                            parser.problem ? parser.problem : "invalid YAML");
-                        break;
-                }
-                switch (ev.type) {
-                case YAML_MAPPING_START_EVENT:
-                        if (++depth > 1)
-                                r = log_error_errno(EINVAL, "%s:%zu: nested mappings are not config keys",
-                                                    path, ev.start_mark.line + 1);
-                        break;
-                case YAML_MAPPING_END_EVENT:
-                        depth--;
-                        break;
-                case YAML_SEQUENCE_START_EVENT:
-                        if (!key)
-                                r = log_error_errno(EINVAL, "%s:%zu: a list needs a key", path,
-                                                    ev.start_mark.line + 1);
-                        in_seq = true;
-                        break;
-                case YAML_SEQUENCE_END_EVENT:
-                        in_seq = false;
-                        key = mfree(key);
-                        break;
-                case YAML_SCALAR_EVENT: {
-                        const char *v = (const char *)ev.data.scalar.value;
-
-                        if (depth != 1) {
-                                r = log_error_errno(
-                                        EINVAL, "%s: the config file must be a mapping of flag names", path);
-                                break;
-                        }
-                        if (!key) {
-                                key = strdup(v);
-                                if (!key)
-                                        r = -ENOMEM;
-                                break;
-                        }
-                        if (n + 2 > MAX_CONFIG_ARGS) {
-                                r = log_error_errno(E2BIG, "%s: too many settings", path);
-                                break;
-                        }
-                        if (streq(v, "true") || streq(v, "false")) {
-                                /* Booleans: the flag when true, nothing when false. */
-                                if (streq(v, "true") && asprintf(&args[n++], "--%s", key) < 0)
-                                        r = -ENOMEM;
-                        } else if (asprintf(&args[n++], "--%s", key) < 0 || !(args[n++] = strdup(v)))
-                                r = -ENOMEM;
-                        if (!in_seq)
-                                key = mfree(key);
-                        break;
-                }
-                case YAML_STREAM_END_EVENT:
-                        done = true;
-                        break;
-                default:
-                        break;
-                }
-                yaml_event_delete(&ev);
-        }
-        yaml_parser_delete(&parser);
-        fclose(f);
-        free(key);
-        if (r < 0) {
-                for (size_t i = 0; i < n; i++)
-                        free(args[i]);
-                free(args);
-                return r;
-        }
-        *ret_args = args;
-        *ret_n = n;
-        return 0;
-}
-
 static int on_serve_opt(int opt, const char *arg, void *userdata) {
         struct serve_opts *o = userdata;
         char *end;
@@ -677,9 +606,6 @@ static int on_serve_opt(int opt, const char *arg, void *userdata) {
                 return 0;
         case OPT_LEASE_NS:
                 o->lease_ns = arg;
-                return 0;
-        case OPT_CONFIG:
-                o->config = arg; /* read before parsing: see verb_serve() */
                 return 0;
         case OPT_ON_SHUTDOWN:
                 o->on_shutdown = true;
@@ -709,11 +635,17 @@ static const struct option serve_options[] = {
         { "all-nodes", no_argument, NULL, OPT_ALL_NODES },
         { "max-parallel", required_argument, NULL, OPT_MAX_PARALLEL },
         { "lease-namespace", required_argument, NULL, OPT_LEASE_NS },
-        { "config", required_argument, NULL, OPT_CONFIG },
         { "on-shutdown", no_argument, NULL, OPT_ON_SHUTDOWN },
         { "identity", required_argument, NULL, OPT_IDENTITY },
         { "metrics-addr", required_argument, NULL, OPT_METRICS_ADDR },
         {},
+};
+
+/* The keys of the flags above in a --config file: the drain verbs skip them, so that
+ * one file configures serve and `drainer uncordon` alike. */
+const char *const serve_config_keys[] = {
+        "node",        "all-nodes", "max-parallel", "lease-namespace",
+        "on-shutdown", "identity",  "metrics-addr", NULL,
 };
 
 static void on_notifier_closed(void *userdata) {
@@ -968,35 +900,13 @@ static int serve_main(struct serve_opts *o, struct drain_args *a, struct global_
 int verb_serve(int argc, char **argv, struct global_flags *g) {
         struct serve_opts o = {};
         struct drain_args a = {};
-        _cleanup_free_ char **vargv = NULL;
-        char **cfg = NULL;
-        size_t n_cfg = 0;
-        int vargc = 0, code;
+        struct config_argv c;
+        int code;
 
-        /* --config first: its settings go before the command line's flags, which win. */
-        for (int i = 1; i < argc; i++) {
-                if (streq(argv[i], "--"))
-                        break;
-                if (streq(argv[i], "--config") && i + 1 < argc)
-                        o.config = argv[i + 1];
-                else if (strncmp(argv[i], "--config=", 9) == 0)
-                        o.config = argv[i] + 9;
-        }
-        if (o.config && config_to_args(o.config, &cfg, &n_cfg) < 0)
+        if (config_argv_build(argc, argv, NULL, &c) < 0)
                 return EXIT_USAGE;
-        vargv = calloc(argc + n_cfg + 1, sizeof(char *));
-        if (!vargv)
-                return log_oom(), EXIT_ERROR;
-        vargv[vargc++] = argv[0];
-        for (size_t i = 0; i < n_cfg; i++)
-                vargv[vargc++] = cfg[i];
-        for (int i = 1; i < argc; i++)
-                vargv[vargc++] = argv[i];
-
-        code = serve_main(&o, &a, g, vargc, vargv);
+        code = serve_main(&o, &a, g, c.argc, c.argv);
         drain_args_done(&a);
-        for (size_t i = 0; i < n_cfg; i++)
-                free(cfg[i]);
-        free(cfg);
+        config_argv_done(&c);
         return code;
 }

@@ -12,6 +12,7 @@
 #include "drainer/app.h"
 #include "drainer/claims.h"
 #include "drainer/client.h"
+#include "drainer/drainargs.h"
 #include "drainer/informer.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
@@ -25,11 +26,11 @@
  * enum informer_kind, in that order (leases are not a node's). */
 #define N_NODE_INFORMERS (INFORMER_SLICES + 1)
 
-#define MAX_DRIVER_SELECTORS 16
-
 struct status_opts {
         const char *driver_selectors[MAX_DRIVER_SELECTORS + 1];
         size_t n_driver_selectors;
+        const char *driver_namespaces[MAX_DRIVER_NAMESPACES + 1];
+        size_t n_driver_namespaces;
         bool watch;
 };
 
@@ -40,6 +41,8 @@ static int on_status_opt(int opt, const char *arg, void *userdata) {
                 o->watch = true;
                 return 0;
         }
+        if (opt == 'S')
+                return driver_namespace_add(o->driver_namespaces, &o->n_driver_namespaces, arg);
         if (opt != 'D')
                 return -EINVAL;
         if (o->n_driver_selectors >= MAX_DRIVER_SELECTORS)
@@ -204,7 +207,12 @@ static int print_status(const struct view *s, const struct status_opts *o, enum 
                 return log_oom();
         }
         for (size_t i = 0; i < s->n_pods; i++)
-                cls[i] = pod_classify(pods[i], (const struct selector *const *)sels, n_sels);
+                cls[i] = pod_classify(pods[i], &(const struct driver_filter){
+                                                       .selectors = (const struct selector *const *)sels,
+                                                       .n_selectors = n_sels,
+                                                       .namespaces = o->driver_namespaces,
+                                                       .n_namespaces = o->n_driver_namespaces,
+                                               });
         for (size_t i = 0; i < s->n_claims; i++) {
                 why[i] = claim_on_node(claims[i], n->name, (const struct pod_rec *const *)pods, s->n_pods,
                                        (const struct slice_rec *const *)s->slices, s->n_slices);
@@ -520,6 +528,7 @@ static int run_watch(struct app *a, const char *node, const struct status_opts *
 int verb_status(int argc, char **argv, struct global_flags *g) {
         static const struct option extra[] = {
                 { "driver-selector", required_argument, NULL, 'D' },
+                { "driver-namespace", required_argument, NULL, 'S' },
                 { "watch", no_argument, NULL, 'W' },
                 {},
         };

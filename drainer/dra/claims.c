@@ -109,14 +109,39 @@ static const char *const pod_class_table[_POD_CLASS_MAX] = {
 
 DEFINE_STRING_TABLE_LOOKUP(pod_class, enum pod_class, _POD_CLASS_MAX, _POD_CLASS_INVALID)
 
-enum pod_class pod_classify(const struct pod_rec *p, const struct selector *const *driver_selectors,
-                            size_t n) {
-        assert(p);
-        assert(driver_selectors || n == 0);
+bool pod_is_driver(const struct pod_rec *p, const struct driver_filter *f) {
+        const struct owner_ref *c;
+        bool match = false;
 
-        for (size_t i = 0; i < n; i++)
-                if (driver_selectors[i] && selector_matches(driver_selectors[i], p->labels, p->n_labels))
-                        return POD_CLASS_DRIVER;
+        assert(p);
+
+        if (!f)
+                return false;
+        /* Labels are the pod creator's to choose, so they only pick among DaemonSet pods:
+         * a tenant's look-alike must not hold every drain or restore. */
+        c = p->controller;
+        if (!c || !c->controller || !streq_ptr(c->kind, "DaemonSet") ||
+            !streq_ptr(c->api_version, "apps/v1"))
+                return false;
+        if (f->n_namespaces > 0) {
+                bool in = false;
+
+                for (size_t i = 0; i < f->n_namespaces && !in; i++)
+                        in = streq_ptr(f->namespaces[i], p->ns);
+                if (!in)
+                        return false;
+        }
+        assert(f->selectors || f->n_selectors == 0);
+        for (size_t i = 0; i < f->n_selectors && !match; i++)
+                match = f->selectors[i] && selector_matches(f->selectors[i], p->labels, p->n_labels);
+        return match;
+}
+
+enum pod_class pod_classify(const struct pod_rec *p, const struct driver_filter *f) {
+        assert(p);
+
+        if (pod_is_driver(p, f))
+                return POD_CLASS_DRIVER;
         if (p->mirror)
                 return POD_CLASS_MIRROR;
         if (p->phase == POD_SUCCEEDED || p->phase == POD_FAILED)

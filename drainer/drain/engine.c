@@ -19,7 +19,6 @@
 #include "drainer/log.h"
 #include "drainer/metrics.h"
 #include "drainer/objects.h"
-#include "drainer/sysbus.h"
 #include "drainer/timesrc.h"
 
 /* The node, its pods, all ResourceClaims, the node's ResourceSlices: the first kinds of
@@ -35,6 +34,9 @@
 #define CONFLICT_WAIT_USEC      (5 * USEC_PER_SEC)
 #define MAX_HELD                64
 #define MAX_DRIVER_KEYS         16
+/* A failed unit job or state query is retried after 1, 2, 4 ... s, at most this long. */
+#define UNIT_RETRY_BASE_USEC    (1 * USEC_PER_SEC)
+#define UNIT_RETRY_CAP_USEC     (30 * USEC_PER_SEC)
 
 enum evict_state {
         EV_IN_FLIGHT,
@@ -51,6 +53,11 @@ struct eviction {
         char *reason; /* why it is held (429 message) */
         bool pdb;     /* the last answer was 429: a PodDisruptionBudget */
         struct kube_call *call;
+};
+
+/* The userdata of a unit call: outlives the engine if need be. */
+struct unit_call {
+        struct engine *engine; /* NULL once the engine is freed */
 };
 
 struct probe_result {
@@ -88,12 +95,18 @@ struct engine {
         struct kube_call *pdb_call;
         bool pdbs_listed;
 
-        /* systemd:UNIT strategy */
-        char *unit_name;  /* owned copy: the flag's, or the one recorded on the Node */
-        bool unit_busy;   /* a job or state query is in flight */
+        /* systemd:UNIT strategy: only the unit of this process's configuration, ever (a
+         * recorded one is undone only when it is the same: undo_allowed_systemd). */
+        char *unit_name; /* owned copy of the flag's */
+        /* The job or state query in flight (unit calls cannot be cancelled: a call still
+         * running when the engine goes keeps its ticket, with engine NULL). */
+        struct unit_call *unit_call;
         char *unit_state; /* last ActiveState seen, or NULL */
         char *unit_error; /* last failure, for messages */
         uint64_t unit_state_at;
+        unsigned unit_failures;  /* failed jobs and queries in a row */
+        uint64_t unit_retry_at;  /* no job or query before this (monotonic µs) */
+        unsigned unit_jobs_sent; /* StartUnit/StopUnit calls of this run */
         char *await_rv;          /* resourceVersion our last patch produced, until the cache has it */
         char *patch_rv;          /* resourceVersion the Node patch in flight is conditional on */
         char *conflict_rv;       /* ... of a patch refused with 409, until the cache moves past it */
@@ -107,6 +120,8 @@ struct engine {
         bool has_st;
 
         bool started, finished, stopping, observed;
+        bool changed;     /* this run sent a Node patch, an eviction or a unit job */
+        char *needs_flag; /* a refusal by configuration: the flag that allows the recorded action */
         bool has_phase;
         enum drain_phase phase;
         uint64_t phase_entered, started_at;
@@ -373,6 +388,10 @@ static void finish(struct engine *e, int result, const char *fmt, ...) {
         e->summary.total_usec = now - e->started_at;
         e->summary.message = e->final_message;
         e->summary.plan = e->has_plan ? &e->plan : NULL;
+        e->summary.needs_flag = e->needs_flag;
+        e->summary.changed = e->changed;
+        for (int p = DRAIN_PHASE_CORDON; p < _DRAIN_PHASE_MAX; p++)
+                e->summary.changed = e->summary.changed || e->summary.phase_seen[p];
         metrics_node(e);
         metrics_finished(e, result, e->summary.total_usec);
 
@@ -462,7 +481,8 @@ static void patch_node(struct engine *e, char *body) {
         r = kube_patch(e->client, path, KUBE_PATCH_MERGE, body, on_node_patched, e, &e->node_call);
         free(body);
         if (r < 0)
-                finish(e, r, "cannot patch node %s: %s", e->o.node, strerror(-r));
+                return finish(e, r, "cannot patch node %s: %s", e->o.node, strerror(-r));
+        e->changed = true;
 }
 
 static void patch_phase(struct engine *e, const struct node_rec *n, enum drain_phase p, const char *msg) {
@@ -584,6 +604,7 @@ static int submit_eviction(struct engine *e, const struct plan_pod *pp) {
         }
         ev->state = EV_IN_FLIGHT;
         ev->attempts++;
+        e->changed = true;
         if (e->o.disable_eviction) {
                 _cleanup_(cJSON_Deletep) cJSON *opts = cJSON_CreateObject();
                 _cleanup_free_ char *path = NULL, *body = NULL;
@@ -808,25 +829,60 @@ static int drivers_probed(struct engine *e, bool restoring, const struct pod_rec
 
 /* ---- systemd:UNIT ---- */
 
-static void on_unit_state(int error, const char *active_state, void *userdata) {
-        struct engine *e = userdata;
+/* After a failure: no new job or query for a while, doubling up to the cap, so a
+ * unit that cannot start (or a bus that refuses) is asked a few times a minute,
+ * never in a loop. */
+static void unit_failed(struct engine *e) {
+        uint64_t d = UNIT_RETRY_BASE_USEC;
 
-        e->unit_busy = false;
-        if (error == -ECANCELED)
+        for (unsigned i = 0; i < e->unit_failures && d < UNIT_RETRY_CAP_USEC; i++)
+                d *= 2;
+        e->unit_failures++;
+        e->unit_retry_at = timesrc_now(e->ts) + MIN(d, UNIT_RETRY_CAP_USEC);
+        retry_at(e, e->unit_retry_at);
+}
+
+/* The engine of a finished unit call, or NULL when it is gone. */
+static struct engine *unit_call_done(void *userdata) {
+        struct unit_call *c = userdata;
+        struct engine *e = c->engine;
+
+        free(c);
+        if (e)
+                e->unit_call = NULL;
+        return e;
+}
+
+static struct unit_call *unit_call_new(struct engine *e) {
+        struct unit_call *c = calloc(1, sizeof(*c));
+
+        if (c)
+                c->engine = e;
+        return c;
+}
+
+static void on_unit_state(int error, const char *active_state, void *userdata) {
+        struct engine *e = unit_call_done(userdata);
+
+        if (!e || error == -ECANCELED)
                 return;
         free(e->unit_state);
         e->unit_state = error < 0 ? NULL : strdup(active_state);
         free(e->unit_error);
         e->unit_error = error < 0 ? strdup(strerror(-error)) : NULL;
         e->unit_state_at = timesrc_now(e->ts);
+        if (error < 0) {
+                log_debug("reading the state of unit %s failed: %s, retrying", e->unit_name,
+                          strerror(-error));
+                unit_failed(e);
+        }
         kick(e);
 }
 
 static void on_unit_job(int error, const char *result, const char *message, void *userdata) {
-        struct engine *e = userdata;
+        struct engine *e = unit_call_done(userdata);
 
-        e->unit_busy = false;
-        if (error == -ECANCELED)
+        if (!e || error == -ECANCELED)
                 return;
         free(e->unit_error);
         e->unit_error = NULL;
@@ -834,20 +890,41 @@ static void on_unit_job(int error, const char *result, const char *message, void
                 if (asprintf(&e->unit_error, "%s",
                              error < 0 ? (message ? message : strerror(-error)) : result) < 0)
                         e->unit_error = NULL;
-                retry_at(e, timesrc_now(e->ts) + 2 * USEC_PER_SEC);
-        }
+                log_debug("job of unit %s: %s, retrying", e->unit_name, strna(e->unit_error));
+                unit_failed(e);
+        } else
+                e->unit_failures = 0;
         /* Read the state again: the job's result alone does not say the unit is down/up. */
         e->unit_state = mfree(e->unit_state);
         kick(e);
 }
 
+static bool unit_backing_off(struct engine *e) {
+        if (timesrc_now(e->ts) >= e->unit_retry_at)
+                return false;
+        retry_at(e, e->unit_retry_at);
+        return true;
+}
+
 /* Returns the unit's ActiveState once known (starting a query if needed), else NULL. */
 static const char *unit_state(struct engine *e) {
+        const struct unit_ops *ops = e->o.units.ops;
+
+        struct unit_call *c;
+
         if (e->unit_state)
                 return e->unit_state;
-        if (!e->unit_busy && e->o.bus &&
-            sysbus_unit_active_state(e->o.bus, e->unit_name, on_unit_state, e) >= 0)
-                e->unit_busy = true;
+        if (e->unit_call || !ops || unit_backing_off(e))
+                return NULL;
+        c = unit_call_new(e);
+        if (!c)
+                return NULL;
+        if (ops->active_state(e->o.units.ctx, e->unit_name, on_unit_state, c) < 0) {
+                free(c);
+                unit_failed(e);
+                return NULL;
+        }
+        e->unit_call = c;
         return NULL;
 }
 
@@ -861,27 +938,55 @@ static bool unit_is(const char *state, const char *const *any) {
 static const char *const unit_down[] = { "inactive", "failed", NULL };
 static const char *const unit_up[] = { "active", "reloading", NULL };
 
-/* Stops (stop=true) or starts the unit; returns true once it is in the wanted state. */
+/* Stops (stop=true) or starts the configured unit; returns true once it is in the
+ * wanted state. */
 static bool unit_drive(struct engine *e, bool stop) {
-        const char *st = unit_state(e);
+        const struct unit_ops *ops = e->o.units.ops;
+        struct unit_call *c;
+        const char *st;
         int r;
 
-        if (!e->o.bus) {
+        if (!ops) {
                 finish(e, -ENOTCONN, "--driver-stop systemd:%s needs the system bus", strna(e->unit_name));
                 return false;
         }
-        if (!st || e->unit_busy)
+        st = unit_state(e);
+        if (!st || e->unit_call)
                 return false;
         if (unit_is(st, stop ? unit_down : unit_up))
                 return true;
-        r = stop ? sysbus_unit_stop(e->o.bus, e->unit_name, on_unit_job, e)
-                 : sysbus_unit_start(e->o.bus, e->unit_name, on_unit_job, e);
+        if (unit_backing_off(e))
+                return false;
+        c = unit_call_new(e);
+        if (!c) {
+                finish(e, -ENOMEM, "out of memory");
+                return false;
+        }
+        r = stop ? ops->stop(e->o.units.ctx, e->unit_name, on_unit_job, c)
+                 : ops->start(e->o.units.ctx, e->unit_name, on_unit_job, c);
         if (r < 0) {
+                free(c);
                 finish(e, r, "cannot %s unit %s: %s", stop ? "stop" : "start", e->unit_name, strerror(-r));
                 return false;
         }
-        e->unit_busy = true;
+        e->unit_call = c;
+        e->unit_jobs_sent++;
+        e->changed = true;
         return false;
+}
+
+/* "starting unit U: failed (3 attempts, next in 4 s)" and the like. */
+static void unit_message(struct engine *e, const char *doing) {
+        uint64_t now = timesrc_now(e->ts);
+
+        if (e->unit_error && e->unit_retry_at > now)
+                set_message(
+                        e, "%s unit %s: %s (%u attempt%s, next in %llu s)", doing, strna(e->unit_name),
+                        e->unit_error, e->unit_jobs_sent, e->unit_jobs_sent == 1 ? "" : "s",
+                        (unsigned long long)((e->unit_retry_at - now + USEC_PER_SEC - 1) / USEC_PER_SEC));
+        else
+                set_message(e, "%s unit %s%s%s", doing, strna(e->unit_name), e->unit_error ? ": " : "",
+                            strempty(e->unit_error));
 }
 
 /* ---- the phases ---- */
@@ -899,6 +1004,138 @@ static void refuse(struct engine *e) {
         for (size_t i = 0; i < e->plan.n_blockers && len < sizeof(msg) - 1; i++)
                 len += snprintf(msg + len, sizeof(msg) - len, "; %s", e->plan.blockers[i].message);
         finish(e, -EPERM, "%s", msg);
+}
+
+/* Whether drainer.io/message already reads msg (cut as drain_patch_message cuts). */
+static bool message_is(const struct drain_state *st, const char *msg) {
+        size_t l;
+
+        if (!st->message)
+                return false;
+        l = strlen(st->message);
+        return strncmp(st->message, msg, l) == 0 && (msg[l] == 0 || l + 4 >= DRAIN_MESSAGE_MAX);
+}
+
+/* A refusal after preflight, with the node in a phase of a drain: nothing more is
+ * done, drainer.io/message says why (one patch of the message only), then finish()
+ * posts the DrainerBlocked Event. A rerun that is allowed resumes from the phase. */
+static void refuse_on_node(struct engine *e, const struct node_rec *n, const char *msg) {
+        char *body = NULL;
+        int r;
+
+        if (message_is(&e->st, msg))
+                return finish(e, -EPERM, "%s", msg);
+        set_message(e, "%s", msg);
+        r = drain_patch_message(n, msg, &body);
+        if (r < 0)
+                return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+        patch_node(e, body);
+}
+
+/* Blockers that hold at every eviction, found in a phase after preflight (written by
+ * hand, or a pod that came later): the run stops before evicting anything more. */
+static void refuse_blockers(struct engine *e, const struct node_rec *n, enum drain_phase ph) {
+        size_t nb = plan_eviction_blockers(&e->plan), len = 0;
+        char msg[DRAIN_MESSAGE_MAX];
+
+        len += snprintf(msg, sizeof(msg),
+                        "refused in phase %s (%zu blocker%s; evicting nothing more, the node stays in this "
+                        "phase: rerun with the right flags to resume, or uncordon it)",
+                        drain_phase_to_string(ph), nb, nb == 1 ? "" : "s");
+        for (size_t i = 0; i < e->plan.n_blockers && len < sizeof(msg) - 1; i++)
+                if (blocker_kind_holds_at_every_eviction(e->plan.blockers[i].kind))
+                        len += snprintf(msg + len, sizeof(msg) - len, "; %s", e->plan.blockers[i].message);
+        refuse_on_node(e, n, msg);
+}
+
+/* ---- recorded driver stops and this process's configuration ----
+ *
+ * drainer.io/driver-stop says what a drain did to each driver, so that a later run
+ * can undo it; anyone who may patch the Node can write it too. So it never chooses
+ * what drainer does: a recorded stop is undone only if this process's configuration
+ * (--driver-stop, --config) allows it, one rule per strategy, here and nowhere else. */
+
+/* The drain taint goes in every restore; nothing else to undo. */
+static bool undo_allowed_taint(const struct plan_options *o, const struct driver_stop_record *r) {
+        return true;
+}
+
+/* Only the configured label key is ever set back. */
+static bool undo_allowed_label(const struct plan_options *o, const struct driver_stop_record *r) {
+        return o->driver_stop == DRIVER_STOP_LABEL && streq_ptr(o->driver_stop_arg, r->arg);
+}
+
+/* Only the configured unit is ever started. */
+static bool undo_allowed_systemd(const struct plan_options *o, const struct driver_stop_record *r) {
+        return o->driver_stop == DRIVER_STOP_SYSTEMD && streq_ptr(o->driver_stop_arg, r->arg);
+}
+
+static bool undo_allowed_none(const struct plan_options *o, const struct driver_stop_record *r) {
+        return true;
+}
+
+static bool (*const undo_allowed[_DRIVER_STOP_KIND_MAX])(const struct plan_options *o,
+                                                         const struct driver_stop_record *r) = {
+        [DRIVER_STOP_TAINT] = undo_allowed_taint,
+        [DRIVER_STOP_LABEL] = undo_allowed_label,
+        [DRIVER_STOP_SYSTEMD] = undo_allowed_systemd,
+        [DRIVER_STOP_NONE] = undo_allowed_none,
+};
+
+/* Whether a record says what this configuration does to stop the drivers (the same
+ * strategy and key or unit): what a drain may go on from. */
+static bool stop_is_configured(const struct plan_options *o, const struct driver_stop_record *r) {
+        return r->kind == o->driver_stop && streq_ptr(r->arg, o->driver_stop_arg);
+}
+
+/* Refuses (nothing started or changed) because of record r: stop = the drain would
+ * stop the drivers differently from what is recorded, else the undo is not allowed. */
+static void refuse_record(struct engine *e, const struct node_rec *n, const struct driver_stop_record *r,
+                          bool stop) {
+        _cleanup_free_ char *flag = NULL, *have = NULL, *msg = NULL;
+        const char *arg = e->o.plan.driver_stop_arg;
+        int k;
+
+        if (asprintf(&flag, "--driver-stop %s%s%s", driver_stop_kind_to_string(r->kind), r->arg ? ":" : "",
+                     strempty(r->arg)) < 0 ||
+            asprintf(&have, "--driver-stop %s%s%s", driver_stop_kind_to_string(e->o.plan.driver_stop),
+                     arg ? ":" : "", strempty(arg)) < 0)
+                return finish(e, -ENOMEM, "out of memory");
+        if (stop)
+                k = asprintf(&msg,
+                             "refused: %s records \"%s\", but this run's configuration says %s; nothing was "
+                             "stopped. To go on as recorded, run again with %s",
+                             DRAINER_ANN_DRIVER_STOP, flag + strlen("--driver-stop "), have, flag);
+        else
+                k = asprintf(&msg,
+                             "refused: %s records \"%s\", which this run's configuration (%s) does not "
+                             "allow to undo; nothing was started or changed. If that is what the drain did, "
+                             "run again with %s",
+                             DRAINER_ANN_DRIVER_STOP, flag + strlen("--driver-stop "), have, flag);
+        if (k < 0)
+                return finish(e, -ENOMEM, "out of memory");
+        if (!e->needs_flag)
+                e->needs_flag = TAKE_PTR(flag);
+        refuse_on_node(e, n, msg);
+}
+
+/* The first recorded stop this configuration may not undo, or NULL. */
+static const struct driver_stop_record *undo_refused(const struct engine *e) {
+        for (size_t s = 0; s < e->st.n_stops; s++) {
+                const struct driver_stop_record *r = &e->st.stops[s];
+
+                if (r->kind < 0 || r->kind >= _DRIVER_STOP_KIND_MAX || !undo_allowed[r->kind](&e->o.plan, r))
+                        return r;
+        }
+        return NULL;
+}
+
+/* The first recorded stop that is not this configuration's own, or NULL. */
+static const struct driver_stop_record *stop_not_configured(const struct engine *e) {
+        for (size_t s = 0; s < e->st.n_stops; s++)
+                if (!stop_is_configured(&e->o.plan, &e->st.stops[s]))
+                        return &e->st.stops[s];
+        return NULL;
 }
 
 static void record_driver_stop(struct engine *e, const struct node_rec *n) {
@@ -948,9 +1185,21 @@ static void record_driver_stop(struct engine *e, const struct node_rec *n) {
 static void drive_drain(struct engine *e, const struct node_rec *n) {
         const struct drain_state *st = &e->st;
         enum drain_phase ph = st->has_phase ? st->phase : DRAIN_PHASE_PREFLIGHT;
+        const struct driver_stop_record *rec;
         const struct pod_rec *bad = NULL;
         char *body = NULL;
         int r;
+
+        /* The eviction rules hold at every eviction of every phase, whatever drainer.io/state
+         * says: a phase written by hand must not skip preflight's rules, nor may a pod that
+         * came later. (A deleting pod raises none: nothing more is sent for it.) */
+        if (ph >= DRAIN_PHASE_CORDON && ph <= DRAIN_PHASE_STOP_DRIVERS &&
+            plan_eviction_blockers(&e->plan) > 0)
+                return refuse_blockers(e, n, ph);
+        /* Drivers are stopped as configured, and that is what the record must say. */
+        if ((ph == DRAIN_PHASE_WAIT_RELEASED || ph == DRAIN_PHASE_STOP_DRIVERS) && !e->o.skip_driver_stop &&
+            (rec = stop_not_configured(e)))
+                return refuse_record(e, n, rec, true);
 
         switch (ph) {
         case DRAIN_PHASE_WAITING: /* serve got a slot: nothing was changed yet */
@@ -976,7 +1225,7 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                         const char *us = unit_state(e);
 
                         if (!us) {
-                                if (!e->o.bus)
+                                if (!e->o.units.ops)
                                         return finish(e, -ENOTCONN,
                                                       "--driver-stop systemd:%s needs the system bus",
                                                       strna(e->unit_name));
@@ -1088,6 +1337,10 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
         if (ph == DRAIN_PHASE_STOP_DRIVERS) {
                 size_t drivers = driver_pods(&e->plan, false);
 
+                /* Nothing is stopped before it is recorded (a phase written by hand may come
+                 * without the record). */
+                if (st->n_stops == 0)
+                        return record_driver_stop(e, n);
                 if (!released) {
                         /* Never stop a driver while a claim is on the node: wait (and the pods
                          * that came back are being evicted above). */
@@ -1115,8 +1368,7 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                 }
                 case DRIVER_STOP_SYSTEMD:
                         if (!unit_drive(e, true)) {
-                                set_message(e, "stopping unit %s%s%s", strna(e->unit_name),
-                                            e->unit_error ? ": " : "", strempty(e->unit_error));
+                                unit_message(e, "stopping");
                                 return;
                         }
                         drivers = 0;
@@ -1163,6 +1415,7 @@ static bool expects_driver_pods(const struct drain_state *st) {
 static void drive_uncordon(struct engine *e, const struct node_rec *n) {
         const struct drain_state *st = &e->st;
         bool tainted = node_rec_find_taint(n, DRAIN_TAINT_KEY, NULL) != NULL;
+        const struct driver_stop_record *rec;
         const struct pod_rec *bad = NULL;
         const char *missing = NULL;
         char *body = NULL;
@@ -1204,6 +1457,9 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
                 e->finish_sent = true;
                 return patch_node(e, body);
         }
+        /* Before anything changes: each recorded stop must be one this configuration may undo. */
+        if (st->phase < DRAIN_PHASE_UNCORDON && (rec = undo_refused(e)))
+                return refuse_record(e, n, rec, false);
         if (st->phase < DRAIN_PHASE_RESTORE_DRIVERS)
                 return patch_phase(e, n, DRAIN_PHASE_RESTORE_DRIVERS, "restoring the DRA drivers");
 
@@ -1222,24 +1478,18 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
                 for (size_t s = 0; s < st->n_stops; s++) {
                         const struct driver_stop_record *sr = &st->stops[s];
 
-                        if (sr->kind == DRIVER_STOP_SYSTEMD && sr->arg) {
-                                if (!streq_ptr(e->unit_name, sr->arg)) {
-                                        /* Undo what was recorded, whatever this run's flag says. */
-                                        free(e->unit_name);
-                                        e->unit_name = strdup(sr->arg);
-                                        e->unit_state = mfree(e->unit_state);
-                                        if (!e->unit_name)
-                                                return finish(e, -ENOMEM, "out of memory");
-                                }
+                        /* undo_refused() let only this configuration's unit and label key through. */
+                        if (sr->kind == DRIVER_STOP_SYSTEMD) {
                                 if (!unit_drive(e, false)) {
-                                        set_message(e, "starting unit %s%s%s", sr->arg,
-                                                    e->unit_error ? ": " : "", strempty(e->unit_error));
+                                        unit_message(e, "starting");
                                         return;
                                 }
                         }
-                        if (sr->kind == DRIVER_STOP_LABEL && sr->arg &&
-                            streq_ptr(kv_get(n->labels, n->n_labels, sr->arg), DRIVER_PAUSED_VALUE)) {
-                                r = drain_patch_label(n, sr->arg, sr->had_old ? sr->old_value : NULL, &body);
+                        if (sr->kind == DRIVER_STOP_LABEL &&
+                            streq_ptr(kv_get(n->labels, n->n_labels, e->o.plan.driver_stop_arg),
+                                      DRIVER_PAUSED_VALUE)) {
+                                r = drain_patch_label(n, e->o.plan.driver_stop_arg,
+                                                      sr->had_old ? sr->old_value : NULL, &body);
                                 if (r < 0)
                                         return finish(e, r, "cannot build the node patch: %s", strerror(-r));
                                 return patch_node(e, body);
@@ -1337,7 +1587,9 @@ static void metrics_drivers(struct engine *e) {
         for (size_t s = 0; e->has_st && s < e->st.n_stops; s++) {
                 if (e->st.stops[s].daemonset)
                         driver_key_add(&d, false, "%s", e->st.stops[s].daemonset);
-                if (e->st.stops[s].kind == DRIVER_STOP_SYSTEMD && e->st.stops[s].arg)
+                /* Only the configured unit is ever asked about (a recorded one elsewhere is refused). */
+                if (e->st.stops[s].kind == DRIVER_STOP_SYSTEMD &&
+                    streq_ptr(e->st.stops[s].arg, e->unit_name))
                         driver_key_add(&d, unit_is(e->unit_state, unit_up), "systemd:%s",
                                        e->st.stops[s].arg);
         }
@@ -1690,6 +1942,8 @@ void engine_free(struct engine *e) {
         if (e->has_st)
                 drain_state_done(&e->st);
         free(e->probe_uid);
+        if (e->unit_call)
+                e->unit_call->engine = NULL; /* its callback frees it */
         free(e->unit_state);
         free(e->unit_error);
         free(e->unit_name);
@@ -1703,6 +1957,7 @@ void engine_free(struct engine *e) {
         free(e->pod_fs);
         free(e->message);
         free(e->final_message);
+        free(e->needs_flag);
         for (size_t i = 0; i < e->n_m_drivers; i++)
                 free(e->m_drivers[i]);
         free(e);

@@ -236,6 +236,21 @@ const char *blocker_kind_to_string(enum blocker_kind k) {
         return blocker_kind_table[k];
 }
 
+bool blocker_kind_holds_at_every_eviction(enum blocker_kind k) {
+        /* A driver's health matters before the drain starts; once drivers are being
+         * stopped they are unhealthy by design. */
+        return k >= 0 && k < _BLOCKER_KIND_MAX && k != BLOCKER_DRIVER_UNHEALTHY;
+}
+
+size_t plan_eviction_blockers(const struct plan *p) {
+        size_t n = 0;
+
+        assert(p);
+        for (size_t i = 0; i < p->n_blockers; i++)
+                n += blocker_kind_holds_at_every_eviction(p->blockers[i].kind);
+        return n;
+}
+
 /* state.h names the strategies too, but plan must not need state.c to link. */
 static const char *strategy_name(enum driver_stop_kind k) {
         switch (k) {
@@ -280,7 +295,12 @@ static bool group_is_workload(enum evict_group g) {
 static void classify(struct plan_pod *pp, const struct plan_options *o) {
         const struct pod_rec *p = pp->pod;
 
-        pp->cls = pod_classify(p, o->driver_selectors, o->n_driver_selectors);
+        pp->cls = pod_classify(p, &(const struct driver_filter){
+                                          .selectors = o->driver_selectors,
+                                          .n_selectors = o->n_driver_selectors,
+                                          .namespaces = o->driver_namespaces,
+                                          .n_namespaces = o->n_driver_namespaces,
+                                  });
         pp->critical = is_critical(p);
         pp->skip_reason = NULL;
 

@@ -253,6 +253,7 @@ static int pod_build(const cJSON *obj, struct packer *pk, struct pod_rec *p) {
                 struct owner_ref *o = pk_array(pk, 1, sizeof(struct owner_ref)), scratch;
                 struct owner_ref *e = ELEM(o, 0, scratch);
 
+                e->api_version = pk_opt(pk, jstr(ctl, "apiVersion"));
                 e->kind = pk_opt(pk, jstr(ctl, "kind"));
                 e->name = pk_opt(pk, jstr(ctl, "name"));
                 e->uid = pk_opt(pk, jstr(ctl, "uid"));

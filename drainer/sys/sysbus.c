@@ -692,6 +692,28 @@ int sysbus_unit_active_state(struct sysbus *b, const char *unit, unit_state_fn d
         return 0;
 }
 
+static int units_stop(void *ctx, const char *unit, unit_job_fn done, void *userdata) {
+        return sysbus_unit_stop(ctx, unit, done, userdata);
+}
+
+static int units_start(void *ctx, const char *unit, unit_job_fn done, void *userdata) {
+        return sysbus_unit_start(ctx, unit, done, userdata);
+}
+
+static int units_active_state(void *ctx, const char *unit, unit_state_fn done, void *userdata) {
+        return sysbus_unit_active_state(ctx, unit, done, userdata);
+}
+
+struct units sysbus_units(struct sysbus *b) {
+        static const struct unit_ops ops = {
+                .stop = units_stop,
+                .start = units_start,
+                .active_state = units_active_state,
+        };
+
+        return b ? (struct units){ .ops = &ops, .ctx = b } : (struct units){};
+}
+
 /* ---- logind ---- */
 
 static int read_delay_max(sd_bus_message *m, uint64_t *ret) {

@@ -45,7 +45,7 @@ enum claim_on_node_reason claim_on_node(const struct claim_rec *c, const char *n
                                         const struct slice_rec *const *slices, size_t n_slices);
 
 enum pod_class {
-        POD_CLASS_DRIVER,       /* runs a DRA kubelet plugin (matches a driver selector) */
+        POD_CLASS_DRIVER,       /* runs a DRA kubelet plugin (pod_is_driver) */
         POD_CLASS_MIRROR,       /* static pod's mirror: the API cannot evict it */
         POD_CLASS_DAEMONSET,    /* controller is a DaemonSet, holds no claims */
         POD_CLASS_CLAIM_HOLDER, /* holds claims (DaemonSet pods included: a blocker later) */
@@ -59,11 +59,25 @@ enum pod_class {
 const char *pod_class_to_string(enum pod_class c);
 enum pod_class pod_class_from_string(const char *s);
 
-/* Checks in this order: driver, mirror, finished, claim holder, DaemonSet,
- * workload. driver_selectors: n parsed selectors (NULL entries are skipped; an
- * empty selector matches every pod, so callers should refuse one). */
-enum pod_class pod_classify(const struct pod_rec *p, const struct selector *const *driver_selectors,
-                            size_t n);
+/* Which pods are DRA driver pods (DESIGN.md "Terms"): those a DaemonSet controls
+ * (controller ownerReference kind DaemonSet, apiVersion apps/v1) that match one of
+ * the selectors and, when namespaces are given, run in one of them. A pod with a
+ * driver's labels that no DaemonSet controls, or outside those namespaces, is not
+ * a driver: it is ordinary workload. Selectors: n parsed selectors (NULL entries
+ * are skipped; an empty selector matches every pod, so callers should refuse one). */
+struct driver_filter {
+        const struct selector *const *selectors;
+        size_t n_selectors;
+        const char *const *namespaces; /* --driver-namespace; none: any namespace */
+        size_t n_namespaces;
+};
+
+/* f NULL: no pod is a driver. */
+bool pod_is_driver(const struct pod_rec *p, const struct driver_filter *f);
+
+/* Checks in this order: driver (pod_is_driver), mirror, finished, claim holder,
+ * DaemonSet, workload. */
+enum pod_class pod_classify(const struct pod_rec *p, const struct driver_filter *f);
 
 /* Label selectors of the well-known DRA kubelet plugin pods, NULL-terminated:
  * app.kubernetes.io/component=kubeletplugin (dra-example-driver and others),

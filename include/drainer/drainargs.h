@@ -11,7 +11,8 @@
 #include "drainer/state.h"
 #include "drainer/verbs.h"
 
-#define MAX_DRIVER_SELECTORS 16
+#define MAX_DRIVER_SELECTORS  16
+#define MAX_DRIVER_NAMESPACES 16
 
 enum {
         OPT_POD_SELECTOR = 0x100,
@@ -28,6 +29,8 @@ enum {
         OPT_FORCE_UNCORDON,
         OPT_RESTORE_ON_FAILURE,
         OPT_SKIP_DRIVER_STOP,
+        OPT_DRIVER_NAMESPACE,
+        OPT_CONFIG,
 };
 
 struct drain_args {
@@ -39,6 +42,9 @@ struct drain_args {
                 skip_driver_stop;
         const char *driver_selectors[MAX_DRIVER_SELECTORS + 1];
         size_t n_driver_selectors;
+        const char *driver_namespaces[MAX_DRIVER_NAMESPACES + 1];
+        size_t n_driver_namespaces;
+        const char *config; /* --config FILE (already read: see config_argv_build) */
         enum driver_stop_kind stop;
         const char *stop_arg;
         const char *health;
@@ -64,3 +70,28 @@ int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain
                      const struct option *more, verb_opt_fn more_fn, void *more_ud);
 void drain_args_done(struct drain_args *a);
 void fill_plan_options(const struct drain_args *a, struct plan_options *po);
+
+/* --driver-namespace NS for the verbs with flags of their own (status, guard): adds
+ * NS to the n of at most MAX_DRIVER_NAMESPACES in v (NULL-terminated); logs and
+ * returns -EINVAL when NS is not a namespace name or there are too many. */
+int driver_namespace_add(const char **v, size_t *n, const char *ns);
+
+/* --config FILE: the YAML mapping of flag names that serve, plan, drain, uncordon
+ * and maintain read, one key per flag (`key: value`, `key: [a, b]` for repeatable
+ * flags, `key: true` for a switch, `false` leaves it out). Its settings become
+ * "--key value" arguments placed after argv[0] (the verb) and before the command
+ * line's, so flags win and repeatable ones add up. Keys in skip (NULL-terminated,
+ * may be NULL) are left out: the drain verbs read serve's file and skip the keys
+ * of serve's own flags (serve_config_keys). An unknown key is an error later, as
+ * an unknown flag. */
+struct config_argv {
+        char **argv; /* owned array; the strings are argv's or owned[] */
+        int argc;
+        char **owned;
+        size_t n_owned;
+};
+/* Returns 0, or a negative errno (logged: the file, the line). */
+int config_argv_build(int argc, char **argv, const char *const *skip, struct config_argv *ret);
+void config_argv_done(struct config_argv *c);
+/* The config keys of serve's own flags (node, all-nodes, ...): NULL-terminated. */
+extern const char *const serve_config_keys[];

@@ -10,12 +10,12 @@
 #include "drainer/macro.h"
 #include "drainer/plan.h"
 #include "drainer/state.h"
+#include "drainer/units.h"
 
 struct kube_client;
 struct timesrc;
 struct transport;
 struct health_target;
-struct sysbus;
 struct engine;
 
 enum engine_goal {
@@ -35,7 +35,7 @@ struct engine_options {
         const struct health_target *driver_health; /* NULL: no gRPC probe */
         uint64_t timeout_usec;                     /* 0: none; counts from engine_start() of this run */
         const char *instance;                      /* reportingInstance of Events (hostname) */
-        struct sysbus *bus;                        /* systemd:UNIT strategy: the system bus (borrowed) */
+        struct units units; /* systemd:UNIT strategy: unit control (ops NULL: none on this host) */
 };
 
 /* One pod whose eviction a PodDisruptionBudget (or something else) holds back. */
@@ -57,8 +57,19 @@ struct engine_progress {
         const char *message; /* what the engine waits for, or did last */
 };
 
+/* result:
+ *  0           the goal is reached;
+ *  -ETIMEDOUT  timeout_usec ran out;
+ *  -EPERM      refused, the node left as it was found: by a blocker (plan->blockers; in
+ *              preflight, or in any later phase of a drain: the eviction rules hold at
+ *              every eviction, whatever the annotations say), by a recorded action this
+ *              configuration does not allow (needs_flag says which flag would), or, for
+ *              an uncordon, because someone else cordoned the node;
+ *  other       errors (API, malformed annotations, ...).
+ * A refusal after preflight writes drainer.io/message; every refusal posts a
+ * DrainerBlocked Event. */
 struct engine_summary {
-        int result; /* 0, -ETIMEDOUT, -EPERM (preflight refused), other errors */
+        int result;
         enum drain_phase last_phase;
         bool has_phase;
         uint64_t phase_usec[_DRAIN_PHASE_MAX]; /* time spent in each phase in this run */
@@ -67,7 +78,15 @@ struct engine_summary {
         size_t claims_waited; /* distinct claims seen on the node while waiting */
         uint64_t total_usec;
         const char *message;     /* final message (blockers, what remained, ...) */
-        const struct plan *plan; /* the last plan (preflight refusals list blockers here) */
+        const struct plan *plan; /* the last plan (refusals by blockers list them here) */
+        /* Whether the node is, or was during this run, out of the state drainer found it in
+         * before any drain: a phase past preflight seen, or a Node patch, eviction or unit
+         * job sent by this run. false for a refusal in preflight: nothing was changed. */
+        bool changed;
+        /* -EPERM because drainer.io/driver-stop records an action this run's configuration
+         * does not allow: the flag that would, e.g. "--driver-stop systemd:dra-driver.service".
+         * NULL otherwise. Nothing was started or changed for it. */
+        const char *needs_flag;
 };
 
 struct engine_callbacks {

@@ -17,7 +17,7 @@
 /* Optional strings are NULL when absent or empty; label values keep "". */
 
 struct owner_ref {
-        const char *kind, *name, *uid;
+        const char *api_version, *kind, *name, *uid;
         bool controller;
 };
 

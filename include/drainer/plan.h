@@ -69,12 +69,18 @@ enum blocker_kind {
 /* "unmanaged", "emptydir", "daemonset-claim-tolerates", "driver-tolerates", "driver-unhealthy",
  * "multiple-pdbs", "claim-holder-filtered"; NULL if out of range */
 const char *blocker_kind_to_string(enum blocker_kind k);
+/* Whether a blocker of this kind is a rule of the evictions themselves (every kind
+ * but driver-unhealthy): it holds at every eviction of every phase, not only in
+ * preflight, whatever drainer.io/state says. */
+bool blocker_kind_holds_at_every_eviction(enum blocker_kind k);
 
 struct plan_options {
         const struct selector
                 *pod_selector; /* --pod-selector: only matching pods are evicted (NULL = all) */
         const struct selector *const *driver_selectors; /* parsed --driver-selector, or the defaults */
         size_t n_driver_selectors;
+        const char *const *driver_namespaces; /* --driver-namespace: driver pods only there (none: any) */
+        size_t n_driver_namespaces;
         bool force; /* evict pods without a controller */
         bool delete_emptydir_data;
         enum driver_stop_kind driver_stop;
@@ -131,6 +137,10 @@ int plan_build(const struct node_rec *node, const struct pod_rec *const *pods, s
                size_t n_slices, const struct pdb_rec *const *pdbs, size_t n_pdbs,
                const struct plan_options *o, struct plan *ret);
 void plan_done(struct plan *p);
+
+/* How many of the plan's blockers hold at every eviction
+ * (blocker_kind_holds_at_every_eviction). */
+size_t plan_eviction_blockers(const struct plan *p);
 
 /* Adds a blocker (e.g. BLOCKER_DRIVER_UNHEALTHY from a failed health probe); the
  * message is copied. Returns 0 or -ENOMEM. */

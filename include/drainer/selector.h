@@ -54,3 +54,5 @@ void selectors_free(struct selector **v, size_t n);
 /* Label key/value syntax (validation.IsQualifiedName / IsValidLabelValue). */
 bool label_key_is_valid(const char *k);
 bool label_value_is_valid(const char *v);
+/* An RFC 1123 label (validation.IsDNS1123Label): what a namespace name must be. */
+bool dns1123_label_is_valid(const char *s);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "drainer/macro.h"
+#include "drainer/units.h"
 
 struct uv_loop_s;
 struct sysbus;
@@ -31,10 +32,8 @@ void sysbus_close(struct sysbus *b, void (*close_cb)(void *userdata), void *user
 
 /* ---- units (org.freedesktop.systemd1) ---- */
 
-/* result: the JobRemoved result ("done", "failed", "canceled", "timeout", "dependency",
- * "skipped"), or NULL when error < 0 (D-Bus error, message in *message if any). Runs
- * exactly once, never from inside the call that started it. */
-typedef void (*unit_job_fn)(int error, const char *result, const char *message, void *userdata);
+/* unit_job_fn (units.h): result is the JobRemoved result, or NULL when error < 0
+ * (a D-Bus error, its message in message if any). */
 
 /* StopUnit/StartUnit(unit, "replace"), then waits for the job's JobRemoved signal
  * (Subscribe()d, and matched before the method call so none is missed). A job
@@ -46,8 +45,11 @@ int sysbus_unit_start(struct sysbus *b, const char *unit, unit_job_fn done, void
 /* ActiveState of the unit ("active", "inactive", "failed", "activating", ...):
  * GetUnit, or LoadUnit when the unit is not loaded (a unit with no unit file then
  * reads "inactive"), then the org.freedesktop.systemd1.Unit property. */
-typedef void (*unit_state_fn)(int error, const char *active_state, void *userdata);
 int sysbus_unit_active_state(struct sysbus *b, const char *unit, unit_state_fn done, void *userdata);
+
+/* The three calls above as the engine's unit control (units.h); b may be NULL
+ * (no bus: ops NULL). */
+struct units sysbus_units(struct sysbus *b);
 
 /* ---- logind (org.freedesktop.login1) ---- */
 
