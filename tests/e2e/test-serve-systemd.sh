@@ -19,7 +19,17 @@
 #     not later, and the drain goes on.
 #  4. drainer drain node-3 --driver-stop systemd:dra-driver.service stops the unit
 #     (StopUnit after the node's claims were released; the driver pod is left
-#     alone) and drainer uncordon starts it again.
+#     alone); drainer uncordon without that flag refuses (exit 1, prints the command
+#     with the flag, starts nothing), with --config FILE naming the unit it starts it.
+#  5. (issue 13, item 1) kubectl annotate node node-3 drainer.io/state=restore-drivers
+#     'drainer.io/driver-stop=[{"strategy":"systemd","unit":"reboot.target"}]': no
+#     StartUnit(reboot.target) on the bus (the stand-in has that unit and would
+#     start it) from uncordon (default flags, another unit, a --config file) nor from
+#     serve; each exits 1 / serve keeps running, the Node's message and a
+#     DrainerBlocked Event say why; serve reports it once and waits: no second
+#     engine run until the annotations change, then it acts.
+#  6. a unit whose start job fails (broken.service) is retried with backoff: a
+#     handful of StartUnit calls in 8 s, each gap about twice the last.
 # Skipped (one SKIP line, counted as passed) when dbus-daemon is not installed.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_drainer
@@ -78,7 +88,7 @@ wait_until 10 test -s "$bus_dir/address" || { fail "dbus-daemon did not start: $
 export DBUS_SYSTEM_BUS_ADDRESS=unix:path=$bus_dir/bus
 dbus-monitor --address "$DBUS_SYSTEM_BUS_ADDRESS" >"$bus_dir/monitor.log" 2>&1 &
 mon_pid=$!
-"$FAKE_SYSTEMD" >"$bus_dir/fake.out" 2>&1 &
+"$FAKE_SYSTEMD" reboot.target=inactive >"$bus_dir/fake.out" 2>&1 &
 fake_pid=$!
 wait_until 10 grep -qx READY "$bus_dir/fake.out" || { fail "fake-systemd did not start: $(cat "$bus_dir/fake.out")"; finish; exit 1; }
 pass "private system bus with the login1/systemd1 stand-in ($DBUS_SYSTEM_BUS_ADDRESS)"
@@ -369,12 +379,103 @@ if [ "${#stops[@]}" -ge 1 ]; then
 		fail "cannot find the claim release (${t_released:-none}) or the holder's deletion (${t_gone:-none}) in the audit log"
 	fi
 fi
-drainer_run sduncordon uncordon node-3
-check_rc "uncordon node-3" 0 sduncordon
+drainer_run sdnoflag uncordon node-3
+check_rc "uncordon node-3 without --driver-stop systemd:dra-driver.service: refused" 1 sdnoflag
+check "... it prints the command to run with the flag" \
+	grep -q -- "run: drainer uncordon node-3 --driver-stop systemd:dra-driver.service" "$e2e_tmp/sdnoflag.err"
+sleep 0.3
+check_eq "... and started nothing" "" "$(bus_calls StartUnit dra-driver.service)"
+check_eq "... node-3 stays drained" drained "$(node_state node-3)"
+# The file serve reads (its own keys included: the drain verbs skip them).
+cat >"$e2e_tmp/drainer.yaml" <<'YAML'
+node: node-3
+max-parallel: 1
+on-shutdown: false
+metrics-addr: ""
+driver-selector:
+  - app.kubernetes.io/component=kubeletplugin
+driver-stop: systemd:dra-driver.service
+YAML
+drainer_run sduncordon uncordon node-3 --config "$e2e_tmp/drainer.yaml"
+check_rc "uncordon node-3 --config FILE (driver-stop: systemd:dra-driver.service)" 0 sduncordon
 check_eq "the unit is active again" active "$(unit_state dra-driver.service)"
 mapfile -t starts < <(bus_calls StartUnit dra-driver.service)
 check_eq "one StartUnit(dra-driver.service) on the bus" 1 "${#starts[@]}"
 [ "${#starts[@]}" -lt 1 ] || [ "${#stops[@]}" -lt 1 ] || check "StartUnit after StopUnit" fle "${stops[0]}" "${starts[0]}"
 check "node-3 back in service" wait_until 30 node_restored node-3
 check_eq "no drainer.io annotation left on node-3" "{}" "$(node_drainer_anns node-3)"
+
+# ---- 5. a recorded unit the configuration does not name ---------------------------
+echo "- 5. drainer.io/driver-stop names reboot.target"
+kubectl delete namespace "$ns" --ignore-not-found --wait=false >/dev/null 2>&1
+check_eq "the stand-in has reboot.target, inactive (StartUnit would start it)" inactive "$(unit_state reboot.target)"
+kubectl annotate --overwrite node node-3 drainer.io/state=restore-drivers \
+	'drainer.io/driver-stop=[{"strategy":"systemd","unit":"reboot.target"}]' >/dev/null
+delete_node_events node-3
+# what uncordon could change: all but drainer.io/message
+fp_of() { node_fingerprint node-3 | jq -c 'del(.ann["drainer.io/message"])'; }
+fp=$(fp_of)
+blocked() { node_events node-3 "$e2e_tmp/n3ev.json"; jq '[.[] | select(.reason == "DrainerBlocked") | .count] | add // 0' "$e2e_tmp/n3ev.json"; }
+refused_run() { # TAG EXPECTED-RERUN ARGS...
+	local tag=$1 rerun=$2 b
+	shift 2
+	b=$(blocked)
+	drainer_run "$tag" uncordon node-3 "$@"
+	check_rc "uncordon node-3 $*: refused" 1 "$tag"
+	check "... it prints: run: $rerun" grep -qF -- "run: $rerun" "$e2e_tmp/$tag.err"
+	audit_window "$run_start" "$e2e_tmp/$tag.audit"
+	# (the message once: a run that finds it written already writes only the Event)
+	check_eq "... its only writes: one Event and at most the Node's message" "" \
+		"$(drainer_writes "$e2e_tmp/$tag.audit" | grep -v '^create events default/' | grep -vx 'patch nodes /node-3')"
+	check_eq "... one Event" 1 "$(drainer_writes "$e2e_tmp/$tag.audit" | grep -c '^create events default/')"
+	check_eq "... nothing else on node-3 changed" "$fp" "$(fp_of)"
+	check_eq "... one more DrainerBlocked Event" $((b + 1)) "$(blocked)"
+}
+refused_run forged1 "drainer uncordon node-3 --driver-stop systemd:reboot.target"
+check "drainer.io/message says why" bash -c "grep -q 'reboot.target' <<<\"\$(kubectl get node node-3 -o json | jq -r '.metadata.annotations[\"drainer.io/message\"]')\""
+refused_run forged2 "drainer uncordon node-3 --driver-stop systemd:reboot.target" --driver-stop systemd:dra-driver.service
+refused_run forged3 "drainer uncordon node-3 --config $e2e_tmp/drainer.yaml --driver-stop systemd:reboot.target" --config "$e2e_tmp/drainer.yaml"
+check_eq "the DrainerBlocked Event says why" 1 "$(jq '[.[] | select(.reason == "DrainerBlocked" and (.message | contains("reboot.target")))] | length | if . > 0 then 1 else 0 end' "$e2e_tmp/n3ev.json")"
+
+echo "- 5. serve --node node-3 with the same annotations"
+b=$(blocked)
+a5=$(audit_lines)
+serve_start sd5 serve --node node-3 --metrics-addr ""
+more_blocked() { [ "$(blocked)" -gt "$1" ]; }
+check "serve refuses: a DrainerBlocked Event" wait_until 20 more_blocked "$b"
+sleep 4
+check "serve keeps running" serve_alive sd5
+audit_since "$a5" "$e2e_tmp/sd5.audit"
+engine_runs() { jq '[.[] | select(.userAgent | startswith("drainer/")) | select(.verb == "list" and .objectRef.resource == "pods")] | length' "$1"; }
+check_eq "it reported once and waits: one engine run in 4 s (lists of node-3's pods)" 1 "$(engine_runs "$e2e_tmp/sd5.audit")"
+check_eq "... one DrainerBlocked Event" $((b + 1)) "$(blocked)"
+check_eq "... nothing else on node-3 changed" "$fp" "$(fp_of)"
+echo "  a change of the annotations: the record says taint"
+kubectl annotate --overwrite node node-3 'drainer.io/driver-stop=[{"strategy":"taint"}]' >/dev/null
+if ! check "serve acts on the change: node-3 back in service (<= 30 s)" wait_until 30 node_restored node-3; then
+	serve_log sd5 20
+fi
+serve_stop sd5
+check_eq "SIGTERM: exit 0" 0 "$serve_rc"
+sleep 0.3
+check_eq "no StartUnit(reboot.target) on the bus, ever" "" "$(bus_calls StartUnit reboot.target)"
+check_eq "reboot.target untouched (no StopUnit either)" "" "$(bus_calls StopUnit reboot.target)"
+check_eq "reboot.target still inactive" inactive "$(unit_state reboot.target)"
+
+# ---- 6. a unit that fails to start: backoff ---------------------------------------
+echo "- 6. a recorded, configured unit whose start job fails: broken.service"
+kubectl cordon node-3 >/dev/null
+kubectl annotate --overwrite node node-3 drainer.io/state=restore-drivers drainer.io/was-unschedulable=false \
+	'drainer.io/driver-stop=[{"strategy":"systemd","unit":"broken.service"}]' >/dev/null
+drainer_run broken uncordon node-3 --driver-stop systemd:broken.service --timeout 8s
+check_rc "uncordon --driver-stop systemd:broken.service --timeout 8s: timed out" 3 broken
+sleep 0.3
+mapfile -t starts < <(bus_calls StartUnit broken.service)
+gaps=$(printf '%s\n' "${starts[@]}" | awk 'NR > 1 { printf "%s%.2f", sep, $1 - p; sep = " " } { p = $1 }')
+echo "  ${#starts[@]} StartUnit(broken.service) calls in 8 s; gaps: $gaps s"
+check "retried with backoff: 3 to 6 StartUnit calls in 8 s (${#starts[@]})" bash -c "[ ${#starts[@]} -ge 3 ] && [ ${#starts[@]} -le 6 ]"
+check "each gap at least 1.5 times the one before ($gaps)" \
+	awk -v g="$gaps" 'BEGIN { n = split(g, a, " "); for (i = 2; i <= n; i++) if (a[i] < 1.5 * a[i - 1]) exit 1; exit !(n >= 2) }'
+check "drainer says what fails (starting unit broken.service: failed ...)" grep -q 'unit broken.service: failed' "$e2e_tmp/broken.err"
+reset_node node-3
 finish

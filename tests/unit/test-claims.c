@@ -360,13 +360,15 @@ static void test_classify(void **state) {
 
         assert_int_equal(selectors_parse_strv(claims_default_driver_selectors, &sel, &n, NULL), 0);
         assert_int_equal(n, 3);
-#define CLASSIFY(pod) pod_classify((pod), (const struct selector *const *)sel, n)
+        struct driver_filter f = { .selectors = (const struct selector *const *)sel, .n_selectors = n };
+#define CLASSIFY(pod) pod_classify((pod), &f)
 
         /* driver first: a DaemonSet pod with the kubeletplugin label */
         p = pod_of(load("pod-driver.json"));
         assert_int_equal(CLASSIFY(p), POD_CLASS_DRIVER);
         /* without driver selectors it is an ordinary DaemonSet pod */
-        assert_int_equal(pod_classify(p, NULL, 0), POD_CLASS_DAEMONSET);
+        assert_int_equal(pod_classify(p, NULL), POD_CLASS_DAEMONSET);
+        assert_int_equal(pod_classify(p, &(struct driver_filter){}), POD_CLASS_DAEMONSET);
         pod_rec_free(p);
 
         /* driver even when finished, or holding a claim of its own */
@@ -445,11 +447,86 @@ static void test_classify(void **state) {
         pod_rec_free(p);
         p = mkpod("default", "bare", "u", "node-1", NULL, NULL);
         assert_int_equal(CLASSIFY(p), POD_CLASS_WORKLOAD);
-        assert_int_equal(pod_classify(p, NULL, 0), POD_CLASS_WORKLOAD);
+        assert_int_equal(pod_classify(p, NULL), POD_CLASS_WORKLOAD);
         pod_rec_free(p);
 
         selectors_free(sel, n);
 #undef CLASSIFY
+}
+
+/* Issue 13, item 6: a driver pod is a pod of a DaemonSet (its controller
+ * ownerReference, apps/v1), and with --driver-namespace one of those namespaces;
+ * anything else with a driver's labels is ordinary workload. */
+static void test_driver_lookalikes(void **state) {
+        static const char *const ns_driver[] = { "dra-example-driver", NULL }, *const ns_other[] = {
+                "gpu-operator", "kube-system", NULL
+        };
+        struct selector **sel = NULL;
+        size_t n = 0;
+        struct pod_rec *p;
+        cJSON *j, *meta;
+
+        assert_int_equal(selectors_parse_strv(claims_default_driver_selectors, &sel, &n, NULL), 0);
+        struct driver_filter any = { .selectors = (const struct selector *const *)sel, .n_selectors = n };
+        struct driver_filter here = any, elsewhere = any;
+
+        here.namespaces = ns_driver;
+        here.n_namespaces = 1;
+        elsewhere.namespaces = ns_other;
+        elsewhere.n_namespaces = 2;
+
+        /* the real one, in its namespace or anywhere */
+        p = pod_of(load("pod-driver.json"));
+        assert_true(pod_is_driver(p, &any));
+        assert_true(pod_is_driver(p, &here));
+        /* --driver-namespace names other namespaces: a DaemonSet pod like any other */
+        assert_false(pod_is_driver(p, &elsewhere));
+        assert_int_equal(pod_classify(p, &elsewhere), POD_CLASS_DAEMONSET);
+        pod_rec_free(p);
+
+        /* the same labels without an ownerReference: a tenant's bare pod */
+        j = load("pod-driver.json");
+        meta = cJSON_GetObjectItemCaseSensitive(j, "metadata");
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "ownerReferences");
+        p = pod_of(j);
+        assert_false(pod_is_driver(p, &any));
+        assert_int_equal(pod_classify(p, &any), POD_CLASS_WORKLOAD);
+        pod_rec_free(p);
+
+        /* ... controlled by a ReplicaSet (a Deployment) */
+        j = load("pod-driver.json");
+        meta = cJSON_GetObjectItemCaseSensitive(j, "metadata");
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "ownerReferences");
+        cJSON_AddItemToObject(meta, "ownerReferences",
+                              parse("[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"name\":\"x\","
+                                    "\"uid\":\"u\",\"controller\":true}]"));
+        p = pod_of(j);
+        assert_int_equal(pod_classify(p, &any), POD_CLASS_WORKLOAD);
+        pod_rec_free(p);
+
+        /* ... a DaemonSet owner that is not the controller, or of another API group */
+        j = load("pod-driver.json");
+        meta = cJSON_GetObjectItemCaseSensitive(j, "metadata");
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "ownerReferences");
+        cJSON_AddItemToObject(meta, "ownerReferences",
+                              parse("[{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"name\":\"x\","
+                                    "\"uid\":\"u\"}]"));
+        p = pod_of(j);
+        assert_int_equal(pod_classify(p, &any), POD_CLASS_WORKLOAD);
+        pod_rec_free(p);
+        j = load("pod-driver.json");
+        meta = cJSON_GetObjectItemCaseSensitive(j, "metadata");
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "ownerReferences");
+        cJSON_AddItemToObject(meta, "ownerReferences",
+                              parse("[{\"apiVersion\":\"example.com/v1\",\"kind\":\"DaemonSet\","
+                                    "\"name\":\"x\",\"uid\":\"u\",\"controller\":true}]"));
+        p = pod_of(j);
+        assert_false(pod_is_driver(p, &any));
+        /* (kubectl drain's DaemonSet filter looks at the kind only; so does drainer's) */
+        assert_int_equal(pod_classify(p, &any), POD_CLASS_DAEMONSET);
+        pod_rec_free(p);
+
+        selectors_free(sel, n);
 }
 
 int main(void) {
@@ -459,6 +536,7 @@ int main(void) {
                 cmocka_unit_test(test_node_local_vs_network), cmocka_unit_test(test_slice_named_pool),
                 cmocka_unit_test(test_claim_on_another_node), cmocka_unit_test(test_unallocated),
                 cmocka_unit_test(test_reason_strings),        cmocka_unit_test(test_classify),
+                cmocka_unit_test(test_driver_lookalikes),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

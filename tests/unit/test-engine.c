@@ -3,7 +3,12 @@
  * time (a concurrent one makes the API server retry the budget update past the
  * request's end, which after a crash leaves a running pod counted as disrupted for
  * 2 minutes); pods under different budgets, or none, still go out together; a
- * terminal pod being deleted holds the driver stop until it is gone. */
+ * terminal pod being deleted holds the driver stop until it is gone.
+ * Issue 13: annotations are requests, never authority: a recorded unit or label key
+ * the configuration does not name is never touched (refused, with the message on
+ * the Node and a DrainerBlocked Event); a unit that fails to start is retried with
+ * backoff; a phase written by hand keeps every eviction rule; a pod with a driver's
+ * labels that no DaemonSet controls is workload. Unit control is a fake here. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,9 +22,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
+#include "drainer/claims.h"
 #include "drainer/client.h"
 #include "drainer/engine.h"
+#include "drainer/events.h"
 #include "drainer/kubeconfig.h"
+#include "drainer/selector.h"
 #include "drainer/timesrc.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
@@ -35,6 +45,30 @@
 #define PDBS     "/apis/policy/v1/poddisruptionbudgets"
 #define EVICTION "/api/v1/namespaces/demo/pods/"
 
+/* Unit control as systemd would answer it: every call completes UNIT_DELAY later. */
+#define UNIT_DELAY (20 * MS)
+#define MAX_OPS    64
+
+struct fake_op {
+        bool job, start;
+        unit_job_fn job_done;
+        unit_state_fn state_done;
+        void *userdata;
+        uint64_t due;
+};
+
+struct fake_units {
+        struct env *env;
+        struct fake_op ops[MAX_OPS];
+        size_t n_ops;
+        const char *active_state; /* what a query answers */
+        const char *start_result; /* a start job's result: "done" (the unit becomes active) or "failed" */
+        int start_error;          /* < 0: StartUnit itself fails (asynchronously) with this */
+        unsigned starts, stops, queries;
+        uint64_t start_at[256]; /* when each start was asked */
+        char last_unit[256];
+};
+
 struct env {
         char dir[64], kubeconfig[96];
         struct fake_clock *clock;
@@ -45,6 +79,13 @@ struct env {
         struct engine *engine;
         bool finished;
         int result;
+        struct engine_summary summary; /* at on_finished; strings copied below */
+        char *needs_flag, *message;
+        /* The Node as the API server holds it: PATCHes are merged in and sent on the watch. */
+        cJSON *node;
+        size_t patches_seen;
+        unsigned node_rv;
+        struct fake_units units;
 };
 
 static int setup(void **state) {
@@ -93,6 +134,16 @@ static int teardown(void **state) {
                 fake_transport_deliver(e->ft);
                 fake_clock_advance(e->clock, 0);
         }
+        /* Unit calls still running outlive the engine (their ticket knows it is gone). */
+        for (size_t i = 0; i < e->units.n_ops; i++) {
+                struct fake_op *op = &e->units.ops[i];
+
+                if (op->job)
+                        op->job_done(-ECANCELED, NULL, NULL, op->userdata);
+                else
+                        op->state_done(-ECANCELED, NULL, op->userdata);
+        }
+        e->units.n_ops = 0;
         assert_int_equal(kube_client_calls_in_flight(e->client), 0);
         kube_client_free(e->client);
         fake_transport_free(e->ft);
@@ -101,6 +152,9 @@ static int teardown(void **state) {
         kube_config_free(e->cfg);
         unlink(e->kubeconfig);
         rmdir(e->dir);
+        cJSON_Delete(e->node);
+        free(e->needs_flag);
+        free(e->message);
         free(e);
         return 0;
 }
@@ -182,6 +236,9 @@ static void on_finished(struct engine *en, const struct engine_summary *s, void 
 
         e->finished = true;
         e->result = s->result;
+        e->summary = *s;
+        e->needs_flag = s->needs_flag ? strdup(s->needs_flag) : NULL;
+        e->message = s->message ? strdup(s->message) : NULL;
 }
 
 /* Evictions answered 201 after 100 ms each; the engine started on the node and the
@@ -454,6 +511,582 @@ static void test_later_group_waits_for_answers_not_watch(void **state) {
         assert_int_equal(evictions(e, rest, &flying), 1);
 }
 
+/* ---- issue 13: annotations are requests, never authority ---- */
+
+/* The fake unit control (struct unit_ops). */
+static int fake_unit_call(struct fake_units *u, const char *unit, bool job, bool start, unit_job_fn jd,
+                          unit_state_fn sd, void *userdata) {
+        struct fake_op *op;
+
+        assert_true(u->n_ops < MAX_OPS);
+        snprintf(u->last_unit, sizeof(u->last_unit), "%s", unit);
+        op = &u->ops[u->n_ops++];
+        *op = (struct fake_op){ .job = job,
+                                .start = start,
+                                .job_done = jd,
+                                .state_done = sd,
+                                .userdata = userdata,
+                                .due = fake_clock_now(u->env->clock) + UNIT_DELAY };
+        return 0;
+}
+
+static int fake_unit_stop(void *ctx, const char *unit, unit_job_fn done, void *userdata) {
+        struct fake_units *u = ctx;
+
+        u->stops++;
+        return fake_unit_call(u, unit, true, false, done, NULL, userdata);
+}
+
+static int fake_unit_start(void *ctx, const char *unit, unit_job_fn done, void *userdata) {
+        struct fake_units *u = ctx;
+
+        if (u->starts < ELEMENTSOF(u->start_at))
+                u->start_at[u->starts] = fake_clock_now(u->env->clock);
+        u->starts++;
+        return fake_unit_call(u, unit, true, true, done, NULL, userdata);
+}
+
+static int fake_unit_state(void *ctx, const char *unit, unit_state_fn done, void *userdata) {
+        struct fake_units *u = ctx;
+
+        u->queries++;
+        return fake_unit_call(u, unit, false, false, NULL, done, userdata);
+}
+
+static const struct unit_ops fake_unit_ops = {
+        .stop = fake_unit_stop,
+        .start = fake_unit_start,
+        .active_state = fake_unit_state,
+};
+
+/* Completes the unit calls that are due, as systemd would. */
+static void units_deliver(struct env *e) {
+        struct fake_units *u = &e->units;
+
+        for (size_t i = 0; i < u->n_ops;) {
+                struct fake_op op = u->ops[i];
+
+                if (op.due > fake_clock_now(e->clock)) {
+                        i++;
+                        continue;
+                }
+                memmove(&u->ops[i], &u->ops[i + 1], (u->n_ops - i - 1) * sizeof(op));
+                u->n_ops--;
+                if (!op.job)
+                        op.state_done(0, u->active_state, op.userdata);
+                else if (op.start && u->start_error < 0)
+                        op.job_done(u->start_error, NULL, "Access denied", op.userdata);
+                else if (op.start) {
+                        bool ok = streq(u->start_result, "done");
+
+                        u->active_state = ok ? "active" : "failed";
+                        op.job_done(0, u->start_result, NULL, op.userdata);
+                } else {
+                        u->active_state = "inactive";
+                        op.job_done(0, "done", NULL, op.userdata);
+                }
+        }
+}
+
+/* RFC 7386 merge of patch into target (what the API server does with a merge patch). */
+static void merge_patch(cJSON *target, const cJSON *patch) {
+        const cJSON *p;
+
+        cJSON_ArrayForEach(p, patch) {
+                cJSON *t = cJSON_GetObjectItemCaseSensitive(target, p->string);
+
+                if (cJSON_IsNull(p))
+                        cJSON_DeleteItemFromObjectCaseSensitive(target, p->string);
+                else if (cJSON_IsObject(p) && cJSON_IsObject(t))
+                        merge_patch(t, p);
+                else {
+                        cJSON_DeleteItemFromObjectCaseSensitive(target, p->string);
+                        cJSON_AddItemToObject(target, p->string, cJSON_Duplicate(p, true));
+                }
+        }
+}
+
+/* The Node PATCHes sent so far, merged into e->node: each is answered with its new
+ * resourceVersion, and the new version goes out on the watch. */
+static void node_server(struct env *e) {
+        for (size_t i = 0; i < fake_transport_n_requests(e->ft); i++) {
+                const struct fake_request *r = fake_transport_request(e->ft, i);
+                cJSON *patch, *meta;
+                char rv[32], *obj, *ev;
+
+                if (strcmp(r->method, "PATCH") != 0 || strcmp(r->path, "/api/v1/nodes/node-1") != 0)
+                        continue;
+                if (i < e->patches_seen)
+                        continue;
+                e->patches_seen = i + 1;
+                patch = cJSON_Parse(r->body);
+                assert_non_null(patch);
+                cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(patch, "metadata"),
+                                                        "resourceVersion");
+                merge_patch(e->node, patch);
+                cJSON_Delete(patch);
+                meta = cJSON_GetObjectItemCaseSensitive(e->node, "metadata");
+                snprintf(rv, sizeof(rv), "%u", ++e->node_rv);
+                cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
+                cJSON_AddStringToObject(meta, "resourceVersion", rv);
+                obj = cJSON_PrintUnformatted(e->node);
+                fake_transport_expect_json(e->ft, "PATCH", "/api/v1/nodes/node-1", 200, obj);
+                assert_true(asprintf(&ev, "{\"type\":\"MODIFIED\",\"object\":%s}\n", obj) >= 0);
+                fake_transport_push(e->ft, NODES "&watch=1", ev);
+                free(ev);
+                free(obj);
+        }
+}
+
+/* One step of the world: answers, unit calls, the Node, then time. */
+static void step(struct env *e, uint64_t usec) {
+        fake_transport_deliver(e->ft);
+        units_deliver(e);
+        node_server(e);
+        fake_transport_deliver(e->ft);
+        fake_clock_advance(e->clock, usec);
+}
+
+static void run_for(struct env *e, uint64_t usec, uint64_t step_usec) {
+        for (uint64_t t = 0; t < usec && !e->finished; t += step_usec)
+                step(e, step_usec);
+        step(e, 0);
+}
+
+/* node-1 with these drainer.io/ annotations (a JSON object's members, without braces),
+ * cordoned and tainted or not. */
+static char *node_obj(const char *annotations, bool cordoned, bool tainted) {
+        char *s;
+
+        assert_true(
+                asprintf(
+                        &s,
+                        "{\"metadata\":{\"name\":\"node-1\",\"uid\":\"f6666666-7777-4888-8999-"
+                        "000000000000\","
+                        "\"resourceVersion\":\"90\",\"labels\":{\"kubernetes.io/hostname\":\"node-1\","
+                        "\"gpu.example.com/present\":\"drainer-paused\"},"
+                        "\"annotations\":{%s}},\"spec\":{\"unschedulable\":%s%s},"
+                        "\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+                        annotations, cordoned ? "true" : "false",
+                        tainted ? ",\"taints\":[{\"key\":\"drainer.io/draining\",\"effect\":\"NoSchedule\"}]"
+                                : "") >= 0);
+        return s;
+}
+
+#define STATE_ANNS(phase)                                                                \
+        "\"drainer.io/state\":\"" phase "\",\"drainer.io/was-unschedulable\":\"false\"," \
+        "\"drainer.io/started-at\":\"2025-06-15T14:00:00Z\",\"drainer.io/state-since\":" \
+        "\"2025-06-15T14:00:01Z\""
+
+/* Starts the engine with options o on node (a JSON object, taken) and these pods. */
+static void start_node(struct env *e, struct engine_options *o, char *node, char **pods) {
+        static const struct engine_callbacks cb = { .on_finished = on_finished };
+        char *nl;
+
+        e->node = cJSON_Parse(node);
+        assert_non_null(e->node);
+        e->node_rv = 100;
+        assert_true(
+                asprintf(&nl,
+                         "{\"kind\":\"NodeList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
+                         "\"100\"},\"items\":[%s]}",
+                         node) >= 0);
+        free(node);
+        fake_transport_expect(e->ft, "POST", EVICTION,
+                              &(struct fake_reply){ .status = 201,
+                                                    .body = "{\"kind\":\"Status\",\"status\":\"Success\"}",
+                                                    .delay_usec = 100 * MS,
+                                                    .times = FAKE_FOREVER });
+        expect_list_and_watch(e, NODES, NODES "&limit=", nl);
+        expect_list_and_watch(e, PODS, PODS "&limit=", list_json("PodList", pods));
+        expect_list_and_watch(e, CLAIMS,
+                              CLAIMS "?limit=", list_json("ResourceClaimList", (char *[]){ NULL }));
+        expect_list_and_watch(e, SLICES,
+                              SLICES "&limit=", list_json("ResourceSliceList", (char *[]){ NULL }));
+        fake_transport_expect_json(e->ft, "GET", PDBS "?limit=", 200,
+                                   "{\"kind\":\"PodDisruptionBudgetList\",\"apiVersion\":\"policy/v1\","
+                                   "\"metadata\":{\"resourceVersion\":\"100\"},\"items\":[]}");
+        /* Node PATCHes: answered by node_server(). */
+        fake_transport_expect(e->ft, "POST", "/api/v1/namespaces/default/events",
+                              &(struct fake_reply){ .status = 201, .body = "{}", .times = FAKE_FOREVER });
+        e->units.env = e;
+        if (!e->units.active_state)
+                e->units.active_state = "inactive";
+        if (!e->units.start_result)
+                e->units.start_result = "done";
+        o->node = "node-1";
+        o->units = (struct units){ .ops = &fake_unit_ops, .ctx = &e->units };
+        o->instance = "test";
+        assert_int_equal(engine_new(e->client, fake_transport_base(e->ft), e->ts, o, &cb, e, &e->engine), 0);
+        assert_int_equal(engine_start(e->engine), 0);
+}
+
+/* The i-th Node PATCH body, or NULL. */
+static const char *node_patch(struct env *e, size_t nth) {
+        for (size_t i = 0; i < fake_transport_n_requests(e->ft); i++) {
+                const struct fake_request *r = fake_transport_request(e->ft, i);
+
+                if (strcmp(r->method, "PATCH") == 0 && strcmp(r->path, "/api/v1/nodes/node-1") == 0 &&
+                    nth-- == 0)
+                        return r->body;
+        }
+        return NULL;
+}
+
+/* Events posted with this reason. */
+static size_t events_with(struct env *e, const char *reason) {
+        size_t n = 0;
+        char want[64];
+
+        snprintf(want, sizeof(want), "\"reason\":\"%s\"", reason);
+        for (size_t i = 0; i < fake_transport_n_requests(e->ft); i++) {
+                const struct fake_request *r = fake_transport_request(e->ft, i);
+
+                n += strcmp(r->method, "POST") == 0 && strstr(r->path, "/events") && r->body &&
+                     strstr(r->body, want);
+        }
+        return n;
+}
+
+/* A refusal after preflight: one Node PATCH, of drainer.io/message only (nothing else
+ * changed), saying what; one DrainerBlocked Event; the engine finished -EPERM. */
+static void assert_refused_on_node(struct env *e, const char *says) {
+        const char *p = node_patch(e, 0);
+        cJSON *j, *ann;
+
+        assert_true(e->finished);
+        assert_int_equal(e->result, -EPERM);
+        assert_non_null(p);
+        assert_null(node_patch(e, 1));
+        j = cJSON_Parse(p);
+        assert_non_null(j);
+        assert_null(cJSON_GetObjectItemCaseSensitive(j, "spec"));
+        ann = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "metadata"),
+                                               "annotations");
+        assert_non_null(ann);
+        assert_int_equal(cJSON_GetArraySize(ann), 1);
+        assert_non_null(cJSON_GetObjectItemCaseSensitive(ann, "drainer.io/message"));
+        assert_null(
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "metadata"), "labels"));
+        if (!strstr(p, says))
+                fail_msg("the message patch does not say \"%s\": %s", says, p);
+        cJSON_Delete(j);
+        assert_int_equal(events_with(e, EVENT_REASON_BLOCKED), 1);
+        assert_int_equal(events_with(e, EVENT_REASON_FAILED), 0);
+        assert_non_null(e->message);
+}
+
+/* Item 1: kubectl annotate node N drainer.io/state=restore-drivers
+ * 'drainer.io/driver-stop=[{"strategy":"systemd","unit":"reboot.target"}]' must not
+ * make drainer start reboot.target, whatever --driver-stop says. */
+static void test_forged_unit_is_never_started(void **state) {
+        static const struct {
+                enum driver_stop_kind kind;
+                const char *arg;
+        } configs[] = {
+                { DRIVER_STOP_TAINT, NULL },
+                { DRIVER_STOP_SYSTEMD, "dra-driver.service" },
+                { DRIVER_STOP_LABEL, "gpu.example.com/present" },
+                { DRIVER_STOP_NONE, NULL },
+        };
+        struct env *e = *state;
+
+        for (size_t c = 0; c < ELEMENTSOF(configs); c++) {
+                struct engine_options o = {
+                        .goal = ENGINE_GOAL_UNCORDON,
+                        .plan = { .driver_stop = configs[c].kind, .driver_stop_arg = configs[c].arg },
+                };
+                void *st = e;
+
+                if (c > 0) {
+                        /* a fresh world for each configuration */
+                        assert_int_equal(teardown(&st), 0);
+                        assert_int_equal(setup(&st), 0);
+                        e = *state = st;
+                }
+                start_node(e, &o,
+                           node_obj(STATE_ANNS("restore-drivers") ",\"drainer.io/driver-stop\":"
+                                                                  "\"[{\\\"strategy\\\":\\\"systemd\\\","
+                                                                  "\\\"unit\\\":\\\"reboot.target\\\"}]\"",
+                                    true, true),
+                           (char *[]){ NULL });
+                run_for(e, 5 * SEC, 10 * MS);
+                print_message("  --driver-stop %s%s%s: %s\n", driver_stop_kind_to_string(configs[c].kind),
+                              configs[c].arg ? ":" : "", configs[c].arg ? configs[c].arg : "",
+                              e->message ? e->message : "(not finished)");
+                assert_int_equal(e->units.starts, 0);
+                assert_int_equal(e->units.stops, 0);
+                if (configs[c].kind != DRIVER_STOP_SYSTEMD)
+                        assert_int_equal(e->units.queries, 0);
+                else
+                        assert_true(e->units.queries == 0 ||
+                                    streq(e->units.last_unit, "dra-driver.service"));
+                assert_refused_on_node(e, "reboot.target");
+                assert_string_equal(e->needs_flag, "--driver-stop systemd:reboot.target");
+                assert_true(e->summary.changed);
+                /* the taint, the cordon, the record: all still there */
+                assert_int_equal(fake_transport_count(e->ft, "POST", EVICTION), 0);
+        }
+}
+
+/* Item 1: the label strategy sets back only the key the configuration names. */
+static void test_forged_label_key_is_never_set(void **state) {
+        struct env *e = *state;
+        struct engine_options o = {
+                .goal = ENGINE_GOAL_UNCORDON,
+                .plan = { .driver_stop = DRIVER_STOP_LABEL, .driver_stop_arg = "gpu.example.com/present" },
+        };
+
+        start_node(e, &o,
+                   node_obj(STATE_ANNS("restore-drivers") ",\"drainer.io/driver-stop\":"
+                                                          "\"[{\\\"strategy\\\":\\\"label\\\",\\\"key\\\":"
+                                                          "\\\"node-role.kubernetes.io/control-plane\\\","
+                                                          "\\\"old\\\":\\\"\\\"}]\"",
+                            true, false),
+                   (char *[]){ NULL });
+        run_for(e, 5 * SEC, 10 * MS);
+        assert_refused_on_node(e, "node-role.kubernetes.io/control-plane");
+        assert_string_equal(e->needs_flag, "--driver-stop label:node-role.kubernetes.io/control-plane");
+}
+
+/* Item 1: the configured unit and key are undone as recorded (the rule lets them through). */
+static void test_configured_unit_is_started(void **state) {
+        struct env *e = *state;
+        struct engine_options o = {
+                .goal = ENGINE_GOAL_UNCORDON,
+                .plan = { .driver_stop = DRIVER_STOP_SYSTEMD, .driver_stop_arg = "dra-driver.service" },
+        };
+
+        start_node(e, &o,
+                   node_obj(STATE_ANNS("restore-drivers") ",\"drainer.io/driver-stop\":"
+                                                          "\"[{\\\"strategy\\\":\\\"systemd\\\","
+                                                          "\\\"unit\\\":\\\"dra-driver.service\\\"}]\"",
+                            true, false),
+                   (char *[]){ NULL });
+        run_for(e, 5 * SEC, 10 * MS);
+        assert_int_equal(e->units.starts, 1);
+        assert_string_equal(e->units.last_unit, "dra-driver.service");
+        assert_true(e->finished);
+        assert_int_equal(e->result, 0);
+        assert_null(e->needs_flag);
+}
+
+/* Item 1: a unit whose start fails is retried with backoff (1, 2, 4 ... s, at most
+ * 30 s), not at once: over a minute a handful of StartUnit calls. Also when the call
+ * itself fails (polkit refusing, say). */
+static void test_failing_unit_backs_off(void **state) {
+        struct env *e = *state;
+
+        for (int variant = 0; variant < 2; variant++) {
+                struct engine_options o = {
+                        .goal = ENGINE_GOAL_UNCORDON,
+                        .plan = { .driver_stop = DRIVER_STOP_SYSTEMD, .driver_stop_arg = "broken.service" },
+                };
+                void *st = e;
+
+                if (variant > 0) {
+                        assert_int_equal(teardown(&st), 0);
+                        assert_int_equal(setup(&st), 0);
+                        e = *state = st;
+                        e->units.start_error = -EACCES;
+                }
+                e->units.active_state = "failed";
+                e->units.start_result = "failed";
+                start_node(e, &o,
+                           node_obj(STATE_ANNS("restore-drivers") ",\"drainer.io/driver-stop\":"
+                                                                  "\"[{\\\"strategy\\\":\\\"systemd\\\","
+                                                                  "\\\"unit\\\":\\\"broken.service\\\"}]\"",
+                                    true, false),
+                           (char *[]){ NULL });
+                run_for(e, 60 * SEC, 10 * MS);
+                print_message("  %s: %u StartUnit calls in 60 s, %u state queries\n",
+                              variant ? "StartUnit refused" : "start job failed", e->units.starts,
+                              e->units.queries);
+                assert_false(e->finished);
+                /* 0, 1, 3, 7, 15, 31 s (+ the job's and query's 40 ms each time) */
+                assert_in_range(e->units.starts, 5, 7);
+                assert_true(e->units.queries <= 2 * e->units.starts + 1);
+                for (unsigned i = 2; i < e->units.starts && i < 6; i++) {
+                        uint64_t gap = e->units.start_at[i] - e->units.start_at[i - 1],
+                                 prev = e->units.start_at[i - 1] - e->units.start_at[i - 2];
+
+                        assert_true(gap >= 2 * prev - 100 * MS);
+                }
+                assert_true(e->units.start_at[e->units.starts - 1] -
+                                    e->units.start_at[e->units.starts - 2] <=
+                            30 * SEC + 200 * MS);
+        }
+}
+
+/* A pod of node-1: extra metadata (labels, ownerReferences) and spec members given as
+ * JSON members, Ready or not. */
+static char *pod_with(const char *name, const char *meta, const char *spec, bool ready) {
+        char *s;
+
+        assert_true(asprintf(&s,
+                             "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"demo\",\"uid\":\"uid-%s\","
+                             "\"resourceVersion\":\"50\"%s%s},"
+                             "\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{\"name\":\"c\",\"image\":"
+                             "\"x\"}]%s%s},\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":"
+                             "\"Ready\",\"status\":\"%s\"}],\"podIP\":\"10.244.1.9\"}}",
+                             name, name, meta ? "," : "", meta ? meta : "", spec ? "," : "",
+                             spec ? spec : "", ready ? "True" : "False") >= 0);
+        return s;
+}
+
+#define OWNED_BY_RS                                                                                   \
+        "\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"name\":\"x-rs\"," \
+        "\"uid\":\"rs-x\",\"controller\":true}]"
+#define OWNED_BY_DS                                                                                 \
+        "\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"name\":\"mon\"," \
+        "\"uid\":\"ds-mon\",\"controller\":true}]"
+
+/* Item 2: with drainer.io/state written by hand (and the cordon and taint), the
+ * eviction rules still hold in every phase: a pod without a controller (no --force)
+ * and one with emptyDir data (no --delete-emptydir-data) are blockers; nothing is
+ * evicted, the node stays in its phase, the message and a DrainerBlocked Event say why. */
+static void test_forged_phase_keeps_eviction_rules(void **state) {
+        static const char *const phases[] = {
+                "cordon", "evict-claim-holders", "evict-rest", "wait-released", "stop-drivers",
+        };
+        struct env *e = *state;
+        char anns[512];
+
+        for (size_t i = 0; i < ELEMENTSOF(phases); i++) {
+                struct engine_options o = { .goal = ENGINE_GOAL_DRAIN, .grace_seconds = 1 };
+                void *st = e;
+
+                if (i > 0) {
+                        assert_int_equal(teardown(&st), 0);
+                        assert_int_equal(setup(&st), 0);
+                        e = *state = st;
+                }
+                snprintf(anns, sizeof(anns),
+                         "\"drainer.io/state\":\"%s\",\"drainer.io/was-unschedulable\":\"false\","
+                         "\"drainer.io/started-at\":\"2025-06-15T14:00:00Z\",\"drainer.io/state-since\":"
+                         "\"2025-06-15T14:00:01Z\"",
+                         phases[i]);
+                start_node(e, &o, node_obj(anns, true, true),
+                           (char *[]){ pod_with("bare", "\"labels\":{\"app\":\"bare\"}", NULL, true),
+                                       pod_with("scratch", "\"labels\":{\"app\":\"scratch\"}," OWNED_BY_RS,
+                                                "\"volumes\":[{\"name\":\"s\",\"emptyDir\":{}}]", true),
+                                       NULL });
+                run_for(e, 5 * SEC, 10 * MS);
+                print_message("  %s: %s\n", phases[i], e->message ? e->message : "(not finished)");
+                assert_int_equal(fake_transport_count(e->ft, "POST", EVICTION), 0);
+                assert_refused_on_node(e, "--force");
+                assert_non_null(strstr(e->message, "demo/bare"));
+                assert_non_null(strstr(e->message, "--delete-emptydir-data"));
+                assert_non_null(strstr(e->message, phases[i]));
+                assert_null(e->needs_flag);
+                assert_true(e->summary.changed);
+                assert_non_null(e->summary.plan);
+        }
+}
+
+/* ... and the flags lift them: the same forged evict-rest with --force and
+ * --delete-emptydir-data evicts both. */
+static void test_forged_phase_flags_lift_rules(void **state) {
+        struct env *e = *state;
+        struct engine_options o = {
+                .goal = ENGINE_GOAL_DRAIN,
+                .grace_seconds = 1,
+                .plan = { .force = true, .delete_emptydir_data = true },
+        };
+
+        start_node(e, &o, node_obj(STATE_ANNS("evict-rest"), true, true),
+                   (char *[]){ pod_with("bare", "\"labels\":{\"app\":\"bare\"}", NULL, true),
+                               pod_with("scratch", "\"labels\":{\"app\":\"scratch\"}," OWNED_BY_RS,
+                                        "\"volumes\":[{\"name\":\"s\",\"emptyDir\":{}}]", true),
+                               NULL });
+        run_for(e, 2 * SEC, 10 * MS);
+        assert_int_equal(fake_transport_count(e->ft, "POST", EVICTION "bare/eviction"), 1);
+        assert_int_equal(fake_transport_count(e->ft, "POST", EVICTION "scratch/eviction"), 1);
+        assert_int_equal(events_with(e, EVENT_REASON_BLOCKED), 0);
+}
+
+/* Item 2: the other rules too: a claim-holding DaemonSet pod that tolerates the drain
+ * taint, and a claim holder left out by --pod-selector. */
+static void test_forged_phase_other_rules(void **state) {
+        struct env *e = *state;
+        struct selector *sel = NULL;
+
+        for (int variant = 0; variant < 2; variant++) {
+                struct engine_options o = { .goal = ENGINE_GOAL_DRAIN, .grace_seconds = 1 };
+                void *st = e;
+                char *pod;
+
+                if (variant > 0) {
+                        assert_int_equal(teardown(&st), 0);
+                        assert_int_equal(setup(&st), 0);
+                        e = *state = st;
+                        assert_int_equal(selector_parse("app=web", &sel, NULL), 0);
+                        o.plan.pod_selector = sel;
+                        pod = pod_with("gpu", "\"labels\":{\"app\":\"gpu\"}," OWNED_BY_RS,
+                                       "\"resourceClaims\":[{\"name\":\"g\",\"resourceClaimName\":\"c\"}]",
+                                       true);
+                } else
+                        pod = pod_with("mon", "\"labels\":{\"app\":\"mon\"}," OWNED_BY_DS,
+                                       "\"resourceClaims\":[{\"name\":\"g\",\"resourceClaimName\":\"c\"}],"
+                                       "\"tolerations\":[{\"key\":\"drainer.io/draining\",\"operator\":"
+                                       "\"Exists\"}]",
+                                       true);
+                start_node(e, &o, node_obj(STATE_ANNS("evict-claim-holders"), true, true),
+                           (char *[]){ pod, NULL });
+                run_for(e, 5 * SEC, 10 * MS);
+                print_message("  %s: %s\n", variant ? "--pod-selector" : "tolerating DaemonSet",
+                              e->message ? e->message : "(not finished)");
+                assert_int_equal(fake_transport_count(e->ft, "POST", EVICTION), 0);
+                assert_refused_on_node(e, variant ? "pod-selector" : "tolerates");
+        }
+        selector_free(sel);
+}
+
+/* Item 6: a pod with a driver's labels that no DaemonSet controls is workload: evicted
+ * with the rest (not kept for the driver stop), and, not Ready, no preflight blocker. */
+static void test_lookalike_driver_is_workload(void **state) {
+        struct env *e = *state;
+        struct selector **sels = NULL;
+        size_t n = 0;
+        void *st = e;
+
+        assert_int_equal(selectors_parse_strv(claims_default_driver_selectors, &sels, &n, NULL), 0);
+        for (int variant = 0; variant < 2; variant++) {
+                struct engine_options o = {
+                        .goal = ENGINE_GOAL_DRAIN,
+                        .grace_seconds = 1,
+                        .plan = { .driver_selectors = (const struct selector *const *)sels,
+                                  .n_driver_selectors = n },
+                };
+
+                if (variant > 0) {
+                        assert_int_equal(teardown(&st), 0);
+                        assert_int_equal(setup(&st), 0);
+                        e = *state = st;
+                }
+                start_node(e, &o,
+                           variant == 0 ? node_obj(STATE_ANNS("evict-rest"), true, true)
+                                        : node_obj("\"drainer.io/request\":\"drain\"", false, false),
+                           (char *[]){ pod_with("fake-driver",
+                                                "\"labels\":{\"app.kubernetes.io/"
+                                                "component\":\"kubeletplugin\"}," OWNED_BY_RS,
+                                                NULL, false),
+                                       NULL });
+                run_for(e, 2 * SEC, 10 * MS);
+                if (variant == 0) {
+                        /* evicted in evict-rest, as ordinary workload */
+                        assert_int_equal(
+                                fake_transport_count(e->ft, "POST", EVICTION "fake-driver/eviction"), 1);
+                } else {
+                        /* preflight: not a driver, so not an unhealthy one: the node is cordoned */
+                        assert_int_equal(events_with(e, EVENT_REASON_BLOCKED), 0);
+                        assert_non_null(node_patch(e, 0));
+                        assert_non_null(strstr(node_patch(e, 0), "\"unschedulable\":true"));
+                }
+        }
+        selectors_free(sels, n);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_one_eviction_per_budget_at_a_time, setup, teardown),
@@ -462,6 +1095,14 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_budgets_apart_go_together, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_terminal_deleting_pod_holds_driver_stop, setup,
                                                 teardown),
+                cmocka_unit_test_setup_teardown(test_forged_unit_is_never_started, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_forged_label_key_is_never_set, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_configured_unit_is_started, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_failing_unit_backs_off, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_forged_phase_keeps_eviction_rules, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_forged_phase_flags_lift_rules, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_forged_phase_other_rules, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_lookalike_driver_is_workload, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,7 +10,7 @@
  * ActiveState. Units: "dra-driver.service" (active), "idle.service" (inactive),
  * "broken.service" (its start job ends "failed", ActiveState "failed"),
  * "slow.service" (active; its jobs take a minute), plus any given as arguments
- * (active). A unit whose name contains "broken" fails, "slow" is slow, and
+ * (active; "UNIT=STATE" gives another ActiveState, e.g. reboot.target=inactive). A unit whose name contains "broken" fails, "slow" is slow, and
  * "eager" finishes its job at once, sending JobRemoved before the method reply;
  * StopUnit/StartUnit of a "hang" unit never reply.
  * login1 Manager: Inhibit (returns the write end of a pipe and watches the read
@@ -360,9 +360,14 @@ int main(int argc, char **argv) {
             !unit_add("slow.service", "loaded", "active") ||
             !unit_add("eager.service", "loaded", "active") || !unit_add("hang.service", "loaded", "active"))
                 return 1;
-        for (int i = 1; i < argc; i++)
-                if (!unit_add(argv[i], "loaded", "active"))
+        for (int i = 1; i < argc; i++) {
+                char *eq = strchr(argv[i], '=');
+
+                if (eq)
+                        *eq = 0;
+                if (!unit_add(argv[i], "loaded", eq ? eq + 1 : "active"))
                         return 1;
+        }
 
         sigemptyset(&ss);
         sigaddset(&ss, SIGTERM);
