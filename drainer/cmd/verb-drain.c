@@ -464,7 +464,8 @@ static int report_result(struct runner *rn, const char *what, int r) {
                 if (rn->rerun)
                         log_error("if that is what the drain did, run: %s", rn->rerun);
                 return -EEXIST;
-        } else if (r == -EPERM && p && p->n_blockers > 0) {
+        } else if (r == -EPERM && streq(what, "drain") && p && p->n_blockers > 0) {
+                /* (an uncordon refuses for other reasons: its message says which) */
                 if (rn->summary.changed)
                         log_error(
                                 "%s: refused by a blocker in phase %s; nothing more was evicted and node %s "
