@@ -11,7 +11,8 @@
 #  2. with drainer.io/state=evict-rest written by hand (plus cordon and taint),
 #     `drain` without --force / --delete-emptydir-data evicts nothing (audit log):
 #     exit 4, the node stays in evict-rest, drainer.io/message and a DrainerBlocked
-#     Event name both pods, -o json says "changed": true; `serve` refuses the same way
+#     Event name both pods, -o json says "changed": true (false for the same refusal in
+#     preflight); `serve` refuses the same way
 #     and keeps running; the corrected rerun resumes from evict-rest and evicts them.
 #  1. (the label strategy) a recorded label key that --driver-stop does not name is
 #     never set back: uncordon exits 1, prints the command with the right flag, the
@@ -126,6 +127,10 @@ spec:
 YAML
 check "the bare pod runs" wait_until 60 running bare
 check "the emptyDir pod runs" wait_until 60 running scratch
+drainer_run pre drain "$node" --timeout 30s "${ns_flag[@]}" -o json
+check_rc "first, the same pods refuse the drain in preflight" 4 pre
+check_eq "... -o json: changed false (nothing was changed), two blockers" "false 2" \
+	"$(jq -r '"\(.changed) \(.blockers | length)"' "$e2e_tmp/pre.out" 2>/dev/null)"
 kubectl cordon "$node" >/dev/null
 kubectl taint node "$node" drainer.io/draining:NoSchedule --overwrite >/dev/null
 kubectl annotate --overwrite node "$node" drainer.io/state=evict-rest drainer.io/was-unschedulable=false >/dev/null
