@@ -86,6 +86,7 @@ static void check_pod(const cJSON *obj, const struct pod_rec *p) {
         fuzz_check(p->has_controller == !!p->controller, "pod controller flag");
         if (p->controller) {
                 check_in(&s, p->controller, sizeof(*p->controller), "pod controller");
+                check_opt(&s, p->controller->api_version, "controller apiVersion");
                 check_opt(&s, p->controller->kind, "controller kind");
                 check_opt(&s, p->controller->name, "controller name");
                 check_opt(&s, p->controller->uid, "controller uid");
