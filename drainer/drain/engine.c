@@ -1270,6 +1270,26 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                 return patch_node(e, body);
 
         case DRAIN_PHASE_DRAINED:
+                /* drainer.io/state=drained is a claim, not a fact (it may be written by hand):
+                 * a node with pods to evict or claims on it, not cordoned, or (taint and label
+                 * strategies) with a driver pod, is drained again from the evictions on. */
+                if (!node_cordoned(n) || pods_left(&e->plan, false) + finished_deleting(&e->plan) > 0 ||
+                    e->plan.n_claims_blocking > 0 ||
+                    (!e->o.skip_driver_stop &&
+                     (e->o.plan.driver_stop == DRIVER_STOP_TAINT ||
+                      e->o.plan.driver_stop == DRIVER_STOP_LABEL) &&
+                     driver_pods(&e->plan, false) > 0)) {
+                        if (!node_cordoned(n)) {
+                                r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
+                                if (r < 0)
+                                        return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+                                return patch_node(e, body);
+                        }
+                        return patch_phase(
+                                e, n, DRAIN_PHASE_EVICT_CLAIM_HOLDERS,
+                                "recorded as drained, but pods, ResourceClaims or DRA drivers are on "
+                                "the node: draining it again");
+                }
                 return finish(e, 0, "node %s is drained%s", n->name,
                               e->o.skip_driver_stop ? " (drivers left running: --skip-driver-stop)"
                                                     : " and its DRA drivers are stopped");

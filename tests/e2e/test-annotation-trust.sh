@@ -12,8 +12,10 @@
 #     `drain` without --force / --delete-emptydir-data evicts nothing (audit log):
 #     exit 4, the node stays in evict-rest, drainer.io/message and a DrainerBlocked
 #     Event name both pods, -o json says "changed": true (false for the same refusal in
-#     preflight); `serve` refuses the same way
-#     and keeps running; the corrected rerun resumes from evict-rest and evicts them.
+#     preflight); `serve` refuses the same way and keeps running; a hand-written
+#     drainer.io/state=drained with the pods still there is not believed (drain goes
+#     back to the evictions and refuses, exit 4, not 0); the corrected rerun resumes
+#     from there and evicts them.
 #  1. (the label strategy) a recorded label key that --driver-stop does not name is
 #     never set back: uncordon exits 1, prints the command with the right flag, the
 #     label stays; with that flag the key is restored. The systemd unit case is in
@@ -172,14 +174,23 @@ check_eq "the node stays in evict-rest" evict-rest "$(node_state "$node")"
 serve_stop trust
 kubectl annotate node "$node" drainer.io/request- >/dev/null
 
-echo "- 2. the corrected rerun resumes"
+echo "- 2. drainer.io/state=drained written by hand, the pods still there"
+kubectl annotate --overwrite node "$node" drainer.io/state=drained >/dev/null
+drainer_run forged2 drain "$node" --timeout 30s "${ns_flag[@]}" -o json
+check_rc "drain does not believe it: back to the evictions, refused by the same blockers" 4 forged2
+audit_window "$run_start" "$e2e_tmp/forged2.audit"
+check_eq "no pod was evicted" "" "$(evicted "$e2e_tmp/forged2.audit" "")"
+check_eq "the node is in evict-claim-holders now" evict-claim-holders "$(node_state "$node")"
+
+echo "- 2. the corrected rerun resumes (from evict-claim-holders)"
 drainer_run fixed drain "$node" --force --delete-emptydir-data "${ns_flag[@]}" --timeout 90s
 check_rc "drain --force --delete-emptydir-data resumes and drains" 0 fixed
 audit_window "$run_start" "$e2e_tmp/fixed.audit"
 check "it evicted the bare pod" [ -n "$(evicted "$e2e_tmp/fixed.audit" bare)" ]
 check "it evicted the emptyDir pod" [ -n "$(evicted "$e2e_tmp/fixed.audit" scratch)" ]
 nodes_watch_stop
-check_eq "phases: resumed from evict-rest" "evict-rest wait-released stop-drivers drained" "$(phases_seen "$e2e_tmp/n.watch")"
+check_eq "phases: the forged ones, then on from evict-claim-holders (never preflight or cordon)" \
+	"evict-rest drained evict-claim-holders evict-rest wait-released stop-drivers drained" "$(phases_seen "$e2e_tmp/n.watch")"
 check "no cordon patch again (was-unschedulable kept)" jq_true -s 'all(.[]; .was == "false")' "$e2e_tmp/n.watch"
 
 # ---- 6. (cont.) the drain of the look-alikes --------------------------------------

@@ -1005,6 +1005,38 @@ static void test_forged_phase_flags_lift_rules(void **state) {
         assert_int_equal(events_with(e, EVENT_REASON_BLOCKED), 0);
 }
 
+/* Item 2: drainer.io/state=drained written by hand is not believed: with a pod still
+ * on the node, drain goes back to the evictions (and evicts it) instead of exiting 0;
+ * a node that is drained indeed still finishes at once. */
+static void test_forged_drained_is_not_believed(void **state) {
+        struct env *e = *state;
+        void *st = e;
+
+        for (int variant = 0; variant < 2; variant++) {
+                struct engine_options o = { .goal = ENGINE_GOAL_DRAIN, .grace_seconds = 1 };
+
+                if (variant > 0) {
+                        assert_int_equal(teardown(&st), 0);
+                        assert_int_equal(setup(&st), 0);
+                        e = *state = st;
+                }
+                start_node(e, &o, node_obj(STATE_ANNS("drained"), true, true),
+                           variant == 0 ? (char *[]){ pod_json("web-a", "web"), NULL } : (char *[]){ NULL });
+                run_for(e, 2 * SEC, 10 * MS);
+                if (variant == 0) {
+                        assert_non_null(node_patch(e, 0));
+                        assert_non_null(
+                                strstr(node_patch(e, 0), "\"drainer.io/state\":\"evict-claim-holders\""));
+                        assert_int_equal(fake_transport_count(e->ft, "POST", EVICTION "web-a/eviction"), 1);
+                        assert_false(e->finished && e->result == 0);
+                } else {
+                        assert_true(e->finished);
+                        assert_int_equal(e->result, 0);
+                        assert_null(node_patch(e, 0));
+                }
+        }
+}
+
 /* Item 2: the other rules too: a claim-holding DaemonSet pod that tolerates the drain
  * taint, and a claim holder left out by --pod-selector. */
 static void test_forged_phase_other_rules(void **state) {
@@ -1102,6 +1134,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_forged_phase_keeps_eviction_rules, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_forged_phase_flags_lift_rules, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_forged_phase_other_rules, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_forged_drained_is_not_believed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_lookalike_driver_is_workload, setup, teardown),
         };
 
