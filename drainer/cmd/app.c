@@ -67,7 +67,7 @@ int app_init(struct app *a, const struct global_flags *flags) {
         r = kube_config_load(&o, &a->cfg, &err);
         if (r < 0)
                 return log_error_errno(r, "%s", err ? err : "cannot load the kubeconfig");
-                /* Tokens and keys are in memory from here on: no core dump of this process, and no
+        /* Tokens and keys are in memory from here on: no core dump of this process, and no
          * ptrace or /proc/PID/mem for other processes of the same user. */
         if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
                 log_debug_errno(errno, "prctl(PR_SET_DUMPABLE, 0) failed, ignoring: %m");
