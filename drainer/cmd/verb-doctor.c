@@ -14,7 +14,7 @@
 #include "drainer/app.h"
 #include "drainer/claims.h"
 #include "drainer/client.h"
-#include "drainer/doctor.h"
+#include "drainer/doctor-rules.h"
 #include "drainer/hashmap.h"
 #include "drainer/health.h"
 #include "drainer/json.h"

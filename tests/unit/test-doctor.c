@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "drainer/doctor.h"
+#include "drainer/doctor-rules.h"
 #include "drainer/json.h"
 
 static cJSON *parse(const char *json) {

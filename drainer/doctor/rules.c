@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/doctor.h"
+#include "drainer/doctor-rules.h"
 #include "drainer/json.h"
 
 static const char *const doctor_status_table[_DOCTOR_STATUS_MAX] = {
