@@ -14,6 +14,7 @@
 #include "drainer/app.h"
 #include "drainer/claims.h"
 #include "drainer/client.h"
+#include "drainer/doctor-prom.h"
 #include "drainer/doctor-rules.h"
 #include "drainer/hashmap.h"
 #include "drainer/health.h"
@@ -27,8 +28,6 @@
 #define MAX_DRIVER_SELECTORS 16
 #define MAX_INFLIGHT         32 /* SubjectAccessReviews and health probes at once */
 #define PROBE_TIMEOUT_USEC   (UINT64_C(3) * 1000000)
-#define PROM_TIMEOUT_USEC    (UINT64_C(15) * 1000000)
-#define PROM_MAX_BODY        (8u << 20)
 #define POD_TEXT_MAX         (64u << 10)
 #define DRAINER_POD_SELECTOR "app.kubernetes.io/name=drainer"
 
@@ -318,13 +317,6 @@ struct sar_job {
         size_t res, verb, ns;
 };
 
-struct prom_query {
-        struct doctor *d;
-        const char *query;
-        struct doctor_metric *out;
-        char **error; /* the group's first error */
-};
-
 struct doctor {
         struct app *app;
         const struct doctor_opts *o;
@@ -361,8 +353,7 @@ struct doctor {
         size_t *probes, n_probes, next_probe, probe_inflight; /* indices into dpods */
 
         struct doctor_prom_results prom;
-        char *prom_err_kcm, *prom_err_sched, *prom_err_kubelet, *prom_err_plugin;
-        bool depth_fallback;
+        int prom_error;
 };
 
 static void set_fatal(struct doctor *d, int error, const char *what, const char *message) {
@@ -378,6 +369,17 @@ static void wait_pending(struct doctor *d) {
         while (d->pending > 0)
                 if (uv_run(&d->app->loop, UV_RUN_ONCE) == 0)
                         break;
+}
+
+static void on_prom_done(int error, void *userdata) {
+        struct doctor *d = userdata;
+
+        /* Not every query could be sent: the report cannot be made; stop the rest. */
+        if (error < 0) {
+                d->prom_error = error;
+                kube_client_cancel_all(d->app->client);
+        }
+        d->pending--;
 }
 
 /* ---- phase 1: lists ---- */
@@ -673,115 +675,6 @@ static int start_phase1(struct doctor *d, const char *const *selectors) {
                 d->n_lc_driver++;
         }
         return r;
-}
-
-/* ---- Prometheus ---- */
-
-static void prom_set_error(struct prom_query *q, const char *fmt, ...) _printf_(2, 3);
-static void prom_set_error(struct prom_query *q, const char *fmt, ...) {
-        va_list ap;
-        char *s;
-
-        if (*q->error)
-                return;
-        va_start(ap, fmt);
-        if (vasprintf(&s, fmt, ap) >= 0)
-                *q->error = s;
-        va_end(ap);
-}
-
-static int prom_start(struct doctor *d, const char *query, struct doctor_metric *out, char **error);
-
-static void on_prom_done(struct http_call *call, int error, const struct http_response *resp,
-                         void *userdata) {
-        struct prom_query *q = userdata;
-        struct doctor *d = q->d;
-        _cleanup_free_ char *perr = NULL;
-        int r;
-
-        if (error < 0)
-                prom_set_error(q, "cannot query it: %s", strerror(-error));
-        else {
-                r = doctor_prom_parse(resp->body, resp->body_len, q->out, &perr);
-                if (r == -EPROTO)
-                        prom_set_error(q, "query refused (HTTP %ld): %s", resp->status, strna(perr));
-                else if (r < 0 || resp->status != 200)
-                        prom_set_error(q, "unexpected answer (HTTP %ld, %s)", resp->status,
-                                       r < 0 ? "not a Prometheus query result" : "status success");
-                /* The guide's depth query carries kube-prometheus-stack's endpoint label: ask
-                 * without it when nothing has it. */
-                else if (q->query == (const char *)DOCTOR_Q_WQ_DEPTH && !q->out->have &&
-                         !d->depth_fallback) {
-                        d->depth_fallback = true;
-                        d->prom.depth_query = DOCTOR_Q_WQ_DEPTH_ANY;
-                        if (prom_start(d, DOCTOR_Q_WQ_DEPTH_ANY, q->out, q->error) < 0)
-                                prom_set_error(q, "cannot start a query");
-                }
-        }
-        free(q);
-        d->pending--;
-}
-
-static int prom_start(struct doctor *d, const char *query, struct doctor_metric *out, char **error) {
-        _cleanup_free_ char *eq = kube_query_escape(query), *url = NULL;
-        const char *base = d->o->prometheus;
-        size_t n = strlen(base);
-        static const char *const headers[] = { "Accept: application/json", NULL };
-        struct prom_query *q;
-        int r;
-
-        while (n > 0 && base[n - 1] == '/')
-                n--;
-        if (!eq || asprintf(&url, "%.*s/api/v1/query?query=%s", (int)n, base, eq) < 0)
-                return -ENOMEM;
-        q = calloc(1, sizeof(*q));
-        if (!q)
-                return -ENOMEM;
-        *q = (struct prom_query){ .d = d, .query = query, .out = out, .error = error };
-        r = transport_submit(d->app->transport,
-                             &(struct http_request){
-                                     .method = "GET",
-                                     .url = url,
-                                     .headers = headers,
-                                     .timeout_usec = PROM_TIMEOUT_USEC,
-                                     .max_body = PROM_MAX_BODY,
-                             },
-                             NULL, on_prom_done, q, NULL);
-        if (r < 0) {
-                free(q);
-                return r;
-        }
-        d->pending++;
-        return 0;
-}
-
-static int start_prometheus(struct doctor *d) {
-        struct doctor_prom_results *m = &d->prom;
-        const struct {
-                const char *q;
-                struct doctor_metric *out;
-                char **err;
-        } qs[] = {
-                { DOCTOR_Q_WQ_ADDS, &m->wq_adds, &d->prom_err_kcm },
-                { DOCTOR_Q_WQ_DEPTH, &m->wq_depth, &d->prom_err_kcm },
-                { DOCTOR_Q_WQ_WORK, &m->wq_work, &d->prom_err_kcm },
-                { DOCTOR_Q_SCHED_SLI, &m->sched_sli, &d->prom_err_sched },
-                { DOCTOR_Q_SCHED_ALG, &m->sched_alg, &d->prom_err_sched },
-                { DOCTOR_Q_KUBELET_PREPARE, &m->kubelet_prepare, &d->prom_err_kubelet },
-                { DOCTOR_Q_KUBELET_UNPREPARE, &m->kubelet_unprepare, &d->prom_err_kubelet },
-                { DOCTOR_Q_PLUGIN_PREPARE, &m->plugin_prepare, &d->prom_err_plugin },
-                { DOCTOR_Q_PLUGIN_UNPREPARE, &m->plugin_unprepare, &d->prom_err_plugin },
-        };
-
-        m->depth_query = DOCTOR_Q_WQ_DEPTH;
-        for (size_t i = 0; i < ELEMENTSOF(qs); i++) {
-                int r = prom_start(d, qs[i].q, qs[i].out, qs[i].err);
-
-                if (r < 0)
-                        return log_error_errno(r, "--prometheus %s: cannot start a query: %m",
-                                               d->o->prometheus);
-        }
-        return 0;
 }
 
 /* ---- phase 2: what the lists lead to ---- */
@@ -1946,10 +1839,6 @@ static int report_tuning(struct doctor *d, struct doctor_report *rep) {
                         return r;
         }
         if (d->o->prometheus) {
-                d->prom.error_kcm = d->prom_err_kcm;
-                d->prom.error_scheduler = d->prom_err_sched;
-                d->prom.error_kubelet = d->prom_err_kubelet;
-                d->prom.error_plugin = d->prom_err_plugin;
                 r = doctor_report_prometheus(rep, d->o->prometheus, &d->prom);
                 if (r < 0)
                         return r;
@@ -2101,10 +1990,7 @@ static void doctor_free(struct doctor *d) {
         free(d->sars);
         free(d->sar_message);
         free(d->probes);
-        free(d->prom_err_kcm);
-        free(d->prom_err_sched);
-        free(d->prom_err_kubelet);
-        free(d->prom_err_plugin);
+        doctor_prom_results_done(&d->prom);
         free(d->fatal_what);
         free(d->lc_nodes.message);
         free(d->lc_slices.message);
@@ -2146,8 +2032,13 @@ static int run_doctor(struct app *a, const struct doctor_opts *o, enum output_fo
                 goto out;
         }
         r = start_phase1(&d, selectors);
-        if (r >= 0 && o->prometheus)
-                r = start_prometheus(&d);
+        if (r >= 0 && o->prometheus) {
+                r = doctor_prom_start(a->transport, o->prometheus, &d.prom, on_prom_done, &d);
+                if (r < 0)
+                        log_error_errno(r, "--prometheus %s: cannot start a query: %m", o->prometheus);
+                else
+                        d.pending++;
+        }
         if (r < 0) {
                 kube_client_cancel_all(a->client);
                 wait_pending(&d);
@@ -2157,6 +2048,12 @@ static int run_doctor(struct app *a, const struct doctor_opts *o, enum output_fo
         while (d.pending > 0 && !lists_done(&d))
                 if (uv_run(&a->loop, UV_RUN_ONCE) == 0)
                         break;
+        if (d.prom_error < 0) {
+                wait_pending(&d);
+                r = log_error_errno(d.prom_error, "--prometheus %s: cannot start a query: %m",
+                                    o->prometheus);
+                goto out;
+        }
         if (d.fatal < 0) {
                 wait_pending(&d);
                 r = log_error_errno(d.fatal, "%s", strna(d.fatal_what));
@@ -2179,8 +2076,14 @@ static int run_doctor(struct app *a, const struct doctor_opts *o, enum output_fo
         }
         r = start_phase2(&d, &lcs, &n_lcs);
         wait_pending(&d);
-        if (r < 0) {
+        if (r >= 0 && d.prom_error < 0)
+                r = log_error_errno(d.prom_error, "--prometheus %s: cannot start a query: %m",
+                                    o->prometheus);
+        else if (r < 0)
                 r = log_error_errno(r, "Cannot check: %m");
+        if (r < 0) {
+                for (size_t i = 0; i < n_lcs; i++)
+                        free(lcs[i].message);
                 goto out;
         }
         for (size_t i = 0; i < n_lcs; i++) {

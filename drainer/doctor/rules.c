@@ -440,68 +440,6 @@ details:
 
 /* ---- the guide's Prometheus queries ---- */
 
-static bool sample_value(const cJSON *pair, double *ret) {
-        const cJSON *v = cJSON_GetArrayItem(pair, 1);
-        char *end;
-        double d;
-
-        if (!cJSON_IsArray(pair) || cJSON_GetArraySize(pair) != 2 || !cJSON_IsString(v))
-                return false;
-        /* Prometheus writes numbers as strings: "0.5", "NaN", "+Inf", "-Inf". */
-        d = strtod(v->valuestring, &end);
-        if (end == v->valuestring || *end)
-                return false;
-        *ret = d;
-        return true;
-}
-
-int doctor_prom_parse(const char *body, size_t len, struct doctor_metric *ret, char **ret_error) {
-        _cleanup_(cJSON_Deletep) cJSON *root = cJSON_ParseWithLength(body, len);
-        const char *status, *type;
-        const cJSON *result, *item;
-        struct doctor_metric m = {};
-
-        if (ret_error)
-                *ret_error = NULL;
-        if (!cJSON_IsObject(root))
-                return -EBADMSG;
-        status = json_str(root, "status");
-        if (streq_ptr(status, "error")) {
-                if (ret_error && asprintf(ret_error, "%s: %s", strna(json_str(root, "errorType")),
-                                          strna(json_str(root, "error"))) < 0)
-                        *ret_error = NULL;
-                return -EPROTO;
-        }
-        if (!streq_ptr(status, "success"))
-                return -EBADMSG;
-        type = json_str(root, "data.resultType");
-        result = json_path(root, "data.result");
-        if (streq_ptr(type, "scalar")) {
-                double d;
-
-                if (!sample_value(result, &d))
-                        return -EBADMSG;
-                if (!isnan(d))
-                        m = (struct doctor_metric){ .have = true, .value = d };
-        } else if (streq_ptr(type, "vector")) {
-                if (!cJSON_IsArray(result))
-                        return -EBADMSG;
-                cJSON_ArrayForEach(item, result) {
-                        double d;
-
-                        if (!sample_value(json_path(item, "value"), &d))
-                                return -EBADMSG;
-                        if (isnan(d))
-                                continue;
-                        if (!m.have || d > m.value)
-                                m = (struct doctor_metric){ .have = true, .value = d };
-                }
-        } else
-                return -EBADMSG;
-        *ret = m;
-        return 0;
-}
-
 enum doctor_wq_verdict doctor_judge_workqueue(struct doctor_metric adds, struct doctor_metric depth,
                                               struct doctor_metric work) {
         bool deep, slow, busy;

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "drainer/doctor-prom.h"
 #include "drainer/doctor-report.h"
 #include "drainer/macro.h"
 
@@ -157,36 +158,6 @@ int doctor_report_client_qps(struct doctor_report *r, const char *component, con
 
 /* ---- Tuning at scale: the guide's Prometheus queries ---- */
 
-/* The queries, as the guide writes them. The guide's depth query carries the
- * label endpoint="kube-controller-manager" that kube-prometheus-stack adds;
- * when it finds nothing, DOCTOR_Q_WQ_DEPTH_ANY is asked instead. */
-#define DOCTOR_Q_WQ_ADDS "sum(rate(workqueue_adds_total{name=\"resource_claim\"}[5m]))"
-#define DOCTOR_Q_WQ_DEPTH \
-        "sum(workqueue_depth{endpoint=\"kube-controller-manager\", name=\"resource_claim\"})"
-#define DOCTOR_Q_WQ_DEPTH_ANY "sum(workqueue_depth{name=\"resource_claim\"})"
-#define DOCTOR_Q_WQ_WORK                                                                                    \
-        "histogram_quantile(0.99, sum(rate(workqueue_work_duration_seconds_bucket{name=\"resource_claim\"}" \
-        "[5m])) by (le))"
-#define DOCTOR_Q_SCHED_SLI                                                                                  \
-        "histogram_quantile(0.99, sum(increase(scheduler_pod_scheduling_sli_duration_seconds_bucket[5m])) " \
-        "by (le))"
-#define DOCTOR_Q_SCHED_ALG                                                           \
-        "histogram_quantile(0.99, "                                                  \
-        "sum(increase(scheduler_scheduling_algorithm_duration_seconds_bucket[5m])) " \
-        "by (le))"
-#define DOCTOR_Q_KUBELET_PREPARE                                                                   \
-        "histogram_quantile(0.99, sum(rate(dra_operations_duration_seconds_bucket{operation_name=" \
-        "\"PrepareResources\"}[5m])) by (le))"
-#define DOCTOR_Q_KUBELET_UNPREPARE                                                                 \
-        "histogram_quantile(0.99, sum(rate(dra_operations_duration_seconds_bucket{operation_name=" \
-        "\"UnprepareResources\"}[5m])) by (le))"
-#define DOCTOR_Q_PLUGIN_PREPARE                                                                       \
-        "histogram_quantile(0.99, sum(rate(dra_grpc_operations_duration_seconds_bucket{method_name=~" \
-        "\".*NodePrepareResources\"}[5m])) by (le))"
-#define DOCTOR_Q_PLUGIN_UNPREPARE                                                                     \
-        "histogram_quantile(0.99, sum(rate(dra_grpc_operations_duration_seconds_bucket{method_name=~" \
-        "\".*NodeUnprepareResources\"}[5m])) by (le))"
-
 /* Where "low" ends and "high" begins. The guide names the patterns, not the
  * numbers; these are drainer's, printed with every finding. */
 #define DOCTOR_WQ_ADDS_HIGH     10.0 /* items/s added to the resource_claim queue */
@@ -196,19 +167,6 @@ int doctor_report_client_qps(struct doctor_report *r, const char *component, con
 #define DOCTOR_SCHED_ALG_SLOW   0.5  /* s, p99 of the scheduling algorithm alone */
 #define DOCTOR_PREPARE_SLOW_SEC 1.0  /* s, p99 of NodePrepareResources / NodeUnprepareResources */
 #define DOCTOR_PLUGIN_SHARE_MIN 0.5  /* the plugin's p99 over the kubelet's: "the driver is the slow part" */
-
-/* One evaluated query: have = false when the answer held no sample or NaN;
- * +Inf (a quantile beyond the last bucket) is a value. */
-struct doctor_metric {
-        bool have;
-        double value;
-};
-
-/* Parses a Prometheus /api/v1/query answer of an aggregated query: a vector
- * (its largest sample) or a scalar. 0 with *ret; -EBADMSG for a malformed
- * answer; -EPROTO for status "error", with *ret_error (malloc'd, the caller
- * frees it; may be NULL) "errorType: error". */
-int doctor_prom_parse(const char *body, size_t len, struct doctor_metric *ret, char **ret_error);
 
 enum doctor_wq_verdict {
         DOCTOR_WQ_OK,
@@ -240,13 +198,7 @@ enum doctor_prepare_verdict {
 enum doctor_prepare_verdict doctor_judge_prepare(struct doctor_metric kubelet, struct doctor_metric plugin);
 
 /* The findings of the metrics: the resource_claim workqueue, the scheduler,
- * Prepare and Unprepare. depth_query: the depth query that answered. An
- * error (Prometheus unreachable, a query refused) is passed as the message of
- * the query group that failed (NULL: none), making it a WARN. -ENOMEM. */
-struct doctor_prom_results {
-        struct doctor_metric wq_adds, wq_depth, wq_work, sched_sli, sched_alg, kubelet_prepare,
-                kubelet_unprepare, plugin_prepare, plugin_unprepare;
-        const char *depth_query;
-        const char *error_kcm, *error_scheduler, *error_kubelet, *error_plugin;
-};
+ * Prepare and Unprepare, from what doctor_prom_start() gathered. An error
+ * (Prometheus unreachable, a query refused) of a query group makes its finding
+ * a WARN. -ENOMEM. */
 int doctor_report_prometheus(struct doctor_report *r, const char *url, const struct doctor_prom_results *m);
