@@ -9,65 +9,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "drainer/doctor-gather.h"
 #include "drainer/doctor-prom.h"
 #include "drainer/doctor-report.h"
 #include "drainer/macro.h"
-
-/* ---- Separate permissions ---- */
-
-enum doctor_subject_kind {
-        DOCTOR_SUBJECT_USER,
-        DOCTOR_SUBJECT_GROUP,
-        DOCTOR_SUBJECT_SERVICE_ACCOUNT,
-        _DOCTOR_SUBJECT_KIND_MAX,
-        _DOCTOR_SUBJECT_KIND_INVALID = -EINVAL,
-};
-
-/* "User", "Group", "ServiceAccount" (rbac/v1 Subject kinds) */
-const char *doctor_subject_kind_to_string(enum doctor_subject_kind k);
-enum doctor_subject_kind doctor_subject_kind_from_string(const char *s);
-
-struct doctor_subject {
-        enum doctor_subject_kind kind;
-        const char *name;
-        const char *ns; /* ServiceAccounts only */
-};
-
-/* Why a subject may write DeviceClasses and ResourceSlices, or not. */
-enum doctor_subject_role {
-        DOCTOR_ROLE_OTHER, /* everybody else: may not */
-        DOCTOR_ROLE_ADMIN, /* group system:masters, or bound to ClusterRole cluster-admin cluster-wide */
-        DOCTOR_ROLE_CONTROL_PLANE, /* users system:kube-controller-manager, system:kube-scheduler,
-                                    * system:apiserver, system:node:*, group system:nodes,
-                                    * ServiceAccounts of kube-system */
-        DOCTOR_ROLE_DRIVER,        /* a ServiceAccount that DRA driver pods run as */
-        _DOCTOR_SUBJECT_ROLE_MAX,
-        _DOCTOR_SUBJECT_ROLE_INVALID = -EINVAL,
-};
-
-/* "other", "cluster-admin", "control-plane", "dra-driver" */
-const char *doctor_subject_role_to_string(enum doctor_subject_role r);
-
-/* cluster_admin_bound: a ClusterRoleBinding binds the subject to ClusterRole
- * cluster-admin. driver_sas: "namespace/name" of the ServiceAccounts driver
- * pods run as (n entries). */
-enum doctor_subject_role doctor_subject_role(const struct doctor_subject *s, bool cluster_admin_bound,
-                                             const char *const *driver_sas, size_t n);
-
-/* "User alice", "Group g", "ServiceAccount ns/name"; NULL when out of memory. */
-char *doctor_subject_to_string(const struct doctor_subject *s);
-
-/* The body of an authorization.k8s.io/v1 SubjectAccessReview asking whether s
- * may VERB RESOURCE of GROUP in namespace ns (NULL: cluster-scoped, or all
- * namespaces). The subject is asked as bound, on its own: a User by name, a
- * Group as that group only, a ServiceAccount as its user
- * system:serviceaccount:NS:NAME (without the groups a token would add, so a
- * grant to a group is reported once, for the group). NULL when out of memory. */
-cJSON *doctor_sar_request(const struct doctor_subject *s, const char *ns, const char *group,
-                          const char *resource, const char *verb);
-/* status.allowed of a SubjectAccessReview answer; reason: status.reason (may be
- * NULL), borrowed from answer. -EBADMSG without a status. */
-int doctor_sar_parse(const cJSON *answer, bool *ret_allowed, const char **ret_reason);
 
 /* ---- Driver deployment ---- */
 
@@ -128,25 +73,12 @@ int doctor_kubelet_seamless(const char *v);
  * claims/800, rounded up. This function can't fail. */
 void doctor_scaled_floor(size_t nodes, size_t claims, double *ret_qps, int *ret_burst);
 
-/* Client settings of a control plane component, from its static pod. */
-struct doctor_client_conn {
-        bool have_qps, have_burst;
-        double qps;
-        int burst;
-        bool config_file; /* --config given: its clientConnection is not visible to us */
-};
-
 /* Defaults when neither flag nor config sets them (client-go settings of the
  * components): kube-controller-manager 20/30, kube-scheduler 50/100. */
 #define DOCTOR_KCM_DEFAULT_QPS         20.0
 #define DOCTOR_KCM_DEFAULT_BURST       30
 #define DOCTOR_SCHEDULER_DEFAULT_QPS   50.0
 #define DOCTOR_SCHEDULER_DEFAULT_BURST 100
-
-/* Reads --kube-api-qps/--kube-api-burst ("--f=V" or "--f V") and --config from
- * the command and args of the pod's containers. 0, or -EINVAL for a value that
- * is not a number (the component would not start either). */
-int doctor_client_conn_from_pod(const cJSON *pod, struct doctor_client_conn *ret);
 
 /* Adds the tuning finding of one component ("kube-controller-manager" or
  * "kube-scheduler"); pod: "ns/name" of its static pod, or NULL when none is
