@@ -1,7 +1,7 @@
-/* The rules of `drainer doctor`: a cluster audited against the upstream page
+/* The rules of `drainer doctor`: the cluster audited against the upstream page
  * "Good practices for Dynamic Resource Allocation as a Cluster Admin". Pure:
- * findings are built from cJSON objects, compact records and numbers; every
- * request is made by drainer/cmd. */
+ * every finding is built here from what gather read (struct doctor_data) and
+ * what Prometheus answered (struct doctor_prom_results); no request is made. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -13,6 +13,12 @@
 #include "drainer/doctor-prom.h"
 #include "drainer/doctor-report.h"
 #include "drainer/macro.h"
+
+/* Every finding of doctor over what gather read (d) and, with --prometheus
+ * (prom_url; NULL: not asked), what Prometheus answered (prom), added to rep
+ * and sorted. -ENOMEM. */
+int doctor_rules_run(const struct doctor_data *d, const char *prom_url,
+                     const struct doctor_prom_results *prom, struct doctor_report *rep);
 
 /* ---- Driver deployment ---- */
 
