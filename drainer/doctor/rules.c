@@ -70,17 +70,13 @@ static int list_error_finding(const struct doctor_data *d, struct doctor_report 
 
 /* ---- Separate permissions ---- */
 
-static int report_permissions(const struct doctor_data *d, struct doctor_report *rep) {
-        size_t asked = 0, exempt[_DOCTOR_SUBJECT_ROLE_MAX] = {}, writers = 0, wide = 0, namespaced = 0;
+/* dra-api-writers: only cluster admins, the control plane and DRA drivers may
+ * write DeviceClasses and ResourceSlices, as the API server answers for every
+ * other subject of a (Cluster)RoleBinding. */
+static int check_dra_api_writers(const struct doctor_data *d, struct doctor_report *rep) {
+        size_t asked = 0, exempt[_DOCTOR_SUBJECT_ROLE_MAX] = {}, writers = 0;
         struct doctor_finding *f;
 
-        if (d->lists[DOCTOR_LIST_CLUSTER_ROLE_BINDINGS].error < 0 ||
-            d->lists[DOCTOR_LIST_ROLE_BINDINGS].error < 0)
-                return list_error_finding(d, rep, DOCTOR_SECTION_PERMISSIONS, "dra-api-writers",
-                                          d->lists[DOCTOR_LIST_CLUSTER_ROLE_BINDINGS].error < 0
-                                                  ? DOCTOR_LIST_CLUSTER_ROLE_BINDINGS
-                                                  : DOCTOR_LIST_ROLE_BINDINGS,
-                                          RBAC_FIX);
         if (d->sar_failed > 0) {
                 f = doctor_report_add(
                         rep, DOCTOR_SECTION_PERMISSIONS, DOCTOR_WARN, "dra-api-writers", "",
@@ -91,7 +87,7 @@ static int report_permissions(const struct doctor_data *d, struct doctor_report 
                         return -ENOMEM;
         }
         for (size_t i = 0; i < d->subjects.n; i++) {
-                struct doctor_subject_ent *e = d->subjects.v[i];
+                const struct doctor_subject_ent *e = d->subjects.v[i];
                 char what[256] = "";
 
                 exempt[e->role]++;
@@ -167,8 +163,15 @@ static int report_permissions(const struct doctor_data *d, struct doctor_report 
                                                       d->driver_sas[i]) < 0)
                                 return -ENOMEM;
         }
+        return 0;
+}
 
-        /* Who may use claims: namespaced, as the guide expects. */
+/* claim-users: who may create ResourceClaims and ResourceClaimTemplates:
+ * namespaced, as the guide expects. */
+static int check_claim_users(const struct doctor_data *d, struct doctor_report *rep) {
+        size_t wide = 0, namespaced = 0;
+        struct doctor_finding *f;
+
         for (size_t i = 0; i < d->subjects.n; i++) {
                 const struct doctor_subject_ent *e = d->subjects.v[i];
 
@@ -234,6 +237,23 @@ static int report_permissions(const struct doctor_data *d, struct doctor_report 
                 }
         }
         return 0;
+}
+
+static int report_permissions(const struct doctor_data *d, struct doctor_report *rep) {
+        int r;
+
+        /* Without the bindings there are no subjects to ask about. */
+        if (d->lists[DOCTOR_LIST_CLUSTER_ROLE_BINDINGS].error < 0 ||
+            d->lists[DOCTOR_LIST_ROLE_BINDINGS].error < 0)
+                return list_error_finding(d, rep, DOCTOR_SECTION_PERMISSIONS, "dra-api-writers",
+                                          d->lists[DOCTOR_LIST_CLUSTER_ROLE_BINDINGS].error < 0
+                                                  ? DOCTOR_LIST_CLUSTER_ROLE_BINDINGS
+                                                  : DOCTOR_LIST_ROLE_BINDINGS,
+                                          RBAC_FIX);
+        r = check_dra_api_writers(d, rep);
+        if (r >= 0)
+                r = check_claim_users(d, rep);
+        return r;
 }
 
 /* ---- Driver deployment ---- */
@@ -345,27 +365,29 @@ int doctor_kubelet_seamless(const char *v) {
         return major > 1 || (major == 1 && minor >= 33);
 }
 
-static int report_driver(const struct doctor_data *d, struct doctor_report *rep,
-                         const struct doctor_driver *dr) {
-        _cleanup_free_ char *subject = NULL;
-        const struct doctor_group *ds_group = NULL;
-        struct doctor_finding *f;
+/* The rollout strategy doctor judges a driver's kubelets against: the last of
+ * its DaemonSets read (*ret_have_ds false when none was). */
+static enum doctor_rollout driver_rollout(const struct doctor_data *d, const struct doctor_driver *dr,
+                                          bool *ret_have_ds) {
         enum doctor_rollout rollout = DOCTOR_ROLLOUT_NO_SURGE;
-        bool have_ds = false;
 
-        subject = strf("driver %s", dr->name);
-        if (!subject)
-                return -ENOMEM;
-        if (dr->n_nodes == 0) {
-                f = doctor_report_add(
-                        rep, DOCTOR_SECTION_DRIVER, DOCTOR_PASS, "driver-daemonset", subject,
-                        "publishes no node-local ResourceSlices (%zu network-attached or all-node "
-                        "slices): no kubelet plugin to check",
-                        dr->n_slices);
-                return f ? 0 : -ENOMEM;
+        *ret_have_ds = false;
+        for (size_t j = 0; j < dr->n_groups; j++) {
+                const struct doctor_group *g = d->groups.v[dr->groups[j]];
+
+                if (!g->ds)
+                        continue;
+                *ret_have_ds = true;
+                rollout = doctor_daemonset_rollout(g->ds, NULL);
         }
+        return rollout;
+}
 
-        /* Its deployment: a DaemonSet, found through its pods. */
+/* driver-daemonset: the driver's deployment, a DaemonSet found through its pods. */
+static int check_driver_daemonset(const struct doctor_data *d, struct doctor_report *rep,
+                                  const struct doctor_driver *dr, const char *subject) {
+        struct doctor_finding *f;
+
         if (dr->n_groups == 0) {
                 f = doctor_report_add(
                         rep, DOCTOR_SECTION_DRIVER, DOCTOR_WARN, "driver-daemonset", subject,
@@ -409,24 +431,24 @@ static int report_driver(const struct doctor_data *d, struct doctor_report *rep,
                                       g->n_pods, dr->n_nodes);
                 if (!f || doctor_finding_add_object(f, "DaemonSet %s/%s", g->ns, g->name) < 0)
                         return -ENOMEM;
-                if (!ds_group)
-                        ds_group = g;
         }
+        return 0;
+}
+
+/* liveness-probe: a container of each DaemonSet has one, gRPC preferred. */
+static int check_liveness_probe(const struct doctor_data *d, struct doctor_report *rep,
+                                const struct doctor_driver *dr, const char *subject) {
+        struct doctor_finding *f;
 
         for (size_t j = 0; j < dr->n_groups; j++) {
                 const struct doctor_group *g = d->groups.v[dr->groups[j]];
-                const cJSON *c, *containers;
+                const cJSON *c;
                 enum doctor_probe best = DOCTOR_PROBE_NONE;
-                const char *best_container = NULL, *surge;
-                char list[512] = "";
+                const char *best_container = NULL;
 
                 if (!g->ds)
                         continue;
-                have_ds = true;
-                containers = json_path(g->ds, "spec.template.spec.containers");
-
-                /* Liveness probe: gRPC preferred. */
-                cJSON_ArrayForEach(c, containers) {
+                cJSON_ArrayForEach(c, json_path(g->ds, "spec.template.spec.containers")) {
                         enum doctor_probe p = doctor_container_liveness(c);
 
                         if (p != DOCTOR_PROBE_NONE &&
@@ -463,8 +485,22 @@ static int report_driver(const struct doctor_data *d, struct doctor_report *rep,
                 }
                 if (!f || doctor_finding_add_object(f, "DaemonSet %s/%s", g->ns, g->name) < 0)
                         return -ENOMEM;
+        }
+        return 0;
+}
 
-                /* Seamless upgrade: old and new plugin side by side during a rollout. */
+/* rollout-strategy: old and new plugin side by side during a rollout (seamless upgrade). */
+static int check_rollout_strategy(const struct doctor_data *d, struct doctor_report *rep,
+                                  const struct doctor_driver *dr, const char *subject) {
+        struct doctor_finding *f;
+
+        for (size_t j = 0; j < dr->n_groups; j++) {
+                const struct doctor_group *g = d->groups.v[dr->groups[j]];
+                enum doctor_rollout rollout;
+                const char *surge;
+
+                if (!g->ds)
+                        continue;
                 rollout = doctor_daemonset_rollout(g->ds, &surge);
                 if (rollout == DOCTOR_ROLLOUT_SURGE)
                         f = doctor_report_add(rep, DOCTOR_SECTION_SEAMLESS_UPGRADE, DOCTOR_PASS,
@@ -487,11 +523,28 @@ static int report_driver(const struct doctor_data *d, struct doctor_report *rep,
                 }
                 if (!f || doctor_finding_add_object(f, "DaemonSet %s/%s", g->ns, g->name) < 0)
                         return -ENOMEM;
+        }
+        return 0;
+}
 
-                /* The drainer guard as preStop: other drain tools cannot stop it too early. */
-                cJSON_ArrayForEach(c, containers) if (doctor_container_has_guard(c)) {
+/* drain-guard: the drainer guard as preStop hook, so that other drain tools
+ * cannot stop the driver too early. */
+static int check_drain_guard(const struct doctor_data *d, struct doctor_report *rep,
+                             const struct doctor_driver *dr, const char *subject) {
+        struct doctor_finding *f;
+
+        for (size_t j = 0; j < dr->n_groups; j++) {
+                const struct doctor_group *g = d->groups.v[dr->groups[j]];
+                const cJSON *c;
+                char list[512] = "";
+
+                if (!g->ds)
+                        continue;
+                cJSON_ArrayForEach(c, json_path(g->ds, "spec.template.spec.containers")) {
                         const char *name = json_str(c, "name");
 
+                        if (!doctor_container_has_guard(c))
+                                continue;
                         if (strlen(list) + strlen(strna(name)) + 3 < sizeof list) {
                                 strcat(list, list[0] ? ", " : "");
                                 strcat(list, strna(name));
@@ -518,174 +571,203 @@ static int report_driver(const struct doctor_data *d, struct doctor_report *rep,
                 if (!f || doctor_finding_add_object(f, "DaemonSet %s/%s", g->ns, g->name) < 0)
                         return -ENOMEM;
         }
+        return 0;
+}
 
-        /* Its pods now: Running and Ready, and SERVING where they declare a gRPC liveness port. */
-        if (dr->n_groups > 0) {
-                size_t total = 0, probed = 0, bad = 0, unknown = 0;
-                _cleanup_free_ char *first = NULL;
+/* driver-health: its pods now, Running and Ready, and SERVING where they
+ * declare a gRPC liveness port. */
+static int check_driver_health(const struct doctor_data *d, struct doctor_report *rep,
+                               const struct doctor_driver *dr, const char *subject) {
+        size_t total = 0, probed = 0, bad = 0, unknown = 0;
+        _cleanup_free_ char *first = NULL;
+        struct doctor_finding *f;
 
-                f = doctor_report_add(rep, DOCTOR_SECTION_LIVENESS, DOCTOR_PASS, "driver-health", subject,
-                                      "%s", "");
-                if (!f)
-                        return -ENOMEM;
-                for (size_t j = 0; j < dr->n_groups; j++) {
-                        const struct doctor_group *g = d->groups.v[dr->groups[j]];
-
-                        for (size_t q = 0; q < g->n_pods; q++) {
-                                const struct doctor_pod *p = d->driver_pods.v[g->pods[q]];
-                                _cleanup_free_ char *why = NULL;
-                                bool warn = false;
-
-                                if (!doctor_data_in_scope(d, p->rec->node_name) || p->rec->deleting)
-                                        continue;
-                                total++;
-                                if (p->rec->phase != POD_RUNNING || !p->rec->ready)
-                                        why = strf("%s%s", strna(pod_phase_to_string(p->rec->phase)),
-                                                   p->rec->ready ? "" : ", not Ready");
-                                else if (p->probed && p->probe_error == -ECONNREFUSED)
-                                        why = strf("gRPC health %s:%d refused the connection",
-                                                   p->rec->pod_ip, p->rec->grpc_probe_port);
-                                else if (p->probed && p->probe_error < 0) {
-                                        warn = true;
-                                        why = strf("gRPC health %s:%d not reachable from here (%s)",
-                                                   p->rec->pod_ip, p->rec->grpc_probe_port,
-                                                   p->probe_message ? p->probe_message
-                                                                    : strerror(-p->probe_error));
-                                } else if (p->probed && p->probe_status != HEALTH_SERVING)
-                                        why = strf("gRPC health %s",
-                                                   strna(health_status_to_string(p->probe_status)));
-                                probed += p->probed && p->probe_error == 0 &&
-                                          p->probe_status == HEALTH_SERVING;
-                                if (!why)
-                                        continue;
-                                if (warn)
-                                        unknown++;
-                                else
-                                        bad++;
-                                if (!first)
-                                        first = strdup(why);
-                                if (doctor_finding_add_object(f, "Pod %s/%s on %s: %s", p->rec->ns,
-                                                              p->rec->name, strna(p->rec->node_name),
-                                                              why) < 0)
-                                        return -ENOMEM;
-                        }
-                }
-                free(f->message);
-                if (bad > 0) {
-                        f->status = DOCTOR_FAIL;
-                        f->message = strf(
-                                "%zu of %zu driver pods are not healthy (%s%s): pods with claims cannot "
-                                "start there and finished ones are not cleaned up",
-                                bad, total, strna(first), bad > 1 ? ", ..." : "");
-                        if (doctor_finding_set_fix(
-                                    f, "look at those pods (kubectl describe, logs); the liveness probe "
-                                       "should restart a hung driver") < 0)
-                                return -ENOMEM;
-                } else if (unknown > 0) {
-                        f->status = DOCTOR_WARN;
-                        f->message =
-                                strf("%zu driver pods are Running and Ready, but %zu could not be probed "
-                                     "(%s): doctor runs outside the pod network?",
-                                     total, unknown, strna(first));
-                        if (doctor_finding_set_fix(
-                                    f, "run doctor where pod IPs are reachable (a pod, a node) to "
-                                       "probe the drivers' gRPC health") < 0)
-                                return -ENOMEM;
-                } else
-                        f->message = strf(
-                                "%zu driver pods%s%s Running and Ready; %zu answer SERVING on their gRPC "
-                                "liveness port%s",
-                                total, d->node ? " on " : "", d->node ? d->node : "", probed,
-                                probed < total ? " (the others declare none)" : "");
-                if (!f->message)
-                        return -ENOMEM;
-                if (doctor_finding_add_detail(f, "pods", (double)total) < 0 ||
-                    doctor_finding_add_detail(f, "serving", (double)probed) < 0)
-                        return -ENOMEM;
-        }
-
-        /* Seamless upgrade needs kubelet 1.33+ on every node where the driver runs. */
-        {
-                char **nodes = NULL;
-                size_t n_nodes = 0, n_old = 0, n_unknown = 0;
-                const char *first_ok = NULL;
-
-                for (size_t j = 0; j < dr->n_nodes; j++)
-                        if (doctor_data_in_scope(d, dr->nodes[j]) &&
-                            str_push_unique(&nodes, &n_nodes, dr->nodes[j]) < 0)
-                                goto oom;
-                for (size_t j = 0; j < dr->n_groups; j++) {
-                        const struct doctor_group *g = d->groups.v[dr->groups[j]];
-
-                        for (size_t q = 0; q < g->n_pods; q++) {
-                                const char *nn =
-                                        ((struct doctor_pod *)d->driver_pods.v[g->pods[q]])->rec->node_name;
-
-                                if (nn && doctor_data_in_scope(d, nn) &&
-                                    str_push_unique(&nodes, &n_nodes, nn) < 0)
-                                        goto oom;
-                        }
-                }
-                f = doctor_report_add(rep, DOCTOR_SECTION_SEAMLESS_UPGRADE, DOCTOR_PASS, "kubelet-versions",
-                                      subject, "%s", "");
-                if (!f)
-                        goto oom;
-                for (size_t j = 0; j < n_nodes; j++) {
-                        const struct node_rec *n = doctor_data_node(d, nodes[j]);
-                        const char *v = n ? n->kubelet_version : NULL;
-                        int k = doctor_kubelet_seamless(v);
-
-                        if (k > 0) {
-                                first_ok = first_ok ? first_ok : v;
-                                continue;
-                        }
-                        if (k == 0)
-                                n_old++;
-                        else
-                                n_unknown++;
-                        if (doctor_finding_add_object(f, "Node %s (kubelet %s)", nodes[j],
-                                                      v ? v : "unknown") < 0)
-                                goto oom;
-                }
-                free(f->message);
-                f->message = NULL;
-                if (n_old > 0 && have_ds && rollout == DOCTOR_ROLLOUT_SURGE) {
-                        f->status = DOCTOR_FAIL;
-                        f->message =
-                                strf("%zu of %zu nodes of the driver run a kubelet older than 1.33, yet its "
-                                     "DaemonSet surges: two instances of the plugin on such a kubelet break "
-                                     "the driver during every rollout",
-                                     n_old, n_nodes);
-                } else if (n_old > 0) {
-                        f->status = DOCTOR_WARN;
-                        f->message =
-                                strf("a mixed cluster: %zu of %zu nodes of the driver run a kubelet older "
-                                     "than 1.33, where seamless driver upgrades are not available",
-                                     n_old, n_nodes);
-                } else if (n_unknown > 0) {
-                        f->status = DOCTOR_WARN;
-                        f->message = strf("%zu of %zu nodes of the driver report a kubelet version doctor "
-                                          "cannot read",
-                                          n_unknown, n_nodes);
-                } else
-                        f->message =
-                                strf("all %zu nodes of the driver run kubelet 1.33 or newer (%s): seamless "
-                                     "upgrades are possible",
-                                     n_nodes, strna(first_ok));
-                if (!f->message)
-                        goto oom;
-                if (n_old > 0 &&
-                    doctor_finding_set_fix(f, "upgrade the kubelets of those nodes to 1.33 or newer%s",
-                                           rollout == DOCTOR_ROLLOUT_SURGE && have_ds
-                                                   ? ", or roll the driver out without maxSurge until then"
-                                                   : " before relying on seamless driver upgrades") < 0)
-                        goto oom;
-                strv_free_n(nodes, n_nodes);
+        if (dr->n_groups == 0)
                 return 0;
-        oom:
-                strv_free_n(nodes, n_nodes);
+        f = doctor_report_add(rep, DOCTOR_SECTION_LIVENESS, DOCTOR_PASS, "driver-health", subject, "%s", "");
+        if (!f)
                 return -ENOMEM;
+        for (size_t j = 0; j < dr->n_groups; j++) {
+                const struct doctor_group *g = d->groups.v[dr->groups[j]];
+
+                for (size_t q = 0; q < g->n_pods; q++) {
+                        const struct doctor_pod *p = d->driver_pods.v[g->pods[q]];
+                        _cleanup_free_ char *why = NULL;
+                        bool warn = false;
+
+                        if (!doctor_data_in_scope(d, p->rec->node_name) || p->rec->deleting)
+                                continue;
+                        total++;
+                        if (p->rec->phase != POD_RUNNING || !p->rec->ready)
+                                why = strf("%s%s", strna(pod_phase_to_string(p->rec->phase)),
+                                           p->rec->ready ? "" : ", not Ready");
+                        else if (p->probed && p->probe_error == -ECONNREFUSED)
+                                why = strf("gRPC health %s:%d refused the connection", p->rec->pod_ip,
+                                           p->rec->grpc_probe_port);
+                        else if (p->probed && p->probe_error < 0) {
+                                warn = true;
+                                why = strf("gRPC health %s:%d not reachable from here (%s)", p->rec->pod_ip,
+                                           p->rec->grpc_probe_port,
+                                           p->probe_message ? p->probe_message : strerror(-p->probe_error));
+                        } else if (p->probed && p->probe_status != HEALTH_SERVING)
+                                why = strf("gRPC health %s",
+                                           strna(health_status_to_string(p->probe_status)));
+                        probed += p->probed && p->probe_error == 0 && p->probe_status == HEALTH_SERVING;
+                        if (!why)
+                                continue;
+                        if (warn)
+                                unknown++;
+                        else
+                                bad++;
+                        if (!first)
+                                first = strdup(why);
+                        if (doctor_finding_add_object(f, "Pod %s/%s on %s: %s", p->rec->ns, p->rec->name,
+                                                      strna(p->rec->node_name), why) < 0)
+                                return -ENOMEM;
+                }
         }
+        free(f->message);
+        if (bad > 0) {
+                f->status = DOCTOR_FAIL;
+                f->message = strf("%zu of %zu driver pods are not healthy (%s%s): pods with claims cannot "
+                                  "start there and finished ones are not cleaned up",
+                                  bad, total, strna(first), bad > 1 ? ", ..." : "");
+                if (doctor_finding_set_fix(f,
+                                           "look at those pods (kubectl describe, logs); the liveness probe "
+                                           "should restart a hung driver") < 0)
+                        return -ENOMEM;
+        } else if (unknown > 0) {
+                f->status = DOCTOR_WARN;
+                f->message = strf("%zu driver pods are Running and Ready, but %zu could not be probed "
+                                  "(%s): doctor runs outside the pod network?",
+                                  total, unknown, strna(first));
+                if (doctor_finding_set_fix(f, "run doctor where pod IPs are reachable (a pod, a node) to "
+                                              "probe the drivers' gRPC health") < 0)
+                        return -ENOMEM;
+        } else
+                f->message = strf("%zu driver pods%s%s Running and Ready; %zu answer SERVING on their gRPC "
+                                  "liveness port%s",
+                                  total, d->node ? " on " : "", d->node ? d->node : "", probed,
+                                  probed < total ? " (the others declare none)" : "");
+        if (!f->message)
+                return -ENOMEM;
+        if (doctor_finding_add_detail(f, "pods", (double)total) < 0 ||
+            doctor_finding_add_detail(f, "serving", (double)probed) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* kubelet-versions: seamless upgrades need kubelet 1.33+ on every node where
+ * the driver runs. */
+static int check_kubelet_versions(const struct doctor_data *d, struct doctor_report *rep,
+                                  const struct doctor_driver *dr, const char *subject) {
+        bool have_ds;
+        enum doctor_rollout rollout = driver_rollout(d, dr, &have_ds);
+        struct doctor_finding *f;
+        char **nodes = NULL;
+        size_t n_nodes = 0, n_old = 0, n_unknown = 0;
+        const char *first_ok = NULL;
+
+        for (size_t j = 0; j < dr->n_nodes; j++)
+                if (doctor_data_in_scope(d, dr->nodes[j]) &&
+                    str_push_unique(&nodes, &n_nodes, dr->nodes[j]) < 0)
+                        goto oom;
+        for (size_t j = 0; j < dr->n_groups; j++) {
+                const struct doctor_group *g = d->groups.v[dr->groups[j]];
+
+                for (size_t q = 0; q < g->n_pods; q++) {
+                        const char *nn = d->driver_pods.v[g->pods[q]]->rec->node_name;
+
+                        if (nn && doctor_data_in_scope(d, nn) && str_push_unique(&nodes, &n_nodes, nn) < 0)
+                                goto oom;
+                }
+        }
+        f = doctor_report_add(rep, DOCTOR_SECTION_SEAMLESS_UPGRADE, DOCTOR_PASS, "kubelet-versions", subject,
+                              "%s", "");
+        if (!f)
+                goto oom;
+        for (size_t j = 0; j < n_nodes; j++) {
+                const struct node_rec *n = doctor_data_node(d, nodes[j]);
+                const char *v = n ? n->kubelet_version : NULL;
+                int k = doctor_kubelet_seamless(v);
+
+                if (k > 0) {
+                        first_ok = first_ok ? first_ok : v;
+                        continue;
+                }
+                if (k == 0)
+                        n_old++;
+                else
+                        n_unknown++;
+                if (doctor_finding_add_object(f, "Node %s (kubelet %s)", nodes[j], v ? v : "unknown") < 0)
+                        goto oom;
+        }
+        free(f->message);
+        f->message = NULL;
+        if (n_old > 0 && have_ds && rollout == DOCTOR_ROLLOUT_SURGE) {
+                f->status = DOCTOR_FAIL;
+                f->message = strf("%zu of %zu nodes of the driver run a kubelet older than 1.33, yet its "
+                                  "DaemonSet surges: two instances of the plugin on such a kubelet break "
+                                  "the driver during every rollout",
+                                  n_old, n_nodes);
+        } else if (n_old > 0) {
+                f->status = DOCTOR_WARN;
+                f->message = strf("a mixed cluster: %zu of %zu nodes of the driver run a kubelet older "
+                                  "than 1.33, where seamless driver upgrades are not available",
+                                  n_old, n_nodes);
+        } else if (n_unknown > 0) {
+                f->status = DOCTOR_WARN;
+                f->message = strf("%zu of %zu nodes of the driver report a kubelet version doctor "
+                                  "cannot read",
+                                  n_unknown, n_nodes);
+        } else
+                f->message = strf("all %zu nodes of the driver run kubelet 1.33 or newer (%s): seamless "
+                                  "upgrades are possible",
+                                  n_nodes, strna(first_ok));
+        if (!f->message)
+                goto oom;
+        if (n_old > 0 &&
+            doctor_finding_set_fix(f, "upgrade the kubelets of those nodes to 1.33 or newer%s",
+                                   rollout == DOCTOR_ROLLOUT_SURGE && have_ds
+                                           ? ", or roll the driver out without maxSurge until then"
+                                           : " before relying on seamless driver upgrades") < 0)
+                goto oom;
+        strv_free_n(nodes, n_nodes);
+        return 0;
+oom:
+        strv_free_n(nodes, n_nodes);
+        return -ENOMEM;
+}
+
+/* The checks of one driver named in ResourceSlices, in the guide's order. */
+static int report_driver(const struct doctor_data *d, struct doctor_report *rep,
+                         const struct doctor_driver *dr) {
+        _cleanup_free_ char *subject = strf("driver %s", dr->name);
+        struct doctor_finding *f;
+        int r;
+
+        if (!subject)
+                return -ENOMEM;
+        if (dr->n_nodes == 0) {
+                f = doctor_report_add(
+                        rep, DOCTOR_SECTION_DRIVER, DOCTOR_PASS, "driver-daemonset", subject,
+                        "publishes no node-local ResourceSlices (%zu network-attached or all-node "
+                        "slices): no kubelet plugin to check",
+                        dr->n_slices);
+                return f ? 0 : -ENOMEM;
+        }
+        r = check_driver_daemonset(d, rep, dr, subject);
+        if (r >= 0)
+                r = check_liveness_probe(d, rep, dr, subject);
+        if (r >= 0)
+                r = check_rollout_strategy(d, rep, dr, subject);
+        if (r >= 0)
+                r = check_drain_guard(d, rep, dr, subject);
+        if (r >= 0)
+                r = check_driver_health(d, rep, dr, subject);
+        if (r >= 0)
+                r = check_kubelet_versions(d, rep, dr, subject);
+        return r;
 }
 
 /* ---- Drain ---- */
@@ -712,9 +794,11 @@ static bool group_has_guard(const struct doctor_group *g) {
         return false;
 }
 
-static int report_drain(const struct doctor_data *d, struct doctor_report *rep) {
+/* drain-coverage: every node with DRA devices has a drainer serve daemon (on
+ * the node, or one in cluster mode) or the drainer guard on all its drivers. */
+static int check_drain_coverage(const struct doctor_data *d, struct doctor_report *rep) {
         struct doctor_finding *uncovered = NULL, *f;
-        size_t n_dra = 0, by_serve = 0, by_guard = 0, n_unfinished = 0, n_cordoned_claims = 0;
+        size_t n_dra = 0, by_serve = 0, by_guard = 0;
         const struct doctor_pod *cluster_mode = NULL;
 
         for (size_t i = 0; i < d->drainer_pods.n; i++) {
@@ -791,6 +875,13 @@ static int report_drain(const struct doctor_data *d, struct doctor_report *rep) 
                                                                      cluster_mode->rec->name) < 0))
                         return -ENOMEM;
         }
+        return 0;
+}
+
+/* unfinished-drain: drainer state left on a node. */
+static int check_unfinished_drain(const struct doctor_data *d, struct doctor_report *rep) {
+        struct doctor_finding *f;
+        size_t n_unfinished = 0;
 
         for (size_t i = 0; i < d->nodes.n; i++) {
                 const struct node_rec *n = d->nodes.v[i];
@@ -824,6 +915,14 @@ static int report_drain(const struct doctor_data *d, struct doctor_report *rep) 
                 if (!f)
                         return -ENOMEM;
         }
+        return 0;
+}
+
+/* cordoned-with-claims: a cordoned node, outside a drainer drain, with
+ * ResourceClaims still on it (DESIGN.md's rule, dra/claims.c). */
+static int check_cordoned_with_claims(const struct doctor_data *d, struct doctor_report *rep) {
+        struct doctor_finding *f;
+        size_t n_cordoned_claims = 0;
 
         for (size_t i = 0; i < d->cordoned.n; i++) {
                 const struct doctor_cordoned *c = d->cordoned.v[i];
@@ -884,6 +983,16 @@ static int report_drain(const struct doctor_data *d, struct doctor_report *rep) 
                         return -ENOMEM;
         }
         return 0;
+}
+
+static int report_drain(const struct doctor_data *d, struct doctor_report *rep) {
+        int r = check_drain_coverage(d, rep);
+
+        if (r >= 0)
+                r = check_unfinished_drain(d, rep);
+        if (r >= 0)
+                r = check_cordoned_with_claims(d, rep);
+        return r;
 }
 
 /* ---- Tuning at scale ---- */
