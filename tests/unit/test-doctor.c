@@ -1,8 +1,9 @@
-/* Unit tests for the rules of `drainer doctor`: subjects and their roles,
+/* Unit tests of `drainer doctor` (drainer/doctor/): subjects and their roles,
  * SubjectAccessReview requests and answers, probe/guard/rollout reading of
  * DaemonSets, kubelet versions, the scaled QPS floor, the client flags of
  * static pods, Prometheus answers and the guide's interpretation rules, and
- * the report (order, exit code, JSON and text). */
+ * the report (order, exit code, JSON and text). JSON inputs are fixtures in
+ * tests/unit/fixtures/doctor/. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,12 +18,53 @@
 #include "drainer/doctor-rules.h"
 #include "drainer/json.h"
 
-static cJSON *parse(const char *json) {
-        cJSON *j = cJSON_Parse(json);
+/* A fixture of tests/unit/fixtures/doctor/. */
+static cJSON *load(const char *name) {
+        char path[4096], *buf;
+        FILE *f;
+        long n;
+        cJSON *j;
 
+        snprintf(path, sizeof path, "%s/doctor/%s", FIXTURES, name);
+        f = fopen(path, "re");
+        if (!f)
+                fail_msg("cannot open %s", path);
+        assert_int_equal(fseek(f, 0, SEEK_END), 0);
+        n = ftell(f);
+        rewind(f);
+        buf = malloc((size_t)n + 1);
+        assert_non_null(buf);
+        assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+        buf[n] = 0;
+        fclose(f);
+        j = cJSON_Parse(buf);
+        free(buf);
         if (!j)
-                fail_msg("bad test JSON: %s", json);
+                fail_msg("%s is not JSON", path);
         return j;
+}
+
+/* The "cases" of a fixture. */
+#define for_each_case(c, fx) cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(fx, "cases"))
+
+/* An errno named in a fixture ("EINVAL"); 0 for none. */
+static int errno_named(const char *s) {
+        static const struct {
+                const char *name;
+                int error;
+        } names[] = {
+                { "EINVAL", EINVAL },       { "EBADMSG", EBADMSG },
+                { "EPROTO", EPROTO },       { "ECONNREFUSED", ECONNREFUSED },
+                { "ETIMEDOUT", ETIMEDOUT }, { "EHOSTUNREACH", EHOSTUNREACH },
+        };
+
+        if (!s)
+                return 0;
+        for (size_t i = 0; i < ELEMENTSOF(names); i++)
+                if (strcmp(names[i].name, s) == 0)
+                        return names[i].error;
+        fail_msg("unknown errno %s in a fixture", s);
+        return 0;
 }
 
 static void test_strings(void **state) {
@@ -97,7 +139,8 @@ static void test_sar(void **state) {
         struct doctor_subject sa = { DOCTOR_SUBJECT_SERVICE_ACCOUNT, "drv", "dra" };
         struct doctor_subject grp = { DOCTOR_SUBJECT_GROUP, "system:authenticated", NULL };
         struct doctor_subject usr = { DOCTOR_SUBJECT_USER, "alice", NULL };
-        cJSON *j;
+        cJSON *j, *fx;
+        const cJSON *c;
         char *s;
         bool allowed = true;
         const char *reason = "x";
@@ -133,98 +176,52 @@ static void test_sar(void **state) {
         assert_string_equal(s, "Group system:authenticated");
         free(s);
 
-        j = parse("{\"status\":{\"allowed\":true,\"reason\":\"RBAC: allowed by ClusterRoleBinding "
-                  "\\\"x\\\"\"}}");
-        assert_int_equal(doctor_sar_parse(j, &allowed, &reason), 0);
-        assert_true(allowed);
-        assert_string_equal(reason, "RBAC: allowed by ClusterRoleBinding \"x\"");
-        cJSON_Delete(j);
-        /* "allowed" false is omitted by the API server. */
-        j = parse("{\"status\":{}}");
-        assert_int_equal(doctor_sar_parse(j, &allowed, &reason), 0);
-        assert_false(allowed);
-        assert_null(reason);
-        cJSON_Delete(j);
-        j = parse("{\"status\":{\"allowed\":\"yes\"}}");
-        assert_int_equal(doctor_sar_parse(j, &allowed, NULL), -EBADMSG);
-        cJSON_Delete(j);
-        j = parse("{\"kind\":\"Status\"}");
-        assert_int_equal(doctor_sar_parse(j, &allowed, NULL), -EBADMSG);
-        cJSON_Delete(j);
+        fx = load("sar-answers.json");
+        for_each_case(c, fx) {
+                int want = -errno_named(json_str(c, "error"));
+
+                allowed = !json_bool(c, "allowed", false);
+                reason = "x";
+                assert_int_equal(doctor_sar_parse(json_path(c, "answer"), &allowed, &reason), want);
+                if (want < 0)
+                        continue;
+                assert_int_equal(allowed, json_bool(c, "allowed", false));
+                if (json_str(c, "reason"))
+                        assert_string_equal(reason, json_str(c, "reason"));
+                else
+                        assert_null(reason);
+        }
+        cJSON_Delete(fx);
 }
 
 static void test_container(void **state) {
-        static const struct {
-                const char *json;
-                enum doctor_probe probe;
-                bool guard;
-        } cases[] = {
-                { "{\"name\":\"p\"}", DOCTOR_PROBE_NONE, false },
-                { "{\"livenessProbe\":{\"grpc\":{\"port\":51515,\"service\":\"liveness\"}}}",
-                  DOCTOR_PROBE_GRPC, false },
-                { "{\"livenessProbe\":{\"httpGet\":{\"port\":8080,\"path\":\"/healthz\"}}}",
-                  DOCTOR_PROBE_HTTP, false },
-                { "{\"livenessProbe\":{\"tcpSocket\":{\"port\":1}}}", DOCTOR_PROBE_TCP, false },
-                { "{\"livenessProbe\":{\"exec\":{\"command\":[\"true\"]}}}", DOCTOR_PROBE_EXEC, false },
-                { "{\"livenessProbe\":{\"periodSeconds\":5}}", DOCTOR_PROBE_NONE, false },
-                { "{\"lifecycle\":{\"preStop\":{\"exec\":{\"command\":[\"/guard/drainer\",\"guard\"]}}}}",
-                  DOCTOR_PROBE_NONE, true },
-                { "{\"lifecycle\":{\"preStop\":{\"exec\":{\"command\":[\"sh\",\"-c\",\"exec /opt/drainer "
-                  "guard "
-                  "--node $NODE_NAME\"]}}}}",
-                  DOCTOR_PROBE_NONE, true },
-                { "{\"lifecycle\":{\"preStop\":{\"exec\":{\"command\":[\"/bin/sleep\",\"30\"]}}}}",
-                  DOCTOR_PROBE_NONE, false },
-                { "{\"lifecycle\":{\"preStop\":{\"exec\":{\"command\":[\"/usr/bin/drainer\",\"drain\"]}}}}",
-                  DOCTOR_PROBE_NONE, false },
-                { "{\"lifecycle\":{\"preStop\":{\"httpGet\":{\"path\":\"/drainer/guard\"}}}}",
-                  DOCTOR_PROBE_NONE, false },
-        };
+        cJSON *fx = load("containers.json");
+        const cJSON *c;
 
-        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                cJSON *c = parse(cases[i].json);
+        for_each_case(c, fx) {
+                const cJSON *container = json_path(c, "container");
 
-                assert_int_equal(doctor_container_liveness(c), cases[i].probe);
-                assert_int_equal(doctor_container_has_guard(c), cases[i].guard);
-                cJSON_Delete(c);
+                assert_string_equal(doctor_probe_to_string(doctor_container_liveness(container)),
+                                    json_str(c, "probe"));
+                assert_int_equal(doctor_container_has_guard(container), json_bool(c, "guard", false));
         }
+        cJSON_Delete(fx);
         assert_string_equal(doctor_probe_to_string(DOCTOR_PROBE_HTTP), "httpGet");
 }
 
 static void test_rollout(void **state) {
-        static const struct {
-                const char *json;
-                enum doctor_rollout want;
-                const char *surge;
-        } cases[] = {
-                { "{\"spec\":{}}", DOCTOR_ROLLOUT_NO_SURGE, "0" },
-                { "{\"spec\":{\"updateStrategy\":{\"type\":\"RollingUpdate\",\"rollingUpdate\":{"
-                  "\"maxUnavailable\":1,"
-                  "\"maxSurge\":0}}}}",
-                  DOCTOR_ROLLOUT_NO_SURGE, "0" },
-                { "{\"spec\":{\"updateStrategy\":{\"type\":\"RollingUpdate\",\"rollingUpdate\":{"
-                  "\"maxUnavailable\":0,"
-                  "\"maxSurge\":1}}}}",
-                  DOCTOR_ROLLOUT_SURGE, "a count" },
-                { "{\"spec\":{\"updateStrategy\":{\"rollingUpdate\":{\"maxSurge\":\"25%\"}}}}",
-                  DOCTOR_ROLLOUT_SURGE, "25%" },
-                { "{\"spec\":{\"updateStrategy\":{\"rollingUpdate\":{\"maxSurge\":\"0%\"}}}}",
-                  DOCTOR_ROLLOUT_NO_SURGE, "0%" },
-                { "{\"spec\":{\"updateStrategy\":{\"rollingUpdate\":{\"maxSurge\":\"x%\"}}}}",
-                  DOCTOR_ROLLOUT_NO_SURGE, "x%" },
-                { "{\"spec\":{\"updateStrategy\":{\"type\":\"OnDelete\",\"rollingUpdate\":{\"maxSurge\":1}}}"
-                  "}",
-                  DOCTOR_ROLLOUT_ON_DELETE, "0" },
-        };
+        cJSON *fx = load("rollouts.json");
+        const cJSON *c;
 
-        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                cJSON *ds = parse(cases[i].json);
+        for_each_case(c, fx) {
                 const char *surge = NULL;
 
-                assert_int_equal(doctor_daemonset_rollout(ds, &surge), cases[i].want);
-                assert_string_equal(surge, cases[i].surge);
-                cJSON_Delete(ds);
+                assert_string_equal(doctor_rollout_to_string(
+                                            doctor_daemonset_rollout(json_path(c, "daemonset"), &surge)),
+                                    json_str(c, "rollout"));
+                assert_string_equal(surge, json_str(c, "surge"));
         }
+        cJSON_Delete(fx);
         assert_string_equal(doctor_rollout_to_string(DOCTOR_ROLLOUT_ON_DELETE), "OnDelete");
 }
 
@@ -271,35 +268,26 @@ static void test_scaled_floor(void **state) {
 }
 
 static void test_client_conn(void **state) {
-        struct doctor_client_conn c;
-        cJSON *pod;
+        cJSON *fx = load("client-flags.json");
+        const cJSON *c;
 
-        pod = parse("{\"spec\":{\"containers\":[{\"command\":[\"kube-controller-manager\",\"--kube-api-qps="
-                    "100\","
-                    "\"--kube-api-burst\",\"200\",\"--kube-api-qpsx=1\"]}]}}");
-        assert_int_equal(doctor_client_conn_from_pod(pod, &c), 0);
-        assert_true(c.have_qps && c.qps == 100);
-        assert_true(c.have_burst && c.burst == 200);
-        assert_false(c.config_file);
-        cJSON_Delete(pod);
+        for_each_case(c, fx) {
+                struct doctor_client_conn conn = { .qps = -1 };
+                const cJSON *qps = json_path(c, "qps"), *burst = json_path(c, "burst");
+                int want = -errno_named(json_str(c, "error"));
 
-        pod = parse("{\"spec\":{\"containers\":[{\"command\":[\"kube-scheduler\"],\"args\":[\"--config=/etc/"
-                    "s.yaml\"]}]}}");
-        assert_int_equal(doctor_client_conn_from_pod(pod, &c), 0);
-        assert_false(c.have_qps);
-        assert_false(c.have_burst);
-        assert_true(c.config_file);
-        cJSON_Delete(pod);
-
-        pod = parse("{\"spec\":{\"containers\":[{\"command\":[\"k\",\"--kube-api-qps=lots\"]}]}}");
-        assert_int_equal(doctor_client_conn_from_pod(pod, &c), -EINVAL);
-        cJSON_Delete(pod);
-        pod = parse("{\"spec\":{\"containers\":[{\"command\":[\"k\",\"--kube-api-burst\"]}]}}");
-        assert_int_equal(doctor_client_conn_from_pod(pod, &c), -EINVAL);
-        cJSON_Delete(pod);
-        pod = parse("{\"spec\":{\"containers\":[{\"args\":[\"--kube-api-qps=-1\"]}]}}");
-        assert_int_equal(doctor_client_conn_from_pod(pod, &c), -EINVAL);
-        cJSON_Delete(pod);
+                assert_int_equal(doctor_client_conn_from_pod(json_path(c, "pod"), &conn), want);
+                if (want < 0)
+                        continue;
+                assert_int_equal(conn.have_qps, cJSON_IsNumber(qps));
+                if (cJSON_IsNumber(qps))
+                        assert_true(conn.qps == qps->valuedouble);
+                assert_int_equal(conn.have_burst, cJSON_IsNumber(burst));
+                if (cJSON_IsNumber(burst))
+                        assert_int_equal(conn.burst, burst->valueint);
+                assert_int_equal(conn.config_file, json_bool(c, "config", false));
+        }
+        cJSON_Delete(fx);
 }
 
 static const struct doctor_finding *find(const struct doctor_report *r, const char *check,
@@ -379,62 +367,32 @@ static struct doctor_metric M(double v) {
 } static const struct doctor_metric NONE = { .have = false };
 
 static void test_prom_parse(void **state) {
-        static const struct {
-                const char *body;
-                int r;
-                bool have;
-                double v;
-        } cases[] = {
-                { "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":{},"
-                  "\"value\":"
-                  "[1700000000.5,\"0.25\"]}]}}",
-                  0, true, 0.25 },
-                { "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":{"
-                  "\"a\":\"1\"},"
-                  "\"value\":[1,\"2\"]},{\"metric\":{\"a\":\"2\"},\"value\":[1,\"7\"]}]}}",
-                  0, true, 7 },
-                { "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[]}}", 0, false,
-                  0 },
-                { "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":{},"
-                  "\"value\":"
-                  "[1,\"NaN\"]}]}}",
-                  0, false, 0 },
-                { "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":{},"
-                  "\"value\":"
-                  "[1,\"+Inf\"]}]}}",
-                  0, true, INFINITY },
-                { "{\"status\":\"success\",\"data\":{\"resultType\":\"scalar\",\"result\":[1,\"3.5\"]}}", 0,
-                  true, 3.5 },
-                { "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":[]}}", -EBADMSG,
-                  false, 0 },
-                { "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"value\":[1,2]}"
-                  "]}}",
-                  -EBADMSG, false, 0 },
-                { "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"value\":[1,"
-                  "\"x\"]}]}}",
-                  -EBADMSG, false, 0 },
-                { "not json", -EBADMSG, false, 0 },
-                { "{\"data\":{}}", -EBADMSG, false, 0 },
-        };
-        struct doctor_metric m;
-        char *err = NULL;
-        const char *bad =
-                "{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":\"parse error at char 4\"}";
+        cJSON *fx = load("prom-answers.json");
+        const cJSON *c;
 
-        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                m = (struct doctor_metric){ .have = true, .value = -1 };
-                assert_int_equal(doctor_prom_parse(cases[i].body, strlen(cases[i].body), &m, &err),
-                                 cases[i].r);
-                assert_null(err);
-                if (cases[i].r < 0)
+        for_each_case(c, fx) {
+                const char *body = json_str(c, "body"), *message = json_str(c, "message");
+                const cJSON *value = json_path(c, "value");
+                struct doctor_metric m = { .have = true, .value = -1 };
+                int want = -errno_named(json_str(c, "error"));
+                char *err = NULL;
+
+                assert_non_null(body);
+                assert_int_equal(doctor_prom_parse(body, strlen(body), &m, &err), want);
+                if (message)
+                        assert_string_equal(err, message);
+                else
+                        assert_null(err);
+                free(err);
+                if (want < 0)
                         continue;
-                assert_int_equal(m.have, cases[i].have);
-                if (m.have)
-                        assert_true(m.value == cases[i].v);
+                assert_int_equal(m.have, !cJSON_IsNull(value));
+                if (cJSON_IsNumber(value))
+                        assert_true(m.value == value->valuedouble);
+                else if (cJSON_IsString(value)) /* JSON has no infinity */
+                        assert_true(m.value == strtod(value->valuestring, NULL));
         }
-        assert_int_equal(doctor_prom_parse(bad, strlen(bad), &m, &err), -EPROTO);
-        assert_string_equal(err, "bad_data: parse error at char 4");
-        free(err);
+        cJSON_Delete(fx);
 }
 
 static void test_judges(void **state) {
@@ -506,7 +464,7 @@ static void test_report_prometheus(void **state) {
         m.wq_adds = M(0.5);
         m.wq_depth = M(40);
         m.wq_work = M(2.5);
-        m.error_scheduler = "cannot query it: Connection refused";
+        m.error_scheduler = strdup("cannot query it: Connection refused");
         assert_int_equal(doctor_report_prometheus(&r, "http://127.0.0.1:9", &m), 0);
         f = find(&r, "resource-claim-workqueue", NULL);
         assert_non_null(strstr(f->fix, "--kube-api-qps"));
@@ -516,7 +474,7 @@ static void test_report_prometheus(void **state) {
         doctor_report_done(&r);
 
         /* Nothing scraped. */
-        memset(&m, 0, sizeof m);
+        doctor_prom_results_done(&m);
         assert_int_equal(doctor_report_prometheus(&r, "http://127.0.0.1:9", &m), 0);
         for (size_t i = 0; i < r.n; i++) {
                 assert_int_equal(r.items[i]->status, DOCTOR_WARN);
