@@ -15,8 +15,12 @@
 
 #include <cmocka.h>
 
+#include "drainer/doctor-gather.h"
 #include "drainer/doctor-rules.h"
+#include "drainer/health.h"
 #include "drainer/json.h"
+#include "drainer/kstatus.h"
+#include "drainer/objects.h"
 
 /* A fixture of tests/unit/fixtures/doctor/. */
 static cJSON *load(const char *name) {
@@ -559,6 +563,797 @@ static void test_report(void **state) {
         assert_int_equal(doctor_report_exit_code(&r), 0);
 }
 
+/* ---- the rules over pictures of clusters (fixtures/doctor/cluster-*.json) ---- */
+
+/* A fixture's API error: errors.KEY = {code, message}. */
+static bool fixture_error(const cJSON *fx, const char *key, int *ret_error, const char **ret_message) {
+        const cJSON *e =
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(fx, "errors"), key);
+
+        if (!e)
+                return false;
+        *ret_error = http_status_to_errno(json_int(e, "code", 500));
+        *ret_message = json_str(e, "message");
+        return true;
+}
+
+static const cJSON *fixture_get(const cJSON *fx, const char *map, const char *key) {
+        return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(fx, map), key);
+}
+
+/* How the fixture's fake API server names a SubjectAccessReview:
+ * "user:NAME VERB RESOURCE NAMESPACE" or "group:NAME ...", NAMESPACE "*" for none. */
+static void sar_key(const cJSON *req, char *buf, size_t size) {
+        const char *user = json_str(req, "spec.user");
+        const cJSON *attrs = json_path(req, "spec.resourceAttributes");
+        const char *ns = json_str(attrs, "namespace");
+
+        if (user)
+                snprintf(buf, size, "user:%s %s %s %s", user, json_str(attrs, "verb"),
+                         json_str(attrs, "resource"), ns ? ns : "*");
+        else
+                snprintf(buf, size, "group:%s %s %s %s",
+                         cJSON_GetArrayItem(json_path(req, "spec.groups"), 0)->valuestring,
+                         json_str(attrs, "verb"), json_str(attrs, "resource"), ns ? ns : "*");
+}
+
+static const struct {
+        enum doctor_list list;
+        const char *key;
+} fixture_lists[] = {
+        { DOCTOR_LIST_NODES, "nodes" },
+        { DOCTOR_LIST_SLICES, "resourceslices" },
+        { DOCTOR_LIST_CLAIMS, "resourceclaims" },
+        { DOCTOR_LIST_CLUSTER_ROLE_BINDINGS, "clusterrolebindings" },
+        { DOCTOR_LIST_ROLE_BINDINGS, "rolebindings" },
+        { DOCTOR_LIST_DRAINER_PODS, "drainerPods" },
+        { DOCTOR_LIST_SYSTEM_PODS, "kubeSystemPods" },
+        { DOCTOR_LIST_DRIVER_PODS, "driverPods" },
+};
+
+/* The picture doctor_gather_start() makes of the cluster in fx, with the API
+ * server's answers taken from the fixture: its lists and errors, its
+ * DaemonSets, its answers to SubjectAccessReviews (the reason of the allowed
+ * ones; anything else is denied), the probes of driver pods (each one asked
+ * must be in "probes", and each one there asked) and the pods of nodes.
+ * scope: --node. */
+static void picture(struct doctor_data *d, const cJSON *fx, const char *scope) {
+        const cJSON *item;
+        size_t n_answers = 0;
+        int error;
+        const char *message;
+
+        assert_int_equal(doctor_data_init(d, scope), 0);
+        assert_string_equal(d->dra_api, "resource.k8s.io/v1");
+        for (size_t i = 0; i < ELEMENTSOF(fixture_lists); i++) {
+                enum doctor_list l = fixture_lists[i].list;
+
+                if (fixture_error(fx, fixture_lists[i].key, &error, &message)) {
+                        assert_int_equal(doctor_data_list_done(d, l, error, message), 0);
+                        continue;
+                }
+                cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(fx, fixture_lists[i].key)) {
+                        int r = doctor_data_add(d, l, item);
+
+                        assert_true(r == 0 || r == -EBADMSG);
+                }
+                assert_int_equal(doctor_data_list_done(d, l, 0, NULL), 0);
+        }
+        assert_int_equal(doctor_data_index(d), 0);
+
+        for (size_t i = 0; i < d->groups.n; i++) {
+                const struct doctor_group *g = d->groups.v[i];
+                char key[512], notfound[512];
+                const cJSON *ds;
+
+                if (!doctor_data_wants_daemonset(d, i))
+                        continue;
+                snprintf(key, sizeof key, "daemonsets/%s/%s", g->ns, g->name);
+                snprintf(notfound, sizeof notfound, "daemonsets.apps \"%s\" not found", g->name);
+                ds = fixture_get(fx, "daemonsets", key + strlen("daemonsets/"));
+                if (fixture_error(fx, key, &error, &message))
+                        assert_int_equal(doctor_data_daemonset_done(d, i, error, message, NULL), 0);
+                else if (ds)
+                        assert_int_equal(doctor_data_daemonset_done(d, i, 0, NULL, ds), 0);
+                else
+                        assert_int_equal(doctor_data_daemonset_done(d, i, -ENOENT, notfound, NULL), 0);
+        }
+
+        for (size_t k = 0; k < d->n_sars; k++) {
+                cJSON *req = doctor_data_sar_request(d, k), *answer;
+                const char *reason;
+                char key[1024];
+
+                assert_non_null(req);
+                assert_string_equal(json_str(req, "spec.resourceAttributes.group"), "resource.k8s.io");
+                sar_key(req, key, sizeof key);
+                cJSON_Delete(req);
+                if (fixture_error(fx, "subjectaccessreviews", &error, &message)) {
+                        assert_int_equal(doctor_data_sar_done(d, k, error, message, NULL), 0);
+                        continue;
+                }
+                reason = cJSON_GetStringValue(fixture_get(fx, "subjectaccessreviews", key));
+                answer = cJSON_CreateObject();
+                assert_non_null(answer);
+                item = cJSON_AddObjectToObject(answer, "status");
+                if (reason) {
+                        cJSON_AddBoolToObject((cJSON *)item, "allowed", true);
+                        cJSON_AddStringToObject((cJSON *)item, "reason", reason);
+                }
+                assert_int_equal(doctor_data_sar_done(d, k, 0, NULL, answer), 0);
+                cJSON_Delete(answer);
+        }
+
+        for (size_t k = 0; k < d->n_probes; k++) {
+                const struct pod_rec *p = d->driver_pods.v[d->probes[k]]->rec;
+                enum health_status status = HEALTH_UNKNOWN;
+                const cJSON *a;
+                char key[512];
+
+                snprintf(key, sizeof key, "%s/%s", p->ns, p->name);
+                a = fixture_get(fx, "probes", key);
+                if (!a)
+                        fail_msg("the fixture does not answer the probe of %s", key);
+                n_answers++;
+                for (int s = HEALTH_UNKNOWN; s <= HEALTH_SERVICE_UNKNOWN; s++)
+                        if (json_str(a, "status") &&
+                            strcmp(health_status_to_string(s), json_str(a, "status")) == 0)
+                                status = s;
+                doctor_data_probe_done(d, k, -errno_named(json_str(a, "error")), status,
+                                       json_str(a, "message"));
+        }
+        /* Every probe the fixture answers is asked (all nodes in scope). */
+        if (!scope)
+                assert_int_equal(n_answers,
+                                 cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fx, "probes")));
+
+        for (size_t k = 0; k < d->cordoned.n; k++) {
+                char key[512];
+
+                snprintf(key, sizeof key, "nodePods/%s", d->cordoned.v[k]->node->name);
+                if (fixture_error(fx, key, &error, &message)) {
+                        doctor_data_cordoned_done(d, k, error);
+                        continue;
+                }
+                cJSON_ArrayForEach(item, fixture_get(fx, "nodePods", d->cordoned.v[k]->node->name))
+                        assert_int_equal(doctor_data_add_cordoned_pod(d, k, item), 0);
+                doctor_data_cordoned_done(d, k, 0);
+        }
+}
+
+struct judged {
+        struct doctor_data d;
+        struct doctor_report rep;
+};
+
+/* The findings of doctor (--node scope, --prometheus prom_url) over a fixture's cluster. */
+static void judge(struct judged *j, const char *fixture, const char *scope, const char *prom_url,
+                  const struct doctor_prom_results *prom) {
+        cJSON *fx = load(fixture);
+
+        picture(&j->d, fx, scope);
+        cJSON_Delete(fx);
+        j->rep = (struct doctor_report){};
+        assert_int_equal(doctor_rules_run(&j->d, prom_url, prom, &j->rep), 0);
+}
+
+static void judged_done(struct judged *j) {
+        doctor_report_done(&j->rep);
+        doctor_data_done(&j->d);
+}
+
+/* How many findings of check (about subject, NULL: any) have status s (-1: any). */
+static size_t count(const struct doctor_report *r, const char *check, const char *subject, int s) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < r->n; i++)
+                n += strcmp(r->items[i]->check, check) == 0 &&
+                     (!subject || strcmp(r->items[i]->subject, subject) == 0) &&
+                     (s < 0 || (int)r->items[i]->status == s);
+        return n;
+}
+
+/* The one finding of check about subject with status s. */
+static const struct doctor_finding *the(const struct doctor_report *r, const char *check,
+                                        const char *subject, enum doctor_status s) {
+        const struct doctor_finding *f = NULL;
+
+        for (size_t i = 0; i < r->n; i++)
+                if (strcmp(r->items[i]->check, check) == 0 && strcmp(r->items[i]->subject, subject) == 0 &&
+                    r->items[i]->status == s) {
+                        if (f)
+                                fail_msg("two %s findings %s/%s", doctor_status_to_string(s), check,
+                                         subject);
+                        f = r->items[i];
+                }
+        if (!f)
+                fail_msg("no %s finding %s/%s", doctor_status_to_string(s), check, subject);
+        return f;
+}
+
+/* The finding's objects are exactly these (NULL-terminated). */
+static void assert_objects(const struct doctor_finding *f, ...) {
+        va_list ap;
+        size_t n = 0;
+        const char *o;
+
+        va_start(ap, f);
+        while ((o = va_arg(ap, const char *))) {
+                if (n >= f->n_objects)
+                        fail_msg("%s/%s: no object %zu (%s)", f->check, f->subject, n, o);
+                assert_string_equal(f->objects[n], o);
+                n++;
+        }
+        va_end(ap);
+        assert_int_equal(f->n_objects, n);
+}
+
+#define RBAC_FIX                                                                                \
+        "grant doctor's identity the ClusterRole of deploy/doctor (it lists bindings and asks " \
+        "SubjectAccessReviews)"
+
+static void test_rule_dra_api_writers(void **state) {
+        struct judged j;
+        const struct doctor_finding *f;
+
+        /* PASS: everybody who may write is exempt, and the exempt are counted by kind. */
+        judge(&j, "cluster-healthy.json", NULL, NULL, NULL);
+        f = the(&j.rep, "dra-api-writers", "", DOCTOR_PASS);
+        assert_string_equal(
+                f->message,
+                "of the 9 subjects of 9 (Cluster)RoleBindings, 2 are cluster admins, 3 the control "
+                "plane, 1 DRA driver ServiceAccounts; the API server says none of the 3 others may "
+                "write DeviceClasses or ResourceSlices");
+        assert_objects(f, "ServiceAccount gpu-system/gpu-driver (runs DRA driver pods)", NULL);
+        assert_null(f->fix);
+        assert_int_equal(count(&j.rep, "dra-api-writers", NULL, -1), 1);
+        judged_done(&j);
+
+        /* FAIL: one per writer, naming the bindings the API server named. */
+        judge(&j, "cluster-permissions.json", NULL, NULL, NULL);
+        f = the(&j.rep, "dra-api-writers", "User alice", DOCTOR_FAIL);
+        assert_string_equal(
+                f->message,
+                "may create, update, patch, delete resourceslices: only cluster admins and DRA "
+                "drivers should write DeviceClasses and ResourceSlices (the API server: RBAC: "
+                "allowed by ClusterRoleBinding \"slice-writer\" of ClusterRole \"slice-writer\" to "
+                "User \"alice\")");
+        assert_objects(f, "ClusterRoleBinding slice-writer -> ClusterRole slice-writer", NULL);
+        assert_string_equal(f->fix,
+                            "remove User alice from these bindings, or drop create/update/patch/delete "
+                            "on deviceclasses and resourceslices (resource.k8s.io) from the roles they "
+                            "grant; if it is a DRA driver, run its pods as this ServiceAccount");
+        assert_int_equal(f->section, DOCTOR_SECTION_PERMISSIONS);
+        f = the(&j.rep, "dra-api-writers", "Group ops", DOCTOR_FAIL);
+        assert_true(strncmp(f->message, "may create, update deviceclasses: ", 34) == 0);
+        /* ops-view is a binding of ops too, but not what lets it write. */
+        assert_objects(f, "ClusterRoleBinding ops-devices -> ClusterRole device-admin", NULL);
+        /* The RoleBinding of team-a/ci cannot grant cluster-scoped resources: the API server said no.
+         * The driver's ServiceAccount, named as a user, and the control plane are not asked. */
+        assert_int_equal(count(&j.rep, "dra-api-writers", NULL, -1), 2);
+        assert_int_equal(doctor_report_exit_code(&j.rep), DOCTOR_EXIT_FAIL);
+        for (size_t k = 0; k < j.d.subjects.n; k++) {
+                const struct doctor_subject_ent *e = j.d.subjects.v[k];
+
+                if (strcmp(e->label, "User system:serviceaccount:gpu-system:gpu-driver") == 0)
+                        assert_int_equal(e->role, DOCTOR_ROLE_DRIVER);
+                if (strcmp(e->label, "ServiceAccount team-a/ci") == 0)
+                        assert_int_equal(e->role, DOCTOR_ROLE_OTHER);
+        }
+        judged_done(&j);
+
+        /* WARN: the bindings cannot be listed; nothing else is said about permissions. */
+        judge(&j, "cluster-bindings-forbidden.json", NULL, NULL, NULL);
+        f = the(&j.rep, "dra-api-writers", "", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "cannot list clusterrolebindings: clusterrolebindings.rbac.authorization"
+                            ".k8s.io is forbidden: User \"doctor\" cannot list resource "
+                            "\"clusterrolebindings\" in API group \"rbac.authorization.k8s.io\" at "
+                            "the cluster scope: not checked");
+        assert_string_equal(f->fix, RBAC_FIX);
+        assert_int_equal(count(&j.rep, "dra-api-writers", NULL, -1), 1);
+        assert_int_equal(count(&j.rep, "claim-users", NULL, -1), 0);
+        assert_int_equal(j.d.n_sars, 0);
+        judged_done(&j);
+
+        /* WARN: the API server would not answer; no PASS on half the answers. */
+        judge(&j, "cluster-sar-errors.json", NULL, NULL, NULL);
+        f = the(&j.rep, "dra-api-writers", "", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "20 of 20 SubjectAccessReviews failed (subjectaccessreviews.authorization"
+                            ".k8s.io is forbidden: User \"doctor\" cannot create resource "
+                            "\"subjectaccessreviews\"): who may write DeviceClasses and "
+                            "ResourceSlices is not fully known");
+        assert_string_equal(f->fix, RBAC_FIX);
+        assert_int_equal(count(&j.rep, "dra-api-writers", NULL, -1), 1);
+        assert_int_equal(count(&j.rep, "claim-users", NULL, -1), 0);
+        judged_done(&j);
+}
+
+static void test_rule_claim_users(void **state) {
+        struct judged j;
+        const struct doctor_finding *f;
+
+        /* PASS: granted per namespace, and who may where. */
+        judge(&j, "cluster-healthy.json", NULL, NULL, NULL);
+        f = the(&j.rep, "claim-users", "", DOCTOR_PASS);
+        assert_string_equal(f->message, "1 RoleBinding grants let subjects create ResourceClaims or "
+                                        "ResourceClaimTemplates, each in its own namespace, as the guide "
+                                        "expects; none in every namespace");
+        assert_objects(f, "User carol in namespace team-a", NULL);
+        judged_done(&j);
+        judge(&j, "cluster-empty.json", NULL, NULL, NULL);
+        f = the(&j.rep, "claim-users", "", DOCTOR_PASS);
+        assert_string_equal(f->message, "besides cluster admins and the control plane nobody may create "
+                                        "ResourceClaims or ResourceClaimTemplates, in any namespace");
+        assert_objects(f, NULL);
+        judged_done(&j);
+
+        /* WARN (the worst: claims are not a cluster-wide risk) for grants in every namespace,
+         * naming the ClusterRoleBindings only. */
+        judge(&j, "cluster-permissions.json", NULL, NULL, NULL);
+        f = the(&j.rep, "claim-users", "User bob", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "may create ResourceClaims and ResourceClaimTemplates in every "
+                            "namespace: ResourceClaims and ResourceClaimTemplates are namespaced, "
+                            "and the guide expects them granted per namespace");
+        assert_objects(f, "ClusterRoleBinding claims-everywhere -> ClusterRole claim-user", NULL);
+        assert_string_equal(f->fix, "bind User bob with RoleBindings in the namespaces where it deploys "
+                                    "workloads instead of a ClusterRoleBinding");
+        f = the(&j.rep, "claim-users", "User erin", DOCTOR_WARN);
+        assert_true(strncmp(f->message, "may create ResourceClaimTemplates in every namespace:", 53) == 0);
+        /* No PASS beside a WARN, and never a FAIL. */
+        assert_int_equal(count(&j.rep, "claim-users", NULL, -1), 2);
+        assert_int_equal(count(&j.rep, "claim-users", NULL, DOCTOR_FAIL), 0);
+        judged_done(&j);
+}
+
+static void test_rule_driver_daemonset(void **state) {
+        struct judged j;
+        const struct doctor_finding *f;
+
+        judge(&j, "cluster-drivers.json", NULL, NULL, NULL);
+        /* PASS: found through its pods; or nothing node-local to check. */
+        f = the(&j.rep, "driver-daemonset", "driver gpu.example.com", DOCTOR_PASS);
+        assert_string_equal(f->message, "DaemonSet gpu-system/gpu-driver: 2 pods, slices on 2 nodes");
+        assert_objects(f, "DaemonSet gpu-system/gpu-driver", NULL);
+        f = the(&j.rep, "driver-daemonset", "driver net.example.com", DOCTOR_PASS);
+        assert_string_equal(f->message,
+                            "publishes no node-local ResourceSlices (2 network-attached or all-node "
+                            "slices): no kubelet plugin to check");
+        /* nic's nodes run gpu's pods too: only the pods that name nic count. */
+        f = the(&j.rep, "driver-daemonset", "driver nic.example.com", DOCTOR_PASS);
+        assert_objects(f, "DaemonSet net-system/nic-driver", NULL);
+        assert_int_equal(count(&j.rep, "driver-daemonset", "driver nic.example.com", -1), 1);
+        /* WARN: not a DaemonSet, no pod, a DaemonSet doctor may not read. */
+        f = the(&j.rep, "driver-daemonset", "driver fpga.example.com", DOCTOR_WARN);
+        assert_string_equal(f->message, "its pods in fpga-system are not run by a DaemonSet (ReplicaSet "
+                                        "fpga-plugin-5d8f)");
+        assert_objects(f, "ReplicaSet fpga-system/fpga-plugin-5d8f", NULL);
+        assert_string_equal(f->fix, "deploy the driver as a DaemonSet on the nodes with its devices, as the "
+                                    "guide describes");
+        f = the(&j.rep, "driver-daemonset", "driver tpu.example.com", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "no DRA driver pod found on its 1 nodes (by the driver selectors): its "
+                            "deployment, liveness probe, upgrade strategy and drain guard are not "
+                            "checked");
+        assert_non_null(strstr(f->fix, "--driver-selector"));
+        f = the(&j.rep, "driver-daemonset", "driver acc.example.com", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "cannot read DaemonSet acc-system/acc-driver: daemonsets.apps "
+                            "\"acc-driver\" is forbidden: User \"doctor\" cannot get resource "
+                            "\"daemonsets\" in API group \"apps\" in the namespace \"acc-system\"");
+        assert_string_equal(f->fix, RBAC_FIX);
+        /* Never a FAIL: the checks of the DaemonSet say what is wrong with it. */
+        assert_int_equal(count(&j.rep, "driver-daemonset", NULL, DOCTOR_FAIL), 0);
+        judged_done(&j);
+
+        judge(&j, "cluster-empty.json", NULL, NULL, NULL);
+        f = the(&j.rep, "driver-daemonset", "", DOCTOR_PASS);
+        assert_string_equal(f->message, "no ResourceSlice names a DRA driver: nothing to check");
+        judged_done(&j);
+}
+
+static void test_rule_liveness_probe(void **state) {
+        struct judged j;
+        const struct doctor_finding *f;
+
+        judge(&j, "cluster-healthy.json", NULL, NULL, NULL);
+        f = the(&j.rep, "liveness-probe", "driver gpu.example.com", DOCTOR_PASS);
+        assert_string_equal(f->message, "container plugin has a gRPC liveness probe");
+        assert_int_equal(f->section, DOCTOR_SECTION_LIVENESS);
+        judged_done(&j);
+
+        judge(&j, "cluster-drivers.json", NULL, NULL, NULL);
+        f = the(&j.rep, "liveness-probe", "driver gpu.example.com", DOCTOR_FAIL);
+        assert_string_equal(f->message,
+                            "no container of DaemonSet gpu-system/gpu-driver has a liveness probe: "
+                            "a hung driver is never restarted");
+        assert_objects(f, "DaemonSet gpu-system/gpu-driver", NULL);
+        assert_non_null(strstr(f->fix, "livenessProbe.grpc"));
+        /* httpGet in the plugin container; the sidecar's exec probe does not make it worse. */
+        f = the(&j.rep, "liveness-probe", "driver nic.example.com", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "container plugin has a liveness probe, but of type httpGet, not gRPC");
+        /* Only DaemonSets that were read are judged. */
+        assert_int_equal(count(&j.rep, "liveness-probe", NULL, -1), 2);
+        judged_done(&j);
+}
+
+static void test_rule_rollout_strategy(void **state) {
+        struct judged j;
+        const struct doctor_finding *f;
+
+        judge(&j, "cluster-healthy.json", NULL, NULL, NULL);
+        f = the(&j.rep, "rollout-strategy", "driver gpu.example.com", DOCTOR_PASS);
+        assert_string_equal(f->message,
+                            "RollingUpdate with maxSurge a count: the new driver pod starts before "
+                            "the old one stops");
+        assert_int_equal(f->section, DOCTOR_SECTION_SEAMLESS_UPGRADE);
+        judged_done(&j);
+
+        judge(&j, "cluster-drivers.json", NULL, NULL, NULL);
+        f = the(&j.rep, "rollout-strategy", "driver nic.example.com", DOCTOR_PASS);
+        assert_true(strncmp(f->message, "RollingUpdate with maxSurge 25%:", 32) == 0);
+        f = the(&j.rep, "rollout-strategy", "driver gpu.example.com", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "OnDelete: every driver update leaves each node without its driver for a "
+                            "while (pods with claims cannot start, cleanup waits)");
+        assert_non_null(strstr(f->fix, "maxSurge: 1, maxUnavailable: 0"));
+        /* A strategy without surge is a WARN at worst: not every driver supports two instances. */
+        assert_int_equal(count(&j.rep, "rollout-strategy", NULL, DOCTOR_FAIL), 0);
+        judged_done(&j);
+}
+
+static void test_rule_drain_guard(void **state) {
+        struct judged j;
+        const struct doctor_finding *f;
+
+        judge(&j, "cluster-healthy.json", NULL, NULL, NULL);
+        f = the(&j.rep, "drain-guard", "driver gpu.example.com", DOCTOR_PASS);
+        assert_string_equal(f->message,
+                            "the drainer guard is the preStop hook of plugin: the driver waits until "
+                            "the node's claims are released");
+        assert_int_equal(f->section, DOCTOR_SECTION_DRAIN);
+        judged_done(&j);
+
+        judge(&j, "cluster-drivers.json", NULL, NULL, NULL);
+        the(&j.rep, "drain-guard", "driver nic.example.com", DOCTOR_PASS);
+        f = the(&j.rep, "drain-guard", "driver gpu.example.com", DOCTOR_WARN);
+        assert_true(strncmp(f->message, "no drainer guard as preStop hook: ", 34) == 0);
+        assert_non_null(strstr(f->fix, "deploy/driver-guard"));
+        /* Without the guard a serve daemon still covers a node (drain-coverage): a WARN at worst. */
+        assert_int_equal(count(&j.rep, "drain-guard", NULL, DOCTOR_FAIL), 0);
+        judged_done(&j);
+}
+
+static void test_rule_driver_health(void **state) {
+        struct judged j;
+        const struct doctor_finding *f;
+
+        judge(&j, "cluster-healthy.json", NULL, NULL, NULL);
+        f = the(&j.rep, "driver-health", "driver gpu.example.com", DOCTOR_PASS);
+        assert_string_equal(f->message,
+                            "3 driver pods Running and Ready; 3 answer SERVING on their gRPC liveness port");
+        assert_int_equal(json_int(f->details, "pods", -1), 3);
+        assert_int_equal(json_int(f->details, "serving", -1), 3);
+        judged_done(&j);
+        /* --node: that node's pods only. */
+        judge(&j, "cluster-healthy.json", "node-2", NULL, NULL);
+        f = the(&j.rep, "driver-health", "driver gpu.example.com", DOCTOR_PASS);
+        assert_string_equal(f->message,
+                            "1 driver pods on node-2 Running and Ready; 1 answer SERVING on their "
+                            "gRPC liveness port");
+        assert_int_equal(j.d.n_probes, 1);
+        judged_done(&j);
+
+        judge(&j, "cluster-drivers.json", NULL, NULL, NULL);
+        /* PASS without a gRPC port to ask. */
+        f = the(&j.rep, "driver-health", "driver gpu.example.com", DOCTOR_PASS);
+        assert_string_equal(f->message, "2 driver pods Running and Ready; 0 answer SERVING on their gRPC "
+                                        "liveness port (the others declare none)");
+        /* FAIL: refused, and not Ready. */
+        f = the(&j.rep, "driver-health", "driver nic.example.com", DOCTOR_FAIL);
+        assert_string_equal(f->message,
+                            "2 of 2 driver pods are not healthy (gRPC health 10.0.1.2:51515 refused "
+                            "the connection, ...): pods with claims cannot start there and finished "
+                            "ones are not cleaned up");
+        assert_objects(f,
+                       "Pod net-system/nic-driver-1 on node-1: gRPC health 10.0.1.2:51515 refused the "
+                       "connection",
+                       "Pod net-system/nic-driver-3 on node-3: Pending, not Ready", NULL);
+        assert_non_null(f->fix);
+        /* FAIL: the health service answers, but not SERVING. */
+        f = the(&j.rep, "driver-health", "driver acc.example.com", DOCTOR_FAIL);
+        assert_string_equal(f->message,
+                            "1 of 1 driver pods are not healthy (gRPC health NOT_SERVING): pods "
+                            "with claims cannot start there and finished ones are not cleaned up");
+        /* WARN: not reachable from where doctor runs. */
+        f = the(&j.rep, "driver-health", "driver fpga.example.com", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "1 driver pods are Running and Ready, but 1 could not be probed (gRPC "
+                            "health 10.0.4.1:51515 not reachable from here (Connection timed out "
+                            "after 3000 milliseconds)): doctor runs outside the pod network?");
+        assert_non_null(strstr(f->fix, "where pod IPs are reachable"));
+        /* No pod, no health finding. */
+        assert_int_equal(count(&j.rep, "driver-health", "driver tpu.example.com", -1), 0);
+        judged_done(&j);
+}
+
+static void test_rule_kubelet_versions(void **state) {
+        struct judged j;
+        const struct doctor_finding *f;
+
+        judge(&j, "cluster-healthy.json", NULL, NULL, NULL);
+        f = the(&j.rep, "kubelet-versions", "driver gpu.example.com", DOCTOR_PASS);
+        assert_string_equal(f->message,
+                            "all 3 nodes of the driver run kubelet 1.33 or newer (v1.34.1): seamless "
+                            "upgrades are possible");
+        assert_objects(f, NULL);
+        judged_done(&j);
+
+        judge(&j, "cluster-drivers.json", NULL, NULL, NULL);
+        /* FAIL: an old kubelet under a DaemonSet that surges. */
+        f = the(&j.rep, "kubelet-versions", "driver nic.example.com", DOCTOR_FAIL);
+        assert_string_equal(f->message,
+                            "1 of 2 nodes of the driver run a kubelet older than 1.33, yet its "
+                            "DaemonSet surges: two instances of the plugin on such a kubelet break "
+                            "the driver during every rollout");
+        assert_objects(f, "Node node-1 (kubelet v1.32.4)", NULL);
+        assert_string_equal(f->fix,
+                            "upgrade the kubelets of those nodes to 1.33 or newer, or roll the driver "
+                            "out without maxSurge until then");
+        /* WARN: the same kubelet under a DaemonSet that does not surge; a version doctor cannot read. */
+        f = the(&j.rep, "kubelet-versions", "driver gpu.example.com", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "a mixed cluster: 1 of 2 nodes of the driver run a kubelet older than "
+                            "1.33, where seamless driver upgrades are not available");
+        assert_string_equal(f->fix, "upgrade the kubelets of those nodes to 1.33 or newer before relying on "
+                                    "seamless driver upgrades");
+        f = the(&j.rep, "kubelet-versions", "driver fpga.example.com", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "1 of 1 nodes of the driver report a kubelet version doctor cannot read");
+        assert_objects(f, "Node node-4 (kubelet v0.0.0-sim)", NULL);
+        assert_null(f->fix);
+        the(&j.rep, "kubelet-versions", "driver tpu.example.com", DOCTOR_PASS);
+        judged_done(&j);
+
+        /* --node: the old kubelet is out of scope. */
+        judge(&j, "cluster-drivers.json", "node-3", NULL, NULL);
+        f = the(&j.rep, "kubelet-versions", "driver nic.example.com", DOCTOR_PASS);
+        assert_true(strncmp(f->message, "all 1 nodes of the driver run kubelet 1.33 or newer", 51) == 0);
+        judged_done(&j);
+}
+
+static void test_rule_drain_coverage(void **state) {
+        struct judged j;
+        const struct doctor_finding *f;
+
+        judge(&j, "cluster-healthy.json", NULL, NULL, NULL);
+        f = the(&j.rep, "drain-coverage", "", DOCTOR_PASS);
+        assert_string_equal(f->message,
+                            "3 of 3 nodes with DRA devices are covered: 0 by drainer serve, 3 by the "
+                            "drainer guard");
+        judged_done(&j);
+        judge(&j, "cluster-cluster-mode.json", NULL, NULL, NULL);
+        f = the(&j.rep, "drain-coverage", "", DOCTOR_PASS);
+        assert_string_equal(f->message,
+                            "2 of 2 nodes with DRA devices are covered: 2 by drainer serve (cluster "
+                            "mode), 0 by the drainer guard");
+        assert_objects(f, "Pod drainer-system/drainer-6b7f9-x2", NULL);
+        judged_done(&j);
+
+        /* WARN naming the nodes neither serve (node-1's) nor a guard covers; a finished
+         * serve pod covers nothing, a node without DRA needs no cover. */
+        judge(&j, "cluster-drain.json", NULL, NULL, NULL);
+        f = the(&j.rep, "drain-coverage", "4 nodes", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "4 of 5 nodes with DRA devices have neither a drainer serve daemon nor "
+                            "the drainer guard on all their drivers: a drain there can stop the "
+                            "driver before the claim holders");
+        assert_objects(f, "Node node-2", "Node node-3", "Node node-4", "Node node-5", NULL);
+        assert_non_null(strstr(f->fix, "deploy/driver-guard"));
+        f = the(&j.rep, "drain-coverage", "", DOCTOR_PASS);
+        assert_string_equal(f->message,
+                            "1 of 5 nodes with DRA devices are covered: 1 by drainer serve, 0 by the "
+                            "drainer guard");
+        assert_int_equal(count(&j.rep, "drain-coverage", NULL, DOCTOR_FAIL), 0);
+        judged_done(&j);
+
+        /* No DRA, nothing to cover. */
+        judge(&j, "cluster-empty.json", NULL, NULL, NULL);
+        assert_int_equal(count(&j.rep, "drain-coverage", NULL, -1), 0);
+        judged_done(&j);
+}
+
+static void test_rule_unfinished_drain(void **state) {
+        struct judged j;
+        const struct doctor_finding *f;
+
+        judge(&j, "cluster-healthy.json", NULL, NULL, NULL);
+        f = the(&j.rep, "unfinished-drain", "", DOCTOR_PASS);
+        assert_string_equal(f->message, "no node holds drainer state of an unfinished drain");
+        judged_done(&j);
+
+        judge(&j, "cluster-drain.json", NULL, NULL, NULL);
+        f = the(&j.rep, "unfinished-drain", "node-3", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "drainer state on the node: phase evict-rest since 2026-01-01T00:00:00Z, "
+                            "request drain (cordoned)");
+        assert_objects(f, "Node node-3", "drainer.io/message: evicting 3 pods", NULL);
+        assert_string_equal(f->fix,
+                            "finish it ('drainer drain node-3' resumes) or undo it ('drainer uncordon "
+                            "node-3'); if a drainer serve daemon works on it, let it");
+        f = the(&j.rep, "unfinished-drain", "node-5", DOCTOR_WARN);
+        assert_string_equal(f->message, "drainer state on the node: request uncordon (schedulable)");
+        assert_objects(f, "Node node-5", NULL);
+        assert_int_equal(count(&j.rep, "unfinished-drain", NULL, -1), 2);
+        /* A drain may be running: a WARN, never a FAIL. */
+        assert_int_equal(count(&j.rep, "unfinished-drain", NULL, DOCTOR_FAIL), 0);
+        judged_done(&j);
+
+        judge(&j, "cluster-drain.json", "node-1", NULL, NULL);
+        f = the(&j.rep, "unfinished-drain", "", DOCTOR_PASS);
+        assert_string_equal(f->message, "no node node-1 holds drainer state of an unfinished drain");
+        judged_done(&j);
+}
+
+static void test_rule_cordoned_with_claims(void **state) {
+        struct judged j;
+        const struct doctor_finding *f;
+
+        judge(&j, "cluster-healthy.json", NULL, NULL, NULL);
+        f = the(&j.rep, "cordoned-with-claims", "", DOCTOR_PASS);
+        assert_string_equal(f->message, "0 cordoned nodes, none with ResourceClaims still on it outside a "
+                                        "drainer drain");
+        judged_done(&j);
+
+        judge(&j, "cluster-drain.json", NULL, NULL, NULL);
+        /* Allocated from the node's pool, reserved or not, or reserved by one of its pods. */
+        f = the(&j.rep, "cordoned-with-claims", "node-2", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "cordoned with 3 ResourceClaims still on it: a drain tool that stops the "
+                            "DRA driver now leaves their pods Terminating with devices never freed");
+        assert_objects(f, "Node node-2", "ResourceClaim team-a/train-gpu", "ResourceClaim team-a/infer-gpu",
+                       "ResourceClaim team-a/shared", NULL);
+        assert_string_equal(f->fix, "drain it with 'drainer drain node-2' (claim holders first, the driver "
+                                    "last), or uncordon it");
+        f = the(&j.rep, "cordoned-with-claims", "node-4", DOCTOR_WARN);
+        assert_string_equal(f->message, "cordoned; cannot list its pods, claims on it not checked");
+        /* node-3 is in a drainer drain: unfinished-drain speaks of it. */
+        assert_int_equal(count(&j.rep, "cordoned-with-claims", "node-3", -1), 0);
+        assert_int_equal(count(&j.rep, "cordoned-with-claims", NULL, -1), 2);
+        assert_int_equal(count(&j.rep, "cordoned-with-claims", NULL, DOCTOR_FAIL), 0);
+        judged_done(&j);
+
+        judge(&j, "cluster-drain.json", "node-1", NULL, NULL);
+        f = the(&j.rep, "cordoned-with-claims", "", DOCTOR_PASS);
+        assert_string_equal(f->message,
+                            "0 cordoned nodes among node-1, none with ResourceClaims still on it "
+                            "outside a drainer drain");
+        assert_int_equal(j.d.cordoned.n, 0);
+        judged_done(&j);
+}
+
+/* The finding of check about subject that names object. */
+static const struct doctor_finding *naming(const struct doctor_report *r, const char *check,
+                                           const char *subject, const char *object) {
+        for (size_t i = 0; i < r->n; i++)
+                if (strcmp(r->items[i]->check, check) == 0 && strcmp(r->items[i]->subject, subject) == 0)
+                        for (size_t k = 0; k < r->items[i]->n_objects; k++)
+                                if (strcmp(r->items[i]->objects[k], object) == 0)
+                                        return r->items[i];
+        fail_msg("no finding %s/%s naming %s", check, subject, object);
+        return NULL;
+}
+
+static void test_rule_client_qps(void **state) {
+        struct judged j;
+        const struct doctor_finding *f;
+
+        judge(&j, "cluster-healthy.json", NULL, NULL, NULL);
+        f = the(&j.rep, "client-qps", "kube-controller-manager", DOCTOR_PASS);
+        assert_string_equal(f->message,
+                            "--kube-api-qps 100, --kube-api-burst 200: at or above the guide's floor "
+                            "scaled to 3 nodes and 2 claims (3/5)");
+        assert_objects(f, "Pod kube-system/kube-controller-manager-node-1", NULL);
+        /* A mirror pod named so, without the component label; "--flag value" as two arguments. */
+        f = the(&j.rep, "client-qps", "kube-scheduler", DOCTOR_PASS);
+        assert_objects(f, "Pod kube-system/kube-scheduler-node-1", NULL);
+        assert_int_equal(json_int(f->details, "qps", -1), 100);
+        judged_done(&j);
+
+        /* 200 nodes: floor 150/300. One static pod per finding. */
+        judge(&j, "cluster-tuning.json", NULL, NULL, NULL);
+        f = naming(&j.rep, "client-qps", "kube-controller-manager",
+                   "Pod kube-system/kube-controller-manager-node-1");
+        assert_int_equal(f->status, DOCTOR_PASS);
+        f = naming(&j.rep, "client-qps", "kube-controller-manager",
+                   "Pod kube-system/kube-controller-manager-node-2");
+        assert_int_equal(f->status, DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "--kube-api-qps 20, --kube-api-burst 30: below the guide's floor for DRA "
+                            "clusters (QPS 75 / burst 150 at 100 nodes and 800 claims) scaled to 200 "
+                            "nodes and 3 claims: 150/300");
+        assert_string_equal(f->fix, "set --kube-api-qps=150 --kube-api-burst=300 (or more) on "
+                                    "kube-controller-manager");
+        assert_int_equal(json_int(f->details, "floorBurst", -1), 300);
+        f = naming(&j.rep, "client-qps", "kube-controller-manager",
+                   "Pod kube-system/kube-controller-manager-node-3");
+        assert_int_equal(f->status, DOCTOR_WARN);
+        assert_string_equal(f->message, "kube-system/kube-controller-manager-node-3: cannot read "
+                                        "--kube-api-qps/--kube-api-burst from its command line");
+        f = the(&j.rep, "client-qps", "kube-scheduler", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "kube-system/kube-scheduler-node-1 reads its client settings from "
+                            "--config (clientConnection.qps/burst), which is a file on its host: not "
+                            "visible from here");
+        /* The pod being deleted and CoreDNS are no control plane. */
+        assert_int_equal(count(&j.rep, "client-qps", NULL, -1), 4);
+        assert_int_equal(count(&j.rep, "client-qps", NULL, DOCTOR_FAIL), 0);
+        judged_done(&j);
+
+        /* WARN: not visible; PASS when the metrics judge instead. */
+        judge(&j, "cluster-empty.json", NULL, NULL, NULL);
+        f = the(&j.rep, "client-qps", "kube-scheduler", DOCTOR_WARN);
+        assert_non_null(strstr(f->message, "no static pod of kube-scheduler in kube-system"));
+        assert_non_null(strstr(f->fix, "--prometheus"));
+        judged_done(&j);
+        {
+                struct doctor_prom_results none = {};
+
+                judge(&j, "cluster-empty.json", NULL, "http://prometheus.test:9090", &none);
+                f = the(&j.rep, "client-qps", "kube-scheduler", DOCTOR_PASS);
+                assert_non_null(strstr(f->message, "judged by the metrics below instead"));
+                the(&j.rep, "client-qps", "kube-controller-manager", DOCTOR_PASS);
+                judged_done(&j);
+        }
+
+        /* WARN: kube-system cannot be listed; said once. */
+        judge(&j, "cluster-system-forbidden.json", NULL, NULL, NULL);
+        f = the(&j.rep, "client-qps", "", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "cannot list kube-system pods: pods is forbidden: User \"doctor\" cannot "
+                            "list resource \"pods\" in the namespace \"kube-system\": not checked");
+        assert_string_equal(f->fix, RBAC_FIX);
+        assert_int_equal(count(&j.rep, "client-qps", NULL, -1), 1);
+        judged_done(&j);
+}
+
+/* The exit code over every picture: 5 with a FAIL, 0 with WARNs only. */
+static void test_rules_exit_code(void **state) {
+        static const struct {
+                const char *fixture;
+                int exit_code;
+                size_t fail, warn;
+        } cases[] = {
+                { "cluster-healthy.json", 0, 0, 0 },
+                { "cluster-permissions.json", DOCTOR_EXIT_FAIL, 2, 4 },
+                { "cluster-drivers.json", DOCTOR_EXIT_FAIL, 4, 12 },
+                { "cluster-drain.json", 0, 0, 8 },
+                { "cluster-tuning.json", 0, 0, 3 },
+                { "cluster-empty.json", 0, 0, 2 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct judged j;
+
+                judge(&j, cases[i].fixture, NULL, NULL, NULL);
+                if (doctor_report_count(&j.rep, DOCTOR_FAIL) != cases[i].fail ||
+                    doctor_report_count(&j.rep, DOCTOR_WARN) != cases[i].warn)
+                        fail_msg("%s: %zu FAIL, %zu WARN", cases[i].fixture,
+                                 doctor_report_count(&j.rep, DOCTOR_FAIL),
+                                 doctor_report_count(&j.rep, DOCTOR_WARN));
+                assert_int_equal(doctor_report_exit_code(&j.rep), cases[i].exit_code);
+                /* Sorted: by the page's sections, FAIL first within each. */
+                for (size_t k = 1; k < j.rep.n; k++)
+                        assert_true(j.rep.items[k - 1]->section < j.rep.items[k]->section ||
+                                    (j.rep.items[k - 1]->section == j.rep.items[k]->section &&
+                                     j.rep.items[k - 1]->status >= j.rep.items[k]->status));
+                judged_done(&j);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_strings),
@@ -574,6 +1369,19 @@ int main(void) {
                 cmocka_unit_test(test_judges),
                 cmocka_unit_test(test_report_prometheus),
                 cmocka_unit_test(test_report),
+                cmocka_unit_test(test_rule_dra_api_writers),
+                cmocka_unit_test(test_rule_claim_users),
+                cmocka_unit_test(test_rule_driver_daemonset),
+                cmocka_unit_test(test_rule_liveness_probe),
+                cmocka_unit_test(test_rule_rollout_strategy),
+                cmocka_unit_test(test_rule_drain_guard),
+                cmocka_unit_test(test_rule_driver_health),
+                cmocka_unit_test(test_rule_kubelet_versions),
+                cmocka_unit_test(test_rule_drain_coverage),
+                cmocka_unit_test(test_rule_unfinished_drain),
+                cmocka_unit_test(test_rule_cordoned_with_claims),
+                cmocka_unit_test(test_rule_client_qps),
+                cmocka_unit_test(test_rules_exit_code),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
