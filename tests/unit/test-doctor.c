@@ -15,12 +15,18 @@
 
 #include <cmocka.h>
 
+#include "drainer/client.h"
 #include "drainer/doctor-gather.h"
 #include "drainer/doctor-rules.h"
 #include "drainer/health.h"
 #include "drainer/json.h"
 #include "drainer/kstatus.h"
 #include "drainer/objects.h"
+#include "drainer/timesrc.h"
+#include "drainer/transport.h"
+
+#include "fakes/fake-clock.h"
+#include "fakes/fake-transport.h"
 
 /* A fixture of tests/unit/fixtures/doctor/. */
 static cJSON *load(const char *name) {
@@ -1320,6 +1326,312 @@ static void test_rule_client_qps(void **state) {
         judged_done(&j);
 }
 
+/* ---- the guide's queries, asked of a fake Prometheus (fixtures/doctor/prom-*.json) ---- */
+
+#define PROM_URL "http://prometheus.test:9090/"
+
+static const char *const guide_queries[] = {
+        DOCTOR_Q_WQ_ADDS,          DOCTOR_Q_WQ_DEPTH,          DOCTOR_Q_WQ_DEPTH_ANY,
+        DOCTOR_Q_WQ_WORK,          DOCTOR_Q_SCHED_SLI,         DOCTOR_Q_SCHED_ALG,
+        DOCTOR_Q_KUBELET_PREPARE,  DOCTOR_Q_KUBELET_UNPREPARE, DOCTOR_Q_PLUGIN_PREPARE,
+        DOCTOR_Q_PLUGIN_UNPREPARE,
+};
+
+struct asked {
+        int calls;
+        int error;
+};
+
+static void on_asked(int error, void *userdata) {
+        struct asked *a = userdata;
+
+        a->calls++;
+        a->error = error;
+}
+
+static char *query_path(const char *query) {
+        char *e = kube_query_escape(query), *path = NULL;
+
+        assert_non_null(e);
+        assert_true(asprintf(&path, "/api/v1/query?query=%s", e) > 0);
+        free(e);
+        return path;
+}
+
+/* Asks the guide's queries through prom.c of a fake Prometheus that answers
+ * as the fixture says: an answer as Prometheus sends it (a status "error"
+ * comes with HTTP 400), {"httpStatus", "body"}, or {"transportError"}; a
+ * query the fixture does not name finds nothing. Returns which queries were
+ * asked (bits in the order of guide_queries). */
+static unsigned prom_ask(const char *fixture, struct doctor_prom_results *m) {
+        struct fake_clock *clock = fake_clock_new(1000 * USEC_PER_SEC, INT64_C(1767225600) * 1000000);
+        struct fake_transport *ft = fake_transport_new(fake_clock_timesrc(clock));
+        cJSON *fx = load(fixture);
+        struct asked asked = {};
+        unsigned which = 0;
+
+        assert_non_null(ft);
+        for (size_t i = 0; i < ELEMENTSOF(guide_queries); i++) {
+                const cJSON *a = fixture_get(fx, "answers", guide_queries[i]);
+                char *path = query_path(guide_queries[i]), *body;
+                long status = 200;
+
+                if (a && json_str(a, "transportError")) {
+                        fake_transport_expect_error(ft, "GET", path,
+                                                    -errno_named(json_str(a, "transportError")), 1);
+                        free(path);
+                        continue;
+                }
+                if (!a)
+                        body = strdup("{\"status\":\"success\",\"data\":{\"resultType\":\"vector\","
+                                      "\"result\":[]}}");
+                else if (json_path(a, "body")) {
+                        status = json_int(a, "httpStatus", 200);
+                        body = cJSON_PrintUnformatted(json_path(a, "body"));
+                } else {
+                        status = strcmp(strna(json_str(a, "status")), "error") == 0 ? 400 : 200;
+                        body = cJSON_PrintUnformatted(a);
+                }
+                fake_transport_expect(ft, "GET", path,
+                                      &(struct fake_reply){ .status = status, .body = body });
+                free(body);
+                free(path);
+        }
+        cJSON_Delete(fx);
+
+        *m = (struct doctor_prom_results){};
+        assert_int_equal(doctor_prom_start(fake_transport_base(ft), PROM_URL, m, on_asked, &asked), 0);
+        assert_int_equal(asked.calls, 0); /* never from inside the start */
+        for (int i = 0; i < 100 && asked.calls == 0; i++)
+                fake_clock_advance(clock, USEC_PER_MSEC);
+        assert_int_equal(asked.calls, 1);
+        assert_int_equal(asked.error, 0);
+        for (size_t i = 0; i < fake_transport_n_requests(ft); i++) {
+                const struct fake_request *r = fake_transport_request(ft, i);
+
+                /* One slash between the base and the API, whatever the base ends with. */
+                assert_true(strncmp(r->url, "http://prometheus.test:9090/api/v1/query?query=", 47) == 0);
+                assert_string_equal(r->method, "GET");
+                assert_string_equal(fake_request_header(r, "Accept"), "application/json");
+                assert_true(r->matched >= 0);
+                for (size_t q = 0; q < ELEMENTSOF(guide_queries); q++) {
+                        char *path = query_path(guide_queries[q]);
+
+                        if (strcmp(r->path, path) == 0)
+                                which |= 1u << q;
+                        free(path);
+                }
+        }
+        fake_transport_free(ft);
+        fake_clock_free(clock);
+        return which;
+}
+
+#define ASKED_ALL_BUT_FALLBACK 0x3FBu /* every query but DOCTOR_Q_WQ_DEPTH_ANY */
+#define ASKED_FALLBACK         0x004u
+
+static void on_closed(struct transport *t, void *userdata) {
+        *(bool *)userdata = true;
+}
+
+static void test_prom_ask(void **state) {
+        struct doctor_prom_results m;
+
+        /* The guide's queries verbatim, all answered. */
+        assert_int_equal(prom_ask("prom-healthy.json", &m), ASKED_ALL_BUT_FALLBACK);
+        assert_string_equal(m.depth_query, DOCTOR_Q_WQ_DEPTH);
+        assert_true(m.wq_adds.have && m.wq_adds.value == 0.4666666666666667);
+        assert_true(m.wq_depth.have && m.wq_depth.value == 0);
+        assert_true(m.plugin_unprepare.have && m.plugin_unprepare.value == 0.08);
+        assert_null(m.error_kcm);
+        assert_null(m.error_scheduler);
+        assert_null(m.error_kubelet);
+        assert_null(m.error_plugin);
+        doctor_prom_results_done(&m);
+
+        /* The guide's depth query finds nothing: asked again without kube-prometheus-stack's label. */
+        assert_int_equal(prom_ask("prom-controller-slow.json", &m), ASKED_ALL_BUT_FALLBACK | ASKED_FALLBACK);
+        assert_string_equal(m.depth_query, DOCTOR_Q_WQ_DEPTH_ANY);
+        assert_true(m.wq_depth.have && m.wq_depth.value == 42);
+        doctor_prom_results_done(&m);
+
+        /* Nothing anywhere: NaN is no value either. */
+        assert_int_equal(prom_ask("prom-empty.json", &m), ASKED_ALL_BUT_FALLBACK | ASKED_FALLBACK);
+        assert_false(m.wq_depth.have || m.wq_adds.have || m.sched_sli.have || m.kubelet_prepare.have);
+        assert_null(m.error_kcm);
+        doctor_prom_results_done(&m);
+
+        /* +Inf is a value. */
+        assert_int_equal(prom_ask("prom-concurrency.json", &m), ASKED_ALL_BUT_FALLBACK);
+        assert_true(m.kubelet_prepare.have && isinf(m.kubelet_prepare.value));
+        doctor_prom_results_done(&m);
+
+        /* Failures: the first of each group, as a message; no fallback for a query that failed. */
+        assert_int_equal(prom_ask("prom-errors.json", &m), ASKED_ALL_BUT_FALLBACK);
+        assert_string_equal(m.error_kcm, "cannot query it: Connection refused");
+        assert_string_equal(m.error_scheduler,
+                            "query refused (HTTP 400): bad_data: 1:5: parse error: unexpected identifier");
+        assert_string_equal(m.error_kubelet, "unexpected answer (HTTP 503, status success)");
+        assert_string_equal(m.error_plugin, "unexpected answer (HTTP 200, not a Prometheus query result)");
+        assert_true(m.wq_adds.have && m.kubelet_unprepare.have && m.plugin_unprepare.have);
+        assert_string_equal(m.depth_query, DOCTOR_Q_WQ_DEPTH);
+        doctor_prom_results_done(&m);
+
+        /* Nothing can be sent: an error, and done never runs. */
+        {
+                struct fake_clock *clock = fake_clock_new(1000 * USEC_PER_SEC, 0);
+                struct fake_transport *ft = fake_transport_new(fake_clock_timesrc(clock));
+                struct asked asked = {};
+                bool closed = false;
+
+                transport_close(fake_transport_base(ft), on_closed, &closed);
+                for (int i = 0; i < 10 && !closed; i++)
+                        fake_clock_advance(clock, USEC_PER_MSEC);
+                assert_true(closed);
+                m = (struct doctor_prom_results){};
+                assert_int_equal(doctor_prom_start(fake_transport_base(ft), PROM_URL, &m, on_asked, &asked),
+                                 -ESHUTDOWN);
+                fake_clock_advance(clock, USEC_PER_SEC);
+                assert_int_equal(asked.calls, 0);
+                doctor_prom_results_done(&m);
+                fake_transport_free(ft);
+                fake_clock_free(clock);
+        }
+}
+
+/* The metric findings over a scenario, beside a cluster without DRA. */
+static void judge_metrics(struct judged *j, const char *fixture, struct doctor_prom_results *m) {
+        prom_ask(fixture, m);
+        judge(j, "cluster-empty.json", NULL, PROM_URL, m);
+        /* A metric is never a FAIL: the guide names patterns, drainer picks the numbers. */
+        for (size_t i = 0; i < j->rep.n; i++)
+                if (j->rep.items[i]->section >= DOCTOR_SECTION_KCM_METRICS)
+                        assert_int_not_equal(j->rep.items[i]->status, DOCTOR_FAIL);
+}
+
+static void judged_metrics_done(struct judged *j, struct doctor_prom_results *m) {
+        judged_done(j);
+        doctor_prom_results_done(m);
+}
+
+static void test_rule_metrics(void **state) {
+        struct doctor_prom_results m;
+        struct judged j;
+        const struct doctor_finding *f;
+        char *details;
+
+        judge_metrics(&j, "prom-healthy.json", &m);
+        f = the(&j.rep, "resource-claim-workqueue", "kube-controller-manager", DOCTOR_PASS);
+        assert_string_equal(f->message,
+                            "the ResourceClaim controller keeps up: add rate 0.467/s, depth 0, p99 "
+                            "work 0.0099 s");
+        assert_objects(f, "query " DOCTOR_Q_WQ_ADDS, "query " DOCTOR_Q_WQ_DEPTH, "query " DOCTOR_Q_WQ_WORK,
+                       NULL);
+        assert_int_equal(f->section, DOCTOR_SECTION_KCM_METRICS);
+        f = the(&j.rep, "scheduling-latency", "kube-scheduler", DOCTOR_PASS);
+        assert_string_equal(f->message, "scheduling p99 0.743 s end to end, algorithm p99 0.0124 s");
+        f = the(&j.rep, "prepare-latency", "NodePrepareResources", DOCTOR_PASS);
+        assert_string_equal(f->message,
+                            "NodePrepareResources p99 0.248 s as the kubelet sees it, 0.2 s in the "
+                            "plugin");
+        assert_objects(f, "query " DOCTOR_Q_KUBELET_PREPARE, "query " DOCTOR_Q_PLUGIN_PREPARE, NULL);
+        the(&j.rep, "unprepare-latency", "NodeUnprepareResources", DOCTOR_PASS);
+        judged_metrics_done(&j, &m);
+
+        judge_metrics(&j, "prom-controller-slow.json", &m);
+        f = the(&j.rep, "resource-claim-workqueue", "kube-controller-manager", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "the ResourceClaim controller is not keeping up: add rate 0.5/s, depth 42 "
+                            "(high from 10), p99 work 2.5 s (slow from 0.5 s): its syncs are slow");
+        assert_string_equal(f->fix,
+                            "raise kube-controller-manager's --kube-api-qps and --kube-api-burst, and "
+                            "its CPU/memory");
+        /* The depth query that answered. */
+        assert_string_equal(f->objects[1], "query " DOCTOR_Q_WQ_DEPTH_ANY);
+        details = cJSON_PrintUnformatted(f->details);
+        assert_string_equal(details, "{\"addRate\":0.5,\"depth\":42,\"workP99Seconds\":2.5}");
+        free(details);
+        f = the(&j.rep, "scheduling-latency", "kube-scheduler", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "pods wait long from queue to bound (p99 12 s, slow from 5 s) although the "
+                            "algorithm is fast (p99 0.01 s): nodes are found quickly but binding (or "
+                            "claim creation) lags");
+        assert_non_null(strstr(f->fix, "clientConnection.qps/burst"));
+        f = the(&j.rep, "prepare-latency", "NodePrepareResources", DOCTOR_WARN);
+        assert_int_equal(f->section, DOCTOR_SECTION_KUBELET_METRICS);
+        assert_string_equal(f->message,
+                            "NodePrepareResources is slow on the kubelet's side: p99 4 s as the "
+                            "kubelet sees it but only 0.05 s in the plugin's gRPC handler (slow from "
+                            "1 s)");
+        assert_non_null(strstr(f->fix, "look at the kubelets"));
+        f = the(&j.rep, "unprepare-latency", "NodeUnprepareResources", DOCTOR_WARN);
+        assert_int_equal(f->section, DOCTOR_SECTION_PLUGIN_METRICS);
+        assert_string_equal(f->message,
+                            "NodeUnprepareResources is slow in the DRA driver itself: p99 3.9 s in the "
+                            "plugin's gRPC handler, 4 s as the kubelet sees it (slow from 1 s) (drains "
+                            "wait for it: a node's claims are released only after "
+                            "NodeUnprepareResources)");
+        assert_string_equal(f->fix, "look at the DRA driver: its CPU/memory limits, its logs, the device "
+                                    "operations it runs in NodeUnprepareResources");
+        judged_metrics_done(&j, &m);
+
+        judge_metrics(&j, "prom-concurrency.json", &m);
+        f = the(&j.rep, "resource-claim-workqueue", "kube-controller-manager", DOCTOR_WARN);
+        assert_non_null(strstr(f->fix, "lower the pod creation QPS"));
+        assert_non_null(strstr(f->message, "its concurrency is hardcoded"));
+        f = the(&j.rep, "scheduling-latency", "kube-scheduler", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "the scheduling algorithm itself is slow: p99 0.9 s (slow from 0.5 s), end "
+                            "to end 12 s");
+        f = the(&j.rep, "prepare-latency", "NodePrepareResources", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "NodePrepareResources is slow: p99 +Inf s as the kubelet sees it (slow "
+                            "from 1 s); no plugin metrics to tell whether the driver or the kubelet "
+                            "is the slow part");
+        /* JSON has no infinity. */
+        assert_true(cJSON_IsNull(json_path(f->details, "kubeletP99Seconds")));
+        f = the(&j.rep, "unprepare-latency", "NodeUnprepareResources", DOCTOR_WARN);
+        assert_true(strncmp(f->message,
+                            "NodeUnprepareResources is slow in the DRA driver itself: p99 3 s in the "
+                            "plugin's gRPC handler, no data as the kubelet sees it",
+                            106) == 0);
+        judged_metrics_done(&j, &m);
+
+        judge_metrics(&j, "prom-empty.json", &m);
+        f = the(&j.rep, "resource-claim-workqueue", "kube-controller-manager", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "no samples of the resource_claim workqueue (add rate no data, depth no "
+                            "data, p99 work no data)");
+        assert_objects(f, "query " DOCTOR_Q_WQ_ADDS, "query " DOCTOR_Q_WQ_DEPTH_ANY,
+                       "query " DOCTOR_Q_WQ_WORK, NULL);
+        f = the(&j.rep, "scheduling-latency", "kube-scheduler", DOCTOR_WARN);
+        assert_string_equal(f->fix, "let Prometheus scrape kube-scheduler's /metrics");
+        f = the(&j.rep, "prepare-latency", "NodePrepareResources", DOCTOR_WARN);
+        assert_string_equal(
+                f->message,
+                "no samples of NodePrepareResources latency from the kubelets or the DRA plugins");
+        the(&j.rep, "unprepare-latency", "NodeUnprepareResources", DOCTOR_WARN);
+        judged_metrics_done(&j, &m);
+
+        judge_metrics(&j, "prom-errors.json", &m);
+        f = the(&j.rep, "resource-claim-workqueue", "kube-controller-manager", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "cannot evaluate the resource_claim workqueue queries at " PROM_URL ": "
+                            "cannot query it: Connection refused");
+        assert_null(f->fix);
+        f = the(&j.rep, "scheduling-latency", "kube-scheduler", DOCTOR_WARN);
+        assert_string_equal(f->message,
+                            "cannot evaluate the scheduler queries at " PROM_URL ": query refused "
+                            "(HTTP 400): bad_data: 1:5: parse error: unexpected identifier");
+        /* A failed kubelet query spoils both Prepare and Unprepare. */
+        f = the(&j.rep, "prepare-latency", "NodePrepareResources", DOCTOR_WARN);
+        assert_string_equal(f->message, "cannot evaluate the NodePrepareResources queries at " PROM_URL ": "
+                                        "unexpected answer (HTTP 503, status success)");
+        f = the(&j.rep, "unprepare-latency", "NodeUnprepareResources", DOCTOR_WARN);
+        assert_non_null(strstr(f->message, "unexpected answer (HTTP 503, status success)"));
+        judged_metrics_done(&j, &m);
+}
+
 /* The exit code over every picture: 5 with a FAIL, 0 with WARNs only. */
 static void test_rules_exit_code(void **state) {
         static const struct {
@@ -1381,6 +1693,8 @@ int main(void) {
                 cmocka_unit_test(test_rule_unfinished_drain),
                 cmocka_unit_test(test_rule_cordoned_with_claims),
                 cmocka_unit_test(test_rule_client_qps),
+                cmocka_unit_test(test_prom_ask),
+                cmocka_unit_test(test_rule_metrics),
                 cmocka_unit_test(test_rules_exit_code),
         };
 
