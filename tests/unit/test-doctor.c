@@ -12,15 +12,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "drainer/claims.h"
 #include "drainer/client.h"
 #include "drainer/doctor-gather.h"
 #include "drainer/doctor-rules.h"
 #include "drainer/health.h"
 #include "drainer/json.h"
 #include "drainer/kstatus.h"
+#include "drainer/kubeconfig.h"
 #include "drainer/objects.h"
 #include "drainer/timesrc.h"
 #include "drainer/transport.h"
@@ -1632,6 +1635,409 @@ static void test_rule_metrics(void **state) {
         judged_metrics_done(&j, &m);
 }
 
+/* ---- gather over a fake API server: the same picture as the fixture's ---- */
+
+#define API_SERVER "https://api.test.example:6443"
+
+struct api {
+        char dir[64], kubeconfig[96];
+        struct fake_clock *clock;
+        struct fake_transport *ft;
+        struct kube_config *cfg;
+        struct kube_client *client;
+};
+
+static void api_new(struct api *a) {
+        char *err = NULL;
+        FILE *f;
+
+        *a = (struct api){};
+        strcpy(a->dir, "/tmp/drainer-test-doctor-XXXXXX");
+        assert_non_null(mkdtemp(a->dir));
+        snprintf(a->kubeconfig, sizeof a->kubeconfig, "%s/config", a->dir);
+        f = fopen(a->kubeconfig, "we");
+        assert_non_null(f);
+        fputs("apiVersion: v1\nkind: Config\n"
+              "clusters: [{name: test, cluster: {server: \"" API_SERVER "\"}}]\n"
+              "users: [{name: doctor, user: {token: doctor-token}}]\n"
+              "contexts: [{name: test, context: {cluster: test, user: doctor}}]\n"
+              "current-context: test\n",
+              f);
+        fclose(f);
+        if (kube_config_load(&(struct kube_config_options){ .kubeconfig = a->kubeconfig }, &a->cfg, &err) <
+            0)
+                fail_msg("kube_config_load: %s", err ? err : "?");
+        a->clock = fake_clock_new(1000 * USEC_PER_SEC, INT64_C(1767225600) * 1000000);
+        a->ft = fake_transport_new(fake_clock_timesrc(a->clock));
+        assert_non_null(a->ft);
+        /* No rate limit; quick retries of 5xx answers. */
+        assert_int_equal(
+                kube_client_new(fake_transport_base(a->ft), fake_clock_timesrc(a->clock), a->cfg,
+                                &(struct kube_client_options){ .backoff_base_usec = USEC_PER_MSEC,
+                                                               .backoff_cap_usec = 10 * USEC_PER_MSEC,
+                                                               .random_seed = 7 },
+                                &a->client),
+                0);
+}
+
+static void api_free(struct api *a) {
+        /* Gather leaves no call behind. */
+        assert_int_equal(kube_client_calls_in_flight(a->client), 0);
+        assert_int_equal(fake_transport_in_flight(a->ft), 0);
+        kube_client_free(a->client);
+        fake_transport_free(a->ft);
+        assert_int_equal(fake_clock_timers(a->clock), 0);
+        fake_clock_free(a->clock);
+        kube_config_free(a->cfg);
+        unlink(a->kubeconfig);
+        rmdir(a->dir);
+}
+
+static void expect_json(struct api *a, const char *method, const char *path, long status, cJSON *body,
+                        unsigned times) {
+        char *s = cJSON_PrintUnformatted(body);
+
+        assert_non_null(s);
+        fake_transport_expect(a->ft, method, path,
+                              &(struct fake_reply){ .status = status, .body = s, .times = times });
+        free(s);
+        cJSON_Delete(body);
+}
+
+/* A metav1.Status of a failed request, as many times as the client asks (5xx are retried). */
+static void expect_status(struct api *a, const char *method, const char *path, int code,
+                          const char *message) {
+        cJSON *s = cJSON_CreateObject();
+
+        cJSON_AddStringToObject(s, "kind", "Status");
+        cJSON_AddStringToObject(s, "apiVersion", "v1");
+        cJSON_AddStringToObject(s, "status", "Failure");
+        cJSON_AddStringToObject(s, "message", message);
+        cJSON_AddNumberToObject(s, "code", code);
+        expect_json(a, method, path, code, s, FAKE_FOREVER);
+}
+
+/* The list at path: items (NULL: none), or the error e ({code, message}). */
+static void serve_items(struct api *a, const char *path, const cJSON *items, const cJSON *e) {
+        cJSON *list;
+
+        if (e) {
+                expect_status(a, "GET", path, (int)json_int(e, "code", 500), json_str(e, "message"));
+                return;
+        }
+        list = cJSON_CreateObject();
+        cJSON_AddStringToObject(list, "kind", "List");
+        cJSON_AddStringToObject(list, "apiVersion", "v1");
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(list, "metadata"), "resourceVersion", "7");
+        cJSON_AddItemToObject(list, "items", items ? cJSON_Duplicate(items, true) : cJSON_CreateArray());
+        expect_json(a, "GET", path, 200, list, 1);
+}
+
+/* The list at path: the fixture's items of key, or its error of that key. */
+static void serve_list(struct api *a, const cJSON *fx, const char *key, const char *path) {
+        serve_items(a, path, cJSON_GetObjectItemCaseSensitive(fx, key), fixture_get(fx, "errors", key));
+}
+
+static char *path_with(const char *prefix, const char *value) {
+        char *e = kube_query_escape(value), *p = NULL;
+
+        assert_non_null(e);
+        assert_true(asprintf(&p, "%s%s", prefix, e) > 0);
+        free(e);
+        return p;
+}
+
+/* The fake API server answers as the fixture says, for what d0 (the fixture's
+ * picture) leads doctor to ask in phase 2: the lists, the DaemonSets, the
+ * SubjectAccessReviews in the order they are asked, the pods of cordoned
+ * nodes. The health probes are refused (the fake transport speaks no gRPC). */
+static void serve(struct api *a, const cJSON *fx, const struct doctor_data *d0) {
+        char *p;
+
+        serve_list(a, fx, "nodes", "/api/v1/nodes");
+        serve_list(a, fx, "resourceslices", "/apis/resource.k8s.io/v1/resourceslices");
+        serve_list(a, fx, "resourceclaims", "/apis/resource.k8s.io/v1/resourceclaims");
+        serve_list(a, fx, "clusterrolebindings", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings");
+        serve_list(a, fx, "rolebindings", "/apis/rbac.authorization.k8s.io/v1/rolebindings");
+        p = path_with("/api/v1/pods?labelSelector=", DOCTOR_DRAINER_POD_SELECTOR);
+        serve_list(a, fx, "drainerPods", p);
+        free(p);
+        serve_list(a, fx, "kubeSystemPods", "/api/v1/namespaces/kube-system/pods");
+        for (size_t i = 0; claims_default_driver_selectors[i]; i++) {
+                p = path_with("/api/v1/pods?labelSelector=", claims_default_driver_selectors[i]);
+                serve_list(a, fx, "driverPods", p);
+                free(p);
+        }
+        if (!d0)
+                return;
+
+        for (size_t i = 0; i < d0->groups.n; i++) {
+                const struct doctor_group *g = d0->groups.v[i];
+                char path[512], key[512], notfound[512];
+                const cJSON *ds, *e;
+
+                if (!doctor_data_wants_daemonset(d0, i))
+                        continue;
+                snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/daemonsets/%s", g->ns, g->name);
+                snprintf(key, sizeof key, "daemonsets/%s/%s", g->ns, g->name);
+                snprintf(notfound, sizeof notfound, "daemonsets.apps \"%s\" not found", g->name);
+                e = fixture_get(fx, "errors", key);
+                ds = fixture_get(fx, "daemonsets", key + strlen("daemonsets/"));
+                if (e)
+                        expect_status(a, "GET", path, (int)json_int(e, "code", 500), json_str(e, "message"));
+                else if (ds)
+                        expect_json(a, "GET", path, 200, cJSON_Duplicate(ds, true), 1);
+                else
+                        expect_status(a, "GET", path, 404, notfound);
+        }
+
+        for (size_t k = 0; k < d0->n_sars; k++) {
+                const cJSON *e = fixture_get(fx, "errors", "subjectaccessreviews");
+                cJSON *req = doctor_data_sar_request(d0, k), *status;
+                const char *reason;
+                char key[1024];
+
+                sar_key(req, key, sizeof key);
+                if (e) {
+                        cJSON_Delete(req);
+                        expect_status(a, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                                      (int)json_int(e, "code", 500), json_str(e, "message"));
+                        continue;
+                }
+                reason = cJSON_GetStringValue(fixture_get(fx, "subjectaccessreviews", key));
+                status = cJSON_AddObjectToObject(req, "status");
+                if (reason) {
+                        cJSON_AddBoolToObject(status, "allowed", true);
+                        cJSON_AddStringToObject(status, "reason", reason);
+                }
+                expect_json(a, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", 201, req, 1);
+        }
+
+        fake_transport_expect_error(a->ft, "POST", "/grpc.health.v1.Health/Check", -ECONNREFUSED,
+                                    FAKE_FOREVER);
+
+        for (size_t k = 0; k < d0->cordoned.n; k++) {
+                const char *node = d0->cordoned.v[k]->node->name;
+                char sel[256], key[256];
+
+                snprintf(sel, sizeof sel, "spec.nodeName=%s", node);
+                snprintf(key, sizeof key, "nodePods/%s", node);
+                p = path_with("/api/v1/pods?fieldSelector=", sel);
+                serve_items(a, p, fixture_get(fx, "nodePods", node), fixture_get(fx, "errors", key));
+                free(p);
+        }
+}
+
+struct gathered {
+        int calls;
+        int error;
+        char *message;
+};
+
+static void on_gathered(int error, const char *message, void *userdata) {
+        struct gathered *g = userdata;
+
+        g->calls++;
+        g->error = error;
+        free(g->message);
+        g->message = message ? strdup(message) : NULL;
+}
+
+static void gather_until_done(struct api *a, struct gathered *g) {
+        for (int i = 0; i < 100000 && g->calls == 0; i++)
+                fake_clock_advance(a->clock, USEC_PER_MSEC);
+        assert_int_equal(g->calls, 1);
+}
+
+/* Requests of the fake API server whose path starts with prefix. */
+static size_t requests(const struct api *a, const char *method, const char *prefix) {
+        return fake_transport_count(a->ft, method, prefix);
+}
+
+static char *report_json(const struct doctor_data *d) {
+        struct doctor_report rep = {};
+        cJSON *j;
+        char *s;
+
+        assert_int_equal(doctor_rules_run(d, NULL, NULL, &rep), 0);
+        j = doctor_report_to_json(&rep);
+        s = cJSON_PrintUnformatted(j);
+        cJSON_Delete(j);
+        doctor_report_done(&rep);
+        return s;
+}
+
+static void test_gather(void **state) {
+        static const char *const fixtures[] = {
+                "cluster-healthy.json", "cluster-permissions.json",        "cluster-drivers.json",
+                "cluster-drain.json",   "cluster-bindings-forbidden.json", "cluster-system-forbidden.json",
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(fixtures); i++) {
+                cJSON *fx = load(fixtures[i]), *probes = cJSON_GetObjectItemCaseSensitive(fx, "probes"), *p;
+                struct doctor_data d0, d1;
+                struct gathered g = {};
+                struct api a;
+                char *want, *got;
+                size_t sar = 0;
+
+                /* As the fake API server answers them. */
+                cJSON_ArrayForEach(p, probes) {
+                        cJSON_DeleteItemFromObject(p, "status");
+                        cJSON_DeleteItemFromObject(p, "message");
+                        cJSON_DeleteItemFromObject(p, "error");
+                        cJSON_AddStringToObject(p, "error", "ECONNREFUSED");
+                }
+                picture(&d0, fx, NULL);
+                api_new(&a);
+                serve(&a, fx, &d0);
+
+                assert_int_equal(doctor_data_init(&d1, NULL), 0);
+                assert_int_equal(doctor_gather_start(a.client, fake_transport_base(a.ft), &d1,
+                                                     claims_default_driver_selectors, on_gathered, &g, NULL),
+                                 0);
+                assert_int_equal(g.calls, 0); /* never from inside the start */
+                gather_until_done(&a, &g);
+                if (g.error < 0)
+                        fail_msg("%s: %s", fixtures[i], strna(g.message));
+                assert_null(g.message);
+
+                /* The same findings, from the same picture. */
+                want = report_json(&d0);
+                got = report_json(&d1);
+                assert_string_equal(got, want);
+                free(want);
+                free(got);
+                assert_int_equal(d1.n_sars, d0.n_sars);
+                assert_int_equal(d1.n_probes, d0.n_probes);
+
+                /* Every request was answered; the SubjectAccessReviews were asked in the
+                 * order planned; nothing but SubjectAccessReviews and probes was posted. */
+                assert_int_equal(fake_transport_unmatched(a.ft), 0);
+                for (size_t k = 0; k < fake_transport_n_requests(a.ft); k++) {
+                        const struct fake_request *r = fake_transport_request(a.ft, k);
+
+                        if (strcmp(r->method, "GET") == 0)
+                                continue;
+                        assert_string_equal(r->method, "POST");
+                        if (strcmp(r->path, "/grpc.health.v1.Health/Check") == 0)
+                                continue;
+                        assert_string_equal(r->path, "/apis/authorization.k8s.io/v1/subjectaccessreviews");
+                        {
+                                cJSON *body = cJSON_Parse(r->body),
+                                      *planned = doctor_data_sar_request(&d0, sar++);
+                                char got_key[1024], want_key[1024];
+
+                                sar_key(body, got_key, sizeof got_key);
+                                sar_key(planned, want_key, sizeof want_key);
+                                assert_string_equal(got_key, want_key);
+                                cJSON_Delete(body);
+                                cJSON_Delete(planned);
+                        }
+                }
+                assert_int_equal(sar, d0.n_sars);
+                assert_int_equal(requests(&a, "POST", "/grpc.health.v1.Health/Check"), d0.n_probes);
+
+                doctor_data_done(&d1);
+                doctor_data_done(&d0);
+                free(g.message);
+                api_free(&a);
+                cJSON_Delete(fx);
+        }
+}
+
+/* A list the report cannot do without fails: the reads stop, with the API server's reason. */
+static void test_gather_fatal(void **state) {
+        cJSON *fx = load("cluster-healthy.json"), *e = cJSON_CreateObject();
+        struct doctor_data d;
+        struct gathered g = {};
+        struct api a;
+
+        cJSON_AddNumberToObject(e, "code", 403);
+        cJSON_AddStringToObject(e, "message",
+                                "nodes is forbidden: User \"doctor\" cannot list resource \"nodes\"");
+        cJSON_AddItemToObject(cJSON_AddObjectToObject(fx, "errors"), "nodes", e);
+        api_new(&a);
+        serve(&a, fx, NULL);
+        assert_int_equal(doctor_data_init(&d, NULL), 0);
+        assert_int_equal(doctor_gather_start(a.client, fake_transport_base(a.ft), &d,
+                                             claims_default_driver_selectors, on_gathered, &g, NULL),
+                         0);
+        gather_until_done(&a, &g);
+        assert_int_equal(g.error, -EACCES);
+        assert_string_equal(g.message,
+                            "list nodes: nodes is forbidden: User \"doctor\" cannot list resource "
+                            "\"nodes\"");
+        /* Nothing of phase 2. */
+        assert_int_equal(requests(&a, NULL, "/apis/apps/"), 0);
+        assert_int_equal(requests(&a, "POST", NULL), 0);
+        doctor_data_done(&d);
+        free(g.message);
+        api_free(&a);
+        cJSON_Delete(fx);
+}
+
+/* --node names no node: an error once the nodes are listed, before phase 2.
+ * With --driver-selector, its lists replace the default ones. */
+static void test_gather_no_node(void **state) {
+        static const char *const selectors[] = { "app=plugin", NULL };
+        cJSON *fx = load("cluster-healthy.json");
+        struct doctor_data d;
+        struct gathered g = {};
+        struct api a;
+        char *p;
+
+        api_new(&a);
+        serve(&a, fx, NULL);
+        p = path_with("/api/v1/pods?labelSelector=", "app=plugin");
+        serve_list(&a, fx, "driverPods", p);
+        free(p);
+        assert_int_equal(doctor_data_init(&d, "node-9"), 0);
+        assert_int_equal(doctor_gather_start(a.client, fake_transport_base(a.ft), &d, selectors, on_gathered,
+                                             &g, NULL),
+                         0);
+        gather_until_done(&a, &g);
+        assert_int_equal(g.error, -ENOENT);
+        assert_string_equal(g.message, "node \"node-9\" not found");
+        assert_int_equal(requests(&a, NULL, "/apis/apps/"), 0);
+        assert_int_equal(requests(&a, "POST", NULL), 0);
+        assert_int_equal(requests(&a, "GET", "/api/v1/pods?labelSelector=app%3Dplugin"), 1);
+        assert_int_equal(requests(&a, "GET", "/api/v1/pods?labelSelector=app.kubernetes.io%2Fcomponent"), 0);
+        assert_int_equal(requests(&a, "GET", "/api/v1/pods?labelSelector="), 2); /* and drainer's own */
+        doctor_data_done(&d);
+        free(g.message);
+        api_free(&a);
+        cJSON_Delete(fx);
+}
+
+/* Cancelled (doctor cannot ask Prometheus): done later with -ECANCELED, nothing more asked. */
+static void test_gather_cancel(void **state) {
+        cJSON *fx = load("cluster-healthy.json");
+        struct doctor_gather *gather = NULL;
+        struct doctor_data d;
+        struct gathered g = {};
+        struct api a;
+
+        api_new(&a);
+        serve(&a, fx, NULL);
+        assert_int_equal(doctor_data_init(&d, NULL), 0);
+        assert_int_equal(doctor_gather_start(a.client, fake_transport_base(a.ft), &d,
+                                             claims_default_driver_selectors, on_gathered, &g, &gather),
+                         0);
+        assert_non_null(gather);
+        doctor_gather_cancel(gather);
+        assert_int_equal(g.calls, 0);
+        gather_until_done(&a, &g);
+        assert_int_equal(g.error, -ECANCELED);
+        assert_null(g.message);
+        assert_int_equal(requests(&a, "POST", NULL), 0);
+        assert_int_equal(requests(&a, NULL, "/apis/apps/"), 0);
+        doctor_data_done(&d);
+        free(g.message);
+        api_free(&a);
+        cJSON_Delete(fx);
+}
+
 /* The exit code over every picture: 5 with a FAIL, 0 with WARNs only. */
 static void test_rules_exit_code(void **state) {
         static const struct {
@@ -1696,6 +2102,10 @@ int main(void) {
                 cmocka_unit_test(test_prom_ask),
                 cmocka_unit_test(test_rule_metrics),
                 cmocka_unit_test(test_rules_exit_code),
+                cmocka_unit_test(test_gather),
+                cmocka_unit_test(test_gather_fatal),
+                cmocka_unit_test(test_gather_no_node),
+                cmocka_unit_test(test_gather_cancel),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
