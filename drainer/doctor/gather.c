@@ -1,9 +1,8 @@
-/* The reads of `drainer doctor` and the picture of the cluster they make:
- * lists at once (nodes, slices, claims, RBAC bindings, driver, drainer and
- * kube-system pods), then what they lead to (SubjectAccessReviews, DaemonSets,
- * gRPC health of driver pods, pods of cordoned nodes). Owns the picture's
- * records and its calls in flight; makes no finding (drainer/doctor/rules.c
- * does) and never writes: a SubjectAccessReview stores nothing. */
+/* The reads of `drainer doctor` (lists at once, then what they lead to:
+ * SubjectAccessReviews, DaemonSets, gRPC probes, pods of cordoned nodes) and
+ * the picture of the cluster they make. Owns the picture's records and the
+ * calls in flight; makes no finding (drainer/doctor/rules.c does) and never
+ * writes: a SubjectAccessReview stores nothing. */
 #include <assert.h>
 #include <errno.h>
 #include <math.h>
