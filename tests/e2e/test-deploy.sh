@@ -2,12 +2,24 @@
 # deploy/ against the real control plane: `kubectl apply -k deploy/` works (and its
 # server-side dry run, and those of deploy/cluster-mode and the DRA permission
 # example), the DaemonSet gets a pod on every node (also on a cordoned node with the
-# drain taint), the ClusterRole holds exactly DESIGN.md's verbs, and the drainer
-# ServiceAccount can do each of them but cannot write ResourceSlices, DeviceClasses or
-# Secrets, delete pods, or touch Leases outside drainer-system (kubectl auth can-i
-# --as, SubjectAccessReview, and real requests with its token). drainer status and plan
-# then run with a kubeconfig holding only that token, and the audit log shows they
-# only read and were never refused. Cluster mode runs its single pod; the example's
+# drain taint), the roles hold exactly DESIGN.md's verbs (Events only in namespace
+# default), and the drainer ServiceAccount can do each of them but cannot write
+# ResourceSlices, DeviceClasses or Secrets, delete pods, or touch Leases outside
+# drainer-system (kubectl auth can-i --as, SubjectAccessReview, and real requests with
+# its token). drainer status and plan then run with a kubeconfig holding only such a
+# token, and the audit log shows they only read and were never refused.
+# The admission policies of deploy/node-policy.yaml, with real tokens bound to the
+# DaemonSet's pods on node-1 and node-2 (the API server puts the pod's node in
+# user.extra: SelfSubjectReview and the audit log show it): a pod's token may change
+# the drainer-owned fields of its own Node (drainer.io/ annotations, cordon, the
+# drainer.io/draining taint, the label named by the policy's parameter), and nothing
+# else (another Node, another taint, label or annotation, ownerReferences, Events about
+# another Node, an eviction with grace period 0, a pod DELETE on another node); a token
+# naming no node may write nothing; a Node-bound token works like a pod-bound one; an
+# eviction of a pod on another node is admitted (what the policy cannot confine). Then
+# `drainer serve --node node-2` with node-2's pod token drains and restores node-2
+# (label strategy) with no request refused. Cluster mode runs its single pod as
+# drainer-cluster, which the policy does not confine; the example's
 # ValidatingAdmissionPolicy keeps a driver to its own node's ResourceSlices.
 # Everything created here is deleted again (kubectl delete -k).
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -45,11 +57,15 @@ nodes=$(kubectl get nodes -o json | jq -r '[.items[].metadata.name] | sort | joi
 # --- rendering and applying -----------------------------------------------------------
 kubectl kustomize deploy/ >"$e2e_tmp/base.yaml"
 check_eq "kubectl kustomize deploy/" 0 $?
-check_eq "deploy/ holds the namespace, SA, RBAC and the DaemonSet" \
-	"ClusterRole/drainer ClusterRoleBinding/drainer DaemonSet/drainer Namespace/drainer-system Role/drainer-leases RoleBinding/drainer-leases ServiceAccount/drainer" \
-	"$(kubectl kustomize deploy/ | "$KUBECTL" create --dry-run=client -f - -o json | jq -rs '.[] | "\(.kind)/\(.metadata.name)"' | sort | tr '\n' ' ' | sed 's/ $//')"
-check_eq "deploy/cluster-mode holds a Deployment and no DaemonSet" "Deployment" \
-	"$(kubectl kustomize deploy/cluster-mode | "$KUBECTL" create --dry-run=client -f - -o json | jq -rs '[.[] | select(.kind | IN("Deployment", "DaemonSet")) | .kind] | join(" ")')"
+objects() { # kustomize dir: "Kind/name ..." of what it renders, sorted
+	kubectl kustomize "$1" | "$KUBECTL" create --dry-run=client -f - -o json | jq -rs '.[] | "\(.kind)/\(.metadata.name)"' | sort | tr '\n' ' ' | sed 's/ $//'
+}
+check_eq "deploy/ holds the namespace, the roles, ServiceAccount drainer and its bindings, the node policies, and the DaemonSet" \
+	"ClusterRole/drainer ClusterRoleBinding/drainer DaemonSet/drainer Namespace/drainer-system Role/drainer-events Role/drainer-leases RoleBinding/drainer-events RoleBinding/drainer-leases ServiceAccount/drainer ValidatingAdmissionPolicy/drainer-own-node ValidatingAdmissionPolicy/drainer-own-node-events ValidatingAdmissionPolicy/drainer-own-node-pods ValidatingAdmissionPolicyBinding/drainer-own-node ValidatingAdmissionPolicyBinding/drainer-own-node-events ValidatingAdmissionPolicyBinding/drainer-own-node-pods" \
+	"$(objects deploy/)"
+check_eq "deploy/cluster-mode holds the namespace, the roles, ServiceAccount drainer-cluster and its bindings, and a Deployment (no DaemonSet, no node policy)" \
+	"ClusterRole/drainer ClusterRoleBinding/drainer-cluster Deployment/drainer Namespace/drainer-system Role/drainer-events Role/drainer-leases RoleBinding/drainer-cluster-events RoleBinding/drainer-cluster-leases ServiceAccount/drainer-cluster" \
+	"$(objects deploy/cluster-mode)"
 
 kubectl apply -k deploy/ >"$e2e_tmp/apply.out" 2>&1
 check_eq "kubectl apply -k deploy/" 0 $?
@@ -110,15 +126,23 @@ check "a new drainer pod runs on node-3 while it is cordoned and tainted drainer
 kubectl taint node node-3 drainer.io/draining:NoSchedule- >/dev/null
 kubectl uncordon node-3 >/dev/null
 
-# --- RBAC: exactly DESIGN.md's verbs (+ PDB reads) ------------------------------------
+# --- RBAC: exactly DESIGN.md's verbs (+ PDB reads; Events only in default) -----------
 check_eq "ClusterRole drainer: exactly these rules" \
-	'["/events:create,patch","/nodes:get,list,patch,watch","/pods/eviction:create","/pods:get,list,watch","apps/daemonsets:get","policy/poddisruptionbudgets:get,list,watch","resource.k8s.io/resourceclaims:get,list,watch","resource.k8s.io/resourceslices:get,list,watch"]' \
+	'["/nodes:get,list,patch,watch","/pods/eviction:create","/pods:get,list,watch","apps/daemonsets:get","policy/poddisruptionbudgets:get,list,watch","resource.k8s.io/resourceclaims:get,list,watch","resource.k8s.io/resourceslices:get,list,watch"]' \
 	"$(kubectl get clusterrole drainer -o json | jq -c '[.rules[] | .apiGroups[] as $g | .resources[] as $r
 		| "\($g)/\($r):\(.verbs | sort | join(","))"] | sort')"
 check_eq "Role drainer-leases (drainer-system): exactly leases get/list/watch/create/update/delete" \
 	'["coordination.k8s.io/leases:create,delete,get,list,update,watch"]' \
 	"$(kubectl -n drainer-system get role drainer-leases -o json | jq -c '[.rules[] | .apiGroups[] as $g | .resources[] as $r
 		| "\($g)/\($r):\(.verbs | sort | join(","))"] | sort')"
+check_eq "Role drainer-events (default): exactly events create" \
+	'["/events:create"]' \
+	"$(kubectl -n default get role drainer-events -o json | jq -c '[.rules[] | .apiGroups[] as $g | .resources[] as $r
+		| "\($g)/\($r):\(.verbs | sort | join(","))"] | sort')"
+check_eq "bindings: drainer -> ClusterRole drainer, Role drainer-leases (drainer-system), Role drainer-events (default)" \
+	"ClusterRoleBinding/drainer:ClusterRole/drainer:drainer-system/drainer RoleBinding/default/drainer-events:Role/drainer-events:drainer-system/drainer RoleBinding/drainer-system/drainer-leases:Role/drainer-leases:drainer-system/drainer" \
+	"$({ kubectl get clusterrolebinding drainer -o json | jq -r '"\(.kind)/\(.metadata.name):\(.roleRef.kind)/\(.roleRef.name):\([.subjects[] | "\(.namespace)/\(.name)"] | join(","))"'
+	   kubectl get rolebinding -A -l app.kubernetes.io/name=drainer -o json | jq -r '.items[] | "RoleBinding/\(.metadata.namespace)/\(.metadata.name):\(.roleRef.kind)/\(.roleRef.name):\([.subjects[] | "\(.namespace)/\(.name)"] | join(","))"'; } | sort | tr '\n' ' ' | sed 's/ $//')"
 
 can() { # expected(yes|no) verb resource [namespace] [subresource]
 	local want=$1 verb=$2 res=$3 ns=${4:-} sub=${5:-} args got
@@ -135,7 +159,14 @@ for r in resourceclaims.resource.k8s.io resourceslices.resource.k8s.io; do
 	for v in get list watch; do can yes "$v" "$r"; done
 done
 can yes get daemonsets.apps dra-system
-for v in create patch; do can yes "$v" events default; done
+can yes create events default
+can no patch events default
+can no create events demo
+can no create events kube-system
+can no create configmaps drainer-system
+can no update configmaps drainer-system
+can no patch namespaces drainer-system
+can no update namespaces drainer-system
 for v in get list watch; do can yes "$v" poddisruptionbudgets.policy; done
 for v in get list watch create update delete; do can yes "$v" leases.coordination.k8s.io drainer-system; done
 # and nothing more
@@ -173,11 +204,10 @@ sar false "create leases in default" '{"verb":"create","group":"coordination.k8s
 
 # --- drainer with the ServiceAccount's token, not as admin ------------------------------
 sakc=$e2e_tmp/sa.kubeconfig
-token=$(kubectl -n drainer-system create token drainer --duration=10m)
 server=$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
 ca=$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
-check "a token for the drainer ServiceAccount, the server and its CA" test -n "$token" -a -n "$server" -a -n "$ca"
-(umask 077 && cat >"$sakc" <<EOF
+mkkc() { # TOKEN FILE: a kubeconfig with the server, its CA and only this token
+	(umask 077 && cat >"$2" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
@@ -188,13 +218,18 @@ clusters:
 users:
 - name: drainer
   user:
-    token: $token
+    token: $1
 contexts:
 - name: drainer
   context: {cluster: c, user: drainer}
 current-context: drainer
 EOF
-)
+	)
+}
+# A token not bound to any object: it names no node (what `kubectl create token` gives).
+token=$(kubectl -n drainer-system create token drainer --duration=10m)
+check "a token for the drainer ServiceAccount, the server and its CA" test -n "$token" -a -n "$server" -a -n "$ca"
+mkkc "$token" "$sakc"
 sak() { "$KUBECTL" --kubeconfig "$sakc" "$@"; }
 check_eq "the token is the drainer ServiceAccount" "$SA" "$(sak auth whoami -o jsonpath='{.status.userInfo.username}' 2>/dev/null)"
 sak -n drainer-system get secrets >/dev/null 2>"$e2e_tmp/secrets.err"
@@ -208,10 +243,16 @@ metadata: {name: deploy-test-forbidden}
 spec: {driver: gpu.example.com, nodeName: node-1, pool: {name: node-1, generation: 1, resourceSliceCount: 1}, devices: []}
 EOF
 check "with the token: creating a ResourceSlice is forbidden" grep -q Forbidden "$e2e_tmp/slice.err"
-sak annotate node node-3 drainer.io/deploy-test=1 >/dev/null 2>&1
-check_eq "with the token: annotating a Node (patch) works" 1 "$(node_ann node-3 drainer.io/deploy-test)"
-sak annotate node node-3 drainer.io/deploy-test- >/dev/null 2>&1
-check_eq "with the token: ... and removing the annotation" "" "$(node_ann node-3 drainer.io/deploy-test)"
+# RBAC allows the patch; the admission policy refuses it (the token names no node).
+# The policies take effect a moment after they are created: wait for the first refusal.
+nonode_refused() { # [--dry-run=server]
+	local out
+	out=$(sak annotate ${1:+"$1"} node node-3 drainer.io/deploy-test=1 2>&1)
+	grep -q 'names no node' <<<"$out"
+}
+wait_until 30 nonode_refused --dry-run=server
+check "with a token naming no node: annotating a Node is refused by ValidatingAdmissionPolicy drainer-own-node" nonode_refused
+check_eq "... and the annotation is not there" "" "$(node_ann node-3 drainer.io/deploy-test)"
 
 start=$(audit_lines)
 drainer_run status status node-1 --kubeconfig "$sakc" -o json
@@ -235,41 +276,212 @@ jq_checks --arg sa "$SA" '[.[] | select(.userAgent | startswith("drainer/"))] as
 	   | if ($bad | length) == 0 then "ok no request of drainer was refused"
 	     else "FAIL refused: \([$bad[] | "\(.verb) \(.requestURI) \(.responseStatus.code)"] | join("; "))" end)' "$e2e_tmp/audit.json"
 
-# --- serve as the ServiceAccount: a drain and its undo, through the annotation ----------
+# --- the admission policies (deploy/node-policy.yaml), with tokens bound to pods ---------
+# ds_pod NODE: the name of the DaemonSet's live pod on NODE.
+ds_pod() {
+	kubectl -n drainer-system get pods -l app.kubernetes.io/component=node-agent --field-selector "spec.nodeName=$1" -o json |
+		jq -r '[.items[] | select(.metadata.deletionTimestamp == null)][0].metadata.name // ""'
+}
+pod1=$(ds_pod node-1) pod2=$(ds_pod node-2)
+n1kc=$e2e_tmp/node1.kubeconfig n2kc=$e2e_tmp/node2.kubeconfig n3kc=$e2e_tmp/node3-nodebound.kubeconfig
+mkkc "$(kubectl -n drainer-system create token drainer --bound-object-kind Pod --bound-object-name "$pod1" --duration=10m)" "$n1kc"
+mkkc "$(kubectl -n drainer-system create token drainer --bound-object-kind Pod --bound-object-name "$pod2" --duration=10m)" "$n2kc"
+k1() { "$KUBECTL" --kubeconfig "$n1kc" "$@"; }
+k2() { "$KUBECTL" --kubeconfig "$n2kc" "$@"; }
+# The API server puts the bound pod's node into the token's user info
+# (pkg/serviceaccount/claims.go, ServiceAccountTokenPodNodeInfo, GA and locked on in 1.32).
+k2 auth whoami -o json >"$e2e_tmp/whoami2.json" 2>&1
+jq_checks --arg pod "$pod2" '.status.userInfo as $u
+	| if $u.extra["authentication.kubernetes.io/node-name"] == ["node-2"] and $u.extra["authentication.kubernetes.io/pod-name"] == [$pod]
+	  then "ok SelfSubjectReview of the token bound to \($pod): user.extra node-name [node-2], pod-name [\($pod)]"
+	  else "FAIL SelfSubjectReview of the token bound to \($pod): \($u | tostring)" end' "$e2e_tmp/whoami2.json"
+
+# refused TAG WHAT PATTERN CMD...: CMD fails with PATTERN in its error (a ValidatingAdmissionPolicy's message).
+# (The refused writes are server dry runs: the admission policies see them as any
+# other request, and if one were admitted it would still change nothing.)
+refused() {
+	local tag=$1 what=$2 pat=$3
+	shift 3
+	if "$@" >"$e2e_tmp/$tag.out" 2>"$e2e_tmp/$tag.err"; then
+		fail "$what: admitted"
+	elif grep -q -- "$pat" "$e2e_tmp/$tag.err"; then
+		pass "$what: refused ($(grep -o "ValidatingAdmissionPolicy '[^']*'" "$e2e_tmp/$tag.err" | head -n 1))"
+	else
+		fail "$what: refused, but not with [$pat]: $(head -c 400 "$e2e_tmp/$tag.err")"
+	fi
+}
+admitted() { # TAG WHAT CMD...
+	local tag=$1 what=$2
+	shift 2
+	if "$@" >"$e2e_tmp/$tag.out" 2>"$e2e_tmp/$tag.err"; then pass "$what"; else fail "$what: $(head -c 400 "$e2e_tmp/$tag.err")"; fi
+}
+e2e_cleanup_hooks+=("kubectl taint node node-2 deploy-test:NoSchedule- >/dev/null 2>&1; kubectl annotate node node-1 node-2 node-3 drainer.io/deploy-test- >/dev/null 2>&1")
+policy_start=$(audit_lines)
+before1=$(node_fingerprint node-1)
+kubectl cordon node-3 >/dev/null
+before3=$(node_fingerprint node-3)
+# What drainer's cordon patch is: a merge patch of drainer.io/ annotations, unschedulable
+# and the taint list (the node's own taints, in order, plus drainer.io/draining:NoSchedule).
+kubectl taint node node-2 deploy-test=keep:NoSchedule --overwrite >/dev/null
+cordon_patch=$(kubectl get node node-2 -o json | jq -c '{metadata: {annotations: {"drainer.io/deploy-test": "1"}},
+	spec: {unschedulable: true, taints: ((.spec.taints // []) + [{key: "drainer.io/draining", effect: "NoSchedule"}])}}')
+admitted own-cordon "node-2's token: a merge patch of its own Node's drainer.io/ annotation, unschedulable and drainer.io/draining:NoSchedule is admitted" \
+	k2 patch node node-2 --type merge -p "$cordon_patch"
+check_eq "... and node-2 is cordoned, tainted, annotated (the other taint kept)" "true true 1 true" \
+	"$(kubectl get node node-2 -o json | jq -r '"\(.spec.unschedulable) \([.spec.taints[] | select(.key == "drainer.io/draining" and .effect == "NoSchedule")] | length == 1) \(.metadata.annotations["drainer.io/deploy-test"]) \([.spec.taints[] | select(.key == "deploy-test")] | length == 1)"')"
+# node_guarded NODE: what the refused requests below try to change (the node lifecycle
+# controller's own node.kubernetes.io/unschedulable taint left out: it comes and goes).
+node_guarded() {
+	kubectl get node "$1" -o json | jq -cS '{labels: .metadata.labels, annotations: .metadata.annotations,
+		owners: (.metadata.ownerReferences // []), provider: (.spec.providerID // ""), unschedulable: (.spec.unschedulable // false),
+		taints: [.spec.taints // [] | .[] | select(.key != "node.kubernetes.io/unschedulable") | {key, value, effect}]}'
+}
+guarded2=$(node_guarded node-2)
+refused other-node "node-2's token: the same drainer.io/ annotation on node-1" "may change only Node node-2, not node-1" \
+	k2 annotate --dry-run=server node node-1 drainer.io/deploy-test=1
+# (not `kubectl cordon`: it exits 0 when its patch is refused)
+refused other-cordon "node-2's token: cordoning node-1" "may change only Node node-2, not node-1" \
+	k2 patch --dry-run=server node node-1 --type merge -p '{"spec":{"unschedulable":true}}'
+refused other-uncordon "node-2's token: uncordoning node-3 (cordoned by an admin)" "may change only Node node-2, not node-3" \
+	k2 patch --dry-run=server node node-3 --type merge -p '{"spec":{"unschedulable":false}}'
+
+refused other-taint "node-2's token: another taint on node-2" "may add or remove only the taint drainer.io/draining:NoSchedule" \
+	k2 taint --dry-run=server node node-2 deploy-test-2=x:NoExecute
+refused remove-taint "node-2's token: removing someone else's taint from node-2" "may add or remove only the taint drainer.io/draining:NoSchedule" \
+	k2 taint --dry-run=server node node-2 deploy-test:NoSchedule-
+refused noexecute "node-2's token: drainer.io/draining with effect NoExecute" "has no value and the effect NoSchedule" \
+	k2 taint --dry-run=server node node-2 drainer.io/draining:NoExecute
+refused other-label "node-2's token: a label on node-2" "may change no label" k2 label --dry-run=server node node-2 deploy-test=1
+refused driver-label "node-2's token: the driver's label, while the policy's parameter names none" "may change no label" \
+	k2 label --dry-run=server node node-2 gpu.example.com/present=drainer-paused --overwrite
+refused other-ann "node-2's token: an annotation outside drainer.io/ on node-2" "may change only drainer.io/ annotations, not deploy-test.example.com/x" \
+	k2 annotate --dry-run=server node node-2 deploy-test.example.com/x=1
+refused owner "node-2's token: an ownerReference on node-2 (the garbage collector would delete the Node)" "finalizers or ownerReferences" \
+	k2 patch --dry-run=server node node-2 --type merge -p '{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"00000000-0000-0000-0000-000000000001"}]}}'
+refused provider "node-2's token: spec.providerID of node-2" "may change only unschedulable and the drainer.io/draining taint" \
+	k2 patch --dry-run=server node node-2 --type merge -p '{"spec":{"providerID":"deploy-test://x"}}'
+check_eq "node-1 is as it was" "$before1" "$(node_fingerprint node-1)"
+check_eq "node-3 is as it was (still cordoned)" "$before3" "$(node_fingerprint node-3)"
+kubectl uncordon node-3 >/dev/null
+check_eq "node-2 kept no change of a refused request" "$guarded2" "$(node_guarded node-2)"
+# The label strategy: the policy's parameter (annotation drainer.io/driver-stop-label of
+# Namespace drainer-system) names the one label the pods may change.
+kubectl annotate namespace drainer-system drainer.io/driver-stop-label=gpu.example.com/present --overwrite >/dev/null
+label_admitted() { k2 label node node-2 gpu.example.com/present=drainer-paused --overwrite; }
+wait_until 20 label_admitted
+admitted label-set "with driver-stop-label gpu.example.com/present: node-2's token may set that label on node-2" label_admitted
+admitted label-back "... and put it back" k2 label node node-2 gpu.example.com/present=true --overwrite
+refused label-other "... but still no other label" "may change only the label gpu.example.com/present" k2 label --dry-run=server node node-2 deploy-test=1
+refused label-node1 "... and not on node-1" "may change only Node node-2" k2 label --dry-run=server node node-1 gpu.example.com/present=drainer-paused --overwrite
+admitted own-undo "node-2's token: uncordon, drainer.io/draining removed, annotation removed" \
+	k2 patch node node-2 --type merge -p "$(kubectl get node node-2 -o json | jq -c '{metadata: {annotations: {"drainer.io/deploy-test": null}},
+		spec: {unschedulable: false, taints: [.spec.taints[] | select(.key != "drainer.io/draining")]}}')"
+# Events: only about its own Node.
+event() { # NODE: an Event about NODE, as drainer posts it
+	printf '{"apiVersion":"v1","kind":"Event","metadata":{"generateName":"deploy-test-","namespace":"default"},"involvedObject":{"apiVersion":"v1","kind":"Node","name":"%s"},"reason":"DrainerPhase","message":"deploy-test","type":"Normal","source":{"component":"drainer"},"reportingComponent":"drainer"}' "$1"
+}
+admitted own-event "node-2's token: an Event about node-2 in namespace default (server dry run)" \
+	bash -c "$(declare -f event); event node-2 | '$KUBECTL' --kubeconfig '$n2kc' create -f - --dry-run=server"
+refused other-event "node-2's token: an Event about node-1" "may only post Events about Node node-2" \
+	bash -c "$(declare -f event); event node-1 | '$KUBECTL' --kubeconfig '$n2kc' create -f - --dry-run=server"
+# Evictions: the policy cannot see the pod's node; it can refuse grace period 0.
+evict() { # KUBECONFIG POD [DELETE-OPTIONS-JSON]: a server dry-run eviction of a drainer-system pod
+	printf '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"%s","namespace":"drainer-system"}%s}' "$2" "${3:+,\"deleteOptions\":$3}" |
+		"$KUBECTL" --kubeconfig "$1" create --raw "/api/v1/namespaces/drainer-system/pods/$2/eviction?dryRun=All" -f -
+}
+refused grace0 "node-2's token: an eviction with grace period 0" "may not evict with grace period 0" evict "$n2kc" "$pod2" '{"gracePeriodSeconds":0}'
+admitted evict-own "node-2's token: an eviction of a pod on node-2 (server dry run)" evict "$n2kc" "$pod2"
+admitted evict-other "node-2's token: an eviction of a pod on node-1 is admitted too (server dry run): an Eviction names no node, so this is not confined" \
+	evict "$n2kc" "$pod1" '{"gracePeriodSeconds":5}'
+refused evict-nonode "a token naming no node: an eviction" "names no node" evict "$sakc" "$pod2"
+# A pod DELETE (--disable-eviction, when pods "delete" is granted) names its pod: confined.
+kubectl create clusterrole deploy-test-pod-delete --verb=delete --resource=pods >/dev/null
+kubectl create clusterrolebinding deploy-test-pod-delete --clusterrole=deploy-test-pod-delete --serviceaccount=drainer-system:drainer >/dev/null
+e2e_cleanup_hooks+=("kubectl delete clusterrolebinding,clusterrole deploy-test-pod-delete --ignore-not-found >/dev/null 2>&1")
+delete_allowed() { [ "$(kubectl auth can-i delete pods -n drainer-system --as="$SA" 2>/dev/null)" = yes ]; }
+wait_until 10 delete_allowed
+refused delete-other "with pods delete granted, node-2's token: deleting node-1's pod" "may delete only pods on node node-2, not drainer-system/$pod1 on node-1" \
+	k2 -n drainer-system delete pod "$pod1" --dry-run=server
+admitted delete-own "... deleting node-2's own pod (server dry run)" k2 -n drainer-system delete pod "$pod2" --dry-run=server
+kubectl delete clusterrolebinding,clusterrole deploy-test-pod-delete >/dev/null
+# A token bound to a Node object (the systemd unit's) names its node too.
+mkkc "$(kubectl -n drainer-system create token drainer --bound-object-kind Node --bound-object-name node-3 --duration=10m)" "$n3kc"
+admitted nodebound-own "a token bound to Node node-3: its drainer.io/ annotation on node-3" \
+	"$KUBECTL" --kubeconfig "$n3kc" annotate node node-3 drainer.io/deploy-test=1
+refused nodebound-other "... but not on node-1" "may change only Node node-3, not node-1" \
+	"$KUBECTL" --kubeconfig "$n3kc" annotate --dry-run=server node node-1 drainer.io/deploy-test=1
+kubectl annotate node node-3 drainer.io/deploy-test- >/dev/null
+# node-1's own token works on node-1 (the policy is not "node-2 only").
+admitted node1-own "node-1's token: its drainer.io/ annotation on node-1" k1 annotate node node-1 drainer.io/deploy-test=1
+refused node1-other "node-1's token: the same on node-2" "may change only Node node-1, not node-2" k1 annotate --dry-run=server node node-2 drainer.io/deploy-test=1
+kubectl annotate node node-1 drainer.io/deploy-test- >/dev/null
+kubectl taint node node-2 deploy-test:NoSchedule- >/dev/null
+kubectl annotate namespace drainer-system drainer.io/driver-stop-label= --overwrite >/dev/null
+# What the API server recorded: who asked (user.extra names the node), what it refused and why.
+sleep 1
+audit_window "$policy_start" "$e2e_tmp/audit-policy.json"
+jq_checks --arg sa "$SA" '[.[] | select(.user.username == $sa and .objectRef.resource == "nodes" and .verb == "patch")] as $p
+	| [$p[] | select(.user.extra["authentication.kubernetes.io/node-name"] == ["node-2"] and .objectRef.name == "node-2" and .responseStatus.code == 200)] as $ok
+	| [$p[] | select(.responseStatus.code >= 400)] as $bad
+	| [$bad[] | select((.annotations["validation.policy.admission.k8s.io/validation_failure"] // "[]" | fromjson | map(.policy)) == ["drainer-own-node"])] as $noted
+	| (if ($ok | length) >= 4 then "ok audit log: \($ok | length) patches of node-2 admitted, each by a token whose user.extra names node-2"
+	   else "FAIL audit log: \($ok | length) admitted patches of node-2 by a node-2 token" end),
+	  (if ($bad | length) >= 10 and ($noted | length) == ($bad | length) and ([$bad[].responseStatus.code] | unique) == [422]
+	   then "ok audit log: \($bad | length) Node patches refused (422), each with the drainer-own-node validation_failure annotation"
+	   else "FAIL audit log: \($bad | length) refused patches, \($noted | length) annotated by drainer-own-node, codes \([$bad[].responseStatus.code] | unique)" end)' \
+	"$e2e_tmp/audit-policy.json"
+
+# --- serve with node-2's pod token: a drain and its undo, through the annotation -------
+# With --driver-stop label:gpu.example.com/present (the policy's parameter names it), so
+# every kind of Node write drainer makes goes through the policy: drainer.io/
+# annotations, cordon + drain taint, the driver label set and restored, uncordon.
+kubectl annotate namespace drainer-system drainer.io/driver-stop-label=gpu.example.com/present --overwrite >/dev/null
 node_state2() { kubectl get node node-2 -o jsonpath='{.metadata.annotations.drainer\.io/state}'; }
 node2_clean() {
 	[ "$(kubectl get node node-2 -o json | jq '[.metadata.annotations // {} | keys[] | select(startswith("drainer.io/"))] | length')" = 0 ] &&
-		[ "$(kubectl get node node-2 -o jsonpath='{.spec.unschedulable}')" != true ]
+		[ "$(kubectl get node node-2 -o jsonpath='{.spec.unschedulable}')" != true ] &&
+		[ "$(kubectl get node node-2 -o jsonpath='{.metadata.labels.gpu\.example\.com/present}')" = true ]
 }
 start=$(audit_lines)
-"$DRAINER" serve --node node-2 --kubeconfig "$sakc" --metrics-addr "" >"$e2e_tmp/serve-sa.log" 2>&1 &
+"$DRAINER" serve --node node-2 --kubeconfig "$n2kc" --driver-stop label:gpu.example.com/present --metrics-addr "" >"$e2e_tmp/serve-sa.log" 2>&1 &
 spid=$!
+track_pid "$spid"
+e2e_cleanup_hooks+=("reap_pid $spid KILL")
 sleep 1
 kubectl annotate node node-2 drainer.io/request=drain --overwrite >/dev/null
 node2_drained() { [ "$(node_state2)" = drained ]; }
 wait_until 90 node2_drained
-check_eq "serve as the ServiceAccount: kubectl annotate drainer.io/request=drain drains node-2" drained "$(node_state2)"
+check_eq "serve with node-2's pod token: kubectl annotate drainer.io/request=drain drains node-2" drained "$(node_state2)"
+check_eq "... the driver label is paused and the driver pod gone" "drainer-paused 0" \
+	"$(kubectl get node node-2 -o jsonpath='{.metadata.labels.gpu\.example\.com/present}') $(driver_count node-2)"
 kubectl annotate --overwrite node node-2 drainer.io/request=uncordon >/dev/null
 wait_until 90 node2_clean
-check "serve as the ServiceAccount: request=uncordon restores node-2 and clears the annotations" node2_clean
+check "serve with node-2's pod token: request=uncordon restores node-2 (label back, uncordoned) and clears the annotations" node2_clean
 kill -TERM "$spid" 2>/dev/null
 wait "$spid"
 check_eq "serve exits 0 on SIGTERM" 0 $?
+untrack_pid "$spid"
 sleep 1
 audit_window "$start" "$e2e_tmp/audit-serve.json"
 jq_checks --arg sa "$SA" '[.[] | select(.userAgent | startswith("drainer/"))] as $d
-	| (if ($d | length) > 0 and ([$d[] | select(.user.username != $sa)] | length) == 0
-	   then "ok serve: all \($d | length) requests were made as \($sa)"
-	   else "FAIL serve requests as \([$d[].user.username] | unique | join(","))" end),
-	  ([$d[] | select(.responseStatus.code == 401 or .responseStatus.code == 403)] as $bad
-	   | if ($bad | length) == 0 then "ok serve: no request was refused by RBAC"
+	| (if ($d | length) > 0 and ([$d[] | select(.user.username != $sa or .user.extra["authentication.kubernetes.io/node-name"] != ["node-2"])] | length) == 0
+	   then "ok serve: all \($d | length) requests were made as \($sa) with node-2'"'"'s pod token"
+	   else "FAIL serve requests as \([$d[] | "\(.user.username) \(.user.extra["authentication.kubernetes.io/node-name"])"] | unique | join(","))" end),
+	  ([$d[] | select(.objectRef.resource == "nodes" and .verb == "patch" and .responseStatus.code == 200)] | length) as $np
+	  | (if $np >= 4 then "ok serve: \($np) patches of node-2 admitted by the policy" else "FAIL serve: only \($np) admitted patches of node-2" end),
+	  ([$d[] | select(.objectRef.resource == "events" and .verb == "create" and .objectRef.namespace == "default" and .responseStatus.code == 201)] | length) as $ne
+	  | (if $ne >= 2 then "ok serve: \($ne) Events about node-2 admitted in namespace default" else "FAIL serve: \($ne) Events created" end),
+	  ([$d[] | select(.responseStatus.code == 401 or .responseStatus.code == 403 or .responseStatus.code == 422)] as $bad
+	   | if ($bad | length) == 0 then "ok serve: no request was refused (by RBAC or the admission policy)"
 	     else "FAIL refused: \([$bad[] | "\(.verb) \(.requestURI) \(.responseStatus.code)"] | join("; "))" end)' \
 	"$e2e_tmp/audit-serve.json"
 if ! node2_clean; then sed 's/^/    serve: /' "$e2e_tmp/serve-sa.log" | tail -20; fi
 reset_node node-2
 
 # --- cluster mode ----------------------------------------------------------------------
-kubectl -n drainer-system delete daemonset drainer >/dev/null
+# Switching modes as cluster-mode/kustomization.yaml says: per-node mode's own objects go.
+kubectl delete -f deploy/daemonset.yaml -f deploy/serviceaccount.yaml -f deploy/node-policy.yaml >"$e2e_tmp/cm-switch.out" 2>&1
+check_eq "kubectl delete -f deploy/daemonset.yaml -f deploy/serviceaccount.yaml -f deploy/node-policy.yaml" 0 $?
 kubectl apply -k deploy/cluster-mode >"$e2e_tmp/cm.out" 2>&1
 check_eq "kubectl apply -k deploy/cluster-mode" 0 $?
 cm_running() {
@@ -280,6 +492,22 @@ wait_until 60 cm_running
 check "cluster mode: one drainer pod runs" cm_running
 check_eq "cluster mode: serve --all-nodes --max-parallel 2, /metrics on the pod IP (deploy/monitoring)" '["serve","--all-nodes","--max-parallel","2","--metrics-addr","0.0.0.0:9464"]' \
 	"$(kubectl -n drainer-system get deploy drainer -o json | jq -c '.spec.template.spec.containers[0].args')"
+check_eq "cluster mode: its pod runs as ServiceAccount drainer-cluster" drainer-cluster \
+	"$(kubectl -n drainer-system get pods -l app.kubernetes.io/component=controller -o json | jq -r '[.items[] | select(.metadata.deletionTimestamp == null)][0].spec.serviceAccountName')"
+check_eq "cluster mode: the per-node ServiceAccount and its policies are gone" "" \
+	"$(kubectl -n drainer-system get serviceaccount drainer -o name 2>/dev/null; kubectl get validatingadmissionpolicy -l app.kubernetes.io/name=drainer -o name 2>/dev/null)"
+# drainer-cluster is not confined to a node (nor are its tokens bound to one).
+ckc=$e2e_tmp/cluster.kubeconfig
+mkkc "$(kubectl -n drainer-system create token drainer-cluster --duration=10m)" "$ckc"
+admitted cm-n1 "cluster mode: drainer-cluster's token may annotate node-1" "$KUBECTL" --kubeconfig "$ckc" annotate node node-1 drainer.io/deploy-test=1
+admitted cm-n3 "... and node-3" "$KUBECTL" --kubeconfig "$ckc" annotate node node-3 drainer.io/deploy-test=1
+admitted cm-ev "... and post Events about any Node (server dry run)" \
+	bash -c "$(declare -f event); event node-3 | '$KUBECTL' --kubeconfig '$ckc' create -f - --dry-run=server"
+check_eq "cluster mode: drainer-cluster has the ClusterRole's rights, and Events only in default" "yes yes no" \
+	"$(for a in "patch nodes" "create events -n default" "create events -n demo"; do
+		# shellcheck disable=SC2086
+		kubectl auth can-i $a --as=system:serviceaccount:drainer-system:drainer-cluster 2>/dev/null; done | tr '\n' ' ' | sed 's/ $//')"
+kubectl annotate node node-1 node-3 drainer.io/deploy-test- >/dev/null
 
 # --- the DRA permission example -------------------------------------------------------
 kubectl apply -k deploy/examples/dra-permissions >"$e2e_tmp/ex.out" 2>&1
