@@ -4,9 +4,11 @@
  * time source and config. Logs at debug level only. */
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "drainer/client.h"
 #include "drainer/credentials.h"
@@ -26,6 +28,8 @@
  * by GOAWAY, a dropped connection: see transport.h), as Go's HTTP/2 transport does;
  * each goes through the token bucket again, and none counts as an attempt. */
 #define RESENDS_MAX     6U
+/* "xxxxxxxx-xxxx-4xxx-Nxxx-xxxxxxxxxxxx" and its NUL */
+#define AUDIT_ID_SIZE   37
 
 struct kube_client {
         struct transport *transport; /* borrowed */
@@ -36,6 +40,8 @@ struct kube_client {
         struct ratelimit rl;
         struct kube_client_stats stats;
         unsigned rand_state;
+        uint64_t audit_prefix;   /* random per client: the first half of each Audit-ID */
+        uint64_t audit_seq;      /* attempts sent so far: the second half */
         struct kube_call *calls; /* owned, doubly linked */
         size_t n_calls;
 };
@@ -66,7 +72,8 @@ struct kube_call {
         unsigned attempts;
         unsigned resends;
         struct http_call *http;
-        uint64_t sent_at; /* monotonic µs of the last attempt, for metrics */
+        uint64_t sent_at;             /* monotonic µs of the last attempt, for metrics */
+        char audit_id[AUDIT_ID_SIZE]; /* of the last attempt */
 
         /* watch stream */
         struct watch_decoder dec;
@@ -381,8 +388,9 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
                 /* We stopped the stream ourselves; reason and message are set. */
                 return call_finish_later(call, error);
 
-        log_debug("%s %s: attempt %u: %s%s%ld", call->method, call->path, call->attempts,
-                  error < 0 ? strerror(-error) : "", error < 0 ? ", status " : "status ", status);
+        log_debug("%s %s: attempt %u (Audit-ID %s): %s%s%ld", call->method, call->path, call->attempts,
+                  call->audit_id, error < 0 ? strerror(-error) : "", error < 0 ? ", status " : "status ",
+                  status);
 
         if (error < 0 && resp && resp->unanswered && call->resends < RESENDS_MAX) {
                 call->resends++;
@@ -494,11 +502,29 @@ static void on_call_credentials(struct credentials_wait *w) {
         call_dispatch(call);
 }
 
+/* A new Audit-ID for each attempt the client sends. kube-apiserver takes the
+ * Audit-ID request header as the audit ID of the request (apiserver
+ * pkg/endpoints/filters/audit_init.go) and echoes it, so every attempt of drainer is
+ * one audit event the operator can find from drainer's -vv log. Only our own
+ * attempts get new ones: libcurl's transparent resend of a request whose reused
+ * connection died unanswered (lib/transfer.c Curl_retry_request) repeats the same
+ * headers, so it keeps the ID of the attempt it repeats, which is how a proxy's log
+ * tells it from ours (tests/e2e/test-faults.sh). Unique per client: a random
+ * prefix and a counter, in the shape of a version-4 UUID. */
+static void next_audit_id(struct kube_client *c, char buf[static AUDIT_ID_SIZE]) {
+        uint64_t p = c->audit_prefix, n = c->audit_seq++;
+
+        snprintf(buf, AUDIT_ID_SIZE, "%08" PRIx32 "-%04" PRIx32 "-4%03" PRIx32 "-%04" PRIx32 "-%012" PRIx64,
+                 (uint32_t)(p >> 32), (uint32_t)(p >> 16) & 0xffffu, (uint32_t)p & 0xfffu,
+                 (uint32_t)(0x8000u | ((n >> 48) & 0x3fffu)), n & UINT64_C(0xffffffffffff));
+}
+
 static void call_dispatch(struct kube_call *call) {
         struct kube_client *c = call->client;
         struct kube_credentials creds = {};
         _cleanup_free_ char *url = NULL, *auth = NULL, *ctype = NULL, *err = NULL;
-        const char *headers[5];
+        char audit[sizeof("Audit-ID: ") + AUDIT_ID_SIZE];
+        const char *headers[6];
         size_t nh = 0;
         int r;
 
@@ -527,6 +553,9 @@ static void call_dispatch(struct kube_call *call) {
                 headers[nh++] = auth;
         }
         headers[nh++] = "Accept: application/json";
+        next_audit_id(c, call->audit_id);
+        snprintf(audit, sizeof(audit), "Audit-ID: %s", call->audit_id);
+        headers[nh++] = audit;
         if (call->content_type) {
                 if (asprintf(&ctype, "Content-Type: %s", call->content_type) < 0)
                         return call_finish_later(call, -ENOMEM);
@@ -688,6 +717,12 @@ int kube_client_new(struct transport *t, struct timesrc *ts, struct kube_config 
         if (!c->opts.backoff_cap_usec)
                 c->opts.backoff_cap_usec = 30 * USEC_PER_SEC;
         c->rand_state = c->opts.random_seed ? c->opts.random_seed : (unsigned)timesrc_realtime(ts);
+        if (c->opts.random_seed)
+                c->audit_prefix = UINT64_C(0x9e3779b97f4a7c15) * c->opts.random_seed;
+        else if (getrandom(&c->audit_prefix, sizeof(c->audit_prefix), GRND_NONBLOCK) !=
+                 sizeof(c->audit_prefix))
+                /* No entropy yet (early boot): the clock, which two processes rarely share to the µs. */
+                c->audit_prefix = UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)timesrc_realtime(ts);
         ratelimit_init(&c->rl, c->opts.qps, c->opts.burst, timesrc_now(ts));
         *ret = c;
         return 0;

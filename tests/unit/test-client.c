@@ -4,6 +4,7 @@
  * watch streams, cancellation. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -870,6 +871,64 @@ static void test_watch_stream(void **state) {
         result_clear(&r);
 }
 
+/* Each attempt the client sends carries an Audit-ID of its own (a 5xx retry, a resend
+ * of an unanswered call, a 429 retry), shaped like a version-4
+ * UUID, unique per client: it is what tells drainer's own attempts from libcurl's
+ * transparent resends (which repeat the headers) in test-faults' proxy log, and what
+ * finds an attempt in the API server's audit log. */
+static bool audit_id_shaped(const char *id) {
+        if (!id || strlen(id) != 36)
+                return false;
+        for (size_t i = 0; i < 36; i++) {
+                bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+
+                if (dash ? id[i] != '-' : !strchr("0123456789abcdef", id[i]))
+                        return false;
+        }
+        return id[14] == '4' && strchr("89ab", id[19]);
+}
+
+static void test_audit_id_per_attempt(void **state) {
+        struct env *e = *state;
+        struct result r = {};
+        char body[512], first_other[40];
+        const char *ids[4];
+
+        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 500,
+                                   status_json(body, sizeof(body), 500, "InternalError", "boom"));
+        fake_transport_expect(e->ft, "GET", "/api/v1/nodes/node-1",
+                              &(struct fake_reply){ .error = -ECONNRESET, .unanswered = true });
+        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 429,
+                                   status_json(body, sizeof(body), 429, "TooManyRequests", "slow down"));
+        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        fake_clock_advance(e->clock, 10 * SEC);
+        assert_int_equal(r.calls, 1);
+        assert_int_equal(r.error, 0);
+        assert_int_equal(fake_transport_n_requests(e->ft), 4);
+        for (size_t i = 0; i < 4; i++) {
+                ids[i] = fake_request_header(fake_transport_request(e->ft, i), "Audit-ID");
+                assert_true(audit_id_shaped(ids[i]));
+                for (size_t j = 0; j < i; j++)
+                        assert_string_not_equal(ids[i], ids[j]);
+        }
+        /* One client: one prefix, a counter after it. */
+        assert_memory_equal(ids[0], ids[3], 19);
+        result_clear(&r);
+
+        /* Another client (another process) has another prefix. */
+        env_client(e, &(struct kube_client_options){ .qps = 0, .random_seed = 8 });
+        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        fake_clock_advance(e->clock, 0);
+        assert_int_equal(fake_transport_n_requests(e->ft), 5);
+        snprintf(first_other, sizeof(first_other), "%s",
+                 fake_request_header(fake_transport_request(e->ft, 4), "Audit-ID"));
+        assert_true(audit_id_shaped(first_other));
+        assert_memory_not_equal(first_other, ids[0], 18);
+        result_clear(&r);
+}
+
 /* A call the server went away from without answering (resp->unanswered: refused
  * by GOAWAY, or a dropped GET) is sent again, even a POST, but through the token
  * bucket: never faster than the qps (the transport's own resends, which bypassed
@@ -1153,6 +1212,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_pagination, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_watch_stream, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_token_bucket, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_audit_id_per_attempt, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unanswered_resent_through_bucket, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_token_bucket_with_backoff, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
