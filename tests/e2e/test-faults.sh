@@ -7,12 +7,16 @@
 # `drain node-1` of the demo workload then `uncordon node-1` through the proxy;
 # then `maintain node-1 -- true` with the mix. Per run: both exit 0; the safety
 # rules (check_order, check_grace, check_node_invariants); the node drained, then
-# schedulable with no drainer.io annotation; the proxy really injected the
-# fault; no retry of an injected 429 before its Retry-After; and the rate rule
-# (--kube-api-qps Q --kube-api-burst B) over every window of each drainer process's requests
-# both in the audit log (what reached the API server) and in the proxy's request
-# log (every attempt, faulted ones included). The checkers are first fed
-# synthetic sequences that must fail, so they cannot pass vacuously.
+# schedulable with no drainer.io annotation; every rule of the run really fired
+# (stall-forever included: each named fault kind happened); no retry of an
+# injected 429 before its Retry-After; and the rate rule (--kube-api-qps Q
+# --kube-api-burst B) over every window of each drainer process's requests both in
+# the audit log (what reached the API server) and in the proxy's request log (every
+# attempt, faulted ones included, drainer's own resends after a reset too: only
+# libcurl's transparent resend, which repeats the attempt's Audit-ID, is exempt; the
+# reset run must show such resends of drainer's). The checkers are first fed
+# synthetic sequences that must fail (a burst of resends among them), and empty
+# ones, so they cannot pass vacuously.
 # FAULTS_RUNS="429 reset ..." picks runs; FAULTPROXY_PORT (default API port + 57,
 # admin port + 1) moves the proxy.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -49,45 +53,70 @@ proxy_slice() {
 # labelled PREFIX COMMAND...: runs a check command in a subshell and records
 # its ok/FAIL lines here, each with PREFIX in front.
 labelled() {
-	local prefix=$1 out line
+	local prefix=$1 out line n=0
 	shift
 	out=$("$@")
 	while IFS= read -r line; do
 		case $line in
-		"  ok: "*) pass "$prefix${line#  ok: }" ;;
-		"  FAIL: "*) fail "$prefix${line#  FAIL: }" ;;
+		"  ok: "*) pass "$prefix${line#  ok: }" && n=$((n + 1)) ;;
+		"  FAIL: "*) fail "$prefix${line#  FAIL: }" && n=$((n + 1)) ;;
 		*) [ -z "$line" ] || echo "$line" ;;
 		esac
 	done <<<"$out"
+	[ "$n" -gt 0 ] || fail "${prefix}no verdict from $1 (nothing checked)"
 }
 # check_proxy_rate FILE QPS BURST: check_rate over the proxy's log (each line is
 # one attempt as drainer sent it, whatever the proxy then did with it). One kind of
 # attempt is not drainer's: libcurl itself sends a request again on a fresh
 # connection when the reused connection it went out on died before any byte of the
 # answer (lib/transfer.c Curl_retry_request, up to 5 times, no option turns it off;
-# Go's HTTP transport does the same under client-go's rate limiter). Such a resend
-# (same method and URI as an unanswered attempt, on another connection, within 50 ms)
-# is counted as the same request; the audit log's check is unaffected.
+# Go's HTTP transport does the same under client-go's rate limiter). It repeats the
+# request as it was, headers included, while each attempt of drainer's own (a retry,
+# or a resend of a request a reset left unanswered) carries a new Audit-ID header
+# (drainer/kube/client.c). So an attempt counts once per Audit-ID: a repeat of an ID
+# is libcurl's resend (at most 5; more is not libcurl's and counts), and everything
+# drainer resends itself goes through the rule, as through its token bucket. An
+# attempt without an Audit-ID fails the check (nothing would tell the two apart).
+# The audit log's check groups by audit ID the same way (the API server takes the
+# header as the audit ID).
 check_proxy_rate() {
-	python3 - "$1" >"$1.as-audit" <<'PY'
+	python3 - "$1" >"$1.as-audit" 2>"$1.resends" <<'PY'
 import json, sys
-from datetime import datetime
-def secs(e):
-    return datetime.strptime(e["t"], "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
 ev = sorted(json.load(open(sys.argv[1])), key=lambda e: e["t"])
-out, unanswered = [], []
+out, seen, noid, extra, repeats = [], {}, 0, 0, 0
 for i, e in enumerate(ev):
-    key, remote, t = (e.get("method"), e.get("uri")), e.get("remote"), secs(e)
-    same = [u for u in unanswered if u[0] == key and u[1] != remote and t - u[2] < 0.05]
-    if same:
-        unanswered.remove(same[0])
+    aid = e.get("audit_id") or ""
+    n = seen.get(aid, 0) if aid else 0
+    if aid:
+        seen[aid] = n + 1
     else:
+        noid += 1
+    if n == 0 or n > 5:
+        extra += n > 5
         out.append({"userAgent": e["ua"], "auditID": "p%d" % i, "requestReceivedTimestamp": e["t"]})
-    if e.get("status", 200) == 0:
-        unanswered.append((key, remote, t))
+    else:
+        repeats += 1
 print(json.dumps(out))
+print(noid, extra, repeats, file=sys.stderr)
 PY
-	labelled "proxy log: " check_rate "$1.as-audit" "$2" "$3"
+	local noid extra repeats
+	read -r noid extra repeats <"$1.resends"
+	if [ "${noid:-1}" != 0 ]; then
+		fail "proxy log: ${noid:-?} attempts without an Audit-ID header: libcurl's resends cannot be told from drainer's"
+	elif [ "${extra:-1}" != 0 ]; then
+		fail "proxy log: $extra attempts repeat an Audit-ID more than the 5 times libcurl resends a request"
+	fi
+	labelled "proxy log (${repeats:-?} libcurl resends counted with the attempt they repeat): " check_rate "$1.as-audit" "$2" "$3"
+}
+# own_resends FILE: how many attempts of drainer follow an unanswered attempt (the
+# proxy reset it, or could not deliver its answer) of the same method and URI, with
+# a new Audit-ID: drainer's own resends, which the rate rule counts.
+own_resends() {
+	jq '[foreach .[] as $e ({lost: {}, n: 0};
+		"\($e.method) \($e.uri)" as $k
+		| (if (.lost[$k] // null) != null and ($e.audit_id // "") != .lost[$k] then .n += 1 | .lost[$k] = null else . end)
+		| if ($e.status == 0 or $e.delivered == false) then .lost[$k] = ($e.audit_id // "") else . end;
+		.n)] | last // 0' "$1"
 }
 # check_retry_after FILE: no request answered with an injected 429 + Retry-After
 # S (that the proxy could deliver: not lost with a connection another rule
@@ -115,15 +144,37 @@ check_retry_after() {
 selftest() {
 	local f=$e2e_tmp/selftest.json out
 	# 8 requests 10 ms apart at qps 10 burst 5: 8 > 5 + 0.07 + 1.
-	jq -n '[range(0; 8) | {ua: "drainer/x", method: "GET", uri: "/api/v1/nodes/n", fault: "pass",
+	jq -n '[range(0; 8) | {ua: "drainer/x", method: "GET", uri: "/api/v1/nodes/n", fault: "pass", audit_id: "id-\(.)",
 		t: "2026-01-01T00:00:01.\(1000 * (. + 1) | tostring | ("000000" + .)[-6:])Z"}]' >"$f"
 	out=$(check_proxy_rate "$f" 10 5)
-	if grep -q FAIL <<<"$out"; then pass "self-test: the proxy-log rate checker fails 8 requests in 70 ms at qps 10 burst 5"; else fail "self-test: rate checker passed a too-fast sequence: $out"; fi
+	if grep -q 'FAIL: proxy log.*rate:' <<<"$out"; then pass "self-test: the proxy-log rate checker fails 8 requests in 70 ms at qps 10 burst 5"; else fail "self-test: rate checker passed a too-fast sequence: $out"; fi
 	# 6 requests 250 ms apart: 2 + 0.25*... fits easily.
-	jq -n '[range(0; 6) | {ua: "drainer/x", method: "GET", uri: "/x", fault: "pass",
+	jq -n '[range(0; 6) | {ua: "drainer/x", method: "GET", uri: "/x", fault: "pass", audit_id: "id-\(.)",
 		t: "2026-01-01T00:00:0\(1 + (. / 4 | floor)).\((. % 4) * 250000 | tostring | ("000000" + .)[-6:])Z"}]' >"$f"
 	out=$(check_proxy_rate "$f" 10 5)
-	if grep -q '^  ok' <<<"$out"; then pass "self-test: the rate checker passes 6 requests 250 ms apart"; else fail "self-test: rate checker refused a slow sequence: $out"; fi
+	if grep -q '^  ok' <<<"$out" && ! grep -q FAIL <<<"$out"; then pass "self-test: the rate checker passes 6 requests 250 ms apart"; else fail "self-test: rate checker refused a slow sequence: $out"; fi
+	# A connection reset loses 5 requests (burst 5, sent 1 ms apart); 10 ms later they
+	# go again on a new connection. Drainer's own resends (new Audit-IDs) would be 10
+	# requests in 15 ms: over the bucket, whatever the connection or timing. libcurl's
+	# resends of the same 5 (same Audit-IDs) are the same requests: within it.
+	jq -n '[range(0; 5) | {ua: "drainer/x", method: "GET", uri: "/api/v1/pods/p\(.)", fault: (if . == 0 then "reset-conn" else "pass" end),
+			status: 0, remote: "127.0.0.1:1000", audit_id: "lost-\(.)", t: "2026-01-01T00:00:01.00\(.)000Z"}]
+		+ [range(0; 5) | {ua: "drainer/x", method: "GET", uri: "/api/v1/pods/p\(.)", fault: "pass", status: 200, remote: "127.0.0.1:1001",
+			audit_id: "again-\(.)", t: "2026-01-01T00:00:01.01\(.)000Z"}]' >"$f"
+	out=$(check_proxy_rate "$f" 10 5)
+	if grep -q 'FAIL: proxy log.*rate:' <<<"$out"; then pass "self-test: the rate checker fails a burst of drainer's own resends after a connection reset (new Audit-IDs: counted)"; else fail "self-test: a burst of 5 resends on top of 5 lost requests passed: $out"; fi
+	check_eq "self-test: own_resends counts them (5)" 5 "$(own_resends "$f")"
+	jq 'map(.audit_id |= sub("again-"; "lost-"))' "$f" >"$f.2"
+	out=$(check_proxy_rate "$f.2" 10 5)
+	if grep -q '^  ok.*5 libcurl resends' <<<"$out" && ! grep -q FAIL <<<"$out"; then pass "self-test: ... and passes the same burst as libcurl's resends (the Audit-IDs repeated)"; else fail "self-test: libcurl's resends of the same requests were counted: $out"; fi
+	check_eq "self-test: own_resends counts none of libcurl's" 0 "$(own_resends "$f.2")"
+	jq 'map(del(.audit_id))' "$f" >"$f.3"
+	out=$(check_proxy_rate "$f.3" 10 5)
+	if grep -q 'FAIL: .*without an Audit-ID' <<<"$out"; then pass "self-test: the rate checker fails attempts without an Audit-ID"; else fail "self-test: attempts without an Audit-ID passed: $out"; fi
+	jq -n '[range(0; 7) | {ua: "drainer/x", method: "GET", uri: "/x", fault: "pass", audit_id: "same",
+		t: "2026-01-01T00:00:0\(1 + .).000000Z"}]' >"$f.4"
+	out=$(check_proxy_rate "$f.4" 10 5)
+	if grep -q 'FAIL: .*more than the 5 times' <<<"$out"; then pass "self-test: the rate checker fails an Audit-ID sent 7 times (libcurl resends at most 5)"; else fail "self-test: an Audit-ID repeated 7 times passed: $out"; fi
 	# A 429 with Retry-After 2 retried after 0.5 s.
 	jq -n '[{ua: "drainer/x", method: "POST", uri: "/e", body: "ab", fault: "429", retry_after: 2, t: "2026-01-01T00:00:01.000000Z"},
 		{ua: "drainer/x", method: "POST", uri: "/e", body: "cd", fault: "pass", t: "2026-01-01T00:00:01.100000Z"},
@@ -133,6 +184,17 @@ selftest() {
 	jq '.[2].t = "2026-01-01T00:00:03.000000Z"' "$f" >"$f.2"
 	out=$(check_retry_after "$f.2")
 	if grep -q '^  ok' <<<"$out"; then pass "self-test: the Retry-After checker passes a retry 2 s later (another body in between is not a retry)"; else fail "self-test: Retry-After checker: $out"; fi
+	# Empty inputs: nothing to check is a failure.
+	echo '[]' >"$f"
+	out=$(check_proxy_rate "$f" 10 5)
+	if grep -q FAIL <<<"$out" && ! grep -q '  ok' <<<"$out"; then pass "self-test: the proxy-log rate checker fails an empty log"; else fail "self-test: the rate checker passed an empty log: $out"; fi
+	out=$(check_retry_after "$f")
+	if grep -q FAIL <<<"$out" && ! grep -q '  ok' <<<"$out"; then pass "self-test: the Retry-After checker fails an empty log"; else fail "self-test: the Retry-After checker passed an empty log: $out"; fi
+	out=$(fired_checks 429 "$f")
+	if grep -q FAIL <<<"$out" && ! grep -q '  ok' <<<"$out"; then pass "self-test: the fault-fired checker fails when no rule fired"; else fail "self-test: fault-fired checker: $out"; fi
+	jq -n '[{rule: "429-2s", fault: "429"}, {rule: "429-2s", fault: "429"}]' >"$f"
+	out=$(fired_checks 429 "$f")
+	if grep -q 'FAIL: 429: rule 429-1s never fired' <<<"$out" && grep -q 'ok: 429: rule 429-2s fired 2' <<<"$out"; then pass "self-test: the fault-fired checker names the rule that never fired"; else fail "self-test: fault-fired checker: $out"; fi
 }
 
 # ---------------------------------------------------------------------------
@@ -188,17 +250,28 @@ declare -A fault_rules=(
 	[cut-watch]='[{"name":"cut-0","action":"cut-watch","events":0,"every":4},
 		{"name":"cut-1","action":"cut-watch","events":1,"prob":0.5},
 		{"name":"cut-2-conn","action":"cut-watch","events":2,"conn":true,"prob":0.5}]'
-	[mixed]='[{"name":"cut-watch","action":"cut-watch","events":1,"prob":0.3},
+	# Every kind, each now and then: "every N" (of the requests that reach the rule), so
+	# that each kind fires in every run (a drain and its undo send about 70 requests
+	# through the proxy), which the run checks (fired_checks).
+	[mixed]='[{"name":"cut-watch","action":"cut-watch","events":1,"every":3},
 		{"name":"429","action":"429","retry_after":1,"every":12},
-		{"name":"500","action":"500","prob":0.04},
-		{"name":"503","action":"503","prob":0.04},
-		{"name":"reset","action":"reset","prob":0.04},
-		{"name":"reset-after","action":"reset","after":true,"prob":0.02},
-		{"name":"reset-conn","action":"reset-conn","prob":0.02},
-		{"name":"stall","action":"stall","delay":"1s","prob":0.03},
-		{"name":"slow-body","action":"slow-body","chunk":300,"delay":"10ms","prob":0.04}]'
+		{"name":"500","action":"500","every":19},
+		{"name":"503","action":"503","every":21},
+		{"name":"reset","action":"reset","every":17},
+		{"name":"reset-after","action":"reset","after":true,"every":29},
+		{"name":"reset-conn","action":"reset-conn","every":31},
+		{"name":"stall","action":"stall","delay":"1s","every":23},
+		{"name":"slow-body","action":"slow-body","chunk":300,"delay":"10ms","every":20}]'
 )
 
+# fired_checks KIND FILE: each rule of the run KIND fired at least once in the proxy
+# slice FILE (a run whose faults did not happen proves nothing about them).
+fired_checks() {
+	jq_checks --arg k "$1" --argjson rules "${fault_rules[$1]}" '
+		. as $all | $rules[] | .name as $n
+		| ([$all[] | select(.rule == $n and .fault != "pass")] | length) as $c
+		| if $c > 0 then "ok \($k): rule \($n) fired \($c) times" else "FAIL \($k): rule \($n) never fired" end' "$2"
+}
 # injected FILE: "name=count ..." of the faults injected in a proxy slice.
 injected() {
 	jq -r '[.[] | select(.fault != "pass") | .rule] | group_by(.) | map("\(.[0])=\(length)") | join(" ")' "$1"
@@ -264,6 +337,13 @@ fault_run() { # KIND VERB
 	else
 		fail "$k: the proxy injected no fault ($(jq length "$e2e_tmp/$k.proxy.json") requests): the run proves nothing"
 	fi
+	fired_checks "$k" "$e2e_tmp/$k.proxy.json"
+	# Drainer's own resends of what a reset left unanswered (new Audit-IDs) are what the
+	# proxy-log rate rule holds to the token bucket: the reset run must have some.
+	local own
+	own=$(own_resends "$e2e_tmp/$k.proxy.json")
+	echo "  drainer's own resends of unanswered requests: $own"
+	[ "$k" != reset ] || check "$k: drainer resent requests a reset left unanswered itself ($own, each with a new Audit-ID, counted by the rate rule)" [ "$own" -gt 0 ]
 	# A 409 on the Node patch means the cache is behind: drainer waits for the
 	# watch to catch up instead of patching from the stale version again.
 	check "$k: at most 10 Node patches refused with 409 ($(jq '[.[] | select((.userAgent | startswith("drainer/")) and .verb == "patch" and .responseStatus.code == 409)] | length' "$e2e_tmp/$k.audit"))" \

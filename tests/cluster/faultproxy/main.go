@@ -203,7 +203,10 @@ type logEntry struct {
 	Secs      float64 `json:"secs"`
 	Note      string  `json:"note,omitempty"`
 	Body      string  `json:"body,omitempty"` // sha256 prefix of the request body, to tell a retry from a new request
-	written   bool
+	// The client's Audit-ID header: drainer sends a new one with each attempt of its
+	// own, while libcurl's transparent resend of a request repeats its headers.
+	AuditID string `json:"audit_id,omitempty"`
+	written bool
 }
 
 func (p *proxy) logLine(e *logEntry, start time.Time) {
@@ -235,7 +238,8 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	e := &logEntry{Time: start.UTC().Format("2006-01-02T15:04:05.000000Z"),
 		Unix: float64(start.UnixMicro()) / 1e6, Method: r.Method, URI: r.URL.RequestURI(),
-		UA: r.UserAgent(), Watch: isWatch(r), Fault: "pass", Proto: r.Proto, Remote: r.RemoteAddr}
+		UA: r.UserAgent(), Watch: isWatch(r), Fault: "pass", Proto: r.Proto, Remote: r.RemoteAddr,
+		AuditID: r.Header.Get("Audit-Id")}
 	defer p.logLine(e, start)
 	var reqBody []byte
 	if r.Body != nil && r.Body != http.NoBody {
