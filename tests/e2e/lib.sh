@@ -127,14 +127,27 @@ check_rc() {
 # audit_window FROM_LINE FILE: the ResponseComplete events after line FROM_LINE
 # as one JSON array sorted by requestReceivedTimestamp (fixed-width RFC 3339
 # with microseconds, so strings compare as times).
+# An empty window is a failed check: the audit log is the recorder of most checks,
+# and one that recorded nothing (not written, or FROM_LINE past its end) proves nothing.
 audit_window() {
 	tail -n +"$(($1 + 1))" "$AUDIT" | jq -c 'select(.stage == "ResponseComplete")' |
 		jq -s 'sort_by(.requestReceivedTimestamp)' >"$2"
+	audit_window_nonempty "$@"
+}
+audit_window_nonempty() { # FROM_LINE FILE
+	[ "$(jq 'length' "$2" 2>/dev/null)" -gt 0 ] 2>/dev/null ||
+		fail "the audit log has no event after line $1 (${2##*/}): it is not being written, nothing can be checked"
 }
 # drainer_writes FILE: the writes drainer made in an audit window file, one
 # "verb resource[/sub] ns/name" line each. With a second argument "except-events",
 # Events are left out.
+# A window without any request of drainer prints one line saying so (a check that
+# expects no write must not pass because drainer never ran).
 drainer_writes() {
+	if [ "$(drainer_requests "$1" 2>/dev/null)" = 0 ] || ! [ -s "$1" ]; then
+		echo "(no request of drainer at all in ${1##*/})"
+		return
+	fi
 	jq -r --arg ex "${2:-}" '.[] | select(.userAgent | startswith("drainer/"))
 		| select(.verb | IN("create", "update", "patch", "delete", "deletecollection"))
 		| select($ex != "except-events" or .objectRef.resource != "events")
@@ -223,20 +236,47 @@ no_claims_on_node() { [ "$(claims_on_node "$1" | jq length)" = 0 ]; }
 
 # jq_checks JQ-ARGS...: runs jq -r with these arguments; its output is "ok TEXT"
 # or "FAIL TEXT" lines, each recorded as a check (in this shell, not a pipe's
-# subshell). A jq error is a failed check.
+# subshell). A jq error is a failed check. So is an input that holds nothing (the
+# input file, the last argument unless -n is given, and every --slurpfile file:
+# missing, empty, or a JSON [] / null), and a program that printed no verdict at all:
+# a checker never passes on nothing.
 jq_checks() {
-	local out status text
+	local out status text verdicts=0 null_input=0 i f
+	local -a args=("$@") files=() words=()
+	for ((i = 0; i < ${#args[@]}; i++)); do
+		case ${args[i]} in
+		-n | --null-input) null_input=1 ;;
+		--slurpfile | --rawfile) files+=("${args[i + 2]:-}") i=$((i + 2)) ;;
+		--arg | --argjson) i=$((i + 2)) ;;
+		-*) ;;
+		*) words+=("${args[i]}") ;;
+		esac
+	done
+	# words: the program, then the input files
+	[ "$null_input" = 1 ] || files+=("${words[@]:1}")
+	for f in "${files[@]}"; do
+		if [ -e "$f.failed" ]; then
+			fail "${FUNCNAME[1]:-a check}: the recorder of ${f##*/} failed ($(cat "$f.failed")): nothing certain to check"
+			return
+		fi
+		if ! [ -s "$f" ] || { [ "$(stat -c %s "$f")" -lt 64 ] && [[ "$(tr -d ' \t\n' <"$f")" =~ ^(\[\]|null|\{\})?$ ]]; }; then
+			fail "${FUNCNAME[1]:-a check}: its input ${f##*/} holds nothing (did its recorder run?): nothing to check"
+			return
+		fi
+	done
 	if ! out=$(jq -r "$@"); then
 		fail "jq failed in ${FUNCNAME[1]:-a check}"
 		return
 	fi
 	while read -r status text; do
 		[ -n "$status" ] || continue
+		verdicts=$((verdicts + 1))
 		case $status in
 		ok) pass "$text" ;;
 		*) fail "$text" ;;
 		esac
 	done <<<"$out"
+	[ "$verdicts" -gt 0 ] || fail "${FUNCNAME[1]:-a check}: no verdict at all (nothing to check)"
 }
 
 # check_order AUDIT PODS CLAIMS NODE: rule 1 of issue 4 over an audit window
@@ -260,7 +300,12 @@ check_order() {
 	def names: map(key) | unique | join(", ");
 	def grace: if .verb == "create" then .requestObject.deleteOptions.gracePeriodSeconds else .requestObject.gracePeriodSeconds end;
 	. as $ev
-	| ($pods | map({key: "\(.ns)/\(.name)", value: .}) | from_entries) as $by
+	| (if ($pods | length) == 0 then "FAIL order: no pod on \($node) before the drain: nothing to check"
+	   elif ([$pods[] | select(.cls | startswith("holder"))] | length) == 0 then "FAIL order: no claim holder on \($node) before the drain: nothing to check"
+	   else empty end),
+	  (if ($claims | length) == 0 then "FAIL order: no ResourceClaim on \($node) before the drain: the release rule has nothing to check" else empty end),
+	  (if ([$ev[] | select(.userAgent | startswith("drainer/"))] | length) == 0 then "FAIL order: no request of drainer in the audit window" else empty end),
+	  (($pods | map({key: "\(.ns)/\(.name)", value: .}) | from_entries) as $by
 	| [$ev[] | select(removal)] as $rem
 	| ($rem | map(. + {cls: ($by[key].cls // "unknown")})) as $rem
 	| [$rem[] | select(.cls == "holder")] as $h
@@ -312,7 +357,7 @@ check_order() {
 	       | if ($w | length) == 0 then "FAIL the resourceclaim controller never released claim \($k)"
 	         elif ([$w[].requestReceivedTimestamp] | max) >= $dt then "FAIL claim \($k) was still being released (\([$w[].requestReceivedTimestamp] | max)) when the driver was evicted (\($dt))"
 	         else "ok claim \($k) released (last status write by the resourceclaim controller at \([$w[].requestReceivedTimestamp] | max)) before the driver eviction" end)
-	   end)' "$1"
+	   end))' "$1"
 }
 
 # check_grace AUDIT PODS: rule 5 of issue 4: every eviction or DELETE drainer
@@ -331,7 +376,9 @@ check_grace() {
 	. as $ev
 	| [$pods[] | select(.cls == "holder" or .cls == "holder-critical")] as $holders
 	| [$ev[] | select(removal and .verb == "create")] as $evictions
-	| (if ($evictions | length) > 0 and ([$evictions[] | select(.requestObject == null)] | length) > 0
+	| (if ($holders | length) == 0 then "FAIL grace: no claim holder among the pods before the drain: nothing to check" else empty end),
+	  (if ([$ev[] | select(.userAgent | startswith("drainer/"))] | length) == 0 then "FAIL grace: no request of drainer in the audit window" else empty end),
+	  (if ($evictions | length) > 0 and ([$evictions[] | select(.requestObject == null)] | length) > 0
 	   then "FAIL the audit log has no request bodies for evictions: the cluster runs an old audit policy (tests/cluster/down, then up)"
 	   else empty end),
 	  ($holders[] | "\(.ns)/\(.name)" as $k | .uid as $uid
@@ -410,27 +457,43 @@ node_watch_jq='{rv: .metadata.resourceVersion, state: (.metadata.annotations["dr
 	was: (.metadata.annotations["drainer.io/was-unschedulable"] // null), started: (.metadata.annotations["drainer.io/started-at"] // null)}'
 node_watch_start() { # NODE FILE
 	: >"$2"
+	rm -f "$2.failed"
 	"$KUBECTL" get node "$1" -w -o json --output-watch-events=false --request-timeout=600s \
 		> >(jq --unbuffered -c "$node_watch_jq" >>"$2" 2>/dev/null) 2>/dev/null &
-	nw_pid=$!
+	nw_pid=$! nw_file=$2
 	track_pid "$nw_pid"
 	e2e_cleanup_hooks+=("reap_pid $nw_pid")
-	wait_until 10 test -s "$2"
+	wait_until 10 test -s "$2" || recorder_failed "$2" "the watch of node $1 showed no version of it in 10 s"
 }
 node_watch_stop() {
+	recorder_alive "${nw_pid:-}" "${nw_file:-}" "the watch"
 	reap_pid "$nw_pid"
 	sleep 0.2
+}
+# Recorders (the watches here, wl_start in test-apiserver-restart) that did not start,
+# or ended before they were stopped, say so: a failed check now, and FILE.failed, which
+# makes every later checker of FILE fail too (jq_checks looks for it).
+recorder_failed() { # FILE REASON
+	echo "$2" >"$1.failed"
+	fail "recorder of ${1##*/}: $2: the checks on it have nothing (or not everything) to check"
+}
+recorder_alive() { # PID FILE WHAT: fails the recording if PID (still tracked) has ended
+	[ -n "$1" ] && [ -n "${e2e_pids[$1]:-}" ] || return 0
+	kill -0 "$1" 2>/dev/null || recorder_failed "$2" "$3 ended before it was stopped"
 }
 # check_node_invariants FILE WAS: on every observed version of the node, while a
 # drain phase is recorded the node is cordoned, tainted and remembers
 # was-unschedulable=WAS and its start time; in restore-drivers/uncordon it is
 # still cordoned.
+# A watch that saw no version in any of those phases has nothing to check: a failure.
 check_node_invariants() {
 	jq_checks -s --arg was "$2" '
 	[.[] | select(.state | IN("cordon", "evict-claim-holders", "evict-rest", "wait-released", "stop-drivers", "drained"))] as $d
 	| [.[] | select(.state | IN("restore-drivers", "uncordon"))] as $u
 	| ([$d[] | select((.unsched and .taint and .was == $was and .started != null) | not)] | length) as $bad
-	| (if $bad == 0 then "ok on all \($d | length) observed versions in a drain phase the node was cordoned, tainted, was-unschedulable=\($was)"
+	| (if ($d | length) + ($u | length) == 0 then "FAIL node invariants: none of the \(length) observed versions is in a drain or restore phase: nothing to check"
+	   elif ($d | length) == 0 then empty
+	   elif $bad == 0 then "ok on all \($d | length) observed versions in a drain phase the node was cordoned, tainted, was-unschedulable=\($was)"
 	   else "FAIL \($bad) observed versions in a drain phase without cordon/taint/was-unschedulable=\($was): \([$d[] | select((.unsched and .taint and .was == $was and .started != null) | not)] | .[0:3] | tostring)" end),
 	  (if ($u | length) == 0 then empty
 	   elif ([$u[] | select(.unsched | not)] | length) == 0 then "ok while restoring drivers the node stayed cordoned (\($u | length) versions)"
@@ -565,31 +628,48 @@ nodes_watch_jq='{t: now, name: .metadata.name, rv: (.metadata.resourceVersion | 
 	was: (.metadata.annotations["drainer.io/was-unschedulable"] // null), started: (.metadata.annotations["drainer.io/started-at"] // null)}'
 nodes_watch_start() { # FILE [NODE]
 	: >"$1"
+	rm -f "$1.failed"
 	"$KUBECTL" get nodes ${2:+"$2"} -w -o json --output-watch-events=false --request-timeout=900s \
 		> >(jq --unbuffered -c "$nodes_watch_jq" >>"$1" 2>/dev/null) 2>/dev/null &
-	nws_pid=$!
+	nws_pid=$! nws_file=$1
 	track_pid "$nws_pid"
 	e2e_cleanup_hooks+=("reap_pid $nws_pid")
-	wait_until 10 test -s "$1"
+	wait_until 10 test -s "$1" || recorder_failed "$1" "the watch of ${2:-every Node} showed no version in 10 s"
 }
 nodes_watch_stop() {
+	recorder_alive "${nws_pid:-}" "${nws_file:-}" "the watch"
 	reap_pid "$nws_pid"
 	sleep 0.2
 }
 # Watch of the Leases of namespace NS: {name, rv, holder, acquire, renew, transitions}.
+# It may record nothing for a while (no Lease yet): it counts as started once the API
+# server has seen its watch request (the audit log).
 leases_watch_start() { # NS FILE
+	local from
+	from=$(audit_lines)
 	: >"$2"
+	rm -f "$2.failed"
 	"$KUBECTL" -n "$1" get leases -w -o json --output-watch-events --request-timeout=900s \
 		> >(jq --unbuffered -c '{type, name: .object.metadata.name, rv: (.object.metadata.resourceVersion | tonumber? // .object.metadata.resourceVersion),
 			holder: (.object.spec.holderIdentity // ""), acquire: (.object.spec.acquireTime // ""),
 			renew: (.object.spec.renewTime // ""), transitions: (.object.spec.leaseTransitions // 0)}' >>"$2" 2>/dev/null) 2>/dev/null &
-	lw_pid=$!
+	lw_pid=$! lw_file=$2
 	track_pid "$lw_pid"
 	e2e_cleanup_hooks+=("reap_pid $lw_pid")
+	wait_until 10 kubectl_watch_started "$from" leases "$1" ||
+		recorder_failed "$2" "the API server saw no watch of leases in $1 within 10 s"
 }
 leases_watch_stop() {
+	recorder_alive "${lw_pid:-}" "${lw_file:-}" "the watch"
 	reap_pid "$lw_pid"
 	sleep 0.2
+}
+# kubectl_watch_started FROM_LINE RESOURCE [NAMESPACE]: the audit log shows a watch of
+# RESOURCE (in NAMESPACE) by kubectl, answered, after line FROM_LINE.
+kubectl_watch_started() {
+	tail -n +"$(($1 + 1))" "$AUDIT" | grep '"userAgent":"kubectl' |
+		jq -se --arg r "$2" --arg ns "${3:-}" 'any(.[]; .stage == "ResponseStarted" and .verb == "watch" and .objectRef.resource == $r
+			and ($ns == "" or .objectRef.namespace == $ns) and .responseStatus.code == 200)' >/dev/null
 }
 
 # wait_watch FILE SECONDS JQ-FILTER: waits until a line of a watch file matches the
@@ -608,6 +688,7 @@ wait_watch() {
 audit_since() {
 	tail -n +"$(($1 + 1))" "$AUDIT" | jq -c 'select(.stage == "ResponseComplete" or .stage == "ResponseStarted" or .stage == "Panic")' |
 		jq -s 'sort_by(.requestReceivedTimestamp)' >"$2"
+	audit_window_nonempty "$@"
 }
 # drainer_request_table FILE: drainer's requests (each counted once: a watch by its
 # ResponseStarted line, or its ResponseComplete line when it failed before

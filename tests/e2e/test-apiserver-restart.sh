@@ -67,11 +67,13 @@ wl_start() {
 	: >"$1"
 	setsid bash -c 'while :; do "$0" get node "$1" -w -o json --output-watch-events=false --request-timeout=0 2>/dev/null |
 		jq --unbuffered -c "$2" >>"$3" 2>/dev/null; sleep 0.3; done' "$KUBECTL" "$node" "$node_watch_jq" "$1" </dev/null &
-	wl_pid=$!
-	wait_until 10 test -s "$1"
+	wl_pid=$! wl_file=$1
+	rm -f "$1.failed"
+	wait_until 10 test -s "$1" || recorder_failed "$1" "the watch of node $node showed no version of it in 10 s"
 }
 wl_stop() {
 	[ -n "$wl_pid" ] || return 0
+	kill -0 "$wl_pid" 2>/dev/null || recorder_failed "$wl_file" "the watch loop ended before it was stopped"
 	sleep 0.3
 	kill -- -"$wl_pid" 2>/dev/null
 	wait "$wl_pid" 2>/dev/null

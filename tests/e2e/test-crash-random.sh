@@ -223,6 +223,7 @@ check_invariants() {
 	done
 	rm -f "$f".ep*
 	[ "$k" -le 1 ] || echo "  ($k drain episodes in this watch)"
+	[ "$k" -ge 1 ] || fail "check_invariants: no drain episode in ${f##*/} ($(wc -l <"$f") versions): nothing to check"
 }
 
 # snapshot TAG: the pods and claims of node-1 before a drain, for check_order/grace.
@@ -254,6 +255,7 @@ safety_drain() {
 # safety_undo TAG FROM_LINE: an undo evicts and deletes nothing.
 safety_undo() {
 	audit_window "$2" "$e2e_tmp/$1.audit"
+	check "$1: drainer's requests of the undo are in the audit log" [ "$(drainer_requests "$e2e_tmp/$1.audit")" -gt 0 ]
 	check_eq "$1: the undo evicted or deleted no pod" "" "$(drainer_writes "$e2e_tmp/$1.audit" | grep -E ' pods(/eviction)? ' || true)"
 }
 
@@ -272,6 +274,31 @@ fresh() {
 cmd_marker=$e2e_tmp/cmd.runs
 mcmd=(sh -c "date +%s.%N >>'$cmd_marker'; exec sleep $CMD_SECS")
 cmd_runs() { if [ -f "$cmd_marker" ]; then wc -l <"$cmd_marker"; else echo 0; fi; }
+
+# ---- 0. self-test: the watch checker fails on a watch that holds no drain ---------
+selftest_invariants() { # FILE EXPECT(ok|FAIL) WHAT
+	local out
+	out=$(pair_begin && check_invariants "$1")
+	if [ "$2" = FAIL ] && grep -q 'FAIL' <<<"$out"; then
+		pass "self-test: check_invariants fails $3"
+	elif [ "$2" = ok ] && grep -q '  ok' <<<"$out" && ! grep -q FAIL <<<"$out"; then
+		pass "self-test: check_invariants passes $3"
+	else
+		fail "self-test: check_invariants on $3: $out"
+	fi
+}
+: >"$e2e_tmp/st-empty.watch"
+selftest_invariants "$e2e_tmp/st-empty.watch" FAIL "an empty watch"
+printf '%s\n' '{"t":1,"state":"","unsched":false,"taint":false,"was":null,"started":null}' \
+	'{"t":2,"state":"","unsched":true,"taint":false,"was":null,"started":null}' >"$e2e_tmp/st-idle.watch"
+selftest_invariants "$e2e_tmp/st-idle.watch" FAIL "a watch without a drain phase"
+printf '%s\n' '{"t":1,"state":"","unsched":false,"taint":false,"was":null,"started":null}' \
+	'{"t":2,"state":"cordon","unsched":true,"taint":true,"was":"false","started":"x"}' \
+	'{"t":3,"state":"drained","unsched":true,"taint":true,"was":"false","started":"x"}' >"$e2e_tmp/st-good.watch"
+selftest_invariants "$e2e_tmp/st-good.watch" ok "a drain episode"
+printf '%s\n' '{"t":1,"state":"","unsched":false,"taint":false,"was":null,"started":null}' \
+	'{"t":2,"state":"cordon","unsched":true,"taint":false,"was":"false","started":"x"}' >"$e2e_tmp/st-bad.watch"
+selftest_invariants "$e2e_tmp/st-bad.watch" FAIL "a drain phase without the taint"
 
 # ---- 1. measure each verb once (and check that it works uninterrupted) ------------
 echo "--- measuring the verbs (uninterrupted runs)"

@@ -64,6 +64,7 @@ echo "  phases entered, seen by a watch on the Node: $phases"
 node_events "$node" "$ev"
 show_events
 nphases=$(echo "$phases" | wc -w)
+check "drain: the Node watch saw the phases it checks the Events against" [ "$nphases" -ge 5 ]
 check_eq "drain: a DrainerPhase (Normal) for each of the $nphases phases entered ($phases)" "$nphases" "$(count_events DrainerPhase Normal)"
 check_eq "drain: one DrainerDone (Normal)" 1 "$(count_events DrainerDone Normal)"
 check_eq "drain: no Warning" 0 "$(jq '[.[] | select(.type == "Warning")] | length' "$ev")"

@@ -217,18 +217,9 @@ g_untaint() { # NODES...
 	return 0
 }
 
-# g_jq_checks JQ-ARGS...: jq -r printing "ok TEXT" / "FAIL TEXT" lines, each one a check.
-g_jq_checks() {
-	local out status text
-	if ! out=$(jq -r "$@"); then
-		fail "jq failed in ${FUNCNAME[1]:-a check}"
-		return
-	fi
-	while read -r status text; do
-		[ -n "$status" ] || continue
-		if [ "$status" = ok ]; then pass "$text"; else fail "$text"; fi
-	done <<<"$out"
-}
+# g_jq_checks JQ-ARGS...: jq -r printing "ok TEXT" / "FAIL TEXT" lines, each one a check
+# (lib.sh's jq_checks: an empty input or no verdict at all fails too).
+g_jq_checks() { jq_checks "$@"; }
 
 # Audit events since line N (ResponseComplete only: one per request), as JSON lines.
 g_audit_since() { tail -n +"$(($1 + 1))" "$AUDIT" | jq -c 'select(.stage == "ResponseComplete")'; }
@@ -499,10 +490,11 @@ g_jq_checks -s --argjson pods "$(cat "$e2e_tmp/c-pods.json")" --argjson claims "
 	      ok: ($t0 != null and $td != null and ($th | length) == 3 and ($th | all(. != null and . < $td))
 	           and ($tc | length) == 3 and ($tc | all(. != null and . < $td)))}] as $r
 	| ([$r[] | select(.ok | not)]) as $bad
-	| (if ($bad | length) == 0
+	| (if ($r | length) == 0 then "FAIL no drained node with a driver pod in the snapshot: nothing to check"
+	   elif ($bad | length) == 0
 	   then "ok on all \($r | length) node(s) the driver pod stayed Terminating until every claim holder was gone and every claim released (audit log)"
 	   else "FAIL driver pod gone too early on \($bad | map("\(.n) (driver \(.d): evicted \(.t0), gone \(.td); holders gone \(.th); claims released \(.tc))") | join("; "))" end),
-	  ([$r[] | .td - .t0] | "ok drivers held \(min * 100 | round / 100)..\(max * 100 | round / 100) s after their eviction (claim holders gone \([$r[] | (.th | max) - .t0] | max * 100 | round / 100) s, last claim released \([$r[] | (.tc | max) - .t0] | max * 100 | round / 100) s at the latest)")
+	  ([$r[] | .td - .t0] | select(length > 0) | "ok drivers held \(min * 100 | round / 100)..\(max * 100 | round / 100) s after their eviction (claim holders gone \([$r[] | (.th | max) - .t0] | max * 100 | round / 100) s, last claim released \([$r[] | (.tc | max) - .t0] | max * 100 | round / 100) s at the latest)")
 	' "$e2e_tmp/c-audit.json"
 left=0
 for n in "$@"; do left=$((left + $(g_claims_on_node "$n" | jq length))); done

@@ -139,7 +139,8 @@ jq_checks -s --argjson names "$(printf '%s\n' "${nodes[@]}" | jq -R . | jq -sc .
 	| [foreach $v[] as $x ({}; .[$x.name] = ($x | out); {rv: $x.rv, out: [to_entries[] | select(.value) | .key]})] as $timeline
 	| ([$timeline[].out | length] | max) as $max
 	| ([$timeline[] | .out[]] | unique) as $went
-	| (if $max <= 1 then "ok never more than one node past cordon at a time, over \($v | length) observed Node versions (max \($max))"
+	| (if ($v | length) == 0 then "FAIL no version of \($names | join(", ")) in the Node watch"
+	   elif $max <= 1 then "ok never more than one node past cordon at a time, over \($v | length) observed Node versions (max \($max))"
 	   else "FAIL \($max) nodes past cordon at once: \([$timeline[] | select((.out | length) > 1)] | first | tostring)" end),
 	  (if ($went | length) == 3 then "ok each of the three nodes went out once it had the slot (\($went | join(", ")))"
 	   else "FAIL only \($went | join(", ")) went out" end),
@@ -201,7 +202,8 @@ jq_checks --argjson drivers "$driver_pods" --slurpfile where "$e2e_tmp/pods.watc
 	| [.[] | select((.userAgent | startswith("drainer/")) and .objectRef.resource == "pods" and .objectRef.subresource == "eviction" and .verb == "create")
 	   | . + {node: $node_of["\(.objectRef.namespace)/\(.objectRef.name)"]}] as $ev
 	| ([$ev[] | select(.node == null) | "\(.objectRef.namespace)/\(.objectRef.name)"]) as $unknown
-	| (if ($unknown | length) == 0 then "ok every drainer eviction (\($ev | length)) has a known node"
+	| (if ($ev | length) == 0 then "FAIL no eviction by drainer in the audit log"
+	   elif ($unknown | length) == 0 then "ok every drainer eviction (\($ev | length)) has a known node"
 	   else "FAIL evictions of pods on unknown nodes: \($unknown | join(", "))" end),
 	  ([$ev | group_by(.node)[] | {node: .[0].node, from: (map(.requestReceivedTimestamp) | min), to: (map(.stageTimestamp) | max), n: length,
 	     driver: any(.objectRef.namespace == "dra-system")}] | sort_by(.from)) as $w
