@@ -142,7 +142,12 @@ for c in "${bad_flags[@]}"; do
 	check_eq "drainer ${argv[*]}" 2 "$rc"
 	[ "$rc" = 2 ] || sed 's/^/    stderr: /' "$e2e_tmp/flags.err" | tail -n 3
 done
+# (a request of the test's own after the runs: the audit log was recording meanwhile)
+kubectl get node "$node" -o name >/dev/null
+sleep 0.5
 audit_window "$start" "$e2e_tmp/flags.audit"
+check "the audit log recorded the window (the test's own request is in it)" \
+	jq -e 'any(.[]; (.userAgent | startswith("kubectl")) and .objectRef.resource == "nodes")' "$e2e_tmp/flags.audit"
 check_eq "bad usage: no request at all (refused before connecting)" 0 "$(drainer_requests "$e2e_tmp/flags.audit")"
 check_eq "the node was not touched" "{}" "$(node_drainer_anns "$node")"
 check_eq "node schedulable" false "$(node_unschedulable "$node")"
