@@ -13,6 +13,7 @@
 
 #include "drainer/log.h"
 #include "drainer/selector.h"
+#include "drainer/text.h"
 
 enum op {
         OP_EXISTS,
@@ -265,9 +266,7 @@ _printf_(3, 4) static int parse_error(struct parser *ps, size_t offset, const ch
         free(msg);
         /* One line, whatever the input holds: control characters become '?' (one
          * byte for one, so the offset still points at the right place). */
-        for (char *c = full; *c; c++)
-                if ((unsigned char)*c < 0x20 || *c == 0x7f)
-                        *c = '?';
+        text_one_line(full);
         ps->error = full;
         return -EINVAL;
 }

@@ -15,6 +15,7 @@
 #include "drainer/objects.h"
 #include "drainer/selector.h"
 #include "drainer/state.h"
+#include "drainer/text.h"
 #include "drainer/timesrc.h"
 
 #define STRINGIFY_(x) #x
@@ -147,19 +148,6 @@ static bool unit_name_is_valid(const char *s) {
                 if (!(*p >= 'a' && *p <= 'z'))
                         return false;
         return true;
-}
-
-/* Length of the longest prefix of s of at most max bytes that does not cut a
- * UTF-8 sequence. */
-static size_t utf8_prefix(const char *s, size_t max) {
-        size_t l = strnlen(s, max + 1);
-
-        if (l <= max)
-                return l;
-        l = max;
-        while (l > 0 && ((unsigned char)s[l] & 0xC0) == 0x80)
-                l--;
-        return l;
 }
 
 /* ---- error messages ---- */

@@ -25,6 +25,7 @@
 #include "drainer/credentials.h"
 #include "drainer/log.h"
 #include "drainer/macro.h"
+#include "drainer/text.h"
 #include "drainer/timesrc.h"
 
 extern char **environ;
@@ -93,9 +94,7 @@ static int set_error(char **ret_error, int r, const char *fmt, ...) {
         if (vasprintf(&m, fmt, ap) < 0)
                 m = NULL;
         va_end(ap);
-        for (char *p = m; p && *p; p++)
-                if ((unsigned char)*p < 0x20 || *p == 0x7f)
-                        *p = '?';
+        text_one_line(m);
         log_debug("credentials: %s", strna(m));
         if (ret_error)
                 *ret_error = m;

@@ -21,6 +21,7 @@
 
 #include "drainer/kubeconfig.h"
 #include "drainer/log.h"
+#include "drainer/text.h"
 
 #define KUBECONFIG_FILE_MAX    (16U << 20)
 #define PEM_FILE_MAX           (4U << 20)
@@ -79,9 +80,7 @@ static int set_error(char **ret_error, int r, const char *fmt, ...) {
                 m = NULL;
         va_end(ap);
         /* One line: names and values quoted from the file may hold line breaks. */
-        for (char *c = m; c && *c; c++)
-                if ((unsigned char)*c < 0x20 || *c == 0x7f)
-                        *c = '?';
+        text_one_line(m);
 
         log_debug("kubeconfig: %s", strna(m));
         if (ret_error)
@@ -384,21 +383,6 @@ static bool token_is_valid(const char *t) {
                 if (*p < 0x20 || *p == 0x7f)
                         return false;
         return true;
-}
-
-/* Trims ASCII whitespace in place; returns s. */
-static char *strstrip(char *s) {
-        size_t n;
-        char *p = s;
-
-        while (*p && isspace((unsigned char)*p))
-                p++;
-        n = strlen(p);
-        while (n > 0 && isspace((unsigned char)p[n - 1]))
-                n--;
-        memmove(s, p, n);
-        s[n] = 0;
-        return s;
 }
 
 /* ---- YAML document access ---- */
@@ -963,7 +947,7 @@ static int load_token_file(struct kube_config_private *p, const char *path, cons
                 return oom(ret_error);
         if (r < 0)
                 return set_error(ret_error, r, "%s: cannot read %s: %s", path, key, read_error_string(r));
-        strstrip(buf);
+        text_strip(buf);
         if (!*buf)
                 return set_error(ret_error, -EINVAL, "%s: %s is empty", path, key);
         if (!token_is_valid(buf))
@@ -1357,7 +1341,7 @@ static int load_in_cluster(const struct kube_config_options *opts, struct kube_c
                 return set_error(ret_error, r, "%s: cannot read namespace: %s", ns_path,
                                  read_error_string(r));
         if (ns)
-                strstrip(ns);
+                text_strip(ns);
         c->namespace = ns && *ns ? TAKE_PTR(ns) : strdup("default");
         if (!c->namespace)
                 return oom(ret_error);
@@ -1503,7 +1487,7 @@ static int refresh_token_file(struct kube_config_private *p, bool force) {
                                 p->token_file);
                 return 0;
         }
-        strstrip(buf);
+        text_strip(buf);
         if (!token_is_valid(buf)) {
                 log_debug("kubeconfig: %s: token file empty or invalid, keeping the previous token",
                           p->token_file);

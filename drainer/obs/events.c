@@ -14,20 +14,8 @@
 #include "drainer/json.h"
 #include "drainer/macro.h"
 #include "drainer/objects.h"
+#include "drainer/text.h"
 #include "drainer/timesrc.h"
-
-/* Length of the longest prefix of s of at most max bytes that does not cut a
- * UTF-8 sequence. */
-static size_t utf8_prefix(const char *s, size_t max) {
-        size_t l = strnlen(s, max + 1);
-
-        if (l <= max)
-                return l;
-        l = max;
-        while (l > 0 && ((unsigned char)s[l] & 0xC0) == 0x80)
-                l--;
-        return l;
-}
 
 /* Adds obj[key] = the first at most max bytes of value. */
 static bool add_prefix(cJSON *obj, const char *key, const char *value, size_t max) {

@@ -1,0 +1,17 @@
+/* Small text helpers shared by every layer: UTF-8-safe prefixes, one-line
+ * messages, whitespace trimming. No allocation, no I/O. */
+#pragma once
+
+#include <stddef.h>
+
+/* Length of the longest prefix of s of at most max bytes that does not cut a
+ * UTF-8 sequence. This function can't fail. */
+size_t utf8_prefix(const char *s, size_t max);
+
+/* Replaces every control character (< 0x20, 0x7f) of s with '?', one byte for
+ * one, so that a message quoting input stays on one line and offsets into it
+ * stay right. NULL ok. Returns s. */
+char *text_one_line(char *s);
+
+/* Trims ASCII whitespace at both ends of s, in place. Returns s. */
+char *text_strip(char *s);
