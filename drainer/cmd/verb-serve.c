@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "drainer/app.h"
+#include "drainer/backoff.h"
 #include "drainer/client.h"
 #include "drainer/drainargs.h"
 #include "drainer/engine.h"
@@ -207,16 +208,14 @@ static void on_engine_finished(struct engine *e, const struct engine_summary *s,
                 log_error("node %s: %s; waiting until its drainer.io/ annotations change", m->node,
                           strna(s->message));
         } else {
-                uint64_t d = RETRY_BASE_USEC;
+                /* Without jitter: one engine per node, restarted at most every 30 s. */
+                uint64_t d = backoff_exponential(RETRY_BASE_USEC, RETRY_CAP_USEC, ++m->failures);
 
-                for (unsigned i = 0; i < m->failures && d < RETRY_CAP_USEC; i++)
-                        d *= 2;
-                m->failures++;
-                m->retry_at = timesrc_now(srv->app->ts) + MIN(d, RETRY_CAP_USEC);
+                m->retry_at = timesrc_now(srv->app->ts) + d;
                 log_error("node %s: %s (%s); retrying in %llu s", m->node, strna(s->message),
                           s->result == -EPERM ? "refused" : strerror(-s->result),
-                          (unsigned long long)(MIN(d, RETRY_CAP_USEC) / USEC_PER_SEC));
-                dtimer_start(&srv->retry, MIN(d, RETRY_CAP_USEC));
+                          (unsigned long long)(d / USEC_PER_SEC));
+                dtimer_start(&srv->retry, d);
         }
         if (srv->notifier)
                 notifier_status(srv->notifier, "node %s: %s", m->node,

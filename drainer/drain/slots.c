@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drainer/backoff.h"
 #include "drainer/client.h"
 #include "drainer/informer.h"
 #include "drainer/json.h"
@@ -169,12 +170,10 @@ static int format_micro(int64_t usec, char *buf, size_t size) {
         return r < 0 || (size_t)r >= size ? -ENOBUFS : 0;
 }
 
+/* Without jitter: a lease retry is one request per node, and its cap moves with the
+ * lease duration. */
 static uint64_t backoff(unsigned failures, uint64_t cap) {
-        uint64_t d = RETRY_BASE_USEC;
-
-        for (unsigned i = 1; i < failures && d < cap; i++)
-                d *= 2;
-        return MIN(d, cap);
+        return backoff_exponential(RETRY_BASE_USEC, cap, failures);
 }
 
 static void kick(struct slots *s, unsigned what) {

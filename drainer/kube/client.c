@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "drainer/backoff.h"
 #include "drainer/client.h"
 #include "drainer/credentials.h"
 #include "drainer/json.h"
@@ -39,9 +40,9 @@ struct kube_client {
         struct kube_client_options opts;
         struct ratelimit rl;
         struct kube_client_stats stats;
-        unsigned rand_state;
         uint64_t audit_prefix;   /* random per client: the first half of each Audit-ID */
         uint64_t audit_seq;      /* attempts sent so far: the second half */
+        struct backoff backoff;  /* retries; each call counts its own attempts */
         struct kube_call *calls; /* owned, doubly linked */
         size_t n_calls;
 };
@@ -137,17 +138,6 @@ static void call_free(struct kube_call *call) {
         free(call->message);
         cJSON_Delete(call->json);
         free(call);
-}
-
-static uint64_t backoff_delay(struct kube_call *call) {
-        struct kube_client *c = call->client;
-        uint64_t d = c->opts.backoff_base_usec;
-
-        for (unsigned i = 1; i < call->attempts && d < c->opts.backoff_cap_usec; i++)
-                d *= 2;
-        d = MIN(d, c->opts.backoff_cap_usec);
-        /* Equal jitter: half fixed, half random, so retries of many calls spread out. */
-        return d / 2 + (uint64_t)rand_r(&c->rand_state) % (d / 2 + 1);
 }
 
 static void call_throttle(struct kube_call *call);
@@ -411,7 +401,7 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
                 return call_schedule(call, 0);
         }
         if (retryable(call, error, status)) {
-                uint64_t delay = backoff_delay(call);
+                uint64_t delay = backoff_delay(&c->backoff, call->attempts);
 
                 uint64_t ra = error == 0 ? retry_after(resp, resp->body, resp->body_len) : 0;
 
@@ -716,7 +706,8 @@ int kube_client_new(struct transport *t, struct timesrc *ts, struct kube_config 
                 c->opts.backoff_base_usec = 250 * USEC_PER_MSEC;
         if (!c->opts.backoff_cap_usec)
                 c->opts.backoff_cap_usec = 30 * USEC_PER_SEC;
-        c->rand_state = c->opts.random_seed ? c->opts.random_seed : (unsigned)timesrc_realtime(ts);
+        backoff_init(&c->backoff, c->opts.backoff_base_usec, c->opts.backoff_cap_usec, true,
+                     c->opts.random_seed ? c->opts.random_seed : backoff_seed(ts, 0));
         if (c->opts.random_seed)
                 c->audit_prefix = UINT64_C(0x9e3779b97f4a7c15) * c->opts.random_seed;
         else if (getrandom(&c->audit_prefix, sizeof(c->audit_prefix), GRND_NONBLOCK) !=

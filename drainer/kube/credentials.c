@@ -22,6 +22,7 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
+#include "drainer/backoff.h"
 #include "drainer/credentials.h"
 #include "drainer/log.h"
 #include "drainer/macro.h"
@@ -67,12 +68,13 @@ struct credentials {
 
         /* a failed run or an expired answer: no new run before retry_timer fires */
         bool retry_pending;
-        uint64_t retry_delay;
+        struct backoff retry; /* failed runs and expired answers in a row */
         struct dtimer retry_timer;
         int last_error;
         char *last_message;
 
         /* 401 refreshes, process-wide */
+        struct backoff refresh; /* counts refreshes that follow each other closely */
         uint64_t refresh_next, refresh_last, refresh_interval;
 
         struct credentials_wait *waiters;
@@ -409,10 +411,8 @@ static void on_retry_timer(struct dtimer *t) {
 }
 
 static void schedule_retry(struct credentials *c) {
-        c->retry_delay =
-                c->retry_delay ? MIN(c->retry_delay * 2, c->o.retry_cap_usec) : c->o.retry_base_usec;
         c->retry_pending = true;
-        dtimer_start(&c->retry_timer, c->retry_delay);
+        dtimer_start(&c->retry_timer, backoff_next(&c->retry));
 }
 
 static void run_failed(struct credentials *c, int r, char *message) {
@@ -517,12 +517,10 @@ static void run_finish(struct run *run) {
                         log_debug("credentials: exec plugin \"%s\": its credential expired %" PRId64
                                   " s ago already, running it again in %" PRIu64 " ms at the earliest",
                                   e->name, (now - a.expiry_usec) / (int64_t)USEC_PER_SEC,
-                                  (c->retry_delay ? MIN(c->retry_delay * 2, c->o.retry_cap_usec)
-                                                  : c->o.retry_base_usec) /
-                                          USEC_PER_MSEC);
+                                  backoff_delay(&c->retry, c->retry.failures + 1) / USEC_PER_MSEC);
                         schedule_retry(c);
                 } else {
-                        c->retry_delay = 0;
+                        backoff_reset(&c->retry);
                         if (a.has_expiry)
                                 log_debug("credentials: exec plugin \"%s\": credential valid for %" PRId64
                                           " s",
@@ -711,10 +709,9 @@ static bool refresh_take(struct credentials *c) {
         }
         /* Refreshes that follow each other closely double the interval; a quiet spell of
          * twice the interval resets it. */
-        if (c->refresh_last && now - c->refresh_last < 2 * c->refresh_interval)
-                c->refresh_interval = MIN(c->refresh_interval * 2, c->o.refresh_cap_usec);
-        else
-                c->refresh_interval = c->o.refresh_base_usec;
+        if (!(c->refresh_last && now - c->refresh_last < 2 * c->refresh_interval))
+                backoff_reset(&c->refresh);
+        c->refresh_interval = backoff_next(&c->refresh);
         c->refresh_last = now ? now : 1;
         c->refresh_next = now + c->refresh_interval;
         c->stats.refreshes++;
@@ -855,6 +852,8 @@ int credentials_new(uv_loop_t *loop, struct timesrc *ts, struct kube_config *cfg
                 c->o.refresh_base_usec = 5 * USEC_PER_SEC;
         if (!c->o.refresh_cap_usec)
                 c->o.refresh_cap_usec = 300 * USEC_PER_SEC;
+        backoff_init(&c->retry, c->o.retry_base_usec, c->o.retry_cap_usec, false, 0);
+        backoff_init(&c->refresh, c->o.refresh_base_usec, c->o.refresh_cap_usec, false, 0);
         r = dtimer_init(&c->run_timeout, ts, on_run_timeout);
         if (r >= 0)
                 r = dtimer_init(&c->retry_timer, ts, on_retry_timer);

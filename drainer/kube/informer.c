@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drainer/backoff.h"
 #include "drainer/client.h"
 #include "drainer/hashmap.h"
 #include "drainer/informer.h"
@@ -117,7 +118,7 @@ struct informer {
         unsigned failures;      /* consecutive, for backoff */
         uint64_t watch_started; /* monotonic µs */
         bool watch_got_event;
-        unsigned rand_state;
+        struct backoff backoff; /* counts with failures; also spreads watch timeouts */
         int list_error;
         struct informer_stats stats;
 };
@@ -145,12 +146,8 @@ static void set_rv(struct informer *inf, const char *rv) {
  * Retry-After (a 429 or 5xx answer), a floor under the jittered backoff, up to
  * the backoff cap. */
 static void schedule_retry(struct informer *inf, bool relist, uint64_t retry_after_usec) {
-        uint64_t d = inf->opts.backoff_base_usec;
+        uint64_t d = backoff_delay(&inf->backoff, inf->failures);
 
-        for (unsigned i = 1; i < inf->failures && d < inf->opts.backoff_cap_usec; i++)
-                d *= 2;
-        d = MIN(d, inf->opts.backoff_cap_usec);
-        d = d / 2 + (uint64_t)rand_r(&inf->rand_state) % (d / 2 + 1);
         d = MAX(d, MIN(retry_after_usec, inf->opts.backoff_cap_usec));
         inf->relist_next = relist;
         inf->state = INF_BACKOFF;
@@ -396,7 +393,7 @@ static void on_watch_done(const struct kube_result *res, void *userdata) {
 
 static void start_watch(struct informer *inf) {
         /* Like client-go: a random timeout between 5 and 10 minutes spreads reconnects. */
-        unsigned timeout = 300 + (unsigned)rand_r(&inf->rand_state) % 300;
+        unsigned timeout = 300 + (unsigned)backoff_random(&inf->backoff, 300);
         int r;
 
         inf->state = INF_WATCHING;
@@ -440,7 +437,8 @@ int informer_new(struct kube_client *client, struct timesrc *ts, const struct in
                 inf->opts.backoff_base_usec = USEC_PER_SEC;
         if (!inf->opts.backoff_cap_usec)
                 inf->opts.backoff_cap_usec = 30 * USEC_PER_SEC;
-        inf->rand_state = (unsigned)timesrc_realtime(ts) ^ (unsigned)opts->kind;
+        backoff_init(&inf->backoff, inf->opts.backoff_base_usec, inf->opts.backoff_cap_usec, true,
+                     backoff_seed(ts, (uint64_t)opts->kind));
         inf->cache = hashmap_new(inf->opts.max_objects);
         if (opts->field_selector && !(fs = kube_query_escape(opts->field_selector)))
                 goto oom;
