@@ -1,0 +1,145 @@
+/* Shared unit-test environment (see test-env.h). Owns what it hands out until the
+ * test frees it; writes files only under the build tree's test-tmp/. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fakes/test-env.h"
+
+#ifndef FIXTURES
+#error "FIXTURES must name tests/unit/fixtures"
+#endif
+#ifndef TEST_TMP
+#error "TEST_TMP must name the build tree's folder for test files"
+#endif
+
+/* ---- fixtures ---- */
+
+const char *test_fixture_path(const char *rel) {
+        static char path[PATH_MAX];
+
+        assert_true((size_t)snprintf(path, sizeof(path), "%s/%s", FIXTURES, rel) < sizeof(path));
+        return path;
+}
+
+char *test_fixture(const char *rel, size_t *ret_len) {
+        const char *path = test_fixture_path(rel);
+        FILE *f = fopen(path, "re");
+        char *data;
+        long n;
+
+        if (!f)
+                fail_msg("cannot open fixture %s: %s", path, strerror(errno));
+        assert_int_equal(fseek(f, 0, SEEK_END), 0);
+        n = ftell(f);
+        assert_true(n >= 0);
+        rewind(f);
+        data = malloc((size_t)n + 1);
+        assert_non_null(data);
+        assert_int_equal(fread(data, 1, (size_t)n, f), (size_t)n);
+        data[n] = 0;
+        fclose(f);
+        if (ret_len)
+                *ret_len = (size_t)n;
+        return data;
+}
+
+cJSON *test_fixture_json(const char *rel) {
+        size_t n;
+        char *data = test_fixture(rel, &n);
+        cJSON *j = cJSON_ParseWithLength(data, n);
+
+        if (!j)
+                fail_msg("fixture %s is not valid JSON", rel);
+        free(data);
+        return j;
+}
+
+/* ---- a private directory ---- */
+
+char *test_private_dir(const char *name) {
+        char *dir;
+
+        /* The parent may be shared by tests running in parallel: EEXIST is fine. */
+        if (mkdir(TEST_TMP, 0700) < 0 && errno != EEXIST)
+                fail_msg("mkdir %s: %s", TEST_TMP, strerror(errno));
+        assert_true(asprintf(&dir, "%s/%s-XXXXXX", TEST_TMP, name) > 0);
+        if (!mkdtemp(dir))
+                fail_msg("mkdtemp %s: %s", dir, strerror(errno));
+        return dir;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+        return remove(path);
+}
+
+void test_private_dir_remove(char *dir) {
+        size_t n = strlen(TEST_TMP);
+
+        if (!dir)
+                return;
+        /* Only what test_private_dir() made: nothing else is ever removed. */
+        if (strncmp(dir, TEST_TMP "/", n + 1) != 0 || strstr(dir + n, "/.."))
+                fail_msg("refusing to remove %s: not a test directory under %s", dir, TEST_TMP);
+        assert_int_equal(nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+        free(dir);
+}
+
+char *test_write_file(const char *dir, const char *name, const char *data) {
+        char *path;
+        int fd;
+
+        assert_true(asprintf(&path, "%s/%s", dir, name) > 0);
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0)
+                fail_msg("cannot write %s: %s", path, strerror(errno));
+        assert_int_equal(write(fd, data, strlen(data)), (ssize_t)strlen(data));
+        close(fd);
+        return path;
+}
+
+/* ---- secrets ---- */
+
+bool test_memory_holds(const char *needle, size_t n, const void *skip, size_t skip_len) {
+        FILE *maps = fopen("/proc/self/maps", "re");
+        char line[512];
+        bool found = false;
+
+        assert_non_null(maps);
+        while (!found && fgets(line, sizeof(line), maps)) {
+                unsigned long lo, hi;
+                char perms[8], path[256] = "";
+                int k = sscanf(line, "%lx-%lx %7s %*s %*s %*s %255s", &lo, &hi, perms, path);
+
+                if (k < 3 || perms[0] != 'r' || perms[1] != 'w')
+                        continue;
+                if (k == 4 && strcmp(path, "[heap]") != 0)
+                        continue; /* files, the stack, vdso */
+                for (const char *p = (const char *)lo; p && p + n <= (const char *)hi;) {
+                        const char *m = memmem(p, (size_t)((const char *)hi - p), needle, n);
+
+                        if (!m)
+                                break;
+                        if (!(m >= (const char *)skip && m < (const char *)skip + skip_len)) {
+                                found = true;
+                                break;
+                        }
+                        p = m + 1;
+                }
+        }
+        fclose(maps);
+        return found;
+}
