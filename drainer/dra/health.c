@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/un.h>
 
+#include "drainer/buf.h"
 #include "drainer/health.h"
 #include "drainer/log.h"
 #include "drainer/macro.h"
@@ -19,7 +20,6 @@
 
 #define SERVICE_DEFAULT  "liveness"
 #define CHECK_PATH       "/grpc.health.v1.Health/Check"
-#define RESPONSE_MAX     4096 /* a HealthCheckResponse is 7 bytes framed */
 #define MESSAGE_MAX      1024
 #define ECHO_MAX         64
 #define GRPC_NOT_FOUND   5
@@ -552,7 +552,7 @@ int health_probe_start(struct transport *t, const struct health_target *target, 
                 .body_len = (size_t)n,
                 .timeout_usec = timeout_usec,
                 .connect_timeout_usec = timeout_usec,
-                .max_body = RESPONSE_MAX,
+                .max_body = BUF_CAP_GRPC_HEALTH,
                 .h2c_prior_knowledge = true,
                 .unix_socket = target->unix_path,
         };

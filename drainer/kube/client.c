@@ -11,6 +11,7 @@
 #include <sys/random.h>
 
 #include "drainer/backoff.h"
+#include "drainer/buf.h"
 #include "drainer/client.h"
 #include "drainer/credentials.h"
 #include "drainer/json.h"
@@ -22,15 +23,12 @@
 #include "drainer/timesrc.h"
 #include "drainer/transport.h"
 
-#define RAW_ERROR_CAP   (64 * 1024)
-#define WATCH_EVENT_CAP (16 * 1024 * 1024)
-#define MAX_BODY        (256 * 1024 * 1024)
 /* Resends of a call the server went away from without answering (a stream refused
  * by GOAWAY, a dropped connection: see transport.h), as Go's HTTP/2 transport does;
  * each goes through the token bucket again, and none counts as an attempt. */
-#define RESENDS_MAX     6U
+#define RESENDS_MAX   6U
 /* "xxxxxxxx-xxxx-4xxx-Nxxx-xxxxxxxxxxxx" and its NUL */
-#define AUDIT_ID_SIZE   37
+#define AUDIT_ID_SIZE 37
 
 struct kube_client {
         struct transport *transport; /* borrowed */
@@ -81,8 +79,7 @@ struct kube_call {
         bool got_event;
         int stream_error;
         int abort_error; /* we aborted the stream (ERROR event, callback), message kept */
-        char *raw;       /* first bytes of a stream, kept to parse a Status on HTTP errors */
-        size_t raw_len;
+        struct buf raw;  /* first bytes of a stream, kept to parse a Status on HTTP errors */
 
         /* list pagination */
         kube_page_fn on_page;
@@ -130,7 +127,7 @@ static void call_free(struct kube_call *call) {
         free(call->path);
         free(call->content_type);
         free(call->body);
-        free(call->raw);
+        buf_done(&call->raw);
         free(call->list_base);
         free(call->rv);
         free(call->list_rv);
@@ -297,16 +294,10 @@ static int on_http_data(struct http_call *http, const char *data, size_t n, void
         struct kube_call *call = userdata;
         int r;
 
-        if (!call->got_event && call->raw_len < RAW_ERROR_CAP) {
-                size_t take = MIN(n, RAW_ERROR_CAP - call->raw_len);
-                char *p = realloc(call->raw, call->raw_len + take + 1);
-
-                if (!p)
-                        return -ENOMEM;
-                memcpy(p + call->raw_len, data, take);
-                call->raw = p;
-                call->raw_len += take;
-                call->raw[call->raw_len] = 0;
+        if (!call->got_event && buf_room(&call->raw) > 0) {
+                r = buf_append(&call->raw, data, MIN(n, buf_room(&call->raw)));
+                if (r < 0)
+                        return r;
         }
         if (call->stream_error < 0)
                 return 0; /* keep the raw bytes: it may be a Status with an HTTP error */
@@ -423,10 +414,10 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
         }
         if (status < 200 || status > 299) {
                 /* A watch's answer streams: its Status is in the raw bytes kept. */
-                call->retry_after_usec = call->watch ? retry_after(resp, call->raw, call->raw_len)
+                call->retry_after_usec = call->watch ? retry_after(resp, call->raw.data, call->raw.len)
                                                      : retry_after(resp, resp->body, resp->body_len);
                 if (call->watch)
-                        r = parse_error_body(call, status, call->raw, call->raw_len);
+                        r = parse_error_body(call, status, call->raw.data, call->raw.len);
                 else
                         r = parse_error_body(call, status, resp->body, resp->body_len);
                 return call_finish_later(call, r);
@@ -555,12 +546,11 @@ static void call_dispatch(struct kube_call *call) {
 
         if (call->watch) {
                 watch_decoder_done(&call->dec);
-                watch_decoder_init(&call->dec, WATCH_EVENT_CAP);
+                watch_decoder_init(&call->dec, BUF_CAP_API_OBJECT);
                 call->got_event = false;
                 call->stream_error = 0;
                 call->abort_error = 0;
-                call->raw = mfree(call->raw);
-                call->raw_len = 0;
+                buf_clear(&call->raw, 0);
         }
 
         struct http_request req = {
@@ -570,7 +560,7 @@ static void call_dispatch(struct kube_call *call) {
                 .body = call->body,
                 .body_len = call->body_len,
                 .timeout_usec = call->watch ? 0 : call->timeout_usec,
-                .max_body = MAX_BODY,
+                .max_body = BUF_CAP_API_BODY,
                 .stream = call->watch,
                 .no_resend = true,
                 .client_cert_pem = creds.client_cert_pem,
@@ -623,7 +613,8 @@ static int call_new(struct kube_client *c, const struct kube_call_params *p, kub
                 }
         }
         if (call->watch)
-                watch_decoder_init(&call->dec, WATCH_EVENT_CAP);
+                watch_decoder_init(&call->dec, BUF_CAP_API_OBJECT);
+        buf_init(&call->raw, BUF_CAP_API_ERROR, false);
 
         call->next = c->calls;
         if (c->calls)

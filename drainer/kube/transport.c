@@ -16,11 +16,11 @@
 #include <curl/curl.h>
 #include <uv.h>
 
+#include "drainer/buf.h"
 #include "drainer/log.h"
 #include "drainer/macro.h"
 #include "drainer/transport.h"
 
-#define MAX_BODY_DEFAULT           ((size_t)64 << 20)
 #define CONNECT_TIMEOUT_MS_DEFAULT 10000L
 #define IDLE_TIMEOUT_SEC_DEFAULT   300L
 /* HTTP/2 multiplexes everything on one connection; curl opens a second one only
@@ -105,8 +105,7 @@ struct http_call {
         enum body_mode mode;
         int error; /* set by our callbacks: on_data's error, -E2BIG, -ENOMEM */
 
-        char *body; /* owned, NUL-terminated once non-NULL */
-        size_t body_len, body_cap, max_body;
+        struct buf body; /* buffered mode; capped at max_body */
 
         uint64_t retry_after_usec;
         char *content_type; /* owned */
@@ -293,7 +292,7 @@ static void call_free(struct http_call *c) {
                 explicit_bzero(c->key.data, c->key.len);
         free(c->key.data);
         curl_slist_free_all(c->connect_to);
-        free(c->body);
+        buf_done(&c->body);
         free(c->content_type);
         free(c->grpc_status);
         free(c->grpc_message);
@@ -361,8 +360,8 @@ static void call_complete(struct http_call *c, int error) {
                 .unanswered = error == -ECONNRESET && c->unanswered,
         };
         if (error == 0 && c->mode != BODY_STREAM) {
-                resp.body = c->body ? c->body : "";
-                resp.body_len = c->body_len;
+                resp.body = c->body.data ? c->body.data : "";
+                resp.body_len = c->body.len;
         }
 
         c->completing = true;
@@ -453,6 +452,7 @@ static size_t on_curl_header(char *buf, size_t size, size_t n, void *userdata) {
 static size_t on_curl_write(char *data, size_t size, size_t n, void *userdata) {
         struct http_call *c = userdata;
         size_t len = size * n;
+        int r;
 
         if (c->canceled)
                 return 0;
@@ -466,13 +466,15 @@ static size_t on_curl_write(char *data, size_t size, size_t n, void *userdata) {
                         c->mode = BODY_BUFFER;
                         (void)curl_easy_getinfo(c->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
                         /* Content-Length counts encoded bytes: only a hint for the first allocation. */
-                        if (cl > 0 && (uint64_t)cl <= c->max_body)
-                                c->body_cap = (size_t)cl;
+                        if (cl > 0 && (uint64_t)cl <= c->body.cap && buf_reserve(&c->body, (size_t)cl) < 0) {
+                                c->error = -ENOMEM;
+                                return 0;
+                        }
                 }
         }
 
         if (c->mode == BODY_STREAM) {
-                int r = c->on_data(c, data, len, c->userdata);
+                r = c->on_data(c, data, len, c->userdata);
 
                 if (r < 0) {
                         c->error = r;
@@ -482,29 +484,11 @@ static size_t on_curl_write(char *data, size_t size, size_t n, void *userdata) {
                 return c->canceled ? 0 : len;
         }
 
-        if (len > c->max_body - c->body_len) {
-                c->error = -E2BIG;
+        r = buf_append(&c->body, data, len);
+        if (r < 0) {
+                c->error = r; /* -E2BIG over max_body, -ENOMEM */
                 return 0;
         }
-        if (!c->body || c->body_len + len > c->body_cap) {
-                size_t need = c->body_len + len, want;
-                char *p;
-
-                if (!c->body)
-                        want = MAX(need, c->body_cap); /* body_cap: the Content-Length hint */
-                else
-                        want = MAX(need, c->body_cap > c->max_body / 2 ? c->max_body : c->body_cap * 2);
-                p = realloc(c->body, want + 1);
-                if (!p) {
-                        c->error = -ENOMEM;
-                        return 0;
-                }
-                c->body = p;
-                c->body_cap = want;
-        }
-        memcpy(c->body + c->body_len, data, len);
-        c->body_len += len;
-        c->body[c->body_len] = 0;
         return len;
 }
 
@@ -769,7 +753,7 @@ static int curl_submit(struct transport *tt, const struct http_request *req, htt
         c->unix_socket = req->unix_socket != NULL;
         c->no_resend = req->no_resend;
         c->timeout_usec = req->timeout_usec;
-        c->max_body = req->max_body > 0 ? MIN(req->max_body, SIZE_MAX - 1) : MAX_BODY_DEFAULT;
+        buf_init(&c->body, req->max_body > 0 ? MIN(req->max_body, SIZE_MAX - 1) : BUF_CAP_API_BODY, false);
         strcpy(c->method, req->method);
         c->path = url_path(req->url);
         c->easy = curl_easy_init();

@@ -20,15 +20,15 @@ DEFINE_STRING_TABLE_LOOKUP(watch_event_type, enum watch_event_type, _WATCH_EVENT
 void watch_decoder_init(struct watch_decoder *d, size_t max_event_bytes) {
         assert(d);
         *d = (struct watch_decoder){
-                .max_event = max_event_bytes > 0 ? max_event_bytes : WATCH_DECODER_DEFAULT_MAX_EVENT,
+                .max_event = max_event_bytes > 0 ? max_event_bytes : BUF_CAP_API_OBJECT,
         };
+        buf_init(&d->buf, d->max_event, false);
 }
 
 void watch_decoder_done(struct watch_decoder *d) {
         if (!d)
                 return;
-        d->buf = mfree(d->buf);
-        d->len = d->alloc = 0;
+        buf_done(&d->buf);
 }
 
 /* A buffer grown by one huge event is not kept around for the quiet stream
@@ -37,15 +37,11 @@ void watch_decoder_done(struct watch_decoder *d) {
 
 void watch_decoder_reset(struct watch_decoder *d) {
         assert(d);
-        d->len = 0;
-        if (d->alloc > KEEP_BUFFER_MAX) {
-                d->buf = mfree(d->buf);
-                d->alloc = 0;
-        }
+        buf_clear(&d->buf, KEEP_BUFFER_MAX);
 }
 
 bool watch_decoder_has_partial(const struct watch_decoder *d) {
-        return d && d->len > 0;
+        return d && d->buf.len > 0;
 }
 
 static bool is_json_space(char c) {
@@ -99,30 +95,6 @@ static int decode_line(struct watch_decoder *d, const char *line, size_t len, wa
         return r < 0 ? r : 0;
 }
 
-/* Appends to the carry-over buffer, keeping one byte for a terminating NUL. */
-static int carry_append(struct watch_decoder *d, const char *data, size_t n) {
-        size_t need = d->len + n + 1;
-
-        if (need > d->alloc) {
-                size_t a = d->alloc > 0 ? d->alloc : 4096;
-                char *b;
-
-                while (a < need)
-                        a *= 2;
-                a = MIN(a, d->max_event + 1);
-                assert(a >= need); /* callers check the cap first */
-                b = realloc(d->buf, a);
-                if (!b)
-                        return -ENOMEM;
-                d->buf = b;
-                d->alloc = a;
-        }
-        memcpy(d->buf + d->len, data, n);
-        d->len += n;
-        d->buf[d->len] = 0;
-        return 0;
-}
-
 static int fail(struct watch_decoder *d, int r) {
         watch_decoder_reset(d);
         return r;
@@ -141,26 +113,24 @@ int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t n, watc
                 return 0;
         end = data + n; /* not before: NULL + 0 is undefined in C */
 
-        if (d->len > 0) {
+        if (d->buf.len > 0) {
                 /* Finish the line carried over from earlier chunks. */
                 const char *nl = memchr(p, '\n', n);
                 size_t take = nl ? (size_t)(nl - p) : n;
 
-                if (d->len + take > d->max_event)
+                r = buf_append(&d->buf, p, take);
+                if (r == -E2BIG)
                         return fail(d,
                                     log_debug_errno(E2BIG, "Watch event exceeds %zu bytes.", d->max_event));
-                r = carry_append(d, p, take);
                 if (r < 0)
                         return fail(d, r);
                 if (!nl)
                         return 0;
 
-                r = decode_line(d, d->buf, d->len, cb, userdata);
-                d->len = 0;
+                r = decode_line(d, d->buf.data, d->buf.len, cb, userdata);
+                watch_decoder_reset(d);
                 if (r < 0)
                         return fail(d, r);
-                if (d->alloc > KEEP_BUFFER_MAX)
-                        watch_decoder_reset(d);
                 p = nl + 1;
         }
 
@@ -173,7 +143,7 @@ int watch_decoder_feed(struct watch_decoder *d, const char *data, size_t n, watc
                                     log_debug_errno(E2BIG, "Watch event exceeds %zu bytes.", d->max_event));
                 if (!nl) {
                         /* Incomplete tail: keep it for the next chunk. */
-                        r = carry_append(d, p, len);
+                        r = buf_append(&d->buf, p, len);
                         if (r < 0)
                                 return fail(d, r);
                         break;

@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "drainer/buf.h"
 #include "drainer/hashmap.h"
 #include "drainer/metrics.h"
 
@@ -301,15 +302,10 @@ static int lookup(struct metric_family *f, const char *const *values, bool creat
                 f->reg->dropped++;
                 return -ENOSPC;
         }
-        if (f->n_series == f->cap_series) {
-                size_t cap = f->cap_series ? f->cap_series * 2 : 8;
-                struct series **a = realloc(f->series, cap * sizeof(*a));
-
-                if (!a)
-                        return -ENOMEM;
-                f->series = a;
-                f->cap_series = cap;
-        }
+        r = buf_grow_array(&f->series, &f->cap_series, f->n_series + 1, sizeof(*f->series),
+                           f->reg->max_series);
+        if (r < 0)
+                return r;
         s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
@@ -487,53 +483,24 @@ static void collect(struct metrics *m) {
 
 /* ---- the text format ---- */
 
-struct buf {
-        char *p;
-        size_t len, cap;
+/* The rendering, with a sticky error: the first failed append ends it. */
+struct text {
+        struct buf b;
         int error;
 };
 
-static void buf_reserve(struct buf *b, size_t more) {
-        size_t cap;
-        char *p;
-
-        if (b->error < 0)
-                return;
-        if (b->len + more + 1 > METRICS_MAX_TEXT) {
-                b->error = -E2BIG;
-                return;
-        }
-        if (b->len + more + 1 <= b->cap)
-                return;
-        cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + more + 1)
-                cap *= 2;
-        cap = MIN(cap, (size_t)METRICS_MAX_TEXT);
-        p = realloc(b->p, cap);
-        if (!p) {
-                b->error = -ENOMEM;
-                return;
-        }
-        b->p = p;
-        b->cap = cap;
+static void text_put(struct text *t, const char *s, size_t n) {
+        if (t->error >= 0)
+                t->error = buf_append(&t->b, s, n);
 }
 
-static void buf_put(struct buf *b, const char *s, size_t n) {
-        buf_reserve(b, n);
-        if (b->error < 0)
-                return;
-        memcpy(b->p + b->len, s, n);
-        b->len += n;
-        b->p[b->len] = 0;
-}
-
-static void buf_puts(struct buf *b, const char *s) {
-        buf_put(b, s, strlen(s));
+static void text_puts(struct text *t, const char *s) {
+        text_put(t, s, strlen(s));
 }
 
 /* Label values escape backslash, double quote and newline; HELP text only
  * backslash and newline (the format's two escaping rules). */
-static void buf_escaped(struct buf *b, const char *s, bool quote) {
+static void text_escaped(struct text *b, const char *s, bool quote) {
         const char *run = s;
 
         for (; *s; s++) {
@@ -544,11 +511,11 @@ static void buf_escaped(struct buf *b, const char *s, bool quote) {
 
                 if (!esc)
                         continue;
-                buf_put(b, run, (size_t)(s - run));
-                buf_puts(b, esc);
+                text_put(b, run, (size_t)(s - run));
+                text_puts(b, esc);
                 run = s + 1;
         }
-        buf_puts(b, run);
+        text_puts(b, run);
 }
 
 /* Shortest form that reads back as the same double; Inf and NaN as Prometheus spells them. */
@@ -564,61 +531,61 @@ static void format_double(double v, char *out, size_t size) {
         }
 }
 
-static void buf_double(struct buf *b, double v) {
+static void text_double(struct text *b, double v) {
         char n[64];
 
         format_double(v, n, sizeof(n));
-        buf_puts(b, n);
+        text_puts(b, n);
 }
 
-static void put_labels(struct buf *b, const struct metric_family *f, const struct series *s,
+static void put_labels(struct text *b, const struct metric_family *f, const struct series *s,
                        const char *le) {
         if (f->n_labels == 0 && !le)
                 return;
-        buf_puts(b, "{");
+        text_puts(b, "{");
         for (size_t i = 0; i < f->n_labels; i++) {
                 if (i > 0)
-                        buf_puts(b, ",");
-                buf_puts(b, f->labels[i]);
-                buf_puts(b, "=\"");
-                buf_escaped(b, s->values[i], true);
-                buf_puts(b, "\"");
+                        text_puts(b, ",");
+                text_puts(b, f->labels[i]);
+                text_puts(b, "=\"");
+                text_escaped(b, s->values[i], true);
+                text_puts(b, "\"");
         }
         if (le) {
-                buf_puts(b, f->n_labels > 0 ? ",le=\"" : "le=\"");
-                buf_puts(b, le);
-                buf_puts(b, "\"");
+                text_puts(b, f->n_labels > 0 ? ",le=\"" : "le=\"");
+                text_puts(b, le);
+                text_puts(b, "\"");
         }
-        buf_puts(b, "}");
+        text_puts(b, "}");
 }
 
-static void put_sample(struct buf *b, const struct metric_family *f, const struct series *s,
+static void put_sample(struct text *b, const struct metric_family *f, const struct series *s,
                        const char *suffix, const char *le, double v) {
-        buf_puts(b, f->name);
-        buf_puts(b, suffix);
+        text_puts(b, f->name);
+        text_puts(b, suffix);
         put_labels(b, f, s, le);
-        buf_puts(b, " ");
-        buf_double(b, v);
-        buf_puts(b, "\n");
+        text_puts(b, " ");
+        text_double(b, v);
+        text_puts(b, "\n");
 }
 
 int metrics_render(struct metrics *m, char **ret, size_t *ret_len) {
-        struct buf b = {};
+        struct text b = { .b = BUF_INIT(BUF_CAP_METRICS_TEXT, false) };
+        char *p;
 
         collect(m);
-        buf_reserve(&b, 0);
         for (size_t i = 0; i < m->n_families; i++) {
                 const struct metric_family *f = m->families[i];
 
-                buf_puts(&b, "# HELP ");
-                buf_puts(&b, f->name);
-                buf_puts(&b, " ");
-                buf_escaped(&b, f->help, false);
-                buf_puts(&b, "\n# TYPE ");
-                buf_puts(&b, f->name);
-                buf_puts(&b, " ");
-                buf_puts(&b, metric_type_table[f->type]);
-                buf_puts(&b, "\n");
+                text_puts(&b, "# HELP ");
+                text_puts(&b, f->name);
+                text_puts(&b, " ");
+                text_escaped(&b, f->help, false);
+                text_puts(&b, "\n# TYPE ");
+                text_puts(&b, f->name);
+                text_puts(&b, " ");
+                text_puts(&b, metric_type_table[f->type]);
+                text_puts(&b, "\n");
                 for (size_t k = 0; k < f->n_series; k++) {
                         const struct series *s = f->series[k];
                         unsigned long long cum = 0;
@@ -639,12 +606,13 @@ int metrics_render(struct metrics *m, char **ret, size_t *ret_len) {
                 }
         }
         if (b.error < 0) {
-                free(b.p);
+                buf_done(&b.b);
                 return b.error;
         }
-        *ret = b.p;
-        if (ret_len)
-                *ret_len = b.len;
+        p = buf_steal(&b.b, ret_len);
+        if (!p)
+                return -ENOMEM;
+        *ret = p;
         return 0;
 }
 

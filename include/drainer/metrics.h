@@ -21,7 +21,6 @@
 #define METRICS_MAX_BUCKETS     32  /* histogram upper bounds, +Inf not counted */
 #define METRICS_MAX_LABEL_VALUE 256 /* bytes; a longer value is refused (-E2BIG) */
 #define METRICS_MAX_HELP        512
-#define METRICS_MAX_TEXT        (16 * 1024 * 1024) /* cap of one rendering */
 
 /* Label values, one per label name of the family, in order. */
 #define METRIC_LABELS(...) ((const char *const[]){ __VA_ARGS__, NULL })
@@ -102,7 +101,7 @@ int metrics_add_collector(struct metrics *m, metrics_collect_fn fn, void *userda
 /* The text exposition format 0.0.4: HELP and TYPE of every family (also of those
  * without series yet), series in the order they appeared, label values and help
  * escaped. *ret is NUL-terminated and the caller's to free(). -E2BIG past
- * METRICS_MAX_TEXT, -ENOMEM. */
+ * BUF_CAP_METRICS_TEXT (buf.h), -ENOMEM. */
 int metrics_render(struct metrics *m, char **ret, size_t *ret_len);
 /* The same figures as JSON: {"NAME": {"type": "counter", "series": [{"labels":
  * {...}, "value": N}]}, "HIST": {"type": "histogram", "series": [{"labels": {...},

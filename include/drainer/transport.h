@@ -33,8 +33,8 @@ struct http_request {
         size_t body_len;
         uint64_t timeout_usec;         /* whole call; 0 = none (watches) */
         uint64_t connect_timeout_usec; /* 0 = transport default (10 s) */
-        size_t max_body;               /* cap on a buffered body; exceeding it fails with -E2BIG */
-        bool stream;                   /* deliver the body through on_data as it arrives, do not buffer */
+        size_t max_body; /* cap on a buffered body, exceeding it fails with -E2BIG; 0 = BUF_CAP_API_BODY */
+        bool stream;     /* deliver the body through on_data as it arrives, do not buffer */
         /* Calls without timeout_usec (watches): fail with -ETIMEDOUT when the body rate stays
          * under 1 byte/s (averaged over a few seconds) this long. 0 = transport default (5 min).
          * Ignored when timeout_usec is set. */

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "drainer/buf.h"
+
 enum watch_event_type {
         WATCH_ADDED,
         WATCH_MODIFIED,
@@ -22,20 +24,14 @@ const char *watch_event_type_to_string(enum watch_event_type t);
 /* _WATCH_EVENT_TYPE_INVALID for NULL or unknown names. */
 enum watch_event_type watch_event_type_from_string(const char *s);
 
-/* Default cap on one event: larger than any object etcd stores (1.5 MiB by
- * default) plus the envelope. */
-#define WATCH_DECODER_DEFAULT_MAX_EVENT (3u * 1024u * 1024u)
-
 /* Embedded in its owner. Holds only the incomplete tail of the stream. */
 struct watch_decoder {
-        char *buf;                   /* owned: bytes of a line not yet terminated by '\n' */
-        size_t len;                  /* bytes used in buf */
-        size_t alloc;                /* bytes allocated for buf */
+        struct buf buf;              /* a line not yet terminated by '\n'; capped at max_event */
         size_t max_event;            /* cap on one event line, in bytes */
         unsigned long long n_events; /* events delivered so far */
 };
 
-/* max_event_bytes == 0 selects WATCH_DECODER_DEFAULT_MAX_EVENT. This function can't fail. */
+/* max_event_bytes == 0 selects BUF_CAP_API_OBJECT (buf.h). This function can't fail. */
 void watch_decoder_init(struct watch_decoder *d, size_t max_event_bytes);
 /* Frees the carry-over buffer. The decoder may be initialized again afterwards. */
 void watch_decoder_done(struct watch_decoder *d);
