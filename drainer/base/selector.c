@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "drainer/buf.h"
 #include "drainer/log.h"
 #include "drainer/selector.h"
 #include "drainer/text.h"
@@ -30,13 +31,13 @@ struct requirement {
         char *key;
         enum op op;
         char **values; /* sorted, unique */
-        size_t n_values;
+        size_t n_values, a_values;
         int64_t number; /* OP_GT / OP_LT */
 };
 
 struct selector {
         struct requirement *reqs;
-        size_t n;
+        size_t n, a_reqs;
 };
 
 /* ---- syntax of keys and values (k8s.io/apimachinery/pkg/util/validation) ---- */
@@ -165,6 +166,7 @@ struct lexeme {
 
 struct parser {
         const char *s;
+        size_t max_parts; /* requirements or values: each takes at least one byte of s */
         size_t pos;
         char *error; /* first error, owned */
         bool oom;
@@ -291,18 +293,16 @@ static int cmp_str(const void *a, const void *b) {
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int add_value(struct requirement *r, const char *lit, size_t len) {
-        char **v, *s;
+static int add_value(struct parser *ps, struct requirement *r, const char *lit, size_t len) {
+        char *s;
+        int k;
 
+        k = buf_grow_array(&r->values, &r->a_values, r->n_values + 1, sizeof(char *), ps->max_parts);
+        if (k < 0)
+                return k;
         s = strndup(lit, len);
         if (!s)
                 return -ENOMEM;
-        v = reallocarray(r->values, r->n_values + 1, sizeof(char *));
-        if (!v) {
-                free(s);
-                return -ENOMEM;
-        }
-        r->values = v;
         r->values[r->n_values++] = s;
         return 0;
 }
@@ -337,7 +337,7 @@ static int parse_set(struct parser *ps, struct requirement *r) {
         l = peek(ps, true);
         if (l.tok == TOK_CLOSED_PAR) {
                 consume(ps, true);
-                return add_value(r, "", 0);
+                return add_value(ps, r, "", 0);
         }
         if (l.tok != TOK_IDENTIFIER && l.tok != TOK_COMMA)
                 return parse_error(ps, l.offset, "found '%s', expected: ',', ')' or identifier",
@@ -346,7 +346,7 @@ static int parse_set(struct parser *ps, struct requirement *r) {
         for (bool done = false; !done;) {
                 l = consume(ps, true);
                 if (l.tok == TOK_IDENTIFIER) {
-                        k = add_value(r, l.lit, l.len);
+                        k = add_value(ps, r, l.lit, l.len);
                         if (k < 0)
                                 return k;
                         l = peek(ps, true);
@@ -357,19 +357,19 @@ static int parse_set(struct parser *ps, struct requirement *r) {
                                                    lit_or_end(&l, b, sizeof b));
                 } else if (l.tok == TOK_COMMA) {
                         if (r->n_values == 0) {
-                                k = add_value(r, "", 0); /* "(," */
+                                k = add_value(ps, r, "", 0); /* "(," */
                                 if (k < 0)
                                         return k;
                         }
                         l = peek(ps, true);
                         if (l.tok == TOK_CLOSED_PAR) {
-                                k = add_value(r, "", 0); /* ",)" */
+                                k = add_value(ps, r, "", 0); /* ",)" */
                                 if (k < 0)
                                         return k;
                                 done = true;
                         } else if (l.tok == TOK_COMMA) {
                                 consume(ps, true);
-                                k = add_value(r, "", 0); /* ",," */
+                                k = add_value(ps, r, "", 0); /* ",," */
                                 if (k < 0)
                                         return k;
                         }
@@ -434,10 +434,10 @@ static int parse_requirement(struct parser *ps, struct requirement *r) {
                                                 : OP_EQUALS;
                 l = peek(ps, true);
                 if (l.tok == TOK_EOS || l.tok == TOK_COMMA)
-                        k = add_value(r, "", 0); /* "k=" selects the empty value */
+                        k = add_value(ps, r, "", 0); /* "k=" selects the empty value */
                 else if (l.tok == TOK_IDENTIFIER) {
                         consume(ps, true);
-                        k = add_value(r, l.lit, l.len);
+                        k = add_value(ps, r, l.lit, l.len);
                 } else
                         return parse_error(ps, l.offset, "found '%s', expected: identifier",
                                            lit_or_end(&l, b, sizeof b));
@@ -492,8 +492,6 @@ static int parse_all(struct parser *ps, struct selector *sel) {
                 return 0;
 
         for (;;) {
-                struct requirement *reqs;
-
                 if (l.tok != TOK_IDENTIFIER && l.tok != TOK_NOT)
                         return parse_error(
                                 ps, l.offset,
@@ -501,10 +499,10 @@ static int parse_all(struct parser *ps, struct selector *sel) {
                                             : "found '%s', expected: identifier after ','",
                                 lit_or_end(&l, b, sizeof b));
 
-                reqs = reallocarray(sel->reqs, sel->n + 1, sizeof(struct requirement));
-                if (!reqs)
-                        return -ENOMEM;
-                sel->reqs = reqs;
+                k = buf_grow_array(&sel->reqs, &sel->a_reqs, sel->n + 1, sizeof(struct requirement),
+                                   ps->max_parts);
+                if (k < 0)
+                        return k;
                 sel->reqs[sel->n] = (struct requirement){};
                 k = parse_requirement(ps, &sel->reqs[sel->n++]);
                 if (k < 0)
@@ -522,7 +520,7 @@ static int parse_all(struct parser *ps, struct selector *sel) {
 
 int selector_parse(const char *s, struct selector **ret, char **ret_error) {
         _cleanup_(selector_freep) struct selector *sel = NULL;
-        struct parser ps = { .s = s };
+        struct parser ps = { .s = s, .max_parts = strlen(s) + 1 };
         int r;
 
         assert(s);

@@ -7,22 +7,19 @@
 #include <string.h>
 
 #include "drainer/app.h"
+#include "drainer/buf.h"
 #include "drainer/client.h"
 #include "drainer/json.h"
 #include "drainer/objects.h"
 #include "drainer/plan.h"
 #include "drainer/snapshot.h"
 
+/* At most BUF_CAP_OBJECTS records of a kind, as an informer holds: more is -E2BIG. */
 static int rec_array_push(struct rec_array *a, void *rec) {
-        if (a->n == a->alloc) {
-                size_t n = a->alloc ? a->alloc * 2 : 64;
-                void **p = realloc(a->items, n * sizeof(void *));
+        int r = buf_grow_array(&a->items, &a->alloc, a->n + 1, sizeof(void *), BUF_CAP_OBJECTS);
 
-                if (!p)
-                        return -ENOMEM;
-                a->items = p;
-                a->alloc = n;
-        }
+        if (r < 0)
+                return r;
         a->items[a->n++] = rec;
         return 0;
 }

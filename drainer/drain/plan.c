@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drainer/buf.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
 #include "drainer/plan.h"
@@ -384,15 +385,16 @@ static int cmp_pdb_ptr(const void *a, const void *b) {
 
 static int add_blocker_owned(struct plan *p, enum blocker_kind kind, const struct pod_rec *pod,
                              char *message) {
-        struct plan_blocker *a;
+        int r;
 
-        a = reallocarray(p->blockers, p->n_blockers + 1, sizeof(*a));
-        if (!a) {
+        /* A few per pod at most: the pods' cap bounds them. */
+        r = buf_grow_array(&p->blockers, &p->a_blockers, p->n_blockers + 1, sizeof(*p->blockers),
+                           BUF_CAP_OBJECTS);
+        if (r < 0) {
                 free(message);
-                return -ENOMEM;
+                return r;
         }
-        p->blockers = a;
-        a[p->n_blockers++] = (struct plan_blocker){ .kind = kind, .pod = pod, .message = message };
+        p->blockers[p->n_blockers++] = (struct plan_blocker){ .kind = kind, .pod = pod, .message = message };
         return 0;
 }
 

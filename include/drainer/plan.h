@@ -122,7 +122,7 @@ struct plan {
         size_t n_claims;
         size_t n_claims_blocking; /* claims that are not driver_own */
         struct plan_blocker *blockers;
-        size_t n_blockers;
+        size_t n_blockers, a_blockers;
         const struct pdb_rec **pdbs; /* PDBs covering at least one evicted pod */
         size_t n_pdbs;
 };
