@@ -18,30 +18,17 @@
 
 /* ---- PodDisruptionBudgets ---- */
 
-static const cJSON *jget(const cJSON *o, const char *k) {
-        return o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
-}
+/* A status count: 0 when unset, clamped to int32 (what the API's int32 fields hold). */
+static int32_t get_int32(const cJSON *o, const char *k) {
+        double v;
 
-static const char *jstr(const cJSON *o, const char *k) {
-        const cJSON *v = jget(o, k);
-        return cJSON_IsString(v) && *v->valuestring ? v->valuestring : NULL;
-}
-
-static const cJSON *jobj(const cJSON *o, const char *k) {
-        const cJSON *v = jget(o, k);
-        return cJSON_IsObject(v) ? v : NULL;
-}
-
-static int32_t jint32(const cJSON *o, const char *k) {
-        const cJSON *v = jget(o, k);
-
-        if (!cJSON_IsNumber(v))
+        if (!json_get_double(o, k, &v) || v != v)
                 return 0;
-        if (v->valuedouble > INT32_MAX)
+        if (v > INT32_MAX)
                 return INT32_MAX;
-        if (v->valuedouble < INT32_MIN)
+        if (v < INT32_MIN)
                 return INT32_MIN;
-        return (int32_t)v->valuedouble;
+        return (int32_t)v;
 }
 
 /* Writes the requirements of a metav1.LabelSelector in selector string form.
@@ -50,7 +37,7 @@ static int32_t jint32(const cJSON *o, const char *k) {
  * where LabelSelectorAsSelector fails: unknown operator, In/NotIn without
  * values, Exists/DoesNotExist with values, a bad key or value. */
 static int write_label_selector(FILE *f, const cJSON *sel) {
-        const cJSON *ml = jget(sel, "matchLabels"), *me = jget(sel, "matchExpressions"), *e;
+        const cJSON *ml = json_get(sel, "matchLabels"), *me = json_get(sel, "matchExpressions"), *e;
         bool first = true;
 
         if (ml && !cJSON_IsNull(ml)) {
@@ -69,8 +56,8 @@ static int write_label_selector(FILE *f, const cJSON *sel) {
                 if (!cJSON_IsArray(me))
                         return -EINVAL;
                 cJSON_ArrayForEach(e, me) {
-                        const char *key = jstr(e, "key"), *op = jstr(e, "operator");
-                        const cJSON *values = jget(e, "values"), *v;
+                        const char *key = json_get_str(e, "key"), *op = json_get_str(e, "operator");
+                        const cJSON *values = json_get(e, "values"), *v;
                         int n = cJSON_IsArray(values) ? cJSON_GetArraySize(values) : 0;
                         bool set;
 
@@ -144,18 +131,18 @@ int pdb_rec_from_json(const cJSON *obj, struct pdb_rec **ret) {
 
         assert(ret);
 
-        meta = jobj(obj, "metadata");
-        ns = jstr(meta, "namespace");
-        name = jstr(meta, "name");
+        meta = json_get_obj(obj, "metadata");
+        ns = json_get_str(meta, "namespace");
+        name = json_get_str(meta, "name");
         if (!ns || !name)
                 return -EBADMSG;
-        rv = jstr(meta, "resourceVersion");
-        spec = jobj(obj, "spec");
-        status = jobj(obj, "status");
+        rv = json_get_str(meta, "resourceVersion");
+        spec = json_get_obj(obj, "spec");
+        status = json_get_obj(obj, "status");
 
         /* policy/v1: null selector = no pod, {} = every pod of the namespace
          * (LabelSelectorAsSelector gives labels.Nothing() / labels.Everything()). */
-        s = jget(spec, "selector");
+        s = json_get(spec, "selector");
         if (cJSON_IsObject(s)) {
                 r = pdb_selector(s, ns, name, &sel);
                 if (r < 0)
@@ -176,10 +163,10 @@ int pdb_rec_from_json(const cJSON *obj, struct pdb_rec **ret) {
         p += l_name;
         b->resource_version = rv ? memcpy(p, rv, l_rv) : NULL;
         b->selector = TAKE_PTR(sel);
-        b->disruptions_allowed = jint32(status, "disruptionsAllowed");
-        b->current_healthy = jint32(status, "currentHealthy");
-        b->desired_healthy = jint32(status, "desiredHealthy");
-        b->expected_pods = jint32(status, "expectedPods");
+        b->disruptions_allowed = get_int32(status, "disruptionsAllowed");
+        b->current_healthy = get_int32(status, "currentHealthy");
+        b->desired_healthy = get_int32(status, "desiredHealthy");
+        b->expected_pods = get_int32(status, "expectedPods");
         b->alloc_size = size;
 
         *ret = b;

@@ -231,8 +231,7 @@ static int parse_error_body(struct kube_call *call, long status, const char *bod
 
         if (body && len > 0)
                 j = cJSON_ParseWithLength(body, len);
-        if (j && cJSON_IsObject(j) && cJSON_GetObjectItemCaseSensitive(j, "kind") &&
-            streq_ptr(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "kind")), "Status")) {
+        if (streq_ptr(json_get_str(j, "kind"), "Status")) {
                 r = kube_status_to_errno(j, &reason, &message);
                 free(call->reason);
                 free(call->message);
@@ -436,11 +435,10 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
                 }
         }
         if (call->on_page) {
-                const cJSON *items = cJSON_GetObjectItemCaseSensitive(call->json, "items");
-                const cJSON *meta = cJSON_GetObjectItemCaseSensitive(call->json, "metadata");
-                const char *cont = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "continue"));
-                const char *rv =
-                        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion"));
+                const cJSON *items = json_get(call->json, "items");
+                const cJSON *meta = json_get(call->json, "metadata");
+                const char *cont = json_get_str(meta, "continue");
+                const char *rv = json_get_str(meta, "resourceVersion");
 
                 if (!cJSON_IsArray(items)) {
                         set_message(call, NULL, "list response has no items array");
@@ -455,7 +453,7 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
                         if (!call->list_rv)
                                 return call_finish_later(call, -ENOMEM);
                 }
-                if (cont && *cont) {
+                if (cont) {
                         r = list_next_page(call, cont);
                         if (r < 0)
                                 return call_finish_later(call, r);

@@ -24,6 +24,7 @@
 
 #include "drainer/backoff.h"
 #include "drainer/credentials.h"
+#include "drainer/json.h"
 #include "drainer/log.h"
 #include "drainer/macro.h"
 #include "drainer/text.h"
@@ -244,19 +245,6 @@ static void cloexec_all(void) {
 
 /* ---- the ExecCredential ---- */
 
-static int json_string_field(const cJSON *obj, const char *key, const char **ret) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-        if (!v || cJSON_IsNull(v)) {
-                *ret = NULL;
-                return 0;
-        }
-        if (!cJSON_IsString(v))
-                return -EINVAL;
-        *ret = *v->valuestring ? v->valuestring : NULL;
-        return 0;
-}
-
 struct answer {
         char *token, *cert, *key; /* owned */
         bool has_expiry;
@@ -285,8 +273,8 @@ static int parse_answer(const struct kube_exec *e, const char *out, size_t len, 
                 return set_error(ret_error, -EPROTO,
                                  "exec plugin \"%s\": output is not an ExecCredential JSON object", e->name);
         }
-        if (json_string_field(root, "apiVersion", &api) < 0 || json_string_field(root, "kind", &kind) < 0 ||
-            !kind || !streq(kind, "ExecCredential")) {
+        if (json_get_str_checked(root, "apiVersion", &api) < 0 ||
+            json_get_str_checked(root, "kind", &kind) < 0 || !kind || !streq(kind, "ExecCredential")) {
                 r = set_error(ret_error, -EPROTO, "exec plugin \"%s\": output is not an ExecCredential",
                               e->name);
                 goto out;
@@ -303,10 +291,10 @@ static int parse_answer(const struct kube_exec *e, const char *out, size_t len, 
                 r = set_error(ret_error, -EPROTO, "exec plugin \"%s\" didn't return a status", e->name);
                 goto out;
         }
-        if (json_string_field(status, "token", &tok) < 0 ||
-            json_string_field(status, "clientCertificateData", &crt) < 0 ||
-            json_string_field(status, "clientKeyData", &k) < 0 ||
-            json_string_field(status, "expirationTimestamp", &exp) < 0) {
+        if (json_get_str_checked(status, "token", &tok) < 0 ||
+            json_get_str_checked(status, "clientCertificateData", &crt) < 0 ||
+            json_get_str_checked(status, "clientKeyData", &k) < 0 ||
+            json_get_str_checked(status, "expirationTimestamp", &exp) < 0) {
                 r = set_error(ret_error, -EPROTO, "exec plugin \"%s\": status fields must be strings",
                               e->name);
                 goto out;

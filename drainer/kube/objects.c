@@ -6,6 +6,7 @@
 #include <stdalign.h>
 #include <string.h>
 
+#include "drainer/json.h"
 #include "drainer/log.h"
 #include "drainer/objects.h"
 #include "drainer/timesrc.h"
@@ -88,58 +89,15 @@ static const char *pk_opt(struct packer *pk, const char *s) {
                 _r;                                                          \
         })
 
-/* ---- JSON access ---- */
-
-static const cJSON *jget(const cJSON *o, const char *k) {
-        return cJSON_GetObjectItemCaseSensitive(o, k);
-}
-
-static const char *jstr(const cJSON *o, const char *k) {
-        const cJSON *v = jget(o, k);
-        return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static bool jtrue(const cJSON *o, const char *k) {
-        return cJSON_IsTrue(jget(o, k));
-}
-
-static bool jint64(const cJSON *o, const char *k, int64_t *ret) {
-        const cJSON *v = jget(o, k);
-
-        if (!cJSON_IsNumber(v))
-                return false;
-        /* Out of range (or inf, from 1e999) cannot be converted: treat as unset. */
-        if (!(v->valuedouble >= -9223372036854775808.0 && v->valuedouble < 9223372036854775808.0))
-                return false;
-        *ret = (int64_t)v->valuedouble;
-        return true;
-}
-
-static const cJSON *jobj(const cJSON *o, const char *k) {
-        const cJSON *v = jget(o, k);
-        return cJSON_IsObject(v) ? v : NULL;
-}
-
-static const cJSON *jarr(const cJSON *o, const char *k) {
-        const cJSON *v = jget(o, k);
-        return cJSON_IsArray(v) ? v : NULL;
-}
-
-static size_t count_children(const cJSON *o) {
-        size_t n = 0;
-
-        for (const cJSON *c = o ? o->child : NULL; c; c = c->next)
-                n++;
-        return n;
-}
-
 /* status.conditions[type==t].status == "True" */
 static bool condition_true(const cJSON *status, const char *t) {
         const cJSON *c;
 
         cJSON_ArrayForEach(
-                c, jarr(status, "conditions")) if (streq_ptr(jstr(c, "type"),
-                                                             t)) return streq_ptr(jstr(c, "status"), "True");
+                c, json_get_arr(status,
+                                "conditions")) if (streq_ptr(json_get_str(c, "type"),
+                                                             t)) return streq_ptr(json_get_str(c, "status"),
+                                                                                  "True");
         return false;
 }
 
@@ -172,13 +130,14 @@ static int pack_kv(struct packer *pk, const cJSON *map, const char *prefix, cons
 static const cJSON *controller_ref(const cJSON *metadata) {
         const cJSON *o;
 
-        cJSON_ArrayForEach(o, jarr(metadata, "ownerReferences")) if (jtrue(o, "controller")) return o;
+        cJSON_ArrayForEach(
+                o, json_get_arr(metadata, "ownerReferences")) if (json_get_true(o, "controller")) return o;
         return NULL;
 }
 
 static int required_meta(const cJSON *obj, bool namespaced, const cJSON **ret_meta) {
-        const cJSON *meta = jobj(obj, "metadata");
-        const char *name = jstr(meta, "name"), *ns = jstr(meta, "namespace");
+        const cJSON *meta = json_get_obj(obj, "metadata");
+        const char *name = json_get_str(meta, "name"), *ns = json_get_str(meta, "namespace");
 
         if (!meta || !name || !*name || (namespaced && (!ns || !*ns)))
                 return -EBADMSG;
@@ -200,26 +159,26 @@ DEFINE_STRING_TABLE_LOOKUP(pod_phase, enum pod_phase, _POD_PHASE_MAX, _POD_PHASE
 static const char *generated_claim_name(const cJSON *status, const char *name) {
         const cJSON *s;
 
-        cJSON_ArrayForEach(
-                s, jarr(status,
-                        "resourceClaimStatuses")) if (streq_ptr(jstr(s, "name"),
-                                                                name)) return jstr(s, "resourceClaimName");
+        if (!name)
+                return NULL; /* a reference without a name matches no status entry */
+        cJSON_ArrayForEach(s, json_get_arr(status, "resourceClaimStatuses")) if (
+                streq_ptr(json_get_str(s, "name"), name)) return json_get_str(s, "resourceClaimName");
         return NULL;
 }
 
 static int pack_tolerations(struct packer *pk, const cJSON *spec, struct pod_rec *p) {
-        const cJSON *arr = jarr(spec, "tolerations"), *t;
-        size_t n = count_children(arr), i = 0;
+        const cJSON *arr = json_get_arr(spec, "tolerations"), *t;
+        size_t n = json_count(arr), i = 0;
         struct toleration *a = pk_array(pk, n, sizeof(struct toleration)), scratch;
 
         cJSON_ArrayForEach(t, arr) {
                 struct toleration *e = ELEM(a, i++, scratch);
 
-                e->key = pk_opt(pk, jstr(t, "key"));
-                e->op = pk_opt(pk, jstr(t, "operator"));
-                e->value = pk_opt(pk, jstr(t, "value"));
-                e->effect = pk_opt(pk, jstr(t, "effect"));
-                if (!jint64(t, "tolerationSeconds", &e->seconds))
+                e->key = pk_opt(pk, json_get_str(t, "key"));
+                e->op = pk_opt(pk, json_get_str(t, "operator"));
+                e->value = pk_opt(pk, json_get_str(t, "value"));
+                e->effect = pk_opt(pk, json_get_str(t, "effect"));
+                if (!json_get_int64(t, "tolerationSeconds", &e->seconds))
                         e->seconds = -1;
         }
         p->tolerations = a;
@@ -236,11 +195,11 @@ static int pod_build(const cJSON *obj, struct packer *pk, struct pod_rec *p) {
         r = required_meta(obj, true, &meta);
         if (r < 0)
                 return r;
-        spec = jobj(obj, "spec");
-        status = jobj(obj, "status");
+        spec = json_get_obj(obj, "spec");
+        status = json_get_obj(obj, "status");
 
         /* Arrays first (aligned), strings after. */
-        r = pack_kv(pk, jobj(meta, "labels"), NULL, &p->labels, &p->n_labels);
+        r = pack_kv(pk, json_get_obj(meta, "labels"), NULL, &p->labels, &p->n_labels);
         if (r < 0)
                 return r;
         r = pack_tolerations(pk, spec, p);
@@ -253,24 +212,25 @@ static int pod_build(const cJSON *obj, struct packer *pk, struct pod_rec *p) {
                 struct owner_ref *o = pk_array(pk, 1, sizeof(struct owner_ref)), scratch;
                 struct owner_ref *e = ELEM(o, 0, scratch);
 
-                e->api_version = pk_opt(pk, jstr(ctl, "apiVersion"));
-                e->kind = pk_opt(pk, jstr(ctl, "kind"));
-                e->name = pk_opt(pk, jstr(ctl, "name"));
-                e->uid = pk_opt(pk, jstr(ctl, "uid"));
+                e->api_version = pk_opt(pk, json_get_str(ctl, "apiVersion"));
+                e->kind = pk_opt(pk, json_get_str(ctl, "kind"));
+                e->name = pk_opt(pk, json_get_str(ctl, "name"));
+                e->uid = pk_opt(pk, json_get_str(ctl, "uid"));
                 e->controller = true;
                 p->controller = o;
         }
 
-        arr = jarr(spec, "resourceClaims");
-        n = count_children(arr);
+        arr = json_get_arr(spec, "resourceClaims");
+        n = json_count(arr);
         i = 0;
         {
                 struct pod_claim_ref *a = pk_array(pk, n, sizeof(struct pod_claim_ref)), scratch;
 
                 cJSON_ArrayForEach(c, arr) {
                         struct pod_claim_ref *e = ELEM(a, i++, scratch);
-                        const char *name = jstr(c, "name"), *claim = jstr(c, "resourceClaimName");
-                        const char *tmpl = jstr(c, "resourceClaimTemplateName");
+                        const char *name = json_get_str(c, "name"),
+                                   *claim = json_get_str(c, "resourceClaimName");
+                        const char *tmpl = json_get_str(c, "resourceClaimTemplateName");
 
                         e->name = pk_opt(pk, name);
                         e->from_template = !claim && tmpl && *tmpl;
@@ -285,18 +245,18 @@ static int pod_build(const cJSON *obj, struct packer *pk, struct pod_rec *p) {
                 p->n_claims = n;
         }
 
-        p->ns = pk_str(pk, jstr(meta, "namespace"));
-        p->name = pk_str(pk, jstr(meta, "name"));
-        p->uid = pk_opt(pk, jstr(meta, "uid"));
-        p->resource_version = pk_opt(pk, jstr(meta, "resourceVersion"));
-        p->node_name = pk_opt(pk, jstr(spec, "nodeName"));
-        p->pod_ip = pk_opt(pk, jstr(status, "podIP"));
-        p->priority_class_name = pk_opt(pk, jstr(spec, "priorityClassName"));
-        p->extended_claim_name =
-                pk_opt(pk, jstr(jobj(status, "extendedResourceClaimStatus"), "resourceClaimName"));
+        p->ns = pk_str(pk, json_get_str(meta, "namespace"));
+        p->name = pk_str(pk, json_get_str(meta, "name"));
+        p->uid = pk_opt(pk, json_get_str(meta, "uid"));
+        p->resource_version = pk_opt(pk, json_get_str(meta, "resourceVersion"));
+        p->node_name = pk_opt(pk, json_get_str(spec, "nodeName"));
+        p->pod_ip = pk_opt(pk, json_get_str(status, "podIP"));
+        p->priority_class_name = pk_opt(pk, json_get_str(spec, "priorityClassName"));
+        p->extended_claim_name = pk_opt(
+                pk, json_get_str(json_get_obj(status, "extendedResourceClaimStatus"), "resourceClaimName"));
 
         {
-                const char *phase = jstr(status, "phase");
+                const char *phase = json_get_str(status, "phase");
 
                 if (!phase || !*phase)
                         p->phase = POD_PENDING;
@@ -307,28 +267,29 @@ static int pod_build(const cJSON *obj, struct packer *pk, struct pod_rec *p) {
                 }
         }
         p->ready = condition_true(status, "Ready");
-        p->deleting = jget(meta, "deletionTimestamp") && !cJSON_IsNull(jget(meta, "deletionTimestamp"));
-        if (!jint64(meta, "deletionGracePeriodSeconds", &p->deletion_grace_seconds))
+        p->deleting =
+                json_get(meta, "deletionTimestamp") && !cJSON_IsNull(json_get(meta, "deletionTimestamp"));
+        if (!json_get_int64(meta, "deletionGracePeriodSeconds", &p->deletion_grace_seconds))
                 p->deletion_grace_seconds = -1;
-        if (!jint64(spec, "terminationGracePeriodSeconds", &p->termination_grace_seconds))
+        if (!json_get_int64(spec, "terminationGracePeriodSeconds", &p->termination_grace_seconds))
                 p->termination_grace_seconds = 30;
-        p->mirror = jget(jobj(meta, "annotations"), "kubernetes.io/config.mirror");
-        p->priority = jint64(spec, "priority", &v) ? (int32_t)v : 0;
+        p->mirror = json_get(json_get_obj(meta, "annotations"), "kubernetes.io/config.mirror");
+        p->priority = json_get_int64(spec, "priority", &v) ? (int32_t)v : 0;
 
         p->has_emptydir = false;
-        cJSON_ArrayForEach(c, jarr(spec, "volumes")) if (jobj(c, "emptyDir")) {
+        cJSON_ArrayForEach(c, json_get_arr(spec, "volumes")) if (json_get_obj(c, "emptyDir")) {
                 p->has_emptydir = true;
                 break;
         }
 
         p->grpc_probe_port = 0;
         p->grpc_probe_service = NULL;
-        cJSON_ArrayForEach(c, jarr(spec, "containers")) {
-                const cJSON *grpc = jobj(jobj(c, "livenessProbe"), "grpc");
+        cJSON_ArrayForEach(c, json_get_arr(spec, "containers")) {
+                const cJSON *grpc = json_get_obj(json_get_obj(c, "livenessProbe"), "grpc");
 
-                if (grpc && jint64(grpc, "port", &v)) {
+                if (grpc && json_get_int64(grpc, "port", &v)) {
                         p->grpc_probe_port = (int32_t)v;
-                        p->grpc_probe_service = pk_opt(pk, jstr(grpc, "service"));
+                        p->grpc_probe_service = pk_opt(pk, json_get_str(grpc, "service"));
                         break;
                 }
         }
@@ -354,20 +315,21 @@ static const char *node_local_selector(const cJSON *sel, bool *ret_other) {
                 return NULL;
         *ret_other = true;
 
-        terms = jarr(sel, "nodeSelectorTerms");
+        terms = json_get_arr(sel, "nodeSelectorTerms");
         if (cJSON_GetArraySize(terms) != 1)
                 return NULL;
         term = terms->child;
-        exprs = jarr(term, "matchExpressions");
+        exprs = json_get_arr(term, "matchExpressions");
         if (cJSON_GetArraySize(exprs) != 0)
                 return NULL;
-        fields = jarr(term, "matchFields");
+        fields = json_get_arr(term, "matchFields");
         if (cJSON_GetArraySize(fields) != 1)
                 return NULL;
         f = fields->child;
-        if (!streq_ptr(jstr(f, "key"), "metadata.name") || !streq_ptr(jstr(f, "operator"), "In"))
+        if (!streq_ptr(json_get_str(f, "key"), "metadata.name") ||
+            !streq_ptr(json_get_str(f, "operator"), "In"))
                 return NULL;
-        values = jarr(f, "values");
+        values = json_get_arr(f, "values");
         if (cJSON_GetArraySize(values) != 1 || !cJSON_IsString(values->child) ||
             !*values->child->valuestring)
                 return NULL;
@@ -385,11 +347,11 @@ static int claim_build(const cJSON *obj, struct packer *pk, struct claim_rec *c)
         r = required_meta(obj, true, &meta);
         if (r < 0)
                 return r;
-        status = jobj(obj, "status");
-        alloc = jobj(status, "allocation");
+        status = json_get_obj(obj, "status");
+        alloc = json_get_obj(status, "allocation");
 
-        arr = jarr(jobj(alloc, "devices"), "results");
-        n = count_children(arr);
+        arr = json_get_arr(json_get_obj(alloc, "devices"), "results");
+        n = json_count(arr);
         i = 0;
         c->admin_access_any = false;
         {
@@ -398,20 +360,20 @@ static int claim_build(const cJSON *obj, struct packer *pk, struct claim_rec *c)
                 cJSON_ArrayForEach(e, arr) {
                         struct claim_device *d = ELEM(a, i++, scratch);
 
-                        d->request = pk_opt(pk, jstr(e, "request"));
-                        d->driver = pk_opt(pk, jstr(e, "driver"));
-                        d->pool = pk_opt(pk, jstr(e, "pool"));
-                        d->device = pk_opt(pk, jstr(e, "device"));
-                        d->admin_access = jtrue(e, "adminAccess");
-                        if (jtrue(e, "adminAccess"))
+                        d->request = pk_opt(pk, json_get_str(e, "request"));
+                        d->driver = pk_opt(pk, json_get_str(e, "driver"));
+                        d->pool = pk_opt(pk, json_get_str(e, "pool"));
+                        d->device = pk_opt(pk, json_get_str(e, "device"));
+                        d->admin_access = json_get_true(e, "adminAccess");
+                        if (json_get_true(e, "adminAccess"))
                                 c->admin_access_any = true;
                 }
                 c->devices = a;
                 c->n_devices = n;
         }
 
-        arr = jarr(status, "reservedFor");
-        n = count_children(arr);
+        arr = json_get_arr(status, "reservedFor");
+        n = json_count(arr);
         i = 0;
         {
                 struct claim_consumer *a = pk_array(pk, n, sizeof(struct claim_consumer)), scratch;
@@ -419,32 +381,34 @@ static int claim_build(const cJSON *obj, struct packer *pk, struct claim_rec *c)
                 cJSON_ArrayForEach(e, arr) {
                         struct claim_consumer *d = ELEM(a, i++, scratch);
 
-                        d->api_group = pk_opt(pk, jstr(e, "apiGroup"));
-                        d->resource = pk_opt(pk, jstr(e, "resource"));
-                        d->name = pk_opt(pk, jstr(e, "name"));
-                        d->uid = pk_opt(pk, jstr(e, "uid"));
+                        d->api_group = pk_opt(pk, json_get_str(e, "apiGroup"));
+                        d->resource = pk_opt(pk, json_get_str(e, "resource"));
+                        d->name = pk_opt(pk, json_get_str(e, "name"));
+                        d->uid = pk_opt(pk, json_get_str(e, "uid"));
                 }
                 c->reserved = a;
                 c->n_reserved = n;
         }
 
-        c->ns = pk_str(pk, jstr(meta, "namespace"));
-        c->name = pk_str(pk, jstr(meta, "name"));
-        c->uid = pk_opt(pk, jstr(meta, "uid"));
-        c->resource_version = pk_opt(pk, jstr(meta, "resourceVersion"));
-        c->deleting = jget(meta, "deletionTimestamp") && !cJSON_IsNull(jget(meta, "deletionTimestamp"));
+        c->ns = pk_str(pk, json_get_str(meta, "namespace"));
+        c->name = pk_str(pk, json_get_str(meta, "name"));
+        c->uid = pk_opt(pk, json_get_str(meta, "uid"));
+        c->resource_version = pk_opt(pk, json_get_str(meta, "resourceVersion"));
+        c->deleting =
+                json_get(meta, "deletionTimestamp") && !cJSON_IsNull(json_get(meta, "deletionTimestamp"));
         c->allocated = alloc;
-        node = node_local_selector(alloc ? jget(alloc, "nodeSelector") : NULL, &c->selector_other);
+        node = node_local_selector(alloc ? json_get(alloc, "nodeSelector") : NULL, &c->selector_other);
         c->selector_node = pk_opt(pk, node);
 
         ctl = controller_ref(meta);
         c->owner_pod = c->owner_pod_uid = NULL;
-        if (ctl && streq_ptr(jstr(ctl, "kind"), "Pod")) {
-                c->owner_pod = pk_opt(pk, jstr(ctl, "name"));
-                c->owner_pod_uid = pk_opt(pk, jstr(ctl, "uid"));
+        if (ctl && streq_ptr(json_get_str(ctl, "kind"), "Pod")) {
+                c->owner_pod = pk_opt(pk, json_get_str(ctl, "name"));
+                c->owner_pod_uid = pk_opt(pk, json_get_str(ctl, "uid"));
         }
-        c->extended_resource = streq_ptr(
-                jstr(jobj(meta, "annotations"), "resource.kubernetes.io/extended-resource-claim"), "true");
+        c->extended_resource = streq_ptr(json_get_str(json_get_obj(meta, "annotations"),
+                                                      "resource.kubernetes.io/extended-resource-claim"),
+                                         "true");
         return 0;
 }
 
@@ -463,38 +427,39 @@ static int node_build(const cJSON *obj, struct packer *pk, struct node_rec *n) {
         r = required_meta(obj, false, &meta);
         if (r < 0)
                 return r;
-        spec = jobj(obj, "spec");
-        status = jobj(obj, "status");
+        spec = json_get_obj(obj, "spec");
+        status = json_get_obj(obj, "status");
 
-        r = pack_kv(pk, jobj(meta, "labels"), NULL, &n->labels, &n->n_labels);
+        r = pack_kv(pk, json_get_obj(meta, "labels"), NULL, &n->labels, &n->n_labels);
         if (r < 0)
                 return r;
-        r = pack_kv(pk, jobj(meta, "annotations"), "drainer.io/", &n->annotations, &n->n_annotations);
+        r = pack_kv(pk, json_get_obj(meta, "annotations"), "drainer.io/", &n->annotations,
+                    &n->n_annotations);
         if (r < 0)
                 return r;
 
-        arr = jarr(spec, "taints");
-        cnt = count_children(arr);
+        arr = json_get_arr(spec, "taints");
+        cnt = json_count(arr);
         {
                 struct node_taint *a = pk_array(pk, cnt, sizeof(struct node_taint)), scratch;
 
                 cJSON_ArrayForEach(t, arr) {
                         struct node_taint *e = ELEM(a, i++, scratch);
 
-                        e->key = pk_opt(pk, jstr(t, "key"));
-                        e->value = pk_opt(pk, jstr(t, "value"));
-                        e->effect = pk_opt(pk, jstr(t, "effect"));
-                        e->time_added = pk_opt(pk, jstr(t, "timeAdded"));
+                        e->key = pk_opt(pk, json_get_str(t, "key"));
+                        e->value = pk_opt(pk, json_get_str(t, "value"));
+                        e->effect = pk_opt(pk, json_get_str(t, "effect"));
+                        e->time_added = pk_opt(pk, json_get_str(t, "timeAdded"));
                 }
                 n->taints = a;
                 n->n_taints = cnt;
         }
 
-        n->name = pk_str(pk, jstr(meta, "name"));
-        n->uid = pk_opt(pk, jstr(meta, "uid"));
-        n->resource_version = pk_opt(pk, jstr(meta, "resourceVersion"));
-        n->kubelet_version = pk_opt(pk, jstr(jobj(status, "nodeInfo"), "kubeletVersion"));
-        n->unschedulable = jtrue(spec, "unschedulable");
+        n->name = pk_str(pk, json_get_str(meta, "name"));
+        n->uid = pk_opt(pk, json_get_str(meta, "uid"));
+        n->resource_version = pk_opt(pk, json_get_str(meta, "resourceVersion"));
+        n->kubelet_version = pk_opt(pk, json_get_str(json_get_obj(status, "nodeInfo"), "kubeletVersion"));
+        n->unschedulable = json_get_true(spec, "unschedulable");
         n->ready = condition_true(status, "Ready");
         return 0;
 }
@@ -513,23 +478,25 @@ static int slice_build(const cJSON *obj, struct packer *pk, struct slice_rec *s)
         r = required_meta(obj, false, &meta);
         if (r < 0)
                 return r;
-        spec = jobj(obj, "spec");
-        pool = jobj(spec, "pool");
-        if (!jstr(spec, "driver") || !*jstr(spec, "driver") || !jstr(pool, "name") || !*jstr(pool, "name"))
+        spec = json_get_obj(obj, "spec");
+        pool = json_get_obj(spec, "pool");
+        if (!json_get_str(spec, "driver") || !*json_get_str(spec, "driver") || !json_get_str(pool, "name") ||
+            !*json_get_str(pool, "name"))
                 return -EBADMSG;
 
-        s->name = pk_str(pk, jstr(meta, "name"));
-        s->resource_version = pk_opt(pk, jstr(meta, "resourceVersion"));
-        s->driver = pk_str(pk, jstr(spec, "driver"));
-        s->pool = pk_str(pk, jstr(pool, "name"));
-        s->node_name = pk_opt(pk, jstr(spec, "nodeName"));
-        if (!jint64(pool, "generation", &s->pool_generation))
+        s->name = pk_str(pk, json_get_str(meta, "name"));
+        s->resource_version = pk_opt(pk, json_get_str(meta, "resourceVersion"));
+        s->driver = pk_str(pk, json_get_str(spec, "driver"));
+        s->pool = pk_str(pk, json_get_str(pool, "name"));
+        s->node_name = pk_opt(pk, json_get_str(spec, "nodeName"));
+        if (!json_get_int64(pool, "generation", &s->pool_generation))
                 s->pool_generation = 0;
-        if (!jint64(pool, "resourceSliceCount", &s->pool_slice_count))
+        if (!json_get_int64(pool, "resourceSliceCount", &s->pool_slice_count))
                 s->pool_slice_count = 0;
-        s->n_devices = count_children(jarr(spec, "devices"));
-        s->all_nodes = jtrue(spec, "allNodes");
-        s->has_node_selector = jobj(spec, "nodeSelector") || jtrue(spec, "perDeviceNodeSelection");
+        s->n_devices = json_count(json_get_arr(spec, "devices"));
+        s->all_nodes = json_get_true(spec, "allNodes");
+        s->has_node_selector =
+                json_get_obj(spec, "nodeSelector") || json_get_true(spec, "perDeviceNodeSelection");
         return 0;
 }
 
@@ -544,7 +511,7 @@ int slice_rec_from_json(const cJSON *obj, struct slice_rec **ret) {
 static int64_t jtime(const cJSON *o, const char *k) {
         int64_t t;
 
-        return timesrc_parse_rfc3339(jstr(o, k), &t) >= 0 ? t : 0;
+        return timesrc_parse_rfc3339(json_get_str(o, k), &t) >= 0 ? t : 0;
 }
 
 static int lease_build(const cJSON *obj, struct packer *pk, struct lease_rec *l) {
@@ -554,15 +521,15 @@ static int lease_build(const cJSON *obj, struct packer *pk, struct lease_rec *l)
         r = required_meta(obj, true, &meta);
         if (r < 0)
                 return r;
-        spec = jobj(obj, "spec");
+        spec = json_get_obj(obj, "spec");
 
-        l->ns = pk_str(pk, jstr(meta, "namespace"));
-        l->name = pk_str(pk, jstr(meta, "name"));
-        l->resource_version = pk_opt(pk, jstr(meta, "resourceVersion"));
-        l->holder = pk_opt(pk, jstr(spec, "holderIdentity"));
-        if (!jint64(spec, "leaseDurationSeconds", &l->duration_seconds))
+        l->ns = pk_str(pk, json_get_str(meta, "namespace"));
+        l->name = pk_str(pk, json_get_str(meta, "name"));
+        l->resource_version = pk_opt(pk, json_get_str(meta, "resourceVersion"));
+        l->holder = pk_opt(pk, json_get_str(spec, "holderIdentity"));
+        if (!json_get_int64(spec, "leaseDurationSeconds", &l->duration_seconds))
                 l->duration_seconds = 0;
-        if (!jint64(spec, "leaseTransitions", &l->transitions))
+        if (!json_get_int64(spec, "leaseTransitions", &l->transitions))
                 l->transitions = 0;
         l->acquire_time_usec = jtime(spec, "acquireTime");
         l->renew_time_usec = jtime(spec, "renewTime");
