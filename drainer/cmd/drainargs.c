@@ -52,11 +52,7 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                 a->dry_run = true;
                 return 0;
         case OPT_DRIVER_SELECTOR:
-                if (a->n_driver_selectors >= MAX_DRIVER_SELECTORS)
-                        return log_error_errno(EINVAL, "--driver-selector: at most %d",
-                                               MAX_DRIVER_SELECTORS);
-                a->driver_selectors[a->n_driver_selectors++] = arg;
-                return 0;
+                return driver_selector_add(a->driver_selectors, &a->n_driver_selectors, arg);
         case OPT_DRIVER_STOP: {
                 const char *colon = strchr(arg, ':');
                 _cleanup_free_ char *kind = colon ? strndup(arg, colon - arg) : strdup(arg);
@@ -160,13 +156,9 @@ int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain
                 log_error("--pod-selector: %s", strna(err));
                 return -EINVAL;
         }
-        r = selectors_parse_strv(a->n_driver_selectors > 0 ? a->driver_selectors
-                                                           : claims_default_driver_selectors,
-                                 &a->drv_sels, &a->n_drv_sels, &err);
-        if (r < 0) {
-                log_error("--driver-selector: %s", strna(err));
-                return -EINVAL;
-        }
+        r = driver_selectors_parse(a->driver_selectors, a->n_driver_selectors, &a->drv_sels, &a->n_drv_sels);
+        if (r < 0)
+                return r;
         if (a->health) {
                 r = health_target_parse(a->health, &a->health_target, &err);
                 if (r < 0) {
@@ -191,6 +183,27 @@ void fill_plan_options(const struct drain_args *a, struct plan_options *po) {
                 .driver_stop_arg = a->stop_arg,
                 .ignore_driver_health = a->ignore_health,
         };
+}
+
+int driver_selector_add(const char **v, size_t *n, const char *sel) {
+        if (*n >= MAX_DRIVER_SELECTORS)
+                return log_error_errno(EINVAL, "--driver-selector: at most %d selectors",
+                                       MAX_DRIVER_SELECTORS);
+        v[(*n)++] = sel;
+        v[*n] = NULL;
+        return 0;
+}
+
+int driver_selectors_parse(const char *const *v, size_t n, struct selector ***ret, size_t *ret_n) {
+        _cleanup_free_ char *err = NULL;
+        int r;
+
+        r = selectors_parse_strv(n > 0 ? v : claims_default_driver_selectors, ret, ret_n, &err);
+        if (r == -ENOMEM)
+                return log_oom();
+        if (r < 0)
+                return log_error_errno(EINVAL, "--driver-selector: %s", err ? err : "invalid selector");
+        return 0;
 }
 
 int driver_namespace_add(const char **v, size_t *n, const char *ns) {

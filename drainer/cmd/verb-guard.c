@@ -108,11 +108,7 @@ static int on_guard_opt(int opt, const char *arg, void *userdata) {
                                                arg);
                 return 0;
         case 'D':
-                if (o->n_driver_selectors >= MAX_DRIVER_SELECTORS)
-                        return log_error_errno(EINVAL, "--driver-selector: at most %d selectors",
-                                               MAX_DRIVER_SELECTORS);
-                o->driver_selectors[o->n_driver_selectors++] = arg;
-                return 0;
+                return driver_selector_add(o->driver_selectors, &o->n_driver_selectors, arg);
         case 'S':
                 return driver_namespace_add(o->driver_namespaces, &o->n_driver_namespaces, arg);
         }
@@ -429,7 +425,6 @@ static int guard_run(struct app *a, const struct guard_opts *o) {
                 .on_synced = on_inf_synced,
                 .on_error = on_inf_error,
         };
-        _cleanup_free_ char *err = NULL;
         struct guard g = {
                 .app = a,
                 .o = o,
@@ -441,12 +436,9 @@ static int guard_run(struct app *a, const struct guard_opts *o) {
         uint64_t d;
         int r;
 
-        r = selectors_parse_strv(o->n_driver_selectors > 0 ? o->driver_selectors
-                                                           : claims_default_driver_selectors,
-                                 &g.sels, &g.n_sels, &err);
+        r = driver_selectors_parse(o->driver_selectors, o->n_driver_selectors, &g.sels, &g.n_sels);
         if (r < 0)
-                return log_error_errno(r, "--driver-selector: %s", err ? err : "invalid selector"),
-                       EXIT_USAGE;
+                return EXIT_USAGE;
         if (g.pod_name && *g.pod_name && g.pod_ns && *g.pod_ns &&
             asprintf(&g.own_key, "%s/%s", g.pod_ns, g.pod_name) < 0)
                 g.own_key = NULL;
@@ -567,16 +559,12 @@ int verb_guard(int argc, char **argv, struct global_flags *gf) {
                 return EXIT_USAGE;
         }
         if (o.n_driver_selectors > 0) {
-                _cleanup_free_ char *err = NULL;
                 struct selector **sels;
                 size_t n;
 
                 /* Validate before any request is made. */
-                r = selectors_parse_strv(o.driver_selectors, &sels, &n, &err);
-                if (r < 0) {
-                        log_error("--driver-selector: %s", err ? err : "invalid selector");
+                if (driver_selectors_parse(o.driver_selectors, o.n_driver_selectors, &sels, &n) < 0)
                         return EXIT_USAGE;
-                }
                 selectors_free(sels, n);
         }
         /* A hook's output ends up in a log file or an Event: always timestamped lines. */

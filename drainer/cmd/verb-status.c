@@ -45,11 +45,7 @@ static int on_status_opt(int opt, const char *arg, void *userdata) {
                 return driver_namespace_add(o->driver_namespaces, &o->n_driver_namespaces, arg);
         if (opt != 'D')
                 return -EINVAL;
-        if (o->n_driver_selectors >= MAX_DRIVER_SELECTORS)
-                return log_error_errno(EINVAL, "--driver-selector: at most %d selectors",
-                                       MAX_DRIVER_SELECTORS);
-        o->driver_selectors[o->n_driver_selectors++] = arg;
-        return 0;
+        return driver_selector_add(o->driver_selectors, &o->n_driver_selectors, arg);
 }
 
 static int cmp_pod(const void *a, const void *b) {
@@ -180,7 +176,6 @@ static int print_status(const struct view *s, const struct status_opts *o, enum 
                         bool compact) {
         _cleanup_free_ enum pod_class *cls = NULL;
         _cleanup_free_ enum claim_on_node_reason *why = NULL;
-        _cleanup_free_ char *err = NULL;
         struct selector **sels = NULL;
         size_t n_sels = 0, n_on_node = 0;
         struct pod_rec **pods = s->pods;
@@ -189,12 +184,9 @@ static int print_status(const struct view *s, const struct status_opts *o, enum 
         const char *owner = cordon_owner(n);
         int r;
 
-        if (o->n_driver_selectors > 0)
-                r = selectors_parse_strv(o->driver_selectors, &sels, &n_sels, &err);
-        else
-                r = selectors_parse_strv(claims_default_driver_selectors, &sels, &n_sels, &err);
+        r = driver_selectors_parse(o->driver_selectors, o->n_driver_selectors, &sels, &n_sels);
         if (r < 0)
-                return log_error_errno(r, "--driver-selector: %s", err ? err : "invalid selector");
+                return r;
 
         if (s->n_pods > 0)
                 qsort(pods, s->n_pods, sizeof(*pods), cmp_pod);
@@ -546,16 +538,12 @@ int verb_status(int argc, char **argv, struct global_flags *g) {
         }
         s.node_name = argv[optind];
         if (o.n_driver_selectors > 0) {
-                _cleanup_free_ char *err = NULL;
                 struct selector **sels;
                 size_t n;
 
                 /* Validate before any request is made. */
-                r = selectors_parse_strv(o.driver_selectors, &sels, &n, &err);
-                if (r < 0) {
-                        log_error("--driver-selector: %s", err ? err : "invalid selector");
+                if (driver_selectors_parse(o.driver_selectors, o.n_driver_selectors, &sels, &n) < 0)
                         return EXIT_USAGE;
-                }
                 selectors_free(sels, n);
         }
 

@@ -71,6 +71,15 @@ int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain
 void drain_args_done(struct drain_args *a);
 void fill_plan_options(const struct drain_args *a, struct plan_options *po);
 
+/* --driver-selector SEL, for every verb that takes it (the drain verbs, status, guard,
+ * doctor): adds SEL to the n of at most MAX_DRIVER_SELECTORS in v (NULL-terminated);
+ * logs and returns -EINVAL when there are too many. */
+int driver_selector_add(const char **v, size_t *n, const char *sel);
+/* The selectors v (n of them), or claims_default_driver_selectors when n is 0, parsed
+ * (selectors_free() them); logs "--driver-selector: ..." and returns -EINVAL for an
+ * invalid one, -ENOMEM (logged). Call it before any request is made. */
+int driver_selectors_parse(const char *const *v, size_t n, struct selector ***ret, size_t *ret_n);
+
 /* --driver-namespace NS for the verbs with flags of their own (status, guard): adds
  * NS to the n of at most MAX_DRIVER_NAMESPACES in v (NULL-terminated); logs and
  * returns -EINVAL when NS is not a namespace name or there are too many. */
