@@ -11,7 +11,6 @@
 #include "drainer/hashmap.h"
 #include "drainer/informer.h"
 #include "drainer/json.h"
-#include "drainer/kstatus.h"
 #include "drainer/log.h"
 #include "drainer/metrics.h"
 #include "drainer/objects.h"
@@ -338,14 +337,6 @@ static int on_watch_event(enum watch_event_type type, const cJSON *object, void 
         case WATCH_BOOKMARK:
                 set_rv(inf, json_str(object, "metadata.resourceVersion"));
                 return 0;
-        case WATCH_ERROR: {
-                _cleanup_free_ char *reason = NULL, *message = NULL;
-                int r = kube_status_to_errno(object, &reason, &message);
-
-                /* 410 Gone: our resourceVersion was compacted; relist. */
-                log_debug("informer %s: watch error: %s", inf->ops->name, strna(message));
-                return r < 0 ? r : -EPROTO;
-        }
         case WATCH_ADDED:
         case WATCH_MODIFIED:
         case WATCH_DELETED:

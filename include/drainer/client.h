@@ -101,7 +101,9 @@ int kube_get(struct kube_client *c, const char *path, kube_done_fn done, void *u
  * watch cache (the server then ignores limit); NULL reads from etcd. */
 int kube_list(struct kube_client *c, const char *path, unsigned limit, const char *rv, kube_page_fn on_page,
               kube_done_fn done, void *userdata, struct kube_call **ret_call);
-/* Watches from resource_version with bookmarks; done runs when the stream ends. */
+/* Watches from resource_version with bookmarks; done runs when the stream ends. An ERROR
+ * event never reaches on_event: the client ends the watch with its Status (410 Gone is
+ * -ESTALE: relist). */
 int kube_watch(struct kube_client *c, const char *path, const char *resource_version,
                unsigned timeout_seconds, kube_event_fn on_event, kube_done_fn done, void *userdata,
                struct kube_call **ret_call);

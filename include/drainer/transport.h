@@ -160,7 +160,10 @@ static inline void transport_free(struct transport *t) {
  * response (an HTTP/2 stream refused by GOAWAY: any method; a dropped
  * connection: GET and HEAD only), up to 6 times within its timeout_usec; done
  * still runs once, with -ECONNRESET if every attempt went that way. Not with
- * no_resend: then the caller decides (resp->unanswered). */
+ * no_resend: then the caller decides (resp->unanswered). The API client always sets
+ * no_resend (its resends go through its token bucket); the calls that rely on these
+ * resends are those made straight on the transport: doctor's Prometheus queries and
+ * the gRPC health probe. */
 int transport_curl_new(struct uv_loop_s *loop, const struct tls_config *tls, struct transport **ret);
 
 /* libcurl's process-wide state: call transport_global_init() once before any
