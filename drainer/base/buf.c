@@ -216,6 +216,22 @@ out:
         return r;
 }
 
+const char *buf_file_error(int r) {
+        return r == -EFBIG ? "file too large" : strerror(-r);
+}
+
+void *buf_erase_free(void *p, size_t n) {
+        if (p) {
+                explicit_bzero(p, n);
+                free(p);
+        }
+        return NULL;
+}
+
+void *buf_erase_freestr(char *s) {
+        return s ? buf_erase_free(s, strlen(s)) : NULL;
+}
+
 int buf_grow_array(void *p, size_t *alloc, size_t need, size_t elem, size_t max) {
         void **a = p;
         size_t n;

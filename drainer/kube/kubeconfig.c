@@ -19,13 +19,11 @@
 #include <cjson/cJSON.h>
 #include <yaml.h>
 
+#include "drainer/buf.h"
 #include "drainer/kubeconfig.h"
 #include "drainer/log.h"
 #include "drainer/text.h"
 
-#define KUBECONFIG_FILE_MAX    (16U << 20)
-#define PEM_FILE_MAX           (4U << 20)
-#define TOKEN_FILE_MAX         (1U << 20)
 #define YAML_TO_JSON_NODES_MAX 10000
 #define YAML_TO_JSON_DEPTH_MAX 64
 
@@ -94,25 +92,6 @@ static int oom(char **ret_error) {
         if (ret_error)
                 *ret_error = NULL;
         return -ENOMEM;
-}
-
-/* Tokens, keys and the files and YAML that held them are wiped before they are freed:
- * no copy is left behind in freed heap memory (a core dump, a later overflow). */
-static void *erase_free(void *p, size_t n) {
-        if (p) {
-                explicit_bzero(p, n);
-                free(p);
-        }
-        return NULL;
-}
-
-static void erase_freestr(char *s) {
-        if (s)
-                erase_free(s, strlen(s));
-}
-
-static inline void erase_freestrp(char **s) {
-        erase_freestr(*s);
 }
 
 /* ---- small helpers: paths, files, encodings ---- */
@@ -188,87 +167,22 @@ static bool file_id_equal(const struct file_id *a, const struct file_id *b) {
                a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
 }
 
-/* Reads a whole regular file, NUL-terminated. -EFBIG when larger than max. */
+/* Reads a whole file, NUL-terminated, into a secret buffer (the file may hold tokens or
+ * keys). -EFBIG when larger than max. */
 static int read_file(const char *path, size_t max, char **ret, size_t *ret_len, struct file_id *ret_id) {
-        char *buf = NULL;
-        size_t len = 0, size = 4096;
+        struct buf b = BUF_INIT(max, true);
         struct stat st;
-        int fd, r = 0;
+        int r;
 
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0) {
-                r = -errno;
-                goto out;
-        }
-        if (S_ISDIR(st.st_mode)) {
-                r = -EISDIR;
-                goto out;
-        }
-        if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > max) {
-                r = -EFBIG;
-                goto out;
-        }
-        if (S_ISREG(st.st_mode))
-                size = MAX(size, (size_t)st.st_size + 1);
-
-        buf = malloc(size);
-        if (!buf) {
-                r = -ENOMEM;
-                goto out;
-        }
-        for (;;) {
-                ssize_t k;
-
-                if (len + 1 >= size) {
-                        char *nbuf;
-
-                        if (size > max + 1) {
-                                r = -EFBIG;
-                                goto out;
-                        }
-                        /* Not realloc(): it would leave the old copy unwiped. */
-                        nbuf = malloc(size * 2);
-                        if (!nbuf) {
-                                r = -ENOMEM;
-                                goto out;
-                        }
-                        memcpy(nbuf, buf, len);
-                        erase_free(buf, size);
-                        buf = nbuf;
-                        size *= 2;
-                }
-                k = read(fd, buf + len, size - len - 1);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        r = -errno;
-                        goto out;
-                }
-                if (k == 0)
-                        break;
-                len += k;
-                if (len > max) {
-                        r = -EFBIG;
-                        goto out;
-                }
-        }
-        buf[len] = 0;
-
-        *ret = TAKE_PTR(buf);
-        if (ret_len)
-                *ret_len = len;
+        r = buf_read_file(&b, path, &st);
+        if (r < 0)
+                return r;
+        *ret = buf_steal(&b, ret_len);
+        if (!*ret)
+                return -ENOMEM;
         if (ret_id)
                 file_id_from_stat(ret_id, &st);
-out:
-        close(fd);
-        erase_free(buf, size);
-        return r;
-}
-
-static const char *read_error_string(int r) {
-        return r == -EFBIG ? "file too large" : strerror(-r);
+        return 0;
 }
 
 static int b64_value(unsigned char ch) {
@@ -288,11 +202,11 @@ static int b64_value(unsigned char ch) {
 /* Strict standard base64 with padding; whitespace (line breaks) is skipped.
  * The result is NUL-terminated. */
 static int base64_decode(const char *s, size_t n, char **ret, size_t *ret_len) {
-        _cleanup_(erase_freestrp) char *out = NULL;
+        _cleanup_(buf_erase_freestrp) char *out = NULL;
         size_t count = 0, pad = 0, len = 0;
         uint32_t acc = 0;
 
-        out = calloc(1, n / 4 * 3 + 4); /* zeroed: erase_freestr() stops at the first NUL */
+        out = calloc(1, n / 4 * 3 + 4); /* zeroed: buf_erase_freestr() stops at the first NUL */
         if (!out)
                 return -ENOMEM;
 
@@ -629,7 +543,7 @@ static int normalize_server(const char *s, char **ret) {
 static int load_pem(yaml_document_t *d, yaml_node_t *map, const char *data_key, const char *file_key,
                     const char *dir, const char *where, char **ret, size_t *ret_len, char **ret_path,
                     struct file_id *ret_id, char **ret_error) {
-        _cleanup_(erase_freestrp) char *buf = NULL;
+        _cleanup_(buf_erase_freestrp) char *buf = NULL;
         _cleanup_(freep) char *path = NULL;
         const char *data, *file;
         size_t len;
@@ -655,12 +569,12 @@ static int load_pem(yaml_document_t *d, yaml_node_t *map, const char *data_key, 
                 path = resolve_path(dir, file);
                 if (!path)
                         return oom(ret_error);
-                r = read_file(path, PEM_FILE_MAX, &buf, &len, ret_id);
+                r = read_file(path, BUF_CAP_PEM_FILE, &buf, &len, ret_id);
                 if (r == -ENOMEM)
                         return oom(ret_error);
                 if (r < 0)
                         return set_error(ret_error, r, "%s: cannot read %s: %s", path, file_key,
-                                         read_error_string(r));
+                                         buf_file_error(r));
                 if (!has_pem_block(buf, len))
                         return set_error(ret_error, -EINVAL, "%s: %s: no PEM block in the file", path,
                                          file_key);
@@ -734,7 +648,7 @@ static void erase_freestrv(char **l) {
         if (!l)
                 return;
         for (char **i = l; *i; i++)
-                erase_freestr(*i);
+                buf_erase_freestr(*i);
         free(l);
 }
 
@@ -746,7 +660,7 @@ static struct kube_exec *exec_config_free(struct kube_exec *e) {
         free(e->api_version);
         erase_freestrv(e->argv);
         erase_freestrv(e->env);
-        erase_freestr(e->info_json);
+        buf_erase_freestr(e->info_json);
         free(e);
         return NULL;
 }
@@ -938,15 +852,15 @@ fail:
 /* Reads the token file at load time; an error names the file. */
 static int load_token_file(struct kube_config_private *p, const char *path, const char *key,
                            char **ret_error) {
-        _cleanup_(erase_freestrp) char *buf = NULL;
+        _cleanup_(buf_erase_freestrp) char *buf = NULL;
         struct file_id id;
         int r;
 
-        r = read_file(path, TOKEN_FILE_MAX, &buf, NULL, &id);
+        r = read_file(path, BUF_CAP_TOKEN_FILE, &buf, NULL, &id);
         if (r == -ENOMEM)
                 return oom(ret_error);
         if (r < 0)
-                return set_error(ret_error, r, "%s: cannot read %s: %s", path, key, read_error_string(r));
+                return set_error(ret_error, r, "%s: cannot read %s: %s", path, key, buf_file_error(r));
         text_strip(buf);
         if (!*buf)
                 return set_error(ret_error, -EINVAL, "%s: %s is empty", path, key);
@@ -956,7 +870,7 @@ static int load_token_file(struct kube_config_private *p, const char *path, cons
         p->token_file = strdup(path);
         if (!p->token_file)
                 return oom(ret_error);
-        erase_freestr(p->token);
+        buf_erase_freestr(p->token);
         p->token = TAKE_PTR(buf);
         p->token_id = id;
         return 0;
@@ -967,7 +881,7 @@ static int parse_user(struct kube_config *c, struct kc_file *f, yaml_node_t *u, 
         static const char *const impersonation[] = { "as", "as-uid", "as-groups", "as-user-extra" };
         struct kube_config_private *p = c->priv;
         _cleanup_(freep) char *where = NULL;
-        _cleanup_(erase_freestrp) char *key_pem = NULL, *cert_pem = NULL;
+        _cleanup_(buf_erase_freestrp) char *key_pem = NULL, *cert_pem = NULL;
         yaml_document_t *d = &f->doc;
         const char *token, *token_file, *username, *password;
         size_t cert_len = 0, key_len = 0;
@@ -1089,50 +1003,31 @@ static void loader_done(struct loader *l) {
         free(l->sources);
 }
 
-/* Parses one kubeconfig file. Returns 0 when added, 1 when missing and !required. */
-static int loader_add_file(struct loader *l, const char *path, bool required, char **ret_error) {
-        _cleanup_(erase_freestrp) char *buf = NULL;
-        _cleanup_(freep) char *display = NULL;
+/* Parses one kubeconfig document (path as given, display for messages, dir the base of
+ * its relative paths; path, display and dir are taken over). */
+static int loader_add_yaml(struct loader *l, char *path, char *display, char *dir, const char *data,
+                           size_t len, char **ret_error) {
         struct kc_file *f, *nfiles;
         yaml_parser_t parser;
-        size_t len;
         int r;
 
-        for (size_t i = 0; i < l->n_files; i++)
-                if (streq(l->files[i].path, path))
-                        return 1; /* $KUBECONFIG names it twice: load once */
-
-        display = display_path(l->opts->home, path);
-        if (!display)
-                return oom(ret_error);
-
-        r = read_file(path, KUBECONFIG_FILE_MAX, &buf, &len, NULL);
-        if (r == -ENOENT && !required) {
-                log_debug("kubeconfig: %s: not found, skipping", display);
-                return 1;
-        }
-        if (r == -ENOMEM)
-                return oom(ret_error);
-        if (r < 0)
-                return set_error(ret_error, r, "%s: cannot read kubeconfig: %s", display,
-                                 read_error_string(r));
-
         nfiles = realloc(l->files, (l->n_files + 1) * sizeof(*l->files));
-        if (!nfiles)
+        if (!nfiles) {
+                free(path);
+                free(display);
+                free(dir);
                 return oom(ret_error);
+        }
         l->files = nfiles;
         f = l->files + l->n_files;
-        *f = (struct kc_file){};
-        f->path = strdup(path);
-        f->dir = abs_dir_of(path);
-        f->display = TAKE_PTR(display);
+        *f = (struct kc_file){ .path = path, .display = display, .dir = dir };
         l->n_files++; /* from here on loader_done() frees it */
-        if (!f->path || !f->dir)
+        if (!f->path || !f->display || !f->dir)
                 return oom(ret_error);
 
         if (!yaml_parser_initialize(&parser))
                 return oom(ret_error);
-        yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
+        yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
         if (!yaml_parser_load(&parser, &f->doc)) {
                 r = set_error(ret_error, parser.error == YAML_MEMORY_ERROR ? -ENOMEM : -EINVAL,
                               "%s: invalid YAML: %s at line %zu, column %zu", f->display,
@@ -1151,6 +1046,33 @@ static int loader_add_file(struct loader *l, const char *path, bool required, ch
                 return set_error(ret_error, -EINVAL, "%s: not a kubeconfig: top level is not a mapping",
                                  f->display);
         return 0;
+}
+
+/* Parses one kubeconfig file. Returns 0 when added, 1 when missing and !required. */
+static int loader_add_file(struct loader *l, const char *path, bool required, char **ret_error) {
+        _cleanup_(buf_done) struct buf b = BUF_INIT(BUF_CAP_KUBECONFIG, true);
+        _cleanup_(freep) char *display = NULL;
+        int r;
+
+        for (size_t i = 0; i < l->n_files; i++)
+                if (streq(l->files[i].path, path))
+                        return 1; /* $KUBECONFIG names it twice: load once */
+
+        display = display_path(l->opts->home, path);
+        if (!display)
+                return oom(ret_error);
+
+        r = buf_read_file(&b, path, NULL);
+        if (r == -ENOENT && !required) {
+                log_debug("kubeconfig: %s: not found, skipping", display);
+                return 1;
+        }
+        if (r == -ENOMEM)
+                return oom(ret_error);
+        if (r < 0)
+                return set_error(ret_error, r, "%s: cannot read kubeconfig: %s", display, buf_file_error(r));
+        return loader_add_yaml(l, strdup(path), TAKE_PTR(display), abs_dir_of(path), b.data, b.len,
+                               ret_error);
 }
 
 static bool loader_is_empty(struct loader *l) {
@@ -1324,22 +1246,21 @@ static int load_in_cluster(const struct kube_config_options *opts, struct kube_c
         if (r < 0)
                 return r;
 
-        r = read_file(ca_path, PEM_FILE_MAX, &c->ca_pem, &c->ca_pem_len, NULL);
+        r = read_file(ca_path, BUF_CAP_PEM_FILE, &c->ca_pem, &c->ca_pem_len, NULL);
         if (r == -ENOMEM)
                 return oom(ret_error);
         if (r < 0)
                 return set_error(ret_error, r, "%s: cannot read certificate-authority: %s", ca_path,
-                                 read_error_string(r));
+                                 buf_file_error(r));
         if (!has_pem_block(c->ca_pem, c->ca_pem_len))
                 return set_error(ret_error, -EINVAL, "%s: certificate-authority: no PEM block in the file",
                                  ca_path);
 
-        r = read_file(ns_path, TOKEN_FILE_MAX, &ns, NULL, NULL);
+        r = read_file(ns_path, BUF_CAP_TOKEN_FILE, &ns, NULL, NULL);
         if (r == -ENOMEM)
                 return oom(ret_error);
         if (r < 0 && r != -ENOENT)
-                return set_error(ret_error, r, "%s: cannot read namespace: %s", ns_path,
-                                 read_error_string(r));
+                return set_error(ret_error, r, "%s: cannot read namespace: %s", ns_path, buf_file_error(r));
         if (ns)
                 text_strip(ns);
         c->namespace = ns && *ns ? TAKE_PTR(ns) : strdup("default");
@@ -1357,6 +1278,15 @@ int kube_config_load(const struct kube_config_options *opts, struct kube_config 
 
         assert(opts);
         assert(ret);
+
+        if (opts->data) {
+                r = loader_add_yaml(&l, strdup("kubeconfig data"), strdup("kubeconfig data"),
+                                    opts->data_dir ? strdup(opts->data_dir) : getcwd(NULL, 0), opts->data,
+                                    opts->data_len, ret_error);
+                if (r < 0)
+                        return r;
+                return load_context(&l, ret, ret_error);
+        }
 
         if (opts->kubeconfig && *opts->kubeconfig) {
                 r = loader_add_file(&l, opts->kubeconfig, true, ret_error);
@@ -1411,7 +1341,7 @@ struct kube_config *kube_config_free(struct kube_config *c) {
                 return NULL;
         p = c->priv;
         if (p) {
-                erase_freestr(p->token);
+                buf_erase_freestr(p->token);
                 free(p->token_file);
                 free(p->cert_file);
                 free(p->key_file);
@@ -1420,8 +1350,8 @@ struct kube_config *kube_config_free(struct kube_config *c) {
         }
         free(c->server);
         free(c->ca_pem);
-        erase_free(c->client_cert_pem, c->client_cert_pem_len);
-        erase_free(c->client_key_pem, c->client_key_pem_len);
+        buf_erase_free(c->client_cert_pem, c->client_cert_pem_len);
+        buf_erase_free(c->client_key_pem, c->client_key_pem_len);
         free(c->tls_server_name);
         free(c->namespace);
         free(c->source);
@@ -1461,7 +1391,7 @@ bool kube_pem_has_block(const char *data, size_t n) {
  * account token through a symlink, so the inode changes too). A file that cannot be
  * read or is empty (caught mid-rewrite) keeps the previous token, as client-go does. */
 static int refresh_token_file(struct kube_config_private *p, bool force) {
-        _cleanup_(erase_freestrp) char *buf = NULL;
+        _cleanup_(buf_erase_freestrp) char *buf = NULL;
         struct file_id id;
         struct stat st;
         int r;
@@ -1479,7 +1409,7 @@ static int refresh_token_file(struct kube_config_private *p, bool force) {
                         return 0;
         }
 
-        r = read_file(p->token_file, TOKEN_FILE_MAX, &buf, NULL, &id);
+        r = read_file(p->token_file, BUF_CAP_TOKEN_FILE, &buf, NULL, &id);
         if (r == -ENOMEM)
                 return r;
         if (r < 0) {
@@ -1497,7 +1427,7 @@ static int refresh_token_file(struct kube_config_private *p, bool force) {
                 log_debug("kubeconfig: %s: token rotated", p->token_file);
                 p->generation++;
         }
-        erase_freestr(p->token);
+        buf_erase_freestr(p->token);
         p->token = TAKE_PTR(buf);
         p->token_id = id;
         return 0;
@@ -1520,7 +1450,7 @@ static bool file_changed(const char *path, const struct file_id *known) {
  * mid-rewrite, gone) the previous pair is kept and the next call tries again. */
 static int refresh_cert_files(struct kube_config *c, bool force) {
         struct kube_config_private *p = c->priv;
-        _cleanup_(erase_freestrp) char *cert = NULL, *key = NULL;
+        _cleanup_(buf_erase_freestrp) char *cert = NULL, *key = NULL;
         size_t cert_len = c->client_cert_pem_len, key_len = c->client_key_pem_len;
         struct file_id cert_id = p->cert_id, key_id = p->key_id;
         int r;
@@ -1528,7 +1458,7 @@ static int refresh_cert_files(struct kube_config *c, bool force) {
         if (!force && !file_changed(p->cert_file, &p->cert_id) && !file_changed(p->key_file, &p->key_id))
                 return 0;
         if (p->cert_file) {
-                r = read_file(p->cert_file, PEM_FILE_MAX, &cert, &cert_len, &cert_id);
+                r = read_file(p->cert_file, BUF_CAP_PEM_FILE, &cert, &cert_len, &cert_id);
                 if (r == -ENOMEM)
                         return r;
                 if (r < 0 || !has_pem_block(cert, cert_len)) {
@@ -1539,7 +1469,7 @@ static int refresh_cert_files(struct kube_config *c, bool force) {
                 }
         }
         if (p->key_file) {
-                r = read_file(p->key_file, PEM_FILE_MAX, &key, &key_len, &key_id);
+                r = read_file(p->key_file, BUF_CAP_PEM_FILE, &key, &key_len, &key_id);
                 if (r == -ENOMEM)
                         return r;
                 if (r < 0 || !has_pem_block(key, key_len)) {
@@ -1557,12 +1487,12 @@ static int refresh_cert_files(struct kube_config *c, bool force) {
         log_debug("kubeconfig: client certificate or key rotated (%s, %s)", strna(p->cert_file),
                   strna(p->key_file));
         if (cert) {
-                erase_free(c->client_cert_pem, c->client_cert_pem_len);
+                buf_erase_free(c->client_cert_pem, c->client_cert_pem_len);
                 c->client_cert_pem = TAKE_PTR(cert);
                 c->client_cert_pem_len = cert_len;
         }
         if (key) {
-                erase_free(c->client_key_pem, c->client_key_pem_len);
+                buf_erase_free(c->client_key_pem, c->client_key_pem_len);
                 c->client_key_pem = TAKE_PTR(key);
                 c->client_key_pem_len = key_len;
         }

@@ -97,6 +97,16 @@ char *buf_steal(struct buf *b, size_t *ret_len);
  * within its cap; *ret_st (may be NULL) is the file's fstat. -EFBIG when larger than
  * the cap, -EISDIR, or the errno of open()/read(). On failure b is left empty. */
 int buf_read_file(struct buf *b, const char *path, struct stat *ret_st);
+/* The reason of a buf_read_file() failure, for a message: "file too large" for -EFBIG. */
+const char *buf_file_error(int r);
+
+/* Secrets outside a struct buf: wipe n bytes at p (a string: all of it), then free. NULL
+ * ok; return NULL. */
+void *buf_erase_free(void *p, size_t n);
+void *buf_erase_freestr(char *s);
+static inline void buf_erase_freestrp(char **s) {
+        buf_erase_freestr(*s);
+}
 
 /* Grows the array *p of *alloc elements of size elem to hold at least need, doubling,
  * at most max elements: -E2BIG beyond it, -ENOMEM (then *p and *alloc are unchanged).

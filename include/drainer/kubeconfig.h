@@ -23,6 +23,12 @@ struct kube_config_options {
         const char *service_host;   /* $KUBERNETES_SERVICE_HOST, or NULL */
         const char *service_port;   /* $KUBERNETES_SERVICE_PORT, or NULL */
         const char *sa_dir;         /* service-account dir, NULL = KUBE_CONFIG_SA_DIR */
+        /* The kubeconfig's YAML itself instead of any file (tests, fuzzing): when set, the
+         * fields above but context are not looked at. Relative paths in it are taken
+         * against data_dir (NULL: the current directory); messages name it "kubeconfig data". */
+        const char *data;
+        size_t data_len;
+        const char *data_dir;
 };
 
 struct kube_config_private;

@@ -14,30 +14,13 @@
 #include <cmocka.h>
 
 #include "drainer/claims.h"
+#include "fakes/test-env.h"
 
 static cJSON *load(const char *name) {
-        char path[4096], *buf;
-        FILE *f;
-        long n;
-        cJSON *j;
+        char rel[256];
 
-        snprintf(path, sizeof path, "%s/api/%s", FIXTURES, name);
-        f = fopen(path, "re");
-        if (!f)
-                fail_msg("cannot open %s", path);
-        assert_int_equal(fseek(f, 0, SEEK_END), 0);
-        n = ftell(f);
-        rewind(f);
-        buf = malloc((size_t)n + 1);
-        assert_non_null(buf);
-        assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-        buf[n] = 0;
-        fclose(f);
-        j = cJSON_Parse(buf);
-        free(buf);
-        if (!j)
-                fail_msg("%s is not valid JSON", path);
-        return j;
+        snprintf(rel, sizeof rel, "api/%s", name);
+        return test_fixture_json(rel);
 }
 
 static struct pod_rec *pod_of(cJSON *j) {

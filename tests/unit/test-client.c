@@ -24,21 +24,17 @@
 #include "drainer/timesrc.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
+#include "fakes/test-env.h"
 
 #define MS     USEC_PER_MSEC
 #define SEC    USEC_PER_SEC
-#define T0     (1000 * SEC)
+#define T0     TEST_API_T0
 #define SERVER "https://api.test.example:6443"
 
 struct env {
-        char dir[64];
-        char kubeconfig[96];
-        char token_file[96];
-        struct fake_clock *clock;
-        struct timesrc *ts;
-        struct fake_transport *ft;
-        struct kube_config *cfg;
-        struct kube_client *client;
+        char *dir;        /* private: holds the token file */
+        char *token_file; /* for the user's tokenFile: token */
+        struct test_api *api;
 };
 
 /* What a done callback saw. */
@@ -116,63 +112,24 @@ static int on_page(const cJSON *items, void *userdata) {
         return 0;
 }
 
-static void write_file(const char *path, const char *content) {
-        FILE *f = fopen(path, "we");
-
-        assert_non_null(f);
-        fputs(content, f);
-        fclose(f);
-}
-
 static void env_client(struct env *e, const struct kube_client_options *opts) {
-        if (e->client) {
-                assert_int_equal(kube_client_calls_in_flight(e->client), 0);
-                kube_client_free(e->client);
-        }
-        e->client = NULL;
-        assert_int_equal(kube_client_new(fake_transport_base(e->ft), e->ts, e->cfg, opts, &e->client), 0);
+        test_api_client(e->api, opts);
 }
 
 /* user_yaml: the "user:" mapping of the kubeconfig. */
 static struct env *env_new(const char *user_yaml) {
         struct env *e = calloc(1, sizeof(*e));
-        char cfg[2048], *err = NULL;
 
         assert_non_null(e);
-        strcpy(e->dir, "/tmp/drainer-test-client-XXXXXX");
-        assert_non_null(mkdtemp(e->dir));
-        snprintf(e->kubeconfig, sizeof(e->kubeconfig), "%s/config", e->dir);
-        snprintf(e->token_file, sizeof(e->token_file), "%s/token", e->dir);
-        snprintf(cfg, sizeof(cfg),
-                 "apiVersion: v1\n"
-                 "kind: Config\n"
-                 "clusters:\n"
-                 "- name: test\n"
-                 "  cluster:\n"
-                 "    server: " SERVER "\n"
-                 "users:\n"
-                 "- name: admin\n"
-                 "  user:\n"
-                 "%s"
-                 "contexts:\n"
-                 "- name: test\n"
-                 "  context:\n"
-                 "    cluster: test\n"
-                 "    user: admin\n"
-                 "    namespace: default\n"
-                 "current-context: test\n",
-                 user_yaml);
-        write_file(e->kubeconfig, cfg);
-        write_file(e->token_file, "file-token-AAAA\n");
-        if (kube_config_load(&(struct kube_config_options){ .kubeconfig = e->kubeconfig }, &e->cfg, &err) <
-            0)
-                fail_msg("kube_config_load: %s", err ? err : "?");
-        e->clock = fake_clock_new(T0, INT64_C(1750000000) * 1000000);
-        e->ts = fake_clock_timesrc(e->clock);
-        e->ft = fake_transport_new(e->ts);
-        assert_non_null(e->ft);
+        e->dir = test_private_dir("client");
+        e->token_file = test_write_file(e->dir, "token", "file-token-AAAA\n");
         /* Defaults for most tests: no rate limit, quick deterministic backoff. */
-        env_client(e, &(struct kube_client_options){ .qps = 0, .random_seed = 7 });
+        e->api = test_api_new(&(struct test_api_options){
+                .server = SERVER,
+                .user_yaml = user_yaml,
+                .dir = e->dir,
+                .client = &(struct kube_client_options){ .qps = 0, .random_seed = 7 },
+        });
         return e;
 }
 
@@ -183,22 +140,10 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
         struct env *e = *state;
-        char path[128];
 
-        kube_client_cancel_all(e->client);
-        for (int i = 0; i < 100 && kube_client_calls_in_flight(e->client) > 0; i++)
-                fake_clock_advance(e->clock, 0);
-        assert_int_equal(kube_client_calls_in_flight(e->client), 0);
-        assert_int_equal(fake_transport_in_flight(e->ft), 0);
-        kube_client_free(e->client);
-        fake_transport_free(e->ft);
-        assert_int_equal(fake_clock_timers(e->clock), 0);
-        fake_clock_free(e->clock);
-        kube_config_free(e->cfg);
-        unlink(e->kubeconfig);
-        unlink(e->token_file);
-        snprintf(path, sizeof(path), "%s", e->dir);
-        rmdir(path);
+        test_api_free(e->api);
+        free(e->token_file);
+        test_private_dir_remove(e->dir);
         free(e);
         return 0;
 }
@@ -222,24 +167,24 @@ static void test_get_ok_and_auth(void **state) {
         const struct fake_request *req;
         struct kube_client_stats st;
 
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
         /* Nothing is sent nor completed from inside the call. */
-        assert_int_equal(fake_transport_n_requests(e->ft), 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 0);
         assert_int_equal(r.calls, 0);
-        assert_int_equal(kube_client_calls_in_flight(e->client), 1);
+        assert_int_equal(kube_client_calls_in_flight(e->api->client), 1);
 
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, 0);
         assert_int_equal(r.status, 200);
         assert_int_equal(r.attempts, 1);
         assert_non_null(r.json);
         assert_non_null(strstr(r.json, "\"name\":\"node-1\""));
-        assert_int_equal(kube_client_calls_in_flight(e->client), 0);
+        assert_int_equal(kube_client_calls_in_flight(e->api->client), 0);
 
-        assert_int_equal(fake_transport_n_requests(e->ft), 1);
-        req = fake_transport_request(e->ft, 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 1);
+        req = fake_transport_request(e->api->ft, 0);
         assert_string_equal(req->method, "GET");
         assert_string_equal(req->url, SERVER "/api/v1/nodes/node-1");
         assert_string_equal(fake_request_header(req, "Authorization"), "Bearer secret-token-1");
@@ -248,7 +193,7 @@ static void test_get_ok_and_auth(void **state) {
         assert_false(req->stream);
         assert_int_equal(req->timeout_usec, 30 * SEC); /* default per-attempt timeout */
 
-        kube_client_get_stats(e->client, &st);
+        kube_client_get_stats(e->api->client, &st);
         assert_int_equal(st.requests, 1);
         assert_int_equal(st.retries, 0);
         result_clear(&r);
@@ -259,25 +204,25 @@ static void test_429_retry_after(void **state) {
         struct result r = {};
         char body[512];
 
-        fake_transport_expect(e->ft, "GET", "/api/v1/nodes/node-1",
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/node-1",
                               &(struct fake_reply){
                                       .status = 429,
                                       .headers = { "Retry-After: 3" },
                                       .body = status_json(body, sizeof(body), 429, "TooManyRequests",
                                                           "Too many requests, please try again later."),
                               });
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_n_requests(e->ft), 1);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 1);
         assert_int_equal(r.calls, 0);
 
-        fake_clock_advance(e->clock, 3 * SEC - 1);
-        assert_int_equal(fake_transport_n_requests(e->ft), 1);
-        fake_clock_advance(e->clock, 1);
-        assert_int_equal(fake_transport_n_requests(e->ft), 2);
-        assert_int_equal(fake_transport_request(e->ft, 1)->at_usec -
-                                 fake_transport_request(e->ft, 0)->at_usec,
+        fake_clock_advance(e->api->clock, 3 * SEC - 1);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 1);
+        fake_clock_advance(e->api->clock, 1);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
+        assert_int_equal(fake_transport_request(e->api->ft, 1)->at_usec -
+                                 fake_transport_request(e->api->ft, 0)->at_usec,
                          3 * SEC);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, 0);
@@ -290,17 +235,17 @@ static void test_429_retry_after_in_status(void **state) {
         struct env *e = *state;
         struct result r = {};
 
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 429,
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 429,
                                    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
                                    "\"reason\":\"TooManyRequests\",\"code\":429,"
                                    "\"details\":{\"retryAfterSeconds\":2}}");
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 0);
-        fake_clock_advance(e->clock, 2 * SEC - 1);
-        assert_int_equal(fake_transport_n_requests(e->ft), 1);
-        fake_clock_advance(e->clock, 1);
-        assert_int_equal(fake_transport_n_requests(e->ft), 2);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
+        fake_clock_advance(e->api->clock, 2 * SEC - 1);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 1);
+        fake_clock_advance(e->api->clock, 1);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, 0);
         result_clear(&r);
@@ -322,29 +267,29 @@ static void test_5xx_backoff_gives_up(void **state) {
                               .random_seed = 12345,
                       });
         fake_transport_expect(
-                e->ft, "GET", "/api/v1/nodes",
+                e->api->ft, "GET", "/api/v1/nodes",
                 &(struct fake_reply){
                         .status = 503,
                         .times = FAKE_FOREVER,
                         .body = status_json(body, sizeof(body), 503, "ServiceUnavailable",
                                             "the server is currently unable to handle the request"),
                 });
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
         for (int i = 0; i < 100 && r.calls == 0; i++)
-                fake_clock_step(e->clock, 60 * SEC);
+                fake_clock_step(e->api->clock, 60 * SEC);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, -EIO);
         assert_int_equal(r.status, 503);
         assert_int_equal(r.attempts, 7);
         assert_string_equal(r.reason, "ServiceUnavailable");
         assert_string_equal(r.message, "the server is currently unable to handle the request");
-        assert_int_equal(fake_transport_n_requests(e->ft), 7);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 7);
 
         /* Delay before attempt k+1 lies in [d/2, d] with d = min(base * 2^(k-1), cap),
          * so it never shrinks, is capped, and is not always the full d. */
         for (size_t i = 1; i < 7; i++) {
-                uint64_t d = fake_transport_request(e->ft, i)->at_usec -
-                             fake_transport_request(e->ft, i - 1)->at_usec;
+                uint64_t d = fake_transport_request(e->api->ft, i)->at_usec -
+                             fake_transport_request(e->api->ft, i - 1)->at_usec;
 
                 print_message("retry %zu after %llu ms\n", i, (unsigned long long)(d / MS));
                 assert_true(d >= expected_max / 2);
@@ -357,13 +302,13 @@ static void test_5xx_backoff_gives_up(void **state) {
                 expected_max = expected_max * 2 > cap ? cap : expected_max * 2;
         }
         assert_true(jittered);
-        kube_client_get_stats(e->client, &st);
+        kube_client_get_stats(e->api->client, &st);
         assert_int_equal(st.requests, 7);
         assert_int_equal(st.retries, 6);
 
         /* Nothing more happens afterwards. */
-        fake_clock_advance(e->clock, 10 * 60 * SEC);
-        assert_int_equal(fake_transport_n_requests(e->ft), 7);
+        fake_clock_advance(e->api->clock, 10 * 60 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 7);
         assert_int_equal(r.calls, 1);
         result_clear(&r);
 }
@@ -372,30 +317,30 @@ static void test_connection_errors_retried(void **state) {
         struct env *e = *state;
         struct result r = {};
 
-        fake_transport_expect_error(e->ft, "GET", "/api/v1/nodes", -ECONNREFUSED, 1);
-        fake_transport_expect_error(e->ft, "GET", "/api/v1/nodes", -ETIMEDOUT, 1);
-        fake_transport_expect_error(e->ft, "GET", "/api/v1/nodes", -ECONNRESET, 1);
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes", 200, NODE_JSON);
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        fake_transport_expect_error(e->api->ft, "GET", "/api/v1/nodes", -ECONNREFUSED, 1);
+        fake_transport_expect_error(e->api->ft, "GET", "/api/v1/nodes", -ETIMEDOUT, 1);
+        fake_transport_expect_error(e->api->ft, "GET", "/api/v1/nodes", -ECONNRESET, 1);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes", 200, NODE_JSON);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
         for (int i = 0; i < 100 && r.calls == 0; i++)
-                fake_clock_step(e->clock, 60 * SEC);
+                fake_clock_step(e->api->clock, 60 * SEC);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, 0);
         assert_int_equal(r.attempts, 4);
-        assert_int_equal(fake_transport_n_requests(e->ft), 4);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 4);
         result_clear(&r);
 
         /* And a connection error that persists ends with that error. */
         env_client(e, &(struct kube_client_options){ .max_attempts = 3, .random_seed = 1 });
-        fake_transport_expect_error(e->ft, "GET", "/api/v1/pods", -ECONNREFUSED, FAKE_FOREVER);
-        assert_int_equal(kube_get(e->client, "/api/v1/pods", on_done, &r, NULL), 0);
+        fake_transport_expect_error(e->api->ft, "GET", "/api/v1/pods", -ECONNREFUSED, FAKE_FOREVER);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/pods", on_done, &r, NULL), 0);
         for (int i = 0; i < 100 && r.calls == 0; i++)
-                fake_clock_step(e->clock, 60 * SEC);
+                fake_clock_step(e->api->clock, 60 * SEC);
         assert_int_equal(r.error, -ECONNREFUSED);
         assert_int_equal(r.status, 0);
         assert_int_equal(r.attempts, 3);
         assert_non_null(r.message);
-        assert_int_equal(fake_transport_count(e->ft, "GET", "/api/v1/pods"), 3);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", "/api/v1/pods"), 3);
         result_clear(&r);
 }
 
@@ -410,17 +355,17 @@ static void test_post_not_retried(void **state) {
         char body[512];
 
         fake_transport_expect_json(
-                e->ft, "POST", "/api/v1/namespaces/default/events", 503,
+                e->api->ft, "POST", "/api/v1/namespaces/default/events", 503,
                 status_json(body, sizeof(body), 503, "ServiceUnavailable", "etcd is down"));
-        assert_int_equal(
-                kube_create(e->client, "/api/v1/namespaces/default/events", EVENT_JSON, on_done, &r, NULL),
-                0);
-        fake_clock_advance(e->clock, 10 * 60 * SEC);
+        assert_int_equal(kube_create(e->api->client, "/api/v1/namespaces/default/events", EVENT_JSON,
+                                     on_done, &r, NULL),
+                         0);
+        fake_clock_advance(e->api->clock, 10 * 60 * SEC);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, -EIO);
         assert_int_equal(r.attempts, 1);
-        assert_int_equal(fake_transport_n_requests(e->ft), 1);
-        req = fake_transport_request(e->ft, 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 1);
+        req = fake_transport_request(e->api->ft, 0);
         assert_string_equal(req->method, "POST");
         assert_string_equal(fake_request_header(req, "Content-Type"), "application/json");
         assert_string_equal(req->body, EVENT_JSON);
@@ -428,24 +373,24 @@ static void test_post_not_retried(void **state) {
         result_clear(&r);
 
         /* Nor after a connection error: the server may have acted on it. */
-        fake_transport_expect_error(e->ft, "POST", "/api/v1/namespaces/default/events", -ECONNRESET, 1);
-        assert_int_equal(
-                kube_create(e->client, "/api/v1/namespaces/default/events", EVENT_JSON, on_done, &r, NULL),
-                0);
-        fake_clock_advance(e->clock, 10 * 60 * SEC);
+        fake_transport_expect_error(e->api->ft, "POST", "/api/v1/namespaces/default/events", -ECONNRESET, 1);
+        assert_int_equal(kube_create(e->api->client, "/api/v1/namespaces/default/events", EVENT_JSON,
+                                     on_done, &r, NULL),
+                         0);
+        fake_clock_advance(e->api->clock, 10 * 60 * SEC);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, -ECONNRESET);
-        assert_int_equal(fake_transport_n_requests(e->ft), 2);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
         result_clear(&r);
 
         /* 409 AlreadyExists maps to -EEXIST. */
-        fake_transport_expect_json(e->ft, "POST", "/api/v1/namespaces/default/events", 409,
+        fake_transport_expect_json(e->api->ft, "POST", "/api/v1/namespaces/default/events", 409,
                                    status_json(body, sizeof(body), 409, "AlreadyExists",
                                                "events \\\"node-1.drainer\\\" already exists"));
-        assert_int_equal(
-                kube_create(e->client, "/api/v1/namespaces/default/events", EVENT_JSON, on_done, &r, NULL),
-                0);
-        fake_clock_advance(e->clock, 0);
+        assert_int_equal(kube_create(e->api->client, "/api/v1/namespaces/default/events", EVENT_JSON,
+                                     on_done, &r, NULL),
+                         0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r.error, -EEXIST);
         assert_string_equal(r.message, "events \"node-1.drainer\" already exists");
         result_clear(&r);
@@ -456,21 +401,21 @@ static void test_patch(void **state) {
         struct result r = {};
         const char *patch = "{\"spec\":{\"unschedulable\":true}}";
 
-        fake_transport_expect_json(e->ft, "PATCH", "/api/v1/nodes/node-1", 500, "oops");
-        fake_transport_expect_json(e->ft, "PATCH", "/api/v1/nodes/node-1", 200, NODE_JSON);
-        assert_int_equal(kube_patch(e->client, "/api/v1/nodes/node-1", KUBE_PATCH_STRATEGIC, patch, on_done,
-                                    &r, NULL),
+        fake_transport_expect_json(e->api->ft, "PATCH", "/api/v1/nodes/node-1", 500, "oops");
+        fake_transport_expect_json(e->api->ft, "PATCH", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        assert_int_equal(kube_patch(e->api->client, "/api/v1/nodes/node-1", KUBE_PATCH_STRATEGIC, patch,
+                                    on_done, &r, NULL),
                          0);
         for (int i = 0; i < 10 && r.calls == 0; i++)
-                fake_clock_step(e->clock, 60 * SEC);
+                fake_clock_step(e->api->clock, 60 * SEC);
         assert_int_equal(r.error, 0);
-        assert_int_equal(fake_transport_n_requests(e->ft), 2);
-        assert_string_equal(fake_request_header(fake_transport_request(e->ft, 1), "Content-Type"),
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
+        assert_string_equal(fake_request_header(fake_transport_request(e->api->ft, 1), "Content-Type"),
                             "application/strategic-merge-patch+json");
-        assert_string_equal(fake_transport_request(e->ft, 1)->body, patch);
+        assert_string_equal(fake_transport_request(e->api->ft, 1)->body, patch);
         result_clear(&r);
 
-        assert_int_equal(kube_patch(e->client, "/api/v1/nodes/node-1", (enum kube_patch_type)7, patch,
+        assert_int_equal(kube_patch(e->api->client, "/api/v1/nodes/node-1", (enum kube_patch_type)7, patch,
                                     on_done, &r, NULL),
                          -EINVAL);
 }
@@ -488,19 +433,19 @@ static void test_evict_429_handed_back(void **state) {
         const struct fake_request *req;
         cJSON *body;
 
-        fake_transport_expect_json(e->ft, "POST", "/api/v1/namespaces/ml/pods/inference-0/eviction", 429,
-                                   PDB_429);
-        assert_int_equal(kube_evict(e->client, "ml", "inference-0", -1, false, on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 5 * 60 * SEC);
+        fake_transport_expect_json(e->api->ft, "POST", "/api/v1/namespaces/ml/pods/inference-0/eviction",
+                                   429, PDB_429);
+        assert_int_equal(kube_evict(e->api->client, "ml", "inference-0", -1, false, on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 5 * 60 * SEC);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, -EAGAIN);
         assert_int_equal(r.status, 429);
         assert_string_equal(r.reason, "TooManyRequests");
         assert_string_equal(r.message, "Cannot evict pod as it would violate the pod's disruption budget.");
         assert_int_equal(r.retry_after, 10 * SEC);
-        assert_int_equal(fake_transport_n_requests(e->ft), 1); /* not retried */
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 1); /* not retried */
 
-        req = fake_transport_request(e->ft, 0);
+        req = fake_transport_request(e->api->ft, 0);
         assert_string_equal(fake_request_header(req, "Content-Type"), "application/json");
         body = cJSON_Parse(req->body);
         assert_non_null(body);
@@ -514,12 +459,12 @@ static void test_evict_429_handed_back(void **state) {
 
         /* grace period and dry run */
         fake_transport_expect_json(
-                e->ft, "POST", "/api/v1/namespaces/ml/pods/inference-0/eviction", 201,
+                e->api->ft, "POST", "/api/v1/namespaces/ml/pods/inference-0/eviction", 201,
                 "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Success\",\"code\":201}");
-        assert_int_equal(kube_evict(e->client, "ml", "inference-0", 30, true, on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 0);
+        assert_int_equal(kube_evict(e->api->client, "ml", "inference-0", 30, true, on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r.error, 0);
-        body = cJSON_Parse(fake_transport_request(e->ft, 1)->body);
+        body = cJSON_Parse(fake_transport_request(e->api->ft, 1)->body);
         assert_int_equal(json_int(body, "deleteOptions.gracePeriodSeconds", -1), 30);
         assert_string_equal(
                 cJSON_GetStringValue(cJSON_GetArrayItem(json_path(body, "deleteOptions.dryRun"), 0)), "All");
@@ -533,41 +478,41 @@ static void test_status_mapping(void **state) {
         char body[512];
 
         fake_transport_expect_json(
-                e->ft, "GET", "/api/v1/namespaces/ml/pods/gone", 404,
+                e->api->ft, "GET", "/api/v1/namespaces/ml/pods/gone", 404,
                 status_json(body, sizeof(body), 404, "NotFound", "pods \\\"gone\\\" not found"));
-        assert_int_equal(kube_get(e->client, "/api/v1/namespaces/ml/pods/gone", on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 60 * SEC);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/namespaces/ml/pods/gone", on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 60 * SEC);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, -ENOENT);
         assert_int_equal(r.status, 404);
         assert_string_equal(r.reason, "NotFound");
         assert_string_equal(r.message, "pods \"gone\" not found");
         assert_null(r.json);
-        assert_int_equal(fake_transport_n_requests(e->ft), 1);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 1);
         result_clear(&r);
 
         /* 403 Forbidden */
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes", 403,
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes", 403,
                                    status_json(body, sizeof(body), 403, "Forbidden",
                                                "nodes is forbidden: User \\\"x\\\" cannot list resource"));
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes", on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 60 * SEC);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes", on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 60 * SEC);
         assert_int_equal(r.error, -EACCES);
         assert_string_equal(r.reason, "Forbidden");
         result_clear(&r);
 
         /* A body that is not a Status: the HTTP code alone. */
-        fake_transport_expect_json(e->ft, "GET", "/healthz", 404, "404 page not found\n");
-        assert_int_equal(kube_get(e->client, "/healthz", on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 0);
+        fake_transport_expect_json(e->api->ft, "GET", "/healthz", 404, "404 page not found\n");
+        assert_int_equal(kube_get(e->api->client, "/healthz", on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r.error, -ENOENT);
         assert_null(r.reason);
         result_clear(&r);
 
         /* A 200 whose body is not JSON. */
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 200, "<html>");
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 0);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, "<html>");
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r.error, -EBADMSG);
         result_clear(&r);
 }
@@ -585,13 +530,13 @@ static void test_401_refresh_once(void **state) {
         *state = e;
 
         status_json(body, sizeof(body), 401, "Unauthorized", "Unauthorized");
-        fake_transport_expect(e->ft, "GET", "/api/v1/nodes/node-1",
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/node-1",
                               &(struct fake_reply){ .status = 401, .body = body, .delay_usec = 1 * SEC });
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_n_requests(e->ft), 1);
-        assert_string_equal(fake_request_header(fake_transport_request(e->ft, 0), "Authorization"),
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 1);
+        assert_string_equal(fake_request_header(fake_transport_request(e->api->ft, 0), "Authorization"),
                             "Bearer file-token-AAAA");
 
         /* Rotate the token in place, same size and mtime: only a forced refresh sees it. */
@@ -604,9 +549,9 @@ static void test_401_refresh_once(void **state) {
         times[1] = st.st_mtim;
         assert_int_equal(utimensat(AT_FDCWD, e->token_file, times, 0), 0);
 
-        fake_clock_advance(e->clock, 1 * SEC);
-        assert_int_equal(fake_transport_n_requests(e->ft), 2);
-        assert_string_equal(fake_request_header(fake_transport_request(e->ft, 1), "Authorization"),
+        fake_clock_advance(e->api->clock, 1 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
+        assert_string_equal(fake_request_header(fake_transport_request(e->api->ft, 1), "Authorization"),
                             "Bearer file-token-BBBB");
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, 0);
@@ -614,15 +559,15 @@ static void test_401_refresh_once(void **state) {
         result_clear(&r);
 
         /* Two 401s in a row: refreshed once, then -EACCES. */
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/pods", 401, body);
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/pods", 401, body);
-        assert_int_equal(kube_get(e->client, "/api/v1/pods", on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 10 * 60 * SEC);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/pods", 401, body);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/pods", 401, body);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/pods", on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 10 * 60 * SEC);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, -EACCES);
         assert_int_equal(r.status, 401);
         assert_string_equal(r.reason, "Unauthorized");
-        assert_int_equal(fake_transport_count(e->ft, "GET", "/api/v1/pods"), 2);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", "/api/v1/pods"), 2);
         result_clear(&r);
 }
 
@@ -633,13 +578,13 @@ static void test_401_static_token_not_resent(void **state) {
         char body[512];
 
         status_json(body, sizeof(body), 401, "Unauthorized", "Unauthorized");
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/pods", 401, body);
-        assert_int_equal(kube_get(e->client, "/api/v1/pods", on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 10 * 60 * SEC);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/pods", 401, body);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/pods", on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 10 * 60 * SEC);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, -EACCES);
         assert_int_equal(r.status, 401);
-        assert_int_equal(fake_transport_count(e->ft, "GET", "/api/v1/pods"), 1);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", "/api/v1/pods"), 1);
         result_clear(&r);
 }
 
@@ -655,18 +600,18 @@ static void test_pagination(void **state) {
         char *v;
 
         fake_transport_expect_json(
-                e->ft, "GET", "/api/v1/pods?", 200,
+                e->api->ft, "GET", "/api/v1/pods?", 200,
                 "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
                 "\"5000\",\"continue\":\"eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NTAwMH0=\","
                 "\"remainingItemCount\":1},\"items\":[" POD_ITEM("a", "10") "," POD_ITEM("b", "11") "]}");
         fake_transport_expect_json(
-                e->ft, "GET", "/api/v1/pods?", 200,
+                e->api->ft, "GET", "/api/v1/pods?", 200,
                 "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
                 "\"5000\"},\"items\":[" POD_ITEM("c", "12") "]}");
-        assert_int_equal(kube_list(e->client, "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1", 2, "4000",
-                                   on_page, on_done, &r, NULL),
+        assert_int_equal(kube_list(e->api->client, "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1", 2,
+                                   "4000", on_page, on_done, &r, NULL),
                          0);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, 0);
         assert_int_equal(r.pages, 2);
@@ -677,8 +622,8 @@ static void test_pagination(void **state) {
         assert_string_equal(r.rv, "5000");
         assert_null(r.json);
 
-        assert_int_equal(fake_transport_n_requests(e->ft), 2);
-        q = fake_transport_request(e->ft, 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
+        q = fake_transport_request(e->api->ft, 0);
         v = fake_request_param(q, "fieldSelector");
         assert_string_equal(v, "spec.nodeName%3Dnode-1");
         free(v);
@@ -690,7 +635,7 @@ static void test_pagination(void **state) {
         free(v);
         assert_false(fake_request_has_param(q, "continue"));
 
-        q = fake_transport_request(e->ft, 1);
+        q = fake_transport_request(e->api->ft, 1);
         v = fake_request_param(q, "continue");
         assert_string_equal(v, "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NTAwMH0%3D"); /* escaped */
         free(v);
@@ -703,13 +648,13 @@ static void test_pagination(void **state) {
 
         /* A list without rv reads from etcd: no resourceVersion at all. */
         fake_transport_expect_json(
-                e->ft, "GET", "/api/v1/nodes?", 200,
+                e->api->ft, "GET", "/api/v1/nodes?", 200,
                 "{\"kind\":\"NodeList\",\"metadata\":{\"resourceVersion\":\"7\"},\"items\":[]}");
-        assert_int_equal(kube_list(e->client, "/api/v1/nodes", 0, NULL, on_page, on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 0);
+        assert_int_equal(kube_list(e->api->client, "/api/v1/nodes", 0, NULL, on_page, on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r.error, 0);
         assert_int_equal(r.pages, 1);
-        q = fake_transport_request(e->ft, 2);
+        q = fake_transport_request(e->api->ft, 2);
         assert_false(fake_request_has_param(q, "resourceVersion"));
         v = fake_request_param(q, "limit");
         assert_string_equal(v, "500");
@@ -717,22 +662,22 @@ static void test_pagination(void **state) {
         result_clear(&r);
 
         /* A list answer without items is malformed. */
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes?", 200, "{\"kind\":\"NodeList\"}");
-        assert_int_equal(kube_list(e->client, "/api/v1/nodes", 0, NULL, on_page, on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 0);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes?", 200, "{\"kind\":\"NodeList\"}");
+        assert_int_equal(kube_list(e->api->client, "/api/v1/nodes", 0, NULL, on_page, on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r.error, -EBADMSG);
         result_clear(&r);
 
         /* An expired continue token: 410 from the second page. */
         fake_transport_expect_json(
-                e->ft, "GET", "/api/v1/nodes?", 200,
+                e->api->ft, "GET", "/api/v1/nodes?", 200,
                 "{\"metadata\":{\"resourceVersion\":\"7\",\"continue\":\"abc\"},\"items\":[]}");
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes?", 410,
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes?", 410,
                                    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
                                    "\"message\":\"The provided continue parameter is too old\","
                                    "\"reason\":\"Expired\",\"code\":410}");
-        assert_int_equal(kube_list(e->client, "/api/v1/nodes", 0, NULL, on_page, on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 0);
+        assert_int_equal(kube_list(e->api->client, "/api/v1/nodes", 0, NULL, on_page, on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r.error, -ESTALE);
         assert_string_equal(r.reason, "Expired");
         result_clear(&r);
@@ -758,7 +703,7 @@ static void test_watch_stream(void **state) {
 
         /* Events split at awkward places, several in one chunk. */
         fake_transport_expect(
-                e->ft, "GET", "/api/v1/pods?",
+                e->api->ft, "GET", "/api/v1/pods?",
                 &(struct fake_reply){
                         .chunks = { "{\"type\":\"ADD",
                                     "ED\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\","
@@ -771,21 +716,21 @@ static void test_watch_stream(void **state) {
                         .chunk_interval_usec = 10 * MS,
                         .hold_open = true, /* the server would close it; our abort must */
                 });
-        assert_int_equal(kube_watch(e->client, "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1", "5000",
-                                    317, on_event, on_done, &r, NULL),
+        assert_int_equal(kube_watch(e->api->client, "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1",
+                                    "5000", 317, on_event, on_done, &r, NULL),
                          0);
-        fake_clock_advance(e->clock, 0);
-        fake_clock_advance(e->clock, 10 * MS);
+        fake_clock_advance(e->api->clock, 0);
+        fake_clock_advance(e->api->clock, 10 * MS);
         /* The first object is complete, but its line is not terminated yet. */
         assert_int_equal(r.events[WATCH_ADDED], 0);
-        fake_clock_advance(e->clock, 10 * MS);
+        fake_clock_advance(e->api->clock, 10 * MS);
         assert_int_equal(r.events[WATCH_ADDED], 1);
         assert_int_equal(r.events[WATCH_BOOKMARK], 1);
         assert_int_equal(r.events[WATCH_MODIFIED], 0);
-        fake_clock_advance(e->clock, 10 * MS);
+        fake_clock_advance(e->api->clock, 10 * MS);
         assert_int_equal(r.events[WATCH_MODIFIED], 1);
         assert_int_equal(r.calls, 0);
-        fake_clock_advance(e->clock, 10 * MS);
+        fake_clock_advance(e->api->clock, 10 * MS);
         assert_int_equal(r.events[WATCH_ADDED], 1);
         assert_int_equal(r.events[WATCH_MODIFIED], 1);
         assert_int_equal(r.events[WATCH_ERROR], 0); /* the client turns it into the result */
@@ -795,9 +740,9 @@ static void test_watch_stream(void **state) {
         assert_string_equal(r.reason, "Expired");
         assert_string_equal(r.message, "too old resource version: 5000 (6000)");
         assert_string_equal(r.names[0], "inference-0");
-        assert_int_equal(fake_transport_in_flight(e->ft), 0);
+        assert_int_equal(fake_transport_in_flight(e->api->ft), 0);
 
-        q = fake_transport_request(e->ft, 0);
+        q = fake_transport_request(e->api->ft, 0);
         assert_true(q->stream);
         assert_int_equal(q->timeout_usec, 0);
         for (size_t i = 0; i < 5; i++) {
@@ -814,15 +759,16 @@ static void test_watch_stream(void **state) {
                 assert_string_equal(v, params[i][1]);
                 free(v);
         }
-        kube_client_get_stats(e->client, &st);
+        kube_client_get_stats(e->api->client, &st);
         assert_int_equal(st.watch_events, 4);
         result_clear(&r);
 
         /* The server closing the stream normally: done with 0. */
-        fake_transport_expect(e->ft, "GET", "/api/v1/nodes?",
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes?",
                               &(struct fake_reply){ .chunks = { EV_ADDED_A, EV_BOOKMARK } });
-        assert_int_equal(kube_watch(e->client, "/api/v1/nodes", "1", 60, on_event, on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 0);
+        assert_int_equal(kube_watch(e->api->client, "/api/v1/nodes", "1", 60, on_event, on_done, &r, NULL),
+                         0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, 0);
         assert_int_equal(r.events[WATCH_ADDED] + r.events[WATCH_BOOKMARK], 2);
@@ -831,15 +777,16 @@ static void test_watch_stream(void **state) {
 
         /* 410 before the stream starts: a Status body with the HTTP error. */
         fake_transport_expect(
-                e->ft, "GET", "/api/v1/nodes?",
+                e->api->ft, "GET", "/api/v1/nodes?",
                 &(struct fake_reply){
                         .status = 410,
                         .body = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
                                 "\"status\":\"Failure\",\"message\":\"too old resource version: 1 (6000)\","
                                 "\"reason\":\"Expired\",\"code\":410}",
                 });
-        assert_int_equal(kube_watch(e->client, "/api/v1/nodes", "1", 60, on_event, on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 0);
+        assert_int_equal(kube_watch(e->api->client, "/api/v1/nodes", "1", 60, on_event, on_done, &r, NULL),
+                         0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, -ESTALE);
         assert_string_equal(r.message, "too old resource version: 1 (6000)");
@@ -849,23 +796,25 @@ static void test_watch_stream(void **state) {
         /* The event handler stopping the watch: done with its error. */
         r.stop_after_events = 1;
         fake_transport_expect(
-                e->ft, "GET", "/api/v1/nodes?",
+                e->api->ft, "GET", "/api/v1/nodes?",
                 &(struct fake_reply){ .chunks = { EV_ADDED_A EV_BOOKMARK }, .hold_open = true });
-        assert_int_equal(kube_watch(e->client, "/api/v1/nodes", NULL, 60, on_event, on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 0);
+        assert_int_equal(kube_watch(e->api->client, "/api/v1/nodes", NULL, 60, on_event, on_done, &r, NULL),
+                         0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, -EPIPE);
         assert_int_equal(r.events[WATCH_ADDED], 1);
         assert_int_equal(r.events[WATCH_BOOKMARK], 0);
         /* no resourceVersion given: the parameter is left out */
-        assert_false(fake_request_has_param(fake_transport_request(e->ft, 3), "resourceVersion"));
+        assert_false(fake_request_has_param(fake_transport_request(e->api->ft, 3), "resourceVersion"));
         result_clear(&r);
 
         /* Garbage instead of events. */
-        fake_transport_expect(e->ft, "GET", "/api/v1/nodes?",
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes?",
                               &(struct fake_reply){ .chunks = { "this is not json\n" } });
-        assert_int_equal(kube_watch(e->client, "/api/v1/nodes", "1", 60, on_event, on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 0);
+        assert_int_equal(kube_watch(e->api->client, "/api/v1/nodes", "1", 60, on_event, on_done, &r, NULL),
+                         0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, -EBADMSG);
         result_clear(&r);
@@ -894,20 +843,20 @@ static void test_audit_id_per_attempt(void **state) {
         char body[512], first_other[40];
         const char *ids[4];
 
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 500,
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 500,
                                    status_json(body, sizeof(body), 500, "InternalError", "boom"));
-        fake_transport_expect(e->ft, "GET", "/api/v1/nodes/node-1",
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/node-1",
                               &(struct fake_reply){ .error = -ECONNRESET, .unanswered = true });
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 429,
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 429,
                                    status_json(body, sizeof(body), 429, "TooManyRequests", "slow down"));
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 10 * SEC);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 10 * SEC);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, 0);
-        assert_int_equal(fake_transport_n_requests(e->ft), 4);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 4);
         for (size_t i = 0; i < 4; i++) {
-                ids[i] = fake_request_header(fake_transport_request(e->ft, i), "Audit-ID");
+                ids[i] = fake_request_header(fake_transport_request(e->api->ft, i), "Audit-ID");
                 assert_true(audit_id_shaped(ids[i]));
                 for (size_t j = 0; j < i; j++)
                         assert_string_not_equal(ids[i], ids[j]);
@@ -918,12 +867,12 @@ static void test_audit_id_per_attempt(void **state) {
 
         /* Another client (another process) has another prefix. */
         env_client(e, &(struct kube_client_options){ .qps = 0, .random_seed = 8 });
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_n_requests(e->ft), 5);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 5);
         snprintf(first_other, sizeof(first_other), "%s",
-                 fake_request_header(fake_transport_request(e->ft, 4), "Audit-ID"));
+                 fake_request_header(fake_transport_request(e->api->ft, 4), "Audit-ID"));
         assert_true(audit_id_shaped(first_other));
         assert_memory_not_equal(first_other, ids[0], 18);
         result_clear(&r);
@@ -939,37 +888,37 @@ static void test_unanswered_resent_through_bucket(void **state) {
         struct result r = {}, g = {};
 
         env_client(e, &(struct kube_client_options){ .qps = 5, .burst = 1, .random_seed = 1 });
-        fake_transport_expect(e->ft, "POST", "/api/v1/namespaces/default/events",
+        fake_transport_expect(e->api->ft, "POST", "/api/v1/namespaces/default/events",
                               &(struct fake_reply){ .error = -ECONNRESET, .unanswered = true, .times = 2 });
-        fake_transport_expect_json(e->ft, "POST", "/api/v1/namespaces/default/events", 201, EVENT_JSON);
-        assert_int_equal(
-                kube_create(e->client, "/api/v1/namespaces/default/events", EVENT_JSON, on_done, &r, NULL),
-                0);
-        fake_clock_advance(e->clock, 10 * SEC);
+        fake_transport_expect_json(e->api->ft, "POST", "/api/v1/namespaces/default/events", 201, EVENT_JSON);
+        assert_int_equal(kube_create(e->api->client, "/api/v1/namespaces/default/events", EVENT_JSON,
+                                     on_done, &r, NULL),
+                         0);
+        fake_clock_advance(e->api->clock, 10 * SEC);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, 0);
         assert_int_equal(r.attempts, 1);
-        assert_int_equal(fake_transport_n_requests(e->ft), 3);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
         for (size_t i = 0; i < 3; i++)
-                assert_int_equal(fake_transport_request(e->ft, i)->at_usec, T0 + i * 200 * MS);
+                assert_int_equal(fake_transport_request(e->api->ft, i)->at_usec, T0 + i * 200 * MS);
         result_clear(&r);
 
         /* Not forever: after 6 resends the error goes back to the caller. */
         fake_transport_expect(
-                e->ft, "GET", "/api/v1/nodes/node-1",
+                e->api->ft, "GET", "/api/v1/nodes/node-1",
                 &(struct fake_reply){ .error = -ECONNRESET, .unanswered = true, .times = FAKE_FOREVER });
-        assert_int_equal(kube_call_start(e->client,
+        assert_int_equal(kube_call_start(e->api->client,
                                          &(struct kube_call_params){ .method = "GET",
                                                                      .path = "/api/v1/nodes/node-1" },
                                          on_done, &g, NULL),
                          0);
-        fake_clock_advance(e->clock, 10 * SEC);
+        fake_clock_advance(e->api->clock, 10 * SEC);
         assert_int_equal(g.calls, 1);
         assert_int_equal(g.error, -ECONNRESET);
-        assert_int_equal(fake_transport_n_requests(e->ft), 3 + 7);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 3 + 7);
         for (size_t i = 4; i < 10; i++)
-                assert_true(fake_transport_request(e->ft, i)->at_usec -
-                                    fake_transport_request(e->ft, i - 1)->at_usec >=
+                assert_true(fake_transport_request(e->api->ft, i)->at_usec -
+                                    fake_transport_request(e->api->ft, i - 1)->at_usec >=
                             200 * MS);
         result_clear(&g);
 }
@@ -980,29 +929,29 @@ static void test_token_bucket(void **state) {
         struct kube_client_stats st;
 
         env_client(e, &(struct kube_client_options){ .qps = 5, .burst = 2, .random_seed = 1 });
-        fake_transport_expect(e->ft, "GET", "/api/v1/nodes",
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes",
                               &(struct fake_reply){ .body = NODE_JSON, .times = FAKE_FOREVER });
         for (int i = 0; i < 3; i++)
-                assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r[i], NULL), 0);
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_n_requests(e->ft), 2);
-        fake_clock_advance(e->clock, 200 * MS - 1);
-        assert_int_equal(fake_transport_n_requests(e->ft), 2);
-        fake_clock_advance(e->clock, 1);
-        assert_int_equal(fake_transport_n_requests(e->ft), 3);
-        assert_int_equal(fake_transport_request(e->ft, 2)->at_usec, T0 + 200 * MS);
+                assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r[i], NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
+        fake_clock_advance(e->api->clock, 200 * MS - 1);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
+        fake_clock_advance(e->api->clock, 1);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
+        assert_int_equal(fake_transport_request(e->api->ft, 2)->at_usec, T0 + 200 * MS);
         for (int i = 0; i < 3; i++) {
                 assert_int_equal(r[i].calls, 1);
                 assert_int_equal(r[i].error, 0);
         }
-        kube_client_get_stats(e->client, &st);
+        kube_client_get_stats(e->api->client, &st);
         assert_int_equal(st.throttled_usec, 200 * MS);
 
         /* A 4th right away waits for the next token, 200 ms later. */
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r[3], NULL), 0);
-        fake_clock_advance(e->clock, 200 * MS);
-        assert_int_equal(fake_transport_n_requests(e->ft), 4);
-        assert_int_equal(fake_transport_request(e->ft, 3)->at_usec, T0 + 400 * MS);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r[3], NULL), 0);
+        fake_clock_advance(e->api->clock, 200 * MS);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 4);
+        assert_int_equal(fake_transport_request(e->api->ft, 3)->at_usec, T0 + 400 * MS);
         for (int i = 0; i < 4; i++)
                 result_clear(&r[i]);
 }
@@ -1021,31 +970,31 @@ static void test_token_bucket_with_backoff(void **state) {
                                                      .random_seed = 1,
                                                      .backoff_base_usec = 10 * SEC,
                                                      .backoff_cap_usec = 10 * SEC });
-        fake_transport_expect(e->ft, "GET", "/api/v1/nodes/flaky",
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/flaky",
                               &(struct fake_reply){ .status = 503, .body = "x", .delay_usec = 100 * MS });
-        fake_transport_expect(e->ft, "GET", "/api/v1/nodes",
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes",
                               &(struct fake_reply){ .body = NODE_JSON, .times = FAKE_FOREVER });
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/flaky", on_done, &r[0], NULL), 0);
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_n_requests(e->ft), 1);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/flaky", on_done, &r[0], NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 1);
         /* Three callers wait for tokens at +200, +400, +600 ms ... */
         for (int i = 1; i < 4; i++)
-                assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r[i], NULL), 0);
+                assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r[i], NULL), 0);
         /* ... when the 503 arrives and the first call backs off; then one more caller. */
-        fake_clock_advance(e->clock, 100 * MS);
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r[4], NULL), 0);
-        fake_clock_advance(e->clock, 60 * SEC);
+        fake_clock_advance(e->api->clock, 100 * MS);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r[4], NULL), 0);
+        fake_clock_advance(e->api->clock, 60 * SEC);
 
-        n = fake_transport_n_requests(e->ft);
+        n = fake_transport_n_requests(e->api->ft);
         assert_int_equal(n, 6);
         for (size_t i = 1; i < n; i++) {
-                uint64_t prev = fake_transport_request(e->ft, i - 1)->at_usec,
-                         at = fake_transport_request(e->ft, i)->at_usec;
+                uint64_t prev = fake_transport_request(e->api->ft, i - 1)->at_usec,
+                         at = fake_transport_request(e->api->ft, i)->at_usec;
 
                 print_message("request %zu at +%llu ms\n", i, (unsigned long long)((at - T0) / MS));
                 assert_true(at >= prev + 200 * MS);
         }
-        assert_int_equal(fake_transport_request(e->ft, 4)->at_usec, T0 + 800 * MS);
+        assert_int_equal(fake_transport_request(e->api->ft, 4)->at_usec, T0 + 800 * MS);
         for (int i = 0; i < 5; i++) {
                 assert_int_equal(r[i].calls, 1);
                 assert_int_equal(r[i].error, 0);
@@ -1060,19 +1009,19 @@ static void test_cancel(void **state) {
 
         env_client(e, &(struct kube_client_options){ .qps = 5, .burst = 1, .random_seed = 1 });
         /* 0: in flight (slow answer); 1: waiting for a token; 2: a watch held open */
-        fake_transport_expect(e->ft, "GET", "/api/v1/nodes/slow",
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/slow",
                               &(struct fake_reply){ .body = NODE_JSON, .delay_usec = 60 * SEC });
-        fake_transport_expect(e->ft, "GET", "/api/v1/pods?",
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/pods?",
                               &(struct fake_reply){ .chunks = { EV_ADDED_A }, .hold_open = true });
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/slow", on_done, &r[0], &calls[0]), 0);
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(kube_watch(e->client, "/api/v1/pods", "1", 60, on_event, on_done, &r[2], &calls[2]),
-                         0);
-        fake_clock_advance(e->clock, 200 * MS);
-        assert_int_equal(fake_transport_n_requests(e->ft), 2);
-        assert_int_equal(fake_transport_open_streams(e->ft), 1);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/slow", on_done, &r[0], &calls[0]), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(
+                kube_watch(e->api->client, "/api/v1/pods", "1", 60, on_event, on_done, &r[2], &calls[2]), 0);
+        fake_clock_advance(e->api->clock, 200 * MS);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
         assert_int_equal(r[2].events[WATCH_ADDED], 1);
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/waiting", on_done, &r[1], &calls[1]), 0);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/waiting", on_done, &r[1], &calls[1]), 0);
 
         kube_call_cancel(calls[0]);
         kube_call_cancel(calls[1]);
@@ -1080,49 +1029,50 @@ static void test_cancel(void **state) {
         kube_call_cancel(calls[0]); /* twice: no-op */
         for (int i = 0; i < 3; i++)
                 assert_int_equal(r[i].calls, 0); /* never from inside cancel */
-        assert_int_equal(fake_transport_cancels(e->ft), 2);
+        assert_int_equal(fake_transport_cancels(e->api->ft), 2);
 
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         for (int i = 0; i < 3; i++) {
                 assert_int_equal(r[i].calls, 1);
                 assert_int_equal(r[i].error, -ECANCELED);
         }
-        assert_int_equal(kube_client_calls_in_flight(e->client), 0);
-        assert_int_equal(fake_transport_in_flight(e->ft), 0);
+        assert_int_equal(kube_client_calls_in_flight(e->api->client), 0);
+        assert_int_equal(fake_transport_in_flight(e->api->ft), 0);
 
         /* Nothing more, ever; the cancelled waiter never went out. */
-        fake_clock_advance(e->clock, 10 * 60 * SEC);
+        fake_clock_advance(e->api->clock, 10 * 60 * SEC);
         for (int i = 0; i < 3; i++)
                 assert_int_equal(r[i].calls, 1);
-        assert_int_equal(fake_transport_count(e->ft, NULL, "/api/v1/nodes/waiting"), 0);
+        assert_int_equal(fake_transport_count(e->api->ft, NULL, "/api/v1/nodes/waiting"), 0);
 
         /* The waiter gave its token back: the next call goes out at once, not 200 ms later. */
-        fake_transport_expect(e->ft, "GET", "/api/v1/nodes/next", &(struct fake_reply){ .body = NODE_JSON });
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/next", on_done, &r[3], NULL), 0);
-        fake_clock_advance(e->clock, 0);
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/next",
+                              &(struct fake_reply){ .body = NODE_JSON });
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/next", on_done, &r[3], NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r[3].calls, 1);
 
         /* Cancel during a backoff, and cancel_all over several states. */
         env_client(e, &(struct kube_client_options){ .random_seed = 1 });
-        fake_transport_expect(e->ft, "GET", "/api/v1/nodes/flaky",
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/flaky",
                               &(struct fake_reply){ .status = 500, .body = "" });
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/flaky", on_done, &r[4], &calls[4]), 0);
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_count(e->ft, NULL, "/api/v1/nodes/flaky"), 1);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/flaky", on_done, &r[4], &calls[4]), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_count(e->api->ft, NULL, "/api/v1/nodes/flaky"), 1);
         assert_int_equal(r[4].calls, 0); /* backing off */
-        fake_transport_expect(e->ft, "GET", "/api/v1/nodes/slow",
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/slow",
                               &(struct fake_reply){ .body = NODE_JSON, .delay_usec = 60 * SEC });
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/slow", on_done, &r[5], &calls[5]), 0);
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(kube_client_calls_in_flight(e->client), 2);
-        kube_client_cancel_all(e->client);
-        fake_clock_advance(e->clock, 0);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/slow", on_done, &r[5], &calls[5]), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(kube_client_calls_in_flight(e->api->client), 2);
+        kube_client_cancel_all(e->api->client);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r[4].calls, 1);
         assert_int_equal(r[4].error, -ECANCELED);
         assert_int_equal(r[5].calls, 1);
         assert_int_equal(r[5].error, -ECANCELED);
-        fake_clock_advance(e->clock, 10 * 60 * SEC);
-        assert_int_equal(fake_transport_count(e->ft, NULL, "/api/v1/nodes/flaky"), 1);
+        fake_clock_advance(e->api->clock, 10 * 60 * SEC);
+        assert_int_equal(fake_transport_count(e->api->ft, NULL, "/api/v1/nodes/flaky"), 1);
         assert_int_equal(r[4].calls, 1);
         for (int i = 0; i < 6; i++)
                 result_clear(&r[i]);
@@ -1145,13 +1095,13 @@ static void on_done_free_client(const struct kube_result *res, void *userdata) {
 
 static void test_free_client_in_done(void **state) {
         struct env *e = *state;
-        struct free_in_done f = { .client = &e->client };
+        struct free_in_done f = { .client = &e->api->client };
 
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done_free_client, &f, NULL), 0);
-        fake_clock_advance(e->clock, 0);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done_free_client, &f, NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(f.calls, 1);
-        assert_null(e->client);
+        assert_null(e->api->client);
         env_client(e, NULL); /* for teardown */
 }
 
@@ -1167,25 +1117,25 @@ static void test_transport_closed(void **state) {
         struct env *e = *state;
         struct result r = {};
 
-        fake_transport_expect(e->ft, "GET", "/api/v1/nodes/slow",
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/slow",
                               &(struct fake_reply){ .body = NODE_JSON, .delay_usec = 60 * SEC });
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/slow", on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 0);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/slow", on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
         closed_calls = 0;
-        transport_close(fake_transport_base(e->ft), on_transport_closed, e->ft);
+        transport_close(fake_transport_base(e->api->ft), on_transport_closed, e->api->ft);
         assert_int_equal(closed_calls, 0); /* nothing from inside close */
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(closed_calls, 1);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, -ECANCELED);
         result_clear(&r);
 
         /* Calls after that fail at once (through done, later), without retries. */
-        assert_int_equal(kube_get(e->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
-        fake_clock_advance(e->clock, 10 * 60 * SEC);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 10 * 60 * SEC);
         assert_int_equal(r.calls, 1);
         assert_int_equal(r.error, -ESHUTDOWN);
-        assert_int_equal(fake_transport_n_requests(e->ft), 1);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 1);
         result_clear(&r);
 }
 

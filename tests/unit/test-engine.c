@@ -33,6 +33,7 @@
 #include "drainer/timesrc.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
+#include "fakes/test-env.h"
 
 #define MS  USEC_PER_MSEC
 #define SEC USEC_PER_SEC
@@ -70,7 +71,7 @@ struct fake_units {
 };
 
 struct env {
-        char dir[64], kubeconfig[96];
+        struct test_api *api; /* owns the five below, the test's shorthands */
         struct fake_clock *clock;
         struct timesrc *ts;
         struct fake_transport *ft;
@@ -90,30 +91,14 @@ struct env {
 
 static int setup(void **state) {
         struct env *e = calloc(1, sizeof(*e));
-        char *err = NULL;
-        FILE *f;
 
         assert_non_null(e);
-        strcpy(e->dir, "/tmp/drainer-test-engine-XXXXXX");
-        assert_non_null(mkdtemp(e->dir));
-        snprintf(e->kubeconfig, sizeof(e->kubeconfig), "%s/config", e->dir);
-        f = fopen(e->kubeconfig, "we");
-        assert_non_null(f);
-        fputs("apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: "
-              "https://10.0.0.1:6443\n"
-              "users:\n- name: u\n  user:\n    token: engine-token\ncontexts:\n- name: t\n  context:\n"
-              "    cluster: t\n    user: u\ncurrent-context: t\n",
-              f);
-        fclose(f);
-        if (kube_config_load(&(struct kube_config_options){ .kubeconfig = e->kubeconfig }, &e->cfg, &err) <
-            0)
-                fail_msg("kube_config_load: %s", err ? err : "?");
-        e->clock = fake_clock_new(T0, INT64_C(1750000000) * 1000000);
-        e->ts = fake_clock_timesrc(e->clock);
-        e->ft = fake_transport_new(e->ts);
-        assert_int_equal(kube_client_new(fake_transport_base(e->ft), e->ts, e->cfg,
-                                         &(struct kube_client_options){ .random_seed = 3 }, &e->client),
-                         0);
+        e->api = test_api_new(&(struct test_api_options){ .user_yaml = "    token: engine-token\n" });
+        e->clock = e->api->clock;
+        e->ts = e->api->ts;
+        e->ft = e->api->ft;
+        e->cfg = e->api->cfg;
+        e->client = e->api->client;
         *state = e;
         return 0;
 }
@@ -145,13 +130,7 @@ static int teardown(void **state) {
         }
         e->units.n_ops = 0;
         assert_int_equal(kube_client_calls_in_flight(e->client), 0);
-        kube_client_free(e->client);
-        fake_transport_free(e->ft);
-        assert_int_equal(fake_clock_timers(e->clock), 0);
-        fake_clock_free(e->clock);
-        kube_config_free(e->cfg);
-        unlink(e->kubeconfig);
-        rmdir(e->dir);
+        test_api_free(e->api);
         cJSON_Delete(e->node);
         free(e->needs_flag);
         free(e->message);

@@ -21,10 +21,11 @@
 #include "drainer/timesrc.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
+#include "fakes/test-env.h"
 
 #define MS  USEC_PER_MSEC
 #define SEC USEC_PER_SEC
-#define T0  (1000 * SEC)
+#define T0  TEST_API_T0
 
 /* What the informer asks for, with fieldSelector=spec.nodeName=node-1. */
 #define PODS  "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1"
@@ -38,12 +39,7 @@ struct log {
 };
 
 struct env {
-        char dir[64], kubeconfig[96];
-        struct fake_clock *clock;
-        struct timesrc *ts;
-        struct fake_transport *ft;
-        struct kube_config *cfg;
-        struct kube_client *client;
+        struct test_api *api;
         struct informer *inf;
         struct log log;
         int synced, errors, last_error;
@@ -90,7 +86,7 @@ static void on_error(struct informer *inf, int error, const char *message, void 
         struct env *e = userdata;
 
         if (e->errors < 64)
-                e->error_at[e->errors] = fake_clock_now(e->clock);
+                e->error_at[e->errors] = fake_clock_now(e->api->clock);
         e->errors++;
         e->last_error = error;
 }
@@ -183,45 +179,33 @@ static char *event_json(const char *type, char *object) {
 }
 
 static char *read_fixture(const char *name) {
-        char path[512], *buf;
-        FILE *f;
-        long n;
+        char rel[256];
 
-        snprintf(path, sizeof(path), "%s/api/%s", FIXTURES, name);
-        f = fopen(path, "re");
-        if (!f)
-                return NULL;
-        fseek(f, 0, SEEK_END);
-        n = ftell(f);
-        rewind(f);
-        buf = calloc(1, (size_t)n + 1);
-        assert_non_null(buf);
-        assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-        fclose(f);
-        return buf;
+        snprintf(rel, sizeof(rel), "api/%s", name);
+        return test_fixture(rel, NULL);
 }
 
 static void expect_list(struct env *e, const char *rv, const char *cont, char **items) {
         char *body = list_json(rv, cont, items);
 
-        fake_transport_expect_json(e->ft, "GET", LIST, 200, body);
+        fake_transport_expect_json(e->api->ft, "GET", LIST, 200, body);
         free(body);
 }
 
 /* An open watch stream that sends nothing until the test pushes. */
 static void expect_watch_open(struct env *e) {
-        fake_transport_expect(e->ft, "GET", WATCH, &(struct fake_reply){ .hold_open = true });
+        fake_transport_expect(e->api->ft, "GET", WATCH, &(struct fake_reply){ .hold_open = true });
 }
 
 static void push_event(struct env *e, const char *type, char *object) {
         char *ev = event_json(type, object);
 
-        assert_int_equal(fake_transport_push(e->ft, WATCH, ev), 1);
+        assert_int_equal(fake_transport_push(e->api->ft, WATCH, ev), 1);
         free(ev);
 }
 
 static const struct fake_request *last_request(struct env *e) {
-        return fake_transport_request(e->ft, fake_transport_n_requests(e->ft) - 1);
+        return fake_transport_request(e->api->ft, fake_transport_n_requests(e->api->ft) - 1);
 }
 
 static char *param(const struct fake_request *r, const char *name) {
@@ -236,35 +220,14 @@ static char *param(const struct fake_request *r, const char *name) {
 }
 
 static void env_informer(struct env *e, const struct informer_options *o) {
-        assert_int_equal(informer_new(e->client, e->ts, o, &handlers, e, &e->inf), 0);
+        assert_int_equal(informer_new(e->api->client, e->api->ts, o, &handlers, e, &e->inf), 0);
 }
 
 static int setup(void **state) {
         struct env *e = calloc(1, sizeof(*e));
-        char *err = NULL;
-        FILE *f;
 
         assert_non_null(e);
-        strcpy(e->dir, "/tmp/drainer-test-informer-XXXXXX");
-        assert_non_null(mkdtemp(e->dir));
-        snprintf(e->kubeconfig, sizeof(e->kubeconfig), "%s/config", e->dir);
-        f = fopen(e->kubeconfig, "we");
-        assert_non_null(f);
-        fputs("apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: "
-              "https://10.0.0.1:6443\n"
-              "users:\n- name: u\n  user:\n    token: informer-token\ncontexts:\n- name: t\n  context:\n"
-              "    cluster: t\n    user: u\ncurrent-context: t\n",
-              f);
-        fclose(f);
-        if (kube_config_load(&(struct kube_config_options){ .kubeconfig = e->kubeconfig }, &e->cfg, &err) <
-            0)
-                fail_msg("kube_config_load: %s", err ? err : "?");
-        e->clock = fake_clock_new(T0, INT64_C(1750000000) * 1000000);
-        e->ts = fake_clock_timesrc(e->clock);
-        e->ft = fake_transport_new(e->ts);
-        assert_int_equal(kube_client_new(fake_transport_base(e->ft), e->ts, e->cfg,
-                                         &(struct kube_client_options){ .random_seed = 3 }, &e->client),
-                         0);
+        e->api = test_api_new(&(struct test_api_options){ .user_yaml = "    token: informer-token\n" });
         env_informer(e, &(struct informer_options){
                                 .kind = INFORMER_PODS,
                                 .field_selector = "spec.nodeName=node-1",
@@ -281,19 +244,11 @@ static int teardown(void **state) {
         if (e->inf) {
                 informer_stop(e->inf);
                 for (int i = 0; i < 10 && !informer_idle(e->inf); i++)
-                        fake_clock_advance(e->clock, 0);
+                        fake_clock_advance(e->api->clock, 0);
                 assert_true(informer_idle(e->inf));
                 informer_free(e->inf);
         }
-        assert_int_equal(kube_client_calls_in_flight(e->client), 0);
-        assert_int_equal(fake_transport_in_flight(e->ft), 0);
-        kube_client_free(e->client);
-        fake_transport_free(e->ft);
-        assert_int_equal(fake_clock_timers(e->clock), 0);
-        fake_clock_free(e->clock);
-        kube_config_free(e->cfg);
-        unlink(e->kubeconfig);
-        rmdir(e->dir);
+        test_api_free(e->api);
         free(e);
         return 0;
 }
@@ -316,9 +271,9 @@ static void initial_sync(struct env *e) {
         assert_int_equal(informer_start(e->inf), 0);
         assert_int_equal(informer_start(e->inf), -EBUSY);
         assert_false(informer_synced(e->inf));
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_true(informer_synced(e->inf));
-        assert_int_equal(fake_transport_open_streams(e->ft), 1);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
 }
 
 static void test_list_pages_then_watch(void **state) {
@@ -344,17 +299,17 @@ static void test_list_pages_then_watch(void **state) {
         assert_int_equal(n, 3);
         assert_int_equal(informer_cache_bytes(e->inf), cache_bytes_by_hand(e));
 
-        assert_int_equal(fake_transport_n_requests(e->ft), 3);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
         /* page 1 from the watch cache */
-        q = fake_transport_request(e->ft, 0);
+        q = fake_transport_request(e->api->ft, 0);
         assert_string_equal(param(q, "resourceVersion"), "0");
         assert_string_equal(param(q, "limit"), "2");
         /* page 2 follows continue, without resourceVersion */
-        q = fake_transport_request(e->ft, 1);
+        q = fake_transport_request(e->api->ft, 1);
         assert_string_equal(param(q, "continue"), "eyJydiI6MTAwLCJzdGFydCI6ImIifQ%3D%3D");
         assert_null(param(q, "resourceVersion"));
         /* the watch resumes from the list's resourceVersion, with bookmarks */
-        q = fake_transport_request(e->ft, 2);
+        q = fake_transport_request(e->api->ft, 2);
         assert_string_equal(param(q, "watch"), "1");
         assert_string_equal(param(q, "resourceVersion"), "100");
         assert_string_equal(param(q, "allowWatchBookmarks"), "true");
@@ -380,7 +335,7 @@ static void test_watch_events_and_bookmark(void **state) {
         push_event(e, "ADDED", pod_json("d", "101", "Pending"));
         push_event(e, "MODIFIED", pod_json("a", "102", "Succeeded"));
         push_event(e, "DELETED", pod_json("b", "103", "Running"));
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         EXPECT_LOG(e, "add ml/d 101", "update ml/a 10->102", "delete ml/b 11");
         assert_int_equal(informer_size(e->inf), 3);
         assert_null(informer_get(e->inf, "ml/b"));
@@ -396,7 +351,7 @@ static void test_watch_events_and_bookmark(void **state) {
 
         /* A bookmark only moves the resourceVersion. */
         assert_int_equal(fake_transport_push(
-                                 e->ft, WATCH,
+                                 e->api->ft, WATCH,
                                  "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\","
                                  "\"metadata\":{\"resourceVersion\":\"150\",\"creationTimestamp\":null},"
                                  "\"spec\":{\"containers\":null},\"status\":{}}}\n"),
@@ -407,15 +362,15 @@ static void test_watch_events_and_bookmark(void **state) {
 
         /* The server ends the watch (its timeoutSeconds): rewatch at once from 150. */
         expect_watch_open(e);
-        fake_clock_advance(e->clock, 5 * 60 * SEC);
-        assert_int_equal(fake_transport_end_streams(e->ft, WATCH, 0), 1);
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_open_streams(e->ft), 1);
+        fake_clock_advance(e->api->clock, 5 * 60 * SEC);
+        assert_int_equal(fake_transport_end_streams(e->api->ft, WATCH, 0), 1);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
         assert_string_equal(param(last_request(e), "resourceVersion"), "150");
-        assert_int_equal(last_request(e)->at_usec, fake_clock_now(e->clock));
+        assert_int_equal(last_request(e)->at_usec, fake_clock_now(e->api->clock));
         assert_int_equal(e->errors, 0);
         assert_int_equal(e->synced, 1); /* no relist */
-        assert_int_equal(fake_transport_count(e->ft, "GET", LIST), 2);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", LIST), 2);
 }
 
 static void test_watch_410_relists(void **state) {
@@ -436,12 +391,12 @@ static void test_watch_410_relists(void **state) {
                                 pod_json("e", "5995", "Pending"), fixture ? fixture : NULL, NULL });
         expect_watch_open(e);
         assert_int_equal(fake_transport_push(
-                                 e->ft, WATCH,
+                                 e->api->ft, WATCH,
                                  "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\","
                                  "\"metadata\":{},\"status\":\"Failure\",\"message\":\"too old resource "
                                  "version: 120 (5000)\",\"reason\":\"Expired\",\"code\":410}}\n"),
                          1);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         if (fixture)
                 EXPECT_LOG(e, "delete ml/b 11", "update ml/c 12->5990", "add ml/e 5995",
                            "add ml/inference-0 48301", "synced");
@@ -452,7 +407,7 @@ static void test_watch_410_relists(void **state) {
         assert_int_equal(informer_size(e->inf), fixture ? 4 : 3);
         assert_string_equal(informer_resource_version(e->inf), "6000");
 
-        q = fake_transport_request(e->ft, 3);
+        q = fake_transport_request(e->api->ft, 3);
         assert_non_null(strstr(q->path, "limit="));
         assert_null(param(q, "resourceVersion")); /* from etcd */
         assert_null(param(q, "continue"));
@@ -465,16 +420,16 @@ static void test_watch_410_relists(void **state) {
 
         /* A watch refused with HTTP 410 up front (not an ERROR event) relists the same way. */
         fake_transport_expect_json(
-                e->ft, "GET", WATCH, 410,
+                e->api->ft, "GET", WATCH, 410,
                 "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
                 "\"message\":\"too old resource version: 6000 "
                 "(6500)\",\"reason\":\"Expired\",\"code\":410}");
         expect_list(e, "7000", NULL, (char *[]){ pod_json("a", "120", "Running"), NULL });
         expect_watch_open(e);
         e->log.n = 0;
-        fake_clock_advance(e->clock, 7 * 60 * SEC);
-        assert_int_equal(fake_transport_end_streams(e->ft, WATCH, 0), 1); /* the server's timeout */
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 7 * 60 * SEC);
+        assert_int_equal(fake_transport_end_streams(e->api->ft, WATCH, 0), 1); /* the server's timeout */
+        fake_clock_advance(e->api->clock, 0);
         if (fixture)
                 EXPECT_LOG(e, "delete ml/c 5990", "delete ml/e 5995", "delete ml/inference-0 48301",
                            "synced");
@@ -485,10 +440,10 @@ static void test_watch_410_relists(void **state) {
         assert_int_equal(st.lists, 3);
         assert_int_equal(st.watches, 4);
         assert_int_equal(e->errors, 0);
-        assert_null(param(fake_transport_request(e->ft, fake_transport_n_requests(e->ft) - 2),
+        assert_null(param(fake_transport_request(e->api->ft, fake_transport_n_requests(e->api->ft) - 2),
                           "resourceVersion"));
         assert_string_equal(param(last_request(e), "resourceVersion"), "7000");
-        assert_int_equal(fake_transport_open_streams(e->ft), 1);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
 }
 
 static void test_watch_ends_at_once_backs_off(void **state) {
@@ -497,14 +452,14 @@ static void test_watch_ends_at_once_backs_off(void **state) {
 
         initial_sync(e);
         /* A proxy that closes every watch at once with nothing in it. */
-        fake_transport_expect(e->ft, "GET", WATCH, &(struct fake_reply){ .times = FAKE_FOREVER });
-        assert_int_equal(fake_transport_end_streams(e->ft, WATCH, 0), 1);
-        before = fake_transport_count(e->ft, "GET", WATCH);
-        fake_clock_advance(e->clock, 5 * 60 * SEC);
-        print_message("watches in 5 min: %zu\n", fake_transport_count(e->ft, "GET", WATCH) - before);
-        assert_true(fake_transport_count(e->ft, "GET", WATCH) - before <= 30);
-        assert_true(fake_transport_count(e->ft, "GET", WATCH) - before >= 5);
-        assert_int_equal(fake_transport_count(e->ft, "GET", LIST), 2);
+        fake_transport_expect(e->api->ft, "GET", WATCH, &(struct fake_reply){ .times = FAKE_FOREVER });
+        assert_int_equal(fake_transport_end_streams(e->api->ft, WATCH, 0), 1);
+        before = fake_transport_count(e->api->ft, "GET", WATCH);
+        fake_clock_advance(e->api->clock, 5 * 60 * SEC);
+        print_message("watches in 5 min: %zu\n", fake_transport_count(e->api->ft, "GET", WATCH) - before);
+        assert_true(fake_transport_count(e->api->ft, "GET", WATCH) - before <= 30);
+        assert_true(fake_transport_count(e->api->ft, "GET", WATCH) - before >= 5);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", LIST), 2);
 }
 
 static void test_connection_refused_backoff(void **state) {
@@ -514,19 +469,14 @@ static void test_connection_refused_backoff(void **state) {
 
         /* The client does not retry by itself here: the informer's backoff is what is measured. */
         informer_free(e->inf);
-        kube_client_free(e->client);
-        assert_int_equal(
-                kube_client_new(fake_transport_base(e->ft), e->ts, e->cfg,
-                                &(struct kube_client_options){ .max_attempts = 1, .random_seed = 3 },
-                                &e->client),
-                0);
+        test_api_client(e->api, &(struct kube_client_options){ .max_attempts = 1, .random_seed = 3 });
         env_informer(e, &(struct informer_options){ .kind = INFORMER_PODS,
                                                     .field_selector = "spec.nodeName=node-1" });
 
-        fake_transport_expect_error(e->ft, NULL, "/api/v1/pods", -ECONNREFUSED, FAKE_FOREVER);
+        fake_transport_expect_error(e->api->ft, NULL, "/api/v1/pods", -ECONNREFUSED, FAKE_FOREVER);
         assert_int_equal(informer_start(e->inf), 0);
-        fake_clock_advance(e->clock, 5 * 60 * SEC);
-        n = fake_transport_n_requests(e->ft);
+        fake_clock_advance(e->api->clock, 5 * 60 * SEC);
+        n = fake_transport_n_requests(e->api->ft);
         print_message("requests in 5 min: %zu\n", n);
         assert_true(n >= 8);  /* it keeps trying ... */
         assert_true(n <= 40); /* ... but never spins */
@@ -551,30 +501,32 @@ static void test_connection_refused_backoff(void **state) {
         /* The server comes back: the next attempt lists and watches. */
         expect_list(e, "42", NULL, (char *[]){ pod_json("a", "40", "Running"), NULL });
         expect_watch_open(e);
-        fake_clock_advance(e->clock, 31 * SEC);
+        fake_clock_advance(e->api->clock, 31 * SEC);
         assert_true(informer_synced(e->inf));
         assert_int_equal(informer_size(e->inf), 1);
-        assert_int_equal(fake_transport_open_streams(e->ft), 1);
-        assert_null(param(fake_transport_request(e->ft, fake_transport_n_requests(e->ft) - 2),
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
+        assert_null(param(fake_transport_request(e->api->ft, fake_transport_n_requests(e->api->ft) - 2),
                           "resourceVersion"));
         informer_get_stats(e->inf, &st);
         assert_int_equal(st.errors, (uint64_t)e->errors);
 
         /* Now the watch connection breaks and stays refused: retried as a watch from the
          * same resourceVersion, with backoff, and no relist. */
-        n = fake_transport_count(e->ft, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1&limit=");
-        assert_int_equal(fake_transport_end_streams(e->ft, WATCH, -ECONNRESET), 1);
+        n = fake_transport_count(e->api->ft, "GET",
+                                 "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1&limit=");
+        assert_int_equal(fake_transport_end_streams(e->api->ft, WATCH, -ECONNRESET), 1);
         /* The successful list reset the backoff: the first retry comes within 1 s. */
-        n = fake_transport_count(e->ft, "GET", WATCH);
-        fake_clock_advance(e->clock, 1 * SEC);
-        assert_int_equal(fake_transport_count(e->ft, "GET", WATCH), n + 1);
-        n = fake_transport_count(e->ft, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1&limit=");
-        fake_clock_advance(e->clock, 5 * 60 * SEC);
-        assert_int_equal(fake_transport_count(e->ft, "GET",
+        n = fake_transport_count(e->api->ft, "GET", WATCH);
+        fake_clock_advance(e->api->clock, 1 * SEC);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", WATCH), n + 1);
+        n = fake_transport_count(e->api->ft, "GET",
+                                 "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1&limit=");
+        fake_clock_advance(e->api->clock, 5 * 60 * SEC);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET",
                                               "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1&limit="),
                          n);
         assert_string_equal(param(last_request(e), "resourceVersion"), "42");
-        assert_true(fake_transport_count(e->ft, "GET", WATCH) <= 25);
+        assert_true(fake_transport_count(e->api->ft, "GET", WATCH) <= 25);
 }
 
 /* A watch answered 429 with a Retry-After (header, or only in the Status body of the
@@ -590,33 +542,33 @@ static void test_watch_429_honours_retry_after(void **state) {
 
         initial_sync(e);
         fake_transport_expect(
-                e->ft, "GET", WATCH,
+                e->api->ft, "GET", WATCH,
                 &(struct fake_reply){ .status = 429, .body = status_429, .headers = { "Retry-After: 3" } });
-        assert_int_equal(fake_transport_end_streams(e->ft, WATCH, -ECONNRESET), 1);
+        assert_int_equal(fake_transport_end_streams(e->api->ft, WATCH, -ECONNRESET), 1);
         /* The first re-watch comes within the informer's first backoff (<= 1 s) and gets the 429. */
-        n = fake_transport_count(e->ft, "GET", WATCH);
-        fake_clock_advance(e->clock, 1 * SEC);
-        assert_int_equal(fake_transport_count(e->ft, "GET", WATCH), n + 1);
+        n = fake_transport_count(e->api->ft, "GET", WATCH);
+        fake_clock_advance(e->api->clock, 1 * SEC);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", WATCH), n + 1);
         n++;
         /* The header says 3 s: nothing before, although the backoff after two failures is at most 2 s. */
         t429 = last_request(e)->at_usec;
-        fake_transport_expect(e->ft, "GET", WATCH,
+        fake_transport_expect(e->api->ft, "GET", WATCH,
                               &(struct fake_reply){ .status = 429, .body = status_429 });
-        fake_clock_advance(e->clock, t429 + 3 * SEC - 1 * MS - timesrc_now(e->ts));
-        assert_int_equal(fake_transport_count(e->ft, "GET", WATCH), n);
-        fake_clock_advance(e->clock, 1 * MS);
-        assert_int_equal(fake_transport_count(e->ft, "GET", WATCH), n + 1);
+        fake_clock_advance(e->api->clock, t429 + 3 * SEC - 1 * MS - timesrc_now(e->api->ts));
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", WATCH), n);
+        fake_clock_advance(e->api->clock, 1 * MS);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", WATCH), n + 1);
         n++;
         /* No header: details.retryAfterSeconds (4) of the Status in the stream; the backoff
          * after three failures would be 2-4 s. */
         t429 = last_request(e)->at_usec;
         expect_watch_open(e);
-        fake_clock_advance(e->clock, t429 + 4 * SEC - 1 * MS - timesrc_now(e->ts));
-        assert_int_equal(fake_transport_count(e->ft, "GET", WATCH), n);
-        fake_clock_advance(e->clock, 1 * MS);
-        assert_int_equal(fake_transport_count(e->ft, "GET", WATCH), n + 1);
-        assert_int_equal(fake_transport_open_streams(e->ft), 1);
-        assert_int_equal(fake_transport_count(e->ft, "GET", LIST), 2);
+        fake_clock_advance(e->api->clock, t429 + 4 * SEC - 1 * MS - timesrc_now(e->api->ts));
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", WATCH), n);
+        fake_clock_advance(e->api->clock, 1 * MS);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", WATCH), n + 1);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", LIST), 2);
 }
 
 static void test_stop_and_free(void **state) {
@@ -627,46 +579,46 @@ static void test_stop_and_free(void **state) {
         initial_sync(e);
         informer_stop(e->inf);
         assert_false(informer_idle(e->inf));
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_true(informer_idle(e->inf));
-        assert_int_equal(fake_transport_in_flight(e->ft), 0);
-        assert_int_equal(kube_client_calls_in_flight(e->client), 0);
+        assert_int_equal(fake_transport_in_flight(e->api->ft), 0);
+        assert_int_equal(kube_client_calls_in_flight(e->api->client), 0);
         /* Nothing restarts by itself. */
-        fake_clock_advance(e->clock, 10 * 60 * SEC);
-        assert_int_equal(fake_transport_n_requests(e->ft), 3);
+        fake_clock_advance(e->api->clock, 10 * 60 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
 
         /* It can start again: it relists (from etcd, having a resourceVersion) then watches. */
         e->log.n = 0;
         expect_list(e, "300", NULL, (char *[]){ pod_json("a", "10", "Running"), NULL });
         expect_watch_open(e);
         assert_int_equal(informer_start(e->inf), 0);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         EXPECT_LOG(e, "delete ml/b 11", "delete ml/c 12", "synced");
-        assert_null(param(fake_transport_request(e->ft, 3), "resourceVersion"));
-        assert_int_equal(fake_transport_open_streams(e->ft), 1);
+        assert_null(param(fake_transport_request(e->api->ft, 3), "resourceVersion"));
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
 
         /* Stop while listing (slow answer) and while backing off. */
         informer_stop(e->inf);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_true(informer_idle(e->inf));
-        fake_transport_expect(e->ft, "GET", LIST,
+        fake_transport_expect(e->api->ft, "GET", LIST,
                               &(struct fake_reply){ .body = "{}", .delay_usec = 10 * SEC });
         assert_int_equal(informer_start(e->inf), 0);
-        fake_clock_advance(e->clock, 1 * SEC);
+        fake_clock_advance(e->api->clock, 1 * SEC);
         informer_stop(e->inf);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_true(informer_idle(e->inf));
 
-        fake_transport_expect_error(e->ft, "GET", LIST, -ECONNREFUSED, FAKE_FOREVER);
+        fake_transport_expect_error(e->api->ft, "GET", LIST, -ECONNREFUSED, FAKE_FOREVER);
         assert_int_equal(informer_start(e->inf), 0);
-        fake_clock_advance(e->clock, 100 * SEC); /* retrying by now */
+        fake_clock_advance(e->api->clock, 100 * SEC); /* retrying by now */
         assert_true(e->errors > 0);
         informer_stop(e->inf);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_true(informer_idle(e->inf));
-        n = fake_transport_n_requests(e->ft);
-        fake_clock_advance(e->clock, 10 * 60 * SEC);
-        assert_int_equal(fake_transport_n_requests(e->ft), n);
+        n = fake_transport_n_requests(e->api->ft);
+        fake_clock_advance(e->api->clock, 10 * 60 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), n);
         informer_free(e->inf); /* teardown checks that no timer is left behind */
         e->inf = NULL;
 }
@@ -682,7 +634,7 @@ static void test_cap_on_objects(void **state) {
                     (char *[]){ pod_json("a", "10", "Running"), pod_json("b", "11", "Running"),
                                 pod_json("c", "12", "Running"), NULL });
         assert_int_equal(informer_start(e->inf), 0);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_false(informer_synced(e->inf));
         assert_int_equal(e->last_error, -ENOSPC);
         assert_int_equal(informer_size(e->inf), 0);

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,10 +28,11 @@
 #include "drainer/timesrc.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
+#include "fakes/test-env.h"
 
 #define MS  USEC_PER_MSEC
 #define SEC USEC_PER_SEC
-#define T0  (1000 * SEC)
+#define T0  TEST_API_T0
 
 static struct metrics *new_registry(size_t max_series) {
         struct metrics *m = NULL;
@@ -469,57 +471,22 @@ static void test_default_registry(void **state) {
 /* ---- hooks: the API client and the informer record into the default registry ---- */
 
 struct env {
-        char dir[64], kubeconfig[96];
-        struct fake_clock *clock;
-        struct timesrc *ts;
-        struct fake_transport *ft;
-        struct kube_config *cfg;
-        struct kube_client *client;
+        struct test_api *api;
         int done;
         int last_error;
 };
 
 static void env_setup(struct env *e, double qps, int burst) {
-        char *err = NULL;
-        FILE *f;
-
-        strcpy(e->dir, "/tmp/drainer-test-metrics-XXXXXX");
-        assert_non_null(mkdtemp(e->dir));
-        snprintf(e->kubeconfig, sizeof(e->kubeconfig), "%s/config", e->dir);
-        f = fopen(e->kubeconfig, "we");
-        assert_non_null(f);
-        fputs("apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: "
-              "https://10.0.0.1:6443\n"
-              "users:\n- name: u\n  user:\n    token: metrics-token\ncontexts:\n- name: t\n  context:\n"
-              "    cluster: t\n    user: u\ncurrent-context: t\n",
-              f);
-        fclose(f);
-        if (kube_config_load(&(struct kube_config_options){ .kubeconfig = e->kubeconfig }, &e->cfg, &err) <
-            0)
-                fail_msg("kube_config_load: %s", err ? err : "?");
-        e->clock = fake_clock_new(T0, INT64_C(1750000000) * 1000000);
-        e->ts = fake_clock_timesrc(e->clock);
-        e->ft = fake_transport_new(e->ts);
-        assert_int_equal(
-                kube_client_new(fake_transport_base(e->ft), e->ts, e->cfg,
-                                &(struct kube_client_options){
-                                        .qps = qps, .burst = burst, .random_seed = 5, .max_attempts = 1 },
-                                &e->client),
-                0);
+        e->api = test_api_new(&(struct test_api_options){
+                .user_yaml = "    token: metrics-token\n",
+                .client =
+                        &(struct kube_client_options){
+                                .qps = qps, .burst = burst, .random_seed = 5, .max_attempts = 1 },
+        });
 }
 
 static void env_teardown(struct env *e) {
-        kube_client_cancel_all(e->client);
-        for (int i = 0; i < 100 && kube_client_calls_in_flight(e->client) > 0; i++)
-                fake_clock_advance(e->clock, 0);
-        assert_int_equal(kube_client_calls_in_flight(e->client), 0);
-        kube_client_free(e->client);
-        fake_transport_free(e->ft);
-        assert_int_equal(fake_clock_timers(e->clock), 0);
-        fake_clock_free(e->clock);
-        kube_config_free(e->cfg);
-        unlink(e->kubeconfig);
-        rmdir(e->dir);
+        test_api_free(e->api);
 }
 
 static void on_done(const struct kube_result *res, void *userdata) {
@@ -560,37 +527,38 @@ static void test_client_hooks(void **state) {
 
         /* 1 request/s, burst 1: the second GET waits a second for its token. */
         env_setup(&e, 1, 1);
-        fake_transport_expect(e.ft, "GET", "/api/v1/nodes/a",
+        fake_transport_expect(e.api->ft, "GET", "/api/v1/nodes/a",
                               &(struct fake_reply){ .body = "{}", .delay_usec = 250 * MS });
-        fake_transport_expect_json(e.ft, "GET", "/api/v1/nodes/b", 404,
+        fake_transport_expect_json(e.api->ft, "GET", "/api/v1/nodes/b", 404,
                                    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
                                    "\"reason\":\"NotFound\",\"code\":404}");
-        assert_int_equal(kube_get(e.client, "/api/v1/nodes/a", on_done, &e, NULL), 0);
-        assert_int_equal(kube_get(e.client, "/api/v1/nodes/b", on_done, &e, NULL), 0);
-        fake_clock_advance(e.clock, 2 * SEC);
+        assert_int_equal(kube_get(e.api->client, "/api/v1/nodes/a", on_done, &e, NULL), 0);
+        assert_int_equal(kube_get(e.api->client, "/api/v1/nodes/b", on_done, &e, NULL), 0);
+        fake_clock_advance(e.api->clock, 2 * SEC);
         assert_int_equal(e.done, 2);
-        kube_client_get_stats(e.client, &cs);
+        kube_client_get_stats(e.api->client, &cs);
         assert_true(cs.last_ok_usec > 0 && cs.last_error_usec == 0);
 
-        fake_transport_expect_error(e.ft, "POST", "/api/v1/namespaces/default/events", -ECONNREFUSED, 1);
-        assert_int_equal(kube_create(e.client, "/api/v1/namespaces/default/events", "{}", on_done, &e, NULL),
-                         0);
-        fake_clock_advance(e.clock, 2 * SEC);
+        fake_transport_expect_error(e.api->ft, "POST", "/api/v1/namespaces/default/events", -ECONNREFUSED,
+                                    1);
+        assert_int_equal(
+                kube_create(e.api->client, "/api/v1/namespaces/default/events", "{}", on_done, &e, NULL), 0);
+        fake_clock_advance(e.api->clock, 2 * SEC);
         assert_int_equal(e.done, 3);
         assert_int_equal(e.last_error, -ECONNREFUSED);
-        kube_client_get_stats(e.client, &cs);
+        kube_client_get_stats(e.api->client, &cs);
         assert_true(cs.last_error_usec > cs.last_ok_usec); /* /readyz would say 503 now */
 
-        fake_transport_expect_json(e.ft, "PATCH", "/api/v1/nodes/a", 503, "{}");
-        assert_int_equal(kube_patch(e.client, "/api/v1/nodes/a", KUBE_PATCH_MERGE, "{}", on_done, &e, NULL),
-                         0);
-        fake_clock_advance(e.clock, 2 * SEC);
+        fake_transport_expect_json(e.api->ft, "PATCH", "/api/v1/nodes/a", 503, "{}");
+        assert_int_equal(
+                kube_patch(e.api->client, "/api/v1/nodes/a", KUBE_PATCH_MERGE, "{}", on_done, &e, NULL), 0);
+        fake_clock_advance(e.api->clock, 2 * SEC);
         assert_int_equal(e.done, 4);
-        fake_transport_expect_json(e.ft, "GET", "/api/v1/nodes/a", 200, "{}");
-        assert_int_equal(kube_get(e.client, "/api/v1/nodes/a", on_done, &e, NULL), 0);
-        fake_clock_advance(e.clock, 2 * SEC);
+        fake_transport_expect_json(e.api->ft, "GET", "/api/v1/nodes/a", 200, "{}");
+        assert_int_equal(kube_get(e.api->client, "/api/v1/nodes/a", on_done, &e, NULL), 0);
+        fake_clock_advance(e.api->clock, 2 * SEC);
         assert_int_equal(e.done, 5);
-        kube_client_get_stats(e.client, &cs);
+        kube_client_get_stats(e.api->client, &cs);
         assert_true(cs.last_ok_usec > cs.last_error_usec); /* answered again */
 
         assert_true(counter(DRAINER_METRIC_API_REQUESTS, METRIC_LABELS("get", "200")) == get200 + 2);
@@ -637,31 +605,31 @@ static void test_informer_hooks(void **state) {
                 "\"items\":[]}";
 
         env_setup(&e, 0, 0);
-        assert_int_equal(informer_new(e.client, e.ts,
+        assert_int_equal(informer_new(e.api->client, e.api->ts,
                                       &(struct informer_options){ .kind = INFORMER_PODS,
                                                                   .field_selector = "spec.nodeName=node-1" },
                                       &h, &e, &inf),
                          0);
-        fake_transport_expect_json(e.ft, "GET", PODS "&limit=", 200, list);
-        fake_transport_expect(e.ft, "GET", WATCH, &(struct fake_reply){ .hold_open = true });
+        fake_transport_expect_json(e.api->ft, "GET", PODS "&limit=", 200, list);
+        fake_transport_expect(e.api->ft, "GET", WATCH, &(struct fake_reply){ .hold_open = true });
         assert_int_equal(informer_start(inf), 0);
-        fake_clock_advance(e.clock, 10 * MS);
+        fake_clock_advance(e.api->clock, 10 * MS);
         assert_true(informer_synced(inf));
-        assert_int_equal(fake_transport_push(e.ft, WATCH, pod), 1);
-        assert_int_equal(fake_transport_push(e.ft, WATCH, bookmark), 1);
+        assert_int_equal(fake_transport_push(e.api->ft, WATCH, pod), 1);
+        assert_int_equal(fake_transport_push(e.api->ft, WATCH, bookmark), 1);
         /* 410 in the stream: relist, then watch again. */
-        fake_transport_expect_json(e.ft, "GET", PODS "&limit=", 200, list);
-        fake_transport_expect(e.ft, "GET", WATCH, &(struct fake_reply){ .hold_open = true });
-        assert_int_equal(fake_transport_push(e.ft, WATCH, gone), 1);
-        fake_clock_advance(e.clock, 10 * MS);
+        fake_transport_expect_json(e.api->ft, "GET", PODS "&limit=", 200, list);
+        fake_transport_expect(e.api->ft, "GET", WATCH, &(struct fake_reply){ .hold_open = true });
+        assert_int_equal(fake_transport_push(e.api->ft, WATCH, gone), 1);
+        fake_clock_advance(e.api->clock, 10 * MS);
         /* The server ends the watch after a while: resumed at once. */
-        fake_clock_advance(e.clock, 5 * SEC);
-        fake_transport_expect(e.ft, "GET", WATCH, &(struct fake_reply){ .hold_open = true });
-        assert_int_equal(fake_transport_end_streams(e.ft, WATCH, 0), 1);
-        fake_clock_advance(e.clock, 10 * MS);
+        fake_clock_advance(e.api->clock, 5 * SEC);
+        fake_transport_expect(e.api->ft, "GET", WATCH, &(struct fake_reply){ .hold_open = true });
+        assert_int_equal(fake_transport_end_streams(e.api->ft, WATCH, 0), 1);
+        fake_clock_advance(e.api->clock, 10 * MS);
         /* A broken connection: an error, retried with backoff. */
-        assert_int_equal(fake_transport_end_streams(e.ft, WATCH, -ECONNRESET), 1);
-        fake_clock_advance(e.clock, 10 * MS);
+        assert_int_equal(fake_transport_end_streams(e.api->ft, WATCH, -ECONNRESET), 1);
+        fake_clock_advance(e.api->clock, 10 * MS);
 
         assert_true(counter(DRAINER_METRIC_WATCH_EVENTS, METRIC_LABELS("pods", "ADDED")) == added + 1);
         assert_true(counter(DRAINER_METRIC_WATCH_EVENTS, METRIC_LABELS("pods", "BOOKMARK")) ==
@@ -673,7 +641,7 @@ static void test_informer_hooks(void **state) {
 
         informer_stop(inf);
         for (int i = 0; i < 10 && !informer_idle(inf); i++)
-                fake_clock_advance(e.clock, 0);
+                fake_clock_advance(e.api->clock, 0);
         assert_true(informer_idle(inf));
         informer_free(inf);
         env_teardown(&e);
@@ -684,9 +652,8 @@ static void test_informer_hooks(void **state) {
 static void test_promtool(void **state) {
         struct metrics *m = metrics_default();
         _cleanup_free_ char *text = NULL;
-        char path[] = "/tmp/drainer-test-metrics-XXXXXX", cmd[256];
-        FILE *f;
-        int fd, status;
+        char *dir, *path, cmd[PATH_MAX + 64];
+        int status;
 
         if (system("command -v promtool >/dev/null 2>&1") != 0) {
                 print_message("promtool not installed (Debian: prometheus): skipped\n");
@@ -700,15 +667,12 @@ static void test_promtool(void **state) {
         text = render(m);
         metrics_remove_label(m, "node", "node \"x\"\\\n");
         metrics_remove_label(m, "node", "n1");
-        fd = mkstemp(path);
-        assert_true(fd >= 0);
-        f = fdopen(fd, "w");
-        assert_non_null(f);
-        fputs(text, f);
-        fclose(f);
-        snprintf(cmd, sizeof(cmd), "promtool check metrics < %s", path);
+        dir = test_private_dir("metrics");
+        path = test_write_file(dir, "metrics.txt", text);
+        snprintf(cmd, sizeof(cmd), "promtool check metrics < '%s'", path);
         status = system(cmd);
-        unlink(path);
+        free(path);
+        test_private_dir_remove(dir);
         assert_true(WIFEXITED(status));
         assert_int_equal(WEXITSTATUS(status), 0);
 }

@@ -27,10 +27,11 @@
 #include "drainer/timesrc.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
+#include "fakes/test-env.h"
 
 #define MS    USEC_PER_MSEC
 #define SEC   USEC_PER_SEC
-#define T0    (1000 * SEC)
+#define T0    TEST_API_T0
 #define REAL0 (INT64_C(1795964400) * 1000000 + 250000) /* 2026-11-29T15:00:00.25Z */
 
 #define NS     "drainer-system"
@@ -66,12 +67,7 @@
         "\"kind\":\"nodes\"},\"code\":404}"
 
 struct env {
-        char dir[64], kubeconfig[96];
-        struct fake_clock *clock;
-        struct timesrc *ts;
-        struct fake_transport *ft;
-        struct kube_config *cfg;
-        struct kube_client *client;
+        struct test_api *api;
         struct slots *slots;
         int changed;
         const char *gone[4]; /* nodes node_exists() calls deleted */
@@ -96,7 +92,7 @@ static void on_changed(struct slots *s, void *userdata) {
 }
 
 static int64_t real_now(struct env *e) {
-        return timesrc_realtime(e->ts);
+        return timesrc_realtime(e->api->ts);
 }
 
 /* MicroTime as the API server writes it. */
@@ -151,17 +147,17 @@ static void expect_list(struct env *e, const char *rv, char **items) {
                 free(*i);
         }
         strcat(s, "]}");
-        fake_transport_expect_json(e->ft, "GET", LIST, 200, s);
+        fake_transport_expect_json(e->api->ft, "GET", LIST, 200, s);
         free(s);
 }
 
 static void expect_watch_open(struct env *e) {
-        fake_transport_expect(e->ft, "GET", WATCH, &(struct fake_reply){ .hold_open = true });
+        fake_transport_expect(e->api->ft, "GET", WATCH, &(struct fake_reply){ .hold_open = true });
 }
 
 /* Expects a write (POST/PUT) answered with this lease (freed here). */
 static void expect_write(struct env *e, const char *method, const char *path, long status, char *lease) {
-        fake_transport_expect_json(e->ft, method, path, status, lease);
+        fake_transport_expect_json(e->api->ft, method, path, status, lease);
         free(lease);
 }
 
@@ -170,18 +166,18 @@ static void push(struct env *e, const char *type, char *lease) {
 
         assert_true(asprintf(&ev, "{\"type\":\"%s\",\"object\":%s}\n", type, lease) >= 0);
         free(lease);
-        assert_int_equal(fake_transport_push(e->ft, WATCH, ev), 1);
+        assert_int_equal(fake_transport_push(e->api->ft, WATCH, ev), 1);
         free(ev);
 }
 
 static const struct fake_request *last_request(struct env *e) {
-        return fake_transport_request(e->ft, fake_transport_n_requests(e->ft) - 1);
+        return fake_transport_request(e->api->ft, fake_transport_n_requests(e->api->ft) - 1);
 }
 
 /* The last request with this method and path prefix. */
 static const struct fake_request *last(struct env *e, const char *method, const char *prefix) {
-        for (size_t i = fake_transport_n_requests(e->ft); i > 0; i--) {
-                const struct fake_request *r = fake_transport_request(e->ft, i - 1);
+        for (size_t i = fake_transport_n_requests(e->api->ft); i > 0; i--) {
+                const struct fake_request *r = fake_transport_request(e->api->ft, i - 1);
 
                 if (strcmp(r->method, method) == 0 && strncmp(r->path, prefix, strlen(prefix)) == 0)
                         return r;
@@ -201,7 +197,7 @@ static cJSON *body_of(const struct fake_request *r) {
 }
 
 static void env_slots(struct env *e, unsigned max, bool with_exists) {
-        assert_int_equal(slots_new(e->client, e->ts,
+        assert_int_equal(slots_new(e->api->client, e->api->ts,
                                    &(struct slots_options){
                                            .ns = NS,
                                            .max = max,
@@ -215,30 +211,13 @@ static void env_slots(struct env *e, unsigned max, bool with_exists) {
 
 static int setup(void **state) {
         struct env *e = calloc(1, sizeof(*e));
-        char *err = NULL;
-        FILE *f;
 
         assert_non_null(e);
-        strcpy(e->dir, "/tmp/drainer-test-slots-XXXXXX");
-        assert_non_null(mkdtemp(e->dir));
-        snprintf(e->kubeconfig, sizeof(e->kubeconfig), "%s/config", e->dir);
-        f = fopen(e->kubeconfig, "we");
-        assert_non_null(f);
-        fputs("apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: "
-              "https://10.0.0.1:6443\n"
-              "users:\n- name: u\n  user:\n    token: slots-token\ncontexts:\n- name: t\n  context:\n"
-              "    cluster: t\n    user: u\ncurrent-context: t\n",
-              f);
-        fclose(f);
-        if (kube_config_load(&(struct kube_config_options){ .kubeconfig = e->kubeconfig }, &e->cfg, &err) <
-            0)
-                fail_msg("kube_config_load: %s", err ? err : "?");
-        e->clock = fake_clock_new(T0, REAL0);
-        e->ts = fake_clock_timesrc(e->clock);
-        e->ft = fake_transport_new(e->ts);
-        assert_int_equal(kube_client_new(fake_transport_base(e->ft), e->ts, e->cfg,
-                                         &(struct kube_client_options){ .random_seed = 7 }, &e->client),
-                         0);
+        e->api = test_api_new(&(struct test_api_options){
+                .user_yaml = "    token: slots-token\n",
+                .client = &(struct kube_client_options){ .random_seed = 7 },
+                .realtime = REAL0,
+        });
         *state = e;
         return 0;
 }
@@ -249,19 +228,12 @@ static int teardown(void **state) {
         if (e->slots) {
                 slots_stop(e->slots);
                 for (int i = 0; i < 10 && !slots_idle(e->slots); i++)
-                        fake_clock_advance(e->clock, 0);
+                        fake_clock_advance(e->api->clock, 0);
                 assert_true(slots_idle(e->slots));
                 slots_free(e->slots);
         }
-        assert_int_equal(kube_client_calls_in_flight(e->client), 0);
-        assert_int_equal(fake_transport_in_flight(e->ft), 0);
-        kube_client_free(e->client);
-        fake_transport_free(e->ft);
-        assert_int_equal(fake_clock_timers(e->clock), 0);
-        fake_clock_free(e->clock);
-        kube_config_free(e->cfg);
-        unlink(e->kubeconfig);
-        rmdir(e->dir);
+        assert_int_equal(kube_client_calls_in_flight(e->api->client), 0);
+        test_api_free(e->api);
         free(e);
         return 0;
 }
@@ -271,8 +243,8 @@ static void start_with(struct env *e, const char *node, char **items) {
         expect_list(e, "100", items);
         expect_watch_open(e);
         assert_int_equal(slots_acquire(e->slots, node), 0);
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_open_streams(e->ft), 1);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
 }
 
 /* node-1 creates drainer-slot-0 in an empty namespace (rv 101). */
@@ -286,13 +258,13 @@ static void test_idle_sends_nothing(void **state) {
         struct env *e = *state;
 
         env_slots(e, 2, true);
-        fake_clock_advance(e->clock, 10 * 60 * SEC);
-        assert_int_equal(fake_transport_n_requests(e->ft), 0);
+        fake_clock_advance(e->api->clock, 10 * 60 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 0);
         assert_false(slots_held(e->slots, "node-1"));
         assert_string_equal(slots_holders(e->slots), "");
         slots_release(e->slots, "node-1"); /* holds none: no-op */
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_n_requests(e->ft), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 0);
         assert_true(slots_idle(e->slots));
 }
 
@@ -310,13 +282,13 @@ static void test_create_on_empty_namespace(void **state) {
         assert_string_equal(slots_holders(e->slots), "node-1");
 
         /* list (no selector, from etcd), watch, create: nothing else */
-        assert_int_equal(fake_transport_n_requests(e->ft), 3);
-        q = fake_transport_request(e->ft, 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
+        q = fake_transport_request(e->api->ft, 0);
         assert_string_equal(q->method, "GET");
         assert_true(strncmp(q->path, LIST, strlen(LIST)) == 0);
         assert_false(fake_request_has_param(q, "fieldSelector"));
         assert_false(fake_request_has_param(q, "resourceVersion"));
-        q = fake_transport_request(e->ft, 1);
+        q = fake_transport_request(e->api->ft, 1);
         assert_true(q->stream);
         v = fake_request_param(q, "resourceVersion");
         assert_string_equal(v, "100");
@@ -345,8 +317,8 @@ static void test_create_on_empty_namespace(void **state) {
 
         /* The echo of our create changes nothing. */
         push(e, "ADDED", lease_json(0, "101", "node-1", REAL0, 0));
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_n_requests(e->ft), 3);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
 }
 
@@ -362,24 +334,24 @@ static void test_waits_until_released(void **state) {
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
         assert_false(slots_held(e->slots, "node-1"));
         assert_string_equal(slots_holders(e->slots), "node-9");
-        assert_int_equal(fake_transport_n_requests(e->ft), 2);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
 
         /* Its renewals come and go: still waiting, nothing sent. */
-        fake_clock_advance(e->clock, 10 * SEC);
+        fake_clock_advance(e->api->clock, 10 * SEC);
         changed = e->changed;
         push(e, "MODIFIED", lease_json(0, "91", "node-9", real_now(e), 2));
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_true(e->changed > changed);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
-        fake_clock_advance(e->clock, 15 * SEC);
+        fake_clock_advance(e->api->clock, 15 * SEC);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
-        assert_int_equal(fake_transport_n_requests(e->ft), 2);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
 
         /* Released: taken over the released version. */
         expect_write(e, "PUT", SLOT0, 200, lease_json(0, "93", "node-1", real_now(e), 3));
         push(e, "MODIFIED", lease_json(0, "92", NULL, real_now(e), 2));
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_n_requests(e->ft), 3);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
         assert_string_equal(slots_holders(e->slots), "node-1");
         q = last_request(e);
@@ -402,9 +374,9 @@ static void test_second_node_waits_for_first(void **state) {
         create_slot0(e);
         push(e, "ADDED", lease_json(0, "101", "node-1", REAL0, 0));
         assert_int_equal(slots_acquire(e->slots, "node-2"), 0);
-        fake_clock_advance(e->clock, 5 * SEC);
+        fake_clock_advance(e->api->clock, 5 * SEC);
         assert_int_equal(slots_acquire(e->slots, "node-2"), 0);
-        assert_int_equal(fake_transport_n_requests(e->ft), 3);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
         assert_string_equal(slots_holders(e->slots), "node-1");
 
         /* Release clears holderIdentity and keeps the object; node-2 takes it right after. */
@@ -412,17 +384,17 @@ static void test_second_node_waits_for_first(void **state) {
         expect_write(e, "PUT", SLOT0, 200, lease_json(0, "103", "node-2", real_now(e), 1));
         slots_release(e->slots, "node-1");
         assert_false(slots_held(e->slots, "node-1"));
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_count(e->ft, "PUT", SLOT0), 2);
-        assert_int_equal(fake_transport_count(e->ft, "DELETE", NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", SLOT0), 2);
+        assert_int_equal(fake_transport_count(e->api->ft, "DELETE", NULL), 0);
 
-        q = fake_transport_request(e->ft, 3);
+        q = fake_transport_request(e->api->ft, 3);
         b = body_of(q);
         assert_string_equal(json_str(b, "metadata.resourceVersion"), "101");
         assert_null(json_path(b, "spec.holderIdentity"));
         assert_non_null(json_str(b, "spec.renewTime"));
         cJSON_Delete(b);
-        q = fake_transport_request(e->ft, 4);
+        q = fake_transport_request(e->api->ft, 4);
         b = body_of(q);
         assert_string_equal(json_str(b, "metadata.resourceVersion"), "102");
         assert_string_equal(json_str(b, "spec.holderIdentity"), "node-2");
@@ -434,10 +406,10 @@ static void test_second_node_waits_for_first(void **state) {
         /* The echoes arrive late: nothing more to do. */
         push(e, "MODIFIED", lease_json(0, "102", NULL, real_now(e), 0));
         push(e, "MODIFIED", lease_json(0, "103", "node-2", real_now(e), 1));
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_n_requests(e->ft), 5);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 5);
         assert_true(slots_held(e->slots, "node-2"));
-        assert_int_equal(fake_transport_open_streams(e->ft), 1);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
 }
 
 static void test_expired_lease_taken_over(void **state) {
@@ -468,13 +440,13 @@ static void test_lease_expires_while_waiting(void **state) {
         start_with(e, "node-1", (char *[]){ lease_json(0, "55", "node-9", REAL0 - 10 * SEC, 3), NULL });
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
         assert_string_equal(slots_holders(e->slots), "node-9");
-        fake_clock_advance(e->clock, 19 * SEC);
-        assert_int_equal(fake_transport_n_requests(e->ft), 2);
+        fake_clock_advance(e->api->clock, 19 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
 
         expect_write(e, "PUT", SLOT0, 200, lease_json(0, "56", "node-1", REAL0 + 21 * SEC, 4));
-        fake_clock_advance(e->clock, 2 * SEC);
-        assert_int_equal(fake_transport_n_requests(e->ft), 3);
+        fake_clock_advance(e->api->clock, 2 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
         /* The holder (dead) no longer counts once expired. */
         assert_string_equal(slots_holders(e->slots), "node-1");
@@ -496,7 +468,7 @@ static void test_holder_node_gone_callback(void **state) {
         assert_string_equal(json_str(b, "metadata.resourceVersion"), "70");
         assert_string_equal(json_str(b, "spec.holderIdentity"), "node-1");
         cJSON_Delete(b);
-        assert_int_equal(fake_transport_count(e->ft, "GET", "/api/v1/nodes"), 0);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", "/api/v1/nodes"), 0);
 }
 
 /* Without a node_exists callback the module asks the API server, once per tenure. */
@@ -505,10 +477,10 @@ static void test_holder_node_gone_get(void **state) {
         cJSON *b;
 
         env_slots(e, 1, false);
-        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-9", 404, STATUS_404_NODE);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-9", 404, STATUS_404_NODE);
         expect_write(e, "PUT", SLOT0, 200, lease_json(0, "61", "node-1", REAL0, 1));
         start_with(e, "node-1", (char *[]){ lease_json(0, "60", "node-9", REAL0, 0), NULL });
-        assert_int_equal(fake_transport_count(e->ft, "GET", "/api/v1/nodes/node-9"), 1);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", "/api/v1/nodes/node-9"), 1);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
         b = body_of(last(e, "PUT", SLOT0));
         assert_string_equal(json_str(b, "metadata.resourceVersion"), "60");
@@ -520,23 +492,23 @@ static void test_holder_node_exists_get_once(void **state) {
 
         env_slots(e, 1, false);
         fake_transport_expect_json(
-                e->ft, "GET", "/api/v1/nodes/node-9", 200,
+                e->api->ft, "GET", "/api/v1/nodes/node-9", 200,
                 "{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"node-9\"}}");
         start_with(e, "node-1", (char *[]){ lease_json(0, "60", "node-9", REAL0, 0), NULL });
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
-        assert_int_equal(fake_transport_count(e->ft, "GET", "/api/v1/nodes/"), 1);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", "/api/v1/nodes/"), 1);
         /* Its renewals and our re-evaluations do not ask again. */
         for (int i = 1; i <= 2; i++) {
                 char rv[8];
 
-                fake_clock_advance(e->clock, 10 * SEC);
+                fake_clock_advance(e->api->clock, 10 * SEC);
                 snprintf(rv, sizeof(rv), "6%d", i);
                 push(e, "MODIFIED", lease_json(0, rv, "node-9", real_now(e), 0));
-                fake_clock_advance(e->clock, 0);
+                fake_clock_advance(e->api->clock, 0);
                 assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
         }
-        assert_int_equal(fake_transport_count(e->ft, "GET", "/api/v1/nodes/"), 1);
-        assert_int_equal(fake_transport_count(e->ft, "PUT", NULL), 0);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", "/api/v1/nodes/"), 1);
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", NULL), 0);
 }
 
 /* 409 on the takeover PUT: still waiting, and no retry until the informer moves. */
@@ -545,22 +517,22 @@ static void test_conflict_waits_for_next_event(void **state) {
         cJSON *b;
 
         env_slots(e, 1, true);
-        fake_transport_expect_json(e->ft, "PUT", SLOT0, 409, STATUS_409_CONFLICT);
+        fake_transport_expect_json(e->api->ft, "PUT", SLOT0, 409, STATUS_409_CONFLICT);
         start_with(e, "node-1", (char *[]){ lease_json(0, "60", NULL, REAL0 - 100 * SEC, 5), NULL });
-        assert_int_equal(fake_transport_count(e->ft, "PUT", SLOT0), 1);
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", SLOT0), 1);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
-        fake_clock_advance(e->clock, 20 * SEC);
+        fake_clock_advance(e->api->clock, 20 * SEC);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
-        assert_int_equal(fake_transport_count(e->ft, "PUT", SLOT0), 1);
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", SLOT0), 1);
 
         /* The winner shows up, then lets go: the next event brings the retry. */
         push(e, "MODIFIED", lease_json(0, "61", "node-5", real_now(e), 6));
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_count(e->ft, "PUT", SLOT0), 1);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", SLOT0), 1);
         expect_write(e, "PUT", SLOT0, 200, lease_json(0, "63", "node-1", real_now(e), 7));
         push(e, "MODIFIED", lease_json(0, "62", NULL, real_now(e), 6));
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_count(e->ft, "PUT", SLOT0), 2);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", SLOT0), 2);
         b = body_of(last(e, "PUT", SLOT0));
         assert_string_equal(json_str(b, "metadata.resourceVersion"), "62");
         cJSON_Delete(b);
@@ -572,17 +544,17 @@ static void test_create_already_exists(void **state) {
         struct env *e = *state;
 
         env_slots(e, 1, true);
-        fake_transport_expect_json(e->ft, "POST", LEASES, 409, STATUS_409_EXISTS);
+        fake_transport_expect_json(e->api->ft, "POST", LEASES, 409, STATUS_409_EXISTS);
         start_with(e, "node-1", (char *[]){ NULL });
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
-        fake_clock_advance(e->clock, 5 * SEC);
+        fake_clock_advance(e->api->clock, 5 * SEC);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
-        assert_int_equal(fake_transport_count(e->ft, "POST", LEASES), 1);
+        assert_int_equal(fake_transport_count(e->api->ft, "POST", LEASES), 1);
         push(e, "ADDED", lease_json(0, "80", "node-4", real_now(e), 0));
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
         assert_string_equal(slots_holders(e->slots), "node-4");
-        assert_int_equal(fake_transport_n_requests(e->ft), 3);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
 }
 
 static void test_renewals_every_third(void **state) {
@@ -594,15 +566,15 @@ static void test_renewals_every_third(void **state) {
         for (int i = 1; i < 7; i++)
                 expect_write(e, "PUT", SLOT0, 200, lease_json(0, rvs[i], "node-1", REAL0 + i * 10 * SEC, 0));
 
-        fake_clock_advance(e->clock, 10 * SEC - 1);
-        assert_int_equal(fake_transport_count(e->ft, "PUT", SLOT0), 0);
-        fake_clock_advance(e->clock, 1);
-        assert_int_equal(fake_transport_count(e->ft, "PUT", SLOT0), 1);
-        fake_clock_advance(e->clock, 50 * SEC);
+        fake_clock_advance(e->api->clock, 10 * SEC - 1);
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", SLOT0), 0);
+        fake_clock_advance(e->api->clock, 1);
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", SLOT0), 1);
+        fake_clock_advance(e->api->clock, 50 * SEC);
         /* t = 10, 20, ..., 60 s */
-        assert_int_equal(fake_transport_count(e->ft, "PUT", SLOT0), 6);
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", SLOT0), 6);
         for (int i = 0; i < 6; i++) {
-                const struct fake_request *q = fake_transport_request(e->ft, 3 + (size_t)i);
+                const struct fake_request *q = fake_transport_request(e->api->ft, 3 + (size_t)i);
                 cJSON *b = body_of(q);
                 char want[64];
 
@@ -615,7 +587,7 @@ static void test_renewals_every_third(void **state) {
                 cJSON_Delete(b);
         }
         assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
-        assert_int_equal(fake_transport_n_requests(e->ft), 9);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 9);
 }
 
 /* A renewal answered 409 (someone took it over): the slot is lost, changed() runs. */
@@ -626,22 +598,22 @@ static void test_renewal_conflict_loses_slot(void **state) {
         env_slots(e, 1, true);
         create_slot0(e);
         push(e, "ADDED", lease_json(0, "101", "node-1", REAL0, 0));
-        fake_clock_advance(e->clock, 0);
-        fake_transport_expect_json(e->ft, "PUT", SLOT0, 409, STATUS_409_CONFLICT);
+        fake_clock_advance(e->api->clock, 0);
+        fake_transport_expect_json(e->api->ft, "PUT", SLOT0, 409, STATUS_409_CONFLICT);
         changed = e->changed;
-        fake_clock_advance(e->clock, 10 * SEC);
+        fake_clock_advance(e->api->clock, 10 * SEC);
         assert_true(e->changed > changed);
         assert_false(slots_held(e->slots, "node-1"));
         /* The cache still says node-1 (stale): not adopted, not retried. */
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
-        assert_int_equal(fake_transport_n_requests(e->ft), 4);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 4);
         /* The news arrives: node-3 holds it now; wait. */
         push(e, "MODIFIED", lease_json(0, "150", "node-3", real_now(e), 1));
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
         assert_string_equal(slots_holders(e->slots), "node-3");
-        fake_clock_advance(e->clock, 20 * SEC);
-        assert_int_equal(fake_transport_n_requests(e->ft), 4);
+        fake_clock_advance(e->api->clock, 20 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 4);
 }
 
 /* The watch shows someone else in our slot: checked at once with a renewal; 409 = lost. */
@@ -652,13 +624,13 @@ static void test_foreign_write_verified(void **state) {
         env_slots(e, 1, true);
         create_slot0(e);
         push(e, "ADDED", lease_json(0, "101", "node-1", REAL0, 0));
-        fake_clock_advance(e->clock, 2 * SEC);
-        assert_int_equal(fake_transport_n_requests(e->ft), 3);
+        fake_clock_advance(e->api->clock, 2 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
 
-        fake_transport_expect_json(e->ft, "PUT", SLOT0, 409, STATUS_409_CONFLICT);
+        fake_transport_expect_json(e->api->ft, "PUT", SLOT0, 409, STATUS_409_CONFLICT);
         push(e, "MODIFIED", lease_json(0, "140", "node-5", real_now(e), 1));
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_count(e->ft, "PUT", SLOT0), 1);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", SLOT0), 1);
         b = body_of(last(e, "PUT", SLOT0));
         assert_string_equal(json_str(b, "metadata.resourceVersion"), "101");
         assert_string_equal(json_str(b, "spec.holderIdentity"), "node-1");
@@ -667,8 +639,8 @@ static void test_foreign_write_verified(void **state) {
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
         assert_string_equal(slots_holders(e->slots), "node-5");
         /* No renewals of a lost slot. */
-        fake_clock_advance(e->clock, 30 * SEC);
-        assert_int_equal(fake_transport_n_requests(e->ft), 4);
+        fake_clock_advance(e->api->clock, 30 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 4);
 }
 
 /* A 5xx on create is retried after a backoff; acquire says "waiting" meanwhile. */
@@ -676,16 +648,16 @@ static void test_create_5xx_retried(void **state) {
         struct env *e = *state;
 
         env_slots(e, 1, true);
-        fake_transport_expect_json(e->ft, "POST", LEASES, 500, "{}");
+        fake_transport_expect_json(e->api->ft, "POST", LEASES, 500, "{}");
         start_with(e, "node-1", (char *[]){ NULL });
-        assert_int_equal(fake_transport_count(e->ft, "POST", LEASES), 1); /* creates are not resent */
+        assert_int_equal(fake_transport_count(e->api->ft, "POST", LEASES), 1); /* creates are not resent */
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
-        fake_clock_advance(e->clock, 900 * MS);
+        fake_clock_advance(e->api->clock, 900 * MS);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
-        assert_int_equal(fake_transport_count(e->ft, "POST", LEASES), 1);
+        assert_int_equal(fake_transport_count(e->api->ft, "POST", LEASES), 1);
         expect_write(e, "POST", LEASES, 201, lease_json(0, "101", "node-1", REAL0, 0));
-        fake_clock_advance(e->clock, 100 * MS);
-        assert_int_equal(fake_transport_count(e->ft, "POST", LEASES), 2);
+        fake_clock_advance(e->api->clock, 100 * MS);
+        assert_int_equal(fake_transport_count(e->api->ft, "POST", LEASES), 2);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
 }
 
@@ -695,16 +667,16 @@ static void test_renewal_404_loses_slot(void **state) {
 
         env_slots(e, 1, true);
         create_slot0(e);
-        fake_transport_expect_json(e->ft, "PUT", SLOT0, 404,
+        fake_transport_expect_json(e->api->ft, "PUT", SLOT0, 404,
                                    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
                                    "\"reason\":\"NotFound\",\"code\":404}");
-        fake_clock_advance(e->clock, 10 * SEC);
+        fake_clock_advance(e->api->clock, 10 * SEC);
         assert_false(slots_held(e->slots, "node-1"));
         /* The DELETED event: the slot is absent again, so it is created anew. */
         expect_write(e, "POST", LEASES, 201, lease_json(0, "120", "node-1", real_now(e), 0));
         push(e, "DELETED", lease_json(0, "119", "node-1", REAL0, 0));
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_count(e->ft, "POST", LEASES), 2);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_count(e->api->ft, "POST", LEASES), 2);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
 }
 
@@ -720,7 +692,7 @@ static void test_adopts_own_lease(void **state) {
                                 lease_json(1, "77", "node-1", REAL0 - 3 * SEC, 2), NULL });
         expect_watch_open(e);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0); /* not synced yet */
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
         assert_string_equal(slots_holders(e->slots), "node-3, node-1");
         b = body_of(last(e, "PUT", SLOT1));
@@ -728,7 +700,7 @@ static void test_adopts_own_lease(void **state) {
         assert_string_equal(json_str(b, "spec.holderIdentity"), "node-1");
         assert_int_equal(json_int(b, "spec.leaseTransitions", -1), 2);
         cJSON_Delete(b);
-        assert_int_equal(fake_transport_count(e->ft, "POST", NULL), 0);
+        assert_int_equal(fake_transport_count(e->api->ft, "POST", NULL), 0);
 }
 
 /* Cluster mode: several nodes of one process each take their own slot. */
@@ -742,11 +714,11 @@ static void test_cluster_mode_own_slots(void **state) {
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
         assert_int_equal(slots_acquire(e->slots, "node-2"), 0);
         assert_int_equal(slots_acquire(e->slots, "node-3"), 0);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         /* Two creates wait for answers, for different slots; node-3 waits. */
-        assert_int_equal(fake_transport_count(e->ft, "POST", LEASES), 2);
+        assert_int_equal(fake_transport_count(e->api->ft, "POST", LEASES), 2);
         for (size_t i = 2; i < 4; i++) {
-                cJSON *b = body_of(fake_transport_request(e->ft, i));
+                cJSON *b = body_of(fake_transport_request(e->api->ft, i));
                 const char *name = json_str(b, "metadata.name");
                 int slot = strcmp(name, "drainer-slot-0") == 0 ? 0 : 1;
                 const char *holder = json_str(b, "spec.holderIdentity");
@@ -760,11 +732,11 @@ static void test_cluster_mode_own_slots(void **state) {
                              lease_json(slot, slot ? "102" : "101", holder, REAL0, 0));
                 cJSON_Delete(b);
         }
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(slots_held(e->slots, "node-1") + slots_held(e->slots, "node-2") +
                                  slots_held(e->slots, "node-3"),
                          2);
-        assert_int_equal(fake_transport_n_requests(e->ft), 4);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 4);
         {
                 char want[64];
 
@@ -780,35 +752,35 @@ static void test_informer_stops_when_nothing_wanted(void **state) {
 
         env_slots(e, 1, true);
         create_slot0(e);
-        assert_int_equal(fake_transport_open_streams(e->ft), 1);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
 
         /* A waiting node that gives up keeps nothing open while node-1 holds. */
         assert_int_equal(slots_acquire(e->slots, "node-2"), 0);
         slots_release(e->slots, "node-2");
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_open_streams(e->ft), 1);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
 
         expect_write(e, "PUT", SLOT0, 200, lease_json(0, "102", NULL, real_now(e), 0));
         slots_release(e->slots, "node-1");
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_open_streams(e->ft), 0);
-        assert_int_equal(kube_client_calls_in_flight(e->client), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 0);
+        assert_int_equal(kube_client_calls_in_flight(e->api->client), 0);
         assert_true(slots_idle(e->slots));
-        assert_int_equal(fake_clock_armed(e->clock), 0);
+        assert_int_equal(fake_clock_armed(e->api->clock), 0);
 
         /* Idle again: no traffic at all. */
-        kube_client_get_stats(e->client, &st);
-        fake_clock_advance(e->clock, 10 * 60 * SEC);
-        assert_int_equal(fake_transport_n_requests(e->ft), st.requests);
+        kube_client_get_stats(e->api->client, &st);
+        fake_clock_advance(e->api->clock, 10 * 60 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), st.requests);
 
         /* Wanted again: a fresh list and watch. */
         expect_list(e, "200", (char *[]){ lease_json(0, "102", NULL, REAL0, 0), NULL });
         expect_watch_open(e);
         expect_write(e, "PUT", SLOT0, 200, lease_json(0, "201", "node-2", real_now(e), 1));
         assert_int_equal(slots_acquire(e->slots, "node-2"), 0);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(slots_acquire(e->slots, "node-2"), 1);
-        assert_int_equal(fake_transport_open_streams(e->ft), 1);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
 }
 
 /* Release while the acquire is still in flight: released once it lands. */
@@ -820,27 +792,27 @@ static void test_release_during_acquire(void **state) {
         expect_list(e, "100", (char *[]){ NULL });
         expect_watch_open(e);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_count(e->ft, "POST", LEASES), 1); /* unanswered yet */
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_count(e->api->ft, "POST", LEASES), 1); /* unanswered yet */
         slots_release(e->slots, "node-1");
         expect_write(e, "PUT", SLOT0, 200, lease_json(0, "102", NULL, real_now(e), 0));
         expect_write(e, "POST", LEASES, 201, lease_json(0, "101", "node-1", real_now(e), 0));
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_false(slots_held(e->slots, "node-1"));
         b = body_of(last(e, "PUT", SLOT0));
         assert_string_equal(json_str(b, "metadata.resourceVersion"), "101");
         assert_null(json_path(b, "spec.holderIdentity"));
         cJSON_Delete(b);
-        assert_int_equal(fake_transport_open_streams(e->ft), 0);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 0);
 }
 
 static void test_eacces_on_list(void **state) {
         struct env *e = *state;
 
         env_slots(e, 1, true);
-        fake_transport_expect_json(e->ft, "GET", LIST, 403, STATUS_403);
+        fake_transport_expect_json(e->api->ft, "GET", LIST, 403, STATUS_403);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_true(e->changed >= 1);
         assert_int_equal(slots_acquire(e->slots, "node-1"), -EACCES);
         assert_int_equal(slots_acquire(e->slots, "node-1"), -EACCES);
@@ -849,7 +821,7 @@ static void test_eacces_on_list(void **state) {
         expect_list(e, "100", (char *[]){ NULL });
         expect_watch_open(e);
         expect_write(e, "POST", LEASES, 201, lease_json(0, "101", "node-1", REAL0, 0));
-        fake_clock_advance(e->clock, 2 * SEC);
+        fake_clock_advance(e->api->clock, 2 * SEC);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
 }
 
@@ -857,21 +829,21 @@ static void test_eacces_on_create(void **state) {
         struct env *e = *state;
 
         env_slots(e, 1, true);
-        fake_transport_expect_json(e->ft, "POST", LEASES, 403, STATUS_403);
+        fake_transport_expect_json(e->api->ft, "POST", LEASES, 403, STATUS_403);
         start_with(e, "node-1", (char *[]){ NULL });
         assert_int_equal(slots_acquire(e->slots, "node-1"), -EACCES);
         assert_int_equal(slots_acquire(e->slots, "node-1"), -EACCES); /* backing off, not resent */
-        assert_int_equal(fake_transport_count(e->ft, "POST", LEASES), 1);
-        fake_transport_expect_json(e->ft, "POST", LEASES, 403, STATUS_403);
-        fake_clock_advance(e->clock, 1 * SEC);
-        assert_int_equal(fake_transport_count(e->ft, "POST", LEASES), 2);
+        assert_int_equal(fake_transport_count(e->api->ft, "POST", LEASES), 1);
+        fake_transport_expect_json(e->api->ft, "POST", LEASES, 403, STATUS_403);
+        fake_clock_advance(e->api->clock, 1 * SEC);
+        assert_int_equal(fake_transport_count(e->api->ft, "POST", LEASES), 2);
         assert_int_equal(slots_acquire(e->slots, "node-1"), -EACCES);
         /* Backoff doubles: nothing for another 1.9 s. */
-        fake_clock_advance(e->clock, 1900 * MS);
-        assert_int_equal(fake_transport_count(e->ft, "POST", LEASES), 2);
+        fake_clock_advance(e->api->clock, 1900 * MS);
+        assert_int_equal(fake_transport_count(e->api->ft, "POST", LEASES), 2);
         expect_write(e, "POST", LEASES, 201, lease_json(0, "101", "node-1", REAL0, 0));
-        fake_clock_advance(e->clock, 100 * MS);
-        assert_int_equal(fake_transport_count(e->ft, "POST", LEASES), 3);
+        fake_clock_advance(e->api->clock, 100 * MS);
+        assert_int_equal(fake_transport_count(e->api->ft, "POST", LEASES), 3);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
 }
 
@@ -883,12 +855,12 @@ static void test_stop_in_flight(void **state) {
         expect_list(e, "100", (char *[]){ NULL });
         expect_watch_open(e);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
-        fake_clock_advance(e->clock, 0);
-        assert_int_equal(fake_transport_unmatched(e->ft), 1); /* the POST */
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_unmatched(e->api->ft), 1); /* the POST */
         slots_stop(e->slots);
         assert_int_equal(slots_acquire(e->slots, "node-1"), -ESHUTDOWN);
         assert_false(slots_idle(e->slots));
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_true(slots_idle(e->slots));
 }
 
@@ -896,14 +868,15 @@ static void test_options(void **state) {
         struct env *e = *state;
         struct slots *s;
 
-        assert_int_equal(
-                slots_new(e->client, e->ts, &(struct slots_options){ .ns = NS, .max = 0 }, NULL, NULL, &s),
-                -EINVAL);
-        assert_int_equal(slots_new(e->client, e->ts, &(struct slots_options){ .max = 1 }, NULL, NULL, &s),
+        assert_int_equal(slots_new(e->api->client, e->api->ts, &(struct slots_options){ .ns = NS, .max = 0 },
+                                   NULL, NULL, &s),
                          -EINVAL);
         assert_int_equal(
-                slots_new(e->client, e->ts, &(struct slots_options){ .ns = NS, .max = 1 }, NULL, NULL, &s),
-                0);
+                slots_new(e->api->client, e->api->ts, &(struct slots_options){ .max = 1 }, NULL, NULL, &s),
+                -EINVAL);
+        assert_int_equal(slots_new(e->api->client, e->api->ts, &(struct slots_options){ .ns = NS, .max = 1 },
+                                   NULL, NULL, &s),
+                         0);
         assert_int_equal(slots_acquire(s, ""), -EINVAL);
         assert_true(slots_idle(s));
         slots_stop(s);
@@ -960,32 +933,33 @@ static void test_informer_namespace(void **state) {
 
         assert_string_equal(informer_kind_to_string(INFORMER_LEASES), "leases");
         /* cluster-scoped kinds have no namespace */
-        assert_int_equal(informer_new(e->client, e->ts,
+        assert_int_equal(informer_new(e->api->client, e->api->ts,
                                       &(struct informer_options){ .kind = INFORMER_NODES, .namespace = "x" },
                                       NULL, NULL, &inf),
                          -EINVAL);
-        assert_int_equal(informer_new(e->client, e->ts,
+        assert_int_equal(informer_new(e->api->client, e->api->ts,
                                       &(struct informer_options){ .kind = INFORMER_LEASES, .namespace = "" },
                                       NULL, NULL, &inf),
                          -EINVAL);
         /* a namespaced pod informer with a selector */
-        assert_int_equal(informer_new(e->client, e->ts,
+        assert_int_equal(informer_new(e->api->client, e->api->ts,
                                       &(struct informer_options){ .kind = INFORMER_PODS,
                                                                   .namespace = "ml",
                                                                   .label_selector = "app=web" },
                                       NULL, NULL, &inf),
                          0);
         fake_transport_expect_json(
-                e->ft, "GET", "/api/v1/namespaces/ml/pods?labelSelector=app%3Dweb&limit=", 200,
+                e->api->ft, "GET", "/api/v1/namespaces/ml/pods?labelSelector=app%3Dweb&limit=", 200,
                 "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[]}");
-        fake_transport_expect(e->ft, "GET", "/api/v1/namespaces/ml/pods?labelSelector=app%3Dweb&watch=1",
+        fake_transport_expect(e->api->ft, "GET",
+                              "/api/v1/namespaces/ml/pods?labelSelector=app%3Dweb&watch=1",
                               &(struct fake_reply){ .hold_open = true });
         assert_int_equal(informer_start(inf), 0);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_true(informer_synced(inf));
-        assert_int_equal(fake_transport_open_streams(e->ft), 1);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
         informer_stop(inf);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_true(informer_idle(inf));
         informer_free(inf);
 }
@@ -1008,19 +982,19 @@ static void test_kube_replace(void **state) {
         struct env *e = *state;
         struct replace_result got = {};
 
-        fake_transport_expect_json(e->ft, "PUT", SLOT0, 503, "{}");
-        assert_int_equal(kube_replace(e->client, SLOT0, "{\"kind\":\"Lease\"}", on_replace_done, &got, NULL),
-                         0);
+        fake_transport_expect_json(e->api->ft, "PUT", SLOT0, 503, "{}");
+        assert_int_equal(
+                kube_replace(e->api->client, SLOT0, "{\"kind\":\"Lease\"}", on_replace_done, &got, NULL), 0);
         assert_int_equal(got.done, 0);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_int_equal(got.done, 1);
         assert_int_equal(got.error, -EIO);
         assert_int_equal(got.attempts, 1);
         assert_string_equal(last_request(e)->method, "PUT");
         assert_string_equal(last_request(e)->body, "{\"kind\":\"Lease\"}");
         assert_string_equal(fake_request_header(last_request(e), "Content-Type"), "application/json");
-        fake_clock_advance(e->clock, 60 * SEC);
-        assert_int_equal(fake_transport_n_requests(e->ft), 1);
+        fake_clock_advance(e->api->clock, 60 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 1);
 }
 
 int main(void) {

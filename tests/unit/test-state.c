@@ -16,6 +16,7 @@
 #include "drainer/objects.h"
 #include "drainer/state.h"
 #include "drainer/timesrc.h"
+#include "fakes/test-env.h"
 
 /* 2025-09-02T12:00:00Z */
 #define NOW_USEC  INT64_C(1756814400000000)
@@ -23,29 +24,10 @@
 #define LATER_RFC "2025-09-02T12:00:10Z"
 
 static cJSON *load(const char *name) {
-        char path[4096];
-        FILE *f;
-        char *buf;
-        long n;
-        cJSON *j;
+        char rel[256];
 
-        snprintf(path, sizeof path, "%s/state/%s", FIXTURES, name);
-        f = fopen(path, "re");
-        if (!f)
-                fail_msg("cannot open %s", path);
-        assert_int_equal(fseek(f, 0, SEEK_END), 0);
-        n = ftell(f);
-        rewind(f);
-        buf = malloc((size_t)n + 1);
-        assert_non_null(buf);
-        assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-        buf[n] = 0;
-        fclose(f);
-        j = cJSON_Parse(buf);
-        if (!j)
-                fail_msg("%s is not valid JSON", path);
-        free(buf);
-        return j;
+        snprintf(rel, sizeof rel, "state/%s", name);
+        return test_fixture_json(rel);
 }
 
 static struct node_rec *node_from_cjson(const cJSON *j) {

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +29,7 @@
 #include "drainer/log.h"
 #include "drainer/macro.h"
 #include "drainer/transport.h"
+#include "fakes/test-env.h"
 
 #define BIG_LEN       ((size_t)2 << 20)
 #define STREAM_CHUNKS 5
@@ -41,7 +43,7 @@ static atomic_int drops_left, drop_hits; /* /drop: requests to close unanswered,
 static char *big_body;
 
 struct tls_material {
-        char dir[64];
+        char *dir; /* a private folder under the build tree */
         char *ca, *other_ca, *srv_cert, *srv_key, *cl_cert, *cl_key;
         size_t ca_len, other_ca_len;
 };
@@ -216,7 +218,7 @@ static struct MHD_Daemon *start_daemon(bool tls, uint16_t *ret_port) {
 }
 
 static char *read_file(const char *dir, const char *name, size_t *ret_len) {
-        char path[128];
+        char path[PATH_MAX];
         FILE *f;
         char *buf = NULL;
         size_t len = 0;
@@ -239,9 +241,7 @@ static char *read_file(const char *dir, const char *name, size_t *ret_len) {
 static bool make_tls_material(void) {
         char cmd[2048];
 
-        strcpy(tlsm.dir, "/tmp/drainer-test-transport-XXXXXX");
-        if (!mkdtemp(tlsm.dir))
-                return false;
+        tlsm.dir = test_private_dir("transport");
         snprintf(
                 cmd, sizeof(cmd),
                 "(cd %s && "
@@ -290,17 +290,12 @@ static int group_setup(void **state) {
 }
 
 static int group_teardown(void **state) {
-        char cmd[128];
-
         atomic_store(&server_stopping, true);
         if (https_daemon)
                 MHD_stop_daemon(https_daemon);
         if (http_daemon)
                 MHD_stop_daemon(http_daemon);
-        if (tlsm.dir[0] && strncmp(tlsm.dir, "/tmp/drainer-test-transport-", 28) == 0) {
-                snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tlsm.dir);
-                (void)system(cmd);
-        }
+        test_private_dir_remove(tlsm.dir);
         free(tlsm.ca);
         free(tlsm.other_ca);
         free(tlsm.srv_cert);

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "drainer/client.h"
+#include "drainer/kubeconfig.h"
 #include "fakes/test-env.h"
 
 #ifndef FIXTURES
@@ -142,4 +144,83 @@ bool test_memory_holds(const char *needle, size_t n, const void *skip, size_t sk
         }
         fclose(maps);
         return found;
+}
+
+/* ---- the environment of an API test ---- */
+
+struct kube_client *test_api_client(struct test_api *a, const struct kube_client_options *o) {
+        struct kube_client_options d = { .random_seed = 3 };
+
+        if (a->client) {
+                assert_int_equal(kube_client_calls_in_flight(a->client), 0);
+                kube_client_free(a->client);
+                a->client = NULL;
+        }
+        assert_int_equal(kube_client_new(fake_transport_base(a->ft), a->ts, a->cfg, o ? o : &d, &a->client),
+                         0);
+        return a->client;
+}
+
+struct test_api *test_api_new(const struct test_api_options *o) {
+        static const struct test_api_options defaults = {};
+        struct test_api *a = calloc(1, sizeof(*a));
+        char *yaml = NULL, *err = NULL;
+        int n;
+
+        assert_non_null(a);
+        if (!o)
+                o = &defaults;
+        n = asprintf(&yaml,
+                     "apiVersion: v1\n"
+                     "kind: Config\n"
+                     "clusters:\n"
+                     "- name: test\n"
+                     "  cluster:\n"
+                     "    server: %s\n"
+                     "users:\n"
+                     "- name: admin\n"
+                     "  user:\n"
+                     "%s"
+                     "contexts:\n"
+                     "- name: test\n"
+                     "  context:\n"
+                     "    cluster: test\n"
+                     "    user: admin\n"
+                     "    namespace: default\n"
+                     "current-context: test\n",
+                     o->server ? o->server : TEST_API_SERVER,
+                     o->user_yaml ? o->user_yaml : "    token: test-token\n");
+        assert_true(n > 0);
+        if (kube_config_load(
+                    &(struct kube_config_options){ .data = yaml, .data_len = (size_t)n, .data_dir = o->dir },
+                    &a->cfg, &err) < 0)
+                fail_msg("kube_config_load: %s", err ? err : "?");
+        free(yaml);
+        a->clock = fake_clock_new(TEST_API_T0, o->realtime ? o->realtime : TEST_API_REALTIME);
+        assert_non_null(a->clock);
+        a->ts = fake_clock_timesrc(a->clock);
+        a->ft = fake_transport_new(a->ts);
+        assert_non_null(a->ft);
+        test_api_client(a, o->client);
+        return a;
+}
+
+void test_api_free(struct test_api *a) {
+        if (!a)
+                return;
+        if (a->client) {
+                kube_client_cancel_all(a->client);
+                for (int i = 0; i < 100 && kube_client_calls_in_flight(a->client) > 0; i++) {
+                        fake_transport_deliver(a->ft);
+                        fake_clock_advance(a->clock, 0);
+                }
+                assert_int_equal(kube_client_calls_in_flight(a->client), 0);
+        }
+        assert_int_equal(fake_transport_in_flight(a->ft), 0);
+        kube_client_free(a->client);
+        fake_transport_free(a->ft);
+        assert_int_equal(fake_clock_timers(a->clock), 0);
+        fake_clock_free(a->clock);
+        kube_config_free(a->cfg);
+        free(a);
 }

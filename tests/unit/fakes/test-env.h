@@ -12,6 +12,12 @@
 
 #include <cjson/cJSON.h>
 
+#include "drainer/client.h"
+#include "drainer/kubeconfig.h"
+#include "drainer/timesrc.h"
+#include "fakes/fake-clock.h"
+#include "fakes/fake-transport.h"
+
 /* ---- fixtures ---- */
 
 /* The contents of tests/unit/fixtures/<rel>, NUL-terminated (malloc'd); *ret_len may be NULL. */
@@ -49,3 +55,36 @@ bool test_memory_holds(const char *needle, size_t n, const void *skip, size_t sk
 #ifndef TEST_UNDER_ASAN
 #define TEST_UNDER_ASAN 0
 #endif
+
+/* ---- the environment of an API test ---- */
+
+#define TEST_API_SERVER   "https://10.0.0.1:6443"
+#define TEST_API_T0       (1000 * USEC_PER_SEC)           /* the fake clock's first now() */
+#define TEST_API_REALTIME (INT64_C(1750000000) * 1000000) /* its wall clock at TEST_API_T0 */
+
+/* A fake clock at TEST_API_T0, a fake transport on it, a configuration loaded from
+ * memory (no file), its credentials and an API client over the fake transport. The
+ * fields are the test's to use; test_api_free() frees them. */
+struct test_api {
+        struct fake_clock *clock;
+        struct timesrc *ts;
+        struct fake_transport *ft;
+        struct kube_config *cfg;
+        struct kube_client *client;
+};
+
+struct test_api_options {
+        const char *server;    /* NULL: TEST_API_SERVER */
+        const char *user_yaml; /* lines of the user mapping, indented by 4; NULL: a static token */
+        const char *dir;       /* the base of relative paths in the kubeconfig; NULL: none */
+        const struct kube_client_options *client; /* NULL: defaults, random_seed 3 */
+        int64_t realtime;                         /* the wall clock at TEST_API_T0; 0: TEST_API_REALTIME */
+};
+
+/* o may be NULL. */
+struct test_api *test_api_new(const struct test_api_options *o);
+/* Replaces the client (no call may be in flight) and returns the new one. */
+struct kube_client *test_api_client(struct test_api *a, const struct kube_client_options *o);
+/* Cancels what is left, lets the cancellations arrive, and asserts that no call, no
+ * transport request and no timer remains before it frees everything. NULL ok. */
+void test_api_free(struct test_api *a);
