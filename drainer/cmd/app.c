@@ -71,6 +71,21 @@ int app_init(struct app *a, const struct global_flags *flags) {
          * ptrace or /proc/PID/mem for other processes of the same user. */
         if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
                 log_debug_errno(errno, "prctl(PR_SET_DUMPABLE, 0) failed, ignoring: %m");
+
+        r = uv_loop_init(&a->loop);
+        if (r < 0)
+                return log_error_errno(-r, "Cannot initialize the event loop: %s", uv_strerror(r));
+        a->loop_ready = true;
+        r = timesrc_uv_new(&a->loop, &a->ts);
+        if (r < 0)
+                return log_oom();
+        /* Credentials first: an unreadable token, certificate or key file fails the verb now,
+         * as a broken kubeconfig does (before any warning about it). Every request then takes
+         * the current ones (a rotated certificate included). */
+        r = credentials_new(&a->loop, a->ts, a->cfg, NULL, &a->creds, &err);
+        if (r < 0)
+                return log_error_errno(r, "%s", err ? err : "cannot read the credentials");
+
         if (a->cfg->insecure_skip_tls_verify)
                 log_warning("%s: insecure-skip-tls-verify is set: the API server's certificate is "
                             "NOT verified",
@@ -80,19 +95,7 @@ int app_init(struct app *a, const struct global_flags *flags) {
                             "readable by anyone on the path",
                             a->cfg->source, a->cfg->server);
 
-        r = uv_loop_init(&a->loop);
-        if (r < 0)
-                return log_error_errno(-r, "Cannot initialize the event loop: %s", uv_strerror(r));
-        a->loop_ready = true;
-        r = timesrc_uv_new(&a->loop, &a->ts);
-        if (r < 0)
-                return log_oom();
-
-        /* Credentials first: a broken exec plugin or unreadable file fails the verb now.
-         * Every request then takes the current ones (a rotated certificate included). */
-        r = credentials_new(&a->loop, a->ts, a->cfg, NULL, &a->creds);
-        if (r < 0)
-                return log_oom();
+        /* A broken exec plugin fails the verb now, as kubectl's does. */
         r = initial_credentials(a, &creds);
         if (r < 0)
                 return r;
@@ -108,11 +111,10 @@ int app_init(struct app *a, const struct global_flags *flags) {
                 return log_error_errno(r, "Cannot set up the HTTP transport: %m");
 
         struct kube_client_options co = {
-                .credentials = a->creds,
                 .qps = flags->qps,
                 .burst = flags->burst,
         };
-        r = kube_client_new(a->transport, a->ts, a->cfg, &co, &a->client);
+        r = kube_client_new(a->transport, a->ts, a->cfg, a->creds, &co, &a->client);
         if (r < 0)
                 return log_oom();
         log_debug("Using %s (context %s), server %s", a->cfg->source, strna(a->cfg->context_name),

@@ -31,10 +31,10 @@
 #define AUDIT_ID_SIZE 37
 
 struct kube_client {
-        struct transport *transport; /* borrowed */
-        struct timesrc *ts;          /* borrowed */
-        struct kube_config *cfg;     /* borrowed */
-        struct credentials *creds;   /* borrowed; NULL: kube_config_credentials() */
+        struct transport *transport;   /* borrowed */
+        struct timesrc *ts;            /* borrowed */
+        const struct kube_config *cfg; /* borrowed: the server */
+        struct credentials *creds;     /* borrowed */
         struct kube_client_options opts;
         struct ratelimit rl;
         struct kube_client_stats stats;
@@ -381,8 +381,7 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
                 return call_schedule(call, 0);
         }
         if (error == 0 && status == 401 && !call->refreshed_auth &&
-            (c->creds ? credentials_may_refresh(c->creds, call->cred_generation)
-                      : kube_config_may_change(c->cfg))) {
+            credentials_may_refresh(c->creds, call->cred_generation)) {
                 /* The credentials may have rotated (token or certificate files, exec plugin):
                  * resend once with newer ones; the refresh itself is limited process-wide. */
                 call->refreshed_auth = true;
@@ -508,11 +507,8 @@ static void call_dispatch(struct kube_call *call) {
         int r;
 
         /* Never blocks: an exec plugin runs on the loop while the call waits. */
-        if (c->creds)
-                r = credentials_get(c->creds, call->rejected, &creds, &err);
-        else
-                r = kube_config_credentials(c->cfg, call->rejected != 0, &creds, &err);
-        if (r == -EAGAIN && c->creds) {
+        r = credentials_get(c->creds, call->rejected, &creds, &err);
+        if (r == -EAGAIN) {
                 call->state = CALL_AUTH;
                 credentials_wait(c->creds, &call->cwait, on_call_credentials);
                 return;
@@ -675,18 +671,22 @@ void kube_client_get_stats(const struct kube_client *c, struct kube_client_stats
         ret->throttled_usec = c->rl.waited_usec;
 }
 
-int kube_client_new(struct transport *t, struct timesrc *ts, struct kube_config *cfg,
-                    const struct kube_client_options *opts, struct kube_client **ret) {
-        struct kube_client *c = calloc(1, sizeof(*c));
+int kube_client_new(struct transport *t, struct timesrc *ts, const struct kube_config *cfg,
+                    struct credentials *creds, const struct kube_client_options *opts,
+                    struct kube_client **ret) {
+        struct kube_client *c;
 
+        if (!t || !ts || !cfg || !creds)
+                return -EINVAL;
+        c = calloc(1, sizeof(*c));
         if (!c)
                 return -ENOMEM;
         c->transport = t;
         c->ts = ts;
         c->cfg = cfg;
+        c->creds = creds;
         if (opts)
                 c->opts = *opts;
-        c->creds = c->opts.credentials;
         if (!c->opts.request_timeout_usec)
                 c->opts.request_timeout_usec = 30 * USEC_PER_SEC;
         if (!c->opts.max_attempts)

@@ -1,10 +1,13 @@
-/* Credentials for each request without blocking the loop: static and file-based ones
- * through kube_config_credentials(), exec credential plugins through uv_spawn on the
- * loop (a process group of their own, killed as a group at the timeout, the environment
- * client-go gives minus what belongs to drainer's service manager), their
- * ExecCredential cached until it expires. Owns the cached answer (wiped when replaced
- * or freed), the plugin run in flight with its handles, and the waiters' list; borrows
- * the config, the loop and the time source. Never logs secrets; debug level only. */
+/* Credentials for each request without blocking the loop, from every source: a static
+ * token or client certificate (copied from the config); a token file and client
+ * certificate and key files, read at the start and re-read when they change (inode,
+ * size or mtime), the previous ones kept while a file is caught mid-rotation; exec
+ * credential plugins through uv_spawn on the loop (a process group of their own,
+ * killed as a group at the timeout, the environment client-go gives minus what belongs
+ * to drainer's service manager), their ExecCredential cached until it expires. Owns
+ * the current credentials (wiped when replaced or freed), the plugin run in flight with
+ * its handles, and the waiters' list; borrows the config, the loop and the time source.
+ * Never logs secrets; debug level only. */
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
@@ -23,6 +26,7 @@
 #include <uv.h>
 
 #include "drainer/backoff.h"
+#include "drainer/buf.h"
 #include "drainer/credentials.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
@@ -43,25 +47,35 @@ struct run {
         bool exited, eof, too_big, timed_out;
         int64_t exit_status;
         int term_signal, read_error;
-        char *buf; /* stdout, capped at KUBE_CONFIG_EXEC_OUTPUT_MAX */
-        size_t len, size;
+        struct buf out_buf; /* stdout: secret, one byte over BUF_CAP_EXEC_OUTPUT is too big */
         uint64_t started;
 };
 
+/* What a credential file was when read: a change of any is a rotation. */
+struct file_id {
+        dev_t dev;
+        ino_t ino;
+        off_t size;
+        struct timespec mtime;
+};
+
 struct credentials {
-        uv_loop_t *loop;              /* borrowed */
+        uv_loop_t *loop;              /* borrowed; NULL without a plugin */
         struct timesrc *ts;           /* borrowed */
-        struct kube_config *cfg;      /* borrowed */
-        const struct kube_exec *exec; /* borrowed from cfg, NULL without a plugin */
+        const struct kube_auth *auth; /* borrowed from the config */
+        const struct kube_exec *exec; /* borrowed from the config, NULL without a plugin */
         struct credentials_options o;
 
-        /* the cached ExecCredential (owned, wiped when replaced) */
+        /* The current credentials, whatever their source (owned, wiped when replaced):
+         * static ones copied from the config, the files' contents, or the cached
+         * ExecCredential (have: one came). */
         bool have;
         char *token, *cert, *key;
         size_t cert_len, key_len;
         bool has_expiry;
         int64_t expiry_usec; /* wall clock */
         uint64_t generation;
+        struct file_id token_id, cert_id, key_id; /* the files, when they were read */
 
         struct run *run;       /* owned while under way */
         unsigned runs_closing; /* ended runs whose handles are still closing */
@@ -106,16 +120,10 @@ static int set_error(char **ret_error, int r, const char *fmt, ...) {
         return r;
 }
 
-static void erase_free(void *p, size_t n) {
-        if (p) {
-                explicit_bzero(p, n);
-                free(p);
-        }
-}
-
-static void erase_freestr(char *s) {
-        if (s)
-                erase_free(s, strlen(s));
+static int oom(char **ret_error) {
+        if (ret_error)
+                *ret_error = NULL;
+        return -ENOMEM;
 }
 
 /* cJSON frees its strings unwiped: wipe every string (and key) of the tree first. */
@@ -129,6 +137,245 @@ static void json_erase_delete(cJSON *j) {
                         explicit_bzero(i->string, strlen(i->string));
         }
         cJSON_Delete(j);
+}
+
+/* ---- static credentials and credential files ---- */
+
+static void file_id_from_stat(struct file_id *id, const struct stat *st) {
+        *id = (struct file_id){
+                .dev = st->st_dev,
+                .ino = st->st_ino,
+                .size = st->st_size,
+                .mtime = st->st_mtim,
+        };
+}
+
+static bool file_id_equal(const struct file_id *a, const struct file_id *b) {
+        return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+               a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* Whether the file at path is no longer what known describes. A file that cannot be
+ * looked at is not a change (mid-rotation, a symlink swap): keep what we have. */
+static bool file_changed(const char *path, const struct file_id *known) {
+        struct file_id id;
+        struct stat st;
+
+        if (!path || stat(path, &st) < 0)
+                return false;
+        file_id_from_stat(&id, &st);
+        return !file_id_equal(&id, known);
+}
+
+/* A whole credential file into wiped memory. -EFBIG over max. */
+static int read_secret(const char *path, size_t max, char **ret, size_t *ret_len, struct file_id *ret_id) {
+        struct buf b = BUF_INIT(max, true);
+        struct stat st;
+        int r;
+
+        r = buf_read_file(&b, path, &st);
+        if (r < 0)
+                return r;
+        *ret = buf_steal(&b, ret_len);
+        if (!*ret)
+                return -ENOMEM;
+        file_id_from_stat(ret_id, &st);
+        return 0;
+}
+
+static char *memdup_str(const char *p, size_t n) {
+        char *s = malloc(n + 1);
+
+        if (s) {
+                memcpy(s, p, n);
+                s[n] = 0;
+        }
+        return s;
+}
+
+/* The token file, read at the start: an error names the file. */
+static int load_token_file(struct credentials *c, char **ret_error) {
+        const char *path = c->auth->token_file, *key = strna(c->auth->token_file_key);
+        _cleanup_(buf_erase_freestrp) char *buf = NULL;
+        int r;
+
+        r = read_secret(path, BUF_CAP_TOKEN_FILE, &buf, NULL, &c->token_id);
+        if (r == -ENOMEM)
+                return oom(ret_error);
+        if (r < 0)
+                return set_error(ret_error, r, "%s: cannot read %s: %s", path, key, buf_file_error(r));
+        text_strip(buf);
+        if (!*buf)
+                return set_error(ret_error, -EINVAL, "%s: %s is empty", path, key);
+        if (!kube_token_is_valid(buf))
+                return set_error(ret_error, -EINVAL, "%s: %s contains control characters", path, key);
+        c->token = TAKE_PTR(buf);
+        return 0;
+}
+
+/* A client certificate or key file, read at the start. */
+static int load_pem_file(const char *path, const char *key, char **ret, size_t *ret_len,
+                         struct file_id *ret_id, char **ret_error) {
+        _cleanup_(buf_erase_freestrp) char *buf = NULL;
+        size_t len;
+        int r;
+
+        r = read_secret(path, BUF_CAP_PEM_FILE, &buf, &len, ret_id);
+        if (r == -ENOMEM)
+                return oom(ret_error);
+        if (r < 0)
+                return set_error(ret_error, r, "%s: cannot read %s: %s", path, key, buf_file_error(r));
+        if (!kube_pem_has_block(buf, len))
+                return set_error(ret_error, -EINVAL, "%s: %s: no PEM block in the file", path, key);
+        *ret = TAKE_PTR(buf);
+        *ret_len = len;
+        return 0;
+}
+
+/* The static credentials, and the first contents of the files. */
+static int load_static(struct credentials *c, char **ret_error) {
+        const struct kube_auth *a = c->auth;
+        int r;
+
+        c->generation = 1;
+        if (a->token && !(c->token = strdup(a->token)))
+                return oom(ret_error);
+        if (a->client_cert_pem) {
+                c->cert = memdup_str(a->client_cert_pem, a->client_cert_pem_len);
+                c->cert_len = a->client_cert_pem_len;
+                if (!c->cert)
+                        return oom(ret_error);
+        }
+        if (a->client_key_pem) {
+                c->key = memdup_str(a->client_key_pem, a->client_key_pem_len);
+                c->key_len = a->client_key_pem_len;
+                if (!c->key)
+                        return oom(ret_error);
+        }
+        if (a->token_file) {
+                r = load_token_file(c, ret_error);
+                if (r < 0)
+                        return r;
+        }
+        if (a->client_cert_file) {
+                r = load_pem_file(a->client_cert_file, "client-certificate", &c->cert, &c->cert_len,
+                                  &c->cert_id, ret_error);
+                if (r < 0)
+                        return r;
+        }
+        if (a->client_key_file) {
+                r = load_pem_file(a->client_key_file, "client-key", &c->key, &c->key_len, &c->key_id,
+                                  ret_error);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* True when the credentials can change while running (token file, certificate or key
+ * files): a 401 is then worth a refresh. */
+static bool files_may_change(const struct credentials *c) {
+        return c->auth->token_file || c->auth->client_cert_file || c->auth->client_key_file;
+}
+
+/* Re-reads the token file when it changed (the kubelet swaps the projected service
+ * account token through a symlink, so the inode changes too). A file that cannot be
+ * read or is empty (caught mid-rewrite) keeps the previous token, as client-go does. */
+static int refresh_token_file(struct credentials *c, bool force) {
+        const char *path = c->auth->token_file;
+        _cleanup_(buf_erase_freestrp) char *buf = NULL;
+        struct file_id id;
+        int r;
+
+        if (!force && !file_changed(path, &c->token_id))
+                return 0;
+        r = read_secret(path, BUF_CAP_TOKEN_FILE, &buf, NULL, &id);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                log_debug_errno(r, "credentials: %s: cannot read token file, keeping the previous token: %m",
+                                path);
+                return 0;
+        }
+        text_strip(buf);
+        if (!kube_token_is_valid(buf)) {
+                log_debug("credentials: %s: token file empty or invalid, keeping the previous token", path);
+                return 0;
+        }
+        if (!streq_ptr(buf, c->token)) {
+                log_debug("credentials: %s: token rotated", path);
+                c->generation++;
+        }
+        buf_erase_freestr(c->token);
+        c->token = TAKE_PTR(buf);
+        c->token_id = id;
+        return 0;
+}
+
+/* Re-reads client-certificate and client-key files when either changed (whoever rotates
+ * them writes both). Both are read and must hold a PEM block; otherwise (caught
+ * mid-rewrite, gone) the previous pair is kept and the next call tries again. */
+static int refresh_cert_files(struct credentials *c, bool force) {
+        const struct kube_auth *a = c->auth;
+        _cleanup_(buf_erase_freestrp) char *cert = NULL, *key = NULL;
+        size_t cert_len = c->cert_len, key_len = c->key_len;
+        struct file_id cert_id = c->cert_id, key_id = c->key_id;
+        int r;
+
+        if (!force && !file_changed(a->client_cert_file, &c->cert_id) &&
+            !file_changed(a->client_key_file, &c->key_id))
+                return 0;
+        if (a->client_cert_file) {
+                r = read_secret(a->client_cert_file, BUF_CAP_PEM_FILE, &cert, &cert_len, &cert_id);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0 || !kube_pem_has_block(cert, cert_len)) {
+                        log_debug("credentials: %s: cannot read the client certificate, keeping the "
+                                  "previous one",
+                                  a->client_cert_file);
+                        return 0;
+                }
+        }
+        if (a->client_key_file) {
+                r = read_secret(a->client_key_file, BUF_CAP_PEM_FILE, &key, &key_len, &key_id);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0 || !kube_pem_has_block(key, key_len)) {
+                        log_debug("credentials: %s: cannot read the client key, keeping the previous one",
+                                  a->client_key_file);
+                        return 0;
+                }
+        }
+        c->cert_id = cert_id;
+        c->key_id = key_id;
+        if ((!cert || (cert_len == c->cert_len && memcmp(cert, c->cert, cert_len) == 0)) &&
+            (!key || (key_len == c->key_len && memcmp(key, c->key, key_len) == 0)))
+                return 0; /* touched, not changed */
+        log_debug("credentials: client certificate or key rotated (%s, %s)", strna(a->client_cert_file),
+                  strna(a->client_key_file));
+        if (cert) {
+                buf_erase_free(c->cert, c->cert_len);
+                c->cert = TAKE_PTR(cert);
+                c->cert_len = cert_len;
+        }
+        if (key) {
+                buf_erase_free(c->key, c->key_len);
+                c->key = TAKE_PTR(key);
+                c->key_len = key_len;
+        }
+        c->generation++;
+        return 0;
+}
+
+/* The files again when they changed (force: read them anyway). Only -ENOMEM fails. */
+static int refresh_files(struct credentials *c, bool force) {
+        int r = 0;
+
+        if (c->auth->token_file)
+                r = refresh_token_file(c, force);
+        if (r >= 0 && (c->auth->client_cert_file || c->auth->client_key_file))
+                r = refresh_cert_files(c, force);
+        return r;
 }
 
 /* ---- the plugin's environment ---- */
@@ -252,9 +499,9 @@ struct answer {
 };
 
 static void answer_done(struct answer *a) {
-        erase_freestr(a->token);
-        erase_freestr(a->cert);
-        erase_freestr(a->key);
+        buf_erase_freestr(a->token);
+        buf_erase_freestr(a->cert);
+        buf_erase_freestr(a->key);
         *a = (struct answer){};
 }
 
@@ -412,8 +659,7 @@ static void run_failed(struct credentials *c, int r, char *message) {
 }
 
 static void run_free(struct run *run) {
-        if (run->buf)
-                erase_free(run->buf, run->size);
+        buf_done(&run->out_buf);
         free(run);
 }
 
@@ -463,8 +709,8 @@ static void run_finish(struct run *run) {
                                         "exec plugin \"%s\" timed out after %" PRIu64 " ms", e->name,
                                         c->o.exec_timeout_usec / USEC_PER_MSEC);
         } else if (run->too_big)
-                r = set_error(&msg, -E2BIG, "exec plugin \"%s\" failed: output larger than %u bytes",
-                              e->name, KUBE_CONFIG_EXEC_OUTPUT_MAX);
+                r = set_error(&msg, -E2BIG, "exec plugin \"%s\" failed: output larger than %zu bytes",
+                              e->name, BUF_CAP_EXEC_OUTPUT);
         else if (run->read_error)
                 r = set_error(&msg, run->read_error, "exec plugin \"%s\" failed: reading its output: %s",
                               e->name, strerror(-run->read_error));
@@ -475,18 +721,17 @@ static void run_finish(struct run *run) {
                 r = set_error(&msg, -EIO, "exec plugin \"%s\" failed: exit status %" PRId64, e->name,
                               run->exit_status);
         else
-                r = parse_answer(e, run->buf ? run->buf : "", run->len, &a, &msg);
-        if (run->buf)
-                explicit_bzero(run->buf, run->size);
+                r = parse_answer(e, run->out_buf.data ? run->out_buf.data : "", run->out_buf.len, &a, &msg);
+        buf_clear(&run->out_buf, 0);
 
         if (r < 0)
                 run_failed(c, r, msg);
         else {
                 int64_t now = timesrc_realtime(c->ts);
 
-                erase_freestr(c->token);
-                erase_freestr(c->cert);
-                erase_freestr(c->key);
+                buf_erase_freestr(c->token);
+                buf_erase_freestr(c->cert);
+                buf_erase_freestr(c->key);
                 c->token = a.token;
                 c->cert = a.cert;
                 c->cert_len = a.cert ? strlen(a.cert) : 0;
@@ -530,40 +775,26 @@ static void on_run_exit(uv_process_t *p, int64_t exit_status, int term_signal) {
 
 static void on_run_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
         struct run *run = h->data;
+        size_t want = MIN(buf_room(&run->out_buf), (size_t)16384);
 
-        if (run->size - run->len < 4096 && !run->too_big) {
-                size_t nsize =
-                        MIN(MAX(run->size * 2, (size_t)16384), (size_t)KUBE_CONFIG_EXEC_OUTPUT_MAX + 2);
-                char *n = nsize > run->size ? malloc(nsize) : NULL;
-
-                if (n) {
-                        /* Not realloc(): the old copy would stay unwiped. */
-                        if (run->buf) {
-                                memcpy(n, run->buf, run->len);
-                                erase_free(run->buf, run->size);
-                        }
-                        run->buf = n;
-                        run->size = nsize;
-                }
-        }
-        if (!run->buf || run->size - run->len <= 1) {
+        if (run->too_big || want == 0 || buf_reserve(&run->out_buf, want) < 0) {
                 /* Out of memory or over the cap: read into a scratch buffer and drop it. */
                 static char scratch[4096];
 
                 *buf = uv_buf_init(scratch, sizeof(scratch));
                 return;
         }
-        *buf = uv_buf_init(run->buf + run->len, (unsigned)MIN(run->size - run->len - 1, (size_t)UINT_MAX));
+        *buf = uv_buf_init(buf_tail(&run->out_buf),
+                           (unsigned)MIN(run->out_buf.size - run->out_buf.len - 1, (size_t)UINT_MAX));
 }
 
 static void on_run_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
         struct run *run = container_of((uv_pipe_t *)s, struct run, out);
 
         if (n > 0) {
-                if (run->buf && buf->base == run->buf + run->len) {
-                        run->len += (size_t)n;
-                        run->buf[run->len] = 0;
-                        if (run->len > KUBE_CONFIG_EXEC_OUTPUT_MAX)
+                if (run->out_buf.data && buf->base == buf_tail(&run->out_buf)) {
+                        buf_advance(&run->out_buf, (size_t)n);
+                        if (run->out_buf.len > BUF_CAP_EXEC_OUTPUT)
                                 run->too_big = true;
                 } else {
                         explicit_bzero(buf->base, (size_t)n);
@@ -625,15 +856,16 @@ static int run_start(struct credentials *c) {
         run = calloc(1, sizeof(*run));
         if (!envp || !run) {
                 free(run);
-                erase_freestr(info);
+                buf_erase_freestr(info);
                 run_failed(c, -ENOMEM, NULL);
                 return -ENOMEM;
         }
         run->c = c;
+        buf_init(&run->out_buf, BUF_CAP_EXEC_OUTPUT + 1, true);
         r = uv_pipe_init(c->loop, &run->out, 0);
         if (r < 0) {
                 free(run);
-                erase_freestr(info);
+                buf_erase_freestr(info);
                 run_failed(c, r, NULL);
                 return r;
         }
@@ -657,7 +889,7 @@ static int run_start(struct credentials *c) {
         };
         cloexec_all();
         r = uv_spawn(c->loop, &run->proc, &po);
-        erase_freestr(info);
+        buf_erase_freestr(info);
         if (r < 0) {
                 /* libuv requires closing the process handle even when spawning failed */
                 run->proc.data = run;
@@ -733,22 +965,26 @@ static int last_failure(struct credentials *c, char **ret_error) {
 static int get_static(struct credentials *c, uint64_t rejected, struct kube_credentials *ret,
                       char **ret_error) {
         bool force = false;
-        int r;
 
         if (rejected) {
-                r = kube_config_credentials(c->cfg, false, ret, ret_error);
-                if (r < 0 || ret->generation > rejected)
-                        return r;
-                if (!kube_config_may_change(c->cfg))
+                if (refresh_files(c, false) < 0)
+                        return oom(ret_error);
+                if (c->generation > rejected) {
+                        fill(c, ret);
+                        return 0;
+                }
+                if (!files_may_change(c))
                         return refused(c, ret_error, "they are static");
                 if (!refresh_take(c))
                         return refused(c, ret_error, "they were refreshed moments ago");
                 force = true;
         }
-        r = kube_config_credentials(c->cfg, force, ret, ret_error);
-        if (r >= 0 && rejected && ret->generation <= rejected)
+        if (refresh_files(c, force) < 0)
+                return oom(ret_error);
+        if (rejected && c->generation <= rejected)
                 return refused(c, ret_error, "their files have not changed");
-        return r;
+        fill(c, ret);
+        return 0;
 }
 
 int credentials_get(struct credentials *c, uint64_t rejected, struct kube_credentials *ret,
@@ -802,11 +1038,9 @@ bool credentials_may_refresh(struct credentials *c, uint64_t rejected) {
         if (c->closing)
                 return false;
         if (!c->exec) {
-                struct kube_credentials cr;
-
-                if (!kube_config_may_change(c->cfg))
+                if (!files_may_change(c))
                         return false;
-                if (kube_config_credentials(c->cfg, false, &cr, NULL) >= 0 && cr.generation > rejected)
+                if (refresh_files(c, false) >= 0 && c->generation > rejected)
                         return true;
                 return refresh_allowed(c, now);
         }
@@ -817,17 +1051,29 @@ void credentials_get_stats(const struct credentials *c, struct credentials_stats
         *ret = c->stats;
 }
 
-int credentials_new(uv_loop_t *loop, struct timesrc *ts, struct kube_config *cfg,
-                    const struct credentials_options *o, struct credentials **ret) {
-        struct credentials *c = calloc(1, sizeof(*c));
+static void free_secrets(struct credentials *c) {
+        buf_erase_freestr(c->token);
+        buf_erase_free(c->cert, c->cert_len);
+        buf_erase_free(c->key, c->key_len);
+        c->token = c->cert = c->key = NULL;
+}
+
+int credentials_new(uv_loop_t *loop, struct timesrc *ts, const struct kube_config *cfg,
+                    const struct credentials_options *o, struct credentials **ret, char **ret_error) {
+        struct credentials *c;
         int r;
 
+        assert(ts && cfg && ret);
+        if (ret_error)
+                *ret_error = NULL;
+        assert(loop || !cfg->auth.exec);
+        c = calloc(1, sizeof(*c));
         if (!c)
-                return -ENOMEM;
+                return oom(ret_error);
         c->loop = loop;
         c->ts = ts;
-        c->cfg = cfg;
-        c->exec = kube_config_exec(cfg);
+        c->auth = &cfg->auth;
+        c->exec = cfg->auth.exec;
         if (o)
                 c->o = *o;
         if (!c->o.exec_timeout_usec)
@@ -842,6 +1088,14 @@ int credentials_new(uv_loop_t *loop, struct timesrc *ts, struct kube_config *cfg
                 c->o.refresh_cap_usec = 300 * USEC_PER_SEC;
         backoff_init(&c->retry, c->o.retry_base_usec, c->o.retry_cap_usec, false, 0);
         backoff_init(&c->refresh, c->o.refresh_base_usec, c->o.refresh_cap_usec, false, 0);
+        if (!c->exec) {
+                r = load_static(c, ret_error);
+                if (r < 0) {
+                        free_secrets(c);
+                        free(c);
+                        return r;
+                }
+        }
         r = dtimer_init(&c->run_timeout, ts, on_run_timeout);
         if (r >= 0)
                 r = dtimer_init(&c->retry_timer, ts, on_retry_timer);
@@ -849,8 +1103,12 @@ int credentials_new(uv_loop_t *loop, struct timesrc *ts, struct kube_config *cfg
                 r = dtimer_init(&c->wake, ts, on_wake);
         if (r < 0) {
                 /* dtimer_done() is safe on a timer whose init failed or never ran */
+                dtimer_done(&c->run_timeout);
+                dtimer_done(&c->retry_timer);
+                dtimer_done(&c->wake);
+                free_secrets(c);
                 free(c);
-                return r;
+                return r == -ENOMEM ? oom(ret_error) : set_error(ret_error, r, "cannot set up timers");
         }
         *ret = c;
         return 0;
@@ -864,9 +1122,7 @@ static void on_close_timer(struct dtimer *t) {
         dtimer_done(&c->run_timeout);
         dtimer_done(&c->retry_timer);
         dtimer_done(&c->wake);
-        erase_freestr(c->token);
-        erase_freestr(c->cert);
-        erase_freestr(c->key);
+        free_secrets(c);
         free(c->last_message);
         free(c);
         if (cb)

@@ -1,10 +1,9 @@
-/* Client configuration the way kubectl reads it (clientcmd loading rules, merging,
- * context selection, in-cluster fallback) and the file-based credentials derived from
- * it: a token file, and client certificate and key files, re-read when they rotate.
- * Exec credential plugins are parsed here and run by credentials.c. Owns the parsed
- * config. Must never log or put into an error message any token or key material, and
- * wipes every buffer that held some (the files, their YAML, tokens, keys) before it is
- * freed. */
+/* Client configuration the way kubectl reads it: clientcmd's loading rules, merging,
+ * context selection, the in-cluster fallback, and the validation of every field. Owns
+ * the parsed config, including the description of the user's credentials (struct
+ * kube_auth); reads no credential file (credentials.c does, and refreshes them). Must
+ * never log or put into an error message any token or key material, and wipes every
+ * buffer that held some (the files, their YAML, tokens, key data) before it is freed. */
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
@@ -30,26 +29,6 @@
 #define EXEC_API_V1         "client.authentication.k8s.io/v1"
 #define EXEC_API_V1BETA1    "client.authentication.k8s.io/v1beta1"
 #define EXEC_EXTENSION_NAME "client.authentication.k8s.io/exec"
-
-struct file_id {
-        dev_t dev;
-        ino_t ino;
-        off_t size;
-        struct timespec mtime;
-};
-
-struct kube_config_private {
-        char *token;      /* owned: static token, or the current contents of token_file */
-        char *token_file; /* owned: absolute path, re-read when it changes */
-        struct file_id token_id;
-
-        /* client-certificate / client-key given as files: re-read when either changes */
-        char *cert_file, *key_file; /* owned absolute paths, or NULL (data, or none) */
-        struct file_id cert_id, key_id;
-
-        struct kube_exec *exec; /* owned, or NULL */
-        uint64_t generation;    /* bumped whenever the token, certificate or key changes */
-};
 
 struct kc_file {
         char *path;    /* as given */
@@ -153,36 +132,17 @@ static char *path_join(const char *a, const char *b) {
         return s;
 }
 
-static void file_id_from_stat(struct file_id *id, const struct stat *st) {
-        *id = (struct file_id){
-                .dev = st->st_dev,
-                .ino = st->st_ino,
-                .size = st->st_size,
-                .mtime = st->st_mtim,
-        };
-}
-
-static bool file_id_equal(const struct file_id *a, const struct file_id *b) {
-        return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-               a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
-}
-
-/* Reads a whole file, NUL-terminated, into a secret buffer (the file may hold tokens or
- * keys). -EFBIG when larger than max. */
-static int read_file(const char *path, size_t max, char **ret, size_t *ret_len, struct file_id *ret_id) {
-        struct buf b = BUF_INIT(max, true);
-        struct stat st;
+/* Reads a whole file (a certificate authority, a namespace: nothing secret),
+ * NUL-terminated. -EFBIG when larger than max. */
+static int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
+        struct buf b = BUF_INIT(max, false);
         int r;
 
-        r = buf_read_file(&b, path, &st);
+        r = buf_read_file(&b, path, NULL);
         if (r < 0)
                 return r;
         *ret = buf_steal(&b, ret_len);
-        if (!*ret)
-                return -ENOMEM;
-        if (ret_id)
-                file_id_from_stat(ret_id, &st);
-        return 0;
+        return *ret ? 0 : -ENOMEM;
 }
 
 static int b64_value(unsigned char ch) {
@@ -537,57 +497,79 @@ static int normalize_server(const char *s, char **ret) {
         return 0;
 }
 
-/* One PEM input given as -data (base64) or as a file; data wins, as in kubectl. When
- * it came from a file and ret_path is set, *ret_path is the file's absolute path and
- * *ret_id what it was when read (else *ret_path is NULL). */
-static int load_pem(yaml_document_t *d, yaml_node_t *map, const char *data_key, const char *file_key,
-                    const char *dir, const char *where, char **ret, size_t *ret_len, char **ret_path,
-                    struct file_id *ret_id, char **ret_error) {
+/* The -data of a PEM input, base64-decoded and checked: 1 with *ret set, 0 when absent. */
+static int pem_data(yaml_document_t *d, yaml_node_t *map, const char *data_key, const char *where,
+                    char **ret, size_t *ret_len, char **ret_error) {
         _cleanup_(buf_erase_freestrp) char *buf = NULL;
-        _cleanup_(freep) char *path = NULL;
-        const char *data, *file;
+        const char *data;
         size_t len;
         int r;
 
         r = get_string(d, map, data_key, where, &data, ret_error);
         if (r < 0)
                 return r;
+        if (!data)
+                return 0;
+        r = base64_decode(data, strlen(data), &buf, &len);
+        if (r == -ENOMEM)
+                return oom(ret_error);
+        if (r < 0)
+                return set_error(ret_error, r, "%s.%s: invalid base64", where, data_key);
+        if (!has_pem_block(buf, len))
+                return set_error(ret_error, -EINVAL, "%s.%s: no PEM block in the decoded data", where,
+                                 data_key);
+        *ret = TAKE_PTR(buf);
+        *ret_len = len;
+        return 1;
+}
+
+/* A PEM input given as -data (base64) or as a file; data wins, as in kubectl. Returns 1
+ * with either *ret (the data) or *ret_path (the file's absolute path, not read) set, 0
+ * when neither is given. */
+static int pem_source(yaml_document_t *d, yaml_node_t *map, const char *data_key, const char *file_key,
+                      const char *dir, const char *where, char **ret, size_t *ret_len, char **ret_path,
+                      char **ret_error) {
+        const char *file;
+        int r;
+
+        r = pem_data(d, map, data_key, where, ret, ret_len, ret_error);
+        if (r != 0)
+                return r;
         r = get_string(d, map, file_key, where, &file, ret_error);
         if (r < 0)
                 return r;
-
-        if (data) {
-                r = base64_decode(data, strlen(data), &buf, &len);
-                if (r == -ENOMEM)
-                        return oom(ret_error);
-                if (r < 0)
-                        return set_error(ret_error, r, "%s.%s: invalid base64", where, data_key);
-                if (!has_pem_block(buf, len))
-                        return set_error(ret_error, -EINVAL, "%s.%s: no PEM block in the decoded data",
-                                         where, data_key);
-        } else if (file) {
-                path = resolve_path(dir, file);
-                if (!path)
-                        return oom(ret_error);
-                r = read_file(path, BUF_CAP_PEM_FILE, &buf, &len, ret_id);
-                if (r == -ENOMEM)
-                        return oom(ret_error);
-                if (r < 0)
-                        return set_error(ret_error, r, "%s: cannot read %s: %s", path, file_key,
-                                         buf_file_error(r));
-                if (!has_pem_block(buf, len))
-                        return set_error(ret_error, -EINVAL, "%s: %s: no PEM block in the file", path,
-                                         file_key);
-        } else {
-                *ret = NULL;
-                *ret_len = 0;
+        if (!file)
                 return 0;
-        }
+        *ret_path = resolve_path(dir, file);
+        return *ret_path ? 1 : oom(ret_error);
+}
 
-        *ret = TAKE_PTR(buf);
+/* The certificate authority: its data, or its file read now (it is not a secret, and it
+ * never rotates under a running client-go either). */
+static int load_ca(yaml_document_t *d, yaml_node_t *map, const char *dir, const char *where, char **ret,
+                   size_t *ret_len, char **ret_error) {
+        _cleanup_(freep) char *path = NULL;
+        char *buf = NULL;
+        size_t len;
+        int r;
+
+        r = pem_source(d, map, "certificate-authority-data", "certificate-authority", dir, where, ret,
+                       ret_len, &path, ret_error);
+        if (r <= 0 || !path)
+                return r;
+        r = read_file(path, BUF_CAP_PEM_FILE, &buf, &len);
+        if (r == -ENOMEM)
+                return oom(ret_error);
+        if (r < 0)
+                return set_error(ret_error, r, "%s: cannot read certificate-authority: %s", path,
+                                 buf_file_error(r));
+        if (!has_pem_block(buf, len)) {
+                free(buf);
+                return set_error(ret_error, -EINVAL, "%s: certificate-authority: no PEM block in the file",
+                                 path);
+        }
+        *ret = buf;
         *ret_len = len;
-        if (ret_path)
-                *ret_path = TAKE_PTR(path);
         return 1;
 }
 
@@ -618,8 +600,7 @@ static int parse_cluster(struct kube_config *c, struct kc_file *f, yaml_node_t *
         if (proxy)
                 return set_error(ret_error, -EOPNOTSUPP, "%s.proxy-url: not supported", where);
 
-        r = load_pem(d, cl, "certificate-authority-data", "certificate-authority", f->dir, where, &c->ca_pem,
-                     &c->ca_pem_len, NULL, NULL, ret_error);
+        r = load_ca(d, cl, f->dir, where, &c->ca_pem, &c->ca_pem_len, ret_error);
         if (r < 0)
                 return r;
 
@@ -849,42 +830,13 @@ fail:
         return oom(ret_error);
 }
 
-/* Reads the token file at load time; an error names the file. */
-static int load_token_file(struct kube_config_private *p, const char *path, const char *key,
-                           char **ret_error) {
-        _cleanup_(buf_erase_freestrp) char *buf = NULL;
-        struct file_id id;
-        int r;
-
-        r = read_file(path, BUF_CAP_TOKEN_FILE, &buf, NULL, &id);
-        if (r == -ENOMEM)
-                return oom(ret_error);
-        if (r < 0)
-                return set_error(ret_error, r, "%s: cannot read %s: %s", path, key, buf_file_error(r));
-        text_strip(buf);
-        if (!*buf)
-                return set_error(ret_error, -EINVAL, "%s: %s is empty", path, key);
-        if (!token_is_valid(buf))
-                return set_error(ret_error, -EINVAL, "%s: %s contains control characters", path, key);
-
-        p->token_file = strdup(path);
-        if (!p->token_file)
-                return oom(ret_error);
-        buf_erase_freestr(p->token);
-        p->token = TAKE_PTR(buf);
-        p->token_id = id;
-        return 0;
-}
-
 static int parse_user(struct kube_config *c, struct kc_file *f, yaml_node_t *u, const char *name,
                       struct kc_file *cluster_file, yaml_node_t *cluster_node, char **ret_error) {
         static const char *const impersonation[] = { "as", "as-uid", "as-groups", "as-user-extra" };
-        struct kube_config_private *p = c->priv;
+        struct kube_auth *p = &c->auth;
         _cleanup_(freep) char *where = NULL;
-        _cleanup_(buf_erase_freestrp) char *key_pem = NULL, *cert_pem = NULL;
         yaml_document_t *d = &f->doc;
         const char *token, *token_file, *username, *password;
-        size_t cert_len = 0, key_len = 0;
         yaml_node_t *ex;
         int r, have_cert, have_key;
 
@@ -923,40 +875,34 @@ static int parse_user(struct kube_config *c, struct kc_file *f, yaml_node_t *u, 
         if (r < 0)
                 return r;
         if (token_file) {
-                _cleanup_(freep) char *path = resolve_path(f->dir, token_file);
-
-                if (!path)
+                p->token_file = resolve_path(f->dir, token_file);
+                if (!p->token_file)
                         return oom(ret_error);
+                p->token_file_key = "tokenFile";
                 /* as client-go's transport: the file, when set, supersedes a static token */
-                r = load_token_file(p, path, "tokenFile", ret_error);
-                if (r < 0)
-                        return r;
+                p->token = buf_erase_freestr(p->token);
         }
 
-        /* As files, both are re-read when they change (cert-manager, kubelet-style rotation). */
-        have_cert = load_pem(d, u, "client-certificate-data", "client-certificate", f->dir, where, &cert_pem,
-                             &cert_len, &p->cert_file, &p->cert_id, ret_error);
+        /* As files, both are read (and re-read when they change: cert-manager, kubelet-style
+         * rotation) by credentials.c. */
+        have_cert =
+                pem_source(d, u, "client-certificate-data", "client-certificate", f->dir, where,
+                           &p->client_cert_pem, &p->client_cert_pem_len, &p->client_cert_file, ret_error);
         if (have_cert < 0)
                 return have_cert;
-        have_key = load_pem(d, u, "client-key-data", "client-key", f->dir, where, &key_pem, &key_len,
-                            &p->key_file, &p->key_id, ret_error);
+        have_key = pem_source(d, u, "client-key-data", "client-key", f->dir, where, &p->client_key_pem,
+                              &p->client_key_pem_len, &p->client_key_file, ret_error);
         if (have_key < 0)
                 return have_key;
         if (have_cert && !have_key)
                 return set_error(ret_error, -EINVAL, "%s: client-certificate without client-key", where);
         if (have_key && !have_cert)
                 return set_error(ret_error, -EINVAL, "%s: client-key without client-certificate", where);
-        if (have_cert) {
-                c->client_cert_pem = TAKE_PTR(cert_pem);
-                c->client_cert_pem_len = cert_len;
-                c->client_key_pem = TAKE_PTR(key_pem);
-                c->client_key_pem_len = key_len;
-        }
 
         ex = map_get_set(d, u, "exec");
         if (!ex)
                 return 0;
-        if (p->token || have_cert) {
+        if (p->token || p->token_file || have_cert) {
                 /* client-go skips the exec plugin when the user has a token or a certificate */
                 log_debug("kubeconfig: %s: static credentials present, exec plugin not used", where);
                 return 0;
@@ -1112,10 +1058,6 @@ static struct kube_config *config_new(void) {
 
         if (!c)
                 return NULL;
-        c->priv = calloc(1, sizeof(*c->priv));
-        if (!c->priv)
-                return mfree(c);
-        c->priv->generation = 1;
         return c;
 }
 
@@ -1242,11 +1184,10 @@ static int load_in_cluster(const struct kube_config_options *opts, struct kube_c
         if (!token_path || !ca_path || !ns_path || !c->source)
                 return oom(ret_error);
 
-        r = load_token_file(c->priv, token_path, "service account token", ret_error);
-        if (r < 0)
-                return r;
+        c->auth.token_file = TAKE_PTR(token_path);
+        c->auth.token_file_key = "service account token";
 
-        r = read_file(ca_path, BUF_CAP_PEM_FILE, &c->ca_pem, &c->ca_pem_len, NULL);
+        r = read_file(ca_path, BUF_CAP_PEM_FILE, &c->ca_pem, &c->ca_pem_len);
         if (r == -ENOMEM)
                 return oom(ret_error);
         if (r < 0)
@@ -1256,7 +1197,7 @@ static int load_in_cluster(const struct kube_config_options *opts, struct kube_c
                 return set_error(ret_error, -EINVAL, "%s: certificate-authority: no PEM block in the file",
                                  ca_path);
 
-        r = read_file(ns_path, BUF_CAP_TOKEN_FILE, &ns, NULL, NULL);
+        r = read_file(ns_path, BUF_CAP_TOKEN_FILE, &ns, NULL);
         if (r == -ENOMEM)
                 return oom(ret_error);
         if (r < 0 && r != -ENOENT)
@@ -1335,23 +1276,20 @@ int kube_config_load(const struct kube_config_options *opts, struct kube_config 
 }
 
 struct kube_config *kube_config_free(struct kube_config *c) {
-        struct kube_config_private *p;
+        struct kube_auth *p;
 
         if (!c)
                 return NULL;
-        p = c->priv;
-        if (p) {
-                buf_erase_freestr(p->token);
-                free(p->token_file);
-                free(p->cert_file);
-                free(p->key_file);
-                exec_config_free(p->exec);
-                free(p);
-        }
+        p = &c->auth;
+        buf_erase_freestr(p->token);
+        free(p->token_file);
+        buf_erase_free(p->client_cert_pem, p->client_cert_pem_len);
+        buf_erase_free(p->client_key_pem, p->client_key_pem_len);
+        free(p->client_cert_file);
+        free(p->client_key_file);
+        exec_config_free(p->exec);
         free(c->server);
         free(c->ca_pem);
-        buf_erase_free(c->client_cert_pem, c->client_cert_pem_len);
-        buf_erase_free(c->client_key_pem, c->client_key_pem_len);
         free(c->tls_server_name);
         free(c->namespace);
         free(c->source);
@@ -1360,21 +1298,9 @@ struct kube_config *kube_config_free(struct kube_config *c) {
         return NULL;
 }
 
-bool kube_config_uses_exec(const struct kube_config *c) {
-        return c && c->priv->exec;
-}
-
-const struct kube_exec *kube_config_exec(const struct kube_config *c) {
-        return c ? c->priv->exec : NULL;
-}
-
 bool kube_config_token_in_clear(const struct kube_config *c) {
         return c && c->server && strncmp(c->server, "http://", 7) == 0 &&
-               (c->priv->token || c->priv->token_file || c->priv->exec);
-}
-
-bool kube_config_may_change(const struct kube_config *c) {
-        return c && (c->priv->token_file || c->priv->cert_file || c->priv->key_file || c->priv->exec);
+               (c->auth.token || c->auth.token_file || c->auth.exec);
 }
 
 bool kube_token_is_valid(const char *t) {
@@ -1383,152 +1309,4 @@ bool kube_token_is_valid(const char *t) {
 
 bool kube_pem_has_block(const char *data, size_t n) {
         return data && has_pem_block(data, n);
-}
-
-/* ---- credentials ---- */
-
-/* Re-reads the token file when it changed (the kubelet swaps the projected service
- * account token through a symlink, so the inode changes too). A file that cannot be
- * read or is empty (caught mid-rewrite) keeps the previous token, as client-go does. */
-static int refresh_token_file(struct kube_config_private *p, bool force) {
-        _cleanup_(buf_erase_freestrp) char *buf = NULL;
-        struct file_id id;
-        struct stat st;
-        int r;
-
-        if (!force) {
-                if (stat(p->token_file, &st) < 0) {
-                        log_debug_errno(
-                                errno,
-                                "kubeconfig: %s: cannot stat token file, keeping the previous token: %m",
-                                p->token_file);
-                        return 0;
-                }
-                file_id_from_stat(&id, &st);
-                if (file_id_equal(&id, &p->token_id))
-                        return 0;
-        }
-
-        r = read_file(p->token_file, BUF_CAP_TOKEN_FILE, &buf, NULL, &id);
-        if (r == -ENOMEM)
-                return r;
-        if (r < 0) {
-                log_debug_errno(r, "kubeconfig: %s: cannot read token file, keeping the previous token: %m",
-                                p->token_file);
-                return 0;
-        }
-        text_strip(buf);
-        if (!token_is_valid(buf)) {
-                log_debug("kubeconfig: %s: token file empty or invalid, keeping the previous token",
-                          p->token_file);
-                return 0;
-        }
-        if (!streq(buf, p->token)) {
-                log_debug("kubeconfig: %s: token rotated", p->token_file);
-                p->generation++;
-        }
-        buf_erase_freestr(p->token);
-        p->token = TAKE_PTR(buf);
-        p->token_id = id;
-        return 0;
-}
-
-static bool file_changed(const char *path, const struct file_id *known) {
-        struct file_id id;
-        struct stat st;
-
-        if (!path)
-                return false;
-        if (stat(path, &st) < 0)
-                return false; /* mid-rotation (a symlink swap): keep what we have */
-        file_id_from_stat(&id, &st);
-        return !file_id_equal(&id, known);
-}
-
-/* Re-reads client-certificate and client-key files when either changed (whoever rotates
- * them writes both). Both are read and must hold a PEM block; otherwise (caught
- * mid-rewrite, gone) the previous pair is kept and the next call tries again. */
-static int refresh_cert_files(struct kube_config *c, bool force) {
-        struct kube_config_private *p = c->priv;
-        _cleanup_(buf_erase_freestrp) char *cert = NULL, *key = NULL;
-        size_t cert_len = c->client_cert_pem_len, key_len = c->client_key_pem_len;
-        struct file_id cert_id = p->cert_id, key_id = p->key_id;
-        int r;
-
-        if (!force && !file_changed(p->cert_file, &p->cert_id) && !file_changed(p->key_file, &p->key_id))
-                return 0;
-        if (p->cert_file) {
-                r = read_file(p->cert_file, BUF_CAP_PEM_FILE, &cert, &cert_len, &cert_id);
-                if (r == -ENOMEM)
-                        return r;
-                if (r < 0 || !has_pem_block(cert, cert_len)) {
-                        log_debug("kubeconfig: %s: cannot read the client certificate, keeping the previous "
-                                  "one",
-                                  p->cert_file);
-                        return 0;
-                }
-        }
-        if (p->key_file) {
-                r = read_file(p->key_file, BUF_CAP_PEM_FILE, &key, &key_len, &key_id);
-                if (r == -ENOMEM)
-                        return r;
-                if (r < 0 || !has_pem_block(key, key_len)) {
-                        log_debug("kubeconfig: %s: cannot read the client key, keeping the previous one",
-                                  p->key_file);
-                        return 0;
-                }
-        }
-        p->cert_id = cert_id;
-        p->key_id = key_id;
-        if ((!cert ||
-             (cert_len == c->client_cert_pem_len && memcmp(cert, c->client_cert_pem, cert_len) == 0)) &&
-            (!key || (key_len == c->client_key_pem_len && memcmp(key, c->client_key_pem, key_len) == 0)))
-                return 0; /* touched, not changed */
-        log_debug("kubeconfig: client certificate or key rotated (%s, %s)", strna(p->cert_file),
-                  strna(p->key_file));
-        if (cert) {
-                buf_erase_free(c->client_cert_pem, c->client_cert_pem_len);
-                c->client_cert_pem = TAKE_PTR(cert);
-                c->client_cert_pem_len = cert_len;
-        }
-        if (key) {
-                buf_erase_free(c->client_key_pem, c->client_key_pem_len);
-                c->client_key_pem = TAKE_PTR(key);
-                c->client_key_pem_len = key_len;
-        }
-        p->generation++;
-        return 0;
-}
-
-int kube_config_credentials(struct kube_config *c, bool force_refresh, struct kube_credentials *ret,
-                            char **ret_error) {
-        struct kube_config_private *p;
-        int r;
-
-        assert(c);
-        assert(ret);
-        p = c->priv;
-        if (p->exec)
-                return set_error(ret_error, -EOPNOTSUPP,
-                                 "exec plugin \"%s\": its credentials come from the credentials module",
-                                 p->exec->name);
-        if (p->token_file) {
-                r = refresh_token_file(p, force_refresh);
-                if (r < 0)
-                        return oom(ret_error);
-        }
-        if (p->cert_file || p->key_file) {
-                r = refresh_cert_files(c, force_refresh);
-                if (r < 0)
-                        return oom(ret_error);
-        }
-        *ret = (struct kube_credentials){
-                .token = p->token,
-                .client_cert_pem = c->client_cert_pem,
-                .client_cert_pem_len = c->client_cert_pem_len,
-                .client_key_pem = c->client_key_pem,
-                .client_key_pem_len = c->client_key_pem_len,
-                .generation = p->generation,
-        };
-        return 0;
 }

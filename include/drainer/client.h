@@ -21,9 +21,6 @@ struct kube_call;
 struct credentials;
 
 struct kube_client_options {
-        /* Where each request's credentials come from (borrowed): needed for exec plugins;
-         * NULL: kube_config_credentials() (static and file-based ones only). */
-        struct credentials *credentials;
         double qps; /* <= 0: no limit */
         int burst;
         uint64_t request_timeout_usec; /* per attempt, not watches; 0 = 30 s */
@@ -69,8 +66,11 @@ struct kube_call_params {
         uint64_t timeout_usec;  /* 0 = client default; ignored for watches */
 };
 
-int kube_client_new(struct transport *t, struct timesrc *ts, struct kube_config *cfg,
-                    const struct kube_client_options *opts, struct kube_client **ret);
+/* t, ts, cfg (the server) and creds (each request's credentials) are borrowed and must
+ * outlive the client. opts may be NULL. */
+int kube_client_new(struct transport *t, struct timesrc *ts, const struct kube_config *cfg,
+                    struct credentials *creds, const struct kube_client_options *opts,
+                    struct kube_client **ret);
 /* All calls must have completed (cancel them first). NULL ok. */
 void kube_client_free(struct kube_client *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct kube_client *, kube_client_free);

@@ -1,16 +1,30 @@
-/* Credentials for every request without ever blocking the loop. Static and
- * file-based ones come from kube_config_credentials() (cheap, re-read when the
- * files rotate); an exec credential plugin runs on the caller's libuv loop
- * (uv_spawn, in a process group of its own, killed as a group after its
- * timeout), and its ExecCredential is cached until it expires. A failed run,
- * or an answer that is already expired, is retried with backoff, never on
- * every request; a refresh after a 401 is limited process-wide. */
+/* The credentials of every request, from every source a kubeconfig can name, without
+ * ever blocking the loop: a static token or client certificate; a token file and
+ * client certificate and key files, read at the start and re-read when they rotate
+ * (inode, size or mtime); an exec credential plugin run on the caller's libuv loop
+ * (uv_spawn, in a process group of its own, killed as a group after its timeout),
+ * its ExecCredential cached until it expires. A failed run, or an answer that is
+ * already expired, is retried with backoff, never on every request; a refresh after
+ * a 401 is limited process-wide. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "drainer/kubeconfig.h"
+
+/* Borrowed from the credentials: valid until the loop runs again (the next call that may
+ * refresh them) or they are closed. */
+struct kube_credentials {
+        const char *token;           /* bearer token or NULL */
+        const char *client_cert_pem; /* or NULL */
+        size_t client_cert_pem_len;
+        const char *client_key_pem;
+        size_t client_key_pem_len;
+        /* > 0; grows whenever the token, certificate or key changes. A request rejected
+         * with 401 names the generation it was sent with. */
+        uint64_t generation;
+};
 
 struct uv_loop_s;
 struct timesrc;
@@ -53,10 +67,14 @@ struct credentials_wait {
         struct credentials_wait *prev, *next;
 };
 
-/* loop: where plugins run; ts: monotonic time for timeouts and backoff, the wall clock
- * for expirationTimestamp. cfg is borrowed and must outlive c. */
-int credentials_new(struct uv_loop_s *loop, struct timesrc *ts, struct kube_config *cfg,
-                    const struct credentials_options *o, struct credentials **ret);
+/* loop: where plugins run (may be NULL when cfg names no exec plugin); ts: monotonic time
+ * for timeouts and backoff, the wall clock for expirationTimestamp. cfg is borrowed and
+ * must outlive c. Reads the token file and the client certificate and key files now: one
+ * that cannot be read, is empty, has control characters (a token) or no PEM block (a
+ * certificate or key) fails with its message in *ret_error (malloc'd one line naming the
+ * file, NULL if out of memory; never the contents). */
+int credentials_new(struct uv_loop_s *loop, struct timesrc *ts, const struct kube_config *cfg,
+                    const struct credentials_options *o, struct credentials **ret, char **ret_error);
 
 /* Kills a plugin still running (its whole process group) and wakes every waiter (their
  * next credentials_get() fails with -ESHUTDOWN); frees c once its handles are closed,

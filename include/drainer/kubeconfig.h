@@ -1,8 +1,9 @@
 /* Client configuration as kubectl reads it: --kubeconfig, $KUBECONFIG (several
  * files merged the clientcmd way), ~/.kube/config, or the in-cluster service
- * account; and the file-based credentials for each request (static, a token file
- * and client certificate/key files that rotate). Exec credential plugins are
- * parsed here and run, on the loop, by credentials.h. */
+ * account; loaded, merged and validated. How the user authenticates is described
+ * here (struct kube_auth: a token, a token file, client certificate and key as data
+ * or files, an exec plugin); reading and refreshing the credentials themselves is
+ * credentials.h's. */
 #pragma once
 
 #include <stdbool.h>
@@ -11,8 +12,7 @@
 
 #include "drainer/macro.h"
 
-#define KUBE_CONFIG_SA_DIR          "/var/run/secrets/kubernetes.io/serviceaccount"
-#define KUBE_CONFIG_EXEC_OUTPUT_MAX (1024U * 1024U)
+#define KUBE_CONFIG_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
 /* Everything kube_config_load() looks at, so it never reads the environment itself. */
 struct kube_config_options {
@@ -31,8 +31,6 @@ struct kube_config_options {
         const char *data_dir;
 };
 
-struct kube_config_private;
-
 /* An exec credential plugin as the kubeconfig gives it (client.authentication.k8s.io). */
 struct kube_exec {
         char *name;        /* command as written in the kubeconfig, for messages */
@@ -44,24 +42,35 @@ struct kube_exec {
         char *info_json; /* KUBERNETES_EXEC_INFO */
 };
 
-/* Public fields, all owned. PEM blobs are NUL-terminated; the _len excludes the NUL.
- * client_cert_pem/client_key_pem are the current ones (re-read from their files by
- * kube_config_credentials()). */
+/* Where the credentials come from, as validated syntax: nothing here has been read from
+ * a file (credentials_new() reads them, and reports a file it cannot read). At most one
+ * of token and token_file; client certificate and key both or neither, each as data or
+ * as a file; exec only when there is neither a token nor a certificate (client-go skips
+ * the plugin then). All owned; token, key data and exec wiped when freed. */
+struct kube_auth {
+        char *token;                /* static bearer token, or NULL */
+        char *token_file;           /* absolute path: tokenFile, or the service account's token */
+        const char *token_file_key; /* "tokenFile" or "service account token", for messages */
+        char *client_cert_pem;      /* client-certificate-data, decoded (PEM checked), or NULL */
+        size_t client_cert_pem_len;
+        char *client_key_pem; /* client-key-data, likewise */
+        size_t client_key_pem_len;
+        char *client_cert_file; /* absolute path of client-certificate, or NULL */
+        char *client_key_file;  /* absolute path of client-key, or NULL */
+        struct kube_exec *exec; /* or NULL */
+};
+
+/* Public fields, all owned. PEM blobs are NUL-terminated; the _len excludes the NUL. */
 struct kube_config {
         char *server; /* e.g. https://127.0.0.1:6443, no trailing slash */
         char *ca_pem; /* NULL = system CAs */
         size_t ca_pem_len;
-        char *client_cert_pem; /* static client certificate, or NULL */
-        size_t client_cert_pem_len;
-        char *client_key_pem;
-        size_t client_key_pem_len;
         char *tls_server_name; /* or NULL */
         bool insecure_skip_tls_verify;
         char *namespace;    /* context namespace or in-cluster namespace file; "default" if none */
         char *source;       /* for messages: the file path(s) joined by ':', or "in-cluster" */
         char *context_name; /* NULL in-cluster */
-
-        struct kube_config_private *priv; /* owned: token, token file, exec plugin, caches */
+        struct kube_auth auth;
 };
 
 /* Loads the configuration with kubectl's precedence: opts->kubeconfig (exactly that
@@ -69,7 +78,8 @@ struct kube_config {
  * skipped; for named clusters/users/contexts the first file that defines a name wins,
  * current-context comes from the first file that sets it) > HOME/.kube/config >
  * in-cluster (only when no kubeconfig defines anything and service_host/port are set).
- * Static files (CA, client certificate and key, tokenFile) are read here.
+ * The certificate authority file is read here; credential files are not (see
+ * struct kube_auth).
  * On failure returns negative errno and sets *ret_error to a malloc'd one-line message
  * naming the file and key (NULL if out of memory); it never contains secrets. */
 int kube_config_load(const struct kube_config_options *opts, struct kube_config **ret, char **ret_error);
@@ -77,40 +87,11 @@ int kube_config_load(const struct kube_config_options *opts, struct kube_config 
 struct kube_config *kube_config_free(struct kube_config *c); /* NULL ok; returns NULL */
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct kube_config *, kube_config_free);
 
-/* True when credentials come from an exec plugin. */
-bool kube_config_uses_exec(const struct kube_config *c);
-/* The exec plugin, or NULL. */
-const struct kube_exec *kube_config_exec(const struct kube_config *c);
 /* True when the server is plain http:// and a bearer token (static, tokenFile or from
  * an exec plugin) would be sent to it: readable by anyone on the path. */
 bool kube_config_token_in_clear(const struct kube_config *c);
-/* True when the credentials can change while running (token file, certificate or key
- * files, exec plugin): a 401 is then worth a refresh. */
-bool kube_config_may_change(const struct kube_config *c);
 
-/* Checks shared with the exec plugin's ExecCredential: a token fit for an HTTP header
- * (no control characters, not empty), and PEM data. */
+/* Checks shared with credentials.h: a token fit for an HTTP header (no control
+ * characters, not empty), and PEM data. */
 bool kube_token_is_valid(const char *t);
 bool kube_pem_has_block(const char *data, size_t n);
-
-/* Borrowed from the config (or the credentials module): valid until the next call that
- * may refresh them or the owner is freed. */
-struct kube_credentials {
-        const char *token;           /* bearer token or NULL */
-        const char *client_cert_pem; /* or NULL */
-        size_t client_cert_pem_len;
-        const char *client_key_pem;
-        size_t client_key_pem_len;
-        /* > 0; grows whenever the token, certificate or key changes. A request rejected
-         * with 401 names the generation it was sent with. */
-        uint64_t generation;
-};
-
-/* The static and file-based credentials (not exec plugins: -EOPNOTSUPP, see
- * credentials.h). Re-reads tokenFile / the in-cluster token, and client-certificate /
- * client-key files, when they changed (inode, size or mtime; force_refresh: read them
- * anyway); a file that cannot be read, is empty or holds no PEM keeps the previous
- * value. Never blocks longer than reading small local files. On failure returns
- * negative errno and sets *ret_error (malloc'd one-line message, NULL if out of memory). */
-int kube_config_credentials(struct kube_config *c, bool force_refresh, struct kube_credentials *ret,
-                            char **ret_error);

@@ -4,10 +4,14 @@
  * directory for the in-cluster fallback) and loaded with kube_config_load();
  * some inputs are loaded through $KUBECONFIG merged with a second, fixed file.
  *
+ * A config that loads and names no exec plugin then goes through credentials_new()
+ * (credentials.h), which reads the token, certificate and key files it names, and
+ * credentials_get().
+ *
  * Nothing may ever run a command. kube_config_load() only parses exec: it
- * stores the plugin's argv and runs nothing (the plugin runs in credentials.c,
- * which is not linked here; kube_config_credentials() refuses exec configs with
- * -EOPNOTSUPP). To hold that even if the loader regressed, this file interposes every
+ * stores the plugin's argv and runs nothing, and a config with an exec plugin
+ * never reaches credentials_new() here. To hold that even if the code regressed,
+ * this file interposes every
  * libc entry point that starts a program (posix_spawn[p], the exec family,
  * fork, vfork, system, popen): while the target runs they abort with a
  * finding instead; outside it (libFuzzer's -fork/-jobs modes) they pass through.
@@ -32,7 +36,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <uv.h>
+
+#include "drainer/credentials.h"
 #include "drainer/kubeconfig.h"
+#include "drainer/timesrc.h"
 #include "fuzz-common.h"
 
 #define SECRET_TOKEN_FILE "fuzz-secret-token-file-7c1e93d0a5"
@@ -44,6 +52,8 @@ static char config_path[PATH_MAX + 16];
 static char second_path[PATH_MAX + 16];
 static char sa_dir[PATH_MAX + 16];
 static volatile int in_target;
+static uv_loop_t loop;
+static struct timesrc *ts;
 static bool try_exec;
 
 /* ---- no command may run ---- */
@@ -293,6 +303,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
                 exit(1);
         }
         atexit(remove_tmpdir);
+        if (uv_loop_init(&loop) < 0 || timesrc_uv_new(&loop, &ts) < 0) {
+                fprintf(stderr, "fuzz-kubeconfig: cannot set up the loop\n");
+                exit(1);
+        }
         snprintf(config_path, sizeof(config_path), "%s/config", tmpdir);
         snprintf(second_path, sizeof(second_path), "%s/second.yaml", tmpdir);
         snprintf(sa_dir, sizeof(sa_dir), "%s/sa", tmpdir);
@@ -401,6 +415,44 @@ static void check_pem(const char *pem, size_t len, const char *what) {
         fuzz_check(pem[len] == 0, "%s is not NUL-terminated at its length", what);
 }
 
+static void on_closed(void *userdata) {
+        *(bool *)userdata = true;
+}
+
+/* The credentials of a config without an exec plugin: read from its files now. */
+static void check_credentials(struct kube_config *c, const char *input, size_t size) {
+        struct credentials *creds = NULL;
+        struct kube_credentials cr;
+        char *cerr = NULL;
+        bool closed = false;
+        int r;
+
+        r = credentials_new(&loop, ts, c, NULL, &creds, &cerr);
+        if (r < 0) {
+                fuzz_check(!creds, "credentials_new failed (%d) but returned credentials", r);
+                fuzz_check(cerr || r == -ENOMEM, "credentials_new failed (%d) without a message", r);
+                check_no_secret_in(cerr, input, size);
+                fuzz_check(fuzz_one_line(cerr), "error message is not one line: %s", cerr);
+                free(cerr);
+                return;
+        }
+        r = credentials_get(creds, 0, &cr, &cerr);
+        fuzz_check(r == 0 || r == -ENOMEM, "static credentials failed: %d", r);
+        if (r == 0) {
+                if (cr.token)
+                        fuzz_check(*cr.token && !strpbrk(cr.token, "\r\n"),
+                                   "token empty or with a line break");
+                check_pem(cr.client_cert_pem, cr.client_cert_pem_len, "client certificate");
+                check_pem(cr.client_key_pem, cr.client_key_pem_len, "client key");
+                fuzz_check(!!cr.client_cert_pem == !!cr.client_key_pem, "a client certificate without key");
+        }
+        free(cerr);
+        credentials_close(creds, on_closed, &closed);
+        while (!closed)
+                if (uv_run(&loop, UV_RUN_ONCE) == 0 && !closed)
+                        fuzz_check(false, "credentials never closed");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct kube_config_options opts = {
                 .kubeconfig = config_path,
@@ -446,29 +498,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 check_no_secret_in(err, input, size);
                 fuzz_check(fuzz_one_line(err), "error message is not one line: %s", err);
         } else {
-                struct kube_credentials cr;
-                char *cerr = NULL;
-
                 fuzz_check(c && c->server && c->namespace && c->source,
                            "config lacks server, namespace or source");
                 fuzz_check(*c->server && c->server[strlen(c->server) - 1] != '/',
                            "server \"%s\" ends in '/'", c->server);
                 check_pem(c->ca_pem, c->ca_pem_len, "CA");
-                check_pem(c->client_cert_pem, c->client_cert_pem_len, "client certificate");
-                check_pem(c->client_key_pem, c->client_key_pem_len, "client key");
-                fuzz_check(!!c->client_cert_pem == !!c->client_key_pem, "a client certificate without key");
+                check_pem(c->auth.client_cert_pem, c->auth.client_cert_pem_len, "client certificate data");
+                check_pem(c->auth.client_key_pem, c->auth.client_key_pem_len, "client key data");
+                fuzz_check(!!(c->auth.client_cert_pem || c->auth.client_cert_file) ==
+                                   !!(c->auth.client_key_pem || c->auth.client_key_file),
+                           "a client certificate without key");
+                fuzz_check(!(c->auth.token && c->auth.token_file), "both a token and a token file");
                 check_no_secret_in(c->source, input, size);
                 check_no_secret_in(c->server, input, size);
-                r = kube_config_credentials(c, false, &cr, &cerr);
-                if (kube_config_uses_exec(c))
-                        fuzz_check(r == -EOPNOTSUPP || r == -ENOMEM,
-                                   "exec credentials outside the credentials module: %d", r);
-                else
-                        fuzz_check(r == 0 || r == -ENOMEM, "static credentials failed: %d", r);
-                if (r == 0 && cr.token)
-                        fuzz_check(*cr.token && !strpbrk(cr.token, "\r\n"),
-                                   "token empty or with a line break");
-                free(cerr);
+                if (!c->auth.exec)
+                        check_credentials(c, input, size);
                 /* FUZZ_KUBECONFIG_TRY_EXEC=1: a self-check that the guard above stops a
                  * command started from inside the target (the run must abort). */
                 if (try_exec) {

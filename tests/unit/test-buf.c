@@ -110,7 +110,7 @@ static void test_grow_array(void **state) {
         free(a);
 }
 
-static void test_read_file(void **state) {
+static void test_buf_read_file(void **state) {
         char *dir = test_private_dir("buf"), *path;
         struct buf b = BUF_INIT(16, true);
         struct stat st;
@@ -197,9 +197,9 @@ static void test_secret_wiped(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_append_cap), cmocka_unit_test(test_grow_printf_steal),
-                cmocka_unit_test(test_clear_tail), cmocka_unit_test(test_grow_array),
-                cmocka_unit_test(test_read_file),  cmocka_unit_test(test_secret_wiped),
+                cmocka_unit_test(test_append_cap),    cmocka_unit_test(test_grow_printf_steal),
+                cmocka_unit_test(test_clear_tail),    cmocka_unit_test(test_grow_array),
+                cmocka_unit_test(test_buf_read_file), cmocka_unit_test(test_secret_wiped),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "drainer/client.h"
+#include "drainer/credentials.h"
 #include "drainer/kubeconfig.h"
 #include "fakes/test-env.h"
 
@@ -105,12 +106,138 @@ char *test_write_file(const char *dir, const char *name, const char *data) {
         int fd;
 
         assert_true(asprintf(&path, "%s/%s", dir, name) > 0);
+        for (char *p = path + strlen(dir) + 1; (p = strchr(p, '/')); p++) {
+                *p = 0;
+                if (mkdir(path, 0755) < 0 && errno != EEXIST)
+                        fail_msg("mkdir %s: %s", path, strerror(errno));
+                *p = '/';
+        }
         fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0)
                 fail_msg("cannot write %s: %s", path, strerror(errno));
         assert_int_equal(write(fd, data, strlen(data)), (ssize_t)strlen(data));
         close(fd);
         return path;
+}
+
+char *test_read_file(const char *path) {
+        FILE *f = fopen(path, "re");
+        char *data = NULL;
+        size_t n = 0;
+
+        if (!f)
+                fail_msg("cannot open %s: %s", path, strerror(errno));
+        for (;;) {
+                data = realloc(data, n + 4096 + 1);
+                assert_non_null(data);
+                size_t k = fread(data + n, 1, 4096, f);
+
+                n += k;
+                if (k < 4096)
+                        break;
+        }
+        data[n] = 0;
+        fclose(f);
+        return data;
+}
+
+/* ---- small helpers ---- */
+
+char *test_asprintf(const char *fmt, ...) {
+        va_list ap;
+        char *s;
+
+        va_start(ap, fmt);
+        assert_true(vasprintf(&s, fmt, ap) >= 0);
+        va_end(ap);
+        return s;
+}
+
+char *test_base64(const char *s) {
+        static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        size_t n = strlen(s);
+        const unsigned char *p = (const unsigned char *)s;
+        char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+
+        assert_non_null(out);
+        for (size_t i = 0; i < n; i += 3) {
+                unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) |
+                             (i + 2 < n ? p[i + 2] : 0);
+
+                *o++ = a[(v >> 18) & 63];
+                *o++ = a[(v >> 12) & 63];
+                *o++ = i + 1 < n ? a[(v >> 6) & 63] : '=';
+                *o++ = i + 2 < n ? a[v & 63] : '=';
+        }
+        *o = 0;
+        return out;
+}
+
+void test_assert_contains(const char *hay, const char *needle) {
+        if (!hay || !strstr(hay, needle))
+                fail_msg("\"%s\" does not contain \"%s\"", hay ? hay : "(null)", needle);
+}
+
+/* Replaces each "%1$s" in tmpl with dir. */
+char *test_subst_dir(const char *tmpl, const char *dir) {
+        size_t n = strlen(tmpl) + 1;
+        char *out, *o;
+
+        for (const char *p = tmpl; (p = strstr(p, "%1$s")); p += 4)
+                n += strlen(dir);
+        o = out = malloc(n);
+        assert_non_null(out);
+        while (*tmpl) {
+                if (strncmp(tmpl, "%1$s", 4) == 0) {
+                        o = stpcpy(o, dir);
+                        tmpl += 4;
+                } else
+                        *o++ = *tmpl++;
+        }
+        *o = 0;
+        return out;
+}
+
+/* ---- kubeconfig files ---- */
+
+char *test_kubeconfig_yaml(const char *cluster, const char *user) {
+        return test_asprintf("apiVersion: v1\n"
+                             "kind: Config\n"
+                             "clusters:\n"
+                             "- name: c\n"
+                             "  cluster:\n"
+                             "%s"
+                             "users:\n"
+                             "- name: u\n"
+                             "  user:\n"
+                             "%s"
+                             "contexts:\n"
+                             "- name: ctx\n"
+                             "  context:\n"
+                             "    cluster: c\n"
+                             "    user: u\n"
+                             "current-context: ctx\n",
+                             cluster, user);
+}
+
+char *test_kubeconfig_write(const char *dir, const char *name, const char *cluster, const char *user) {
+        char *y = test_kubeconfig_yaml(cluster, user), *path = test_write_file(dir, name, y);
+
+        free(y);
+        return path;
+}
+
+struct kube_config *test_kubeconfig_load(const char *path) {
+        struct kube_config *c = NULL;
+        char *err = NULL;
+        int r;
+
+        r = kube_config_load(&(struct kube_config_options){ .kubeconfig = path }, &c, &err);
+        if (r < 0)
+                fail_msg("kube_config_load(%s): %d %s", path, r, err ? err : "(null)");
+        assert_null(err);
+        assert_non_null(c);
+        return c;
 }
 
 /* ---- secrets ---- */
@@ -156,8 +283,9 @@ struct kube_client *test_api_client(struct test_api *a, const struct kube_client
                 kube_client_free(a->client);
                 a->client = NULL;
         }
-        assert_int_equal(kube_client_new(fake_transport_base(a->ft), a->ts, a->cfg, o ? o : &d, &a->client),
-                         0);
+        assert_int_equal(
+                kube_client_new(fake_transport_base(a->ft), a->ts, a->cfg, a->creds, o ? o : &d, &a->client),
+                0);
         return a->client;
 }
 
@@ -201,8 +329,14 @@ struct test_api *test_api_new(const struct test_api_options *o) {
         a->ts = fake_clock_timesrc(a->clock);
         a->ft = fake_transport_new(a->ts);
         assert_non_null(a->ft);
+        if (credentials_new(NULL, a->ts, a->cfg, NULL, &a->creds, &err) < 0)
+                fail_msg("credentials_new: %s", err ? err : "?");
         test_api_client(a, o->client);
         return a;
+}
+
+static void on_creds_closed(void *userdata) {
+        *(bool *)userdata = true;
 }
 
 void test_api_free(struct test_api *a) {
@@ -218,6 +352,14 @@ void test_api_free(struct test_api *a) {
         }
         assert_int_equal(fake_transport_in_flight(a->ft), 0);
         kube_client_free(a->client);
+        if (a->creds) {
+                bool closed = false;
+
+                credentials_close(a->creds, on_creds_closed, &closed);
+                for (int i = 0; i < 100 && !closed; i++)
+                        fake_clock_advance(a->clock, 0);
+                assert_true(closed);
+        }
         fake_transport_free(a->ft);
         assert_int_equal(fake_clock_timers(a->clock), 0);
         fake_clock_free(a->clock);

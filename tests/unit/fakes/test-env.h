@@ -13,7 +13,9 @@
 #include <cjson/cJSON.h>
 
 #include "drainer/client.h"
+#include "drainer/credentials.h"
 #include "drainer/kubeconfig.h"
+#include "drainer/macro.h"
 #include "drainer/timesrc.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
@@ -35,8 +37,30 @@ char *test_private_dir(const char *name);
  * any path outside the build tree's test-tmp/. */
 void test_private_dir_remove(char *dir);
 /* Writes data to dir/name with write(2) (no stdio buffer left behind holding it), mode
- * 0600; returns the malloc'd path. */
+ * 0600, making the folders name has; returns the malloc'd path. */
 char *test_write_file(const char *dir, const char *name, const char *data);
+/* The whole file, NUL-terminated (malloc'd). */
+char *test_read_file(const char *path);
+
+/* ---- small helpers ---- */
+
+char *test_asprintf(const char *fmt, ...) _printf_(1, 2);
+/* Standard base64 with padding (malloc'd). */
+char *test_base64(const char *s);
+/* tmpl with each "%1$s" replaced by dir (malloc'd): messages and YAML that name a folder. */
+char *test_subst_dir(const char *tmpl, const char *dir);
+/* Fails the test unless hay (may be NULL) contains needle. */
+void test_assert_contains(const char *hay, const char *needle);
+
+/* ---- kubeconfig files ---- */
+
+/* The YAML of a kubeconfig with one cluster "c", one user "u" and their context "ctx"
+ * (current): cluster and user are the lines of their mappings, indented by 4 (malloc'd). */
+char *test_kubeconfig_yaml(const char *cluster, const char *user);
+/* The same written to dir/name; returns the path. */
+char *test_kubeconfig_write(const char *dir, const char *name, const char *cluster, const char *user);
+/* Loads exactly that file (--kubeconfig); fails the test with the message if it cannot. */
+struct kube_config *test_kubeconfig_load(const char *path);
 
 /* ---- secrets ---- */
 
@@ -70,6 +94,7 @@ struct test_api {
         struct timesrc *ts;
         struct fake_transport *ft;
         struct kube_config *cfg;
+        struct credentials *creds; /* on the fake clock, without a loop: no exec plugin here */
         struct kube_client *client;
 };
 
