@@ -30,6 +30,7 @@
 
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
+#include "fakes/test-env.h"
 
 /* A fixture of tests/unit/fixtures/doctor/. */
 static cJSON *load(const char *name) {
@@ -1640,57 +1641,35 @@ static void test_rule_metrics(void **state) {
 #define API_SERVER "https://api.test.example:6443"
 
 struct api {
-        char dir[64], kubeconfig[96];
+        struct test_api *env;
+        /* the environment's, for short */
         struct fake_clock *clock;
         struct fake_transport *ft;
-        struct kube_config *cfg;
         struct kube_client *client;
 };
 
 static void api_new(struct api *a) {
-        char *err = NULL;
-        FILE *f;
-
-        *a = (struct api){};
-        strcpy(a->dir, "/tmp/drainer-test-doctor-XXXXXX");
-        assert_non_null(mkdtemp(a->dir));
-        snprintf(a->kubeconfig, sizeof a->kubeconfig, "%s/config", a->dir);
-        f = fopen(a->kubeconfig, "we");
-        assert_non_null(f);
-        fputs("apiVersion: v1\nkind: Config\n"
-              "clusters: [{name: test, cluster: {server: \"" API_SERVER "\"}}]\n"
-              "users: [{name: doctor, user: {token: doctor-token}}]\n"
-              "contexts: [{name: test, context: {cluster: test, user: doctor}}]\n"
-              "current-context: test\n",
-              f);
-        fclose(f);
-        if (kube_config_load(&(struct kube_config_options){ .kubeconfig = a->kubeconfig }, &a->cfg, &err) <
-            0)
-                fail_msg("kube_config_load: %s", err ? err : "?");
-        a->clock = fake_clock_new(1000 * USEC_PER_SEC, INT64_C(1767225600) * 1000000);
-        a->ft = fake_transport_new(fake_clock_timesrc(a->clock));
-        assert_non_null(a->ft);
-        /* No rate limit; quick retries of 5xx answers. */
-        assert_int_equal(
-                kube_client_new(fake_transport_base(a->ft), fake_clock_timesrc(a->clock), a->cfg,
-                                &(struct kube_client_options){ .backoff_base_usec = USEC_PER_MSEC,
-                                                               .backoff_cap_usec = 10 * USEC_PER_MSEC,
-                                                               .random_seed = 7 },
-                                &a->client),
-                0);
+        /* No rate limit; quick retries of 5xx answers. No kubeconfig file: the
+         * configuration is loaded from memory. */
+        a->env = test_api_new(&(struct test_api_options){
+                .server = API_SERVER,
+                .realtime = INT64_C(1767225600) * 1000000,
+                .client = &(struct kube_client_options){ .backoff_base_usec = USEC_PER_MSEC,
+                                                         .backoff_cap_usec = 10 * USEC_PER_MSEC,
+                                                         .random_seed = 7 },
+        });
+        a->clock = a->env->clock;
+        a->ft = a->env->ft;
+        a->client = a->env->client;
 }
 
 static void api_free(struct api *a) {
-        /* Gather leaves no call behind. */
+        /* Gather leaves no call behind (test_api_free asserts it before it cancels
+         * anything: nothing is left to cancel). */
         assert_int_equal(kube_client_calls_in_flight(a->client), 0);
         assert_int_equal(fake_transport_in_flight(a->ft), 0);
-        kube_client_free(a->client);
-        fake_transport_free(a->ft);
-        assert_int_equal(fake_clock_timers(a->clock), 0);
-        fake_clock_free(a->clock);
-        kube_config_free(a->cfg);
-        unlink(a->kubeconfig);
-        rmdir(a->dir);
+        test_api_free(a->env);
+        *a = (struct api){};
 }
 
 static void expect_json(struct api *a, const char *method, const char *path, long status, cJSON *body,
