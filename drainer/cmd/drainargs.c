@@ -203,6 +203,14 @@ int driver_selectors_parse(const char *const *v, size_t n, struct selector ***re
                 return log_oom();
         if (r < 0)
                 return log_error_errno(EINVAL, "--driver-selector: %s", err ? err : "invalid selector");
+        for (size_t i = 0; i < *ret_n; i++)
+                if (selector_is_empty((*ret)[i])) {
+                        selectors_free(*ret, *ret_n);
+                        *ret = NULL;
+                        *ret_n = 0;
+                        return log_error_errno(EINVAL,
+                                               "--driver-selector: an empty selector would match every pod");
+                }
         return 0;
 }
 

@@ -13,12 +13,14 @@
 #include "drainer/doctor-gather.h"
 #include "drainer/doctor-prom.h"
 #include "drainer/doctor-rules.h"
+#include "drainer/drainargs.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
 #include "drainer/selector.h"
 #include "drainer/verbs.h"
 
-#define MAX_DRIVER_SELECTORS DOCTOR_DRIVER_SELECTORS_MAX
+/* gather reads at most this many selectors */
+_Static_assert(DOCTOR_DRIVER_SELECTORS_MAX >= MAX_DRIVER_SELECTORS, "doctor: too few driver selectors");
 
 struct doctor_opts {
         const char *node;
@@ -42,11 +44,7 @@ static int on_doctor_opt(int opt, const char *arg, void *userdata) {
                 o->prometheus = arg;
                 return 0;
         case 'D':
-                if (o->n_driver_selectors >= MAX_DRIVER_SELECTORS)
-                        return log_error_errno(EINVAL, "--driver-selector: at most %d selectors",
-                                               MAX_DRIVER_SELECTORS);
-                o->driver_selectors[o->n_driver_selectors++] = arg;
-                return 0;
+                return driver_selector_add(o->driver_selectors, &o->n_driver_selectors, arg);
         }
         return -EINVAL;
 }
@@ -211,22 +209,13 @@ int verb_doctor(int argc, char **argv, struct global_flags *g) {
                           argv[optind]);
                 return EXIT_USAGE;
         }
-        if (o.n_driver_selectors > 0) {
-                _cleanup_free_ char *err = NULL;
+        /* Checked before any request; gather takes them as strings (its list calls). */
+        {
                 struct selector **sels;
                 size_t n;
 
-                r = selectors_parse_strv(o.driver_selectors, &sels, &n, &err);
-                if (r < 0) {
-                        log_error("--driver-selector: %s", err ? err : "invalid selector");
+                if (driver_selectors_parse(o.driver_selectors, o.n_driver_selectors, &sels, &n) < 0)
                         return EXIT_USAGE;
-                }
-                for (size_t i = 0; i < n; i++)
-                        if (selector_is_empty(sels[i])) {
-                                selectors_free(sels, n);
-                                log_error("--driver-selector: an empty selector would match every pod");
-                                return EXIT_USAGE;
-                        }
                 selectors_free(sels, n);
         }
 

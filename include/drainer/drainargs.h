@@ -77,7 +77,8 @@ void fill_plan_options(const struct drain_args *a, struct plan_options *po);
 int driver_selector_add(const char **v, size_t *n, const char *sel);
 /* The selectors v (n of them), or claims_default_driver_selectors when n is 0, parsed
  * (selectors_free() them); logs "--driver-selector: ..." and returns -EINVAL for an
- * invalid one, -ENOMEM (logged). Call it before any request is made. */
+ * invalid one or an empty one (it would make every pod a driver pod), -ENOMEM
+ * (logged). Call it before any request is made. */
 int driver_selectors_parse(const char *const *v, size_t n, struct selector ***ret, size_t *ret_n);
 
 /* --driver-namespace NS for the verbs with flags of their own (status, guard): adds
