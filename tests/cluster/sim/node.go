@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log"
@@ -12,19 +10,17 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"drainer.test/cluster/internal/gpuslice"
 )
 
-const (
-	leaseNamespace = "kube-node-lease"
-	annSliceHash   = "sim.drainer.io/spec-hash"
-)
+const leaseNamespace = "kube-node-lease"
 
 var nodeConditions = []struct {
 	typ             corev1.NodeConditionType
@@ -324,112 +320,15 @@ func (s *sim) syncNode(ctx context.Context, name string) error {
 }
 
 func (s *sim) deleteSlice(ctx context.Context, sl *resourcev1.ResourceSlice) error {
-	err := s.cs.ResourceV1().ResourceSlices().Delete(ctx, sl.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &sl.UID},
-	})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return err
-	}
-	return nil
-}
-
-func (s *sim) sliceName(node string) string { return node + "-" + s.cfg.driver }
-
-func (s *sim) desiredSliceSpec(node string) resourcev1.ResourceSliceSpec {
-	spec := resourcev1.ResourceSliceSpec{
-		Driver:   s.cfg.driver,
-		Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
-		NodeName: ptr.To(node),
-	}
-	for i := 0; i < s.cfg.devices; i++ {
-		spec.Devices = append(spec.Devices, resourcev1.Device{
-			Name: fmt.Sprintf("gpu-%d", i),
-			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-				"index":         {IntValue: ptr.To(int64(i))},
-				"model":         {StringValue: ptr.To("SimGPU-80GB")},
-				"uuid":          {StringValue: ptr.To(fmt.Sprintf("GPU-%s-%d", node, i))},
-				"driverVersion": {VersionValue: ptr.To("1.0.0")},
-			},
-			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
-				"memory": {Value: resource.MustParse("80Gi")},
-			},
-		})
-	}
-	return spec
-}
-
-func specHash(spec resourcev1.ResourceSliceSpec) string {
-	spec.Pool.Generation = 0
-	b, _ := json.Marshal(spec)
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:8])
+	return gpuslice.Delete(ctx, s.cs, sl)
 }
 
 // ensureSlice publishes the node's one ResourceSlice, owned by the Node, as the
 // kubelet plugin helper does while the driver is registered.
 func (s *sim) ensureSlice(ctx context.Context, node *corev1.Node, existing []*resourcev1.ResourceSlice) error {
-	name := s.sliceName(node.Name)
-	spec := s.desiredSliceSpec(node.Name)
-	hash := specHash(spec)
-	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptr.To(true)}
-	var cur *resourcev1.ResourceSlice
-	for _, sl := range existing {
-		if sl.Name == name {
-			cur = sl
-			continue
-		}
-		if err := s.deleteSlice(ctx, sl); err != nil { // strays from another layout
-			return err
-		}
+	did, err := gpuslice.Publish(ctx, s.cs, node, s.cfg.driver, s.cfg.devices, existing)
+	if did != "" {
+		log.Printf("node %s: %s", node.Name, did)
 	}
-	api := s.cs.ResourceV1().ResourceSlices()
-	if cur == nil {
-		sl := &resourcev1.ResourceSlice{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:            name,
-				OwnerReferences: []metav1.OwnerReference{owner},
-				Annotations:     map[string]string{annSliceHash: hash},
-			},
-			Spec: spec,
-		}
-		if _, err := api.Create(ctx, sl, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-		log.Printf("node %s: published ResourceSlice %s (%d devices)", node.Name, name, s.cfg.devices)
-		return nil
-	}
-	if cur.Annotations[annSliceHash] == hash && len(cur.OwnerReferences) == 1 && cur.OwnerReferences[0].UID == node.UID &&
-		sliceMatches(&cur.Spec, &spec) {
-		return nil
-	}
-	sl := cur.DeepCopy()
-	spec.Pool.Generation = cur.Spec.Pool.Generation + 1
-	sl.Spec = spec
-	sl.OwnerReferences = []metav1.OwnerReference{owner}
-	if sl.Annotations == nil {
-		sl.Annotations = map[string]string{}
-	}
-	sl.Annotations[annSliceHash] = hash
-	if _, err := api.Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
-		return err
-	}
-	log.Printf("node %s: updated ResourceSlice %s (pool generation %d)", node.Name, name, spec.Pool.Generation)
-	return nil
-}
-
-// sliceMatches compares the fields the simulator sets (not server defaults).
-func sliceMatches(cur, want *resourcev1.ResourceSliceSpec) bool {
-	if cur.Driver != want.Driver || cur.Pool.Name != want.Pool.Name ||
-		cur.Pool.ResourceSliceCount != want.Pool.ResourceSliceCount ||
-		ptr.Deref(cur.NodeName, "") != ptr.Deref(want.NodeName, "") || len(cur.Devices) != len(want.Devices) {
-		return false
-	}
-	for i := range want.Devices {
-		c, w := &cur.Devices[i], &want.Devices[i]
-		if c.Name != w.Name || !equality.Semantic.DeepEqual(c.Attributes, w.Attributes) ||
-			!equality.Semantic.DeepEqual(c.Capacity, w.Capacity) {
-			return false
-		}
-	}
-	return true
+	return err
 }

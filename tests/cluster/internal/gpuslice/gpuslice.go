@@ -1,0 +1,156 @@
+// Package gpuslice is the ResourceSlice contract of the test driver
+// gpu.example.com, shared by the node simulator (sim/) and the real kubelet
+// plugin (draplugin/), so both publish exactly the same slice: one slice per
+// node named NODE-DRIVER, owned by the Node, pool NODE, devices gpu-0..gpu-N-1
+// with attributes index, model, uuid, driverVersion and capacity memory.
+package gpuslice
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	// AnnSpecHash on a published slice: the hash of its spec (without the
+	// pool generation), so a publisher sees at once whether it is current.
+	AnnSpecHash = "sim.drainer.io/spec-hash"
+	// Model is the "model" attribute of every device.
+	Model = "SimGPU-80GB"
+	// DriverVersion is the "driverVersion" attribute of every device.
+	DriverVersion = "1.0.0"
+	// Memory is the "memory" capacity of every device.
+	Memory = "80Gi"
+)
+
+// Name is the name of node's slice of driver.
+func Name(node, driver string) string { return node + "-" + driver }
+
+// Spec is the desired spec of node's slice: pool generation 1 (a publisher
+// bumps it on every change).
+func Spec(node, driver string, devices int) resourcev1.ResourceSliceSpec {
+	spec := resourcev1.ResourceSliceSpec{
+		Driver:   driver,
+		Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+		NodeName: ptr.To(node),
+	}
+	for i := 0; i < devices; i++ {
+		spec.Devices = append(spec.Devices, resourcev1.Device{
+			Name: DeviceName(i),
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+				"index":         {IntValue: ptr.To(int64(i))},
+				"model":         {StringValue: ptr.To(Model)},
+				"uuid":          {StringValue: ptr.To(fmt.Sprintf("GPU-%s-%d", node, i))},
+				"driverVersion": {VersionValue: ptr.To(DriverVersion)},
+			},
+			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
+				"memory": {Value: resource.MustParse(Memory)},
+			},
+		})
+	}
+	return spec
+}
+
+// DeviceName is the name of device i.
+func DeviceName(i int) string { return fmt.Sprintf("gpu-%d", i) }
+
+// Hash of a spec, pool generation left out.
+func Hash(spec resourcev1.ResourceSliceSpec) string {
+	spec.Pool.Generation = 0
+	b, _ := json.Marshal(spec)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8])
+}
+
+// Matches compares the fields a publisher sets (not server defaults).
+func Matches(cur, want *resourcev1.ResourceSliceSpec) bool {
+	if cur.Driver != want.Driver || cur.Pool.Name != want.Pool.Name ||
+		cur.Pool.ResourceSliceCount != want.Pool.ResourceSliceCount ||
+		ptr.Deref(cur.NodeName, "") != ptr.Deref(want.NodeName, "") || len(cur.Devices) != len(want.Devices) {
+		return false
+	}
+	for i := range want.Devices {
+		c, w := &cur.Devices[i], &want.Devices[i]
+		if c.Name != w.Name || !equality.Semantic.DeepEqual(c.Attributes, w.Attributes) ||
+			!equality.Semantic.DeepEqual(c.Capacity, w.Capacity) {
+			return false
+		}
+	}
+	return true
+}
+
+// Publish makes node's one slice of driver current, as the kubelet plugin
+// helper does while the driver is registered: created if missing, updated
+// (pool generation + 1) when its spec or owner differ, and any other slice of
+// the driver on the node (existing: the node's slices of the driver as a cache
+// holds them) deleted. It returns what it did ("" when nothing), for a log line.
+func Publish(ctx context.Context, cs kubernetes.Interface, node *corev1.Node, driver string, devices int,
+	existing []*resourcev1.ResourceSlice) (string, error) {
+	name := Name(node.Name, driver)
+	spec := Spec(node.Name, driver, devices)
+	hash := Hash(spec)
+	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptr.To(true)}
+	var cur *resourcev1.ResourceSlice
+	for _, sl := range existing {
+		if sl.Name == name {
+			cur = sl
+			continue
+		}
+		if err := Delete(ctx, cs, sl); err != nil { // strays from another layout
+			return "", err
+		}
+	}
+	api := cs.ResourceV1().ResourceSlices()
+	if cur == nil {
+		sl := &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:            name,
+				OwnerReferences: []metav1.OwnerReference{owner},
+				Annotations:     map[string]string{AnnSpecHash: hash},
+			},
+			Spec: spec,
+		}
+		if _, err := api.Create(ctx, sl, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", err
+		}
+		return fmt.Sprintf("published ResourceSlice %s (%d devices)", name, devices), nil
+	}
+	if cur.Annotations[AnnSpecHash] == hash && len(cur.OwnerReferences) == 1 && cur.OwnerReferences[0].UID == node.UID &&
+		Matches(&cur.Spec, &spec) {
+		return "", nil
+	}
+	sl := cur.DeepCopy()
+	spec.Pool.Generation = cur.Spec.Pool.Generation + 1
+	sl.Spec = spec
+	sl.OwnerReferences = []metav1.OwnerReference{owner}
+	if sl.Annotations == nil {
+		sl.Annotations = map[string]string{}
+	}
+	sl.Annotations[AnnSpecHash] = hash
+	if _, err := api.Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("updated ResourceSlice %s (pool generation %d)", name, spec.Pool.Generation), nil
+}
+
+// Delete removes one slice (UID precondition); gone or replaced is no error.
+func Delete(ctx context.Context, cs kubernetes.Interface, sl *resourcev1.ResourceSlice) error {
+	err := cs.ResourceV1().ResourceSlices().Delete(ctx, sl.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &sl.UID},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
+}
