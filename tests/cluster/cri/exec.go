@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"os/exec"
 	"strconv"
@@ -38,10 +39,11 @@ func (c *capped) Write(p []byte) (int, error) {
 // user. It ends with the container: the exec'd process group is killed when the
 // container's main process exits.
 func (r *runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
-	c, _, err := r.lookup(req.GetContainerId())
+	c, sb, err := r.lookup(req.GetContainerId())
 	if err != nil {
 		return nil, err
 	}
+	who := fmt.Sprintf("container %.12s (pod %s, container %s)", c.id, podName(sb), c.cfg.Metadata.Name)
 	if len(req.GetCmd()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "no command")
 	}
@@ -116,21 +118,42 @@ func (r *runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 	}
 	switch {
 	case timedOut:
-		log.Printf("container %.12s: exec %q killed after %v (timeout %d s)", c.id, what, took, req.Timeout)
+		log.Printf("%s: exec %q killed after %v (timeout %d s)", who, what, took, req.Timeout)
 		return nil, status.Errorf(codes.DeadlineExceeded, "command %q timed out after %d s", what, req.Timeout)
 	case ctx.Err() != nil:
-		log.Printf("container %.12s: exec %q cancelled after %v", c.id, what, took)
+		log.Printf("%s: exec %q cancelled after %v", who, what, took)
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
-	log.Printf("container %.12s: exec %q exited %d after %v", c.id, what, code, took)
-	if code != 0 && stderr.Len() > 0 {
-		msg := strings.TrimSpace(stderr.String())
-		if len(msg) > 500 {
-			msg = msg[len(msg)-500:]
-		}
-		log.Printf("container %.12s: exec %q stderr: %s", c.id, what, msg)
-	}
+	logOutput(who, "stdout", stdout.Bytes())
+	logOutput(who, "stderr", stderr.Bytes())
+	log.Printf("%s: exec %q exited %d after %v", who, what, code, took)
 	return &runtimeapi.ExecSyncResponse{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: code}, nil
+}
+
+// maxLoggedLines of an exec's output go to the runtime's log (as the simulator
+// logs its hooks' output): what a hook or probe said stays visible.
+const maxLoggedLines = 200
+
+func logOutput(who, stream string, out []byte) {
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(out) == 0 {
+		return
+	}
+	for i, l := range lines {
+		if i == maxLoggedLines {
+			log.Printf("%s: exec %s: (%d more lines)", who, stream, len(lines)-i)
+			break
+		}
+		log.Printf("%s: exec %s: %s", who, stream, l)
+	}
+}
+
+// podName: NAMESPACE/NAME of a sandbox's pod.
+func podName(sb *sandbox) string {
+	if sb == nil {
+		return "?"
+	}
+	return sb.cfg.GetMetadata().GetNamespace() + "/" + sb.cfg.GetMetadata().GetName()
 }
 
 // noStreaming: kubectl exec/attach/port-forward need a streaming server.
