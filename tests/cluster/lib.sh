@@ -15,11 +15,49 @@ cluster_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${DRAINER_SIM_TERMINATE_DELAY:=2s}"
 : "${DRAINER_SIM_SLICE_WIPE_DELAY:=30s}"
 : "${DRAINER_SIM_HEALTH_PORT:=51515}"
+# real: node-1 .. node-N are real kubelets (N = DRAINER_REAL_NODES), each with its
+# container runtime drainer-cri; sim: the nodes are drainer-sim's (DRAINER_SIM_NODES).
+: "${DRAINER_CLUSTER_NODES:=real}"
+: "${DRAINER_REAL_NODES:=3}"
+: "${DRAINER_KUBELET_V:=2}"
+: "${DRAINER_NODE_LABELS:=gpu.example.com/present=true}"
+# Each real kubelet listens on its node's own IP (P.0.i), so all use the same ports.
+kubelet_port=10250
+kubelet_healthz_port=10248
+# The sysctls the kubelet sets (pkg/kubelet/cm/container_manager_linux.go,
+# setupKernelTunables): each real node binds its own copies over them.
+kubelet_sysctls=(vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops
+	kernel/keys/root_maxkeys kernel/keys/root_maxbytes)
 
 cluster_dir=$DRAINER_CLUSTER_DIR
 pid_dir=$cluster_dir/pids
-# Start order; down stops them in reverse.
-components=(etcd kube-apiserver kube-controller-manager kube-scheduler drainer-sim)
+case $DRAINER_CLUSTER_NODES in
+real)
+	node_count=$DRAINER_REAL_NODES
+	case $node_count in
+	[1-9] | [1-9][0-9]) ;;
+	*)
+		echo "DRAINER_REAL_NODES=$node_count: want 1..99" >&2
+		exit 2
+		;;
+	esac
+	;;
+sim) node_count=$DRAINER_SIM_NODES ;;
+*)
+	echo "DRAINER_CLUSTER_NODES=$DRAINER_CLUSTER_NODES: want real or sim" >&2
+	exit 2
+	;;
+esac
+# Start order. down stops whatever has a pid file: nodes first, then clients,
+# then the API server, then etcd.
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+if [ "$DRAINER_CLUSTER_NODES" = sim ]; then
+	components+=(drainer-sim)
+else
+	for i in $(seq 1 "$node_count"); do
+		components+=("cri-node-$i" "kubelet-node-$i")
+	done
+fi
 
 # starttime PID: field 22 of /proc/PID/stat (clock ticks since boot), so that a
 # recycled pid is never mistaken for one of ours. Fails for a zombie.
