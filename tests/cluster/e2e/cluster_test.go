@@ -1,9 +1,12 @@
 // Package e2e checks, against the running test cluster (tests/cluster/up), that the
-// control plane and the node simulator behave as drainer's tests assume: nodes
-// Ready, claims allocated by the real scheduler and released by the real
-// resourceclaim controller, pods with claims stuck Terminating while the node's
-// DRA driver is down (kubernetes/kubernetes#129402), ResourceSlices and the
-// driver's gRPC health following the driver pod.
+// control plane and its nodes behave as drainer's tests assume: nodes Ready,
+// claims allocated by the real scheduler and released by the real resourceclaim
+// controller, pods with claims stuck Terminating while the node's DRA driver is
+// down (kubernetes/kubernetes#129402), ResourceSlices and the driver's gRPC health
+// following the driver pod. It runs against either topology: real kubelets with
+// drainer-cri and drainer-dra-plugin (DRAINER_CLUSTER_NODES=real; then the rule
+// above is the kubelet's own), or the node simulator (sim); the tests of the
+// container runtime itself run on real nodes only.
 //
 // It skips when the cluster's kubeconfig is missing or the API server does not
 // answer. Every test restores what it changed (labels, annotations, namespaces).
@@ -46,6 +49,7 @@ const (
 
 type clusterEnv struct {
 	dir            string
+	real           bool // real kubelets (else the simulator)
 	nodes          int
 	ipPrefix       string
 	healthPort     int
@@ -63,6 +67,7 @@ func TestMain(m *testing.M) {
 		dir: os.Getenv("DRAINER_CLUSTER_DIR"), nodes: 3, ipPrefix: "127.1", healthPort: 51515,
 		terminateDelay: 2 * time.Second, sliceWipeDelay: 30 * time.Second,
 	}
+	nodeCount := 0
 	if env.dir == "" {
 		env.dir = "/tmp/drainer-cluster"
 	}
@@ -76,6 +81,10 @@ func TestMain(m *testing.M) {
 		for sc.Scan() {
 			k, v, _ := strings.Cut(sc.Text(), "=")
 			switch k {
+			case "DRAINER_CLUSTER_NODES":
+				env.real = v == "real"
+			case "DRAINER_NODE_COUNT":
+				nodeCount, _ = strconv.Atoi(v)
 			case "DRAINER_SIM_NODES":
 				env.nodes, _ = strconv.Atoi(v)
 			case "DRAINER_CLUSTER_IP_PREFIX":
@@ -89,6 +98,15 @@ func TestMain(m *testing.M) {
 			}
 		}
 		f.Close()
+	}
+	if nodeCount > 0 {
+		env.nodes = nodeCount
+	}
+	if env.real {
+		// The kubelet: containers stop at once (pause-like, no grace to wait
+		// for), and slices are wiped 30 s after the plugin unregisters
+		// (defaultWipingDelay, not configurable).
+		env.terminateDelay, env.sliceWipeDelay = 0, 30*time.Second
 	}
 	kc := filepath.Join(env.dir, "kubeconfig")
 	rc, err := clientcmd.BuildConfigFromFlags("", kc)
@@ -108,7 +126,7 @@ func TestMain(m *testing.M) {
 		skip(fmt.Sprintf("API server of %s not ready: %v %s", kc, err, body))
 	}
 	if env.nodes < 3 {
-		skip(fmt.Sprintf("needs 3 simulated nodes, cluster has %d", env.nodes))
+		skip(fmt.Sprintf("needs 3 nodes, cluster has %d", env.nodes))
 	}
 	cs = c
 	os.Exit(m.Run())
@@ -163,6 +181,21 @@ func healthStatus(ip string) (healthpb.HealthCheckResponse_ServingStatus, error)
 		return 0, err
 	}
 	return resp.Status, nil
+}
+
+// waitNotServing: the node's driver does not answer SERVING. A stopped plugin
+// process answers nothing (connection refused); the simulator keeps answering,
+// NOT_SERVING.
+func waitNotServing(t *testing.T, i int) {
+	t.Helper()
+	if !env.real {
+		waitHealth(t, i, healthpb.HealthCheckResponse_NOT_SERVING)
+		return
+	}
+	eventually(t, 20*time.Second, fmt.Sprintf("driver health of %s not SERVING", nodeName(i)), func() (bool, string) {
+		st, err := healthStatus(driverIP(i))
+		return err != nil || st != healthpb.HealthCheckResponse_SERVING, fmt.Sprint(st, err)
+	})
 }
 
 func waitHealth(t *testing.T, i int, want healthpb.HealthCheckResponse_ServingStatus) {
@@ -276,7 +309,8 @@ func createClaimPod(t *testing.T, ctx context.Context, ns, name string, i int) *
 	_, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{corev1.LabelHostname: node},
+			NodeSelector:                  map[string]string{corev1.LabelHostname: node},
+			TerminationGracePeriodSeconds: ptr.To(int64(2)),
 			Containers: []corev1.Container{{
 				Name: "main", Image: "registry.example.com/app:v1",
 				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}},
@@ -453,7 +487,7 @@ func TestClaimTemplatePodLifecycle(t *testing.T) {
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, env.terminateDelay+15*time.Second, "pod", func() error {
+	waitGone(t, env.terminateDelay+20*time.Second, "pod", func() error {
 		_, err := cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		return err
 	})
@@ -508,7 +542,7 @@ func TestDriverDownBlocksTermination(t *testing.T) {
 		}
 		return len(pods) == 0, fmt.Sprintf("%d driver pods", len(pods))
 	})
-	waitHealth(t, i, healthpb.HealthCheckResponse_NOT_SERVING)
+	waitNotServing(t, i)
 	if _, err := cs.ResourceV1().ResourceSlices().Get(ctx, sliceName(node), metav1.GetOptions{}); err != nil {
 		t.Errorf("slice deleted right after the driver stopped (wipe delay %v): %v", env.sliceWipeDelay, err)
 	}
@@ -516,7 +550,13 @@ func TestDriverDownBlocksTermination(t *testing.T) {
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(env.terminateDelay + 3*time.Second)
+	// The grace period is 2 s; the real kubelet retries the unprepare every
+	// 10-15 s: held well past both.
+	hold := env.terminateDelay + 3*time.Second
+	if env.real {
+		hold = 15 * time.Second
+	}
+	time.Sleep(hold)
 	p, err := cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("pod holding a claim went away while the driver is down: %v", err)
@@ -558,7 +598,8 @@ func TestDriverDownBlocksTermination(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDriverRunning(t, ctx, i)
-	waitGone(t, 20*time.Second, "stuck pod", func() error {
+	// The kubelet retries the unprepare with a backoff: up to a minute.
+	waitGone(t, 60*time.Second, "stuck pod", func() error {
 		_, err := cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		return err
 	})
@@ -614,8 +655,9 @@ func TestDriverHealthSwitches(t *testing.T) {
 	driverReady(true)
 }
 
-// A mirror pod (as the kubelet creates for a static pod) runs with the node's IP
-// when it uses the host network.
+// A mirror pod runs with the node's IP when it uses the host network. On real
+// nodes it is the kubelet's own: a static pod in the node's staticPodPath; on
+// simulated nodes the test creates the mirror pod as the kubelet would.
 func TestMirrorPod(t *testing.T) {
 	ctx := need(t)
 	t.Parallel()
@@ -626,27 +668,58 @@ func TestMirrorPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := "agent-" + node.Name
-	_, err = cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Annotations: map[string]string{"kubernetes.io/config.mirror": "e2e", "kubernetes.io/config.source": "file"},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptr.To(true),
-			}},
-		},
-		Spec: corev1.PodSpec{
-			NodeName: node.Name, HostNetwork: true,
-			Containers: []corev1.Container{{Name: "agent", Image: "registry.example.com/agent:v1"}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
+	if env.real {
+		manifest := filepath.Join(env.dir, "nodes", node.Name, "manifests", ns+".yaml")
+		body := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: agent, namespace: %s, labels: {app: agent}}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 2
+  containers:
+  - {name: agent, image: registry.example.com/agent:v1}
+`, ns)
+		if err := os.WriteFile(manifest, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { // before the namespace goes, or the kubelet would recreate it
+			os.Remove(manifest)
+			waitGone(t, 30*time.Second, "mirror pod "+name, func() error {
+				_, err := cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+				return err
+			})
+		})
+	} else {
+		_, err = cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        name,
+				Annotations: map[string]string{"kubernetes.io/config.mirror": "e2e", "kubernetes.io/config.source": "file"},
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptr.To(true),
+				}},
+			},
+			Spec: corev1.PodSpec{
+				NodeName: node.Name, HostNetwork: true,
+				Containers: []corev1.Container{{Name: "agent", Image: "registry.example.com/agent:v1"}},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	eventually(t, 20*time.Second, "mirror pod Running", func() (bool, string) {
+	var pod *corev1.Pod
+	eventually(t, 30*time.Second, "mirror pod Running", func() (bool, string) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
+		pod = p
 		return p.Status.Phase == corev1.PodRunning && p.Status.PodIP == nodeIP(i), p.Status.PodIP
 	})
+	if _, ok := pod.Annotations["kubernetes.io/config.mirror"]; !ok {
+		t.Errorf("pod %s has no kubernetes.io/config.mirror annotation: %v", name, pod.Annotations)
+	}
+	if len(pod.OwnerReferences) != 1 || pod.OwnerReferences[0].Kind != "Node" || pod.OwnerReferences[0].UID != node.UID {
+		t.Errorf("mirror pod owners %+v, want the Node", pod.OwnerReferences)
+	}
 }
