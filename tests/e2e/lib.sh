@@ -299,7 +299,7 @@ jq_checks() {
 #  - every eviction request for a non-critical claim holder was answered before
 #    any request for a critical one, and those before any request for a pod
 #    without claims;
-#  - the driver pod's eviction was requested after the simulator's (kubelet's)
+#  - the driver pod's eviction was requested after the kubelet's
 #    DELETE of every evicted pod (or, for a pod removed with grace 0, after that
 #    request completed), and after every write of the resourceclaim
 #    controller to the node's claims (each of which it wrote at least once:
@@ -348,7 +348,7 @@ check_order() {
 	     ([$want[] as $k
 	       | ($pods[] | select("\(.ns)/\(.name)" == $k) | .uid) as $uid
 	       | ([$rem[] | select(key == $k) | .requestReceivedTimestamp] | min) as $t0
-	       | ([$ev[] | select(.user.username == "drainer-sim" and .verb == "delete" and .objectRef.resource == "pods"
+	       | ([$ev[] | select((.user.username | test("^(drainer-sim|system:node:.+)$")) and .verb == "delete" and .objectRef.resource == "pods"
 			and .objectRef.subresource == null and key == $k and .responseStatus.code == 200
 			and ((.requestObject.preconditions.uid // $uid) == $uid)
 			and ($t0 != null and .requestReceivedTimestamp > $t0))] | map(.requestReceivedTimestamp) | min) as $sim
@@ -356,7 +356,7 @@ check_order() {
 	       | ([$rem[] | select(key == $k and .responseStatus.code < 300 and grace == 0) | .stageTimestamp] | min) as $forced
 	       | ($sim // $forced) as $gone
 	       | select($gone == null or $gone >= $dt) | "\($k) (deleted by the kubelet at \($gone))"] as $late
-	      | if ($late | length) == 0 then "ok the driver was evicted after the kubelet (drainer-sim) deleted every evicted pod (\($want | length))"
+	      | if ($late | length) == 0 then "ok the driver was evicted after the kubelet deleted every evicted pod (\($want | length))"
 	        else "FAIL the driver was evicted before these pods were gone: \($late | join(", "))" end),
 	     ($claims[] | "\(.ns)/\(.name)" as $k
 	       # Its status writes drop reservations and the allocation; a claim deleted
@@ -376,7 +376,8 @@ check_order() {
 # sent for a claim holder (of the classified PODS) asked for a grace period
 # other than 0 (Eviction deleteOptions.gracePeriodSeconds, DeleteOptions
 # gracePeriodSeconds; absent = the pod's own), and each such pod was then
-# deleted by the kubelet (drainer-sim) after it terminated, i.e. it was not
+# deleted by the kubelet (drainer-sim, or a real kubelet: user system:node:NODE)
+# after it terminated, i.e. it was not
 # removed at once. Needs the audit policy of tests/cluster/up (requests of
 # evictions and pod deletions logged at level Request).
 check_grace() {
@@ -399,11 +400,11 @@ check_grace() {
 	     else ([$r[] | select(grace == 0)] | length) as $zero
 	     | ([$r[] | "\(.verb)=\(grace // "pod default")"] | unique | join(",")) as $asked
 	     | ([$r[].requestReceivedTimestamp] | min) as $t0
-	     | ([$ev[] | select(.user.username == "drainer-sim" and .verb == "delete" and .objectRef.resource == "pods"
+	     | ([$ev[] | select((.user.username | test("^(drainer-sim|system:node:.+)$")) and .verb == "delete" and .objectRef.resource == "pods"
 			and .objectRef.subresource == null and key == $k and .responseStatus.code == 200
 			and ((.requestObject.preconditions.uid // $uid) == $uid) and .requestReceivedTimestamp > $t0)] | length) as $sim
 	     | if $zero > 0 then "FAIL claim holder \($k) removed with grace period 0 (\($asked))"
-	       elif $sim == 0 then "FAIL claim holder \($k) was not terminated by the kubelet (no later DELETE by drainer-sim): removed at once?"
+	       elif $sim == 0 then "FAIL claim holder \($k) was not terminated by the kubelet (no later DELETE by a kubelet): removed at once?"
 	       else "ok claim holder \($k): drainer asked \($asked), then the kubelet deleted it after termination" end
 	     end)' "$1"
 }

@@ -4,7 +4,7 @@
 # claim-holding DaemonSet on node-1 (ResourceClaimTemplate, system-cluster-critical).
 # From the audit log: every eviction of a claim holder precedes every eviction of
 # a pod without claims (non-critical holders before the critical one); the driver
-# pod is evicted only after the kubelet (drainer-sim) deleted every evicted pod
+# pod is evicted only after the kubelet deleted every evicted pod
 # and the resourceclaim controller released every claim of the node. After the
 # drain the API server shows the node cordoned and tainted, only mirror pods
 # left, no claim on it, no driver pod, state=drained. After the slice was wiped,
@@ -137,8 +137,8 @@ check_eq "no drainer.io annotations left" "{}" "$(node_drainer_anns "$node")"
 newdriver=$(driver_pod "$node")
 jq_checks --arg drv "${newdriver#*/}" --arg slice "$node-gpu.example.com" '
 	([.[] | select((.userAgent | startswith("drainer/")) and .verb == "patch" and .objectRef.resource == "nodes")] | last) as $fin
-	| ([.[] | select(.user.username == "drainer-sim" and .verb == "create" and .objectRef.resource == "resourceslices" and .objectRef.name == $slice)] | first) as $sl
-	| ([.[] | select(.user.username == "drainer-sim" and .objectRef.resource == "pods" and .objectRef.subresource == "status" and .objectRef.name == $drv)] | first) as $st
+	| ([.[] | select(.verb == "create" and .objectRef.resource == "resourceslices" and .objectRef.name == $slice and .responseStatus.code < 300)] | first) as $sl
+	| ([.[] | select((.user.username | test("^(drainer-sim|system:node:.+)$")) and .objectRef.resource == "pods" and .objectRef.subresource == "status" and .objectRef.name == $drv)] | first) as $st
 	| if $fin == null then "FAIL uncordon did not patch the node"
 	  else (if $sl == null then "FAIL the slice was not re-created during uncordon"
 	        elif $sl.stageTimestamp < $fin.requestReceivedTimestamp then "ok the node was uncordoned after the slice was published again"
