@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # drainer guard (issue 8) against the real control plane: the preStop hook that
 # holds a DRA driver pod while its node is drained by someone else, installed on
-# the simulated dra-driver DaemonSet with the deploy/driver-guard component (the
-# simulator runs exec hooks, mapping /guard/drainer to the built binary; tests/cluster/up
-# configures that). Judged from the API server: its objects and its audit log.
+# the dra-driver DaemonSet with the deploy/driver-guard component. On real nodes
+# the kubelet runs it: the init container (image drainer.test/drainer:dev, the
+# build's drainer through drainer-cri) copies the binary into the pod, the hook
+# runs inside the plugin's container (ExecSync) with the pod's ServiceAccount
+# token; on simulated nodes the simulator runs exec hooks, mapping /guard/drainer
+# to the built binary (tests/cluster/up configures both). Judged from the API
+# server: its objects and its audit log; how long each hook ran comes from the
+# runtime's log (drainer-cri or the simulator).
 #
 #  A. without the guard, an autoscaler-style drain (taint ToBeDeletedByClusterAutoscaler,
 #     then evict every pod of the node at once, the driver included) leaves the claim
@@ -14,7 +19,8 @@
 #     gives up with exit 3 naming what is held, and exits 1/2 on bad setups;
 #  D. with the guard, the same drain on up to GUARD_LOAD (20) nodes at once: every driver
 #     pod stays Terminating until its node's claims are released and its claim holders
-#     are gone, every node ends empty, and the guards (20 of them: one per drained node,
+#     are done (reported terminal by their kubelet, which unprepared their claims first;
+#     the real kubelet deletes the object a moment later), every node ends empty, and the guards (20 of them: one per drained node,
 #     plus direct runs when the cluster has fewer nodes) send no request beyond one list
 #     and one watch per resource (counted from the audit log, printed).
 # The DaemonSet, RBAC, taints and the test namespace are restored at the end.
@@ -23,6 +29,10 @@
 ns=guard-test
 guard_user=system:serviceaccount:dra-system:dra-driver
 sim_log=$DRAINER_CLUSTER_DIR/drainer-sim.log
+real_nodes=false
+[ "${DRAINER_CLUSTER_NODES:-sim}" = real ] && real_nodes=true
+# A kubelet's requests: the simulator's user, or a real kubelet's (system:node:NODE).
+kubelet_re='^(drainer-sim|system:node:.+)$'
 manifest=$e2e_root/tests/cluster/manifests/dra-driver.yaml
 load=${GUARD_LOAD:-20}
 ca_taint=ToBeDeletedByClusterAutoscaler
@@ -34,15 +44,21 @@ kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificat
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# ---- preconditions: the simulator runs /guard/drainer hooks ----
-guard_bin=$(sed -n 's/.*preStop hooks: on;.*--hook-path-map "\([^"]*\)".*/\1/p' "$sim_log" 2>/dev/null | tail -n 1 |
-	tr ',' '\n' | sed -n 's|^/guard/drainer=||p')
-if [ -z "$guard_bin" ]; then
-	fail "the simulator does not map /guard/drainer (restart the cluster: tests/cluster/down; tests/cluster/up)"
-	finish
-	exit 1
+# ---- preconditions: the build's drainer is what the hooks run ----
+if $real_nodes; then
+	# drainer-cri runs the image drainer.test/drainer:dev as this symlink's target.
+	guard_bin=$(readlink -f "$DRAINER_CLUSTER_DIR/guard-drainer")
+	check "the real nodes run the image drainer.test/drainer:dev as $guard_bin (an executable)" test -x "$guard_bin"
+else
+	guard_bin=$(sed -n 's/.*preStop hooks: on;.*--hook-path-map "\([^"]*\)".*/\1/p' "$sim_log" 2>/dev/null | tail -n 1 |
+		tr ',' '\n' | sed -n 's|^/guard/drainer=||p')
+	if [ -z "$guard_bin" ]; then
+		fail "the simulator does not map /guard/drainer (restart the cluster: tests/cluster/down; tests/cluster/up)"
+		finish
+		exit 1
+	fi
+	check "the simulator runs /guard/drainer hooks as $guard_bin (an executable)" test -x "$guard_bin"
 fi
-check "the simulator runs /guard/drainer hooks as $guard_bin (an executable)" test -x "$guard_bin"
 if ! "$guard_bin" guard --help >/dev/null 2>&1; then
 	fail "$guard_bin has no guard verb: build it (ninja -C build), or point the simulator elsewhere with DRAINER_SIM_ARGS=\"--hook-path-map /guard/drainer=PATH\" (then tests/cluster/down; tests/cluster/up)"
 	finish
@@ -91,8 +107,10 @@ g_drivers_ready() {
 	done
 }
 
-# The workload of a node: 2 pods with one GPU each (generated claims), 1 pod with a GPU
-# and a 4 s preStop sleep (it takes longer to go), 1 pod without claims.
+# The workload of a node: 2 pods with one GPU each (generated claims) and a 2 s preStop
+# sleep (a workload that takes a moment to stop: the real kubelet then unprepares after
+# the driver evicted with it is gone), 1 pod with a GPU and a 4 s preStop sleep (it
+# takes longer to go), 1 pod without claims.
 g_workload() { # NODE
 	cat <<EOF
 apiVersion: apps/v1
@@ -105,8 +123,12 @@ spec:
     metadata: {labels: {app: gpu-$1}}
     spec:
       nodeSelector: {kubernetes.io/hostname: $1}
+      terminationGracePeriodSeconds: 10
       containers:
-      - {name: main, image: registry.example.com/inference:v1, resources: {claims: [{name: gpu}]}}
+      - name: main
+        image: registry.example.com/inference:v1
+        resources: {claims: [{name: gpu}]}
+        lifecycle: {preStop: {sleep: {seconds: 2}}}
       resourceClaims: [{name: gpu, resourceClaimTemplateName: gpu}]
 ---
 apiVersion: apps/v1
@@ -137,6 +159,7 @@ spec:
     metadata: {labels: {app: web-$1}}
     spec:
       nodeSelector: {kubernetes.io/hostname: $1}
+      terminationGracePeriodSeconds: 2
       containers:
       - {name: main, image: registry.example.com/web:v1}
 EOF
@@ -304,11 +327,14 @@ patches:
       path: /metadata/labels/app.kubernetes.io~1component
       value: kubeletplugin
 EOF
+# The guard's image is drainer.test/drainer:dev: the build's drainer on real nodes.
 cat >"$kdir/overlay/kustomization.yaml" <<EOF
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources: [../base]
 components: [$(realpath --relative-to="$kdir/overlay" "$e2e_root/deploy/driver-guard")]
+images:
+- {name: drainer, newName: drainer.test/drainer, newTag: dev}
 EOF
 t0=$(now)
 kubectl apply -k "$kdir/overlay" >/dev/null
@@ -329,7 +355,17 @@ t_install=$(since "$t0")
 check "the DaemonSet has the guard: preStop /guard/drainer guard, terminationGracePeriodSeconds 300, init container" \
 	bash -c "kubectl -n dra-system get ds dra-driver -o json | jq -e '.spec.template.spec | (.containers[0].lifecycle.preStop.exec.command == [\"/guard/drainer\", \"guard\"]) and .terminationGracePeriodSeconds == 300 and (.initContainers[0].command == [\"cp\", \"/usr/bin/drainer\", \"/guard/drainer\"])' >/dev/null"
 check "drivers ready after the install rollout" wait_until 60 g_drivers_ready
-log_from=$(wc -l <"$sim_log")
+# The runtime's log: the simulator's, or the real nodes' drainer-cri logs (each line
+# of a hook's end names the pod and container and ends with "after DURATION").
+if $real_nodes; then
+	hook_logs=("$DRAINER_CLUSTER_DIR"/cri-node-*.log)
+	hook_re='\(pod dra-system/dra-driver-[^ ,]+, container plugin\): exec "/guard/drainer guard" (exited|killed|cancelled)'
+else
+	hook_logs=("$sim_log")
+	hook_re='pod dra-system/dra-driver-[^ ]+ on [^ ]+: preStop hook of container plugin (exited|failed|killed)'
+fi
+declare -A log_from=()
+for f in "${hook_logs[@]}"; do log_from[$f]=$(wc -l <"$f"); done
 audit_from=$(audit_lines)
 t0=$(now)
 kubectl -n dra-system rollout restart ds/dra-driver >/dev/null
@@ -337,24 +373,31 @@ g_rollout
 t_restart=$(since "$t0")
 check "drivers ready after the restart" wait_until 60 g_drivers_ready
 echo "  rollout of the guard (old pods without hook): $t_install s; rolling restart with the guard on $n_nodes nodes: $t_restart s"
-tail -n +"$((log_from + 1))" "$sim_log" | grep -E 'pod dra-system/dra-driver-[^ ]+ on [^ ]+: preStop hook of container plugin (exited|failed|killed)' >"$e2e_tmp/b-hooks.txt"
+for f in "${hook_logs[@]}"; do tail -n +"$((${log_from[$f]} + 1))" "$f"; done | grep -E "$hook_re" >"$e2e_tmp/b-hooks.txt"
 sed 's/^/    /' "$e2e_tmp/b-hooks.txt"
 check_eq "one guard hook per node ran during the restart, each exited 0" "$n_nodes $n_nodes" \
 	"$(grep -c . "$e2e_tmp/b-hooks.txt") $(grep -c 'exited 0' "$e2e_tmp/b-hooks.txt")"
 slow=$(sed -n 's/.* after \([0-9.]*\)\(m\?s\)$/\1 \2/p' "$e2e_tmp/b-hooks.txt" | awk '{ s = ($2 == "ms") ? $1 / 1000 : $1; if (s >= 1) n++ } END { print n + 0 }')
 check_eq "every guard hook returned within 1 s (node not draining)" 0 "$slow"
 # From the audit log: each old driver pod's deletion request -> the kubelet's final DELETE.
-g_audit_since "$audit_from" | jq -rs "$jq_ts"'
+g_audit_since "$audit_from" | jq -rs --arg kre "$kubelet_re" "$jq_ts"'
 	[.[] | select(.objectRef.resource == "pods" and .objectRef.namespace == "dra-system" and .verb == "delete" and .objectRef.subresource == null)]
 	| group_by(.objectRef.name)[]
-	| (map(select(.user.username != "drainer-sim")) | map(.requestReceivedTimestamp | ts) | min) as $asked
-	| (map(select(.user.username == "drainer-sim" and .responseStatus.code == 200)) | map(.requestReceivedTimestamp | ts) | max) as $gone
+	| (map(select(.user.username | test($kre) | not)) | map(.requestReceivedTimestamp | ts) | min) as $asked
+	| (map(select((.user.username | test($kre)) and .responseStatus.code == 200)) | map(.requestReceivedTimestamp | ts) | max) as $gone
 	| select($asked != null and $gone != null)
 	| "\(.[0].objectRef.name) \($gone - $asked)"' >"$e2e_tmp/b-stops.txt"
 while read -r pod secs; do printf '    %s: deletion to gone %.2f s\n' "$pod" "$secs"; done <"$e2e_tmp/b-stops.txt"
-delay=$(sed -n 's/.*terminate-delay \([^,]*\),.*/\1/p' "$sim_log" | tail -n 1)
+if $real_nodes; then
+	# The real kubelet's own time to end a pod whose container exits at SIGTERM
+	# (about 1-2 s here), with room for a loaded machine; a guard that held the
+	# driver would hold it until its deadline (300 s).
+	delay=4s
+else
+	delay=$(sed -n 's/.*terminate-delay \([^,]*\),.*/\1/p' "$sim_log" | tail -n 1)
+fi
 delay_s=$(echo "${delay:-2s}" | sed -n 's/^\([0-9.]*\)s$/\1/p')
-check_eq "each old driver pod was gone within the terminate delay (${delay:-2s}) + 1 s of its deletion" "$n_nodes 0" \
+check_eq "each old driver pod was gone within ${delay:-2s} + 1 s of its deletion" "$n_nodes 0" \
 	"$(grep -c . "$e2e_tmp/b-stops.txt") $(awk -v d="${delay_s:-2}" '$2 > d + 1 { n++ } END { print n + 0 }' "$e2e_tmp/b-stops.txt")"
 
 # g_token_kubeconfig NS SA FILE: a kubeconfig with a token of that ServiceAccount.
@@ -471,10 +514,19 @@ g_audit_since "$audit_from" >"$e2e_tmp/c-audit.json"
 # containers stopped) came after every claim holder's final DELETE and after the last write
 # of the resourceclaim controller to each claim of the node; and it had been Terminating
 # since its eviction.
-g_jq_checks -s --argjson pods "$(cat "$e2e_tmp/c-pods.json")" --argjson claims "$(cat "$e2e_tmp/c-claims.json")" "$jq_ts"'
+g_jq_checks -s --argjson pods "$(cat "$e2e_tmp/c-pods.json")" --argjson claims "$(cat "$e2e_tmp/c-claims.json")" \
+	--arg kre "$kubelet_re" "$jq_ts"'
 	. as $ev
-	| def gone($uid; $name): [$ev[] | select(.user.username == "drainer-sim" and .verb == "delete" and .objectRef.resource == "pods"
+	| def gone($uid; $name): [$ev[] | select((.user.username | test($kre)) and .verb == "delete" and .objectRef.resource == "pods"
 		and .objectRef.subresource == null and .objectRef.name == $name and .responseStatus.code == 200) | .requestReceivedTimestamp | ts] | min;
+	# A claim holder is done when the kubelet reported it terminal: its last status
+	# write before its final DELETE (the kubelet unprepares its claims first). The
+	# real kubelet deletes the object a moment later, the driver may go in between.
+	def done($uid; $name): gone($uid; $name) as $g
+		| if $g == null then null
+		  else ([$ev[] | select((.user.username | test($kre)) and .objectRef.resource == "pods" and .objectRef.subresource == "status"
+			and .objectRef.name == $name and (.verb | IN("patch", "update")) and .responseStatus.code == 200)
+			| .requestReceivedTimestamp | ts | select(. <= $g)] | max) // $g end;
 	def evicted($name): [$ev[] | select(.verb == "create" and .objectRef.subresource == "eviction" and .objectRef.name == $name
 		and (.responseStatus.code // 0) < 300) | .requestReceivedTimestamp | ts] | min;
 	def released($c): [$ev[] | select(.user.username == "system:kube-controller-manager" and .objectRef.resource == "resourceclaims"
@@ -484,7 +536,7 @@ g_jq_checks -s --argjson pods "$(cat "$e2e_tmp/c-pods.json")" --argjson claims "
 	   | ($pods[] | select(.node == $n and .driver)) as $d
 	   | evicted($d.name) as $t0
 	   | gone($d.uid; $d.name) as $td
-	   | ([$pods[] | select(.node == $n and .holder) | gone(.uid; .name)]) as $th
+	   | ([$pods[] | select(.node == $n and .holder) | done(.uid; .name)]) as $th
 	   | ([$claims[] | select(.node == $n) | released(.)]) as $tc
 	   | {n: $n, d: $d.name, t0: $t0, td: $td, th: $th, tc: $tc,
 	      ok: ($t0 != null and $td != null and ($th | length) == 3 and ($th | all(. != null and . < $td))
@@ -492,16 +544,17 @@ g_jq_checks -s --argjson pods "$(cat "$e2e_tmp/c-pods.json")" --argjson claims "
 	| ([$r[] | select(.ok | not)]) as $bad
 	| (if ($r | length) == 0 then "FAIL no drained node with a driver pod in the snapshot: nothing to check"
 	   elif ($bad | length) == 0
-	   then "ok on all \($r | length) node(s) the driver pod stayed Terminating until every claim holder was gone and every claim released (audit log)"
-	   else "FAIL driver pod gone too early on \($bad | map("\(.n) (driver \(.d): evicted \(.t0), gone \(.td); holders gone \(.th); claims released \(.tc))") | join("; "))" end),
-	  ([$r[] | .td - .t0] | select(length > 0) | "ok drivers held \(min * 100 | round / 100)..\(max * 100 | round / 100) s after their eviction (claim holders gone \([$r[] | (.th | max) - .t0] | max * 100 | round / 100) s, last claim released \([$r[] | (.tc | max) - .t0] | max * 100 | round / 100) s at the latest)")
+	   then "ok on all \($r | length) node(s) the driver pod stayed Terminating until every claim holder was done (reported terminal by its kubelet) and every claim released (audit log)"
+	   else "FAIL driver pod gone too early on \($bad | map("\(.n) (driver \(.d): evicted \(.t0), gone \(.td); holders done \(.th); claims released \(.tc))") | join("; "))" end),
+	  ([$r[] | .td - .t0] | select(length > 0) | "ok drivers held \(min * 100 | round / 100)..\(max * 100 | round / 100) s after their eviction (claim holders done \([$r[] | (.th | max) - .t0] | max * 100 | round / 100) s, last claim released \([$r[] | (.tc | max) - .t0] | max * 100 | round / 100) s at the latest)")
 	' "$e2e_tmp/c-audit.json"
 left=0
 for n in "$@"; do left=$((left + $(g_claims_on_node "$n" | jq length))); done
 check_eq "no ResourceClaim left on the drained node(s)" 0 "$left"
 
-# Load: every request of the guards (user $guard_user) in this part, by verb and resource.
-jq -s --arg u "$guard_user" '[.[] | select(.user.username == $u)]' "$e2e_tmp/c-audit.json" >"$e2e_tmp/c-guard.json"
+# Load: every request of the guards (user $guard_user, drainer's User-Agent: on real nodes
+# the driver's plugin runs as the same ServiceAccount) in this part, by verb and resource.
+jq -s --arg u "$guard_user" '[.[] | select(.user.username == $u and ((.userAgent // "") | startswith("drainer/")))]' "$e2e_tmp/c-audit.json" >"$e2e_tmp/c-guard.json"
 echo "  requests of the $load guards (audit log, user $guard_user), by verb and resource:"
 jq -r 'group_by([.verb, .objectRef.resource]) | .[] | "    \(length)\t\(.[0].verb) \(.[0].objectRef.resource)"' "$e2e_tmp/c-guard.json"
 total=$(jq length "$e2e_tmp/c-guard.json")
