@@ -149,7 +149,7 @@ finish_drainer() {
 }
 
 # ---- the other control-plane clients ----------------------------------------------------
-# kube-controller-manager, kube-scheduler and drainer-sim are client-go
+# kube-controller-manager, kube-scheduler and drainer-sim (simulated nodes) are client-go
 # programs: after an API server restart their reflectors back off (up to 30 s,
 # x2 jitter, reset only after 2 min without failure), and kube-scheduler may
 # exit on a cache inconsistency it finds after relisting ("Scheduler cache is
@@ -158,7 +158,10 @@ finish_drainer() {
 # saved at the start (printed as figures: it is the cluster, not drainer), and
 # clients_restart starts them afresh between runs, so that one run's outage
 # does not slow the next run, nor the tests that run after this one.
-clients=(kube-controller-manager kube-scheduler drainer-sim)
+# Real kubelets are left alone: they reconnect by themselves, and one restarted from
+# its command line would run outside its node's mount namespace.
+clients=(kube-controller-manager kube-scheduler)
+[ "${DRAINER_CLUSTER_NODES:-sim}" = sim ] && clients+=(drainer-sim)
 declare -A client_cmd=()
 client_cmds_save() {
 	local c pid
@@ -218,7 +221,7 @@ clients_restart() {
 	for c in "${clients[@]}"; do client_start "$c"; done
 	rm -f "$e2e_tmp/supervisor.pause"
 	healthz() { [ "$(curl -sk --max-time 2 "https://127.0.0.1:$1/healthz")" = ok ]; }
-	nodes_ready() { [ "$(kubectl get nodes -o json | jq '[.items[] | select(any(.status.conditions[]; .type == "Ready" and .status == "True"))] | length')" = "${DRAINER_SIM_NODES:-3}" ]; }
+	nodes_ready() { [ "$(kubectl get nodes -o json | jq '[.items[] | select(any(.status.conditions[]; .type == "Ready" and .status == "True"))] | length')" = "${DRAINER_NODE_COUNT:-${DRAINER_SIM_NODES:-3}}" ]; }
 	wait_until 30 healthz "$DRAINER_CLUSTER_CM_PORT" && wait_until 30 healthz "$DRAINER_CLUSTER_SCHEDULER_PORT" &&
 		wait_until 30 nodes_ready || fail "controller-manager, scheduler or simulator not healthy after their restart"
 }

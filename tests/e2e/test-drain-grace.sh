@@ -5,7 +5,7 @@
 # (evictions and pod DELETEs are logged with their request bodies, see the audit
 # policy in tests/cluster/up), every request drainer sent for a claim holder asked
 # for a grace period other than 0, and every claim holder was then deleted by the
-# kubelet (drainer-sim) after it terminated, i.e. it went through termination and
+# kubelet (drainer-sim or a real one) after it terminated, i.e. it went through termination and
 # its devices were unprepared. drainer says that it clamped the grace period.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_drainer

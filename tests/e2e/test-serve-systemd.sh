@@ -369,7 +369,7 @@ if [ "${#stops[@]}" -ge 1 ]; then
 			and (.verb | IN("update", "patch", "delete")) and ("\(.objectRef.namespace)/\(.objectRef.name)" as $k | $claims | map("\(.ns)/\(.name)") | index($k)))
 		| .stageTimestamp | ep] | max // empty' "$e2e_tmp/sd.audit")
 	t_gone=$(jq -r --argjson pods "$(cat "$e2e_tmp/n3.classes.json")" "$ep_jq"'
-		[.[] | select(.user.username == "drainer-sim" and .verb == "delete" and .objectRef.resource == "pods" and .objectRef.subresource == null
+		[.[] | select((.user.username | test("^(drainer-sim|system:node:.+)$")) and .verb == "delete" and .objectRef.resource == "pods" and .objectRef.subresource == null
 			and ("\(.objectRef.namespace)/\(.objectRef.name)" as $k | $pods | map(select(.cls | startswith("holder"))) | map("\(.ns)/\(.name)") | index($k)))
 		| .stageTimestamp | ep] | max // empty' "$e2e_tmp/sd.audit")
 	if [ -n "$t_released" ] && [ -n "$t_gone" ]; then
