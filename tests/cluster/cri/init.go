@@ -71,8 +71,8 @@ func containerInit() {
 	must(syscall.Unmount("/.oldroot", syscall.MNT_DETACH), "detach the old root")
 	must(os.Remove("/.oldroot"), "remove /.oldroot")
 	if spec.ReadOnly {
-		remountRO("/")
-		for _, o := range overlays {
+		// As a runtime's read-only rootfs: only volumes, /dev and /dev/shm stay writable.
+		for _, o := range append([]string{"/", "/tmp", "/run", "/var/tmp"}, overlays...) {
 			remountRO(o)
 		}
 	}

@@ -303,7 +303,7 @@ func (r *runtime) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandbox
 
 func labelsMatch(have, want map[string]string) bool {
 	for k, v := range want {
-		if have[k] != v {
+		if got, ok := have[k]; !ok || got != v {
 			return false
 		}
 	}
