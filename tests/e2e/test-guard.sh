@@ -334,7 +334,7 @@ kind: Kustomization
 resources: [../base]
 components: [$(realpath --relative-to="$kdir/overlay" "$e2e_root/deploy/driver-guard")]
 images:
-- {name: drainer, newName: drainer.test/drainer, newTag: dev}
+- {name: localhost/drainer, newName: drainer.test/drainer, newTag: dev}
 EOF
 t0=$(now)
 kubectl apply -k "$kdir/overlay" >/dev/null
