@@ -161,6 +161,19 @@ static void set_message(struct engine *e, const char *fmt, ...) {
         e->message = m;
 }
 
+/* What a wait for pods to go adds when the node is not Ready: its kubelet is down,
+ * unreachable or failing, and only the kubelet finishes a deleted pod (it stops the
+ * containers, unprepares the claims, then deletes the object); drainer never
+ * force-deletes to get past it. The node lifecycle controller marks a silent node
+ * Unknown after its grace period (node-monitor-grace-period, 50 s by default). */
+#define NOT_READY_NOTE                                                                               \
+        "the node is not Ready (its kubelet is down or not reporting): its pods finish terminating " \
+        "only once it is back"
+
+static const char *not_ready_note(const struct node_rec *n) {
+        return n->ready ? "" : "; " NOT_READY_NOTE;
+}
+
 static void kick(struct engine *e) {
         if (e->finished || e->stopping || e->kick_armed)
                 return;
@@ -1016,6 +1029,22 @@ static bool message_is(const struct drain_state *st, const char *msg) {
         return strncmp(st->message, msg, l) == 0 && (msg[l] == 0 || l + 4 >= DRAIN_MESSAGE_MAX);
 }
 
+/* While evicted pods wait for a node that is not Ready, drainer.io/message says so
+ * (an admin's first question when a drain stalls), and stops saying so once it is
+ * Ready again: one patch of the message per change of readiness, not per update. */
+static void message_follows_readiness(struct engine *e, const struct node_rec *n, size_t pods_left) {
+        bool noted = e->st.message && strstr(e->st.message, NOT_READY_NOTE);
+        char *body = NULL;
+        int r;
+
+        if (noted == (pods_left > 0 && !n->ready) || !e->message || message_is(&e->st, e->message))
+                return;
+        r = drain_patch_message(n, e->message, &body);
+        if (r < 0)
+                return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+        patch_node(e, body);
+}
+
 /* A refusal after preflight, with the node in a phase of a drain: nothing more is
  * done, drainer.io/message says why (one patch of the message only), then finish()
  * posts the DrainerBlocked Event. A rerun that is allowed resumes from the phase. */
@@ -1342,10 +1371,12 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
         bool released = left == 0 && e->plan.n_claims_blocking == 0;
 
         if (ph == DRAIN_PHASE_WAIT_RELEASED) {
-                set_message(e, "waiting: %zu pods and %zu ResourceClaims left on the node", left,
-                            e->plan.n_claims_blocking);
-                if (!released)
+                set_message(e, "waiting: %zu pods and %zu ResourceClaims left on the node%s", left,
+                            e->plan.n_claims_blocking, left > 0 ? not_ready_note(n) : "");
+                if (!released) {
+                        message_follows_readiness(e, n, left);
                         return;
+                }
                 if (e->o.skip_driver_stop)
                         return patch_phase(e, n, DRAIN_PHASE_DRAINED,
                                            "drained; DRA drivers left running (--skip-driver-stop)");
@@ -1364,10 +1395,10 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                 if (!released) {
                         /* Never stop a driver while a claim is on the node: wait (and the pods
                          * that came back are being evicted above). */
-                        set_message(
-                                e,
-                                "not stopping the drivers: %zu pods and %zu ResourceClaims are on the node",
-                                left, e->plan.n_claims_blocking);
+                        set_message(e,
+                                    "not stopping the drivers: %zu pods and %zu ResourceClaims are on the "
+                                    "node%s",
+                                    left, e->plan.n_claims_blocking, left > 0 ? not_ready_note(n) : "");
                         return;
                 }
                 switch (e->o.plan.driver_stop) {

@@ -1098,6 +1098,54 @@ static void test_lookalike_driver_is_workload(void **state) {
         selectors_free(sels, n);
 }
 
+/* A kubelet killed during a drain (issue 14, item 7): the evicted pods stay
+ * Terminating until it is back. Once the node is not Ready, what the drain waits for
+ * says so, on the Node and in a timeout's message; while it is Ready, it does not. */
+static void test_not_ready_node_is_named_while_waiting(void **state) {
+        struct env *e = *state;
+        void *st = e;
+
+        for (int variant = 0; variant < 2; variant++) {
+                struct engine_options o = { .goal = ENGINE_GOAL_DRAIN,
+                                            .grace_seconds = 1,
+                                            .timeout_usec = 15 * SEC };
+                const char *note = "the node is not Ready (its kubelet is down or not reporting)";
+                char *node = node_obj(STATE_ANNS("wait-released"), true, true), *ready;
+                bool on_node = false;
+
+                if (variant > 0) {
+                        assert_int_equal(teardown(&st), 0);
+                        assert_int_equal(setup(&st), 0);
+                        e = *state = st;
+                }
+                if (variant == 0) {
+                        ready = strstr(node, "\"status\":\"True\"");
+                        assert_non_null(ready);
+                        memcpy(ready, "\"status\":\"Unkn\"", strlen("\"status\":\"Unkn\""));
+                }
+                start_node(
+                        e, &o, node,
+                        (char *[]){ pod_with("web-a",
+                                             "\"deletionTimestamp\":\"2025-06-15T14:00:02Z\"," OWNED_BY_RS,
+                                             NULL, false),
+                                    NULL });
+                run_for(e, 20 * SEC, 100 * MS);
+                for (size_t i = 0; node_patch(e, i); i++)
+                        on_node = on_node || strstr(node_patch(e, i), note);
+                assert_true(e->finished);
+                assert_int_equal(e->result, -ETIMEDOUT);
+                assert_non_null(e->message);
+                assert_non_null(strstr(e->message, "waiting: 1 pods and 0 ResourceClaims left on the node"));
+                if (variant == 0) {
+                        assert_true(on_node);
+                        assert_non_null(strstr(e->message, note));
+                } else {
+                        assert_false(on_node);
+                        assert_null(strstr(e->message, note));
+                }
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_one_eviction_per_budget_at_a_time, setup, teardown),
@@ -1115,6 +1163,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_forged_phase_other_rules, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_forged_drained_is_not_believed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_lookalike_driver_is_workload, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_not_ready_node_is_named_while_waiting, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
