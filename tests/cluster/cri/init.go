@@ -15,8 +15,10 @@ import (
 // container's root, pivots into it and execs the command. An error goes to fd 4
 // (close-on-exec: the CRI reads EOF when the exec succeeded) and exit 127.
 //
-// The root: a tmpfs at spec.Root (a folder of the node: the node's namespace
-// never sees this mount) holding
+// The root of an OCI image's container (spec.Image): an overlay at spec.Root with
+// the image's unpacked root file system as its lower layer, /dev, /proc and /sys
+// (buildImageRoot). Of a mapped binary's: a tmpfs at spec.Root (a folder of the
+// node: the node's namespace never sees this mount) holding
 //   - /usr, /etc and the host's /lib*, /bin, /sbin (or the same symlinks as on the
 //     host): overlays with the host's folder as their read-only lower layer and an
 //     upper layer on a tmpfs of the container's own (spec.Layers), like an image's
@@ -44,6 +46,9 @@ func must(err error, format string, args ...any) {
 }
 
 func containerInit() {
+	// A container's umask is 022 whatever the runtime's (tests/cluster/up runs with
+	// 077): mount points made here must be open to a container that runs as another user.
+	syscall.Umask(0o022)
 	syscall.CloseOnExec(4)
 	var spec initSpec
 	specFile := os.NewFile(3, "spec")
@@ -55,7 +60,7 @@ func containerInit() {
 	if self, parent := mountNS("self"), mountNS(fmt.Sprint(os.Getppid())); self == "" || self == parent {
 		initFail("not in a mount namespace of its own (%s)", self)
 	}
-	overlays := buildRoot(&spec)
+	readOnly := buildRoot(&spec)
 	pivot(spec.Root)
 	if spec.Binary != "" {
 		target := "/usr/bin/" + spec.BinName
@@ -72,7 +77,7 @@ func containerInit() {
 	must(os.Remove("/.oldroot"), "remove /.oldroot")
 	if spec.ReadOnly {
 		// As a runtime's read-only rootfs: only volumes, /dev and /dev/shm stay writable.
-		for _, o := range append([]string{"/", "/tmp", "/run", "/var/tmp"}, overlays...) {
+		for _, o := range readOnly {
 			remountRO(o)
 		}
 	}
@@ -128,11 +133,15 @@ func lookPath(argv0 string, env []string) string {
 // hostEntries are taken from the host, as binds or symlinks (merged /usr).
 var hostEntries = []string{"usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32"}
 
-// buildRoot returns the overlays' paths inside the root.
+// buildRoot returns the mounts (paths inside the root) that readOnlyRootFilesystem
+// makes read-only.
 func buildRoot(spec *initSpec) []string {
 	r := spec.Root
-	must(syscall.Mount("tmpfs", r, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=755,size=64m"), "tmpfs root")
 	must(syscall.Mount("tmpfs", spec.Layers, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=700,size=256m"), "tmpfs layers")
+	if spec.Image != "" {
+		return buildImageRoot(spec)
+	}
+	must(syscall.Mount("tmpfs", r, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=755,size=64m"), "tmpfs root")
 	var overlays []string
 	for _, e := range hostEntries {
 		host := "/" + e
@@ -166,6 +175,37 @@ func buildRoot(spec *initSpec) []string {
 	must(syscall.Mount("tmpfs", filepath.Join(r, "tmp"), "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=1777,size=64m"), "tmpfs /tmp")
 	must(syscall.Mount("tmpfs", filepath.Join(r, "run"), "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=755,size=16m"), "tmpfs /run")
 	must(syscall.Mount("tmpfs", filepath.Join(r, "var/tmp"), "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=1777,size=16m"), "tmpfs /var/tmp")
+	systemMounts(r)
+	return append([]string{"/", "/tmp", "/run", "/var/tmp"}, overlays...)
+}
+
+// buildImageRoot: the root of an OCI image's container is an overlay whose lower
+// layer is the image's unpacked root file system (shared, never written) and whose
+// upper layer lies on the container's own tmpfs, with /dev, /proc and /sys as
+// containerd mounts them; nothing else (the image's /tmp is the image's).
+func buildImageRoot(spec *initSpec) []string {
+	r := spec.Root
+	upper, work := filepath.Join(spec.Layers, "root", "upper"), filepath.Join(spec.Layers, "root", "work")
+	must(os.MkdirAll(upper, 0o755), "mkdir %s", upper)
+	must(os.MkdirAll(work, 0o700), "mkdir %s", work)
+	if st, err := os.Stat(spec.Image); err == nil {
+		must(os.Chmod(upper, st.Mode().Perm()), "chmod %s", upper)
+	}
+	must(syscall.Mount("overlay", r, "overlay", syscall.MS_NOSUID|syscall.MS_NODEV,
+		"lowerdir="+spec.Image+",upperdir="+upper+",workdir="+work), "overlay root on %s", spec.Image)
+	for _, d := range []string{"dev", "proc", "sys"} {
+		p := filepath.Join(r, d)
+		if st, err := os.Lstat(p); err == nil && !st.IsDir() {
+			initFail("image root: /%s is not a folder", d)
+		}
+		must(os.MkdirAll(p, 0o755), "mkdir /%s", d)
+	}
+	systemMounts(r)
+	return []string{"/"}
+}
+
+// systemMounts: /dev, /proc, /sys and the folder of the old root, inside root r.
+func systemMounts(r string) {
 	dev := filepath.Join(r, "dev")
 	must(syscall.Mount("tmpfs", dev, "tmpfs", syscall.MS_NOSUID, "mode=755,size=1m"), "tmpfs /dev")
 	for _, d := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
@@ -192,7 +232,6 @@ func buildRoot(spec *initSpec) []string {
 	// /sys without its submounts (the host's cgroup hierarchies): read-only.
 	bindReadOnly("/sys", filepath.Join(r, "sys"))
 	must(os.Mkdir(filepath.Join(r, ".oldroot"), 0o700), "mkdir /.oldroot")
-	return overlays
 }
 
 // bindReadOnly binds src (not the mounts below it) at dst, read-only.

@@ -114,10 +114,13 @@ type config struct {
 	clientKey   string
 	caFile      string
 	stopTimeout time.Duration
+	ociArchives stringMap // REPO -> archive path
+	ociDir      string    // where archives' images are unpacked
+	sanEnvFile  string    // --sanitizer-env
 }
 
 func parseFlags() (*config, error) {
-	c := &config{images: stringMap{}}
+	c := &config{images: stringMap{}, ociArchives: stringMap{}}
 	flag.StringVar(&c.listen, "listen", "", "unix socket to serve the CRI on (required)")
 	flag.StringVar(&c.nodeName, "node-name", "", "name of the node (for logs)")
 	flag.StringVar(&c.nodeDir, "node-dir", "", "the node's state folder: containers/ (roots, pid files) and fallback logs (required)")
@@ -133,6 +136,9 @@ func parseFlags() (*config, error) {
 	flag.StringVar(&c.clientKey, "kubelet-client-key", "", "client key for --kubelet-url")
 	flag.StringVar(&c.caFile, "ca", "", "CA that signed the kubelet's serving certificate")
 	flag.DurationVar(&c.stopTimeout, "stop-timeout", 5*time.Second, "on SIGTERM, containers get this long to stop before SIGKILL")
+	flag.Var(c.ociArchives, "oci-archive", "REPO=PATH: images REPO:TAG and REPO@DIGEST come from the OCI archive PATH (read at each pull; TAG = a manifest's org.opencontainers.image.ref.name); repeatable, comma-separated")
+	flag.StringVar(&c.ociDir, "oci-dir", "", "folder where the images of --oci-archive are unpacked, once per manifest digest (may be shared by the runtimes of several nodes)")
+	flag.StringVar(&c.sanEnvFile, "sanitizer-env", "", "file of VAR=VALUE lines (ASAN_OPTIONS=..., UBSAN_OPTIONS=...): while it exists, containers started get these variables and the folders of their log_path= bound at the same path, and so do the commands exec'd in them")
 	flag.Parse()
 	switch {
 	case c.listen == "":
@@ -152,6 +158,20 @@ func parseFlags() (*config, error) {
 		if !strings.Contains(img, "/") || !filepath.IsAbs(path) {
 			return nil, fmt.Errorf("--image %s=%s: want REGISTRY/NAME:TAG=/ABSOLUTE/PATH", img, path)
 		}
+	}
+	for repo, path := range c.ociArchives {
+		if strings.ContainsAny(repo, ":@") || !strings.Contains(repo, "/") || !filepath.IsAbs(path) {
+			return nil, fmt.Errorf("--oci-archive %s=%s: want REGISTRY/NAME=/ABSOLUTE/PATH (no tag)", repo, path)
+		}
+		if _, clash := c.images[repo]; clash {
+			return nil, fmt.Errorf("--oci-archive %s is also an --image", repo)
+		}
+	}
+	if len(c.ociArchives) > 0 && (c.ociDir == "" || !filepath.IsAbs(c.ociDir) || strings.ContainsAny(c.ociDir, ":,")) {
+		return nil, errors.New("--oci-archive needs --oci-dir, an absolute path without ':' or ','")
+	}
+	if c.sanEnvFile != "" && !filepath.IsAbs(c.sanEnvFile) {
+		return nil, errors.New("--sanitizer-env must be an absolute path")
 	}
 	if c.nodeName == "" {
 		c.nodeName = filepath.Base(c.nodeDir)
@@ -202,6 +222,9 @@ func main() {
 		containerInit() // never returns
 	}
 	log.SetFlags(log.Ldate | log.Ltime | log.Lmicroseconds | log.LUTC)
+	// The commands exec'd in containers (probes, hooks) get a container's umask, 022,
+	// not the one this runtime was started with (tests/cluster/up: 077).
+	syscall.Umask(0o022)
 	cfg, err := parseFlags()
 	if err != nil {
 		log.Fatalf("drainer-cri: %v", err)
@@ -226,8 +249,8 @@ func main() {
 			log.Printf("drainer-cri: serve: %v", err)
 		}
 	}()
-	log.Printf("drainer-cri %s for %s serving on %s (pods %s.2-254, images %s)", version, cfg.nodeName, cfg.listen,
-		cfg.ipPrefix, cfg.images.String())
+	log.Printf("drainer-cri %s for %s serving on %s (pods %s.2-254, images %s, OCI archives %s)", version, cfg.nodeName, cfg.listen,
+		cfg.ipPrefix, cfg.images.String(), cfg.ociArchives.String())
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)

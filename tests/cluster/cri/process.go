@@ -23,6 +23,7 @@ import (
 type initSpec struct {
 	Root     string      // mount point of the container's tmpfs root (a folder of the node)
 	Layers   string      // mount point of the tmpfs of its overlays' upper layers (a folder of the node)
+	Image    string      // an OCI image's unpacked root file system: the lower layer of the root ("" for a mapped binary)
 	Binary   string      // the mapped binary, symlinks resolved
 	BinName  string      // it is /usr/bin/BinName inside
 	Mounts   []initMount // the kubelet's volume mounts
@@ -57,10 +58,18 @@ func binName(image string) string {
 	return n
 }
 
-// containerEnv: PATH and HOSTNAME defaults, the kubelet's env, then the API
-// server on loopback (there is no kube-proxy to reach the Service's cluster IP).
-func (r *runtime) containerEnv(c *container, sb *sandbox) []string {
+// containerEnv: PATH and HOME defaults (or an OCI image's env), HOSTNAME, the
+// kubelet's env, the sanitizer variables (san), then the API server on loopback
+// (there is no kube-proxy to reach the Service's cluster IP).
+func (r *runtime) containerEnv(c *container, sb *sandbox, san []string) []string {
 	env := map[string]string{"PATH": defaultPath, "HOME": "/root"}
+	if c.oci != nil {
+		for _, kv := range c.oci.config.Config.Env {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				env[k] = v
+			}
+		}
+	}
 	if h := sb.cfg.GetHostname(); h != "" && !sb.hostNetwork {
 		env["HOSTNAME"] = h
 	} else if h, err := os.Hostname(); err == nil {
@@ -68,6 +77,10 @@ func (r *runtime) containerEnv(c *container, sb *sandbox) []string {
 	}
 	for _, kv := range c.cfg.Envs {
 		env[kv.Key] = string(kv.Value)
+	}
+	for _, kv := range san {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
 	}
 	port := strconv.Itoa(r.cfg.apiPort)
 	env["KUBERNETES_SERVICE_HOST"] = r.cfg.apiHost
@@ -81,26 +94,95 @@ func (r *runtime) containerEnv(c *container, sb *sandbox) []string {
 	return out
 }
 
+// sanitizerEnv: the variables of --sanitizer-env while the file exists, and the
+// folders of their log_path= options (absolute paths), which must be writable
+// inside the container: bound there at the same path.
+func (r *runtime) sanitizerEnv() (env, dirs []string) {
+	if r.cfg.sanEnvFile == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(r.cfg.sanEnvFile)
+	if err != nil {
+		if !os.IsNotExist(err) {
+			log.Printf("--sanitizer-env %s: %v (ignored)", r.cfg.sanEnvFile, err)
+		}
+		return nil, nil
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		k, v, ok := strings.Cut(line, "=")
+		if line == "" || strings.HasPrefix(line, "#") || !ok || k == "" {
+			continue
+		}
+		env = append(env, k+"="+v)
+		for _, opt := range strings.Split(v, ":") {
+			if p, ok := strings.CutPrefix(opt, "log_path="); ok && filepath.IsAbs(p) {
+				if d := filepath.Dir(p); !seen[d] {
+					seen[d] = true
+					dirs = append(dirs, d)
+				}
+			}
+		}
+	}
+	return env, dirs
+}
+
+// containerArgv: the command the container runs. For an OCI image as a runtime
+// does: the pod's command replaces the image's entrypoint, its args the image's cmd
+// (which is dropped when the pod gives a command). For a mapped binary: its
+// entrypoint is the binary.
+func containerArgv(c *container, name string) []string {
+	cmd, args := c.cfg.Command, c.cfg.Args
+	if c.oci != nil {
+		ic := c.oci.config.Config
+		if len(cmd) == 0 {
+			cmd = ic.Entrypoint
+			if len(args) == 0 {
+				args = ic.Cmd
+			}
+		}
+	} else if len(cmd) == 0 {
+		cmd = []string{"/usr/bin/" + name}
+	}
+	return append(append([]string{}, cmd...), args...)
+}
+
 // buildSpec resolves everything the init needs while still in the node's view
 // of the filesystem (host paths, symlinks).
 func (r *runtime) buildSpec(c *container, sb *sandbox) (*initSpec, error) {
-	bin, err := filepath.EvalSymlinks(c.mapped)
-	if err != nil {
-		return nil, fmt.Errorf("image %s: binary %s: %w", c.image, c.mapped, err)
-	}
-	if st, err := os.Stat(bin); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
-		return nil, fmt.Errorf("image %s: %s is not an executable file", c.image, bin)
+	san, sanDirs := r.sanitizerEnv()
+	spec := &initSpec{
+		Root: filepath.Join(c.dir, "root"), Layers: filepath.Join(c.dir, "layers"),
+		Cwd: c.cfg.GetWorkingDir(), Env: r.containerEnv(c, sb, san),
 	}
 	name := binName(c.image)
-	spec := &initSpec{
-		Root: filepath.Join(c.dir, "root"), Layers: filepath.Join(c.dir, "layers"), Binary: bin, BinName: name,
-		Cwd: c.cfg.GetWorkingDir(), Env: r.containerEnv(c, sb),
+	if c.oci != nil {
+		spec.Image = c.oci.rootfs
+		if spec.Cwd == "" {
+			spec.Cwd = c.oci.config.Config.WorkingDir
+		}
+		if st, err := os.Stat(spec.Image); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("image %s: its root file system %s is gone (pull it again)", c.image, spec.Image)
+		}
+	} else {
+		bin, err := filepath.EvalSymlinks(c.mapped)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: binary %s: %w", c.image, c.mapped, err)
+		}
+		if st, err := os.Stat(bin); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+			return nil, fmt.Errorf("image %s: %s is not an executable file", c.image, bin)
+		}
+		if strings.Contains(name, "/") || name == "" || name == "." || name == ".." {
+			return nil, fmt.Errorf("image %s: cannot place its binary (%q) in /usr/bin", c.image, name)
+		}
+		spec.Binary, spec.BinName = bin, name
 	}
 	if spec.Cwd == "" {
 		spec.Cwd = "/"
 	}
-	if strings.ContainsAny(spec.Layers, ":,") || strings.Contains(name, "/") || name == "" || name == "." || name == ".." {
-		return nil, fmt.Errorf("image %s: cannot place its binary (%q) in /usr/bin", c.image, name)
+	if strings.ContainsAny(spec.Layers, ":,") || strings.ContainsAny(spec.Image, ":,") {
+		return nil, fmt.Errorf("image %s: a path with ':' or ',' cannot be an overlay layer (%s, %s)", c.image, spec.Layers, spec.Image)
 	}
 	if err := os.MkdirAll(spec.Layers, 0o700); err != nil {
 		return nil, err
@@ -108,12 +190,17 @@ func (r *runtime) buildSpec(c *container, sb *sandbox) (*initSpec, error) {
 	if !sb.hostNetwork {
 		spec.Hostname = sb.cfg.GetHostname()
 	}
-	spec.Argv = append(append([]string{}, c.cfg.Command...), c.cfg.Args...)
-	if len(c.cfg.Command) == 0 {
-		// The image's entrypoint is its binary; args are its arguments.
-		spec.Argv = append([]string{"/usr/bin/" + name}, c.cfg.Args...)
+	spec.Argv = containerArgv(c, name)
+	sc := c.cfg.GetLinux().GetSecurityContext()
+	if c.oci != nil && c.oci.config.Config.User != "" && sc.GetRunAsUser() == nil && sc.GetRunAsUsername() == "" {
+		// The image's user, unless the pod names one.
+		uid, gid, err := imageUser(spec.Image, c.oci.config.Config.User)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %v", c.image, err)
+		}
+		spec.UID, spec.GID = &uid, &gid
 	}
-	if sc := c.cfg.GetLinux().GetSecurityContext(); sc != nil {
+	if sc != nil {
 		spec.ReadOnly = sc.ReadonlyRootfs
 		if sc.RunAsUser != nil {
 			spec.UID = &sc.RunAsUser.Value
@@ -122,6 +209,11 @@ func (r *runtime) buildSpec(c *container, sb *sandbox) (*initSpec, error) {
 			spec.GID = &sc.RunAsGroup.Value
 		}
 		spec.Groups = sc.SupplementalGroups
+	}
+	for _, d := range sanDirs {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			spec.Mounts = append(spec.Mounts, initMount{Source: d, Target: d, Dir: true})
+		}
 	}
 	for _, m := range c.cfg.Mounts {
 		t := path.Clean(m.ContainerPath)
@@ -155,7 +247,7 @@ func (r *runtime) buildSpec(c *container, sb *sandbox) (*initSpec, error) {
 	return spec, nil
 }
 
-// startProcess runs a mapped container: `drainer-cri __container-init` in new
+// startProcess runs a mapped container or one of an OCI image: `drainer-cri __container-init` in new
 // mount (and UTS) namespaces builds the root and execs the command. It returns
 // once the command runs, or with the init's error.
 func (r *runtime) startProcess(c *container, sb *sandbox) error {

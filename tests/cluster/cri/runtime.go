@@ -40,7 +40,8 @@ type container struct {
 	cfg       *runtimeapi.ContainerConfig
 	image     string // the image name the pod asked for
 	imageRef  string
-	mapped    string // the --image path (symlink) of a mapped image; "" for a pause-like one
+	mapped    string    // the --image path (symlink) of a mapped image; "" for a pause-like one
+	oci       *ociImage // an image of an OCI archive (then mapped is "")
 	logPath   string
 	dir       string // nodeDir/containers/ID: the root's mount point, the pid file
 	createdAt int64
@@ -76,6 +77,7 @@ type runtime struct {
 	ips        map[string]string // pod IP -> sandbox ID
 	nextIP     int
 	images     map[string]*runtimeapi.Image // by name
+	oci        map[string]*ociImage         // the images of OCI archives, by name
 }
 
 func newRuntime(cfg *config) (*runtime, error) {
@@ -86,6 +88,7 @@ func newRuntime(cfg *config) (*runtime, error) {
 		ips:        map[string]string{},
 		nextIP:     2,
 		images:     map[string]*runtimeapi.Image{},
+		oci:        map[string]*ociImage{},
 	}
 	if cfg.pinnedPods != "" {
 		ns, sel, ok := strings.Cut(cfg.pinnedPods, "/")
@@ -364,6 +367,15 @@ func (r *runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 		createdAt: time.Now().UnixNano(), state: runtimeapi.ContainerState_CONTAINER_CREATED,
 		done: make(chan struct{}), execs: map[int]bool{}, uts: !sb.hostNetwork,
 	}
+	if _, archive := r.archiveFor(name); archive != "" {
+		c.oci = r.oci[name]
+		if c.oci == nil {
+			r.mu.Unlock()
+			return nil, status.Errorf(codes.FailedPrecondition, "image %s is not pulled", name)
+		}
+		// As containerd: the image reference is its repo digest.
+		c.imageRef = c.oci.repo + "@" + c.oci.manifest.String()
+	}
 	c.dir = filepath.Join(r.cfg.nodeDir, "containers", c.id)
 	// Never an empty log path: the kubelet's log cleanup globs "<LogPath>*".
 	if dir, rel := sb.cfg.GetLogDirectory(), cfg.GetLogPath(); dir != "" && rel != "" && filepath.IsAbs(dir) {
@@ -389,10 +401,20 @@ func (r *runtime) CreateContainer(_ context.Context, req *runtimeapi.CreateConta
 	kind := "pause-like"
 	if c.mapped != "" {
 		kind = "runs " + c.mapped
+	} else if c.oci != nil {
+		kind = "OCI image " + c.oci.manifest.String()
 	}
 	log.Printf("container %.12s: created %s of pod %s/%s, image %s (%s), log %s", c.id, cfg.Metadata.Name,
 		sb.cfg.Metadata.Namespace, sb.cfg.Metadata.Name, name, kind, c.logPath)
 	return &runtimeapi.CreateContainerResponse{ContainerId: c.id}, nil
+}
+
+// imageID: the ID of the container's image (an OCI image's config digest).
+func (c *container) imageID() string {
+	if c.oci != nil {
+		return c.oci.id.String()
+	}
+	return c.imageRef
 }
 
 func (r *runtime) lookup(id string) (*container, *sandbox, error) {
@@ -419,7 +441,7 @@ func (r *runtime) StartContainer(_ context.Context, req *runtimeapi.StartContain
 	if sb == nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "container %q has no sandbox", c.id)
 	}
-	if c.mapped == "" {
+	if c.mapped == "" && c.oci == nil {
 		r.startPause(c, sb)
 		return &runtimeapi.StartContainerResponse{}, nil
 	}
@@ -595,7 +617,7 @@ func (r *runtime) ListContainers(_ context.Context, req *runtimeapi.ListContaine
 		}
 		out = append(out, &runtimeapi.Container{
 			Id: c.id, PodSandboxId: c.sandboxID, Metadata: c.cfg.Metadata,
-			Image: &runtimeapi.ImageSpec{Image: c.image, UserSpecifiedImage: c.image}, ImageRef: c.imageRef, ImageId: c.imageRef,
+			Image: &runtimeapi.ImageSpec{Image: c.image, UserSpecifiedImage: c.image}, ImageRef: c.imageRef, ImageId: c.imageID(),
 			State: c.state, CreatedAt: c.createdAt, Labels: c.cfg.Labels, Annotations: c.cfg.Annotations,
 		})
 	}
@@ -612,7 +634,7 @@ func (r *runtime) ContainerStatus(_ context.Context, req *runtimeapi.ContainerSt
 	st := &runtimeapi.ContainerStatus{
 		Id: c.id, Metadata: c.cfg.Metadata, State: c.state, CreatedAt: c.createdAt, StartedAt: c.startedAt,
 		FinishedAt: c.finishedAt, ExitCode: c.exitCode,
-		Image: &runtimeapi.ImageSpec{Image: c.image, UserSpecifiedImage: c.image}, ImageRef: c.imageRef, ImageId: c.imageRef,
+		Image: &runtimeapi.ImageSpec{Image: c.image, UserSpecifiedImage: c.image}, ImageRef: c.imageRef, ImageId: c.imageID(),
 		Reason: c.reason, Message: c.message, Labels: c.cfg.Labels, Annotations: c.cfg.Annotations,
 		Mounts: c.cfg.Mounts, LogPath: c.logPath, StopSignal: c.cfg.GetStopSignal(),
 	}

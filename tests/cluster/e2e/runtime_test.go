@@ -122,6 +122,15 @@ echo started > /hostdir/started; touch /scratch/x; exec sleep 3600`
 			TerminationGracePeriodSeconds: ptr.To(int64(2)),
 			Containers:                    []corev1.Container{{Name: "main", Image: "drainer.test/sleep:dev", Args: []string{"0.5"}}},
 		}},
+		// Not root: the token (the kubelet makes it 0600, owned by the pod's user) and the
+		// mount points above it (made by the runtime) are open to it.
+		{ObjectMeta: metav1.ObjectMeta{Name: "nonroot"}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{corev1.LabelHostname: node}, RestartPolicy: corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: ptr.To(int64(2)),
+			SecurityContext:               &corev1.PodSecurityContext{RunAsUser: ptr.To(int64(65532)), RunAsGroup: ptr.To(int64(65532))},
+			Containers: []corev1.Container{{Name: "main", Image: "drainer.test/sleep:dev", Command: []string{"/bin/sh", "-c",
+				`test "$(id -u):$(id -g)" = 65532:65532 && test -s /var/run/secrets/kubernetes.io/serviceaccount/token && cat /var/run/secrets/kubernetes.io/serviceaccount/token >/dev/null`}}},
+		}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "crash"}, Spec: corev1.PodSpec{
 			NodeSelector: map[string]string{corev1.LabelHostname: node}, TerminationGracePeriodSeconds: ptr.To(int64(2)),
 			Containers: []corev1.Container{{Name: "main", Image: "drainer.test/sleep:dev", Command: []string{"/bin/sh", "-c", "exit 3"}}},
@@ -139,6 +148,13 @@ echo started > /hostdir/started; touch /scratch/x; exec sleep 3600`
 		ok := q.Status.Phase == corev1.PodSucceeded && len(q.Status.ContainerStatuses) == 1 &&
 			q.Status.ContainerStatuses[0].State.Terminated != nil && q.Status.ContainerStatuses[0].State.Terminated.ExitCode == 0
 		return ok, fmt.Sprintf("%s %+v", q.Status.Phase, q.Status.ContainerStatuses)
+	})
+	eventually(t, 30*time.Second, "pod nonroot (uid 65532) read its ServiceAccount token: Succeeded", func() (bool, string) {
+		q, err := cs.CoreV1().Pods(ns).Get(ctx, "nonroot", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return q.Status.Phase == corev1.PodSucceeded, fmt.Sprintf("%s %+v", q.Status.Phase, q.Status.ContainerStatuses)
 	})
 	eventually(t, 60*time.Second, "pod crash restarted by the kubelet after exit code 3", func() (bool, string) {
 		q, err := cs.CoreV1().Pods(ns).Get(ctx, "crash", metav1.GetOptions{})
