@@ -80,6 +80,19 @@ component_pid() {
 	echo "$pid"
 }
 
+# start_as NAME COMMAND ARGS...: starts a component in a session of its own, output
+# appended to NAME.log (up removes the logs before a fresh start), its pid and start
+# time in pids/NAME.pid; the command's pid is the component's.
+started=()
+start_as() {
+	local name=$1
+	shift
+	setsid "$@" >>"$cluster_dir/$name.log" 2>&1 </dev/null &
+	local pid=$!
+	echo "$pid $(starttime "$pid")" >"$pid_dir/$name.pid"
+	started+=("$name")
+}
+
 # tail_log NAME: the last lines of a component's log, indented.
 tail_log() {
 	local log=$cluster_dir/$1.log

@@ -71,6 +71,11 @@ start_real_nodes() {
 	local i nd ip f binds name cri_pid
 	mkdir -p "$cluster_dir/images"
 	ln -sfn "$(readlink -f "$bin/drainer-dra-plugin")" "$cluster_dir/images/dra-plugin"
+	# The image deploy/image/build makes, as the image deploy/ names (localhost/drainer:VERSION):
+	# this symlink is read at each pull, so a test can point it at another archive.
+	ln -sfn "${DRAINER_IMAGE_ARCHIVE:-$(cd "$cluster_here/../.." && pwd)/build/drainer-image.oci.tar}" "$cluster_dir/images/drainer.oci.tar"
+	# (unpacked by the runtimes at their first pull, once per digest: afresh after each up)
+	rm -rf --one-file-system "$cluster_dir/images/oci"
 	for i in $(seq 1 "$node_count"); do
 		nd=$(node_dir "$i")
 		if host_mounts_under "$nd"; then
@@ -93,6 +98,8 @@ start_real_nodes() {
 			--image "drainer.test/drainer:dev=$cluster_dir/guard-drainer" \
 			--image "drainer.test/dra-plugin:dev=$cluster_dir/images/dra-plugin" \
 			--image "drainer.test/sleep:dev=$(command -v sleep)" \
+			--oci-archive "localhost/drainer=$cluster_dir/images/drainer.oci.tar" --oci-dir "$cluster_dir/images/oci" \
+			--sanitizer-env "$cluster_dir/sanitizer.env" \
 			"${binds[@]}" --api-port "$DRAINER_CLUSTER_API_PORT" \
 			--kubelet-url "https://$DRAINER_CLUSTER_IP_PREFIX.0.$i:$kubelet_port" \
 			--kubelet-client-cert "$pki/kubelet-client.crt" --kubelet-client-key "$pki/kubelet-client.key" \
@@ -101,16 +108,25 @@ start_real_nodes() {
 	for i in $(seq 1 "$node_count"); do
 		nd=$(node_dir "$i")
 		wait_for "cri-node-$i" "its socket $nd/cri.sock" test -S "$nd/cri.sock"
-		cri_pid=$(component_pid "cri-node-$i")
-		# shellcheck disable=SC2086
-		start_as "kubelet-node-$i" "$(command -v nsenter)" --target "$cri_pid" --mount --wdns="$nd/kubelet-cwd" -- \
-			"$bin/kubelet" --config "$nd/kubelet-config.yaml" --kubeconfig "$pki/node-$i.kubeconfig" \
-			--hostname-override "node-$i" --node-labels "$DRAINER_NODE_LABELS" --cloud-provider external \
-			--v "$DRAINER_KUBELET_V" ${DRAINER_KUBELET_ARGS:-}
+		start_kubelet "$i"
 	done
 	for i in $(seq 1 "$node_count"); do
 		wait_for "kubelet-node-$i" "it to run in node-$i's mount namespace" in_node_namespace "$i"
 	done
+}
+
+# start_kubelet i: node-i's kubelet, in its runtime's mount namespace (nsenter) with
+# the node's empty working directory (also tests/cluster/kubelet's restart). Needs
+# $bin and $pki.
+start_kubelet() {
+	local nd cri_pid
+	nd=$(node_dir "$1")
+	cri_pid=$(component_pid "cri-node-$1") || return 1
+	# shellcheck disable=SC2086
+	start_as "kubelet-node-$1" "$(command -v nsenter)" --target "$cri_pid" --mount --wdns="$nd/kubelet-cwd" -- \
+		"$bin/kubelet" --config "$nd/kubelet-config.yaml" --kubeconfig "$pki/node-$1.kubeconfig" \
+		--hostname-override "node-$1" --node-labels "$DRAINER_NODE_LABELS" --cloud-provider external \
+		--v "$DRAINER_KUBELET_V" ${DRAINER_KUBELET_ARGS:-}
 }
 
 # in_node_namespace i: the kubelet runs in its runtime's mount namespace, not the host's.
