@@ -21,6 +21,19 @@
 # (label strategy) with no request refused. Cluster mode runs its single pod as
 # drainer-cluster, which the policy does not confine; the example's
 # ValidatingAdmissionPolicy keeps a driver to its own node's ResourceSlices.
+#
+# On real nodes (issues 14 and 17) the DaemonSet's pods run the image deploy/image/build
+# makes (build/drainer-image.oci.tar, localhost/drainer:VERSION, unpacked and run by
+# drainer-cri; the pods report its manifest digest as their imageID), and `drainer serve`
+# in node-2's pod, with its in-cluster identity from the projected token (the audit log
+# names the pod the token is bound to) and NODE_NAME from the downward API (it watches
+# its own Node), drains and restores node-2 through `kubectl annotate`; its metrics are
+# scraped from each pod's IP. The nodes have no network namespaces (every pod binds on
+# the host's loopback), so an overlay binds /metrics to $(POD_IP) instead of 0.0.0.0.
+# DRAINER_E2E_IMAGE names an archive built earlier (tests/run-all's image step);
+# otherwise deploy/image/build runs. DRAINER_E2E_POD_IMAGE=drainer.test/drainer:dev
+# runs the build's drainer (the cluster's guard-drainer, e.g. the ASan build) instead.
+# On simulated nodes `drainer serve` runs here with the ServiceAccount's token.
 # Everything created here is deleted again (kubectl delete -k).
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$e2e_root" || exit 1
@@ -33,13 +46,20 @@ need_drainer
 
 SA=system:serviceaccount:drainer-system:drainer
 jqe() { jq -e "$@" >/dev/null 2>&1; }
+real_nodes=false
+[ "${DRAINER_CLUSTER_NODES:-sim}" = real ] && real_nodes=true
+version=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" meson.build | head -n 1)
 SA_GROUPS='["system:serviceaccounts","system:serviceaccounts:drainer-system","system:authenticated"]'
 
 # remove_all: what this test may have created, gone (waits for the namespace).
 remove_all() {
-	kubectl delete -k deploy/examples/dra-permissions --ignore-not-found >/dev/null 2>&1
-	# The example's ServiceAccount is the simulated driver's own (tests/cluster/manifests):
-	# its DaemonSet cannot create pods without it.
+	# The example's ServiceAccount is the test driver's own (tests/cluster/manifests): it
+	# stays. Its DaemonSet cannot create pods without it, and a ServiceAccount made anew
+	# has another UID: the tokens of the real plugin's running pods would be refused
+	# (the API server checks the UID a token names; the kubelet renews it only later).
+	kubectl kustomize deploy/examples/dra-permissions | "$KUBECTL" create --dry-run=client -o json -f - 2>/dev/null |
+		jq -s '{apiVersion: "v1", kind: "List", items: [.[] | select(.kind != "ServiceAccount")]}' |
+		"$KUBECTL" delete -f - --ignore-not-found >/dev/null 2>&1
 	kubectl -n dra-system create serviceaccount dra-driver >/dev/null 2>&1
 	kubectl delete resourceslice deploy-test-node-1 deploy-test-node-2 --ignore-not-found >/dev/null 2>&1
 	kubectl -n dra-system delete pod deploy-test-driver --ignore-not-found --grace-period=1 >/dev/null 2>&1
@@ -50,6 +70,33 @@ remove_all() {
 e2e_cleanup_hooks+=("kubectl taint node node-3 drainer.io/draining:NoSchedule- >/dev/null 2>&1; kubectl uncordon node-3 >/dev/null 2>&1")
 e2e_cleanup_hooks+=("remove_all")
 remove_all # leftovers of an interrupted run
+
+# --- the image the real nodes run --------------------------------------------------------
+pod_image=${DRAINER_E2E_POD_IMAGE:-localhost/drainer:$version}
+manifest=
+if $real_nodes && [ "$pod_image" = "localhost/drainer:$version" ]; then
+	archive=${DRAINER_E2E_IMAGE:-}
+	if [ -z "$archive" ]; then
+		t0=$SECONDS
+		if deploy/image/build >"$e2e_tmp/image.log" 2>&1; then
+			archive=$e2e_root/build/drainer-image.oci.tar
+			pass "deploy/image/build ($((SECONDS - t0)) s)"
+		else
+			fail "deploy/image/build"
+			tail -n 20 "$e2e_tmp/image.log" | sed 's/^/    /'
+		fi
+	fi
+	archive=$(realpath "$archive" 2>/dev/null)
+	link=$DRAINER_CLUSTER_DIR/images/drainer.oci.tar
+	if [ -f "$archive" ] && [ "$(readlink -f "$link")" != "$archive" ]; then
+		old_link=$(readlink "$link")
+		ln -sfn "$archive" "$link"
+		e2e_cleanup_hooks+=("ln -sfn '$old_link' '$link'")
+	fi
+	manifest=$(tar -xOf "$archive" ./index.json 2>/dev/null | jq -r --arg v "$version" \
+		'.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $v) | .digest')
+	check "the cluster's runtime serves localhost/drainer:$version from $archive (manifest ${manifest:-none})" test -n "$manifest"
+fi
 
 demo || { fail "demo workload"; finish; exit 1; }
 nodes=$(kubectl get nodes -o json | jq -r '[.items[].metadata.name] | sort | join(" ")')
@@ -67,8 +114,32 @@ check_eq "deploy/cluster-mode holds the namespace, the roles, ServiceAccount dra
 	"ClusterRole/drainer ClusterRoleBinding/drainer-cluster Deployment/drainer Namespace/drainer-system Role/drainer-events Role/drainer-leases RoleBinding/drainer-cluster-events RoleBinding/drainer-cluster-leases ServiceAccount/drainer-cluster" \
 	"$(objects deploy/cluster-mode)"
 
-kubectl apply -k deploy/ >"$e2e_tmp/apply.out" 2>&1
-check_eq "kubectl apply -k deploy/" 0 $?
+# What is applied: deploy/ itself, or on real nodes an overlay of it (no network
+# namespaces: /metrics on the pod IP; the image named by DRAINER_E2E_POD_IMAGE).
+overlay=$e2e_tmp/overlay
+mkdir -p "$overlay/ds" "$overlay/cm"
+if $real_nodes; then
+	bind_patch() { # KIND NAME ARG-INDEX: --metrics-addr $(POD_IP):9464, POD_IP from the downward API
+		cat <<-YAML
+			- target: {kind: $1, name: $2}
+			  patch: |-
+			    - {op: replace, path: /spec/template/spec/containers/0/args/$3, value: "\$(POD_IP):9464"}
+			    - {op: add, path: /spec/template/spec/containers/0/env/-, value: {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}}
+		YAML
+	}
+	images="[{name: localhost/drainer, newName: ${pod_image%:*}, newTag: \"${pod_image##*:}\"}]"
+	printf 'resources: [%s]\nimages: %s\npatches:\n%s\n' "$(realpath --relative-to="$overlay/ds" deploy)" "$images" \
+		"$(bind_patch DaemonSet drainer 4)" >"$overlay/ds/kustomization.yaml"
+	printf 'resources: [%s]\nimages: %s\npatches:\n%s\n' "$(realpath --relative-to="$overlay/cm" deploy/cluster-mode)" "$images" \
+		"$(bind_patch Deployment drainer 5)" >"$overlay/cm/kustomization.yaml"
+else
+	printf 'resources: [%s]\n' "$(realpath --relative-to="$overlay/ds" deploy)" >"$overlay/ds/kustomization.yaml"
+	printf 'resources: [%s]\n' "$(realpath --relative-to="$overlay/cm" deploy/cluster-mode)" >"$overlay/cm/kustomization.yaml"
+fi
+overlay_note=
+$real_nodes && overlay_note=" (overlay: image $pod_image, /metrics on \$(POD_IP))"
+kubectl apply -k "$overlay/ds" >"$e2e_tmp/apply.out" 2>&1
+check_eq "kubectl apply -k deploy/$overlay_note" 0 $?
 kubectl apply -k deploy/ --dry-run=server >"$e2e_tmp/dry.out" 2>&1
 check_eq "kubectl apply -k deploy/ --dry-run=server" 0 $?
 # (--force-conflicts: the objects were just applied client-side, by another field manager)
@@ -97,7 +168,7 @@ check_eq "the DaemonSet runs one pod on every node ($nodes)" "$nodes" "$(ds_pods
 n=$(wc -w <<<"$nodes")
 ds_status() { kubectl -n drainer-system get ds drainer -o json | jq -r '"\(.status.desiredNumberScheduled) \(.status.numberReady)"'; }
 ds_ready() { [ "$(ds_status)" = "$n $n" ]; }
-wait_until 20 ds_ready
+wait_until 60 ds_ready
 check_eq "DaemonSet status: desired = ready = $n nodes" "$n $n" "$(ds_status)"
 jq_checks '.spec.template.spec as $s | $s.containers[0] as $c
 	| (if $s.securityContext.runAsNonRoot == true and $c.securityContext.readOnlyRootFilesystem == true
@@ -109,9 +180,25 @@ jq_checks '.spec.template.spec as $s | $s.containers[0] as $c
 	   then "ok NODE_NAME from spec.nodeName" else "FAIL no NODE_NAME from spec.nodeName" end),
 	  (if $c.args == ["serve", "--node", "$(NODE_NAME)", "--metrics-addr", "0.0.0.0:9464"] then "ok runs serve --node $(NODE_NAME) --metrics-addr 0.0.0.0:9464" else "FAIL args \($c.args)" end),
 	  (if $s.serviceAccountName == "drainer" then "ok ServiceAccount drainer" else "FAIL serviceAccountName \($s.serviceAccountName)" end)' \
-	<(kubectl -n drainer-system get ds drainer -o json)
+	<(kubectl kustomize deploy/ | "$KUBECTL" create --dry-run=client -f - -o json | jq -s '.[] | select(.kind == "DaemonSet")')
+if $real_nodes; then
+	check_eq "the live DaemonSet: image $pod_image, serve --node \$(NODE_NAME) --metrics-addr \$(POD_IP):9464, POD_IP from status.podIP" \
+		"$pod_image serve --node \$(NODE_NAME) --metrics-addr \$(POD_IP):9464 status.podIP" \
+		"$(kubectl -n drainer-system get ds drainer -o json | jq -r '.spec.template.spec.containers[0]
+			| "\(.image) \(.args | join(" ")) \(.env[] | select(.name == "POD_IP") | .valueFrom.fieldRef.fieldPath)"')"
+fi
+
 check_eq "namespace enforces Pod Security restricted (and admitted the pods)" restricted \
 	"$(kubectl get ns drainer-system -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}')"
+if $real_nodes; then
+	# The kubelet reports the image each container runs: for an OCI image, its repo digest.
+	want=$pod_image
+	[ -n "$manifest" ] && want=localhost/drainer@$manifest
+	check_eq "every drainer pod's container runs $want (status.containerStatuses[].imageID)" "$n" \
+		"$(kubectl -n drainer-system get pods -l app.kubernetes.io/component=node-agent -o json |
+			jq --arg w "$want" '[.items[] | select(.metadata.deletionTimestamp == null) | .status.containerStatuses[0]
+				| select(.ready and (.imageID == $w or ($w | startswith("localhost/") | not)) and .image == "'"$pod_image"'")] | length')"
+fi
 
 # A cordoned node with the drain taint still gets its drainer pod back.
 kubectl cordon node-3 >/dev/null && kubectl taint node node-3 drainer.io/draining:NoSchedule --overwrite >/dev/null
@@ -431,6 +518,78 @@ jq_checks --arg sa "$SA" '[.[] | select(.user.username == $sa and .objectRef.res
 	   else "FAIL audit log: \($bad | length) refused patches, \($noted | length) annotated by drainer-own-node, codes \([$bad[].responseStatus.code] | unique)" end)' \
 	"$e2e_tmp/audit-policy.json"
 
+if $real_nodes; then
+# --- serve in the DaemonSet's pod: a drain and its undo, through the annotation ---------
+# The pod on node-2 (real nodes): its identity is the projected token of its pod (the
+# audit log's user.extra names the pod it is bound to), its node NODE_NAME (downward API).
+pod_of() { # NODE: name and IP of the drainer pod there
+	kubectl -n drainer-system get pods -l app.kubernetes.io/component=node-agent --field-selector "spec.nodeName=$1" -o json |
+		jq -r '[.items[] | select(.metadata.deletionTimestamp == null and .status.phase == "Running")][0] | "\(.metadata.name) \(.status.podIP)"'
+}
+declare -A pod_name=() pod_ip=()
+for nd in $nodes; do read -r "pod_name[$nd]" "pod_ip[$nd]" <<<"$(pod_of "$nd")"; done
+p2=${pod_name[node-2]}
+ip2=${pod_ip[node-2]}
+echo "  node-2's drainer pod: $p2, IP $ip2"
+# Each pod watches its own Node: fieldSelector metadata.name=its node, as its pod's identity.
+sleep 1
+jq_checks -s --arg sa "$SA" --argjson pods "$(for nd in $nodes; do echo "{\"node\":\"$nd\",\"pod\":\"${pod_name[$nd]}\"}"; done | jq -sc .)" '
+	[.[] | select(.stage == "ResponseStarted" and .verb == "watch" and .objectRef.resource == "nodes" and (.userAgent | startswith("drainer/")))] as $w
+	| $pods[] as $p
+	| [$w[] | select(.user.extra["authentication.kubernetes.io/pod-name"] == [$p.pod])] as $mine
+	| if ($mine | length) > 0 and ($mine | all(.user.username == $sa and (.requestURI | contains("fieldSelector=metadata.name%3D" + $p.node))))
+	     and ($mine | all(.user.extra["authentication.kubernetes.io/node-name"] == [$p.node]))
+	  then "ok \($p.pod) on \($p.node): watches Node \($p.node) only (NODE_NAME), as \($sa) with a token bound to that pod on that node"
+	  else "FAIL \($p.pod) on \($p.node): its node watches \([$mine[] | "\(.user.username) \(.user.extra) \(.requestURI)"] | .[0:2])" end' \
+	<(grep '"userAgent":"drainer/' "$AUDIT")
+start=$(audit_lines)
+node_state2() { kubectl get node node-2 -o jsonpath='{.metadata.annotations.drainer\.io/state}'; }
+node2_clean() {
+	[ "$(kubectl get node node-2 -o json | jq '[.metadata.annotations // {} | keys[] | select(startswith("drainer.io/"))] | length')" = 0 ] &&
+		[ "$(kubectl get node node-2 -o jsonpath='{.spec.unschedulable}')" != true ]
+}
+t0=$SECONDS
+kubectl annotate node node-2 drainer.io/request=drain --overwrite >/dev/null
+node2_drained() { [ "$(node_state2)" = drained ]; }
+wait_until 90 node2_drained
+check_eq "serve in node-2's pod: kubectl annotate drainer.io/request=drain drains node-2 ($((SECONDS - t0)) s)" drained "$(node_state2)"
+check "node-2's driver pod was stopped" no_driver_pod node-2
+check "node-2's drainer pod stays (a DaemonSet pod without claims)" test "$(pod_of node-2)" = "$p2 $ip2"
+t0=$SECONDS
+kubectl annotate --overwrite node node-2 drainer.io/request=uncordon >/dev/null
+wait_until 90 node2_clean
+check "serve in node-2's pod: request=uncordon restores node-2 and clears the annotations ($((SECONDS - t0)) s)" node2_clean
+check "node-2's driver runs again" wait_until 30 driver_running node-2
+sleep 1
+audit_window "$start" "$e2e_tmp/audit-serve.json"
+jq_checks --arg sa "$SA" --arg pod "$p2" '[.[] | select(.userAgent | startswith("drainer/"))] as $d
+	| [$d[] | select(.verb | IN("create", "update", "patch", "delete"))] as $writes
+	| (if ($writes | length) > 0 and ($writes | all(.user.username == $sa and .user.extra["authentication.kubernetes.io/pod-name"] == [$pod]))
+	   then "ok every write of the drain and undo (\($writes | length): \([$writes[] | "\(.verb) \(.objectRef.resource)\(if .objectRef.subresource then "/" + .objectRef.subresource else "" end)"] | unique | join(", "))) came from pod \($pod) as \($sa)"
+	   else "FAIL writes as \([$writes[] | "\(.user.username) \(.user.extra["authentication.kubernetes.io/pod-name"])"] | unique | join(", "))" end),
+	  ([$writes[] | select(.objectRef.resource == "nodes" and .objectRef.name != "node-2")] | length) as $other
+	| (if $other == 0 then "ok it patched no other Node" else "FAIL it patched \($other) other Nodes" end),
+	  ([$d[] | select(.responseStatus.code == 401 or .responseStatus.code == 403)] as $bad
+	   | if ($bad | length) == 0 then "ok serve: no request was refused by RBAC"
+	     else "FAIL refused: \([$bad[] | "\(.verb) \(.requestURI) \(.responseStatus.code)"] | join("; "))" end)' \
+	"$e2e_tmp/audit-serve.json"
+if ! node2_clean; then kubectl -n drainer-system logs "$p2" --tail=20 2>&1 | sed 's/^/    serve: /'; fi
+
+# Its metrics, from the pod IP (as Prometheus scrapes it), then from every pod of the
+# DaemonSet. (deploy/monitoring's Service gets no EndpointSlices here: the API server
+# refuses endpoint addresses in 127.0.0.0/8, and the test nodes' pod IPs are loopback
+# ones; tests/install/test-image.sh checks that Service's selector and port.)
+metric() { # IP NAME{LABELS}: the value
+	curl -sf --max-time 5 "http://$1:9464/metrics" | awk -v m="$2" '$1 == m { print $2 }'
+}
+check_eq "GET http://$ip2:9464/metrics: drainer_drains_total of node-2's drain and undo (done)" "1 1" \
+	"$(metric "$ip2" 'drainer_drains_total{goal="drain",result="done"}') $(metric "$ip2" 'drainer_drains_total{goal="uncordon",result="done"}')"
+scraped=0
+for nd in $nodes; do
+	[ "$(metric "${pod_ip[$nd]}" "drainer_build_info{version=\"$version\"}")" = 1 ] && scraped=$((scraped + 1))
+done
+check_eq "each drainer pod scraped on its pod IP: drainer_build_info{version=\"$version\"} 1" "$n" "$scraped"
+else
 # --- serve with node-2's pod token: a drain and its undo, through the annotation -------
 # With --driver-stop label:gpu.example.com/present (the policy's parameter names it), so
 # every kind of Node write drainer makes goes through the policy: drainer.io/
@@ -477,13 +636,14 @@ jq_checks --arg sa "$SA" '[.[] | select(.userAgent | startswith("drainer/"))] as
 	"$e2e_tmp/audit-serve.json"
 if ! node2_clean; then sed 's/^/    serve: /' "$e2e_tmp/serve-sa.log" | tail -20; fi
 reset_node node-2
+fi
 
 # --- cluster mode ----------------------------------------------------------------------
 # Switching modes as cluster-mode/kustomization.yaml says: per-node mode's own objects go.
 kubectl delete -f deploy/daemonset.yaml -f deploy/serviceaccount.yaml -f deploy/node-policy.yaml >"$e2e_tmp/cm-switch.out" 2>&1
 check_eq "kubectl delete -f deploy/daemonset.yaml -f deploy/serviceaccount.yaml -f deploy/node-policy.yaml" 0 $?
-kubectl apply -k deploy/cluster-mode >"$e2e_tmp/cm.out" 2>&1
-check_eq "kubectl apply -k deploy/cluster-mode" 0 $?
+kubectl apply -k "$overlay/cm" >"$e2e_tmp/cm.out" 2>&1
+check_eq "kubectl apply -k deploy/cluster-mode$overlay_note" 0 $?
 cm_running() {
 	[ "$(kubectl -n drainer-system get pods -l app.kubernetes.io/component=controller -o json |
 		jq '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)] | length')" = 1 ]
@@ -491,7 +651,7 @@ cm_running() {
 wait_until 60 cm_running
 check "cluster mode: one drainer pod runs" cm_running
 check_eq "cluster mode: serve --all-nodes --max-parallel 2, /metrics on the pod IP (deploy/monitoring)" '["serve","--all-nodes","--max-parallel","2","--metrics-addr","0.0.0.0:9464"]' \
-	"$(kubectl -n drainer-system get deploy drainer -o json | jq -c '.spec.template.spec.containers[0].args')"
+	"$(kubectl kustomize deploy/cluster-mode | "$KUBECTL" create --dry-run=client -f - -o json | jq -cs '.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0].args')"
 check_eq "cluster mode: its pod runs as ServiceAccount drainer-cluster" drainer-cluster \
 	"$(kubectl -n drainer-system get pods -l app.kubernetes.io/component=controller -o json | jq -r '[.items[] | select(.metadata.deletionTimestamp == null)][0].spec.serviceAccountName')"
 check_eq "cluster mode: the per-node ServiceAccount and its policies are gone" "" \
