@@ -22,7 +22,11 @@
 #     are done (reported terminal by their kubelet, which unprepared their claims first;
 #     the real kubelet deletes the object a moment later), every node ends empty, and the guards (20 of them: one per drained node,
 #     plus direct runs when the cluster has fewer nodes) send no request beyond one list
-#     and one watch per resource (counted from the audit log, printed).
+#     and one watch per resource (counted from the audit log, printed);
+#  E. (real nodes) the kubelet's grace period bounds the hook: on a draining node whose
+#     claim holders stay, an eviction of the driver pod asking for 12 s is held by the
+#     guard (6 s and more) and ends within those 12 s (the kubelet's final DELETE, from
+#     the audit log), the claims still allocated; the hook exits 3 (gave up).
 # The DaemonSet, RBAC, taints and the test namespace are restored at the end.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -572,6 +576,54 @@ g_jq_checks --argjson g "$load" '
 	(if length <= 8 * $g then "ok \(length) requests for \($g) guards: no more than their 4 lists + 4 watches"
 	 else "FAIL \(length) requests for \($g) guards: more than 4 lists + 4 watches each" end)
 	' "$e2e_tmp/c-guard.json"
+
+# =====================================================================
+if $real_nodes; then
+	echo "--- E. the real kubelet's grace period bounds the guard (an eviction asking for 12 s)"
+	# The node drains (taint), its claim holders stay (nobody evicts them); only the
+	# driver pod is evicted, asking for a 12 s grace period. The hook's guard reads its
+	# pod's deletionGracePeriodSeconds and gives up 5 s before it ends (exit 3); the
+	# kubelet then stops the plugin: the driver pod is gone within the grace period
+	# although the claims are still on the node.
+	g_untaint "$x"
+	check "workload back on $x" wait_until 120 g_workload_running "$x"
+	wait_until 60 g_driver_running "$x"
+	drv=$(g_driver_pods "$x" | jq -r '[.[] | select(.metadata.deletionTimestamp == null)][0].metadata.name')
+	for f in "${hook_logs[@]}"; do log_from[$f]=$(wc -l <"$f"); done
+	audit_from=$(audit_lines)
+	g_taint "$x"
+	t0=$(now)
+	code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$e2e_tmp/ca.crt" -H "Authorization: Bearer $admin_tok" \
+		-H 'Content-Type: application/json' -X POST "$api_url/api/v1/namespaces/dra-system/pods/$drv/eviction" \
+		-d "{\"apiVersion\":\"policy/v1\",\"kind\":\"Eviction\",\"metadata\":{\"namespace\":\"dra-system\",\"name\":\"$drv\"},\"deleteOptions\":{\"gracePeriodSeconds\":12}}")
+	check_eq "driver pod $drv evicted with deleteOptions.gracePeriodSeconds 12" 201 "$code"
+	drv_gone() { ! kubectl -n dra-system get pod "$drv" >/dev/null 2>&1; }
+	check "the driver pod is gone within its grace period" wait_until 30 drv_gone
+	echo "  driver pod gone $(since "$t0") s after its eviction"
+	sleep 1
+	g_audit_since "$audit_from" >"$e2e_tmp/e-audit.json"
+	g_jq_checks -s --arg drv "$drv" --arg kre "$kubelet_re" --arg ns "$ns" "$jq_ts"'
+		([.[] | select(.verb == "create" and .objectRef.subresource == "eviction" and .objectRef.name == $drv and .responseStatus.code == 201)
+			| {t: (.requestReceivedTimestamp | ts), g: .requestObject.deleteOptions.gracePeriodSeconds}] | first) as $ev
+		| ([.[] | select((.user.username | test($kre)) and .verb == "delete" and .objectRef.resource == "pods" and .objectRef.subresource == null
+			and .objectRef.name == $drv and .responseStatus.code == 200) | .requestReceivedTimestamp | ts] | min) as $gone
+		| ([.[] | select(.user.username == "system:kube-controller-manager" and .objectRef.resource == "resourceclaims"
+			and .objectRef.namespace == $ns and (.verb | IN("update", "patch", "delete"))) | .requestReceivedTimestamp | ts] | min) as $released
+		| if $ev == null or $gone == null then "FAIL no eviction (\($ev)) or no final DELETE by the kubelet (\($gone)) of \($drv)"
+		  else ($gone - $ev.t) as $held
+		  | (if $ev.g == 12 and $held >= 6 and $held <= 12 + 3
+		     then "ok the kubelet held driver pod \($drv) \($held * 10 | round / 10) s: its guard waited (>= 6 s, a node that is not draining lets it go at once) and the 12 s grace period of the eviction bounded it (kubelet DELETE within 12 s + 3)"
+		     else "FAIL driver pod \($drv): eviction grace \($ev.g), gone \($held) s after it (want 6..15 s)" end),
+		    (if $released == null or $released > $gone then "ok the claims of the node were still allocated when the driver went (the guard gave up at its deadline, it was not released)"
+		     else "FAIL a claim of \($ns) was released at \($released), before the driver went at \($gone)" end)
+		  end' "$e2e_tmp/e-audit.json"
+	for f in "${hook_logs[@]}"; do tail -n +"$((${log_from[$f]} + 1))" "$f"; done | grep -E "$hook_re" | grep -F "$drv" >"$e2e_tmp/e-hooks.txt"
+	sed 's/^/    /' "$e2e_tmp/e-hooks.txt"
+	check "the guard hook of $drv gave up with exit 3 (its runtime's log)" grep -q 'exited 3 after' "$e2e_tmp/e-hooks.txt"
+	check_eq "the 3 claims are still on $x" 3 "$(g_claims_on_node "$x" | jq --arg ns $ns '[.[] | select(.ns == $ns)] | length')"
+	g_untaint "$x"
+	check "driver of $x back once the node is no longer draining" wait_until 60 g_driver_running "$x"
+fi
 
 # =====================================================================
 echo "--- restoring the cluster"
