@@ -124,6 +124,28 @@ fi
 
 # ---- 3. the request removed in wait-released: undo --------------------------------
 demo || fail "demo workload"
+# A pod that takes 6 s to stop (a preStop sleep), so that wait-released lasts: a real
+# kubelet ends the demo's pods at once (the simulator after 2 s).
+kubectl apply -f - >/dev/null <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: e2e-slow-stop, namespace: demo}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: e2e-slow-stop}}
+  template:
+    metadata: {labels: {app: e2e-slow-stop}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: node-1}
+      terminationGracePeriodSeconds: 10
+      containers:
+      - name: app
+        image: registry.example.com/app:v1
+        lifecycle: {preStop: {sleep: {seconds: 6}}}
+YAML
+e2e_cleanup_hooks+=("kubectl -n demo delete deployment e2e-slow-stop --ignore-not-found >/dev/null 2>&1")
+slow_running() { [ "$(kubectl -n demo get pods -l app=e2e-slow-stop --field-selector status.phase=Running -o name | grep -c .)" = 1 ]; }
+check "a pod that takes 6 s to stop runs on node-1" wait_until 60 slow_running
 driver_uid=$(driver_pods_json "$node" | jq -r '.items[0].metadata.uid')
 driver_before=$(driver_pod "$node")
 undo_line=$(audit_lines)
@@ -157,6 +179,7 @@ audit_window "$undo_line" "$e2e_tmp/undo.audit"
 check_eq "drainer never evicted or deleted the driver pod" "" \
 	"$(drainer_writes "$e2e_tmp/undo.audit" | grep -F " pods" | grep -F "${driver_before}" || true)"
 check_eq "no drainer.io/ annotation left" "{}" "$(node_drainer_anns "$node")"
+kubectl -n demo delete deployment e2e-slow-stop --wait=false >/dev/null
 
 # ---- 4. per-node scope; $NODE_NAME; the request removed after the drain -----------
 echo "- kubectl annotate node $node2 drainer.io/request=drain (only a daemon for $node runs)"
