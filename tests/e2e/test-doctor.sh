@@ -6,8 +6,12 @@
 #    (doctor-test-bob), which RBAC cannot turn into access to a cluster-scoped
 #    resource, so it must not be reported; and a namespaced claim user (carol);
 #  - the driver DaemonSet dra-system/dra-driver without its liveness probe;
-#  - one simulated node reporting kubelet v1.32.4 (node status nodeInfo; the
-#    simulator's heartbeat patches conditions only, so it stays).
+#  - one node reporting kubelet v1.32.4 (node status nodeInfo; the simulator's
+#    heartbeat patches conditions only, so it stays; a real kubelet reports its own
+#    version within 10 s, so on real nodes that node's kubelet is stopped meanwhile,
+#    tests/cluster/kubelet kill, and started again as up does afterwards, for the
+#    few seconds of the doctor runs, well within the 50 s before the node lifecycle
+#    controller would mark it not Ready).
 # doctor must report exactly those findings, naming their objects, exit 5; after
 # the fixes it reports no FAIL and exits 0. The ServiceAccount of deploy/doctor
 # gets the same answers (its RBAC suffices). A Prometheus fixture on loopback
@@ -77,9 +81,14 @@ restore_probe() {
 	fi
 	kubectl -n "$DS_NS" rollout status ds "$DS" --timeout=120s >/dev/null
 }
+kubelet_stopped=
 restore_kubelet() {
 	kubectl patch node "$old_node" --subresource=status --type=merge \
 		-p "{\"status\":{\"nodeInfo\":{\"kubeletVersion\":\"$old_version\"}}}" >/dev/null
+	if [ -n "$kubelet_stopped" ]; then
+		"$e2e_root/tests/cluster/kubelet" start "$old_node" 2>/dev/null || fail "$old_node's kubelet started again"
+		kubelet_stopped=
+	fi
 }
 e2e_cleanup_hooks+=(undo_rbac restore_probe restore_kubelet)
 
@@ -111,11 +120,16 @@ check "the API server refuses bob (a RoleBinding cannot grant a cluster-scoped r
 	not slice_dry_run doctor-test-bob
 kubectl -n "$DS_NS" patch ds "$DS" --type=json \
 	-p "[{\"op\":\"remove\",\"path\":\"/spec/template/spec/containers/$ci/livenessProbe\"}]" >/dev/null
-kubectl patch node "$old_node" --subresource=status --type=merge \
-	-p '{"status":{"nodeInfo":{"kubeletVersion":"v1.32.4"}}}' >/dev/null
 kubectl -n "$DS_NS" rollout status ds "$DS" --timeout=120s >/dev/null
 check "the driver DaemonSet rolled out without the probe" [ $? = 0 ]
 for n in $driver_nodes; do wait_until 60 driver_running "$n" || fail "the driver does not run on $n after the rollout"; done
+if [ "${DRAINER_CLUSTER_NODES:-}" = real ]; then
+	# (a real kubelet would report its own version again at its next status update)
+	"$e2e_root/tests/cluster/kubelet" kill "$old_node" 2>/dev/null && kubelet_stopped=1
+	check "$old_node's kubelet stopped, so that nothing rewrites its version" test -n "$kubelet_stopped"
+fi
+kubectl patch node "$old_node" --subresource=status --type=merge \
+	-p '{"status":{"nodeInfo":{"kubeletVersion":"v1.32.4"}}}' >/dev/null
 check_eq "$old_node reports kubelet v1.32.4" v1.32.4 "$(kubectl get node "$old_node" -o jsonpath='{.status.nodeInfo.kubeletVersion}')"
 
 drainer_run bad doctor -o json
@@ -186,6 +200,7 @@ if [ -n "$token" ]; then
 else
 	fail "kubectl create token drainer-doctor"
 fi
+restore_kubelet
 undo_deploy
 
 # ---- fixed ---------------------------------------------------------------------------
