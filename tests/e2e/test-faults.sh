@@ -24,7 +24,15 @@ need_drainer
 node=node-1
 Q=${FAULTS_QPS:-10}
 B=${FAULTS_BURST:-5}
-export DRAINER_RUN_TIMEOUT=150
+# A stream reset after the proxy forwarded an eviction cancels the request's context
+# in kube-apiserver: if that lands between the PodDisruptionBudget's decrement and
+# the pod's deletion (pkg/registry/core/pod/storage/eviction.go), the budget stays
+# spent on a pod that was never deleted until the disruption controller drops the
+# entry after its DeletionTimeout, 2 minutes (pkg/controller/disruption). drainer
+# rightly waits; the drains here must be allowed to outlast that (seen under load:
+# the web pods held for exactly 2 min, the old 120 s timeout hit).
+drain_timeout=200s
+export DRAINER_RUN_TIMEOUT=240
 fp_port=${FAULTPROXY_PORT:-$((DRAINER_CLUSTER_API_PORT + 57))}
 fp_admin=$((fp_port + 1))
 fp_log=$e2e_tmp/proxy.log
@@ -292,7 +300,7 @@ fault_run() { # KIND VERB
 	if [ "$verb" = drain ]; then
 		t0=$(now_rfc3339)
 		drainer_run "$k.drain" --kubeconfig "$kc" --kube-api-qps "$Q" --kube-api-burst "$B" \
-			drain "$node" --timeout 120s
+			drain "$node" --timeout "$drain_timeout"
 		check_rc "$k: drain through the proxy completes" 0 "$k.drain"
 		check_eq "$k: drainer.io/state=drained" drained "$(node_ann "$node" drainer.io/state)"
 		check_eq "$k: no ResourceClaim on $node" "[]" "$(claims_on_node "$node")"
@@ -300,7 +308,7 @@ fault_run() { # KIND VERB
 		t1=$(now_rfc3339)
 		segs+=("drain $t0 $t1")
 		drainer_run "$k.uncordon" --kubeconfig "$kc" --kube-api-qps "$Q" --kube-api-burst "$B" \
-			uncordon "$node" --timeout 120s
+			uncordon "$node" --timeout "$drain_timeout"
 		check_rc "$k: uncordon through the proxy completes" 0 "$k.uncordon"
 		segs+=("uncordon $t1 $(now_rfc3339)")
 	else
@@ -308,7 +316,7 @@ fault_run() { # KIND VERB
 		# maintain runs the command while drained: it records that the node was
 		# drained and that no claim was left on it.
 		drainer_run "$k.maintain" --kubeconfig "$kc" --kube-api-qps "$Q" --kube-api-burst "$B" \
-			maintain "$node" --timeout 120s -- sh -c "$KUBECTL get node $node -o jsonpath='{.metadata.annotations.drainer\.io/state}' >'$e2e_tmp/$k.state-in-cmd'"
+			maintain "$node" --timeout "$drain_timeout" -- sh -c "$KUBECTL get node $node -o jsonpath='{.metadata.annotations.drainer\.io/state}' >'$e2e_tmp/$k.state-in-cmd'"
 		check_rc "$k: maintain (drain, command, restore) through the proxy completes" 0 "$k.maintain"
 		segs+=("maintain $t0 $(now_rfc3339)")
 		check_eq "$k: the command ran while the node was drained" drained "$(cat "$e2e_tmp/$k.state-in-cmd" 2>/dev/null)"
