@@ -4,6 +4,8 @@
  * enough; they never point into the cJSON tree. */
 #include <assert.h>
 #include <stdalign.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "drainer/json.h"
@@ -542,6 +544,181 @@ int lease_rec_from_json(const cJSON *obj, struct lease_rec **ret) {
 }
 
 /* ---- common ---- */
+
+/* ---- PodDisruptionBudget (policy/v1) ---- */
+
+/* A status count: 0 when unset, clamped to int32 (what the API's int32 fields hold). */
+static int32_t get_int32(const cJSON *o, const char *k) {
+        double v;
+
+        if (!json_get_double(o, k, &v) || v != v)
+                return 0;
+        if (v > INT32_MAX)
+                return INT32_MAX;
+        if (v < INT32_MIN)
+                return INT32_MIN;
+        return (int32_t)v;
+}
+
+/* Writes the requirements of a metav1.LabelSelector in selector string form.
+ * Keys and values are validated first, so nothing in them can be read as
+ * syntax ("a,b" as a value would otherwise become two requirements). -EINVAL
+ * where LabelSelectorAsSelector fails: unknown operator, In/NotIn without
+ * values, Exists/DoesNotExist with values, a bad key or value. */
+static int write_label_selector(FILE *f, const cJSON *sel) {
+        const cJSON *ml = json_get(sel, "matchLabels"), *me = json_get(sel, "matchExpressions"), *e;
+        bool first = true;
+
+        if (ml && !cJSON_IsNull(ml)) {
+                if (!cJSON_IsObject(ml))
+                        return -EINVAL;
+                cJSON_ArrayForEach(e, ml) {
+                        if (!cJSON_IsString(e) || !label_key_is_valid(e->string) ||
+                            !label_value_is_valid(e->valuestring))
+                                return -EINVAL;
+                        fprintf(f, "%s%s=%s", first ? "" : ",", e->string, e->valuestring);
+                        first = false;
+                }
+        }
+
+        if (me && !cJSON_IsNull(me)) {
+                if (!cJSON_IsArray(me))
+                        return -EINVAL;
+                cJSON_ArrayForEach(e, me) {
+                        const char *key = json_get_str(e, "key"), *op = json_get_str(e, "operator");
+                        const cJSON *values = json_get(e, "values"), *v;
+                        int n = cJSON_IsArray(values) ? cJSON_GetArraySize(values) : 0;
+                        bool set;
+
+                        if (!key || !label_key_is_valid(key) || !op)
+                                return -EINVAL;
+                        if (values && !cJSON_IsNull(values) && !cJSON_IsArray(values))
+                                return -EINVAL;
+                        cJSON_ArrayForEach(v, values) {
+                                if (!cJSON_IsString(v) || !label_value_is_valid(v->valuestring))
+                                        return -EINVAL;
+                        }
+
+                        set = streq(op, "In") || streq(op, "NotIn");
+                        if (set ? n == 0 : n != 0)
+                                return -EINVAL;
+                        fputs(first ? "" : ",", f);
+                        first = false;
+                        if (streq(op, "Exists"))
+                                fputs(key, f);
+                        else if (streq(op, "DoesNotExist"))
+                                fprintf(f, "!%s", key);
+                        else if (set) {
+                                bool vfirst = true;
+
+                                fprintf(f, "%s %s (", key, streq(op, "In") ? "in" : "notin");
+                                cJSON_ArrayForEach(v, values) {
+                                        fprintf(f, "%s%s", vfirst ? "" : ",", v->valuestring);
+                                        vfirst = false;
+                                }
+                                fputc(')', f);
+                        } else
+                                return -EINVAL;
+                }
+        }
+        return 0;
+}
+
+/* spec.selector as a parsed selector: NULL (matches nothing) for an invalid one. */
+static int pdb_selector(const cJSON *sel, const char *ns, const char *name, struct selector **ret) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0;
+        FILE *f;
+        int r, k;
+
+        f = open_memstream(&buf, &size);
+        if (!f)
+                return -ENOMEM;
+        r = write_label_selector(f, sel);
+        k = ferror(f);
+        if (fclose(f) != 0 || k)
+                return -ENOMEM;
+        if (r >= 0)
+                r = selector_parse(buf, ret, NULL);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                log_debug("PodDisruptionBudget %s/%s: invalid spec.selector, it covers no pod", ns, name);
+                *ret = NULL;
+        }
+        return 0;
+}
+
+int pdb_rec_from_json(const cJSON *obj, struct pdb_rec **ret) {
+        _cleanup_(selector_freep) struct selector *sel = NULL;
+        const cJSON *meta, *spec, *status, *s;
+        const char *ns, *name, *rv;
+        size_t l_ns, l_name, l_rv, size;
+        struct pdb_rec *b;
+        char *p;
+        int r;
+
+        assert(ret);
+
+        meta = json_get_obj(obj, "metadata");
+        ns = json_get_str(meta, "namespace");
+        name = json_get_str(meta, "name");
+        if (!ns || !name)
+                return -EBADMSG;
+        rv = json_get_str(meta, "resourceVersion");
+        spec = json_get_obj(obj, "spec");
+        status = json_get_obj(obj, "status");
+
+        /* policy/v1: null selector = no pod, {} = every pod of the namespace
+         * (LabelSelectorAsSelector gives labels.Nothing() / labels.Everything()). */
+        s = json_get(spec, "selector");
+        if (cJSON_IsObject(s)) {
+                r = pdb_selector(s, ns, name, &sel);
+                if (r < 0)
+                        return r;
+        }
+
+        l_ns = strlen(ns) + 1;
+        l_name = strlen(name) + 1;
+        l_rv = rv ? strlen(rv) + 1 : 0;
+        size = sizeof(struct pdb_rec) + l_ns + l_name + l_rv;
+        b = calloc(1, size);
+        if (!b)
+                return -ENOMEM;
+        p = (char *)(b + 1);
+        b->ns = memcpy(p, ns, l_ns);
+        p += l_ns;
+        b->name = memcpy(p, name, l_name);
+        p += l_name;
+        b->resource_version = rv ? memcpy(p, rv, l_rv) : NULL;
+        b->selector = TAKE_PTR(sel);
+        b->disruptions_allowed = get_int32(status, "disruptionsAllowed");
+        b->current_healthy = get_int32(status, "currentHealthy");
+        b->desired_healthy = get_int32(status, "desiredHealthy");
+        b->expected_pods = get_int32(status, "expectedPods");
+        b->alloc_size = size;
+
+        *ret = b;
+        return 0;
+}
+
+void pdb_rec_free(struct pdb_rec *b) {
+        if (!b)
+                return;
+        selector_free(b->selector);
+        free(b);
+}
+
+size_t pdb_rec_size(const struct pdb_rec *b) {
+        return b ? b->alloc_size : 0;
+}
+
+bool pdb_matches_pod(const struct pdb_rec *b, const struct pod_rec *p) {
+        assert(b);
+        assert(p);
+
+        return streq_ptr(b->ns, p->ns) && selector_matches(b->selector, p->labels, p->n_labels);
+}
 
 void pod_rec_free(struct pod_rec *p) {
         free(p);

@@ -1,8 +1,8 @@
 /* Compact records of the Kubernetes objects drainer caches: only the fields it
  * uses, each record one allocation (the struct, then its arrays, then its
  * strings), built from the cJSON of a Pod, ResourceClaim (resource.k8s.io/v1),
- * Node, ResourceSlice or Lease (coordination.k8s.io/v1). Records are immutable once built; an update replaces
- * the record. */
+ * Node, ResourceSlice, Lease (coordination.k8s.io/v1) or PodDisruptionBudget
+ * (policy/v1). Records are immutable once built; an update replaces the record. */
 #pragma once
 
 #include <cjson/cJSON.h>
@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "drainer/macro.h"
-#include "drainer/selector.h" /* struct kv, kv_get() */
+#include "drainer/selector.h" /* struct kv, kv_get(), struct selector */
 
 /* Optional strings are NULL when absent or empty; label values keep "". */
 
@@ -156,6 +156,27 @@ struct lease_rec {
 
         size_t alloc_size;
 };
+
+/* A PodDisruptionBudget (policy/v1), compact. Selector semantics are policy/v1's
+ * (metav1.LabelSelectorAsSelector, and the Eviction API since kubernetes#119732):
+ * a null/absent spec.selector matches no pod, an empty one ({}) every pod of
+ * the namespace; an invalid one (bad key/value/operator, In without values)
+ * matches no pod, as the Eviction API skips such a PDB. */
+struct pdb_rec {
+        const char *ns, *name, *resource_version;
+        struct selector
+                *selector; /* from spec.selector (matchLabels + matchExpressions); NULL = matches nothing
+                                    * (a nil selector), empty = every pod of the namespace */
+        int32_t disruptions_allowed, current_healthy, desired_healthy, expected_pods;
+        size_t alloc_size;
+};
+/* 0, -EBADMSG without metadata.namespace/name, or -ENOMEM. An invalid selector is
+ * not an error: the record gets selector NULL. */
+int pdb_rec_from_json(const cJSON *obj, struct pdb_rec **ret);
+void pdb_rec_free(struct pdb_rec *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct pdb_rec *, pdb_rec_free);
+size_t pdb_rec_size(const struct pdb_rec *p);
+bool pdb_matches_pod(const struct pdb_rec *b, const struct pod_rec *p);
 
 /* Each returns 0 and a new record, -EBADMSG if a required field is missing or
  * of the wrong type (metadata.name; metadata.namespace for pods, claims and leases;

@@ -16,27 +16,6 @@
 
 struct selector;
 
-/* A PodDisruptionBudget (policy/v1), compact. Selector semantics are policy/v1's
- * (metav1.LabelSelectorAsSelector, and the Eviction API since kubernetes#119732):
- * a null/absent spec.selector matches no pod, an empty one ({}) every pod of
- * the namespace; an invalid one (bad key/value/operator, In without values)
- * matches no pod, as the Eviction API skips such a PDB. */
-struct pdb_rec {
-        const char *ns, *name, *resource_version;
-        struct selector
-                *selector; /* from spec.selector (matchLabels + matchExpressions); NULL = matches nothing
-                                    * (a nil selector), empty = every pod of the namespace */
-        int32_t disruptions_allowed, current_healthy, desired_healthy, expected_pods;
-        size_t alloc_size;
-};
-/* 0, -EBADMSG without metadata.namespace/name, or -ENOMEM. An invalid selector is
- * not an error: the record gets selector NULL. */
-int pdb_rec_from_json(const cJSON *obj, struct pdb_rec **ret);
-void pdb_rec_free(struct pdb_rec *p);
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct pdb_rec *, pdb_rec_free);
-size_t pdb_rec_size(const struct pdb_rec *p);
-bool pdb_matches_pod(const struct pdb_rec *b, const struct pod_rec *p);
-
 /* Eviction groups, in the order a drain acts. Within the claim holders and the
  * rest, non-critical pods go before system-cluster-critical/system-node-critical
  * ones (priorityClassName), as Karpenter orders. */
