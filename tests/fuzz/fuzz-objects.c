@@ -1,5 +1,5 @@
-/* Fuzzes the record builders of objects.h (pod, claim, node, slice, lease) and
- * plan.h's pdb_rec_from_json over API JSON, and kstatus.h over the same (as
+/* Fuzzes the record builders of objects.h (pod, claim, node, slice, lease,
+ * PodDisruptionBudget) over API JSON, and kstatus.h over the same (as
  * an error body). The input is one object, a List
  * ("items"), or a watch event ("object"); every builder runs on every object.
  * A record must be one allocation holding every string and array it points
@@ -10,7 +10,6 @@
 
 #include "drainer/kstatus.h"
 #include "drainer/objects.h"
-#include "drainer/plan.h"
 #include "drainer/selector.h"
 #include "fuzz-common.h"
 
