@@ -54,24 +54,10 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
         case OPT_DRIVER_SELECTOR:
                 return driver_selector_add(a->driver_selectors, &a->n_driver_selectors, arg);
         case OPT_DRIVER_STOP: {
-                const char *colon = strchr(arg, ':');
-                _cleanup_free_ char *kind = colon ? strndup(arg, colon - arg) : strdup(arg);
+                char msg[512];
 
-                if (!kind)
-                        return log_oom();
-                a->stop = driver_stop_kind_from_string(kind);
-                a->stop_arg = colon ? colon + 1 : NULL;
-                if (a->stop < 0 ||
-                    ((a->stop == DRIVER_STOP_LABEL || a->stop == DRIVER_STOP_SYSTEMD) &&
-                     (!a->stop_arg || !*a->stop_arg)) ||
-                    ((a->stop == DRIVER_STOP_TAINT || a->stop == DRIVER_STOP_NONE) && colon))
-                        return log_error_errno(EINVAL,
-                                               "--driver-stop: invalid value \"%s\" (taint, label:KEY, "
-                                               "systemd:UNIT or none)",
-                                               arg);
-                if (a->stop == DRIVER_STOP_LABEL && !label_key_is_valid(a->stop_arg))
-                        return log_error_errno(EINVAL, "--driver-stop: \"%s\" is not a valid label key",
-                                               a->stop_arg);
+                if (driver_stop_parse(arg, &a->stop, &a->stop_arg, msg, sizeof(msg)) < 0)
+                        return log_error_errno(EINVAL, "%s", msg);
                 return 0;
         }
         case OPT_DRIVER_HEALTH:
@@ -133,7 +119,7 @@ int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain
 
         a->verb = argv[0];
         a->grace = -1;
-        a->stop = DRIVER_STOP_TAINT;
+        a->stop = driver_stop_or_default(NULL);
         struct option all[64];
         size_t n = 0;
 
@@ -147,11 +133,6 @@ int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain
         r = verb_parse(argc, argv, g, all, on_drain_opt, a);
         if (r <= 0)
                 return r;
-        if (a->stop == DRIVER_STOP_SYSTEMD && !strchr(a->stop_arg, '.')) {
-                log_error("--driver-stop systemd:%s: name the unit with its type, e.g. %s.service",
-                          a->stop_arg, a->stop_arg);
-                return -EINVAL;
-        }
         if (a->pod_selector && selector_parse(a->pod_selector, &a->pod_sel, &err) < 0) {
                 log_error("--pod-selector: %s", strna(err));
                 return -EINVAL;

@@ -595,7 +595,7 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
          * a container) simply absent. */
         r = sysbus_open(&app.loop, &rn.bus);
         if (r < 0) {
-                if (a.stop == DRIVER_STOP_SYSTEMD) {
+                if (a.stop->needs_units) {
                         log_error_errno(r, "--driver-stop systemd: cannot connect to the system bus: %m");
                         code = EXIT_ERROR;
                         goto out_signals;

@@ -171,7 +171,7 @@ static int held_summary(struct guard *g, const struct node_rec *n, char **ret) {
                 .n_driver_selectors = g->n_sels,
                 .driver_namespaces = g->o->driver_namespaces,
                 .n_driver_namespaces = g->o->n_driver_namespaces,
-                .driver_stop = DRIVER_STOP_NONE,
+                .driver_stop = &driver_stop_none,
                 .ignore_driver_health = true,
                 .force = true,
                 .delete_emptydir_data = true,

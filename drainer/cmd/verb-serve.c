@@ -753,7 +753,7 @@ static int serve_run(struct server *srv) {
         r = sysbus_open(&a->loop, &srv->bus);
         if (r < 0) {
                 srv->bus = NULL;
-                if (srv->o.on_shutdown || srv->a->stop == DRIVER_STOP_SYSTEMD)
+                if (srv->o.on_shutdown || srv->a->stop->needs_units)
                         return log_error_errno(r, "Cannot connect to the system bus: %m");
         }
         if (srv->o.on_shutdown) {

@@ -34,9 +34,6 @@
 #define CONFLICT_WAIT_USEC      (5 * USEC_PER_SEC)
 #define MAX_HELD                64
 #define MAX_DRIVER_KEYS         16
-/* A failed unit job or state query is retried after 1, 2, 4 ... s, at most this long. */
-#define UNIT_RETRY_BASE_USEC    (1 * USEC_PER_SEC)
-#define UNIT_RETRY_CAP_USEC     (30 * USEC_PER_SEC)
 
 enum evict_state {
         EV_IN_FLIGHT,
@@ -53,11 +50,6 @@ struct eviction {
         char *reason; /* why it is held (429 message) */
         bool pdb;     /* the last answer was 429: a PodDisruptionBudget */
         struct kube_call *call;
-};
-
-/* The userdata of a unit call: outlives the engine if need be. */
-struct unit_call {
-        struct engine *engine; /* NULL once the engine is freed */
 };
 
 struct probe_result {
@@ -95,18 +87,10 @@ struct engine {
         struct kube_call *pdb_call;
         bool pdbs_listed;
 
-        /* systemd:UNIT strategy: only the unit of this process's configuration, ever (a
-         * recorded one is undone only when it is the same: undo_allowed_systemd). */
-        char *unit_name; /* owned copy of the flag's */
-        /* The job or state query in flight (unit calls cannot be cancelled: a call still
-         * running when the engine goes keeps its ticket, with engine NULL). */
-        struct unit_call *unit_call;
-        char *unit_state; /* last ActiveState seen, or NULL */
-        char *unit_error; /* last failure, for messages */
-        uint64_t unit_state_at;
-        unsigned unit_failures;  /* failed jobs and queries in a row */
-        uint64_t unit_retry_at;  /* no job or query before this (monotonic µs) */
-        unsigned unit_jobs_sent; /* StartUnit/StopUnit calls of this run */
+        /* The configured driver-stop strategy's instance for this run (owned). Only its
+         * configuration is ever acted on: a recorded stop is undone only when its
+         * strategy's undo_allowed() says this configuration may. */
+        struct driver_stop *stop;
         char *await_rv;          /* resourceVersion our last patch produced, until the cache has it */
         char *patch_rv;          /* resourceVersion the Node patch in flight is conditional on */
         char *conflict_rv;       /* ... of a patch refused with 409, until the cache moves past it */
@@ -403,6 +387,7 @@ static void finish(struct engine *e, int result, const char *fmt, ...) {
         e->summary.plan = e->has_plan ? &e->plan : NULL;
         e->summary.needs_flag = e->needs_flag;
         e->summary.changed = e->changed;
+        e->summary.changed = e->summary.changed || e->stop->host_actions > 0;
         for (int p = DRAIN_PHASE_CORDON; p < _DRAIN_PHASE_MAX; p++)
                 e->summary.changed = e->summary.changed || e->summary.phase_seen[p];
         metrics_node(e);
@@ -840,168 +825,6 @@ static int drivers_probed(struct engine *e, bool restoring, const struct pod_rec
         return 1;
 }
 
-/* ---- systemd:UNIT ---- */
-
-/* After a failure: no new job or query for a while, doubling up to the cap, so a
- * unit that cannot start (or a bus that refuses) is asked a few times a minute,
- * never in a loop. */
-static void unit_failed(struct engine *e) {
-        uint64_t d = UNIT_RETRY_BASE_USEC;
-
-        for (unsigned i = 0; i < e->unit_failures && d < UNIT_RETRY_CAP_USEC; i++)
-                d *= 2;
-        e->unit_failures++;
-        e->unit_retry_at = timesrc_now(e->ts) + MIN(d, UNIT_RETRY_CAP_USEC);
-        retry_at(e, e->unit_retry_at);
-}
-
-/* The engine of a finished unit call, or NULL when it is gone. */
-static struct engine *unit_call_done(void *userdata) {
-        struct unit_call *c = userdata;
-        struct engine *e = c->engine;
-
-        free(c);
-        if (e)
-                e->unit_call = NULL;
-        return e;
-}
-
-static struct unit_call *unit_call_new(struct engine *e) {
-        struct unit_call *c = calloc(1, sizeof(*c));
-
-        if (c)
-                c->engine = e;
-        return c;
-}
-
-static void on_unit_state(int error, const char *active_state, void *userdata) {
-        struct engine *e = unit_call_done(userdata);
-
-        if (!e || error == -ECANCELED)
-                return;
-        free(e->unit_state);
-        e->unit_state = error < 0 ? NULL : strdup(active_state);
-        free(e->unit_error);
-        e->unit_error = error < 0 ? strdup(strerror(-error)) : NULL;
-        e->unit_state_at = timesrc_now(e->ts);
-        if (error < 0) {
-                log_debug("reading the state of unit %s failed: %s, retrying", e->unit_name,
-                          strerror(-error));
-                unit_failed(e);
-        }
-        kick(e);
-}
-
-static void on_unit_job(int error, const char *result, const char *message, void *userdata) {
-        struct engine *e = unit_call_done(userdata);
-
-        if (!e || error == -ECANCELED)
-                return;
-        free(e->unit_error);
-        e->unit_error = NULL;
-        if (error < 0 || !streq_ptr(result, "done")) {
-                if (asprintf(&e->unit_error, "%s",
-                             error < 0 ? (message ? message : strerror(-error)) : result) < 0)
-                        e->unit_error = NULL;
-                log_debug("job of unit %s: %s, retrying", e->unit_name, strna(e->unit_error));
-                unit_failed(e);
-        } else
-                e->unit_failures = 0;
-        /* Read the state again: the job's result alone does not say the unit is down/up. */
-        e->unit_state = mfree(e->unit_state);
-        kick(e);
-}
-
-static bool unit_backing_off(struct engine *e) {
-        if (timesrc_now(e->ts) >= e->unit_retry_at)
-                return false;
-        retry_at(e, e->unit_retry_at);
-        return true;
-}
-
-/* Returns the unit's ActiveState once known (starting a query if needed), else NULL. */
-static const char *unit_state(struct engine *e) {
-        const struct unit_ops *ops = e->o.units.ops;
-
-        struct unit_call *c;
-
-        if (e->unit_state)
-                return e->unit_state;
-        if (e->unit_call || !ops || unit_backing_off(e))
-                return NULL;
-        c = unit_call_new(e);
-        if (!c)
-                return NULL;
-        if (ops->active_state(e->o.units.ctx, e->unit_name, on_unit_state, c) < 0) {
-                free(c);
-                unit_failed(e);
-                return NULL;
-        }
-        e->unit_call = c;
-        return NULL;
-}
-
-static bool unit_is(const char *state, const char *const *any) {
-        for (; state && *any; any++)
-                if (streq(state, *any))
-                        return true;
-        return false;
-}
-
-static const char *const unit_down[] = { "inactive", "failed", NULL };
-static const char *const unit_up[] = { "active", "reloading", NULL };
-
-/* Stops (stop=true) or starts the configured unit; returns true once it is in the
- * wanted state. */
-static bool unit_drive(struct engine *e, bool stop) {
-        const struct unit_ops *ops = e->o.units.ops;
-        struct unit_call *c;
-        const char *st;
-        int r;
-
-        if (!ops) {
-                finish(e, -ENOTCONN, "--driver-stop systemd:%s needs the system bus", strna(e->unit_name));
-                return false;
-        }
-        st = unit_state(e);
-        if (!st || e->unit_call)
-                return false;
-        if (unit_is(st, stop ? unit_down : unit_up))
-                return true;
-        if (unit_backing_off(e))
-                return false;
-        c = unit_call_new(e);
-        if (!c) {
-                finish(e, -ENOMEM, "out of memory");
-                return false;
-        }
-        r = stop ? ops->stop(e->o.units.ctx, e->unit_name, on_unit_job, c)
-                 : ops->start(e->o.units.ctx, e->unit_name, on_unit_job, c);
-        if (r < 0) {
-                free(c);
-                finish(e, r, "cannot %s unit %s: %s", stop ? "stop" : "start", e->unit_name, strerror(-r));
-                return false;
-        }
-        e->unit_call = c;
-        e->unit_jobs_sent++;
-        e->changed = true;
-        return false;
-}
-
-/* "starting unit U: failed (3 attempts, next in 4 s)" and the like. */
-static void unit_message(struct engine *e, const char *doing) {
-        uint64_t now = timesrc_now(e->ts);
-
-        if (e->unit_error && e->unit_retry_at > now)
-                set_message(
-                        e, "%s unit %s: %s (%u attempt%s, next in %llu s)", doing, strna(e->unit_name),
-                        e->unit_error, e->unit_jobs_sent, e->unit_jobs_sent == 1 ? "" : "s",
-                        (unsigned long long)((e->unit_retry_at - now + USEC_PER_SEC - 1) / USEC_PER_SEC));
-        else
-                set_message(e, "%s unit %s%s%s", doing, strna(e->unit_name), e->unit_error ? ": " : "",
-                            strempty(e->unit_error));
-}
-
 /* ---- the phases ---- */
 
 static bool node_cordoned(const struct node_rec *n) {
@@ -1084,37 +907,10 @@ static void refuse_blockers(struct engine *e, const struct node_rec *n, enum dra
  * what drainer does: a recorded stop is undone only if this process's configuration
  * (--driver-stop, --config) allows it, one rule per strategy, here and nowhere else. */
 
-/* The drain taint goes in every restore; nothing else to undo. */
-static bool undo_allowed_taint(const struct plan_options *o, const struct driver_stop_record *r) {
-        return true;
-}
-
-/* Only the configured label key is ever set back. */
-static bool undo_allowed_label(const struct plan_options *o, const struct driver_stop_record *r) {
-        return o->driver_stop == DRIVER_STOP_LABEL && streq_ptr(o->driver_stop_arg, r->arg);
-}
-
-/* Only the configured unit is ever started. */
-static bool undo_allowed_systemd(const struct plan_options *o, const struct driver_stop_record *r) {
-        return o->driver_stop == DRIVER_STOP_SYSTEMD && streq_ptr(o->driver_stop_arg, r->arg);
-}
-
-static bool undo_allowed_none(const struct plan_options *o, const struct driver_stop_record *r) {
-        return true;
-}
-
-static bool (*const undo_allowed[_DRIVER_STOP_KIND_MAX])(const struct plan_options *o,
-                                                         const struct driver_stop_record *r) = {
-        [DRIVER_STOP_TAINT] = undo_allowed_taint,
-        [DRIVER_STOP_LABEL] = undo_allowed_label,
-        [DRIVER_STOP_SYSTEMD] = undo_allowed_systemd,
-        [DRIVER_STOP_NONE] = undo_allowed_none,
-};
-
 /* Whether a record says what this configuration does to stop the drivers (the same
  * strategy and key or unit): what a drain may go on from. */
 static bool stop_is_configured(const struct plan_options *o, const struct driver_stop_record *r) {
-        return r->kind == o->driver_stop && streq_ptr(r->arg, o->driver_stop_arg);
+        return driver_stop_is_configured(o->driver_stop, o->driver_stop_arg, r);
 }
 
 /* Refuses (nothing started or changed) because of record r: stop = the drain would
@@ -1125,10 +921,8 @@ static void refuse_record(struct engine *e, const struct node_rec *n, const stru
         const char *arg = e->o.plan.driver_stop_arg;
         int k;
 
-        if (asprintf(&flag, "--driver-stop %s%s%s", driver_stop_kind_to_string(r->kind), r->arg ? ":" : "",
-                     strempty(r->arg)) < 0 ||
-            asprintf(&have, "--driver-stop %s%s%s", driver_stop_kind_to_string(e->o.plan.driver_stop),
-                     arg ? ":" : "", strempty(arg)) < 0)
+        if (asprintf(&flag, "--driver-stop %s%s%s", r->ops->name, r->arg ? ":" : "", strempty(r->arg)) < 0 ||
+            asprintf(&have, "--driver-stop %s%s%s", e->stop->ops->name, arg ? ":" : "", strempty(arg)) < 0)
                 return finish(e, -ENOMEM, "out of memory");
         if (stop)
                 k = asprintf(&msg,
@@ -1153,7 +947,7 @@ static const struct driver_stop_record *undo_refused(const struct engine *e) {
         for (size_t s = 0; s < e->st.n_stops; s++) {
                 const struct driver_stop_record *r = &e->st.stops[s];
 
-                if (r->kind < 0 || r->kind >= _DRIVER_STOP_KIND_MAX || !undo_allowed[r->kind](&e->o.plan, r))
+                if (!r->ops->undo_allowed(e->stop->ops, e->o.plan.driver_stop_arg, r))
                         return r;
         }
         return NULL;
@@ -1168,19 +962,15 @@ static const struct driver_stop_record *stop_not_configured(const struct engine 
 }
 
 static void record_driver_stop(struct engine *e, const struct node_rec *n) {
-        struct driver_stop_record rec = { .kind = e->o.plan.driver_stop };
+        /* Strings borrowed: rec is not freed. */
+        struct driver_stop_record rec = { .ops = e->stop->ops, .arg = e->stop->arg };
         const char *names[DRIVER_STOP_MAX_DRIVERS];
         _cleanup_free_ char *ds = NULL;
         char *body = NULL;
         int r;
 
-        rec.arg = (char *)e->o.plan.driver_stop_arg;
-        if (rec.kind == DRIVER_STOP_LABEL) {
-                const char *old = kv_get(n->labels, n->n_labels, e->o.plan.driver_stop_arg);
-
-                rec.had_old = old != NULL;
-                rec.old_value = (char *)old;
-        }
+        if (rec.ops->fill_record)
+                rec.ops->fill_record(rec.arg, n, &rec);
         for (size_t i = 0; i < e->plan.n_pods; i++) {
                 const struct plan_pod *pp = &e->plan.pods[i];
 
@@ -1206,6 +996,25 @@ static void record_driver_stop(struct engine *e, const struct node_rec *n) {
                 r = drain_patch_driver_stop(n, &rec, 1, &body);
                 free(slices);
         }
+        if (r < 0)
+                return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+        patch_node(e, body);
+}
+
+/* What the strategy's ops are shown of the node. */
+static struct driver_stop_view driver_view(struct engine *e, const struct node_rec *n) {
+        return (struct driver_stop_view){
+                .node = n,
+                .driver_pods = driver_pods(&e->plan, false),
+                .driver_pods_ready = driver_pods(&e->plan, true),
+        };
+}
+
+/* A strategy's SET_LABEL (value NULL: remove the label). */
+static void patch_label(struct engine *e, const struct node_rec *n, const char *key, const char *value) {
+        char *body = NULL;
+        int r = drain_patch_label(n, key, value, &body);
+
         if (r < 0)
                 return finish(e, r, "cannot build the node patch: %s", strerror(-r));
         patch_node(e, body);
@@ -1250,29 +1059,21 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                         plan_add_blocker(&e->plan, BLOCKER_DRIVER_UNHEALTHY, bad, m);
                         return refuse(e);
                 }
-                if (e->o.plan.driver_stop == DRIVER_STOP_SYSTEMD && !e->o.plan.ignore_driver_health) {
-                        const char *us = unit_state(e);
+                /* The strategy's own view of the driver's health (systemd: the unit is active). */
+                if (e->stop->ops->preflight && !e->o.plan.ignore_driver_health) {
+                        struct driver_stop_action a = {};
 
-                        if (!us) {
-                                if (!e->o.units.ops)
-                                        return finish(e, -ENOTCONN,
-                                                      "--driver-stop systemd:%s needs the system bus",
-                                                      strna(e->unit_name));
-                                set_message(e, "preflight: reading the state of unit %s",
-                                            strna(e->unit_name));
+                        r = e->stop->ops->preflight(e->stop, &a);
+                        if (r == 0) {
+                                set_message(e, "%s", a.message);
                                 return;
                         }
-                        if (!unit_is(us, unit_up)) {
-                                char m[512];
-
-                                snprintf(m, sizeof(m),
-                                         "DRA driver unit %s is %s, not active (use --ignore-driver-health "
-                                         "to "
-                                         "override)",
-                                         strna(e->unit_name), us);
-                                plan_add_blocker(&e->plan, BLOCKER_DRIVER_UNHEALTHY, NULL, m);
+                        if (r == -EIO) {
+                                plan_add_blocker(&e->plan, BLOCKER_DRIVER_UNHEALTHY, NULL, a.message);
                                 return refuse(e);
                         }
+                        if (r < 0)
+                                return finish(e, r, "%s", a.message);
                 }
                 set_message(e, "cordoning");
                 r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
@@ -1300,13 +1101,11 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
 
         case DRAIN_PHASE_DRAINED:
                 /* drainer.io/state=drained is a claim, not a fact (it may be written by hand):
-                 * a node with pods to evict or claims on it, not cordoned, or (taint and label
-                 * strategies) with a driver pod, is drained again from the evictions on. */
+                 * a node with pods to evict or claims on it, not cordoned, or with a driver pod
+                 * when the strategy removes them, is drained again from the evictions on. */
                 if (!node_cordoned(n) || pods_left(&e->plan, false) + finished_deleting(&e->plan) > 0 ||
                     e->plan.n_claims_blocking > 0 ||
-                    (!e->o.skip_driver_stop &&
-                     (e->o.plan.driver_stop == DRIVER_STOP_TAINT ||
-                      e->o.plan.driver_stop == DRIVER_STOP_LABEL) &&
+                    (!e->o.skip_driver_stop && e->stop->ops->removes_driver_pods &&
                      driver_pods(&e->plan, false) > 0)) {
                         if (!node_cordoned(n)) {
                                 r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
@@ -1386,8 +1185,6 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
         }
 
         if (ph == DRAIN_PHASE_STOP_DRIVERS) {
-                size_t drivers = driver_pods(&e->plan, false);
-
                 /* Nothing is stopped before it is recorded (a phase written by hand may come
                  * without the record). */
                 if (st->n_stops == 0)
@@ -1401,37 +1198,30 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                                     left, e->plan.n_claims_blocking, left > 0 ? not_ready_note(n) : "");
                         return;
                 }
-                switch (e->o.plan.driver_stop) {
-                case DRIVER_STOP_TAINT:
-                        evict_group(e, EVICT_GROUP_DRIVERS);
-                        break;
-                case DRIVER_STOP_LABEL: {
-                        const char *v = kv_get(n->labels, n->n_labels, e->o.plan.driver_stop_arg);
+                {
+                        struct driver_stop_view v = driver_view(e, n);
+                        struct driver_stop_action a = {};
+                        char msg[DRIVER_STOP_MESSAGE_MAX] = "";
 
-                        if (!streq_ptr(v, DRIVER_PAUSED_VALUE)) {
-                                r = drain_patch_label(n, e->o.plan.driver_stop_arg, DRIVER_PAUSED_VALUE,
-                                                      &body);
-                                if (r < 0)
-                                        return finish(e, r, "cannot build the node patch: %s", strerror(-r));
-                                return patch_node(e, body);
+                        e->stop->ops->stop(e->stop, &v, &a);
+                        switch (a.what) {
+                        case DRIVER_STOP_EVICT:
+                                evict_group(e, EVICT_GROUP_DRIVERS);
+                                break;
+                        case DRIVER_STOP_SET_LABEL:
+                                return patch_label(e, n, a.key, a.value);
+                        case DRIVER_STOP_FAIL:
+                                return finish(e, a.error, "%s", a.message);
+                        default:
+                                break;
                         }
-                        break;
-                }
-                case DRIVER_STOP_SYSTEMD:
-                        if (!unit_drive(e, true)) {
-                                unit_message(e, "stopping");
+                        if (!e->stop->ops->stopped(e->stop, &v, msg, sizeof(msg))) {
+                                set_message(e, "%s", msg);
                                 return;
                         }
-                        drivers = 0;
-                        break;
-                default:
-                        drivers = 0; /* none: left alone */
-                        break;
                 }
-                set_message(e, "stopping DRA drivers: %zu driver pods left", drivers);
-                if (drivers == 0)
-                        patch_phase(e, n, DRAIN_PHASE_DRAINED,
-                                    "drained: no pods, no ResourceClaims, DRA drivers stopped");
+                patch_phase(e, n, DRAIN_PHASE_DRAINED,
+                            "drained: no pods, no ResourceClaims, DRA drivers stopped");
         }
 }
 
@@ -1454,13 +1244,6 @@ static bool slices_back(struct engine *e, const struct node_rec *n, const char *
                         }
                 }
         return true;
-}
-
-static bool expects_driver_pods(const struct drain_state *st) {
-        for (size_t s = 0; s < st->n_stops; s++)
-                if (st->stops[s].kind != DRIVER_STOP_NONE && st->stops[s].daemonset)
-                        return true;
-        return false;
 }
 
 static void drive_uncordon(struct engine *e, const struct node_rec *n) {
@@ -1526,31 +1309,25 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
                         return patch_node(e, body);
                 }
                 /* Undo each stop, then wait until every driver is healthy again. */
+                struct driver_stop_view v = driver_view(e, n);
+                size_t healthy = v.driver_pods_ready;
+
                 for (size_t s = 0; s < st->n_stops; s++) {
                         const struct driver_stop_record *sr = &st->stops[s];
-
                         /* undo_refused() let only this configuration's unit and label key through. */
-                        if (sr->kind == DRIVER_STOP_SYSTEMD) {
-                                if (!unit_drive(e, false)) {
-                                        unit_message(e, "starting");
-                                        return;
-                                }
-                        }
-                        if (sr->kind == DRIVER_STOP_LABEL &&
-                            streq_ptr(kv_get(n->labels, n->n_labels, e->o.plan.driver_stop_arg),
-                                      DRIVER_PAUSED_VALUE)) {
-                                r = drain_patch_label(n, e->o.plan.driver_stop_arg,
-                                                      sr->had_old ? sr->old_value : NULL, &body);
-                                if (r < 0)
-                                        return finish(e, r, "cannot build the node patch: %s", strerror(-r));
-                                return patch_node(e, body);
-                        }
-                }
-                size_t healthy = driver_pods(&e->plan, true);
+                        struct driver_stop *own = sr->ops == e->stop->ops ? e->stop : NULL;
+                        struct driver_stop_action a = {};
+                        char msg[DRIVER_STOP_MESSAGE_MAX] = "";
 
-                if (expects_driver_pods(st) && healthy == 0) {
-                        set_message(e, "waiting for the DRA driver pods to run and be Ready");
-                        return;
+                        sr->ops->undo(own, sr, &v, &a);
+                        if (a.what == DRIVER_STOP_SET_LABEL)
+                                return patch_label(e, n, a.key, a.value);
+                        if (a.what == DRIVER_STOP_FAIL)
+                                return finish(e, a.error, "%s", a.message);
+                        if (!sr->ops->undone(own, sr, &v, msg, sizeof(msg))) {
+                                set_message(e, "%s", msg);
+                                return;
+                        }
                 }
                 if (healthy < driver_pods(&e->plan, false)) {
                         set_message(e, "waiting for %zu DRA driver pods to be Ready",
@@ -1636,16 +1413,24 @@ static void metrics_drivers(struct engine *e) {
                         driver_key_add(&d, ok, "%s/%s", pod->ns, pod->name);
         }
         for (size_t s = 0; e->has_st && s < e->st.n_stops; s++) {
-                if (e->st.stops[s].daemonset)
-                        driver_key_add(&d, false, "%s", e->st.stops[s].daemonset);
-                /* Only the configured unit is ever asked about (a recorded one elsewhere is refused). */
-                if (e->st.stops[s].kind == DRIVER_STOP_SYSTEMD &&
-                    streq_ptr(e->st.stops[s].arg, e->unit_name))
-                        driver_key_add(&d, unit_is(e->unit_state, unit_up), "systemd:%s",
-                                       e->st.stops[s].arg);
+                const struct driver_stop_record *r = &e->st.stops[s];
+                char key[256];
+                bool ok;
+
+                if (r->daemonset)
+                        driver_key_add(&d, false, "%s", r->daemonset);
+                /* A driver that is not a pod (systemd: only the configured unit is ever asked about). */
+                if (r->ops->health &&
+                    r->ops->health(r->ops == e->stop->ops ? e->stop : NULL, r, key, sizeof(key), &ok))
+                        driver_key_add(&d, ok, "%s", key);
         }
-        if (e->o.plan.driver_stop == DRIVER_STOP_SYSTEMD && e->unit_name && e->unit_state)
-                driver_key_add(&d, unit_is(e->unit_state, unit_up), "systemd:%s", e->unit_name);
+        {
+                char key[256];
+                bool ok;
+
+                if (e->stop->ops->health && e->stop->ops->health(e->stop, NULL, key, sizeof(key), &ok))
+                        driver_key_add(&d, ok, "%s", key);
+        }
 
         for (size_t i = 0; i < d.n; i++)
                 metrics_set(metrics_family(DRAINER_METRIC_DRIVER_HEALTHY),
@@ -1847,6 +1632,14 @@ static void on_inf_error(struct informer *inf, int error, const char *message, v
         log_debug("watch error: %s, retrying", message ? message : strerror(-error));
 }
 
+static void on_stop_changed(void *userdata) {
+        kick(userdata);
+}
+
+static void on_stop_wake_at(void *userdata, uint64_t at) {
+        retry_at(userdata, at);
+}
+
 int engine_new(struct kube_client *client, struct transport *transport, struct timesrc *ts,
                const struct engine_options *o, const struct engine_callbacks *cb, void *userdata,
                struct engine **ret) {
@@ -1870,10 +1663,16 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
         if (cb)
                 e->cb = *cb;
         e->userdata = userdata;
-        if (o->plan.driver_stop == DRIVER_STOP_SYSTEMD && o->plan.driver_stop_arg &&
-            !(e->unit_name = strdup(o->plan.driver_stop_arg))) {
+        r = driver_stop_new(o->plan.driver_stop, o->plan.driver_stop_arg,
+                            &(const struct driver_stop_env){ .units = o->units,
+                                                             .ts = ts,
+                                                             .changed = on_stop_changed,
+                                                             .wake_at = on_stop_wake_at,
+                                                             .userdata = e },
+                            &e->stop);
+        if (r < 0) {
                 free(e);
-                return -ENOMEM;
+                return r;
         }
         e->evictions = hashmap_new(100000);
         e->probes = hashmap_new(1024);
@@ -1993,11 +1792,7 @@ void engine_free(struct engine *e) {
         if (e->has_st)
                 drain_state_done(&e->st);
         free(e->probe_uid);
-        if (e->unit_call)
-                e->unit_call->engine = NULL; /* its callback frees it */
-        free(e->unit_state);
-        free(e->unit_error);
-        free(e->unit_name);
+        driver_stop_free(e->stop); /* a unit call still running finishes into nothing */
         for (size_t i = 0; i < e->n_pdbs; i++)
                 pdb_rec_free(e->pdbs[i]);
         free(e->pdbs);

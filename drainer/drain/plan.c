@@ -64,22 +64,6 @@ size_t plan_eviction_blockers(const struct plan *p) {
         return n;
 }
 
-/* state.h names the strategies too, but plan must not need state.c to link. */
-static const char *strategy_name(enum driver_stop_kind k) {
-        switch (k) {
-        case DRIVER_STOP_TAINT:
-                return "taint";
-        case DRIVER_STOP_LABEL:
-                return "label";
-        case DRIVER_STOP_SYSTEMD:
-                return "systemd";
-        case DRIVER_STOP_NONE:
-                return "none";
-        default:
-                return "unknown";
-        }
-}
-
 /* ---- classification ---- */
 
 static const char skip_pod_selector[] = "does not match --pod-selector";
@@ -118,23 +102,13 @@ static void classify(struct plan_pod *pp, const struct plan_options *o) {
         pp->skip_reason = NULL;
 
         switch (pp->cls) {
-        case POD_CLASS_DRIVER:
-                switch (o->driver_stop) {
-                case DRIVER_STOP_TAINT:
-                        pp->group = EVICT_GROUP_DRIVERS;
-                        return;
-                case DRIVER_STOP_LABEL:
-                        pp->skip_reason = "DRA driver: stopped by label";
-                        break;
-                case DRIVER_STOP_SYSTEMD:
-                        pp->skip_reason = "DRA driver: stopped by systemd";
-                        break;
-                default:
-                        pp->skip_reason = "DRA driver, --driver-stop none";
-                        break;
-                }
-                pp->group = EVICT_GROUP_NONE;
+        case POD_CLASS_DRIVER: {
+                const struct driver_stop_ops *stop = driver_stop_or_default(o->driver_stop);
+
+                pp->group = stop->evicts_driver_pods ? EVICT_GROUP_DRIVERS : EVICT_GROUP_NONE;
+                pp->skip_reason = stop->evicts_driver_pods ? NULL : stop->pods_stay;
                 return;
+        }
         case POD_CLASS_MIRROR:
                 /* the API cannot evict a static pod's mirror; kubectl skips it silently */
                 pp->group = EVICT_GROUP_NONE;
@@ -250,11 +224,15 @@ static int pod_blockers(struct plan *p, const struct plan_pod *pp, const struct 
         int r;
 
         if (pp->cls == POD_CLASS_DRIVER) {
-                if (o->driver_stop == DRIVER_STOP_TAINT && tolerates_drain_taint(pod)) {
-                        r = add_blocker(p, BLOCKER_DRIVER_TOLERATES, pod,
-                                        "DaemonSet of DRA driver pod %s/%s tolerates %s:%s, so the taint "
-                                        "strategy cannot stop it; use --driver-stop label:KEY or none",
-                                        pod->ns, pod->name, DRAIN_TAINT_KEY, DRAIN_TAINT_EFFECT);
+                const struct driver_stop_ops *stop = driver_stop_or_default(o->driver_stop);
+                char *m = NULL;
+
+                /* the strategy cannot stop this one (taint: it tolerates the drain taint) */
+                r = stop->pod_blocker ? stop->pod_blocker(o->driver_stop_arg, pod, &m) : 0;
+                if (r < 0)
+                        return r;
+                if (r > 0) {
+                        r = add_blocker_owned(p, BLOCKER_DRIVER_TOLERATES, pod, m);
                         if (r < 0)
                                 return r;
                 }
@@ -685,22 +663,21 @@ static void print_claim(FILE *f, const struct plan_claim *pc, int width) {
         fputc('\n', f);
 }
 
-static void print_driver_pods(FILE *f, const struct plan *p, const char *verb) {
-        bool first = true;
+/* What the strategy will do to the node's driver pods, e.g. "evict ns/a (DaemonSet ns/x)". */
+static int describe_stop(FILE *f, const struct plan *p, const struct plan_options *o) {
+        const struct driver_stop_ops *stop = driver_stop_or_default(o->driver_stop);
+        _cleanup_free_ const struct pod_rec **drivers = calloc(p->n_pods + 1, sizeof(*drivers));
+        size_t n = 0;
 
-        for (size_t i = 0; i < p->n_pods; i++) {
-                const struct pod_rec *pod = p->pods[i].pod;
-
-                if (p->pods[i].cls != POD_CLASS_DRIVER)
-                        continue;
-                fprintf(f, "%s%s%s/%s", first ? "" : "; ", verb, pod->ns, pod->name);
-                if (pod->controller)
-                        fprintf(f, " (%s %s/%s)", strna(pod->controller->kind), pod->ns,
-                                strna(pod->controller->name));
-                first = false;
-        }
-        if (first)
-                fputs("no DRA driver pod on the node", f);
+        if (!drivers)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n_pods; i++)
+                if (p->pods[i].cls == POD_CLASS_DRIVER)
+                        drivers[n++] = p->pods[i].pod;
+        fprintf(f, " 5. stop DRA drivers (%s): ", stop->name);
+        stop->describe(o->driver_stop_arg, drivers, n, f);
+        fputc('\n', f);
+        return 0;
 }
 
 int plan_print_text(const struct plan *p, const struct plan_options *o, FILE *f) {
@@ -738,24 +715,8 @@ int plan_print_text(const struct plan *p, const struct plan_options *o, FILE *f)
         for (size_t i = 0; i < p->n_claims; i++)
                 print_claim(f, &p->claims[i], cwidth);
 
-        fprintf(f, " 5. stop DRA drivers (%s): ", strategy_name(o->driver_stop));
-        switch (o->driver_stop) {
-        case DRIVER_STOP_TAINT:
-                print_driver_pods(f, p, "evict ");
-                break;
-        case DRIVER_STOP_LABEL:
-                fprintf(f, "set node label %s=%s, so the DaemonSet controller removes ",
-                        strna(o->driver_stop_arg), DRIVER_PAUSED_VALUE);
-                print_driver_pods(f, p, "");
-                break;
-        case DRIVER_STOP_SYSTEMD:
-                fprintf(f, "stop unit %s", strna(o->driver_stop_arg));
-                break;
-        default:
-                fputs("nothing (--driver-stop none)", f);
-                break;
-        }
-        fputc('\n', f);
+        if (describe_stop(f, p, o) < 0)
+                return -ENOMEM;
 
         fputs("Stays on the node:", f);
         first = true;
@@ -940,7 +901,7 @@ static int json_drivers_stays(cJSON *root, const struct plan *p, const struct pl
 
                         if (is_daemonset_pod(pod))
                                 snprintf(ds, sizeof ds, "%s/%s", pod->ns, strna(pod->controller->name));
-                        if (!d || add_str(d, "strategy", strategy_name(o->driver_stop)) < 0 ||
+                        if (!d || add_str(d, "strategy", driver_stop_or_default(o->driver_stop)->name) < 0 ||
                             add_str(d, "daemonset", is_daemonset_pod(pod) ? ds : NULL) < 0 ||
                             add_item(drivers, NULL, TAKE_PTR(d)) < 0)
                                 return -ENOMEM;

@@ -25,8 +25,6 @@
 #define QUOTE_MAX       64
 /* DRA driver names (ResourceSlice spec.driver) are DNS subdomains of at most 63. */
 #define DRIVER_NAME_MAX 63
-/* systemd's UNIT_NAME_MAX is 256 including the NUL. */
-#define UNIT_NAME_MAX   255
 
 /* ---- enums ---- */
 
@@ -54,28 +52,7 @@ static const char *const drain_request_table[_DRAIN_REQUEST_MAX] = {
 
 DEFINE_STRING_TABLE_LOOKUP(drain_request, enum drain_request, _DRAIN_REQUEST_MAX, _DRAIN_REQUEST_INVALID)
 
-static const char *const driver_stop_kind_table[_DRIVER_STOP_KIND_MAX] = {
-        [DRIVER_STOP_TAINT] = "taint",
-        [DRIVER_STOP_LABEL] = "label",
-        [DRIVER_STOP_SYSTEMD] = "systemd",
-        [DRIVER_STOP_NONE] = "none",
-};
-
-DEFINE_STRING_TABLE_LOOKUP(driver_stop_kind, enum driver_stop_kind, _DRIVER_STOP_KIND_MAX,
-                           _DRIVER_STOP_KIND_INVALID)
-
 /* ---- records ---- */
-
-void driver_stop_record_done(struct driver_stop_record *r) {
-        if (!r)
-                return;
-        free(r->arg);
-        free(r->old_value);
-        free(r->daemonset);
-        for (size_t i = 0; i < r->n_drivers && i < DRIVER_STOP_MAX_DRIVERS; i++)
-                free(r->drivers[i]);
-        *r = (struct driver_stop_record){};
-}
 
 void drain_state_done(struct drain_state *s) {
         if (!s)
@@ -130,24 +107,6 @@ static bool daemonset_ref_is_valid(const char *s) {
 
 static bool driver_name_is_valid(const char *s) {
         return is_dns_subdomain(s, DRIVER_NAME_MAX);
-}
-
-/* systemd's unit_name_is_valid(), roughly: [A-Za-z0-9:_.\-@]+ with a
- * non-empty type suffix after the last dot and a non-empty name before it. */
-static bool unit_name_is_valid(const char *s) {
-        size_t n = strlen(s);
-        const char *dot = strrchr(s, '.');
-
-        if (n == 0 || n > UNIT_NAME_MAX || !dot || dot == s || !dot[1])
-                return false;
-        for (const char *p = s; *p; p++)
-                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-                      strchr(":_.\\-@", *p)))
-                        return false;
-        for (const char *p = dot + 1; *p; p++)
-                if (!(*p >= 'a' && *p <= 'z'))
-                        return false;
-        return true;
 }
 
 /* ---- error messages ---- */
@@ -290,7 +249,7 @@ static int opt_string(const cJSON *o, const char *field, size_t i, const char **
 
 static int parse_stop(const cJSON *o, size_t i, struct driver_stop_record *rec, char **ret_why) {
         const cJSON *v, *d;
-        const char *strategy, *arg = NULL, *ds;
+        const char *strategy, *ds;
         int r;
 
         if (!cJSON_IsObject(o))
@@ -301,45 +260,23 @@ static int parse_stop(const cJSON *o, size_t i, struct driver_stop_record *rec, 
                 return r;
         if (!strategy)
                 return stop_error(ret_why, i, "strategy", NULL, "is missing");
-        rec->kind = driver_stop_kind_from_string(strategy);
-        if (rec->kind < 0)
-                return stop_error(ret_why, i, "strategy", strategy, "is not taint, label, systemd or none");
+        rec->ops = driver_stop_find(strategy);
+        if (!rec->ops) {
+                _cleanup_free_ char *what = NULL;
 
-        if (rec->kind == DRIVER_STOP_LABEL) {
-                r = opt_string(o, "key", i, &arg, ret_why);
-                if (r < 0)
-                        return r;
-                if (!arg)
-                        return stop_error(ret_why, i, "key", NULL, "is missing");
-                if (!label_key_is_valid(arg))
-                        return stop_error(ret_why, i, "key", arg, "is not a label key");
-
-                v = cJSON_GetObjectItemCaseSensitive(o, "old");
-                if (v) {
-                        if (!cJSON_IsNull(v) && !cJSON_IsString(v))
-                                return stop_error(ret_why, i, "old", NULL, "is neither a string nor null");
-                        if (cJSON_IsString(v) && !label_value_is_valid(v->valuestring))
-                                return stop_error(ret_why, i, "old", v->valuestring, "is not a label value");
-                        rec->had_old = true;
-                        if (cJSON_IsString(v)) {
-                                rec->old_value = strdup(v->valuestring);
-                                if (!rec->old_value)
-                                        return -ENOMEM;
-                        }
-                }
-        } else if (rec->kind == DRIVER_STOP_SYSTEMD) {
-                r = opt_string(o, "unit", i, &arg, ret_why);
-                if (r < 0)
-                        return r;
-                if (!arg)
-                        return stop_error(ret_why, i, "unit", NULL, "is missing");
-                if (!unit_name_is_valid(arg))
-                        return stop_error(ret_why, i, "unit", arg, "is not a systemd unit name");
-        }
-        if (arg) {
-                rec->arg = strdup(arg);
-                if (!rec->arg)
+                if (asprintf(&what, "is not %s", driver_stop_names(false)) < 0)
                         return -ENOMEM;
+                return stop_error(ret_why, i, "strategy", strategy, what);
+        }
+        /* The strategy's own members (key and old, unit). */
+        if (rec->ops->read_record) {
+                struct driver_stop_bad bad = {};
+
+                r = rec->ops->read_record(o, rec, &bad);
+                if (r == -EBADMSG)
+                        return stop_error(ret_why, i, bad.field, bad.value, bad.what);
+                if (r < 0)
+                        return r;
         }
 
         r = opt_string(o, "daemonset", i, &ds, ret_why);
@@ -406,14 +343,9 @@ static int parse_stops(const char *value, struct drain_state *s, char **ret_why)
 
 static int stop_to_json(const struct driver_stop_record *rec, cJSON *arr) {
         cJSON *o, *drivers;
+        int r;
 
-        if (rec->kind < 0 || rec->kind >= _DRIVER_STOP_KIND_MAX || rec->n_drivers > DRIVER_STOP_MAX_DRIVERS)
-                return -EINVAL;
-        if (rec->kind == DRIVER_STOP_LABEL &&
-            (!label_key_is_valid(rec->arg) ||
-             (rec->had_old && rec->old_value && !label_value_is_valid(rec->old_value))))
-                return -EINVAL;
-        if (rec->kind == DRIVER_STOP_SYSTEMD && (!rec->arg || !unit_name_is_valid(rec->arg)))
+        if (!rec->ops || rec->n_drivers > DRIVER_STOP_MAX_DRIVERS)
                 return -EINVAL;
         if (rec->daemonset && !daemonset_ref_is_valid(rec->daemonset))
                 return -EINVAL;
@@ -426,16 +358,14 @@ static int stop_to_json(const struct driver_stop_record *rec, cJSON *arr) {
                 cJSON_Delete(o);
                 return -ENOMEM;
         }
-        if (!cJSON_AddStringToObject(o, "strategy", driver_stop_kind_to_string(rec->kind)))
+        if (!cJSON_AddStringToObject(o, "strategy", rec->ops->name))
                 return -ENOMEM;
-        if (rec->kind == DRIVER_STOP_LABEL) {
-                if (!cJSON_AddStringToObject(o, "key", rec->arg))
-                        return -ENOMEM;
-                if (rec->had_old && !(rec->old_value ? cJSON_AddStringToObject(o, "old", rec->old_value)
-                                                     : cJSON_AddNullToObject(o, "old")))
-                        return -ENOMEM;
-        } else if (rec->kind == DRIVER_STOP_SYSTEMD && !cJSON_AddStringToObject(o, "unit", rec->arg))
-                return -ENOMEM;
+        /* The strategy's own members, and its rules for them. */
+        if (rec->ops->write_record) {
+                r = rec->ops->write_record(rec, o);
+                if (r < 0)
+                        return r;
+        }
         if (rec->daemonset && !cJSON_AddStringToObject(o, "daemonset", rec->daemonset))
                 return -ENOMEM;
         if (rec->n_drivers > 0) {

@@ -44,9 +44,9 @@ struct drain_args {
         size_t n_driver_selectors;
         const char *driver_namespaces[MAX_DRIVER_NAMESPACES + 1];
         size_t n_driver_namespaces;
-        const char *config; /* --config FILE (already read: see config_argv_build) */
-        enum driver_stop_kind stop;
-        const char *stop_arg;
+        const char *config;                 /* --config FILE (already read: see config_argv_build) */
+        const struct driver_stop_ops *stop; /* --driver-stop NAME (default taint) */
+        const char *stop_arg;               /* ... :ARG, or NULL */
         const char *health;
 
         /* parsed */

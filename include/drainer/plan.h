@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "drainer/claims.h"
+#include "drainer/driverstop.h"
 #include "drainer/objects.h"
 #include "drainer/state.h"
 
@@ -24,7 +25,7 @@ enum evict_group {
         EVICT_GROUP_CLAIM_HOLDERS_CRITICAL, /* phase evict-claim-holders, after the above are accepted */
         EVICT_GROUP_REST,                   /* phase evict-rest */
         EVICT_GROUP_REST_CRITICAL,
-        EVICT_GROUP_DRIVERS, /* phase stop-drivers (taint strategy evicts driver pods) */
+        EVICT_GROUP_DRIVERS, /* phase stop-drivers, if the strategy evicts driver pods (taint) */
         EVICT_GROUP_NONE,    /* stays: mirror, DaemonSet without claims, finished, filtered */
         _EVICT_GROUP_MAX,
         _EVICT_GROUP_INVALID = -EINVAL,
@@ -36,7 +37,8 @@ enum blocker_kind {
         BLOCKER_UNMANAGED,          /* no controller, needs --force */
         BLOCKER_EMPTYDIR,           /* emptyDir, needs --delete-emptydir-data */
         BLOCKER_DS_CLAIM_TOLERATES, /* claim-holding DaemonSet pod tolerating the drain taint: it would come back */
-        BLOCKER_DRIVER_TOLERATES, /* taint strategy, but the driver pod tolerates the drain taint */
+        BLOCKER_DRIVER_TOLERATES, /* the strategy cannot stop this driver pod (taint: it tolerates the drain
+                                   * taint; driver_stop_ops.pod_blocker) */
         BLOCKER_DRIVER_UNHEALTHY, /* driver pod not Running+Ready (plan_build, unless ignore_driver_health),
                                    * or its health probe failed (added by the caller) */
         BLOCKER_MULTIPLE_PDBS,    /* a running pod covered by more than one PDB: the Eviction API answers 500
@@ -62,8 +64,8 @@ struct plan_options {
         size_t n_driver_namespaces;
         bool force; /* evict pods without a controller */
         bool delete_emptydir_data;
-        enum driver_stop_kind driver_stop;
-        const char *driver_stop_arg; /* label key / unit */
+        const struct driver_stop_ops *driver_stop; /* how drivers are stopped; NULL: the default (taint) */
+        const char *driver_stop_arg;               /* its ARG: label key / unit */
         bool ignore_driver_health;
 };
 
@@ -131,7 +133,7 @@ int plan_add_blocker(struct plan *p, enum blocker_kind kind, const struct pod_re
 size_t plan_driver_names(const struct slice_rec *const *slices, size_t n_slices, const char *node,
                          const char **ret, size_t max);
 
-/* `drainer plan` output. plan_print_text returns 0 or -EIO (write error);
+/* `drainer plan` output. plan_print_text returns 0, -EIO (write error) or -ENOMEM;
  * plan_to_json returns NULL only when out of memory. JSON: {node, unschedulable,
  * groups: [{name, pods: [{namespace, name, claims: ["ns/name"], pdbs: ["ns/name"],
  * deleting}]}] (the five eviction groups in order), claims: [{namespace, name,

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "drainer/driverstop.h" /* struct driver_stop_record, DRAIN_TAINT_KEY */
 #include "drainer/macro.h"
 
 struct node_rec;
@@ -19,10 +20,6 @@ struct node_rec;
 #define DRAINER_ANN_WAS_UNSCHEDULABLE "drainer.io/was-unschedulable"
 #define DRAINER_ANN_DRIVER_STOP       "drainer.io/driver-stop"
 #define DRAINER_ANN_MESSAGE           "drainer.io/message"
-
-#define DRAIN_TAINT_KEY     "drainer.io/draining"
-#define DRAIN_TAINT_EFFECT  "NoSchedule"
-#define DRIVER_PAUSED_VALUE "drainer-paused"
 
 /* The phases of DESIGN.md, in order. Names are the annotation values. */
 enum drain_phase {
@@ -54,36 +51,6 @@ enum drain_request {
 /* NONE reads "none" (for logs); it is never an annotation value. */
 const char *drain_request_to_string(enum drain_request r);
 enum drain_request drain_request_from_string(const char *s);
-
-/* How one driver was stopped, enough to undo it. Serialized as a JSON array in
- * drainer.io/driver-stop: [{"strategy":"taint","daemonset":"ns/name","drivers":["gpu.example.com"]},
- *  {"strategy":"label","key":"K","old":"V" or null, "drivers":[...]}, ...]. */
-enum driver_stop_kind {
-        DRIVER_STOP_TAINT,
-        DRIVER_STOP_LABEL,
-        DRIVER_STOP_SYSTEMD,
-        DRIVER_STOP_NONE,
-        _DRIVER_STOP_KIND_MAX,
-        _DRIVER_STOP_KIND_INVALID = -EINVAL,
-};
-
-const char *driver_stop_kind_to_string(enum driver_stop_kind k); /* "taint", "label", "systemd", "none" */
-enum driver_stop_kind driver_stop_kind_from_string(const char *s);
-
-#define DRIVER_STOP_MAX_DRIVERS 8
-
-struct driver_stop_record {
-        enum driver_stop_kind kind;
-        char *arg;                              /* label key or unit name; NULL for taint/none */
-        char *old_value;                        /* label: the value before (NULL = the label was absent) */
-        bool had_old;                           /* label: whether old_value is meaningful */
-        char *daemonset;                        /* "ns/name" of the driver DaemonSet, or NULL */
-        char *drivers[DRIVER_STOP_MAX_DRIVERS]; /* DRA driver names (ResourceSlice spec.driver) */
-        size_t n_drivers;
-};
-
-/* Frees the strings of r and zeroes it. NULL ok. */
-void driver_stop_record_done(struct driver_stop_record *r);
 
 #define DRAIN_STATE_MAX_STOPS 8
 

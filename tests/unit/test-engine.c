@@ -765,13 +765,13 @@ static void assert_refused_on_node(struct env *e, const char *says) {
  * make drainer start reboot.target, whatever --driver-stop says. */
 static void test_forged_unit_is_never_started(void **state) {
         static const struct {
-                enum driver_stop_kind kind;
+                const struct driver_stop_ops *kind;
                 const char *arg;
         } configs[] = {
-                { DRIVER_STOP_TAINT, NULL },
-                { DRIVER_STOP_SYSTEMD, "dra-driver.service" },
-                { DRIVER_STOP_LABEL, "gpu.example.com/present" },
-                { DRIVER_STOP_NONE, NULL },
+                { &driver_stop_taint, NULL },
+                { &driver_stop_systemd, "dra-driver.service" },
+                { &driver_stop_label, "gpu.example.com/present" },
+                { &driver_stop_none, NULL },
         };
         struct env *e = *state;
 
@@ -795,12 +795,12 @@ static void test_forged_unit_is_never_started(void **state) {
                                     true, true),
                            (char *[]){ NULL });
                 run_for(e, 5 * SEC, 10 * MS);
-                print_message("  --driver-stop %s%s%s: %s\n", driver_stop_kind_to_string(configs[c].kind),
+                print_message("  --driver-stop %s%s%s: %s\n", configs[c].kind->name,
                               configs[c].arg ? ":" : "", configs[c].arg ? configs[c].arg : "",
                               e->message ? e->message : "(not finished)");
                 assert_int_equal(e->units.starts, 0);
                 assert_int_equal(e->units.stops, 0);
-                if (configs[c].kind != DRIVER_STOP_SYSTEMD)
+                if (configs[c].kind != &driver_stop_systemd)
                         assert_int_equal(e->units.queries, 0);
                 else
                         assert_true(e->units.queries == 0 ||
@@ -818,7 +818,7 @@ static void test_forged_label_key_is_never_set(void **state) {
         struct env *e = *state;
         struct engine_options o = {
                 .goal = ENGINE_GOAL_UNCORDON,
-                .plan = { .driver_stop = DRIVER_STOP_LABEL, .driver_stop_arg = "gpu.example.com/present" },
+                .plan = { .driver_stop = &driver_stop_label, .driver_stop_arg = "gpu.example.com/present" },
         };
 
         start_node(e, &o,
@@ -838,7 +838,7 @@ static void test_configured_unit_is_started(void **state) {
         struct env *e = *state;
         struct engine_options o = {
                 .goal = ENGINE_GOAL_UNCORDON,
-                .plan = { .driver_stop = DRIVER_STOP_SYSTEMD, .driver_stop_arg = "dra-driver.service" },
+                .plan = { .driver_stop = &driver_stop_systemd, .driver_stop_arg = "dra-driver.service" },
         };
 
         start_node(e, &o,
@@ -864,7 +864,7 @@ static void test_failing_unit_backs_off(void **state) {
         for (int variant = 0; variant < 2; variant++) {
                 struct engine_options o = {
                         .goal = ENGINE_GOAL_UNCORDON,
-                        .plan = { .driver_stop = DRIVER_STOP_SYSTEMD, .driver_stop_arg = "broken.service" },
+                        .plan = { .driver_stop = &driver_stop_systemd, .driver_stop_arg = "broken.service" },
                 };
                 void *st = e;
 

@@ -63,7 +63,7 @@ static void scenario_load(struct scenario *s) {
         s->o = (struct plan_options){
                 .driver_selectors = (const struct selector *const *)s->driver_selectors,
                 .n_driver_selectors = s->n_driver_selectors,
-                .driver_stop = DRIVER_STOP_TAINT,
+                .driver_stop = &driver_stop_taint,
         };
 }
 
@@ -491,7 +491,7 @@ static void test_driver_blockers(void **state) {
         scenario_load(&s);
         set_json(sub(doc_find(&s, "pods", "dra-system", "dra-driver-abc"), "spec"), "tolerations",
                  "[{\"operator\":\"Exists\"}]");
-        s.o.driver_stop = DRIVER_STOP_LABEL;
+        s.o.driver_stop = &driver_stop_label;
         s.o.driver_stop_arg = "example.com/dra-driver";
         scenario_build(&s);
         d = find_pod(&s.plan, "dra-system", "dra-driver-abc");
@@ -502,7 +502,7 @@ static void test_driver_blockers(void **state) {
 
         /* --driver-stop none */
         scenario_load(&s);
-        s.o.driver_stop = DRIVER_STOP_NONE;
+        s.o.driver_stop = &driver_stop_none;
         scenario_build(&s);
         d = find_pod(&s.plan, "dra-system", "dra-driver-abc");
         assert_int_equal(d->group, EVICT_GROUP_NONE);
@@ -1010,7 +1010,7 @@ static void test_text(void **state) {
         set_json(sub(s.doc, "node"), "spec",
                  "{\"unschedulable\":true,\"taints\":[{\"key\":\"drainer.io/"
                  "draining\",\"effect\":\"NoSchedule\"}]}");
-        s.o.driver_stop = DRIVER_STOP_LABEL;
+        s.o.driver_stop = &driver_stop_label;
         s.o.driver_stop_arg = "example.com/dra";
         scenario_build(&s);
         t = print_text(&s.plan, &s.o);
@@ -1048,7 +1048,7 @@ static void test_text(void **state) {
         cJSON_AddArrayToObject(s.doc, "pods");
         cJSON_DeleteItemFromObjectCaseSensitive(s.doc, "claims");
         cJSON_AddArrayToObject(s.doc, "claims");
-        s.o.driver_stop = DRIVER_STOP_NONE;
+        s.o.driver_stop = &driver_stop_none;
         scenario_build(&s);
         assert_int_equal(s.plan.n_pods, 0);
         t = print_text(&s.plan, &s.o);

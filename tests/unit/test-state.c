@@ -168,13 +168,18 @@ static void test_enums(void **state) {
         assert_int_equal(drain_request_from_string("banana"), _DRAIN_REQUEST_INVALID);
         assert_null(drain_request_to_string(_DRAIN_REQUEST_MAX));
 
-        assert_int_equal(ELEMENTSOF(kinds), _DRIVER_STOP_KIND_MAX);
-        for (int i = 0; i < _DRIVER_STOP_KIND_MAX; i++) {
-                assert_string_equal(driver_stop_kind_to_string((enum driver_stop_kind)i), kinds[i]);
-                assert_int_equal(driver_stop_kind_from_string(kinds[i]), i);
+        /* The strategies, by the names records and --driver-stop use; taint first (the default). */
+        for (size_t i = 0; i < ELEMENTSOF(kinds); i++) {
+                assert_non_null(driver_stop_strategies[i]);
+                assert_string_equal(driver_stop_strategies[i]->name, kinds[i]);
+                assert_ptr_equal(driver_stop_find(kinds[i]), driver_stop_strategies[i]);
         }
-        assert_int_equal(driver_stop_kind_from_string("label:foo"), _DRIVER_STOP_KIND_INVALID);
-        assert_null(driver_stop_kind_to_string(_DRIVER_STOP_KIND_INVALID));
+        assert_null(driver_stop_strategies[ELEMENTSOF(kinds)]);
+        assert_ptr_equal(driver_stop_or_default(NULL), &driver_stop_taint);
+        assert_null(driver_stop_find("label:foo"));
+        assert_null(driver_stop_find(NULL));
+        assert_string_equal(driver_stop_names(false), "taint, label, systemd or none");
+        assert_string_equal(driver_stop_names(true), "taint, label:KEY, systemd:UNIT or none");
 }
 
 /* ---- parse ---- */
@@ -215,14 +220,14 @@ static void test_parse_full(void **state) {
         assert_string_equal(s.message, "drained in 4m30s; 3 pods evicted, 2 claims released");
 
         assert_int_equal(s.n_stops, 5);
-        assert_int_equal(s.stops[0].kind, DRIVER_STOP_TAINT);
+        assert_ptr_equal(s.stops[0].ops, &driver_stop_taint);
         assert_null(s.stops[0].arg);
         assert_false(s.stops[0].had_old);
         assert_string_equal(s.stops[0].daemonset, "dra-system/gpu-kubelet-plugin");
         assert_int_equal(s.stops[0].n_drivers, 1);
         assert_string_equal(s.stops[0].drivers[0], "gpu.example.com");
 
-        assert_int_equal(s.stops[1].kind, DRIVER_STOP_LABEL);
+        assert_ptr_equal(s.stops[1].ops, &driver_stop_label);
         assert_string_equal(s.stops[1].arg, "nvidia.com/gpu.deploy.dra-driver");
         assert_true(s.stops[1].had_old);
         assert_string_equal(s.stops[1].old_value, "true");
@@ -231,17 +236,17 @@ static void test_parse_full(void **state) {
         assert_string_equal(s.stops[1].drivers[0], "gpu.nvidia.com");
         assert_string_equal(s.stops[1].drivers[1], "compute-domain.nvidia.com");
 
-        assert_int_equal(s.stops[2].kind, DRIVER_STOP_LABEL);
+        assert_ptr_equal(s.stops[2].ops, &driver_stop_label);
         assert_string_equal(s.stops[2].arg, "example.com/nic-driver");
         assert_true(s.stops[2].had_old);
         assert_null(s.stops[2].old_value);
         assert_int_equal(s.stops[2].n_drivers, 0);
 
-        assert_int_equal(s.stops[3].kind, DRIVER_STOP_SYSTEMD);
+        assert_ptr_equal(s.stops[3].ops, &driver_stop_systemd);
         assert_string_equal(s.stops[3].arg, "fpga-dra-plugin.service");
         assert_int_equal(s.stops[3].n_drivers, 1);
 
-        assert_int_equal(s.stops[4].kind, DRIVER_STOP_NONE);
+        assert_ptr_equal(s.stops[4].ops, &driver_stop_none);
         assert_null(s.stops[4].arg);
         assert_string_equal(s.stops[4].daemonset, "kube-system/net-dra");
 
@@ -452,24 +457,24 @@ static void test_parse_bad_after_good(void **state) {
 
 static void test_driver_stop_round_trip(void **state) {
         struct driver_stop_record in[] = {
-                { .kind = DRIVER_STOP_TAINT,
+                { .ops = &driver_stop_taint,
                   .daemonset = (char *)"dra-system/gpu-kubelet-plugin",
                   .drivers = { (char *)"gpu.example.com", (char *)"gpu2.example.com" },
                   .n_drivers = 2 },
-                { .kind = DRIVER_STOP_LABEL,
+                { .ops = &driver_stop_label,
                   .arg = (char *)"nvidia.com/gpu.deploy.dra-driver",
                   .old_value = (char *)"true",
                   .had_old = true,
                   .drivers = { (char *)"gpu.nvidia.com" },
                   .n_drivers = 1 },
-                { .kind = DRIVER_STOP_LABEL, .arg = (char *)"example.com/absent", .had_old = true },
-                { .kind = DRIVER_STOP_LABEL, .arg = (char *)"unknown-before" },
-                { .kind = DRIVER_STOP_LABEL,
+                { .ops = &driver_stop_label, .arg = (char *)"example.com/absent", .had_old = true },
+                { .ops = &driver_stop_label, .arg = (char *)"unknown-before" },
+                { .ops = &driver_stop_label,
                   .arg = (char *)"empty-before",
                   .old_value = (char *)"",
                   .had_old = true },
-                { .kind = DRIVER_STOP_SYSTEMD, .arg = (char *)"fpga-dra@0.service" },
-                { .kind = DRIVER_STOP_NONE },
+                { .ops = &driver_stop_systemd, .arg = (char *)"fpga-dra@0.service" },
+                { .ops = &driver_stop_none },
         };
         _cleanup_(node_rec_freep) struct node_rec *n = node_with(NULL);
         _cleanup_(node_rec_freep) struct node_rec *back = NULL;
@@ -491,7 +496,7 @@ static void test_driver_stop_round_trip(void **state) {
         assert_int_equal(drain_state_parse(back, &s, NULL), 0);
         assert_int_equal(s.n_stops, ELEMENTSOF(in));
         for (size_t i = 0; i < ELEMENTSOF(in); i++) {
-                assert_int_equal(s.stops[i].kind, in[i].kind);
+                assert_ptr_equal(s.stops[i].ops, in[i].ops);
                 if (in[i].arg)
                         assert_string_equal(s.stops[i].arg, in[i].arg);
                 else
@@ -513,8 +518,8 @@ static void test_driver_stop_round_trip(void **state) {
 
 static void test_driver_stop_json_shape(void **state) {
         struct driver_stop_record in[] = {
-                { .kind = DRIVER_STOP_LABEL, .arg = (char *)"k", .had_old = true },
-                { .kind = DRIVER_STOP_SYSTEMD, .arg = (char *)"x.service", .old_value = (char *)"ignored" },
+                { .ops = &driver_stop_label, .arg = (char *)"k", .had_old = true },
+                { .ops = &driver_stop_systemd, .arg = (char *)"x.service", .old_value = (char *)"ignored" },
         };
         _cleanup_(node_rec_freep) struct node_rec *n = node_with(NULL);
         _cleanup_(cJSON_Deletep) cJSON *patch = NULL;
@@ -532,19 +537,19 @@ static void test_driver_stop_empty_and_invalid(void **state) {
         _cleanup_(node_rec_freep) struct node_rec *norv = node_json("{'metadata':{'name':'node-1'}}");
         struct driver_stop_record many[DRAIN_STATE_MAX_STOPS + 1] = {};
         struct driver_stop_record bad[] = {
-                { .kind = DRIVER_STOP_LABEL },                           /* no key */
-                { .kind = DRIVER_STOP_LABEL, .arg = (char *)"bad key" }, /* bad key */
-                { .kind = DRIVER_STOP_LABEL,
+                { .ops = &driver_stop_label },                           /* no key */
+                { .ops = &driver_stop_label, .arg = (char *)"bad key" }, /* bad key */
+                { .ops = &driver_stop_label,
                   .arg = (char *)"k",
                   .had_old = true,
                   .old_value = (char *)"-x-" },
-                { .kind = DRIVER_STOP_SYSTEMD }, /* no unit */
-                { .kind = DRIVER_STOP_SYSTEMD, .arg = (char *)"nounit" },
-                { .kind = DRIVER_STOP_TAINT, .daemonset = (char *)"x" },
-                { .kind = DRIVER_STOP_TAINT, .drivers = { NULL }, .n_drivers = 1 },
-                { .kind = DRIVER_STOP_TAINT, .drivers = { (char *)"Bad_Driver" }, .n_drivers = 1 },
-                { .kind = DRIVER_STOP_TAINT, .n_drivers = DRIVER_STOP_MAX_DRIVERS + 1 },
-                { .kind = _DRIVER_STOP_KIND_MAX },
+                { .ops = &driver_stop_systemd }, /* no unit */
+                { .ops = &driver_stop_systemd, .arg = (char *)"nounit" },
+                { .ops = &driver_stop_taint, .daemonset = (char *)"x" },
+                { .ops = &driver_stop_taint, .drivers = { NULL }, .n_drivers = 1 },
+                { .ops = &driver_stop_taint, .drivers = { (char *)"Bad_Driver" }, .n_drivers = 1 },
+                { .ops = &driver_stop_taint, .n_drivers = DRIVER_STOP_MAX_DRIVERS + 1 },
+                { .ops = NULL }, /* no strategy */
         };
         _cleanup_(cJSON_Deletep) cJSON *patch = NULL;
         _cleanup_free_ char *text = NULL;
@@ -555,7 +560,7 @@ static void test_driver_stop_empty_and_invalid(void **state) {
         assert_ann_null(patch, DRAINER_ANN_DRIVER_STOP);
 
         for (size_t i = 0; i < ELEMENTSOF(many); i++)
-                many[i].kind = DRIVER_STOP_NONE;
+                many[i].ops = &driver_stop_none;
         assert_int_equal(drain_patch_driver_stop(n, many, DRAIN_STATE_MAX_STOPS, &out), 0);
         free(out);
         out = NULL;
