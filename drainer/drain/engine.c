@@ -12,6 +12,7 @@
 #include "drainer/client.h"
 #include "drainer/engine.h"
 #include "drainer/events.h"
+#include "drainer/evictor.h"
 #include "drainer/hashmap.h"
 #include "drainer/health.h"
 #include "drainer/informer.h"
@@ -25,32 +26,13 @@
  * enum informer_kind, in that order (leases are not a node's). */
 #define N_NODE_INFORMERS (INFORMER_SLICES + 1)
 
-#define EVICT_BACKOFF_BASE_USEC (1 * USEC_PER_SEC)
-#define EVICT_BACKOFF_CAP_USEC  (20 * USEC_PER_SEC)
-#define HEALTH_RECHECK_USEC     (2 * USEC_PER_SEC)
-#define HEALTH_TIMEOUT_USEC     (5 * USEC_PER_SEC)
+#define HEALTH_RECHECK_USEC (2 * USEC_PER_SEC)
+#define HEALTH_TIMEOUT_USEC (5 * USEC_PER_SEC)
 /* After a 409 on the Node patch, how long to wait for the watch to bring the newer Node
  * before patching from the cached one again. */
-#define CONFLICT_WAIT_USEC      (5 * USEC_PER_SEC)
-#define MAX_HELD                64
-#define MAX_DRIVER_KEYS         16
-
-enum evict_state {
-        EV_IN_FLIGHT,
-        EV_ACCEPTED,
-        EV_RETRY,
-};
-
-struct eviction {
-        struct engine *engine;
-        char *uid, *ns, *name;
-        enum evict_state state;
-        unsigned attempts;
-        uint64_t retry_at;
-        char *reason; /* why it is held (429 message) */
-        bool pdb;     /* the last answer was 429: a PodDisruptionBudget */
-        struct kube_call *call;
-};
+#define CONFLICT_WAIT_USEC  (5 * USEC_PER_SEC)
+#define MAX_HELD            64
+#define MAX_DRIVER_KEYS     16
 
 struct probe_result {
         int error;
@@ -71,8 +53,8 @@ struct engine {
         struct dtimer kick, retry, deadline;
         bool kick_armed;
 
-        struct hashmap *evictions; /* uid -> struct eviction, owned */
-        struct hashmap *probes;    /* pod uid -> struct probe_result, owned */
+        struct evictor *evictor; /* owned */
+        struct hashmap *probes;  /* pod uid -> struct probe_result, owned */
         struct health_probe *probe;
         char *probe_uid;
         struct hashmap *claims_seen; /* "ns/name" -> (void *)1 */
@@ -112,11 +94,9 @@ struct engine {
         struct engine_summary summary;
         char *message;
         char *final_message;
-        bool warned_grace;
 
         struct engine_held held[MAX_HELD];
         size_t n_held;
-        size_t evictions_accepted, evictions_retried, pods_evicted;
 
         /* metrics (metrics.h, the default registry) */
         bool m_state_seen;                /* the Node's state was read at least once */
@@ -231,23 +211,6 @@ static void on_pdbs_listed(const struct kube_result *res, void *userdata) {
         kick(e);
 }
 
-/* The budgets covering the pod of this eviction, for "held" messages. */
-static void pdb_names(struct engine *e, const char *uid, char *buf, size_t size) {
-        size_t len = 0;
-
-        buf[0] = 0;
-        for (size_t i = 0; i < e->plan.n_pods && e->has_plan; i++) {
-                const struct plan_pod *pp = &e->plan.pods[i];
-
-                if (!streq_ptr(pp->pod->uid, uid))
-                        continue;
-                for (size_t j = 0; j < pp->n_pdbs && len < size; j++)
-                        len += snprintf(buf + len, size - len, "%s%s/%s", j ? ", " : "", pp->pdbs[j]->ns,
-                                        pp->pdbs[j]->name);
-                return;
-        }
-}
-
 static void on_event_done(const struct kube_result *res, void *userdata) {
         struct engine *e = userdata;
 
@@ -290,16 +253,6 @@ static void metrics_finished(struct engine *e, int result, uint64_t usec) {
                 metrics_remove_label(metrics_default(), "node", e->o.node);
 }
 
-/* Counts one answer to an eviction (or to its DELETE with --disable-eviction). */
-static void metrics_eviction(const struct kube_result *res) {
-        const char *r = res->error == 0         ? "accepted"
-                        : res->error == -ENOENT ? "gone"
-                        : res->status == 429    ? "pdb_blocked"
-                                                : "error";
-
-        metrics_add(metrics_family(DRAINER_METRIC_EVICTIONS), METRIC_LABELS(r), 1);
-}
-
 /* Called before note_phase() takes the new state in: the phase gauges, and the
  * duration of the phase the node left. A phase entered before this run counts
  * from its drainer.io/state-since (second precision), else from the monotonic
@@ -340,20 +293,19 @@ static void metrics_drivers(struct engine *e);
 
 /* The node's gauges, after each reconcile and at the end. */
 static void metrics_node(struct engine *e) {
-        const char *node = e->o.node, *key;
-        size_t pdb = 0, i = 0;
-        void *v;
+        const char *node = e->o.node;
+        struct evictor_stats es;
 
         if (!e->has_plan)
                 return;
+        evictor_get_stats(e->evictor, &es);
         metrics_set(metrics_family(DRAINER_METRIC_CLAIMS), METRIC_LABELS(node),
                     (double)e->plan.n_claims_blocking);
         for (int g = 0; g < EVICT_GROUP_NONE; g++)
                 metrics_set(metrics_family(DRAINER_METRIC_PODS_PENDING),
                             METRIC_LABELS(node, evict_group_to_string(g)), (double)e->plan.n_per_group[g]);
-        while (hashmap_iterate(e->evictions, &i, &key, &v))
-                pdb += ((struct eviction *)v)->state == EV_RETRY && ((struct eviction *)v)->pdb;
-        metrics_set(metrics_family(DRAINER_METRIC_EVICTIONS_PDB), METRIC_LABELS(node), (double)pdb);
+        metrics_set(metrics_family(DRAINER_METRIC_EVICTIONS_PDB), METRIC_LABELS(node),
+                    (double)es.held_by_pdb);
         metrics_drivers(e);
 }
 
@@ -380,7 +332,13 @@ static void finish(struct engine *e, int result, const char *fmt, ...) {
         e->summary.result = result;
         e->summary.has_phase = e->has_phase;
         e->summary.last_phase = e->phase;
-        e->summary.pods_evicted = e->pods_evicted;
+        {
+                struct evictor_stats es;
+
+                evictor_get_stats(e->evictor, &es);
+                e->summary.pods_evicted = es.accepted;
+                e->changed = e->changed || es.submitted > 0;
+        }
         e->summary.claims_waited = hashmap_size(e->claims_seen);
         e->summary.total_usec = now - e->started_at;
         e->summary.message = e->final_message;
@@ -494,226 +452,23 @@ static void patch_phase(struct engine *e, const struct node_rec *n, enum drain_p
 
 /* ---- evictions ---- */
 
-static void eviction_free(void *p) {
-        struct eviction *ev = p;
-
-        if (!ev)
-                return;
-        free(ev->uid);
-        free(ev->ns);
-        free(ev->name);
-        free(ev->reason);
-        free(ev);
+/* Evicts the pods of group g that need it; true once every pod of the group is
+ * accepted for eviction (or already terminating). */
+static bool evict_group(struct engine *e, enum evict_group g) {
+        return evictor_evict(e->evictor, &e->plan, g);
 }
 
-static uint64_t evict_backoff(struct eviction *ev) {
-        uint64_t d = EVICT_BACKOFF_BASE_USEC;
+static void on_evictor_answer(struct evictor *v, const struct evictor_answer *a, void *userdata) {
+        struct engine *e = userdata;
 
-        for (unsigned i = 1; i < ev->attempts && d < EVICT_BACKOFF_CAP_USEC; i++)
-                d *= 2;
-        d = MIN(d, EVICT_BACKOFF_CAP_USEC);
-        return d / 2 + (uint64_t)random() % (d / 2 + 1);
-}
-
-static void on_evicted(const struct kube_result *res, void *userdata) {
-        struct eviction *ev = userdata;
-        struct engine *e = ev->engine;
-
-        ev->call = NULL;
-        if (res->error == -ECANCELED)
-                return;
-        metrics_eviction(res);
-        ev->pdb = res->status == 429;
-        if (res->error == 0 || res->error == -ENOENT) {
-                /* Accepted (or the pod is already gone): it terminates on its own now. */
-                ev->state = EV_ACCEPTED;
-                e->evictions_accepted++;
-                e->pods_evicted++;
-                ev->reason = mfree(ev->reason);
-                log_debug("evicted %s/%s", ev->ns, ev->name);
-                return kick(e);
-        }
-        if (res->error == -EACCES)
-                return finish(e, res->error, "evicting %s/%s is forbidden: %s", ev->ns, ev->name,
-                              strna(res->message));
-        /* 429: a PodDisruptionBudget says not now (its message names it). Other errors: retry. */
-        e->evictions_retried++;
-        ev->state = EV_RETRY;
-        free(ev->reason);
-        {
-                char names[512];
-
-                pdb_names(e, ev->uid, names, sizeof(names));
-                if (res->error == -EAGAIN && names[0]) {
-                        if (asprintf(&ev->reason, "PodDisruptionBudget %s: %s", names,
-                                     res->message ? res->message : "disruption not allowed now") < 0)
-                                ev->reason = NULL;
-                } else
-                        ev->reason = strdup(res->message ? res->message : strerror(-res->error));
-        }
-        ev->retry_at = timesrc_now(e->ts) + (res->retry_after_usec > 0
-                                                     ? MIN(res->retry_after_usec, EVICT_BACKOFF_CAP_USEC)
-                                                     : evict_backoff(ev));
-        log_debug("eviction of %s/%s held: %s", ev->ns, ev->name, strna(ev->reason));
-        retry_at(e, ev->retry_at);
+        if (a->error == -EACCES)
+                return finish(e, a->error, "evicting %s/%s is forbidden: %s", a->ns, a->name,
+                              strna(a->reason));
         kick(e);
 }
 
-/* Grace period for a pod: the flag, but never 0 for a claim holder. Force
- * deletion skips the kubelet's unprepare and lets a device be allocated twice
- * (kubernetes/kubernetes#141471). */
-static int64_t grace_for(struct engine *e, const struct plan_pod *pp) {
-        int64_t g = e->o.grace_seconds;
-
-        if (g == 0 && pp->cls == POD_CLASS_CLAIM_HOLDER) {
-                if (!e->warned_grace) {
-                        e->warned_grace = true;
-                        log_warning("--grace-period=0 would force-delete pods that hold ResourceClaims; "
-                                    "using 1 s for them so their devices are unprepared");
-                }
-                return 1;
-        }
-        return g;
-}
-
-static int submit_eviction(struct engine *e, const struct plan_pod *pp) {
-        const struct pod_rec *p = pp->pod;
-        struct eviction *ev = hashmap_get(e->evictions, p->uid);
-        int64_t grace = grace_for(e, pp);
-        int r;
-
-        if (!ev) {
-                ev = calloc(1, sizeof(*ev));
-                if (!ev)
-                        return -ENOMEM;
-                ev->engine = e;
-                ev->uid = strdup(p->uid);
-                ev->ns = strdup(p->ns);
-                ev->name = strdup(p->name);
-                if (!ev->uid || !ev->ns || !ev->name) {
-                        eviction_free(ev);
-                        return -ENOMEM;
-                }
-                r = hashmap_put(e->evictions, ev->uid, ev, NULL);
-                if (r < 0) {
-                        eviction_free(ev);
-                        return r;
-                }
-        }
-        ev->state = EV_IN_FLIGHT;
-        ev->attempts++;
-        e->changed = true;
-        if (e->o.disable_eviction) {
-                _cleanup_(cJSON_Deletep) cJSON *opts = cJSON_CreateObject();
-                _cleanup_free_ char *path = NULL, *body = NULL;
-
-                /* A plain DELETE, still with a grace period (never 0 for claim holders) and the uid
-                 * as precondition, so a replacement pod of the same name is not hit. */
-                if (!opts)
-                        return -ENOMEM;
-                cJSON_AddStringToObject(opts, "kind", "DeleteOptions");
-                cJSON_AddStringToObject(opts, "apiVersion", "v1");
-                if (grace >= 0)
-                        cJSON_AddNumberToObject(opts, "gracePeriodSeconds", (double)grace);
-                cJSON_AddStringToObject(cJSON_AddObjectToObject(opts, "preconditions"), "uid", p->uid);
-                body = cJSON_PrintUnformatted(opts);
-                if (!body || asprintf(&path, "/api/v1/namespaces/%s/pods/%s", p->ns, p->name) < 0)
-                        return -ENOMEM;
-                r = kube_delete(e->client, path, body, on_evicted, ev, &ev->call);
-        } else
-                r = kube_evict(e->client, p->ns, p->name, grace, false, on_evicted, ev, &ev->call);
-        if (r < 0)
-                ev->state = EV_RETRY;
-        return r;
-}
-
-/* PodDisruptionBudgets with an eviction in flight. Evictions under one budget go out
- * one at a time. Concurrent ones conflict on the budget's status, and the API server
- * retries that update every 500 ms with a context that outlives the request
- * (pkg/registry/core/pod/storage/eviction.go, checkAndDecrement): when the client has
- * gone meanwhile (drainer killed, a connection lost), the retry can still take the
- * budget's disruption and list the pod in status.disruptedPods, and then the delete
- * fails with the request's context. The budget counts that pod as gone, though it
- * runs, until the disruption controller drops the entry after 2 minutes, and the
- * resumed drain's eviction of it is refused all that time. */
-#define MAX_BUSY_PDBS 64
-
-struct busy_pdbs {
-        const struct pdb_rec *pdb[MAX_BUSY_PDBS];
-        size_t n;
-};
-
-static void busy_pdbs_add(struct busy_pdbs *b, const struct plan_pod *pp) {
-        for (size_t j = 0; j < pp->n_pdbs && b->n < MAX_BUSY_PDBS; j++)
-                b->pdb[b->n++] = pp->pdbs[j];
-}
-
-static bool busy_pdbs_hit(const struct busy_pdbs *b, const struct plan_pod *pp) {
-        if (pp->n_pdbs > 0 && b->n == MAX_BUSY_PDBS)
-                return true; /* cannot tell: wait for an answer */
-        for (size_t j = 0; j < pp->n_pdbs; j++)
-                for (size_t k = 0; k < b->n; k++)
-                        if (b->pdb[k] == pp->pdbs[j])
-                                return true;
-        return false;
-}
-
-static void busy_pdbs_collect(struct engine *e, struct busy_pdbs *b) {
-        b->n = 0;
-        if (e->o.disable_eviction)
-                return; /* plain DELETEs: no budget involved */
-        for (size_t i = 0; i < e->plan.n_pods; i++) {
-                const struct plan_pod *pp = &e->plan.pods[i];
-                const struct eviction *ev;
-
-                if (pp->n_pdbs == 0)
-                        continue;
-                ev = hashmap_get(e->evictions, pp->pod->uid);
-                if (ev && ev->state == EV_IN_FLIGHT)
-                        busy_pdbs_add(b, pp);
-        }
-}
-
-/* Evicts the pods of group g that need it. Returns true if every pod of the group
- * is accepted for eviction (or already terminating). */
-static bool evict_group(struct engine *e, enum evict_group g) {
-        uint64_t now = timesrc_now(e->ts);
-        struct busy_pdbs busy;
-        bool all = true;
-
-        busy_pdbs_collect(e, &busy);
-        for (size_t i = 0; i < e->plan.n_pods; i++) {
-                const struct plan_pod *pp = &e->plan.pods[i];
-                struct eviction *ev;
-
-                if (pp->group != g)
-                        continue;
-                ev = hashmap_get(e->evictions, pp->pod->uid);
-                if (pp->pod->deleting) {
-                        /* The watch can show the deletion before our eviction's answer
-                         * arrives; the group counts as accepted once every answer is in,
-                         * so a later group never overlaps an earlier one's requests. */
-                        if (ev && ev->state == EV_IN_FLIGHT)
-                                all = false;
-                        continue;
-                }
-                if (ev && ev->state == EV_ACCEPTED)
-                        continue; /* the cache has not shown the deletionTimestamp yet */
-                all = false;
-                if (ev && ev->state == EV_IN_FLIGHT)
-                        continue;
-                if (ev && ev->state == EV_RETRY && ev->retry_at > now) {
-                        retry_at(e, ev->retry_at);
-                        continue;
-                }
-                if (!e->o.disable_eviction && busy_pdbs_hit(&busy, pp))
-                        continue; /* its budget's eviction in flight kicks us when answered */
-                if (submit_eviction(e, pp) < 0)
-                        retry_at(e, now + EVICT_BACKOFF_BASE_USEC);
-                else if (!e->o.disable_eviction)
-                        busy_pdbs_add(&busy, pp);
-        }
-        return all;
+static void on_evictor_due(struct evictor *v, void *userdata) {
+        kick(userdata);
 }
 
 static size_t pods_left(const struct plan *p, bool with_drivers) {
@@ -1514,27 +1269,23 @@ static void note_phase(struct engine *e, const struct node_rec *n) {
 }
 
 static void report(struct engine *e) {
+        struct evictor_held held[MAX_HELD];
+        struct evictor_stats es;
         struct engine_progress pr = {
                 .phase = e->phase,
                 .has_phase = e->has_phase,
                 .claims_left = e->plan.n_claims_blocking,
                 .drivers_left = driver_pods(&e->plan, false),
-                .evictions_accepted = e->evictions_accepted,
-                .evictions_retried = e->evictions_retried,
                 .message = e->message,
         };
-        const char *key;
-        void *v;
-        size_t i = 0;
 
+        evictor_get_stats(e->evictor, &es);
+        pr.evictions_accepted = es.accepted;
+        pr.evictions_retried = es.retried;
         memcpy(pr.pods_left, e->plan.n_per_group, sizeof(pr.pods_left));
-        e->n_held = 0;
-        while (hashmap_iterate(e->evictions, &i, &key, &v) && e->n_held < MAX_HELD) {
-                struct eviction *ev = v;
-
-                if (ev->state == EV_RETRY && ev->reason)
-                        e->held[e->n_held++] = (struct engine_held){ ev->ns, ev->name, ev->reason };
-        }
+        e->n_held = evictor_held(e->evictor, held, MAX_HELD);
+        for (size_t i = 0; i < e->n_held; i++)
+                e->held[i] = (struct engine_held){ held[i].ns, held[i].name, held[i].reason };
         pr.held = e->held;
         pr.n_held = e->n_held;
         metrics_node(e);
@@ -1674,11 +1425,19 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
                 free(e);
                 return r;
         }
-        e->evictions = hashmap_new(100000);
+        r = evictor_new(client, ts,
+                        &(const struct evictor_options){ .grace_seconds = o->grace_seconds,
+                                                         .disable_eviction = o->disable_eviction },
+                        &(const struct evictor_callbacks){ .on_answer = on_evictor_answer,
+                                                           .on_due = on_evictor_due },
+                        e, &e->evictor);
+        if (r < 0) {
+                engine_free(e);
+                return r;
+        }
         e->probes = hashmap_new(1024);
         e->claims_seen = hashmap_new(100000);
-        if (!e->evictions || !e->probes || !e->claims_seen ||
-            asprintf(&e->node_fs, "metadata.name=%s", o->node) < 0 ||
+        if (!e->probes || !e->claims_seen || asprintf(&e->node_fs, "metadata.name=%s", o->node) < 0 ||
             asprintf(&e->pod_fs, "spec.nodeName=%s", o->node) < 0) {
                 engine_free(e);
                 return -ENOMEM;
@@ -1730,10 +1489,6 @@ int engine_start(struct engine *e) {
 }
 
 void engine_stop(struct engine *e) {
-        const char *key;
-        void *v;
-        size_t i = 0;
-
         e->stopping = true;
         for (size_t k = 0; k < N_NODE_INFORMERS; k++)
                 if (e->inf[k])
@@ -1748,30 +1503,19 @@ void engine_stop(struct engine *e) {
                 kube_call_cancel(e->node_call);
         if (e->pdb_call)
                 kube_call_cancel(e->pdb_call);
-        while (hashmap_iterate(e->evictions, &i, &key, &v)) {
-                struct eviction *ev = v;
-
-                if (ev->call)
-                        kube_call_cancel(ev->call);
-        }
+        if (e->evictor)
+                evictor_cancel(e->evictor);
         if (e->probe)
                 health_probe_cancel(e->probe);
 }
 
 bool engine_idle(const struct engine *e) {
-        const char *key;
-        void *v;
-        size_t i = 0;
-
         for (size_t k = 0; k < N_NODE_INFORMERS; k++)
                 if (e->inf[k] && !informer_idle(e->inf[k]))
                         return false;
         if (e->node_call || e->pdb_call || e->probe || e->events_in_flight > 0)
                 return false;
-        while (hashmap_iterate(e->evictions, &i, &key, &v))
-                if (((struct eviction *)v)->call)
-                        return false;
-        return true;
+        return !e->evictor || evictor_idle(e->evictor);
 }
 
 void engine_free(struct engine *e) {
@@ -1784,7 +1528,7 @@ void engine_free(struct engine *e) {
                 dtimer_done(&e->retry);
                 dtimer_done(&e->deadline);
         }
-        hashmap_free(e->evictions, eviction_free);
+        evictor_free(e->evictor);
         hashmap_free(e->probes, free);
         hashmap_free(e->claims_seen, NULL);
         if (e->has_plan)
