@@ -69,12 +69,16 @@ static inline const char *kind_ns_slice_rec(const struct slice_rec *s) {
 static inline const char *kind_ns_lease_rec(const struct lease_rec *l) {
         return l->ns;
 }
+static inline const char *kind_ns_pdb_rec(const struct pdb_rec *b) {
+        return b->ns;
+}
 
 DEFINE_KIND_OPS(pod_rec, true)
 DEFINE_KIND_OPS(claim_rec, true)
 DEFINE_KIND_OPS(node_rec, false)
 DEFINE_KIND_OPS(slice_rec, false)
 DEFINE_KIND_OPS(lease_rec, true)
+DEFINE_KIND_OPS(pdb_rec, true)
 
 #define KIND(t, n, p, ns) \
         { n, p, ns, t##_from_json_v, t##_free_v, t##_size_v, t##_rv_v, t##_key_v }
@@ -85,6 +89,7 @@ static const struct kind_ops kinds[_INFORMER_KIND_MAX] = {
         [INFORMER_CLAIMS] = KIND(claim_rec, "resourceclaims", "/apis/resource.k8s.io/v1", true),
         [INFORMER_SLICES] = KIND(slice_rec, "resourceslices", "/apis/resource.k8s.io/v1", false),
         [INFORMER_LEASES] = KIND(lease_rec, "leases", "/apis/coordination.k8s.io/v1", true),
+        [INFORMER_PDBS] = KIND(pdb_rec, "poddisruptionbudgets", "/apis/policy/v1", true),
 };
 
 const char *informer_kind_to_string(enum informer_kind k) {
@@ -244,6 +249,10 @@ static void on_list_done(const struct kube_result *res, void *userdata) {
                 inf->failures++;
                 log_debug("informer %s: list failed: %s", inf->ops->name,
                           res->message ? res->message : strerror(-res->error));
+                if (inf->opts.once) {
+                        inf->state = INF_STOPPED;
+                        return report_error(inf, res->error, res->message);
+                }
                 report_error(inf, res->error, res->message);
                 return schedule_retry(inf, true, res->retry_after_usec);
         }
@@ -251,6 +260,8 @@ static void on_list_done(const struct kube_result *res, void *userdata) {
         set_rv(inf, res->resource_version);
         swap_in_fresh(inf);
         inf->synced = true;
+        if (inf->opts.once)
+                inf->state = INF_STOPPED; /* before on_synced: it may start the informer again */
         if (inf->h.on_synced)
                 inf->h.on_synced(inf, inf->userdata);
         if (!inf->stopping && inf->state == INF_LISTING)
@@ -403,6 +414,7 @@ static void start_watch(struct informer *inf) {
 int informer_new(struct kube_client *client, struct timesrc *ts, const struct informer_options *opts,
                  const struct informer_handlers *h, void *userdata, struct informer **ret) {
         _cleanup_free_ char *fs = NULL, *ls = NULL, *ns = NULL, *base = NULL;
+        const char *prefix;
         struct informer *inf;
         int r;
 
@@ -438,8 +450,9 @@ int informer_new(struct kube_client *client, struct timesrc *ts, const struct in
         /* Escaping keeps a namespace (a DNS label) as it is, and anything else one path segment. */
         if (opts->namespace && !(ns = kube_query_escape(opts->namespace)))
                 goto oom;
-        if (ns ? asprintf(&base, "%s/namespaces/%s/%s", inf->ops->prefix, ns, inf->ops->name) < 0
-               : asprintf(&base, "%s/%s", inf->ops->prefix, inf->ops->name) < 0)
+        prefix = opts->api_prefix ? opts->api_prefix : inf->ops->prefix;
+        if (ns ? asprintf(&base, "%s/namespaces/%s/%s", prefix, ns, inf->ops->name) < 0
+               : asprintf(&base, "%s/%s", prefix, inf->ops->name) < 0)
                 goto oom;
         if (asprintf(&inf->path, "%s%s%s%s%s%s", base, fs || ls ? "?" : "", fs ? "fieldSelector=" : "",
                      strempty(fs), fs && ls ? "&" : "", ls ? "labelSelector=" : "") < 0)

@@ -1,7 +1,9 @@
 /* Informers: list, then watch from the list's resourceVersion; bookmarks move
  * it on; 410 Gone relists; errors reconnect with backoff. Each keeps a compact
- * cache (struct pod_rec, claim_rec, node_rec, slice_rec, lease_rec) keyed
- * "ns/name" or "name", and reports add/update/delete and the first sync. */
+ * cache (struct pod_rec, claim_rec, node_rec, slice_rec, lease_rec, pdb_rec)
+ * keyed "ns/name" or "name", and reports add/update/delete and the first sync.
+ * One set of handlers each: sharing one among many users is the node view's
+ * (nodeview.h). */
 #pragma once
 
 #include <errno.h>
@@ -21,6 +23,7 @@ enum informer_kind {
         INFORMER_CLAIMS,
         INFORMER_SLICES,
         INFORMER_LEASES, /* coordination.k8s.io/v1 */
+        INFORMER_PDBS,   /* policy/v1 PodDisruptionBudgets */
         _INFORMER_KIND_MAX,
         _INFORMER_KIND_INVALID = -EINVAL,
 };
@@ -51,6 +54,13 @@ struct informer_options {
          * namespace (.../namespaces/NS/leases) instead of all; NULL = all.
          * informer_new() fails with -EINVAL for cluster-scoped kinds. */
         const char *namespace;
+        /* List once (paginated), report on_synced, and never watch: a snapshot. A failed
+         * list is reported (on_error) and not retried. */
+        bool once;
+        /* The group/version path to list and watch, e.g. "/apis/resource.k8s.io/v1beta2";
+         * NULL: the kind's own (resource.k8s.io/v1 for claims and slices). The records
+         * are built from the v1 shape. */
+        const char *api_prefix;
 };
 
 struct informer_stats {

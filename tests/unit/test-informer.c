@@ -640,6 +640,77 @@ static void test_cap_on_objects(void **state) {
         assert_int_equal(informer_size(e->inf), 0);
 }
 
+/* once: one (paginated) list, synced, no watch; a failed one is reported, not retried. */
+static void test_once_lists_and_never_watches(void **state) {
+        struct env *e = *state;
+
+        informer_free(e->inf);
+        env_informer(e, &(struct informer_options){ .kind = INFORMER_PODS,
+                                                    .field_selector = "spec.nodeName=node-1",
+                                                    .page_limit = 2,
+                                                    .once = true });
+        expect_list(e, "100", "eyJydiI6MTAwLCJzdGFydCI6ImIifQ==",
+                    (char *[]){ pod_json("a", "10", "Running"), pod_json("b", "11", "Running"), NULL });
+        expect_list(e, "100", NULL, (char *[]){ pod_json("c", "12", "Pending"), NULL });
+        assert_int_equal(informer_start(e->inf), 0);
+        fake_clock_advance(e->clock, 0);
+        assert_true(informer_synced(e->inf));
+        assert_int_equal(informer_size(e->inf), 3);
+        fake_clock_advance(e->clock, 60 * SEC);
+        assert_int_equal(fake_transport_count(e->ft, "GET", WATCH), 0);
+        assert_int_equal(fake_transport_n_requests(e->ft), 2);
+        assert_true(informer_idle(e->inf));
+
+        informer_free(e->inf);
+        e->synced = e->errors = 0;
+        env_informer(e, &(struct informer_options){ .kind = INFORMER_PODS,
+                                                    .field_selector = "spec.nodeName=node-1",
+                                                    .once = true });
+        fake_transport_expect_json(e->ft, "GET", LIST, 403,
+                                   "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Forbidden\","
+                                   "\"code\":403}");
+        assert_int_equal(informer_start(e->inf), 0);
+        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->clock, 60 * SEC);
+        assert_false(informer_synced(e->inf));
+        assert_int_equal(e->errors, 1);
+        assert_int_equal(e->last_error, -EACCES);
+        assert_int_equal(fake_transport_n_requests(e->ft), 3);
+}
+
+/* PodDisruptionBudgets, and a group/version path of the caller's (DRA API versions). */
+static void test_pdbs_and_api_prefix(void **state) {
+        struct env *e = *state;
+        const struct pdb_rec *b;
+
+        informer_free(e->inf);
+        env_informer(e, &(struct informer_options){ .kind = INFORMER_PDBS, .once = true });
+        fake_transport_expect_json(
+                e->ft, "GET", "/apis/policy/v1/poddisruptionbudgets?limit=", 200,
+                "{\"kind\":\"PodDisruptionBudgetList\",\"metadata\":{\"resourceVersion\":\"7\"},\"items\":[{"
+                "\"metadata\":{\"name\":\"web\",\"namespace\":\"demo\",\"resourceVersion\":\"6\"},\"spec\":{"
+                "\"selector\":{\"matchLabels\":{\"app\":\"web\"}}},\"status\":{\"disruptionsAllowed\":1}}]"
+                "}");
+        assert_int_equal(informer_start(e->inf), 0);
+        fake_clock_advance(e->clock, 0);
+        b = informer_get(e->inf, "demo/web");
+        assert_non_null(b);
+        assert_int_equal(b->disruptions_allowed, 1);
+        assert_string_equal(informer_kind_to_string(INFORMER_PDBS), "poddisruptionbudgets");
+
+        informer_free(e->inf);
+        env_informer(e, &(struct informer_options){ .kind = INFORMER_CLAIMS,
+                                                    .api_prefix = "/apis/resource.k8s.io/v1beta2",
+                                                    .once = true });
+        fake_transport_expect_json(
+                e->ft, "GET", "/apis/resource.k8s.io/v1beta2/resourceclaims?limit=", 200,
+                "{\"kind\":\"ResourceClaimList\",\"metadata\":{\"resourceVersion\":\"7\"},"
+                "\"items\":[]}");
+        assert_int_equal(informer_start(e->inf), 0);
+        fake_clock_advance(e->clock, 0);
+        assert_true(informer_synced(e->inf));
+}
+
 static void test_kind_names(void **state) {
         assert_string_equal(informer_kind_to_string(INFORMER_PODS), "pods");
         assert_string_equal(informer_kind_to_string(INFORMER_CLAIMS), "resourceclaims");
@@ -657,6 +728,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_watch_429_honours_retry_after, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_and_free, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cap_on_objects, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_once_lists_and_never_watches, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pdbs_and_api_prefix, setup, teardown),
                 cmocka_unit_test(test_kind_names),
         };
 
