@@ -72,10 +72,8 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, enu
                         return r;
                 }
         }
-        r = plan_build(s.node, (const struct pod_rec *const *)s.pods.items, s.pods.n,
-                       (const struct claim_rec *const *)s.claims.items, s.claims.n,
-                       (const struct slice_rec *const *)s.slices.items, s.slices.n,
-                       (const struct pdb_rec *const *)s.pdbs.items, s.pdbs.n, &po, &p);
+        r = plan_build(s.node, s.in.pods, s.in.n_pods, s.in.claims, s.in.n_claims, s.in.slices,
+                       s.in.n_slices, s.in.pdbs, s.in.n_pdbs, &po, &p);
         if (r < 0) {
                 snapshot_done(&s);
                 return log_oom();

@@ -13,8 +13,8 @@
 #include "drainer/app.h"
 #include "drainer/claims.h"
 #include "drainer/drainargs.h"
-#include "drainer/informer.h"
 #include "drainer/log.h"
+#include "drainer/nodeview.h"
 #include "drainer/objects.h"
 #include "drainer/plan.h"
 #include "drainer/selector.h"
@@ -25,22 +25,9 @@
 #define GUARD_MARGIN_USEC           (5 * USEC_PER_SEC)
 #define GUARD_MAX_NAMES             16 /* names per list in a log line */
 
-/* The informers a guard uses, in the order they start: the Node first (the only
- * one a rolling update needs), the others once the node turns out to be draining. */
-enum {
-        G_NODE,
-        G_PODS,
-        G_CLAIMS,
-        G_SLICES,
-        _G_MAX,
-};
-
-static const enum informer_kind guard_kinds[_G_MAX] = {
-        [G_NODE] = INFORMER_NODES,
-        [G_PODS] = INFORMER_PODS,
-        [G_CLAIMS] = INFORMER_CLAIMS,
-        [G_SLICES] = INFORMER_SLICES,
-};
+/* What the guard watches once the node turns out to be draining; the Node alone
+ * before (all a rolling update needs). */
+#define G_DRAINING (NODE_VIEW_PODS | NODE_VIEW_CLAIMS | NODE_VIEW_SLICES)
 
 /* Taints that mean "this node is being drained", whatever their value and effect:
  * Cluster Autoscaler's scale-down taint, Karpenter's (v1, and v0.3x's key), drainer's. */
@@ -68,8 +55,8 @@ struct guard {
         char *own_key;                 /* "ns/name" of this pod, or NULL */
         struct selector **sels;        /* owned */
         size_t n_sels;
-        char *node_fs, *pod_fs;
-        struct informer *inf[_G_MAX]; /* owned */
+        struct node_view *view; /* owned */
+        bool view_closed;
         struct dtimer kick, deadline;
         uv_signal_t sigint, sigterm;
         bool signals_ready;
@@ -165,7 +152,7 @@ static void add_name(char *buf, size_t size, size_t *count, const char *ns, cons
 /* What still holds the driver: "2 ResourceClaims on the node (a/x, a/y); 1
  * claim-holding pod (a/p)". Returns 0 when nothing does, 1 with *ret set, or -ENOMEM. */
 static int held_summary(struct guard *g, const struct node_rec *n, char **ret) {
-        _cleanup_free_ const void **pods = NULL, **claims = NULL, **slices = NULL;
+        struct node_input in;
         struct plan_options po = {
                 .driver_selectors = (const struct selector *const *)g->sels,
                 .n_driver_selectors = g->n_sels,
@@ -177,16 +164,16 @@ static int held_summary(struct guard *g, const struct node_rec *n, char **ret) {
                 .delete_emptydir_data = true,
         };
         char claim_names[2048] = "", pod_names[2048] = "";
-        size_t n_claims = 0, n_pods = 0, np, nc, ns;
+        size_t n_claims = 0, n_pods = 0;
         struct plan p;
         int r;
 
-        if (informer_collect(g->inf[G_PODS], &pods, &np) < 0 ||
-            informer_collect(g->inf[G_CLAIMS], &claims, &nc) < 0 ||
-            informer_collect(g->inf[G_SLICES], &slices, &ns) < 0)
-                return -ENOMEM;
-        r = plan_build(n, (const struct pod_rec *const *)pods, np, (const struct claim_rec *const *)claims,
-                       nc, (const struct slice_rec *const *)slices, ns, NULL, 0, &po, &p);
+        r = node_view_collect(g->view, &in);
+        if (r < 0)
+                return r;
+        r = plan_build(n, in.pods, in.n_pods, in.claims, in.n_claims, in.slices, in.n_slices, NULL, 0, &po,
+                       &p);
+        node_input_done(&in);
         if (r < 0)
                 return r;
         /* Claims reserved only by driver pods are the drivers' own: they do not hold the driver. */
@@ -227,7 +214,7 @@ static void check_own_pod(struct guard *g) {
         if (g->own_pod_checked || !g->own_key || g->o->deadline_usec || g->o->grace_seconds >= 0)
                 return;
         g->own_pod_checked = true;
-        p = informer_get(g->inf[G_PODS], g->own_key);
+        p = node_view_pod(g->view, g->own_key);
         if (!p) {
                 log_warning("pod %s is not on node \"%s\": using a grace period of %d s, ignoring",
                             g->own_key, g->o->node, GUARD_DEFAULT_GRACE_SECONDS);
@@ -246,11 +233,12 @@ static void check_own_pod(struct guard *g) {
                 dtimer_start(&g->deadline, g->deadline_at - timesrc_now(g->app->ts));
 }
 
-static int start_informer(struct guard *g, size_t k) {
-        int r = informer_start(g->inf[k]);
+static int start_watching(struct guard *g, unsigned parts) {
+        int r = node_view_start(g->view, parts);
 
         if (r < 0)
-                log_error_errno(r, "Cannot start watching %s: %m", informer_kind_to_string(guard_kinds[k]));
+                log_error_errno(r, "Cannot start watching %s: %m",
+                                parts == NODE_VIEW_NODE ? "the node" : "its pods, claims and slices");
         return r;
 }
 
@@ -261,9 +249,9 @@ static void evaluate(struct guard *g) {
         char buf[256];
         int r;
 
-        if (g->done || !informer_synced(g->inf[G_NODE]))
+        if (g->done || !node_view_synced(g->view, NODE_VIEW_NODE))
                 return;
-        n = informer_get(g->inf[G_NODE], g->o->node);
+        n = node_view_node(g->view);
         if (!n) {
                 if (!g->waiting) {
                         log_error("node \"%s\" not found", g->o->node);
@@ -289,14 +277,12 @@ static void evaluate(struct guard *g) {
                         "the node and no claim-holding pod is left",
                         n->name, why);
                 g->waiting = true;
-                for (size_t k = G_PODS; k < _G_MAX; k++)
-                        if (start_informer(g, k) < 0)
-                                return finish(g, EXIT_ERROR);
+                if (start_watching(g, G_DRAINING) < 0)
+                        return finish(g, EXIT_ERROR);
                 return;
         }
-        for (size_t k = G_PODS; k < _G_MAX; k++)
-                if (!informer_synced(g->inf[k]))
-                        return;
+        if (!node_view_synced(g->view, G_DRAINING))
+                return;
         check_own_pod(g);
         r = held_summary(g, n, &held);
         if (r < 0) {
@@ -330,13 +316,12 @@ static void on_deadline(struct dtimer *t) {
         struct guard *g = container_of(t, struct guard, deadline);
         _cleanup_free_ char *held = NULL;
         const struct node_rec *n;
-        bool synced = true;
+        bool synced;
 
         if (g->done)
                 return;
-        for (size_t k = 0; k < (g->waiting ? _G_MAX : 1); k++)
-                synced = synced && informer_synced(g->inf[k]);
-        n = synced ? informer_get(g->inf[G_NODE], g->o->node) : NULL;
+        synced = node_view_synced(g->view, NODE_VIEW_NODE | (g->waiting ? G_DRAINING : 0));
+        n = synced ? node_view_node(g->view) : NULL;
         if (!synced || !n) {
                 log_error("gave up after %.1f s: could not read node \"%s\" and its claims "
                           "from the API server",
@@ -360,44 +345,37 @@ static void on_deadline(struct dtimer *t) {
         finish(g, EXIT_TIMEOUT);
 }
 
-static void on_inf_add(struct informer *inf, const void *rec, void *userdata) {
+static void on_view_change(struct node_view *v, void *userdata) {
         changed(userdata);
 }
-static void on_inf_update(struct informer *inf, const void *old, const void *rec, void *userdata) {
-        changed(userdata);
-}
-static void on_inf_synced(struct informer *inf, void *userdata) {
+
+static void on_view_synced(struct node_view *v, unsigned part, void *userdata) {
         struct guard *g = userdata;
 
         /* Evaluate the Node at once: a rolling update should not wait for a watch to open. */
-        if (inf == g->inf[G_NODE] && !g->waiting) {
+        if (part == NODE_VIEW_NODE && !g->waiting) {
                 evaluate(g);
                 if (g->done)
-                        informer_stop(inf); /* no watch needed */
+                        node_view_stop_part(v, NODE_VIEW_NODE); /* no watch needed */
                 return;
         }
         changed(g);
 }
 
-static const char *guard_inf_name(struct guard *g, struct informer *inf) {
-        for (size_t k = 0; k < _G_MAX; k++)
-                if (g->inf[k] == inf)
-                        return informer_kind_to_string(guard_kinds[k]);
-        return "?";
-}
-
-static void on_inf_error(struct informer *inf, int error, const char *message, void *userdata) {
+static void on_view_error(struct node_view *v, unsigned part, int error, const char *message,
+                          void *userdata) {
         struct guard *g = userdata;
 
         if (g->done)
                 return;
         /* Missing RBAC will not fix itself; anything else before we know the node is an API
          * error too (the client already retried). Once waiting, the informer retries. */
-        if (error == -EACCES || !informer_synced(g->inf[G_NODE])) {
-                log_error("watching %s: %s", guard_inf_name(g, inf), message ? message : strerror(-error));
+        if (error == -EACCES || !node_view_synced(v, NODE_VIEW_NODE)) {
+                log_error("watching %s: %s", strna(node_view_part_name(part)),
+                          message ? message : strerror(-error));
                 return finish(g, EXIT_ERROR);
         }
-        log_warning("watching %s: %s, retrying", guard_inf_name(g, inf),
+        log_warning("watching %s: %s, retrying", strna(node_view_part_name(part)),
                     message ? message : strerror(-error));
 }
 
@@ -417,13 +395,15 @@ static void on_signal_closed(uv_handle_t *h) {
         g->signals_closed++;
 }
 
+static void on_view_closed(void *userdata) {
+        ((struct guard *)userdata)->view_closed = true;
+}
+
 static int guard_run(struct app *a, const struct guard_opts *o) {
-        static const struct informer_handlers h = {
-                .on_add = on_inf_add,
-                .on_update = on_inf_update,
-                .on_delete = on_inf_add,
-                .on_synced = on_inf_synced,
-                .on_error = on_inf_error,
+        static const struct node_view_handlers h = {
+                .on_change = on_view_change,
+                .on_synced = on_view_synced,
+                .on_error = on_view_error,
         };
         struct guard g = {
                 .app = a,
@@ -432,7 +412,6 @@ static int guard_run(struct app *a, const struct guard_opts *o) {
                 .pod_name = getenv("POD_NAME"),
                 .exit_code = EXIT_ERROR,
         };
-        struct informer_options io[_G_MAX] = {};
         uint64_t d;
         int r;
 
@@ -442,22 +421,11 @@ static int guard_run(struct app *a, const struct guard_opts *o) {
         if (g.pod_name && *g.pod_name && g.pod_ns && *g.pod_ns &&
             asprintf(&g.own_key, "%s/%s", g.pod_ns, g.pod_name) < 0)
                 g.own_key = NULL;
-        if (asprintf(&g.node_fs, "metadata.name=%s", o->node) < 0 ||
-            asprintf(&g.pod_fs, "spec.nodeName=%s", o->node) < 0) {
-                log_oom();
+        r = node_view_new(a->client, a->ts, &(const struct node_view_options){ .node = o->node }, &h, &g,
+                          &g.view);
+        if (r < 0) {
+                log_error_errno(r, "Cannot set up the informers: %m");
                 goto out;
-        }
-        io[G_NODE] = (struct informer_options){ .kind = INFORMER_NODES, .field_selector = g.node_fs };
-        io[G_PODS] = (struct informer_options){ .kind = INFORMER_PODS, .field_selector = g.pod_fs };
-        /* Claims cannot be filtered by node: all of them, kept compact, in pages. */
-        io[G_CLAIMS] = (struct informer_options){ .kind = INFORMER_CLAIMS };
-        io[G_SLICES] = (struct informer_options){ .kind = INFORMER_SLICES, .field_selector = g.pod_fs };
-        for (size_t k = 0; k < _G_MAX; k++) {
-                r = informer_new(a->client, a->ts, &io[k], &h, &g, &g.inf[k]);
-                if (r < 0) {
-                        log_error_errno(r, "Cannot set up the informers: %m");
-                        goto out;
-                }
         }
         if (dtimer_init(&g.kick, a->ts, on_kick) < 0 || dtimer_init(&g.deadline, a->ts, on_deadline) < 0) {
                 log_oom();
@@ -487,7 +455,7 @@ static int guard_run(struct app *a, const struct guard_opts *o) {
         uv_signal_start(&g.sigterm, on_signal, SIGTERM);
         g.signals_ready = true;
 
-        if (start_informer(&g, G_NODE) >= 0)
+        if (start_watching(&g, NODE_VIEW_NODE) >= 0)
                 app_run_until(a, &g.done);
 
 out:
@@ -495,33 +463,22 @@ out:
                 uv_close((uv_handle_t *)&g.sigint, on_signal_closed);
                 uv_close((uv_handle_t *)&g.sigterm, on_signal_closed);
         }
-        for (size_t k = 0; k < _G_MAX; k++)
-                if (g.inf[k])
-                        informer_stop(g.inf[k]);
-        /* Let the cancelled list/watch calls finish before freeing the informers. */
-        for (;;) {
-                bool idle = true;
-
-                for (size_t k = 0; k < _G_MAX; k++)
-                        if (g.inf[k] && !informer_idle(g.inf[k]))
-                                idle = false;
-                if (idle || uv_run(&a->loop, UV_RUN_ONCE) == 0)
-                        break;
+        /* Let the cancelled list/watch calls finish before the view goes. */
+        if (g.view) {
+                node_view_close(g.view, on_view_closed, &g);
+                while (!g.view_closed && uv_run(&a->loop, UV_RUN_ONCE) != 0)
+                        ;
         }
         /* The signal handles live in g, on this stack: their closes must finish here. */
         while (g.signals_ready && g.signals_closed < 2)
                 if (uv_run(&a->loop, UV_RUN_ONCE) == 0)
                         break;
-        for (size_t k = 0; k < _G_MAX; k++)
-                informer_free(g.inf[k]);
         if (g.kick.src)
                 dtimer_done(&g.kick);
         if (g.deadline.src)
                 dtimer_done(&g.deadline);
         selectors_free(g.sels, g.n_sels);
         free(g.own_key);
-        free(g.node_fs);
-        free(g.pod_fs);
         free(g.last_held);
         return g.exit_code;
 }

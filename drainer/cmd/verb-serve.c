@@ -21,6 +21,7 @@
 #include "drainer/informer.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
+#include "drainer/nodeview.h"
 #include "drainer/notify.h"
 #include "drainer/objects.h"
 #include "drainer/slots.h"
@@ -73,7 +74,12 @@ struct server {
         struct app *app;
         struct serve_opts o;
         struct drain_args *a;
+        /* The Node watch (every node with --all-nodes), and the claims and budgets every
+         * engine of this daemon borrows while one runs (one watch each, whatever
+         * --max-parallel). Owned; nodes is borrowed from it. */
+        struct cluster_view *cluster;
         struct informer *nodes;
+        bool cluster_closed;
         struct hashmap *managed; /* node -> struct managed */
         struct slots *slots;
         struct notifier *notifier;
@@ -241,6 +247,7 @@ static int start_engine(struct managed *m, enum engine_goal goal) {
                 .timeout_usec = srv->a->timeout_usec,
                 .instance = srv->o.identity,
                 .units = sysbus_units(srv->bus),
+                .shared = srv->cluster,
         };
         int r;
 
@@ -306,6 +313,12 @@ static void reconcile_node(struct server *srv, const struct node_rec *n) {
         uint64_t now = timesrc_now(srv->app->ts);
         int goal, r;
 
+        if (m && m->engine && !m->running && !m->stopped) {
+                /* A finished engine watches nothing more: its pods, slices, and its hold on the
+                 * shared claims and budgets, go (a drained node waits with one Node watch). */
+                engine_stop(m->engine);
+                m->stopped = true;
+        }
         if (drain_state_parse(n, &st, &err) < 0) {
                 /* The engine reports this on the Node (Event) when it runs; here just log, once. */
                 if (!m || !m->waiting_msg || !streq(m->waiting_msg, err ? err : "")) {
@@ -721,9 +734,11 @@ static int serve_run(struct server *srv) {
         read_boot_id(srv->boot_id, sizeof(srv->boot_id));
         if (!srv->o.all_nodes && asprintf(&fs, "metadata.name=%s", srv->o.node) < 0)
                 return log_oom();
-        struct informer_options io = { .kind = INFORMER_NODES, .field_selector = fs };
-
-        r = informer_new(a->client, a->ts, &io, &h, srv, &srv->nodes);
+        r = cluster_view_new(a->client, a->ts,
+                             &(const struct cluster_view_options){ .nodes_field_selector = fs },
+                             &srv->cluster);
+        if (r >= 0)
+                r = cluster_view_subscribe_nodes(srv->cluster, &h, srv);
         if (r < 0)
                 return log_error_errno(r, "Cannot set up the node watch: %m");
         if ((r = dtimer_init(&srv->kick, a->ts, on_kick)) < 0 ||
@@ -765,9 +780,10 @@ static int serve_run(struct server *srv) {
                         return log_error_errno(
                                 r, "--on-shutdown: cannot take a logind shutdown inhibitor lock: %m");
         }
-        r = informer_start(srv->nodes);
+        r = cluster_view_start(srv->cluster);
         if (r < 0)
                 return log_error_errno(r, "Cannot start watching nodes: %m");
+        srv->nodes = cluster_view_nodes(srv->cluster);
 
         uv_signal_init(&a->loop, &srv->sigint);
         uv_signal_init(&a->loop, &srv->sigterm);
@@ -796,8 +812,6 @@ static void serve_teardown(struct server *srv) {
                 if (m->patch)
                         kube_call_cancel(m->patch);
         }
-        if (srv->nodes)
-                informer_stop(srv->nodes);
         if (srv->slots)
                 slots_stop(srv->slots);
         if (srv->kick.src) {
@@ -806,8 +820,7 @@ static void serve_teardown(struct server *srv) {
                 dtimer_stop(&srv->shutdown_deadline);
         }
         do {
-                idle = !srv->nodes || informer_idle(srv->nodes);
-                idle = idle && (!srv->slots || slots_idle(srv->slots));
+                idle = !srv->slots || slots_idle(srv->slots);
                 i = 0;
                 while (idle && hashmap_iterate(srv->managed, &i, &key, &v)) {
                         struct managed *m = v;
@@ -817,7 +830,15 @@ static void serve_teardown(struct server *srv) {
         } while (!idle && uv_run(&a->loop, UV_RUN_ONCE) != 0);
 
         hashmap_free(srv->managed, managed_free);
-        informer_free(srv->nodes);
+        /* The engines are gone: nobody borrows from the cluster view any more. */
+        srv->nodes = NULL;
+        if (srv->cluster) {
+                cluster_view_unsubscribe_nodes(srv->cluster, srv);
+                cluster_view_close(srv->cluster, on_notifier_closed, &srv->cluster_closed);
+                while (!srv->cluster_closed && uv_run(&a->loop, UV_RUN_ONCE) != 0)
+                        ;
+                srv->cluster = NULL;
+        }
         slots_free(srv->slots);
         if (srv->kick.src) {
                 dtimer_done(&srv->kick);

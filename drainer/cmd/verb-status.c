@@ -1,6 +1,6 @@
-/* `drainer status NODE`: one read-only snapshot of a node as a drain sees it.
- * Lists the Node, its pods, the node's ResourceSlices and all ResourceClaims
- * (claims cannot be filtered by node) concurrently, then classifies. */
+/* `drainer status NODE`: one read-only snapshot of a node as a drain sees it
+ * (snapshot.h: the Node, its pods, the node's ResourceSlices and all
+ * ResourceClaims, listed concurrently), classified; --watch keeps a node view. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -13,18 +13,17 @@
 #include "drainer/claims.h"
 #include "drainer/client.h"
 #include "drainer/drainargs.h"
-#include "drainer/informer.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
+#include "drainer/nodeview.h"
 #include "drainer/objects.h"
 #include "drainer/selector.h"
 #include "drainer/snapshot.h"
 #include "drainer/timesrc.h"
 #include "drainer/verbs.h"
 
-/* The node, its pods, all ResourceClaims, the node's ResourceSlices: the first kinds of
- * enum informer_kind, in that order (leases are not a node's). */
-#define N_NODE_INFORMERS (INFORMER_SLICES + 1)
+/* What status shows: no budgets. */
+#define STATUS_PARTS (NODE_VIEW_ALL & ~NODE_VIEW_PDBS)
 
 struct status_opts {
         const char *driver_selectors[MAX_DRIVER_SELECTORS + 1];
@@ -75,7 +74,7 @@ static const char *cordon_owner(const struct node_rec *n) {
         return "someone else";
 }
 
-static bool claim_held_by_driver(const struct claim_rec *c, struct pod_rec **pods, enum pod_class *cls,
+static bool claim_held_by_driver(const struct claim_rec *c, const struct pod_rec **pods, enum pod_class *cls,
                                  size_t n) {
         for (size_t i = 0; i < n; i++)
                 if (cls[i] == POD_CLASS_DRIVER && claim_reserved_by_pod(c, pods[i]))
@@ -162,24 +161,15 @@ static const enum pod_class class_order[] = {
         POD_CLASS_DAEMONSET,    POD_CLASS_MIRROR,   POD_CLASS_FINISHED,
 };
 
-struct view {
-        const struct node_rec *node;
-        struct pod_rec **pods;
-        size_t n_pods;
-        struct claim_rec **claims;
-        size_t n_claims;
-        struct slice_rec **slices;
-        size_t n_slices;
-};
-
-static int print_status(const struct view *s, const struct status_opts *o, enum output_format fmt,
+/* Prints the node's records (their arrays sorted in place). */
+static int print_status(const struct node_input *s, const struct status_opts *o, enum output_format fmt,
                         bool compact) {
         _cleanup_free_ enum pod_class *cls = NULL;
         _cleanup_free_ enum claim_on_node_reason *why = NULL;
         struct selector **sels = NULL;
         size_t n_sels = 0, n_on_node = 0;
-        struct pod_rec **pods = s->pods;
-        struct claim_rec **claims = s->claims;
+        const struct pod_rec **pods = s->pods;
+        const struct claim_rec **claims = s->claims;
         const struct node_rec *n = s->node;
         const char *owner = cordon_owner(n);
         int r;
@@ -338,28 +328,15 @@ static int print_status(const struct view *s, const struct status_opts *o, enum 
         return 0;
 }
 
-static int print_snapshot(struct snapshot *s, const struct status_opts *o, enum output_format fmt) {
-        struct view v = {
-                .node = s->node,
-                .pods = (struct pod_rec **)s->pods.items,
-                .n_pods = s->pods.n,
-                .claims = (struct claim_rec **)s->claims.items,
-                .n_claims = s->claims.n,
-                .slices = (struct slice_rec **)s->slices.items,
-                .n_slices = s->slices.n,
-        };
-
-        return print_status(&v, o, fmt, false);
-}
-
-/* --watch: the same view, kept current by four informers; reprinted (at most
- * every 250 ms) whenever one of them changes. */
+/* --watch: the same view, kept current by a node view's informers; reprinted (at
+ * most every 250 ms) whenever one of them changes. */
 struct watcher {
         struct app *app;
         const struct status_opts *opts;
         enum output_format fmt;
         const char *node_name;
-        struct informer *inf[N_NODE_INFORMERS];
+        struct node_view *view;
+        bool view_closed;
         struct dtimer debounce;
         uv_signal_t sigint, sigterm;
         bool done, tty;
@@ -368,31 +345,21 @@ struct watcher {
 };
 
 static bool watcher_synced(struct watcher *w) {
-        for (size_t k = 0; k < N_NODE_INFORMERS; k++)
-                if (!informer_synced(w->inf[k]))
-                        return false;
-        return true;
+        return node_view_synced(w->view, STATUS_PARTS);
 }
 
 static void on_debounce(struct dtimer *t) {
         struct watcher *w = container_of(t, struct watcher, debounce);
-        _cleanup_free_ void **pods = NULL, **claims = NULL, **slices = NULL;
-        struct view v = {};
+        _cleanup_(node_input_done) struct node_input v = {};
         char when[32];
 
         if (w->done || !watcher_synced(w))
                 return;
-        v.node = informer_get(w->inf[INFORMER_NODES], w->node_name);
-        if (informer_collect(w->inf[INFORMER_PODS], (const void ***)&pods, &v.n_pods) < 0 ||
-            informer_collect(w->inf[INFORMER_CLAIMS], (const void ***)&claims, &v.n_claims) < 0 ||
-            informer_collect(w->inf[INFORMER_SLICES], (const void ***)&slices, &v.n_slices) < 0) {
+        if (node_view_collect(w->view, &v) < 0) {
                 w->error = log_oom();
                 w->done = true;
                 return;
         }
-        v.pods = (struct pod_rec **)pods;
-        v.claims = (struct claim_rec **)claims;
-        v.slices = (struct slice_rec **)slices;
         if (timesrc_format_rfc3339(timesrc_realtime(w->app->ts), when, sizeof(when)) < 0)
                 strcpy(when, "?");
         if (!v.node) {
@@ -415,24 +382,20 @@ static void changed(struct watcher *w) {
                 dtimer_start(&w->debounce, 250 * USEC_PER_MSEC);
 }
 
-static void on_inf_add(struct informer *inf, const void *rec, void *userdata) {
+static void on_view_change(struct node_view *v, void *userdata) {
         changed(userdata);
 }
-static void on_inf_update(struct informer *inf, const void *old, const void *rec, void *userdata) {
+static void on_view_synced(struct node_view *v, unsigned part, void *userdata) {
         changed(userdata);
 }
-static void on_inf_synced(struct informer *inf, void *userdata) {
-        changed(userdata);
-}
-static void on_inf_error(struct informer *inf, int error, const char *message, void *userdata) {
-        struct watcher *w = userdata;
-
-        log_warning("watching %s: %s, retrying",
-                    informer_kind_to_string(inf == w->inf[INFORMER_NODES]    ? INFORMER_NODES
-                                            : inf == w->inf[INFORMER_PODS]   ? INFORMER_PODS
-                                            : inf == w->inf[INFORMER_CLAIMS] ? INFORMER_CLAIMS
-                                                                             : INFORMER_SLICES),
+static void on_view_error(struct node_view *v, unsigned part, int error, const char *message,
+                          void *userdata) {
+        log_warning("watching %s: %s, retrying", strna(node_view_part_name(part)),
                     message ? message : strerror(-error));
+}
+
+static void on_view_closed(void *userdata) {
+        ((struct watcher *)userdata)->view_closed = true;
 }
 
 static void on_signal_closed(uv_handle_t *h) {
@@ -448,39 +411,23 @@ static void on_signal(uv_signal_t *h, int signum) {
 }
 
 static int run_watch(struct app *a, const char *node, const struct status_opts *o, enum output_format fmt) {
-        static const struct informer_handlers h = {
-                .on_add = on_inf_add,
-                .on_update = on_inf_update,
-                .on_delete = on_inf_add,
-                .on_synced = on_inf_synced,
-                .on_error = on_inf_error,
+        static const struct node_view_handlers h = {
+                .on_change = on_view_change,
+                .on_synced = on_view_synced,
+                .on_error = on_view_error,
         };
-        _cleanup_free_ char *node_fs = NULL, *pod_fs = NULL;
         struct watcher w = {
                 .app = a, .opts = o, .fmt = fmt, .node_name = node, .tty = isatty(STDOUT_FILENO)
         };
         int r = 0;
 
-        if (asprintf(&node_fs, "metadata.name=%s", node) < 0 ||
-            asprintf(&pod_fs, "spec.nodeName=%s", node) < 0)
-                return log_oom();
-        struct informer_options io[N_NODE_INFORMERS] = {
-                [INFORMER_NODES] = { .kind = INFORMER_NODES, .field_selector = node_fs },
-                [INFORMER_PODS] = { .kind = INFORMER_PODS, .field_selector = pod_fs },
-                /* Claims cannot be filtered by node: all of them, paginated (a consistent list is served
-                 * from the watch cache and honours limit; resourceVersion=0 would not paginate). */
-                [INFORMER_CLAIMS] = { .kind = INFORMER_CLAIMS },
-                [INFORMER_SLICES] = { .kind = INFORMER_SLICES, .field_selector = pod_fs },
-        };
-
         r = dtimer_init(&w.debounce, a->ts, on_debounce);
         if (r < 0)
                 return log_oom();
-        for (size_t k = 0; k < N_NODE_INFORMERS && r >= 0; k++) {
-                r = informer_new(a->client, a->ts, &io[k], &h, &w, &w.inf[k]);
-                if (r >= 0)
-                        r = informer_start(w.inf[k]);
-        }
+        r = node_view_new(a->client, a->ts, &(const struct node_view_options){ .node = node }, &h, &w,
+                          &w.view);
+        if (r >= 0)
+                r = node_view_start(w.view, STATUS_PARTS);
         if (r < 0)
                 log_error_errno(r, "Cannot start watching: %m");
         else {
@@ -498,21 +445,12 @@ static int run_watch(struct app *a, const char *node, const struct status_opts *
                         ;
                 r = w.error;
         }
-        for (size_t k = 0; k < N_NODE_INFORMERS; k++)
-                if (w.inf[k])
-                        informer_stop(w.inf[k]);
-        /* Let the cancelled list/watch calls finish before freeing the informers. */
-        for (;;) {
-                bool idle = true;
-
-                for (size_t k = 0; k < N_NODE_INFORMERS; k++)
-                        if (w.inf[k] && !informer_idle(w.inf[k]))
-                                idle = false;
-                if (idle || uv_run(&a->loop, UV_RUN_ONCE) == 0)
-                        break;
+        /* Let the cancelled list/watch calls finish before the view goes. */
+        if (w.view) {
+                node_view_close(w.view, on_view_closed, &w);
+                while (!w.view_closed && uv_run(&a->loop, UV_RUN_ONCE) != 0)
+                        ;
         }
-        for (size_t k = 0; k < N_NODE_INFORMERS; k++)
-                informer_free(w.inf[k]);
         dtimer_done(&w.debounce);
         return r;
 }
@@ -568,7 +506,7 @@ int verb_status(int argc, char **argv, struct global_flags *g) {
                 else if (s.error < 0)
                         r = log_error_errno(s.error, "%s", strna(s.error_what));
                 else
-                        r = print_snapshot(&s, &o, g->output);
+                        r = print_status(&s.in, &o, g->output, false);
         }
         snapshot_done(&s);
         app_done(&a);

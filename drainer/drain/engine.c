@@ -15,16 +15,12 @@
 #include "drainer/evictor.h"
 #include "drainer/hashmap.h"
 #include "drainer/health.h"
-#include "drainer/informer.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
 #include "drainer/metrics.h"
+#include "drainer/nodeview.h"
 #include "drainer/objects.h"
 #include "drainer/timesrc.h"
-
-/* The node, its pods, all ResourceClaims, the node's ResourceSlices: the first kinds of
- * enum informer_kind, in that order (leases are not a node's). */
-#define N_NODE_INFORMERS (INFORMER_SLICES + 1)
 
 #define HEALTH_RECHECK_USEC (2 * USEC_PER_SEC)
 #define HEALTH_TIMEOUT_USEC (5 * USEC_PER_SEC)
@@ -45,11 +41,13 @@ struct engine {
         struct transport *transport; /* borrowed */
         struct timesrc *ts;          /* borrowed */
         struct engine_options o;
-        char *node_fs, *pod_fs;
         struct engine_callbacks cb;
         void *userdata;
 
-        struct informer *inf[N_NODE_INFORMERS]; /* owned */
+        struct node_view *view; /* owned; NULL once closed */
+        unsigned parts;         /* what the view holds for this goal */
+        bool view_closing;
+        bool pdbs_failed; /* budgets could not be listed: the drain goes on without them */
         struct dtimer kick, retry, deadline;
         bool kick_armed;
 
@@ -60,14 +58,6 @@ struct engine {
         struct hashmap *claims_seen; /* "ns/name" -> (void *)1 */
 
         struct kube_call *node_call; /* the Node patch in flight */
-
-        /* PodDisruptionBudgets, listed once at the start: preflight refuses pods covered by
-         * several (the Eviction API answers those with a 500 forever), and held evictions
-         * name the budgets that hold them. Budgets are not watched: a drain is short. */
-        struct pdb_rec **pdbs;
-        size_t n_pdbs, a_pdbs;
-        struct kube_call *pdb_call;
-        bool pdbs_listed;
 
         /* The configured driver-stop strategy's instance for this run (owned). Only its
          * configuration is ever acted on: a recorded stop is undone only when its
@@ -165,50 +155,15 @@ static void retry_at(struct engine *e, uint64_t at) {
         dtimer_start(&e->retry, at > now ? at - now : 0);
 }
 
+/* The view has its first lists. PodDisruptionBudgets that cannot be listed are
+ * done without: the Eviction API enforces them anyway; only preflight's check of
+ * pods under several and the names in "held" messages are lost. */
 static bool synced(const struct engine *e) {
-        for (size_t k = 0; k < N_NODE_INFORMERS; k++)
-                if (!informer_synced(e->inf[k]))
-                        return false;
-        return e->pdbs_listed;
-}
+        unsigned parts = e->parts;
 
-static int on_pdb_page(const cJSON *items, void *userdata) {
-        struct engine *e = userdata;
-        const cJSON *item;
-
-        cJSON_ArrayForEach(item, items) {
-                struct pdb_rec *b;
-
-                if (pdb_rec_from_json(item, &b) < 0)
-                        continue;
-                if (e->n_pdbs == e->a_pdbs) {
-                        size_t na = e->a_pdbs ? e->a_pdbs * 2 : 16;
-                        struct pdb_rec **v = realloc(e->pdbs, na * sizeof(*v));
-
-                        if (!v) {
-                                pdb_rec_free(b);
-                                return -ENOMEM;
-                        }
-                        e->pdbs = v;
-                        e->a_pdbs = na;
-                }
-                e->pdbs[e->n_pdbs++] = b;
-        }
-        return 0;
-}
-
-static void on_pdbs_listed(const struct kube_result *res, void *userdata) {
-        struct engine *e = userdata;
-
-        e->pdb_call = NULL;
-        if (res->error == -ECANCELED)
-                return;
-        if (res->error < 0)
-                /* Without budgets the drain still works (the Eviction API enforces them);
-                 * only the preflight check and the names in messages are lost. */
-                log_debug("listing PodDisruptionBudgets failed: %s, ignoring", strna(res->message));
-        e->pdbs_listed = true;
-        kick(e);
+        if (e->pdbs_failed)
+                parts &= ~NODE_VIEW_PDBS;
+        return e->view && node_view_synced(e->view, parts);
 }
 
 static void on_event_done(const struct kube_result *res, void *userdata) {
@@ -351,7 +306,7 @@ static void finish(struct engine *e, int result, const char *fmt, ...) {
         metrics_node(e);
         metrics_finished(e, result, e->summary.total_usec);
 
-        n = informer_get(e->inf[INFORMER_NODES], e->o.node);
+        n = node_view_node(e->view);
         if (result == 0)
                 post_event(e, n, "Normal", EVENT_REASON_DONE, strna(m));
         else if (result == -EPERM)
@@ -431,7 +386,7 @@ static void patch_node(struct engine *e, char *body) {
                 free(body);
                 return finish(e, -ENOMEM, "out of memory");
         }
-        n = informer_get(e->inf[INFORMER_NODES], e->o.node);
+        n = node_view_node(e->view);
         free(e->patch_rv);
         e->patch_rv = n && n->resource_version ? strdup(n->resource_version) : NULL;
         r = kube_patch(e->client, path, KUBE_PATCH_MERGE, body, on_node_patched, e, &e->node_call);
@@ -739,17 +694,16 @@ static void record_driver_stop(struct engine *e, const struct node_rec *n) {
         rec.daemonset = ds;
         {
                 /* The DRA driver names published for this node: restore waits for them again. */
-                const void **slices;
-                size_t k;
+                struct node_input in;
 
-                if (informer_collect(e->inf[INFORMER_SLICES], &slices, &k) < 0)
+                if (node_view_collect(e->view, &in) < 0)
                         return finish(e, -ENOMEM, "out of memory");
-                rec.n_drivers = plan_driver_names((const struct slice_rec *const *)slices, k, n->name, names,
-                                                  DRIVER_STOP_MAX_DRIVERS);
+                rec.n_drivers =
+                        plan_driver_names(in.slices, in.n_slices, n->name, names, DRIVER_STOP_MAX_DRIVERS);
                 for (size_t j = 0; j < rec.n_drivers; j++)
                         rec.drivers[j] = (char *)names[j];
                 r = drain_patch_driver_stop(n, &rec, 1, &body);
-                free(slices);
+                node_input_done(&in);
         }
         if (r < 0)
                 return finish(e, r, "cannot build the node patch: %s", strerror(-r));
@@ -984,15 +938,12 @@ static bool slices_back(struct engine *e, const struct node_rec *n, const char *
         for (size_t s = 0; s < e->st.n_stops; s++)
                 for (size_t d = 0; d < e->st.stops[s].n_drivers; d++) {
                         const char *want = e->st.stops[s].drivers[d];
+                        const struct slice_rec *sl;
                         size_t i = 0;
-                        const void *rec;
                         bool found = false;
 
-                        while (!found && informer_iterate(e->inf[INFORMER_SLICES], &i, &rec)) {
-                                const struct slice_rec *sl = rec;
-
+                        while (!found && node_view_iterate_slices(e->view, &i, &sl))
                                 found = streq_ptr(sl->driver, want) && streq_ptr(sl->node_name, n->name);
-                        }
                         if (!found) {
                                 *ret_missing = want;
                                 return false;
@@ -1209,18 +1160,16 @@ static void metrics_drivers(struct engine *e) {
 /* ---- reconcile ---- */
 
 static int rebuild_plan(struct engine *e, const struct node_rec *n) {
-        _cleanup_free_ const void **pods = NULL, **claims = NULL, **slices = NULL;
-        size_t np, nc, ns;
+        struct node_input in;
         struct plan p;
         int r;
 
-        if (informer_collect(e->inf[INFORMER_PODS], &pods, &np) < 0 ||
-            informer_collect(e->inf[INFORMER_CLAIMS], &claims, &nc) < 0 ||
-            informer_collect(e->inf[INFORMER_SLICES], &slices, &ns) < 0)
-                return -ENOMEM;
-        r = plan_build(n, (const struct pod_rec *const *)pods, np, (const struct claim_rec *const *)claims,
-                       nc, (const struct slice_rec *const *)slices, ns,
-                       (const struct pdb_rec *const *)e->pdbs, e->n_pdbs, &e->o.plan, &p);
+        r = node_view_collect(e->view, &in);
+        if (r < 0)
+                return r;
+        r = plan_build(n, in.pods, in.n_pods, in.claims, in.n_claims, in.slices, in.n_slices, in.pdbs,
+                       in.n_pdbs, &e->o.plan, &p);
+        node_input_done(&in);
         if (r < 0)
                 return r;
         if (e->has_plan)
@@ -1319,7 +1268,7 @@ static void reconcile(struct engine *e) {
 
         if (e->finished || e->stopping || !synced(e))
                 return;
-        n = informer_get(e->inf[INFORMER_NODES], e->o.node);
+        n = node_view_node(e->view);
         if (!n)
                 return finish(e, -ENOENT, "node \"%s\" not found", e->o.node);
         if (e->node_call)
@@ -1355,17 +1304,13 @@ static void reconcile(struct engine *e) {
                 report(e);
 }
 
-/* ---- informer plumbing ---- */
+/* ---- the node view ---- */
 
-static void on_inf_add(struct informer *inf, const void *rec, void *userdata) {
+static void on_view_change(struct node_view *v, void *userdata) {
         kick(userdata);
 }
 
-static void on_inf_update(struct informer *inf, const void *old, const void *rec, void *userdata) {
-        kick(userdata);
-}
-
-static void on_inf_synced(struct informer *inf, void *userdata) {
+static void on_view_synced(struct node_view *v, unsigned part, void *userdata) {
         struct engine *e = userdata;
 
         /* After a relist our patch's version may never show up as such: stop waiting. */
@@ -1373,14 +1318,27 @@ static void on_inf_synced(struct informer *inf, void *userdata) {
         kick(e);
 }
 
-static void on_inf_error(struct informer *inf, int error, const char *message, void *userdata) {
+static void on_view_error(struct node_view *v, unsigned part, int error, const char *message,
+                          void *userdata) {
         struct engine *e = userdata;
 
+        if (part == NODE_VIEW_PDBS) {
+                /* Without budgets the drain still works (the Eviction API enforces them). */
+                log_debug("listing PodDisruptionBudgets failed: %s, ignoring", strna(message));
+                e->pdbs_failed = true;
+                return kick(e);
+        }
         if (error == -EACCES)
                 return finish(e, error, "access denied while watching %s: %s",
-                              inf == e->inf[INFORMER_CLAIMS] ? "resourceclaims" : "the node or its pods",
+                              part == NODE_VIEW_CLAIMS ? "resourceclaims" : "the node or its pods",
                               strna(message));
         log_debug("watch error: %s, retrying", message ? message : strerror(-error));
+}
+
+static void on_view_closed(void *userdata) {
+        struct engine *e = userdata;
+
+        e->view = NULL;
 }
 
 static void on_stop_changed(void *userdata) {
@@ -1394,12 +1352,10 @@ static void on_stop_wake_at(void *userdata, uint64_t at) {
 int engine_new(struct kube_client *client, struct transport *transport, struct timesrc *ts,
                const struct engine_options *o, const struct engine_callbacks *cb, void *userdata,
                struct engine **ret) {
-        static const struct informer_handlers h = {
-                .on_add = on_inf_add,
-                .on_update = on_inf_update,
-                .on_delete = on_inf_add,
-                .on_synced = on_inf_synced,
-                .on_error = on_inf_error,
+        static const struct node_view_handlers h = {
+                .on_change = on_view_change,
+                .on_synced = on_view_synced,
+                .on_error = on_view_error,
         };
         struct engine *e;
         int r;
@@ -1437,25 +1393,18 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
         }
         e->probes = hashmap_new(1024);
         e->claims_seen = hashmap_new(100000);
-        if (!e->probes || !e->claims_seen || asprintf(&e->node_fs, "metadata.name=%s", o->node) < 0 ||
-            asprintf(&e->pod_fs, "spec.nodeName=%s", o->node) < 0) {
+        if (!e->probes || !e->claims_seen) {
                 engine_free(e);
                 return -ENOMEM;
         }
-        struct informer_options io[N_NODE_INFORMERS] = {
-                [INFORMER_NODES] = { .kind = INFORMER_NODES, .field_selector = e->node_fs },
-                [INFORMER_PODS] = { .kind = INFORMER_PODS, .field_selector = e->pod_fs },
-                /* Claims cannot be filtered by node: all of them, kept compact, listed in pages (a
-                 * consistent list is served from the watch cache and honours limit). */
-                [INFORMER_CLAIMS] = { .kind = INFORMER_CLAIMS },
-                [INFORMER_SLICES] = { .kind = INFORMER_SLICES, .field_selector = e->pod_fs },
-        };
-        for (size_t k = 0; k < N_NODE_INFORMERS; k++) {
-                r = informer_new(client, ts, &io[k], &h, e, &e->inf[k]);
-                if (r < 0) {
-                        engine_free(e);
-                        return r;
-                }
+        /* An uncordon evicts nothing: it needs no budgets. */
+        e->parts = o->goal == ENGINE_GOAL_DRAIN ? NODE_VIEW_ALL : NODE_VIEW_ALL & ~NODE_VIEW_PDBS;
+        r = node_view_new(client, ts,
+                          &(const struct node_view_options){ .node = o->node, .shared = o->shared }, &h, e,
+                          &e->view);
+        if (r < 0) {
+                engine_free(e);
+                return r;
         }
         if ((r = dtimer_init(&e->kick, ts, on_kick)) < 0 ||
             (r = dtimer_init(&e->retry, ts, on_retry_timer)) < 0 ||
@@ -1474,15 +1423,9 @@ int engine_start(struct engine *e) {
                 return -EBUSY;
         e->started = true;
         e->started_at = timesrc_now(e->ts);
-        for (size_t k = 0; k < N_NODE_INFORMERS; k++) {
-                r = informer_start(e->inf[k]);
-                if (r < 0)
-                        return r;
-        }
-        r = kube_list(e->client, "/apis/policy/v1/poddisruptionbudgets", 500, NULL, on_pdb_page,
-                      on_pdbs_listed, e, &e->pdb_call);
+        r = node_view_start(e->view, e->parts);
         if (r < 0)
-                e->pdbs_listed = true;
+                return r;
         if (e->o.timeout_usec > 0)
                 dtimer_start(&e->deadline, e->o.timeout_usec);
         return 0;
@@ -1490,9 +1433,10 @@ int engine_start(struct engine *e) {
 
 void engine_stop(struct engine *e) {
         e->stopping = true;
-        for (size_t k = 0; k < N_NODE_INFORMERS; k++)
-                if (e->inf[k])
-                        informer_stop(e->inf[k]);
+        if (e->view && !e->view_closing) {
+                e->view_closing = true;
+                node_view_close(e->view, on_view_closed, e);
+        }
         if (e->kick.src) {
                 dtimer_stop(&e->kick);
                 dtimer_stop(&e->retry);
@@ -1501,8 +1445,6 @@ void engine_stop(struct engine *e) {
         e->kick_armed = false;
         if (e->node_call)
                 kube_call_cancel(e->node_call);
-        if (e->pdb_call)
-                kube_call_cancel(e->pdb_call);
         if (e->evictor)
                 evictor_cancel(e->evictor);
         if (e->probe)
@@ -1510,10 +1452,7 @@ void engine_stop(struct engine *e) {
 }
 
 bool engine_idle(const struct engine *e) {
-        for (size_t k = 0; k < N_NODE_INFORMERS; k++)
-                if (e->inf[k] && !informer_idle(e->inf[k]))
-                        return false;
-        if (e->node_call || e->pdb_call || e->probe || e->events_in_flight > 0)
+        if (e->view || e->node_call || e->probe || e->events_in_flight > 0)
                 return false;
         return !e->evictor || evictor_idle(e->evictor);
 }
@@ -1521,8 +1460,10 @@ bool engine_idle(const struct engine *e) {
 void engine_free(struct engine *e) {
         if (!e)
                 return;
-        for (size_t k = 0; k < N_NODE_INFORMERS; k++)
-                informer_free(e->inf[k]);
+        /* Never stopped (engine_new failed half-way), or freed before idle: the view frees
+         * itself once its calls have ended, and tells nobody. */
+        if (e->view)
+                node_view_close(e->view, NULL, NULL);
         if (e->kick.src) {
                 dtimer_done(&e->kick);
                 dtimer_done(&e->retry);
@@ -1537,14 +1478,9 @@ void engine_free(struct engine *e) {
                 drain_state_done(&e->st);
         free(e->probe_uid);
         driver_stop_free(e->stop); /* a unit call still running finishes into nothing */
-        for (size_t i = 0; i < e->n_pdbs; i++)
-                pdb_rec_free(e->pdbs[i]);
-        free(e->pdbs);
         free(e->await_rv);
         free(e->patch_rv);
         free(e->conflict_rv);
-        free(e->node_fs);
-        free(e->pod_fs);
         free(e->message);
         free(e->final_message);
         free(e->needs_flag);

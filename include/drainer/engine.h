@@ -16,6 +16,7 @@ struct kube_client;
 struct timesrc;
 struct transport;
 struct health_target;
+struct cluster_view;
 struct engine;
 
 enum engine_goal {
@@ -35,7 +36,12 @@ struct engine_options {
         const struct health_target *driver_health; /* NULL: no gRPC probe */
         uint64_t timeout_usec;                     /* 0: none; counts from engine_start() of this run */
         const char *instance;                      /* reportingInstance of Events (hostname) */
-        struct units units; /* systemd:UNIT strategy: unit control (ops NULL: none on this host) */
+        /* Handed to the driver-stop strategy (systemd:UNIT drives units through it); the
+         * engine calls none of it. ops NULL: no unit control on this host. */
+        struct units units;
+        /* Borrowed: the Node, claims and budgets from the informers this process shares
+         * (serve); NULL: the engine's node view has informers of its own. */
+        struct cluster_view *shared;
 };
 
 /* One pod whose eviction a PodDisruptionBudget (or something else) holds back. */

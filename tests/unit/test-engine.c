@@ -110,7 +110,7 @@ static int teardown(void **state) {
                 engine_stop(e->engine);
                 for (int i = 0; i < 20 && !engine_idle(e->engine); i++) {
                         fake_transport_deliver(e->ft);
-                        fake_clock_advance(e->clock, 0);
+                        fake_clock_advance(e->clock, 1 * MS); /* a closing node view looks every ms */
                 }
                 assert_true(engine_idle(e->engine));
                 engine_free(e->engine);

@@ -1,0 +1,418 @@
+/* The node view over the real client and informers, a fake clock and a scripted
+ * fake transport: a view of its own lists and watches the Node by name, its pods
+ * and slices by spec.nodeName, every claim, and lists budgets once; a once view
+ * never watches; node views that borrow from one cluster view share one list and
+ * one watch of Nodes, claims and budgets however many there are, while pods and
+ * slices stay each view's own; Node events reach only the view of that node; a
+ * view taking a synced shared part hears on_synced; claims stay watched for the
+ * linger after the last view let go, then stop, and a later view relists rather
+ * than trust an old cache; a close calls back from the loop, never from inside. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "drainer/client.h"
+#include "drainer/kubeconfig.h"
+#include "drainer/nodeview.h"
+#include "drainer/timesrc.h"
+#include "fakes/fake-clock.h"
+#include "fakes/fake-transport.h"
+
+#define MS  USEC_PER_MSEC
+#define SEC USEC_PER_SEC
+
+#define NODES_ALL "/api/v1/nodes"
+#define NODE1     "/api/v1/nodes?fieldSelector=metadata.name%3Dnode-1"
+#define PODS(n)   "/api/v1/pods?fieldSelector=spec.nodeName%3D" n
+#define SLICES(n) "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D" n
+#define CLAIMS    "/apis/resource.k8s.io/v1/resourceclaims"
+#define PDBS      "/apis/policy/v1/poddisruptionbudgets"
+
+struct view_log {
+        unsigned changes, synced, errors, closed;
+        unsigned synced_parts;
+};
+
+struct env {
+        char dir[64], kubeconfig[96];
+        struct fake_clock *clock;
+        struct timesrc *ts;
+        struct fake_transport *ft;
+        struct kube_config *cfg;
+        struct kube_client *client;
+        struct cluster_view *cv;
+        bool cv_closed;
+};
+
+static int setup(void **state) {
+        struct env *e = calloc(1, sizeof(*e));
+        char *err = NULL;
+        FILE *f;
+
+        assert_non_null(e);
+        strcpy(e->dir, "/tmp/drainer-test-nodeview-XXXXXX");
+        assert_non_null(mkdtemp(e->dir));
+        snprintf(e->kubeconfig, sizeof(e->kubeconfig), "%s/config", e->dir);
+        f = fopen(e->kubeconfig, "we");
+        assert_non_null(f);
+        fputs("apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: "
+              "https://10.0.0.1:6443\n"
+              "users:\n- name: u\n  user:\n    token: view-token\ncontexts:\n- name: t\n  context:\n"
+              "    cluster: t\n    user: u\ncurrent-context: t\n",
+              f);
+        fclose(f);
+        if (kube_config_load(&(struct kube_config_options){ .kubeconfig = e->kubeconfig }, &e->cfg, &err) <
+            0)
+                fail_msg("kube_config_load: %s", err ? err : "?");
+        e->clock = fake_clock_new(1000 * SEC, INT64_C(1750000000) * 1000000);
+        e->ts = fake_clock_timesrc(e->clock);
+        e->ft = fake_transport_new(e->ts);
+        assert_int_equal(kube_client_new(fake_transport_base(e->ft), e->ts, e->cfg,
+                                         &(struct kube_client_options){ .random_seed = 3 }, &e->client),
+                         0);
+        *state = e;
+        return 0;
+}
+
+static void run(struct env *e, uint64_t usec, uint64_t step) {
+        for (uint64_t t = 0; t <= usec; t += step) {
+                fake_transport_deliver(e->ft);
+                fake_clock_advance(e->clock, step);
+        }
+        fake_transport_deliver(e->ft);
+}
+
+static void on_closed(void *userdata) {
+        *(bool *)userdata = true;
+}
+
+static int teardown(void **state) {
+        struct env *e = *state;
+
+        if (e->cv) {
+                cluster_view_close(e->cv, on_closed, &e->cv_closed);
+                for (int i = 0; i < 100 && !e->cv_closed; i++)
+                        run(e, 0, MS);
+                assert_true(e->cv_closed);
+        }
+        run(e, 10 * MS, MS);
+        assert_int_equal(kube_client_calls_in_flight(e->client), 0);
+        kube_client_free(e->client);
+        fake_transport_free(e->ft);
+        assert_int_equal(fake_clock_timers(e->clock), 0);
+        fake_clock_free(e->clock);
+        kube_config_free(e->cfg);
+        unlink(e->kubeconfig);
+        rmdir(e->dir);
+        free(e);
+        return 0;
+}
+
+static void on_change(struct node_view *v, void *userdata) {
+        ((struct view_log *)userdata)->changes++;
+}
+
+static void on_synced(struct node_view *v, unsigned part, void *userdata) {
+        struct view_log *l = userdata;
+
+        l->synced++;
+        l->synced_parts |= part;
+}
+
+static void on_error(struct node_view *v, unsigned part, int error, const char *message, void *userdata) {
+        ((struct view_log *)userdata)->errors++;
+}
+
+static void on_view_closed(void *userdata) {
+        ((struct view_log *)userdata)->closed++;
+}
+
+static const struct node_view_handlers handlers = {
+        .on_change = on_change,
+        .on_synced = on_synced,
+        .on_error = on_error,
+};
+
+static char *node_json(const char *name, const char *rv) {
+        char *s;
+
+        assert_true(asprintf(&s,
+                             "{\"metadata\":{\"name\":\"%s\",\"uid\":\"u-%s\",\"resourceVersion\":\"%s\"},"
+                             "\"spec\":{},\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":"
+                             "\"True\"}]}}",
+                             name, name, rv) >= 0);
+        return s;
+}
+
+static char *pod_json(const char *name, const char *node) {
+        char *s;
+
+        assert_true(asprintf(&s,
+                             "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"demo\",\"uid\":\"uid-%s\","
+                             "\"resourceVersion\":\"50\"},\"spec\":{\"nodeName\":\"%s\",\"containers\":[{"
+                             "\"name\":\"c\",\"image\":\"x\"}]},\"status\":{\"phase\":\"Running\"}}",
+                             name, name, node) >= 0);
+        return s;
+}
+
+static char *claim_json(const char *name) {
+        char *s;
+
+        assert_true(asprintf(&s,
+                             "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"demo\",\"uid\":\"c-%s\","
+                             "\"resourceVersion\":\"70\"},\"spec\":{}}",
+                             name, name) >= 0);
+        return s;
+}
+
+/* A List of the NULL-terminated malloc'd items (freed here). */
+static char *list_json(char **items) {
+        size_t len = 256;
+        char *s;
+
+        for (char **i = items; *i; i++)
+                len += strlen(*i) + 1;
+        s = malloc(len);
+        assert_non_null(s);
+        strcpy(s, "{\"kind\":\"List\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"100\"},"
+                  "\"items\":[");
+        for (char **i = items; *i; i++) {
+                if (i != items)
+                        strcat(s, ",");
+                strcat(s, *i);
+                free(*i);
+        }
+        strcat(s, "]}");
+        return s;
+}
+
+/* A list of path (answered with body, freed), and its watch held open (unless once). */
+static void expect_list(struct env *e, const char *path, char *body, bool watch) {
+        char list[512], w[512];
+
+        snprintf(list, sizeof(list), "%s%slimit=", path, strchr(path, '?') ? "&" : "?");
+        fake_transport_expect_json(e->ft, "GET", list, 200, body);
+        free(body);
+        if (!watch)
+                return;
+        snprintf(w, sizeof(w), "%s%swatch=1", path, strchr(path, '?') ? "&" : "?");
+        fake_transport_expect(e->ft, "GET", w, &(struct fake_reply){ .hold_open = true });
+}
+
+static size_t requests(struct env *e, const char *path, bool watch) {
+        char p[512];
+
+        snprintf(p, sizeof(p), "%s%s%s", path, strchr(path, '?') ? "&" : "?", watch ? "watch=1" : "limit=");
+        return fake_transport_count(e->ft, "GET", p);
+}
+
+static void close_view(struct env *e, struct node_view *v, struct view_log *l) {
+        node_view_close(v, on_view_closed, l);
+        assert_int_equal(l->closed, 0); /* never from inside the call */
+        for (int i = 0; i < 50 && !l->closed; i++)
+                run(e, 0, MS);
+        assert_int_equal(l->closed, 1);
+}
+
+/* A view of its own: the five parts, by name and spec.nodeName; budgets listed once. */
+static void test_own_view(void **state) {
+        struct env *e = *state;
+        struct view_log l = {};
+        struct node_input in;
+        struct node_view *v;
+
+        expect_list(e, NODE1, list_json((char *[]){ node_json("node-1", "90"), NULL }), true);
+        expect_list(e, PODS("node-1"), list_json((char *[]){ pod_json("a", "node-1"), NULL }), true);
+        expect_list(e, CLAIMS, list_json((char *[]){ claim_json("c1"), claim_json("c2"), NULL }), true);
+        expect_list(e, SLICES("node-1"), list_json((char *[]){ NULL }), true);
+        expect_list(e, PDBS, list_json((char *[]){ NULL }), false);
+        assert_int_equal(node_view_new(e->client, e->ts,
+                                       &(const struct node_view_options){ .node = "node-1" }, &handlers, &l,
+                                       &v),
+                         0);
+        assert_int_equal(node_view_start(v, NODE_VIEW_ALL), 0);
+        assert_false(node_view_synced(v, NODE_VIEW_ALL));
+        run(e, 10 * MS, MS);
+        assert_true(node_view_synced(v, NODE_VIEW_ALL));
+        assert_int_equal(l.synced_parts, NODE_VIEW_ALL);
+        assert_string_equal(node_view_node(v)->name, "node-1");
+        assert_non_null(node_view_pod(v, "demo/a"));
+        assert_int_equal(node_view_collect(v, &in), 0);
+        assert_int_equal(in.n_pods, 1);
+        assert_int_equal(in.n_claims, 2);
+        assert_int_equal(in.n_slices, 0);
+        assert_int_equal(in.n_pdbs, 0);
+        assert_ptr_equal(in.node, node_view_node(v));
+        node_input_done(&in);
+        assert_int_equal(requests(e, PDBS, true), 0);
+        assert_int_equal(fake_transport_open_streams(e->ft), 4);
+        close_view(e, v, &l);
+        assert_int_equal(fake_transport_open_streams(e->ft), 0);
+}
+
+/* once: every part listed, nothing watched (status, plan). */
+static void test_once_view(void **state) {
+        struct env *e = *state;
+        struct view_log l = {};
+        struct node_view *v;
+
+        expect_list(e, NODE1, list_json((char *[]){ node_json("node-1", "90"), NULL }), false);
+        expect_list(e, PODS("node-1"), list_json((char *[]){ NULL }), false);
+        expect_list(e, CLAIMS, list_json((char *[]){ NULL }), false);
+        expect_list(e, SLICES("node-1"), list_json((char *[]){ NULL }), false);
+        assert_int_equal(
+                node_view_new(e->client, e->ts,
+                              &(const struct node_view_options){ .node = "node-1", .once = NODE_VIEW_ALL },
+                              &handlers, &l, &v),
+                0);
+        assert_int_equal(node_view_start(v, NODE_VIEW_ALL & ~NODE_VIEW_PDBS), 0);
+        run(e, 100 * MS, MS);
+        assert_true(node_view_synced(v, NODE_VIEW_ALL & ~NODE_VIEW_PDBS));
+        assert_false(node_view_synced(v, NODE_VIEW_PDBS)); /* never started */
+        assert_int_equal(fake_transport_n_requests(e->ft), 4);
+        close_view(e, v, &l);
+}
+
+/* Three node views on one cluster view: one list and one watch each of Nodes, claims
+ * and budgets; pods and slices per node; a Node event only for its view. */
+static void test_shared_one_watch_each(void **state) {
+        static const char *const names[] = { "node-1", "node-2", "node-3" };
+        struct env *e = *state;
+        struct view_log l[3] = {};
+        struct node_view *v[3];
+        char *ev;
+
+        expect_list(e, NODES_ALL,
+                    list_json((char *[]){ node_json("node-1", "90"), node_json("node-2", "91"),
+                                          node_json("node-3", "92"), NULL }),
+                    true);
+        expect_list(e, CLAIMS, list_json((char *[]){ claim_json("c1"), NULL }), true);
+        expect_list(e, PDBS, list_json((char *[]){ NULL }), true);
+        expect_list(e, PODS("node-1"), list_json((char *[]){ pod_json("a", "node-1"), NULL }), true);
+        expect_list(e, PODS("node-2"), list_json((char *[]){ NULL }), true);
+        expect_list(e, PODS("node-3"), list_json((char *[]){ NULL }), true);
+        expect_list(e, SLICES("node-1"), list_json((char *[]){ NULL }), true);
+        expect_list(e, SLICES("node-2"), list_json((char *[]){ NULL }), true);
+        expect_list(e, SLICES("node-3"), list_json((char *[]){ NULL }), true);
+        assert_int_equal(cluster_view_new(e->client, e->ts,
+                                          &(const struct cluster_view_options){ .linger_usec = 10 * SEC },
+                                          &e->cv),
+                         0);
+        assert_int_equal(cluster_view_start(e->cv), 0);
+        run(e, 5 * MS, MS);
+        for (int i = 0; i < 3; i++) {
+                assert_int_equal(
+                        node_view_new(e->client, e->ts,
+                                      &(const struct node_view_options){ .node = names[i], .shared = e->cv },
+                                      &handlers, &l[i], &v[i]),
+                        0);
+                assert_int_equal(node_view_start(v[i], NODE_VIEW_ALL), 0);
+        }
+        run(e, 10 * MS, MS);
+        for (int i = 0; i < 3; i++) {
+                assert_true(node_view_synced(v[i], NODE_VIEW_ALL));
+                /* The Node was synced before the view took it: told all the same. */
+                assert_true(l[i].synced_parts & NODE_VIEW_NODE);
+                assert_string_equal(node_view_node(v[i])->name, names[i]);
+        }
+        assert_int_equal(requests(e, NODES_ALL, false), 1);
+        assert_int_equal(requests(e, NODES_ALL, true), 1);
+        assert_int_equal(requests(e, CLAIMS, false), 1);
+        assert_int_equal(requests(e, CLAIMS, true), 1);
+        assert_int_equal(requests(e, PDBS, false), 1);
+        assert_int_equal(requests(e, PDBS, true), 1);
+        for (int i = 0; i < 3; i++) {
+                char p[256], sl[256];
+
+                snprintf(p, sizeof(p), "/api/v1/pods?fieldSelector=spec.nodeName%%3D%s", names[i]);
+                snprintf(sl, sizeof(sl),
+                         "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%%3D%s",
+                         names[i]);
+                assert_int_equal(requests(e, p, true), 1);
+                assert_int_equal(requests(e, sl, true), 1);
+        }
+        /* node-2 changes: only its view hears of it; a claim changes: all three. */
+        for (int i = 0; i < 3; i++)
+                l[i].changes = 0;
+        assert_true(asprintf(&ev, "{\"type\":\"MODIFIED\",\"object\":%s}\n", node_json("node-2", "95")) >=
+                    0);
+        assert_int_equal(fake_transport_push(e->ft, NODES_ALL "?watch=1", ev), 1);
+        free(ev);
+        assert_true(asprintf(&ev, "{\"type\":\"ADDED\",\"object\":%s}\n", claim_json("c9")) >= 0);
+        assert_int_equal(fake_transport_push(e->ft, CLAIMS "?watch=1", ev), 1);
+        free(ev);
+        assert_int_equal(l[0].changes, 1);
+        assert_int_equal(l[1].changes, 2);
+        assert_int_equal(l[2].changes, 1);
+        /* A view closing does not stop what the others borrow. */
+        close_view(e, v[0], &l[0]);
+        assert_true(node_view_synced(v[1], NODE_VIEW_ALL));
+        close_view(e, v[1], &l[1]);
+        close_view(e, v[2], &l[2]);
+        assert_int_equal(fake_transport_open_streams(e->ft), 3); /* nodes, claims, budgets: lingering */
+}
+
+/* The last view lets go: claims and budgets stay watched for the linger, then stop;
+ * a view after that lists them again (not an old cache as if it were current). */
+static void test_shared_linger(void **state) {
+        struct env *e = *state;
+        struct view_log l = {}, l2 = {};
+        struct node_view *v;
+
+        expect_list(e, NODES_ALL, list_json((char *[]){ node_json("node-1", "90"), NULL }), true);
+        assert_int_equal(cluster_view_new(e->client, e->ts,
+                                          &(const struct cluster_view_options){ .linger_usec = 10 * SEC },
+                                          &e->cv),
+                         0);
+        assert_int_equal(cluster_view_start(e->cv), 0);
+        run(e, 5 * MS, MS);
+        for (int round = 0; round < 3; round++) {
+                struct view_log *lg = round == 2 ? &l2 : &l;
+
+                *lg = (struct view_log){};
+                if (round != 1) {
+                        expect_list(e, CLAIMS, list_json((char *[]){ claim_json("c1"), NULL }), true);
+                        expect_list(e, PDBS, list_json((char *[]){ NULL }), true);
+                }
+                expect_list(e, PODS("node-1"), list_json((char *[]){ NULL }), true);
+                expect_list(e, SLICES("node-1"), list_json((char *[]){ NULL }), true);
+                assert_int_equal(
+                        node_view_new(e->client, e->ts,
+                                      &(const struct node_view_options){ .node = "node-1", .shared = e->cv },
+                                      &handlers, lg, &v),
+                        0);
+                assert_int_equal(node_view_start(v, NODE_VIEW_ALL), 0);
+                if (round == 2)
+                        assert_false(node_view_synced(v, NODE_VIEW_CLAIMS));
+                run(e, 10 * MS, MS);
+                assert_true(node_view_synced(v, NODE_VIEW_ALL));
+                close_view(e, v, lg);
+                /* round 0: back within the linger (round 1 borrows the warm cache);
+                 * round 1: away for longer. */
+                run(e, round == 0 ? 5 * SEC : 11 * SEC, 100 * MS);
+        }
+        assert_int_equal(requests(e, CLAIMS, false), 2);
+        assert_int_equal(requests(e, CLAIMS, true), 2);
+        /* After round 2 and the linger: only the Node watch is open. */
+        assert_int_equal(fake_transport_open_streams(e->ft), 1);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_own_view, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_once_view, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_shared_one_watch_each, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_shared_linger, setup, teardown),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
