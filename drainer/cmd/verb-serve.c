@@ -33,6 +33,7 @@
 #define DRAINER_ANN_SHUTDOWN_BOOT "drainer.io/shutdown-boot-id"
 #define RETRY_BASE_USEC           (30 * USEC_PER_SEC)
 #define RETRY_CAP_USEC            (300 * USEC_PER_SEC)
+#define SHARED_LINGER_USEC        (30 * USEC_PER_SEC)
 
 enum {
         OPT_NODE = 0x200,

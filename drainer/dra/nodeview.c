@@ -15,7 +15,6 @@
 #define N_PARTS         5
 /* While closing: how often to look whether the cancelled calls have ended. */
 #define CLOSE_POLL_USEC (1 * USEC_PER_MSEC)
-#define LINGER_USEC     (60 * USEC_PER_SEC)
 
 static const char *const part_names[N_PARTS] = {
         "node", "pods", "resourceclaims", "resourceslices", "poddisruptionbudgets",
@@ -263,8 +262,6 @@ int cluster_view_new(struct kube_client *client, struct timesrc *ts, const struc
         cv->ts = ts;
         if (o)
                 cv->o = *o;
-        if (!cv->o.linger_usec)
-                cv->o.linger_usec = LINGER_USEC;
         if (cv->o.nodes_field_selector && !(cv->nodes_fs = strdup(cv->o.nodes_field_selector))) {
                 free(cv);
                 return -ENOMEM;

@@ -8,9 +8,9 @@
  * cluster view that every node view of a process shares: `serve --all-nodes
  * --max-parallel N` holds one watch of each whatever N is; the node's pods and
  * slices are always a node view's own, server-side filtered. The cluster view
- * watches claims and budgets only while a node view uses them (and a little
- * longer, so that one engine following another does not list every claim again):
- * an idle daemon watches its Nodes and nothing else.
+ * watches claims and budgets only while a node view uses them (and, if asked, a
+ * little longer, so that one engine following another does not list every claim
+ * again): an idle daemon watches its Nodes and nothing else.
  *
  * The DRA API version (resource.k8s.io/v1 today) is chosen in one place,
  * dra_api_prefix() in nodeview.c, for claims and slices alike: that is where a
@@ -47,8 +47,9 @@ const char *node_view_part_name(unsigned part);
 struct cluster_view_options {
         /* The Nodes to watch: "metadata.name=N" (serve --node), NULL: every node. */
         const char *nodes_field_selector;
-        /* Claims and budgets stay watched this long after the last node view let go
-         * (0: 60 s), so that a restore following a drain borrows a warm cache. */
+        /* Claims and budgets stay watched this long after the last node view let go, so
+         * that a restore following a drain borrows a warm cache (serve --all-nodes);
+         * 0: they go with the last view. */
         uint64_t linger_usec;
 };
 
