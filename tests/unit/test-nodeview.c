@@ -289,7 +289,7 @@ static void test_shared_one_watch_each(void **state) {
         struct env *e = *state;
         struct view_log l[3] = {};
         struct node_view *v[3];
-        char *ev;
+        char *ev, *obj;
 
         expect_list(e, NODES_ALL,
                     list_json((char *[]){ node_json("node-1", "90"), node_json("node-2", "91"),
@@ -343,11 +343,14 @@ static void test_shared_one_watch_each(void **state) {
         /* node-2 changes: only its view hears of it; a claim changes: all three. */
         for (int i = 0; i < 3; i++)
                 l[i].changes = 0;
-        assert_true(asprintf(&ev, "{\"type\":\"MODIFIED\",\"object\":%s}\n", node_json("node-2", "95")) >=
-                    0);
+        obj = node_json("node-2", "95");
+        assert_true(asprintf(&ev, "{\"type\":\"MODIFIED\",\"object\":%s}\n", obj) >= 0);
+        free(obj);
         assert_int_equal(fake_transport_push(e->ft, NODES_ALL "?watch=1", ev), 1);
         free(ev);
-        assert_true(asprintf(&ev, "{\"type\":\"ADDED\",\"object\":%s}\n", claim_json("c9")) >= 0);
+        obj = claim_json("c9");
+        assert_true(asprintf(&ev, "{\"type\":\"ADDED\",\"object\":%s}\n", obj) >= 0);
+        free(obj);
         assert_int_equal(fake_transport_push(e->ft, CLAIMS "?watch=1", ev), 1);
         free(ev);
         assert_int_equal(l[0].changes, 1);
