@@ -525,7 +525,11 @@ static int start_own(struct node_view *v, int i) {
 
         switch (part_kinds[i]) {
         case INFORMER_NODES:
-                io.field_selector = v->node_fs;
+                /* A snapshot reads its Node with a GET, a watch needs the name as a field selector. */
+                if (io.once)
+                        io.name = v->node;
+                else
+                        io.field_selector = v->node_fs;
                 break;
         case INFORMER_PODS:
                 io.field_selector = v->pod_fs;

@@ -177,29 +177,38 @@ static void report_error(struct informer *inf, int error, const char *message) {
                 inf->h.on_error(inf, error, message, inf->userdata);
 }
 
+/* Puts one listed object into the fresh cache; a malformed one is skipped. */
+static int put_fresh(struct informer *inf, const cJSON *item) {
+        char key[512];
+        void *rec, *old = NULL;
+        int r;
+
+        r = inf->ops->from_json(item, &rec);
+        if (r < 0) {
+                log_debug("informer %s: skipping a malformed item, ignoring", inf->ops->name);
+                return 0;
+        }
+        r = inf->ops->key(rec, key, sizeof(key));
+        if (r >= 0)
+                r = hashmap_put(inf->fresh, key, rec, &old);
+        if (r < 0) {
+                free_rec(inf, rec);
+                return r; /* -ENOSPC: more objects than the cap */
+        }
+        if (old)
+                free_rec(inf, old);
+        return 0;
+}
+
 static int on_list_page(const cJSON *items, void *userdata) {
         struct informer *inf = userdata;
         const cJSON *item;
-        char key[512];
         int r;
 
         cJSON_ArrayForEach(item, items) {
-                void *rec, *old = NULL;
-
-                r = inf->ops->from_json(item, &rec);
-                if (r < 0) {
-                        log_debug("informer %s: skipping a malformed item, ignoring", inf->ops->name);
-                        continue;
-                }
-                r = inf->ops->key(rec, key, sizeof(key));
-                if (r >= 0)
-                        r = hashmap_put(inf->fresh, key, rec, &old);
-                if (r < 0) {
-                        free_rec(inf, rec);
-                        return r; /* -ENOSPC: more objects than the cap */
-                }
-                if (old)
-                        free_rec(inf, old);
+                r = put_fresh(inf, item);
+                if (r < 0)
+                        return r;
         }
         return 0;
 }
@@ -268,6 +277,24 @@ static void on_list_done(const struct kube_result *res, void *userdata) {
                 start_watch(inf);
 }
 
+/* A GET of one object by name (once): its answer as a list's of that object or of none. */
+static void on_get_done(const struct kube_result *res, void *userdata) {
+        struct informer *inf = userdata;
+        struct kube_result lr = *res;
+        int r;
+
+        if (res->error == -ENOENT) {
+                lr = (struct kube_result){ .status = res->status, .attempts = res->attempts };
+        } else if (res->error >= 0 && inf->fresh) {
+                r = res->json ? put_fresh(inf, res->json) : 0;
+                if (r < 0)
+                        lr.error = r;
+                else
+                        lr.resource_version = json_str(res->json, "metadata.resourceVersion");
+        }
+        on_list_done(&lr, inf);
+}
+
 static void start_list(struct informer *inf) {
         int r;
 
@@ -280,9 +307,12 @@ static void start_list(struct informer *inf) {
         inf->stats.lists++;
         /* The first list may come from the watch cache; after a 410 read from etcd so the
          * resourceVersion we resume from is current. */
-        r = kube_list(inf->client, inf->path, inf->opts.page_limit,
-                      inf->opts.list_from_cache && !inf->rv ? "0" : NULL, on_list_page, on_list_done, inf,
-                      &inf->call);
+        if (inf->opts.name)
+                r = kube_get(inf->client, inf->path, on_get_done, inf, &inf->call);
+        else
+                r = kube_list(inf->client, inf->path, inf->opts.page_limit,
+                              inf->opts.list_from_cache && !inf->rv ? "0" : NULL, on_list_page, on_list_done,
+                              inf, &inf->call);
         if (r < 0) {
                 hashmap_free(inf->fresh, inf->ops->free);
                 inf->fresh = NULL;
@@ -422,6 +452,8 @@ int informer_new(struct kube_client *client, struct timesrc *ts, const struct in
                 return -EINVAL;
         if (opts->namespace && (!kinds[opts->kind].namespaced || !*opts->namespace))
                 return -EINVAL;
+        if (opts->name && (!opts->once || !*opts->name))
+                return -EINVAL;
         inf = calloc(1, sizeof(*inf));
         if (!inf)
                 return -ENOMEM;
@@ -454,8 +486,17 @@ int informer_new(struct kube_client *client, struct timesrc *ts, const struct in
         if (ns ? asprintf(&base, "%s/namespaces/%s/%s", prefix, ns, inf->ops->name) < 0
                : asprintf(&base, "%s/%s", prefix, inf->ops->name) < 0)
                 goto oom;
-        if (asprintf(&inf->path, "%s%s%s%s%s%s", base, fs || ls ? "?" : "", fs ? "fieldSelector=" : "",
-                     strempty(fs), fs && ls ? "&" : "", ls ? "labelSelector=" : "") < 0)
+        if (opts->name) {
+                _cleanup_free_ char *name = kube_query_escape(opts->name);
+
+                /* Escaped, the name stays one path segment. */
+                if (!name || asprintf(&inf->path, "%s/%s", base, name) < 0)
+                        goto oom;
+                fs = mfree(fs);
+                ls = mfree(ls);
+        } else if (asprintf(&inf->path, "%s%s%s%s%s%s", base, fs || ls ? "?" : "",
+                            fs ? "fieldSelector=" : "", strempty(fs), fs && ls ? "&" : "",
+                            ls ? "labelSelector=" : "") < 0)
                 goto oom;
         if (ls) {
                 char *p;

@@ -57,6 +57,10 @@ struct informer_options {
         /* List once (paginated), report on_synced, and never watch: a snapshot. A failed
          * list is reported (on_error) and not retried. */
         bool once;
+        /* With once: read this one object with a GET of its name (a 404 is an empty
+         * cache) rather than a list; the selectors do not apply. informer_new() fails
+         * with -EINVAL for a name without once. */
+        const char *name;
         /* The group/version path to list and watch, e.g. "/apis/resource.k8s.io/v1beta2";
          * NULL: the kind's own (resource.k8s.io/v1 for claims and slices). The records
          * are built from the v1 shape. */

@@ -259,13 +259,15 @@ static void test_own_view(void **state) {
         assert_int_equal(fake_transport_open_streams(e->ft), 0);
 }
 
-/* once: every part listed, nothing watched (status, plan). */
+/* once: the Node read with a GET, every other part listed, nothing watched (status, plan). */
 static void test_once_view(void **state) {
         struct env *e = *state;
         struct view_log l = {};
         struct node_view *v;
+        char *node = node_json("node-1", "90");
 
-        expect_list(e, NODE1, list_json((char *[]){ node_json("node-1", "90"), NULL }), false);
+        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 200, node);
+        free(node);
         expect_list(e, PODS("node-1"), list_json((char *[]){ NULL }), false);
         expect_list(e, CLAIMS, list_json((char *[]){ NULL }), false);
         expect_list(e, SLICES("node-1"), list_json((char *[]){ NULL }), false);
@@ -279,6 +281,36 @@ static void test_once_view(void **state) {
         assert_true(node_view_synced(v, NODE_VIEW_ALL & ~NODE_VIEW_PDBS));
         assert_false(node_view_synced(v, NODE_VIEW_PDBS)); /* never started */
         assert_int_equal(fake_transport_n_requests(e->ft), 4);
+        assert_int_equal(fake_transport_count(e->ft, "GET", "/api/v1/nodes/node-1"), 1);
+        assert_int_equal(fake_transport_count(e->ft, "GET", "/api/v1/nodes?"), 0);
+        assert_non_null(node_view_node(v));
+        assert_string_equal(node_view_node(v)->name, "node-1");
+        assert_string_equal(node_view_node(v)->resource_version, "90");
+        close_view(e, v, &l);
+}
+
+/* once, a Node that does not exist: the GET's 404 is an empty Node part, synced, no error. */
+static void test_once_view_no_node(void **state) {
+        struct env *e = *state;
+        struct view_log l = {};
+        struct node_view *v;
+
+        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-9", 404,
+                                   "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                                   "\"message\":\"nodes \\\"node-9\\\" not found\",\"reason\":\"NotFound\","
+                                   "\"code\":404}");
+        assert_int_equal(
+                node_view_new(e->client, e->ts,
+                              &(const struct node_view_options){ .node = "node-9", .once = NODE_VIEW_ALL },
+                              &handlers, &l, &v),
+                0);
+        assert_int_equal(node_view_start(v, NODE_VIEW_NODE), 0);
+        run(e, 100 * MS, MS);
+        assert_true(node_view_synced(v, NODE_VIEW_NODE));
+        assert_int_equal(l.synced_parts, NODE_VIEW_NODE);
+        assert_int_equal(l.errors, 0);
+        assert_null(node_view_node(v));
+        assert_int_equal(fake_transport_n_requests(e->ft), 1);
         close_view(e, v, &l);
 }
 
@@ -413,6 +445,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_own_view, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_once_view, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_once_view_no_node, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_shared_one_watch_each, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_shared_linger, setup, teardown),
         };
