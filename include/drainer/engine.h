@@ -1,7 +1,10 @@
-/* The phase engine: level-triggered over informer caches of the node, its
- * pods, ResourceClaims and the node's ResourceSlices. Every cache change
- * schedules one engine_reconcile(), which re-reads the state persisted on the
- * Node and takes the next safe step, so a restart simply continues. */
+/* The phase engine: level-triggered over a node view (nodeview.h: the node, its
+ * pods, ResourceClaims, budgets and the node's ResourceSlices, its own or borrowing
+ * serve's cluster view). Every change schedules one engine_reconcile(), which
+ * re-reads the state persisted on the Node and takes the next safe step, so a
+ * restart simply continues. Evictions are the evictor's (evictor.h); stopping and
+ * bringing back the driver is the configured strategy's (driverstop.h), which the
+ * engine holds as a pointer to its ops and names none. */
 #pragma once
 
 #include <stdbool.h>
