@@ -28,17 +28,18 @@
 #include "drainer/timesrc.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
+#include "fakes/test-env.h"
 
 #define MS       USEC_PER_MSEC
 #define SEC      USEC_PER_SEC
 #define EVICTION "/api/v1/namespaces/demo/pods/"
 
 struct env {
-        char dir[64], kubeconfig[96];
+        struct test_api *api;
+        /* borrowed from api */
         struct fake_clock *clock;
         struct timesrc *ts;
         struct fake_transport *ft;
-        struct kube_config *cfg;
         struct kube_client *client;
         struct evictor *v;
         /* the plan */
@@ -56,57 +57,22 @@ struct env {
 };
 
 static cJSON *load(const char *name) {
-        char path[4096], *buf;
-        FILE *f;
-        long n;
-        cJSON *j;
+        char rel[256];
 
-        snprintf(path, sizeof path, "%s/evictor/%s", FIXTURES, name);
-        f = fopen(path, "re");
-        if (!f)
-                fail_msg("cannot open %s", path);
-        assert_int_equal(fseek(f, 0, SEEK_END), 0);
-        n = ftell(f);
-        rewind(f);
-        buf = malloc((size_t)n + 1);
-        assert_non_null(buf);
-        assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-        buf[n] = 0;
-        fclose(f);
-        j = cJSON_Parse(buf);
-        free(buf);
-        if (!j)
-                fail_msg("%s is not valid JSON", path);
-        return j;
+        snprintf(rel, sizeof(rel), "evictor/%s", name);
+        return test_fixture_json(rel);
 }
 
 static int setup(void **state) {
         struct env *e = calloc(1, sizeof(*e));
         const cJSON *item;
-        char *err = NULL;
-        FILE *f;
 
         assert_non_null(e);
-        strcpy(e->dir, "/tmp/drainer-test-evictor-XXXXXX");
-        assert_non_null(mkdtemp(e->dir));
-        snprintf(e->kubeconfig, sizeof(e->kubeconfig), "%s/config", e->dir);
-        f = fopen(e->kubeconfig, "we");
-        assert_non_null(f);
-        fputs("apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: "
-              "https://10.0.0.1:6443\n"
-              "users:\n- name: u\n  user:\n    token: evictor-token\ncontexts:\n- name: t\n  context:\n"
-              "    cluster: t\n    user: u\ncurrent-context: t\n",
-              f);
-        fclose(f);
-        if (kube_config_load(&(struct kube_config_options){ .kubeconfig = e->kubeconfig }, &e->cfg, &err) <
-            0)
-                fail_msg("kube_config_load: %s", err ? err : "?");
-        e->clock = fake_clock_new(1000 * SEC, INT64_C(1750000000) * 1000000);
-        e->ts = fake_clock_timesrc(e->clock);
-        e->ft = fake_transport_new(e->ts);
-        assert_int_equal(kube_client_new(fake_transport_base(e->ft), e->ts, e->cfg,
-                                         &(struct kube_client_options){ .random_seed = 3 }, &e->client),
-                         0);
+        e->api = test_api_new(&(struct test_api_options){ .user_yaml = "    token: evictor-token\n" });
+        e->clock = e->api->clock;
+        e->ts = e->api->ts;
+        e->ft = e->api->ft;
+        e->client = e->api->client;
 
         e->doc = load("scenario.json");
         assert_int_equal(node_rec_from_json(cJSON_GetObjectItem(e->doc, "node"), &e->node), 0);
@@ -132,14 +98,7 @@ static int teardown(void **state) {
         }
         if (e->has_plan)
                 plan_done(&e->plan);
-        assert_int_equal(kube_client_calls_in_flight(e->client), 0);
-        kube_client_free(e->client);
-        fake_transport_free(e->ft);
-        assert_int_equal(fake_clock_timers(e->clock), 0);
-        fake_clock_free(e->clock);
-        kube_config_free(e->cfg);
-        unlink(e->kubeconfig);
-        rmdir(e->dir);
+        test_api_free(e->api);
         for (size_t i = 0; i < e->n_pods; i++)
                 pod_rec_free(e->pods[i]);
         for (size_t i = 0; i < e->n_pdbs; i++)

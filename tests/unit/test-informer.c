@@ -653,12 +653,12 @@ static void test_once_lists_and_never_watches(void **state) {
                     (char *[]){ pod_json("a", "10", "Running"), pod_json("b", "11", "Running"), NULL });
         expect_list(e, "100", NULL, (char *[]){ pod_json("c", "12", "Pending"), NULL });
         assert_int_equal(informer_start(e->inf), 0);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_true(informer_synced(e->inf));
         assert_int_equal(informer_size(e->inf), 3);
-        fake_clock_advance(e->clock, 60 * SEC);
-        assert_int_equal(fake_transport_count(e->ft, "GET", WATCH), 0);
-        assert_int_equal(fake_transport_n_requests(e->ft), 2);
+        fake_clock_advance(e->api->clock, 60 * SEC);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", WATCH), 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
         assert_true(informer_idle(e->inf));
 
         informer_free(e->inf);
@@ -666,16 +666,16 @@ static void test_once_lists_and_never_watches(void **state) {
         env_informer(e, &(struct informer_options){ .kind = INFORMER_PODS,
                                                     .field_selector = "spec.nodeName=node-1",
                                                     .once = true });
-        fake_transport_expect_json(e->ft, "GET", LIST, 403,
+        fake_transport_expect_json(e->api->ft, "GET", LIST, 403,
                                    "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Forbidden\","
                                    "\"code\":403}");
         assert_int_equal(informer_start(e->inf), 0);
-        fake_clock_advance(e->clock, 0);
-        fake_clock_advance(e->clock, 60 * SEC);
+        fake_clock_advance(e->api->clock, 0);
+        fake_clock_advance(e->api->clock, 60 * SEC);
         assert_false(informer_synced(e->inf));
         assert_int_equal(e->errors, 1);
         assert_int_equal(e->last_error, -EACCES);
-        assert_int_equal(fake_transport_n_requests(e->ft), 3);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
 }
 
 /* PodDisruptionBudgets, and a group/version path of the caller's (DRA API versions). */
@@ -686,13 +686,13 @@ static void test_pdbs_and_api_prefix(void **state) {
         informer_free(e->inf);
         env_informer(e, &(struct informer_options){ .kind = INFORMER_PDBS, .once = true });
         fake_transport_expect_json(
-                e->ft, "GET", "/apis/policy/v1/poddisruptionbudgets?limit=", 200,
+                e->api->ft, "GET", "/apis/policy/v1/poddisruptionbudgets?limit=", 200,
                 "{\"kind\":\"PodDisruptionBudgetList\",\"metadata\":{\"resourceVersion\":\"7\"},\"items\":[{"
                 "\"metadata\":{\"name\":\"web\",\"namespace\":\"demo\",\"resourceVersion\":\"6\"},\"spec\":{"
                 "\"selector\":{\"matchLabels\":{\"app\":\"web\"}}},\"status\":{\"disruptionsAllowed\":1}}]"
                 "}");
         assert_int_equal(informer_start(e->inf), 0);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         b = informer_get(e->inf, "demo/web");
         assert_non_null(b);
         assert_int_equal(b->disruptions_allowed, 1);
@@ -703,11 +703,11 @@ static void test_pdbs_and_api_prefix(void **state) {
                                                     .api_prefix = "/apis/resource.k8s.io/v1beta2",
                                                     .once = true });
         fake_transport_expect_json(
-                e->ft, "GET", "/apis/resource.k8s.io/v1beta2/resourceclaims?limit=", 200,
+                e->api->ft, "GET", "/apis/resource.k8s.io/v1beta2/resourceclaims?limit=", 200,
                 "{\"kind\":\"ResourceClaimList\",\"metadata\":{\"resourceVersion\":\"7\"},"
                 "\"items\":[]}");
         assert_int_equal(informer_start(e->inf), 0);
-        fake_clock_advance(e->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
         assert_true(informer_synced(e->inf));
 }
 

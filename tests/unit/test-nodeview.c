@@ -26,6 +26,7 @@
 #include "drainer/timesrc.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
+#include "fakes/test-env.h"
 
 #define MS  USEC_PER_MSEC
 #define SEC USEC_PER_SEC
@@ -43,11 +44,11 @@ struct view_log {
 };
 
 struct env {
-        char dir[64], kubeconfig[96];
+        struct test_api *api;
+        /* borrowed from api */
         struct fake_clock *clock;
         struct timesrc *ts;
         struct fake_transport *ft;
-        struct kube_config *cfg;
         struct kube_client *client;
         struct cluster_view *cv;
         bool cv_closed;
@@ -55,30 +56,13 @@ struct env {
 
 static int setup(void **state) {
         struct env *e = calloc(1, sizeof(*e));
-        char *err = NULL;
-        FILE *f;
 
         assert_non_null(e);
-        strcpy(e->dir, "/tmp/drainer-test-nodeview-XXXXXX");
-        assert_non_null(mkdtemp(e->dir));
-        snprintf(e->kubeconfig, sizeof(e->kubeconfig), "%s/config", e->dir);
-        f = fopen(e->kubeconfig, "we");
-        assert_non_null(f);
-        fputs("apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: "
-              "https://10.0.0.1:6443\n"
-              "users:\n- name: u\n  user:\n    token: view-token\ncontexts:\n- name: t\n  context:\n"
-              "    cluster: t\n    user: u\ncurrent-context: t\n",
-              f);
-        fclose(f);
-        if (kube_config_load(&(struct kube_config_options){ .kubeconfig = e->kubeconfig }, &e->cfg, &err) <
-            0)
-                fail_msg("kube_config_load: %s", err ? err : "?");
-        e->clock = fake_clock_new(1000 * SEC, INT64_C(1750000000) * 1000000);
-        e->ts = fake_clock_timesrc(e->clock);
-        e->ft = fake_transport_new(e->ts);
-        assert_int_equal(kube_client_new(fake_transport_base(e->ft), e->ts, e->cfg,
-                                         &(struct kube_client_options){ .random_seed = 3 }, &e->client),
-                         0);
+        e->api = test_api_new(&(struct test_api_options){ .user_yaml = "    token: view-token\n" });
+        e->clock = e->api->clock;
+        e->ts = e->api->ts;
+        e->ft = e->api->ft;
+        e->client = e->api->client;
         *state = e;
         return 0;
 }
@@ -105,14 +89,7 @@ static int teardown(void **state) {
                 assert_true(e->cv_closed);
         }
         run(e, 10 * MS, MS);
-        assert_int_equal(kube_client_calls_in_flight(e->client), 0);
-        kube_client_free(e->client);
-        fake_transport_free(e->ft);
-        assert_int_equal(fake_clock_timers(e->clock), 0);
-        fake_clock_free(e->clock);
-        kube_config_free(e->cfg);
-        unlink(e->kubeconfig);
-        rmdir(e->dir);
+        test_api_free(e->api);
         free(e);
         return 0;
 }
