@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "drainer/backoff.h"
 #include "drainer/client.h"
 #include "drainer/evictor.h"
 #include "drainer/hashmap.h"
@@ -45,7 +46,7 @@ struct evictor {
         void *userdata;
         struct hashmap *evictions; /* uid -> struct eviction, owned */
         struct dtimer due;
-        unsigned rand_state;
+        struct backoff retry; /* the base, the cap and the jitter's generator */
         bool warned_grace;
         struct evictor_stats stats;
 };
@@ -79,14 +80,10 @@ static void on_due(struct dtimer *t) {
                 v->cb.on_due(v, v->userdata);
 }
 
-/* 1, 2, 4 ... s up to the cap, each jittered to between half and all of it. */
+/* 1, 2, 4 ... s up to the cap, each jittered to between half and all of it (the
+ * eviction keeps its own count: one backoff, many evictions). */
 static uint64_t backoff(struct evictor *v, const struct eviction *ev) {
-        uint64_t d = v->o.backoff_base_usec;
-
-        for (unsigned i = 1; i < ev->attempts && d < v->o.backoff_cap_usec; i++)
-                d *= 2;
-        d = MIN(d, v->o.backoff_cap_usec);
-        return d / 2 + (uint64_t)rand_r(&v->rand_state) % (d / 2 + 1);
+        return backoff_delay(&v->retry, MAX(ev->attempts, 1u));
 }
 
 /* Counts one answer (to an eviction, or to its DELETE with --disable-eviction). */
@@ -359,7 +356,8 @@ int evictor_new(struct kube_client *client, struct timesrc *ts, const struct evi
                 v->o.backoff_base_usec = 1 * USEC_PER_SEC;
         if (!v->o.backoff_cap_usec)
                 v->o.backoff_cap_usec = 20 * USEC_PER_SEC;
-        v->rand_state = v->o.random_seed ? v->o.random_seed : (unsigned)timesrc_realtime(ts);
+        backoff_init(&v->retry, v->o.backoff_base_usec, MAX(v->o.backoff_cap_usec, v->o.backoff_base_usec),
+                     true, v->o.random_seed ? v->o.random_seed : backoff_seed(ts, (uintptr_t)v));
         if (cb)
                 v->cb = *cb;
         v->userdata = userdata;
