@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drainer/buf.h"
 #include "drainer/log.h"
 #include "drainer/nodeview.h"
 #include "drainer/timesrc.h"
@@ -58,7 +59,7 @@ struct shared {
         int part;                   /* index */
         struct informer *inf;       /* owned; NULL while not watched */
         struct informer **retiring; /* stopped, waiting for their cancelled calls */
-        size_t n_retiring;
+        size_t n_retiring, a_retiring;
         struct sub *subs;
         size_t n_subs, a_subs;
         unsigned users; /* node views that hold it */
@@ -187,14 +188,15 @@ static void cluster_timer_arm(struct cluster_view *cv, uint64_t after) {
 
 /* Stops sh's informer; it is freed once its cancelled call has ended. */
 static int retire(struct shared *sh) {
-        struct informer **v = reallocarray(sh->retiring, sh->n_retiring + 1, sizeof(*v));
+        /* One per restart of the shared informer while calls of the old ones are in flight. */
+        int r = buf_grow_array(&sh->retiring, &sh->a_retiring, sh->n_retiring + 1, sizeof(*sh->retiring),
+                               BUF_CAP_OBJECTS);
 
         informer_stop(sh->inf);
-        if (!v) {
+        if (r < 0) {
                 /* Keep watching rather than free an informer whose call is in flight. */
-                return -ENOMEM;
+                return r;
         }
-        sh->retiring = v;
         sh->retiring[sh->n_retiring++] = sh->inf;
         sh->inf = NULL;
         return 0;
@@ -288,15 +290,11 @@ struct informer *cluster_view_nodes(const struct cluster_view *cv) {
 
 static int shared_subscribe(struct shared *sh, const struct informer_handlers *h, void *userdata,
                             const char *key) {
-        if (sh->n_subs == sh->a_subs) {
-                size_t na = sh->a_subs ? sh->a_subs * 2 : 8;
-                struct sub *v = reallocarray(sh->subs, na, sizeof(*v));
+        /* One per node view: no more than the Nodes an informer holds. */
+        int r = buf_grow_array(&sh->subs, &sh->a_subs, sh->n_subs + 1, sizeof(*sh->subs), BUF_CAP_OBJECTS);
 
-                if (!v)
-                        return -ENOMEM;
-                sh->subs = v;
-                sh->a_subs = na;
-        }
+        if (r < 0)
+                return r;
         sh->subs[sh->n_subs++] = (struct sub){ .h = h, .userdata = userdata, .key = key };
         return 0;
 }
