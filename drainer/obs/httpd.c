@@ -5,7 +5,9 @@
  * IP), so connections are capped in all and per address, idle ones time out,
  * and a request must arrive whole within a deadline. Owns the MHD daemon, its
  * listen socket, both handles and one record per connection; borrows the
- * metrics registry and the time source. It logs at debug level only. */
+ * metrics registry and the time source. It logs at debug level only. With a
+ * handler it serves that one route instead: each GET of its path suspends its
+ * connection until the owner answers (MHD's suspend/resume). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -50,6 +52,16 @@ struct conn {
         struct conn *prev, *next;
 };
 
+/* A request of the handler's route, waiting for (or holding) its answer. */
+struct httpd_request {
+        struct httpd *h;
+        struct MHD_Connection *conn; /* borrowed from MHD */
+        bool answered;
+        unsigned status;
+        char *body; /* owned until queued */
+        struct httpd_request *prev, *next;
+};
+
 struct httpd {
         uv_loop_t *loop;           /* borrowed */
         struct MHD_Daemon *daemon; /* owned; owns the listen socket */
@@ -67,6 +79,10 @@ struct httpd {
         void *userdata;
         uint16_t port;
         uint64_t requests;
+        const char *handler_path; /* borrowed from the options */
+        httpd_handler_fn handler;
+        struct httpd_request *pending; /* suspended, in MHD's hands */
+        unsigned n_pending;
         void (*close_cb)(void *userdata);
         void *close_userdata;
 };
@@ -104,6 +120,11 @@ int httpd_parse_address(const char *address, char **ret_host, uint16_t *ret_port
 }
 
 /* ---- requests ---- */
+
+/* *req_cls of a request announced but not yet whole (not one of the route's). */
+static int first_call_marker;
+
+static void kick(struct httpd *h);
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *ctype, char *body,
                              size_t len, bool owned) {
@@ -159,6 +180,80 @@ static enum MHD_Result serve_readyz(struct httpd *h, struct MHD_Connection *conn
         return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", body, (size_t)n, true);
 }
 
+static void pending_unlink(struct httpd_request *req) {
+        struct httpd *h = req->h;
+
+        if (req->prev)
+                req->prev->next = req->next;
+        else
+                h->pending = req->next;
+        if (req->next)
+                req->next->prev = req->prev;
+        req->prev = req->next = NULL;
+        h->n_pending--;
+}
+
+/* The handler's route: GET of its path only. The connection is suspended until
+ * httpd_request_reply(); MHD then calls on_request again, which queues the answer. */
+static enum MHD_Result serve_route(struct httpd *h, struct MHD_Connection *conn, const char *url,
+                                   const char *method, void **req_cls) {
+        struct httpd_request *req;
+
+        if (!streq(method, MHD_HTTP_METHOD_GET))
+                return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+        if (!streq(url, h->handler_path))
+                return reply_text(conn, MHD_HTTP_NOT_FOUND, "not found\n");
+        req = calloc(1, sizeof(*req));
+        if (!req)
+                return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+        req->h = h;
+        req->conn = conn;
+        req->next = h->pending;
+        if (h->pending)
+                h->pending->prev = req;
+        h->pending = req;
+        h->n_pending++;
+        *req_cls = req;
+        MHD_suspend_connection(conn);
+        h->handler(h->userdata, req);
+        return MHD_YES;
+}
+
+static enum MHD_Result serve_answered(struct MHD_Connection *conn, struct httpd_request *req) {
+        char *body = TAKE_PTR(req->body);
+
+        if (!req->answered)
+                return MHD_NO; /* resumed by httpd_close(): drop it */
+        if (!body)
+                return reply_text(conn, req->status, "");
+        return reply(conn, req->status, "text/plain; charset=utf-8", body, strlen(body), true);
+}
+
+int httpd_request_reply(struct httpd_request *req, unsigned status, const char *text) {
+        struct httpd *h = req->h;
+        int r = 0;
+
+        if (req->answered)
+                return -EALREADY;
+        req->answered = true;
+        req->status = status;
+        if (text) {
+                req->body = strdup(text);
+                if (!req->body) {
+                        req->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+                        r = -ENOMEM;
+                }
+        }
+        pending_unlink(req);
+        MHD_resume_connection(req->conn);
+        kick(h);
+        return r;
+}
+
+unsigned httpd_pending(const struct httpd *h) {
+        return h->n_pending;
+}
+
 static struct conn *conn_of(struct MHD_Connection *conn) {
         const union MHD_ConnectionInfo *ci =
                 MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -171,7 +266,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   size_t *upload_data_size, void **req_cls) {
         struct httpd *h = cls;
         struct conn *c = conn_of(conn);
-        static int first_call_marker;
 
         /* The first call only announces the request: answering then (before MHD knows
          * there is no body) makes it close the connection instead of keeping it alive.
@@ -183,6 +277,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                         c->body_bytes = 0;
                 return MHD_YES;
         }
+        if (*req_cls != &first_call_marker)
+                return serve_answered(conn, *req_cls); /* resumed: the owner answered */
         if (*upload_data_size > 0) {
                 if (c && (c->body_bytes += *upload_data_size) > BODY_MAX) {
                         /* Answered before the body ends: MHD closes the connection after it. */
@@ -198,6 +294,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (c)
                 dtimer_stop(&c->deadline);
         h->requests++;
+        if (h->handler)
+                return serve_route(h, conn, url, method, req_cls);
         if (!streq(method, MHD_HTTP_METHOD_GET) && !streq(method, MHD_HTTP_METHOD_HEAD))
                 return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
         if (streq(url, "/metrics"))
@@ -219,8 +317,6 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 }
 
 /* ---- connections ---- */
-
-static void kick(struct httpd *h);
 
 /* The request did not arrive whole in time: end the connection. MHD owns the
  * socket, so it is shut down, not closed; MHD reads the end of it and closes. */
@@ -288,6 +384,14 @@ static void on_mhd_completed(void *cls, struct MHD_Connection *conn, void **req_
 
         if (c && !h->closing && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
                 dtimer_start(&c->deadline, h->request_timeout_usec);
+        if (*req_cls && h->handler && *req_cls != &first_call_marker) {
+                struct httpd_request *req = *req_cls;
+
+                if (!req->answered)
+                        pending_unlink(req);
+                free(req->body);
+                free(req);
+        }
         *req_cls = NULL;
 }
 
@@ -361,6 +465,10 @@ void httpd_close(struct httpd *h, void (*close_cb)(void *userdata), void *userda
         /* MHD_stop_daemon() later reports each connection closed, which frees its record. */
         for (struct conn *c = h->conns; c; c = c->next)
                 dtimer_stop(&c->deadline);
+        /* MHD may not stop with connections suspended: resumed unanswered, they are
+         * dropped (and their records freed) by MHD_stop_daemon(). */
+        for (struct httpd_request *req = h->pending; req; req = req->next)
+                MHD_resume_connection(req->conn);
         h->close_cb = close_cb;
         h->close_userdata = userdata;
         uv_poll_stop(&h->poll);
@@ -433,7 +541,7 @@ int httpd_new(struct uv_loop_s *loop, const struct httpd_options *o, struct http
         uint16_t port = 0;
         int fd = -1, r;
 
-        if (!o->ts)
+        if (!o->ts || !o->handler != !o->handler_path || (o->handler_path && o->handler_path[0] != '/'))
                 return -EINVAL;
         r = httpd_parse_address(o->address, &host, &port);
         if (r < 0)
@@ -449,6 +557,8 @@ int httpd_new(struct uv_loop_s *loop, const struct httpd_options *o, struct http
         h->metrics = o->metrics;
         h->ready = o->ready;
         h->userdata = o->userdata;
+        h->handler = o->handler;
+        h->handler_path = o->handler_path;
         r = listen_socket(host, port, &fd, &h->port);
         if (r < 0) {
                 free(h);
@@ -461,8 +571,9 @@ int httpd_new(struct uv_loop_s *loop, const struct httpd_options *o, struct http
          * cannot take every slot from the kubelet's probes and Prometheus. A request
          * whose headers outgrow MHD's per-connection memory (32 KiB) gets a 431. */
         h->daemon = MHD_start_daemon(
-                MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
-                on_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+                MHD_USE_EPOLL | MHD_USE_ERROR_LOG | (o->handler ? MHD_ALLOW_SUSPEND_RESUME : 0), 0, NULL,
+                NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET,
+                fd, MHD_OPTION_CONNECTION_LIMIT,
                 (unsigned)(o->max_connections ? o->max_connections : DEFAULT_MAX_CONNECTIONS),
                 MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                 (unsigned)(o->max_per_address ? o->max_per_address : DEFAULT_MAX_PER_ADDRESS),
@@ -498,7 +609,10 @@ int httpd_new(struct uv_loop_s *loop, const struct httpd_options *o, struct http
         }
         /* Whatever MHD wants to do first (nothing, usually) happens on the next turn. */
         uv_timer_start(&h->timer, on_timer, 0, 0);
-        log_debug("serving /metrics, /healthz and /readyz on %s (port %u)", o->address, h->port);
+        if (h->handler)
+                log_debug("serving %s on %s (port %u)", h->handler_path, o->address, h->port);
+        else
+                log_debug("serving /metrics, /healthz and /readyz on %s (port %u)", o->address, h->port);
         *ret = h;
         return 0;
 }

@@ -5,7 +5,8 @@
  * polled by a uv_poll on the caller's loop and its timeout by a uv_timer.
  * Built for an untrusted network: a cap on connections in all and per client
  * address, an idle timeout, a deadline for each request to arrive whole, a
- * 431 for oversized headers, a 413 for a body over 64 KiB. */
+ * 431 for oversized headers, a 413 for a body over 64 KiB. Or, for `drainer guard
+ * --listen`, an endpoint of one route whose answers come later (a long poll). */
 #pragma once
 
 #include <stdbool.h>
@@ -22,6 +23,12 @@ struct httpd;
 
 /* Returns true when ready; otherwise writes why (one line) into reason. Runs on the loop. */
 typedef bool (*httpd_ready_fn)(void *userdata, char *reason, size_t size);
+
+/* A request of the owner's route, answered later (httpd_request_reply()). */
+struct httpd_request;
+/* Called on the loop once a GET of the route's path arrived whole. The connection
+ * waits, suspended (no idle timeout), until the owner answers. */
+typedef void (*httpd_handler_fn)(void *userdata, struct httpd_request *req);
 
 struct httpd_options {
         /* "HOST:PORT": "127.0.0.1:9464", "[::1]:9464", "localhost:9464", or ":9464" for
@@ -40,6 +47,11 @@ struct httpd_options {
          * connection is closed (a client sending a byte now and then is never
          * idle); 0 = 10. */
         unsigned request_timeout_sec;
+        /* An endpoint of one route instead of /metrics, /healthz and /readyz: GET of
+         * handler_path (exactly; any query string is ignored) goes to handler, any other
+         * path gets 404, any other method 405 (HEAD included). Both or neither. */
+        const char *handler_path;
+        httpd_handler_fn handler; /* gets userdata */
 };
 
 /* Splits "HOST:PORT" ("[V6]:PORT" for IPv6; HOST may be empty). *ret_host is
@@ -59,6 +71,16 @@ uint64_t httpd_requests(const struct httpd *h);
 unsigned httpd_connections(const struct httpd *h);
 /* Connections closed so far because their request did not arrive in time. */
 uint64_t httpd_cut_off(const struct httpd *h);
+/* Answers a request of the route (status, one text/plain body) and forgets it: req
+ * is not valid afterwards. Call it exactly once per request, before httpd_close()
+ * (a request still unanswered then is dropped with its connection); never from
+ * inside the handler's call (defer it to the next turn of the loop). A connection
+ * the client closed meanwhile is simply closed. Returns 0 or -ENOMEM (the request
+ * is then answered 500 without a body). */
+int httpd_request_reply(struct httpd_request *req, unsigned status, const char *text);
+/* Requests of the route waiting for their answer. */
+unsigned httpd_pending(const struct httpd *h);
+
 /* Stops serving (open connections are dropped) and frees h once its uv handles
  * are closed; close_cb (may be NULL) runs then, never from inside this call.
  * Run the loop afterwards so that uv_loop_close() returns 0. */

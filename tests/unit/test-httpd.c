@@ -42,6 +42,10 @@ struct fixture {
         int ready_calls;
         int httpd_closed, transport_closed;
         int fds_before;
+        /* the route's requests (test_route) */
+        struct httpd_request *reqs[8];
+        int n_reqs;
+        bool reply_at_once;
 };
 
 struct result {
@@ -266,6 +270,131 @@ static void test_endpoints(void **state) {
         assert_int_equal(r.status, 200);
         result_done(&r);
         assert_int_equal(httpd_requests(f->h), 13);
+}
+
+static void on_route(void *userdata, struct httpd_request *req) {
+        struct fixture *f = userdata;
+
+        if (f->reply_at_once) {
+                assert_int_equal(httpd_request_reply(req, 200, "at once\n"), 0);
+                return;
+        }
+        assert_true(f->n_reqs < (int)ELEMENTSOF(f->reqs));
+        f->reqs[f->n_reqs++] = req;
+}
+
+static void start_route(struct fixture *f, unsigned timeout_sec) {
+        struct httpd_options o = {
+                .address = "127.0.0.1:0",
+                .ts = f->ts,
+                .handler_path = "/guard",
+                .handler = on_route,
+                .userdata = f,
+                .timeout_sec = timeout_sec,
+        };
+
+        assert_int_equal(httpd_new(&f->loop, &o, &f->h), 0);
+}
+
+/* One route answered later (the guard's long poll): GET of its path waits until the
+ * owner answers, past the idle timeout; several wait at once and are answered in any
+ * order; other paths get 404, other methods (HEAD too) 405, not /metrics or /healthz. */
+static void test_route(void **state) {
+        struct fixture *f = *state;
+        struct result r[3] = {}, o = {};
+
+        start_route(f, 1);
+        for (size_t i = 0; i < ELEMENTSOF(r); i++)
+                submit(f, "GET", i == 1 ? "/guard?x=1" : "/guard", &r[i]);
+        run_until(f, &f->n_reqs, 3);
+        assert_int_equal(httpd_pending(f->h), 3);
+        /* Held past the idle timeout (1 s): suspended connections do not time out. */
+        {
+                uint64_t end = uv_now(&f->loop) + 1500;
+
+                while (uv_now(&f->loop) < end) {
+                        uv_run(&f->loop, UV_RUN_NOWAIT);
+                        usleep(10000);
+                        uv_update_time(&f->loop);
+                }
+        }
+        for (size_t i = 0; i < ELEMENTSOF(r); i++)
+                assert_int_equal(r[i].done, 0);
+        assert_int_equal(httpd_request_reply(f->reqs[1], 504, "gave up\n"), 0);
+        run_until(f, &r[1].done, 1);
+        assert_int_equal(r[1].error, 0);
+        assert_int_equal(r[1].status, 504);
+        assert_string_equal(r[1].body, "gave up\n");
+        assert_int_equal(r[0].done + r[2].done, 0);
+        assert_int_equal(httpd_pending(f->h), 2);
+        assert_int_equal(httpd_request_reply(f->reqs[0], 200, "released\n"), 0);
+        assert_int_equal(httpd_request_reply(f->reqs[2], 200, NULL), 0);
+        run_until(f, &r[0].done, 1);
+        run_until(f, &r[2].done, 1);
+        assert_int_equal(r[0].status, 200);
+        assert_string_equal(r[0].body, "released\n");
+        assert_int_equal(r[2].status, 200);
+        assert_int_equal(httpd_pending(f->h), 0);
+        for (size_t i = 0; i < ELEMENTSOF(r); i++)
+                result_done(&r[i]);
+
+        /* Answered from inside the handler's call. */
+        f->reply_at_once = true;
+        request(f, "GET", "/guard", &o);
+        assert_int_equal(o.status, 200);
+        assert_string_equal(o.body, "at once\n");
+        result_done(&o);
+        f->reply_at_once = false;
+
+        request(f, "GET", "/metrics", &o);
+        assert_int_equal(o.status, 404);
+        result_done(&o);
+        request(f, "GET", "/guard/x", &o);
+        assert_int_equal(o.status, 404);
+        result_done(&o);
+        request(f, "HEAD", "/guard", &o);
+        assert_int_equal(o.status, 405);
+        result_done(&o);
+        request(f, "POST", "/guard", &o);
+        assert_int_equal(o.status, 405);
+        result_done(&o);
+        assert_int_equal(f->n_reqs, 3);
+        assert_int_equal(httpd_requests(f->h), 8);
+
+        /* One left waiting when the server closes: dropped, no descriptor left (teardown). */
+        submit(f, "GET", "/guard", &o);
+        run_until(f, &f->n_reqs, 4);
+        httpd_close(f->h, on_httpd_closed, f);
+        f->h = NULL;
+        run_until(f, &f->httpd_closed, 1);
+        run_until(f, &o.done, 1);
+        assert_true(o.error < 0);
+        result_done(&o);
+}
+
+/* A route needs both its path and its handler, and a path that starts with '/'. */
+static void test_route_options(void **state) {
+        struct fixture *f = *state;
+        struct httpd *h = NULL;
+
+        assert_int_equal(httpd_new(&f->loop,
+                                   &(struct httpd_options){
+                                           .address = "127.0.0.1:0", .ts = f->ts, .handler_path = "/guard" },
+                                   &h),
+                         -EINVAL);
+        assert_int_equal(httpd_new(&f->loop,
+                                   &(struct httpd_options){
+                                           .address = "127.0.0.1:0", .ts = f->ts, .handler = on_route },
+                                   &h),
+                         -EINVAL);
+        assert_int_equal(httpd_new(&f->loop,
+                                   &(struct httpd_options){ .address = "127.0.0.1:0",
+                                                            .ts = f->ts,
+                                                            .handler_path = "guard",
+                                                            .handler = on_route },
+                                   &h),
+                         -EINVAL);
+        assert_null(h);
 }
 
 /* Without a registry of its own it serves the default one. */
@@ -735,6 +864,8 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_endpoints, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_default_registry, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_route, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_route_options, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_many, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_close_with_open_connection, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_addresses, setup, teardown),
