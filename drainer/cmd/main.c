@@ -171,15 +171,22 @@ const struct verb verbs[] = {
         {
                 "guard",
                 "preStop hook of a DRA driver: hold it while its node drains, until claims are released",
-                "Usage: drainer guard [--node NODE] [--grace-period-seconds N | --deadline D] [flags]\n\n"
-                "Meant as the preStop exec hook of a DRA driver's DaemonSet (deploy/driver-guard/).\n"
+                "Usage: drainer guard [--node NODE] [--grace-period-seconds N | --deadline D] [flags]\n"
+                "       drainer guard --listen HOST:PORT [flags]\n\n"
+                "Meant as the preStop hook of a DRA driver's DaemonSet (deploy/driver-guard/): a\n"
+                "native sidecar running 'drainer guard --listen' from drainer's image, which the\n"
+                "driver container's httpGet preStop asks (GET /guard), or an exec preStop in a\n"
+                "driver image that contains drainer.\n"
                 "If NODE is being drained (cordoned, or tainted ToBeDeletedByClusterAutoscaler,\n"
                 "karpenter.sh/disrupted, karpenter.sh/disruption or drainer.io/draining), waits until\n"
                 "no ResourceClaim is on the node (claims of the driver pods excepted) and no other\n"
                 "claim-holding pod is left on it, then exits 0; otherwise (a restart, a rolling\n"
                 "update) exits 0 at once. Gives up 5 s before the pod's grace period ends, naming\n"
                 "what was still held (exit 3). Watches the Node, the node's pods and ResourceSlices\n"
-                "and the ResourceClaims; never polls, never writes.\n\n"
+                "and the ResourceClaims; never polls, never writes.\n"
+                "With --listen it serves GET /guard (nothing else) and runs the same wait for each\n"
+                "request, from the request on: 200 when the driver may stop, 504 when it gave up\n"
+                "(the body names what was still held), 503 on an error; it stops on SIGTERM.\n\n"
                 "Flags:\n"
                 "      --node NODE                 the node (default: $NODE_NAME)\n"
                 "      --grace-period-seconds N    the pod's grace period (default: read from the pod\n"
@@ -188,7 +195,10 @@ const struct verb verbs[] = {
                 "      --driver-selector SEL       label selector of DRA driver pods (repeatable;\n"
                 "                                  default: the kubeletplugin labels of common drivers);\n"
                 "                                  only pods a DaemonSet controls are drivers\n"
-                "      --driver-namespace NS       DRA driver pods run only in NS (repeatable)\n",
+                "      --driver-namespace NS       DRA driver pods run only in NS (repeatable)\n"
+                "      --listen HOST:PORT          serve GET /guard here instead of running once\n"
+                "                                  (127.0.0.1:PORT loopback; the sidecar uses\n"
+                "                                  $(POD_IP):PORT, where the kubelet connects)\n",
                 verb_guard,
         },
         {

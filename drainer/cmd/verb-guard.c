@@ -1,11 +1,15 @@
 /* `drainer guard`: the preStop hook of a DRA driver's DaemonSet. If the node is
  * being drained (cordoned, or tainted by Cluster Autoscaler, Karpenter or
  * drainer), holds the driver pod's termination until no ResourceClaim is on the
- * node and no other claim-holding pod is left; otherwise returns at once. Owns
- * its informers for one run; watches, never polls, and writes nothing. */
+ * node and no other claim-holding pod is left; otherwise returns at once. Run as
+ * an exec hook it does that once and exits; with --listen it is a native sidecar
+ * of the driver's pod and does it for each GET of /guard (the driver container's
+ * httpGet preStop hook), answering when it would have exited. Owns its informers
+ * for one run (one per request); watches, never polls, and writes nothing. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +17,7 @@
 #include "drainer/app.h"
 #include "drainer/claims.h"
 #include "drainer/drainargs.h"
+#include "drainer/httpd.h"
 #include "drainer/log.h"
 #include "drainer/nodeview.h"
 #include "drainer/objects.h"
@@ -24,6 +29,11 @@
 #define GUARD_DEFAULT_GRACE_SECONDS 30
 #define GUARD_MARGIN_USEC           (5 * USEC_PER_SEC)
 #define GUARD_MAX_NAMES             16 /* names per list in a log line */
+#define GUARD_PATH                  "/guard"
+/* The kubelet sends one request per container whose preStop is the guard; each
+ * request is a run of its own (a list and a watch per resource while draining). */
+#define GUARD_MAX_CONNECTIONS       8
+#define GUARD_MAX_PER_ADDRESS       4
 
 /* What the guard watches once the node turns out to be draining; the Node alone
  * before (all a rolling update needs). */
@@ -40,6 +50,7 @@ static const char *const drain_taints[] = {
 
 struct guard_opts {
         const char *node;
+        const char *listen;     /* --listen HOST:PORT, or NULL: one run (the exec form) */
         int64_t grace_seconds;  /* --grace-period-seconds, -1 if not given */
         uint64_t deadline_usec; /* --deadline, 0 if not given */
         const char *driver_selectors[MAX_DRIVER_SELECTORS + 1];
@@ -48,8 +59,15 @@ struct guard_opts {
         size_t n_driver_namespaces;
 };
 
+struct guard_server;
+
 struct guard {
         struct app *app;               /* borrowed */
+        struct guard_server *srv;      /* borrowed; NULL in the exec form */
+        struct httpd_request *req;     /* the request this run answers (--listen) */
+        struct guard *prev, *next;     /* in srv->runs */
+        struct dtimer report;          /* answers the request on the turn after finish() */
+        char *result;                  /* one line: why the run ended */
         const struct guard_opts *o;    /* borrowed */
         const char *pod_ns, *pod_name; /* this pod ($POD_NAMESPACE/$POD_NAME), or NULL */
         char *own_key;                 /* "ns/name" of this pod, or NULL */
@@ -58,9 +76,6 @@ struct guard {
         struct node_view *view; /* owned */
         bool view_closed;
         struct dtimer kick, deadline;
-        uv_signal_t sigint, sigterm;
-        bool signals_ready;
-        unsigned signals_closed;
         uint64_t started;     /* monotonic µs */
         uint64_t deadline_at; /* monotonic µs */
         bool waiting;         /* the node is draining: pods, claims, slices are watched */
@@ -68,6 +83,16 @@ struct guard {
         char *last_held; /* what the last "waiting" line said */
         bool done;
         int exit_code;
+};
+
+/* --listen: the server and its runs. */
+struct guard_server {
+        struct app *app;            /* borrowed */
+        const struct guard_opts *o; /* borrowed */
+        struct httpd *httpd;        /* owned */
+        struct guard *runs;         /* owned, one per request not yet answered or closing */
+        unsigned n_runs;
+        bool stopping, httpd_closed, done;
 };
 
 static int on_guard_opt(int opt, const char *arg, void *userdata) {
@@ -94,6 +119,18 @@ static int on_guard_opt(int opt, const char *arg, void *userdata) {
                         return log_error_errno(EINVAL, "--deadline: invalid duration \"%s\" (e.g. 90s, 5m)",
                                                arg);
                 return 0;
+        case 'L': {
+                _cleanup_free_ char *host = NULL;
+                uint16_t port;
+
+                if (httpd_parse_address(arg, &host, &port) < 0)
+                        return log_error_errno(EINVAL,
+                                               "--listen: invalid address \"%s\" (HOST:PORT, [V6]:PORT or "
+                                               ":PORT; port 0: any free one)",
+                                               arg);
+                o->listen = arg;
+                return 0;
+        }
         case 'D':
                 return driver_selector_add(o->driver_selectors, &o->n_driver_selectors, arg);
         case 'S':
@@ -110,11 +147,23 @@ static uint64_t deadline_for_grace(int64_t grace_seconds) {
         return MAX(g > GUARD_MARGIN_USEC ? g - GUARD_MARGIN_USEC : 0, g / 2);
 }
 
-static void finish(struct guard *g, int exit_code) {
+/* Ends the run: logs the line at level, keeps it as the run's result. With a
+ * request to answer, the answer goes out on the next turn (callers still use g). */
+_printf_(4, 5) static void finish(struct guard *g, int exit_code, enum log_level level, const char *fmt,
+                                  ...) {
+        va_list ap;
+
         if (g->done)
                 return;
         g->done = true;
         g->exit_code = exit_code;
+        va_start(ap, fmt);
+        if (vasprintf(&g->result, fmt, ap) < 0)
+                g->result = NULL;
+        va_end(ap);
+        log_full_errno(level, 0, "%s", g->result ? g->result : "out of memory");
+        if (g->req)
+                dtimer_start(&g->report, 0);
 }
 
 static double seconds_since(struct guard *g, uint64_t t) {
@@ -253,23 +302,22 @@ static void evaluate(struct guard *g) {
                 return;
         n = node_view_node(g->view);
         if (!n) {
-                if (!g->waiting) {
-                        log_error("node \"%s\" not found", g->o->node);
-                        return finish(g, EXIT_ERROR);
-                }
-                log_info("node \"%s\" was deleted: nothing left to guard, letting the driver stop",
-                         g->o->node);
-                return finish(g, EXIT_DONE);
+                if (!g->waiting)
+                        return finish(g, EXIT_ERROR, LOG_LEVEL_ERROR, "node \"%s\" not found", g->o->node);
+                return finish(g, EXIT_DONE, LOG_LEVEL_INFO,
+                              "node \"%s\" was deleted: nothing left to guard, letting the driver stop",
+                              g->o->node);
         }
         why = draining_reason(n, buf, sizeof(buf));
         if (!why) {
                 if (g->waiting)
-                        log_info("node \"%s\" is no longer being drained: letting the driver stop", n->name);
-                else
-                        log_info("node \"%s\" is not being drained (a restart or a rolling update): "
-                                 "letting the driver stop",
-                                 n->name);
-                return finish(g, EXIT_DONE);
+                        return finish(g, EXIT_DONE, LOG_LEVEL_INFO,
+                                      "node \"%s\" is no longer being drained: letting the driver stop",
+                                      n->name);
+                return finish(g, EXIT_DONE, LOG_LEVEL_INFO,
+                              "node \"%s\" is not being drained (a restart or a rolling update): "
+                              "letting the driver stop",
+                              n->name);
         }
         if (!g->waiting) {
                 log_info(
@@ -278,23 +326,21 @@ static void evaluate(struct guard *g) {
                         n->name, why);
                 g->waiting = true;
                 if (start_watching(g, G_DRAINING) < 0)
-                        return finish(g, EXIT_ERROR);
+                        return finish(g, EXIT_ERROR, LOG_LEVEL_ERROR,
+                                      "cannot watch the pods, claims and slices of node \"%s\"", n->name);
                 return;
         }
         if (!node_view_synced(g->view, G_DRAINING))
                 return;
         check_own_pod(g);
         r = held_summary(g, n, &held);
-        if (r < 0) {
-                log_oom();
-                return finish(g, EXIT_ERROR);
-        }
-        if (r == 0) {
-                log_info("node \"%s\": no ResourceClaim is on the node and no claim-holding pod is left "
-                         "(waited %.1f s): letting the driver stop",
-                         n->name, seconds_since(g, g->started));
-                return finish(g, EXIT_DONE);
-        }
+        if (r < 0)
+                return finish(g, EXIT_ERROR, LOG_LEVEL_ERROR, "out of memory");
+        if (r == 0)
+                return finish(g, EXIT_DONE, LOG_LEVEL_INFO,
+                              "node \"%s\": no ResourceClaim is on the node and no claim-holding pod is "
+                              "left (waited %.1f s): letting the driver stop",
+                              n->name, seconds_since(g, g->started));
         if (!streq_ptr(held, g->last_held)) {
                 log_info("waiting: %s", held);
                 free(g->last_held);
@@ -322,27 +368,24 @@ static void on_deadline(struct dtimer *t) {
                 return;
         synced = node_view_synced(g->view, NODE_VIEW_NODE | (g->waiting ? G_DRAINING : 0));
         n = synced ? node_view_node(g->view) : NULL;
-        if (!synced || !n) {
-                log_error("gave up after %.1f s: could not read node \"%s\" and its claims "
-                          "from the API server",
-                          seconds_since(g, g->started), g->o->node);
-                return finish(g, EXIT_ERROR);
-        }
+        if (!synced || !n)
+                return finish(g, EXIT_ERROR, LOG_LEVEL_ERROR,
+                              "gave up after %.1f s: could not read node \"%s\" and its claims "
+                              "from the API server",
+                              seconds_since(g, g->started), g->o->node);
         if (!g->waiting) {
                 evaluate(g);
                 return;
         }
-        if (held_summary(g, n, &held) < 0) {
-                log_oom();
-                return finish(g, EXIT_ERROR);
-        }
+        if (held_summary(g, n, &held) < 0)
+                return finish(g, EXIT_ERROR, LOG_LEVEL_ERROR, "out of memory");
         if (!held) {
                 evaluate(g);
                 return;
         }
-        log_error("gave up after %.1f s, before the driver pod would be killed: still held: %s",
-                  seconds_since(g, g->started), held);
-        finish(g, EXIT_TIMEOUT);
+        finish(g, EXIT_TIMEOUT, LOG_LEVEL_ERROR,
+               "gave up after %.1f s, before the driver pod would be killed: still held: %s",
+               seconds_since(g, g->started), held);
 }
 
 static void on_view_change(struct node_view *v, void *userdata) {
@@ -370,117 +413,306 @@ static void on_view_error(struct node_view *v, unsigned part, int error, const c
                 return;
         /* Missing RBAC will not fix itself; anything else before we know the node is an API
          * error too (the client already retried). Once waiting, the informer retries. */
-        if (error == -EACCES || !node_view_synced(v, NODE_VIEW_NODE)) {
-                log_error("watching %s: %s", strna(node_view_part_name(part)),
-                          message ? message : strerror(-error));
-                return finish(g, EXIT_ERROR);
-        }
+        if (error == -EACCES || !node_view_synced(v, NODE_VIEW_NODE))
+                return finish(g, EXIT_ERROR, LOG_LEVEL_ERROR, "watching %s: %s",
+                              strna(node_view_part_name(part)), message ? message : strerror(-error));
         log_warning("watching %s: %s, retrying", strna(node_view_part_name(part)),
                     message ? message : strerror(-error));
 }
 
-static void on_signal(uv_signal_t *h, int signum) {
-        struct guard *g = h->data;
+/* ---- one run ---- */
 
-        if (g->done)
-                return;
-        log_warning("interrupted by signal %d after %.1f s%s%s", signum, seconds_since(g, g->started),
-                    g->last_held ? ": still held: " : "", strempty(g->last_held));
-        finish(g, EXIT_ERROR);
+static void run_free(struct guard *g) {
+        if (g->kick.src)
+                dtimer_done(&g->kick);
+        if (g->deadline.src)
+                dtimer_done(&g->deadline);
+        if (g->report.src)
+                dtimer_done(&g->report);
+        selectors_free(g->sels, g->n_sels);
+        free(g->own_key);
+        free(g->last_held);
+        free(g->result);
+        free(g);
 }
 
-static void on_signal_closed(uv_handle_t *h) {
-        struct guard *g = h->data;
+static void on_report(struct dtimer *t);
 
-        g->signals_closed++;
+/* A run of the guard: watches start now, the deadline counts from now. Returns 0
+ * with *ret set (the run may have finished already, e.g. on a bad selector), or
+ * -ENOMEM. */
+static int run_new(struct app *a, const struct guard_opts *o, struct guard **ret) {
+        static const struct node_view_handlers h = {
+                .on_change = on_view_change,
+                .on_synced = on_view_synced,
+                .on_error = on_view_error,
+        };
+        struct guard *g;
+        uint64_t d;
+        int r;
+
+        g = calloc(1, sizeof(*g));
+        if (!g)
+                return -ENOMEM;
+        g->app = a;
+        g->o = o;
+        g->pod_ns = getenv("POD_NAMESPACE");
+        g->pod_name = getenv("POD_NAME");
+        g->exit_code = EXIT_ERROR;
+        g->view_closed = true;
+        if (dtimer_init(&g->kick, a->ts, on_kick) < 0 || dtimer_init(&g->deadline, a->ts, on_deadline) < 0 ||
+            dtimer_init(&g->report, a->ts, on_report) < 0) {
+                run_free(g);
+                return -ENOMEM;
+        }
+        *ret = g;
+        g->started = timesrc_now(a->ts);
+        /* The selectors were checked when the flags were parsed. */
+        r = driver_selectors_parse(o->driver_selectors, o->n_driver_selectors, &g->sels, &g->n_sels);
+        if (r < 0) {
+                finish(g, EXIT_USAGE, LOG_LEVEL_ERROR, "invalid --driver-selector");
+                return 0;
+        }
+        if (g->pod_name && *g->pod_name && g->pod_ns && *g->pod_ns &&
+            asprintf(&g->own_key, "%s/%s", g->pod_ns, g->pod_name) < 0)
+                g->own_key = NULL;
+        r = node_view_new(a->client, a->ts, &(const struct node_view_options){ .node = o->node }, &h, g,
+                          &g->view);
+        if (r < 0) {
+                finish(g, EXIT_ERROR, LOG_LEVEL_ERROR, "cannot set up the informers: %s", strerror(-r));
+                return 0;
+        }
+        g->view_closed = false;
+        if (o->deadline_usec)
+                d = o->deadline_usec;
+        else
+                d = deadline_for_grace(o->grace_seconds >= 0 ? o->grace_seconds
+                                                             : GUARD_DEFAULT_GRACE_SECONDS);
+        g->deadline_at = g->started + d;
+        dtimer_start(&g->deadline, d);
+        if (!o->deadline_usec && o->grace_seconds < 0 && g->own_key)
+                log_info("guarding the DRA driver on node \"%s\", pod %s (gives up 5 s before the end of "
+                         "its grace period)",
+                         o->node, g->own_key);
+        else
+                log_info("guarding the DRA driver on node \"%s\" (gives up after %.0f s)", o->node,
+                         (double)d / (double)USEC_PER_SEC);
+        if (start_watching(g, NODE_VIEW_NODE) < 0)
+                finish(g, EXIT_ERROR, LOG_LEVEL_ERROR, "cannot watch node \"%s\"", o->node);
+        return 0;
+}
+
+/* Stops the run's timers and lets its cancelled list/watch calls finish; closed
+ * runs g->view_closed (the view calls back on a later turn, never from here). */
+static void run_stop(struct guard *g, void (*closed)(void *userdata)) {
+        g->done = true;
+        dtimer_stop(&g->kick);
+        dtimer_stop(&g->deadline);
+        dtimer_stop(&g->report);
+        if (g->view) {
+                node_view_close(g->view, closed, g);
+                g->view = NULL;
+        } else {
+                g->view_closed = true;
+        }
+}
+
+/* ---- the exec form: one run, its exit code ---- */
+
+struct exec_run {
+        struct guard *g;
+        uv_signal_t sigint, sigterm;
+        unsigned signals_closed;
+};
+
+static void on_exec_signal(uv_signal_t *h, int signum) {
+        struct guard *g = ((struct exec_run *)h->data)->g;
+
+        if (!g->done)
+                finish(g, EXIT_ERROR, LOG_LEVEL_WARNING, "interrupted by signal %d after %.1f s%s%s", signum,
+                       seconds_since(g, g->started), g->last_held ? ": still held: " : "",
+                       strempty(g->last_held));
+}
+
+static void on_exec_signal_closed(uv_handle_t *h) {
+        ((struct exec_run *)h->data)->signals_closed++;
 }
 
 static void on_view_closed(void *userdata) {
         ((struct guard *)userdata)->view_closed = true;
 }
 
-static int guard_run(struct app *a, const struct guard_opts *o) {
-        static const struct node_view_handlers h = {
-                .on_change = on_view_change,
-                .on_synced = on_view_synced,
-                .on_error = on_view_error,
-        };
-        struct guard g = {
-                .app = a,
-                .o = o,
-                .pod_ns = getenv("POD_NAMESPACE"),
-                .pod_name = getenv("POD_NAME"),
-                .exit_code = EXIT_ERROR,
-        };
-        uint64_t d;
+static int guard_exec(struct app *a, const struct guard_opts *o) {
+        struct exec_run e = {};
         int r;
 
-        r = driver_selectors_parse(o->driver_selectors, o->n_driver_selectors, &g.sels, &g.n_sels);
-        if (r < 0)
-                return EXIT_USAGE;
-        if (g.pod_name && *g.pod_name && g.pod_ns && *g.pod_ns &&
-            asprintf(&g.own_key, "%s/%s", g.pod_ns, g.pod_name) < 0)
-                g.own_key = NULL;
-        r = node_view_new(a->client, a->ts, &(const struct node_view_options){ .node = o->node }, &h, &g,
-                          &g.view);
-        if (r < 0) {
-                log_error_errno(r, "Cannot set up the informers: %m");
-                goto out;
-        }
-        if (dtimer_init(&g.kick, a->ts, on_kick) < 0 || dtimer_init(&g.deadline, a->ts, on_deadline) < 0) {
+        if (run_new(a, o, &e.g) < 0) {
                 log_oom();
-                goto out;
+                return EXIT_ERROR;
         }
+        uv_signal_init(&a->loop, &e.sigint);
+        uv_signal_init(&a->loop, &e.sigterm);
+        e.sigint.data = e.sigterm.data = &e;
+        uv_signal_start(&e.sigint, on_exec_signal, SIGINT);
+        uv_signal_start(&e.sigterm, on_exec_signal, SIGTERM);
+        app_run_until(a, &e.g->done);
 
-        g.started = timesrc_now(a->ts);
-        if (o->deadline_usec)
-                d = o->deadline_usec;
+        uv_close((uv_handle_t *)&e.sigint, on_exec_signal_closed);
+        uv_close((uv_handle_t *)&e.sigterm, on_exec_signal_closed);
+        r = e.g->exit_code;
+        run_stop(e.g, on_view_closed);
+        /* The cancelled list/watch calls and the signal handles (on this stack) finish here. */
+        while ((!e.g->view_closed || e.signals_closed < 2) && uv_run(&a->loop, UV_RUN_ONCE) != 0)
+                ;
+        run_free(e.g);
+        return r;
+}
+
+/* ---- the server form (--listen): one run per GET /guard ---- */
+
+/* The answer: 200 when the driver may stop (not draining, or released), 504 when
+ * the run gave up at its deadline (still held: named), 503 on an error (the API
+ * cannot be read, RBAC, the guard stopping). The kubelet ignores the status of a
+ * lifecycle hook: it matters to people, and to curl -f. */
+static unsigned status_of(int exit_code) {
+        switch (exit_code) {
+        case EXIT_DONE:
+                return 200;
+        case EXIT_TIMEOUT:
+                return 504;
+        default:
+                return 503;
+        }
+}
+
+static void server_maybe_done(struct guard_server *s) {
+        if (s->stopping && s->httpd_closed && s->n_runs == 0)
+                s->done = true;
+}
+
+static void on_run_closed(void *userdata) {
+        struct guard *g = userdata;
+        struct guard_server *s = g->srv;
+
+        if (g->prev)
+                g->prev->next = g->next;
         else
-                d = deadline_for_grace(o->grace_seconds >= 0 ? o->grace_seconds
-                                                             : GUARD_DEFAULT_GRACE_SECONDS);
-        g.deadline_at = g.started + d;
-        dtimer_start(&g.deadline, d);
-        if (!o->deadline_usec && o->grace_seconds < 0 && g.own_key)
-                log_info("guarding the DRA driver on node \"%s\", pod %s (gives up 5 s before the end of "
-                         "its grace period)",
-                         o->node, g.own_key);
-        else
-                log_info("guarding the DRA driver on node \"%s\" (gives up after %.0f s)", o->node,
-                         (double)d / (double)USEC_PER_SEC);
+                s->runs = g->next;
+        if (g->next)
+                g->next->prev = g->prev;
+        s->n_runs--;
+        run_free(g);
+        server_maybe_done(s);
+}
 
-        uv_signal_init(&a->loop, &g.sigint);
-        uv_signal_init(&a->loop, &g.sigterm);
-        g.sigint.data = g.sigterm.data = &g;
-        uv_signal_start(&g.sigint, on_signal, SIGINT);
-        uv_signal_start(&g.sigterm, on_signal, SIGTERM);
-        g.signals_ready = true;
+static void run_answer(struct guard *g) {
+        _cleanup_free_ char *body = NULL;
 
-        if (start_watching(&g, NODE_VIEW_NODE) >= 0)
-                app_run_until(a, &g.done);
+        if (!g->req)
+                return;
+        if (asprintf(&body, "%s\n", g->result ? g->result : "out of memory") < 0)
+                body = NULL;
+        (void)httpd_request_reply(g->req, status_of(g->exit_code), body);
+        g->req = NULL;
+        run_stop(g, on_run_closed);
+        if (g->view_closed)
+                on_run_closed(g);
+}
 
-out:
-        if (g.signals_ready) {
-                uv_close((uv_handle_t *)&g.sigint, on_signal_closed);
-                uv_close((uv_handle_t *)&g.sigterm, on_signal_closed);
+static void on_report(struct dtimer *t) {
+        run_answer(container_of(t, struct guard, report));
+}
+
+static void on_guard_request(void *userdata, struct httpd_request *req) {
+        struct guard_server *s = userdata;
+        struct guard *g;
+
+        if (s->stopping || run_new(s->app, s->o, &g) < 0) {
+                (void)httpd_request_reply(req, 503,
+                                          s->stopping ? "the guard is stopping\n" : "out of memory\n");
+                return;
         }
-        /* Let the cancelled list/watch calls finish before the view goes. */
-        if (g.view) {
-                node_view_close(g.view, on_view_closed, &g);
-                while (!g.view_closed && uv_run(&a->loop, UV_RUN_ONCE) != 0)
-                        ;
+        g->srv = s;
+        g->req = req;
+        g->next = s->runs;
+        if (s->runs)
+                s->runs->prev = g;
+        s->runs = g;
+        s->n_runs++;
+        if (g->done)
+                dtimer_start(&g->report, 0);
+}
+
+static void on_httpd_closed(void *userdata) {
+        struct guard_server *s = userdata;
+
+        s->httpd_closed = true;
+        server_maybe_done(s);
+}
+
+/* SIGTERM (the kubelet stops a native sidecar after the pod's other containers):
+ * every request still waiting is answered 503, then the server stops, exit 0. */
+static void on_server_signal(uv_signal_t *h, int signum) {
+        struct guard_server *s = h->data;
+
+        if (s->stopping)
+                return;
+        s->stopping = true;
+        log_info("stopping on signal %d (%u request%s waiting)", signum, s->n_runs,
+                 s->n_runs == 1 ? "" : "s");
+        for (struct guard *g = s->runs, *next; g; g = next) {
+                next = g->next;
+                if (!g->done)
+                        finish(g, EXIT_ERROR, LOG_LEVEL_WARNING, "the guard is stopping (signal %d)%s%s",
+                               signum, g->last_held ? ": still held: " : "", strempty(g->last_held));
+                if (g->req)
+                        run_answer(g);
         }
-        /* The signal handles live in g, on this stack: their closes must finish here. */
-        while (g.signals_ready && g.signals_closed < 2)
-                if (uv_run(&a->loop, UV_RUN_ONCE) == 0)
-                        break;
-        if (g.kick.src)
-                dtimer_done(&g.kick);
-        if (g.deadline.src)
-                dtimer_done(&g.deadline);
-        selectors_free(g.sels, g.n_sels);
-        free(g.own_key);
-        free(g.last_held);
-        return g.exit_code;
+        httpd_close(s->httpd, on_httpd_closed, s);
+        s->httpd = NULL;
+        server_maybe_done(s);
+}
+
+static void on_server_signal_closed(uv_handle_t *h) {
+        (*(unsigned *)((uv_signal_t *)h)->data)++;
+}
+
+static int guard_serve(struct app *a, const struct guard_opts *o) {
+        struct guard_server s = { .app = a, .o = o };
+        uv_signal_t sigint, sigterm;
+        unsigned signals_closed = 0;
+        int r;
+
+        r = httpd_new(&a->loop,
+                      &(const struct httpd_options){
+                              .address = o->listen,
+                              .ts = a->ts,
+                              .handler_path = GUARD_PATH,
+                              .handler = on_guard_request,
+                              .userdata = &s,
+                              .max_connections = GUARD_MAX_CONNECTIONS,
+                              .max_per_address = GUARD_MAX_PER_ADDRESS,
+                      },
+                      &s.httpd);
+        if (r < 0) {
+                log_error_errno(r, "Cannot listen on %s: %m", o->listen);
+                return EXIT_ERROR; /* app_done() lets the handles of the failed start close */
+        }
+        log_info("guarding the DRA driver on node \"%s\": GET %s on %s (port %u) holds until its claims are "
+                 "released while the node is being drained, answers at once otherwise",
+                 o->node, GUARD_PATH, o->listen, httpd_port(s.httpd));
+        uv_signal_init(&a->loop, &sigint);
+        uv_signal_init(&a->loop, &sigterm);
+        sigint.data = sigterm.data = &s;
+        uv_signal_start(&sigint, on_server_signal, SIGINT);
+        uv_signal_start(&sigterm, on_server_signal, SIGTERM);
+        app_run_until(a, &s.done);
+        sigint.data = sigterm.data = &signals_closed;
+        uv_close((uv_handle_t *)&sigint, on_server_signal_closed);
+        uv_close((uv_handle_t *)&sigterm, on_server_signal_closed);
+        while (signals_closed < 2 && uv_run(&a->loop, UV_RUN_ONCE) != 0)
+                ;
+        return EXIT_DONE;
 }
 
 int verb_guard(int argc, char **argv, struct global_flags *gf) {
@@ -490,6 +722,7 @@ int verb_guard(int argc, char **argv, struct global_flags *gf) {
                 { "deadline", required_argument, NULL, 'T' },
                 { "driver-selector", required_argument, NULL, 'D' },
                 { "driver-namespace", required_argument, NULL, 'S' },
+                { "listen", required_argument, NULL, 'L' },
                 {},
         };
         struct guard_opts o = { .grace_seconds = -1 };
@@ -532,7 +765,7 @@ int verb_guard(int argc, char **argv, struct global_flags *gf) {
                 app_done(&a);
                 return EXIT_ERROR;
         }
-        r = guard_run(&a, &o);
+        r = o.listen ? guard_serve(&a, &o) : guard_exec(&a, &o);
         app_done(&a);
         return r;
 }
