@@ -283,17 +283,60 @@ enum doctor_probe doctor_container_liveness(const cJSON *container) {
         return DOCTOR_PROBE_NONE; /* a probe without a handler is refused by the API server anyway */
 }
 
-bool doctor_container_has_guard(const cJSON *container) {
-        const cJSON *cmd = json_path(container, "lifecycle.preStop.exec.command"), *a;
-        bool drainer = false, guard = false;
+/* Whether the strings of arr mention "drainer" and "guard" (and "--listen", if listen). */
+static bool args_run_guard(const cJSON *cmd, const cJSON *args, bool listen, const char **ret_port) {
+        const cJSON *arrs[2] = { cmd, args }, *a;
+        bool drainer = false, guard = false, l = false;
 
-        cJSON_ArrayForEach(a, cmd) {
-                if (!cJSON_IsString(a))
-                        continue;
-                drainer = drainer || strstr(a->valuestring, "drainer");
-                guard = guard || strstr(a->valuestring, "guard");
-        }
+        for (size_t i = 0; i < ELEMENTSOF(arrs); i++)
+                cJSON_ArrayForEach(a, arrs[i]) {
+                        const char *v = cJSON_IsString(a) ? a->valuestring : NULL, *colon;
+
+                        if (!v)
+                                continue;
+                        drainer = drainer || strstr(v, "drainer");
+                        guard = guard || strstr(v, "guard");
+                        if (strstr(v, "--listen")) {
+                                l = true;
+                                /* --listen=ADDR or --listen ADDR: the port after the last ':' */
+                                colon = strchr(v, '=') ? strrchr(v, ':') : NULL;
+                                if (!colon && a->next && cJSON_IsString(a->next))
+                                        colon = strrchr(a->next->valuestring, ':');
+                                if (colon && ret_port)
+                                        *ret_port = colon + 1;
+                        }
+                }
+        /* The image's entrypoint may be drainer itself: args "guard --listen ..." suffice. */
+        if (listen)
+                return guard && l;
         return drainer && guard;
+}
+
+bool doctor_container_has_guard(const cJSON *podspec, const cJSON *container) {
+        const cJSON *get = json_path(container, "lifecycle.preStop.httpGet"), *port, *ic;
+        char want[16];
+
+        if (args_run_guard(json_path(container, "lifecycle.preStop.exec.command"), NULL, false, NULL))
+                return true;
+        if (!podspec || !cJSON_IsObject(get) || !streq_ptr(json_str(get, "path"), "/guard"))
+                return false;
+        port = cJSON_GetObjectItemCaseSensitive(get, "port");
+        if (cJSON_IsNumber(port))
+                snprintf(want, sizeof want, "%d", port->valueint);
+        else if (cJSON_IsString(port))
+                snprintf(want, sizeof want, "%s", port->valuestring);
+        else
+                return false;
+        cJSON_ArrayForEach(ic, json_path(podspec, "initContainers")) {
+                const char *p = NULL;
+
+                if (!streq_ptr(json_str(ic, "restartPolicy"), "Always") ||
+                    !args_run_guard(json_path(ic, "command"), json_path(ic, "args"), true, &p) || !p)
+                        continue;
+                if (streq(p, want))
+                        return true;
+        }
+        return false;
 }
 
 static const char *const rollout_names[_DOCTOR_ROLLOUT_MAX] = {
@@ -543,7 +586,7 @@ static int check_drain_guard(const struct doctor_data *d, struct doctor_report *
                 cJSON_ArrayForEach(c, json_path(g->ds, "spec.template.spec.containers")) {
                         const char *name = json_str(c, "name");
 
-                        if (!doctor_container_has_guard(c))
+                        if (!doctor_container_has_guard(json_path(g->ds, "spec.template.spec"), c))
                                 continue;
                         if (strlen(list) + strlen(strna(name)) + 3 < sizeof list) {
                                 strcat(list, list[0] ? ", " : "");
@@ -787,10 +830,8 @@ static bool node_has_dra(const struct doctor_data *d, const char *node) {
 static bool group_has_guard(const struct doctor_group *g) {
         const cJSON *c;
 
-        cJSON_ArrayForEach(
-                c,
-                json_path(g->ds,
-                          "spec.template.spec.containers")) if (doctor_container_has_guard(c)) return true;
+        cJSON_ArrayForEach(c, json_path(g->ds, "spec.template.spec.containers")) if (
+                doctor_container_has_guard(json_path(g->ds, "spec.template.spec"), c)) return true;
         return false;
 }
 

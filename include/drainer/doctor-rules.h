@@ -36,10 +36,13 @@ enum doctor_probe {
 const char *doctor_probe_to_string(enum doctor_probe p);
 /* The livenessProbe handler of a core/v1 Container. */
 enum doctor_probe doctor_container_liveness(const cJSON *container);
-/* Whether the container's lifecycle.preStop.exec.command runs the drainer guard
- * (some argument mentions "drainer" and one mentions "guard", so that both
- * ["/drainer/drainer", "guard"] and ["sh", "-c", "exec /x/drainer guard"] count). */
-bool doctor_container_has_guard(const cJSON *container);
+/* Whether the container's preStop hook runs the drainer guard: the exec form
+ * (lifecycle.preStop.exec.command: some argument mentions "drainer" and one mentions
+ * "guard", so that both ["/usr/bin/drainer", "guard"] and ["sh", "-c", "exec /x/drainer
+ * guard"] count), or the sidecar form: an httpGet of /guard to the port that a native
+ * sidecar of podspec (an init container with restartPolicy Always) running `drainer
+ * guard --listen HOST:PORT` listens on. podspec may be NULL (exec form only). */
+bool doctor_container_has_guard(const cJSON *podspec, const cJSON *container);
 
 enum doctor_rollout {
         DOCTOR_ROLLOUT_SURGE,    /* RollingUpdate with maxSurge > 0: old and new pod overlap */

@@ -217,7 +217,8 @@ static void test_container(void **state) {
 
                 assert_string_equal(doctor_probe_to_string(doctor_container_liveness(container)),
                                     json_str(c, "probe"));
-                assert_int_equal(doctor_container_has_guard(container), json_bool(c, "guard", false));
+                assert_int_equal(doctor_container_has_guard(json_path(c, "podspec"), container),
+                                 json_bool(c, "guard", false));
         }
         cJSON_Delete(fx);
         assert_string_equal(doctor_probe_to_string(DOCTOR_PROBE_HTTP), "httpGet");
