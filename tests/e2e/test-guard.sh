@@ -1,33 +1,41 @@
 #!/usr/bin/env bash
-# drainer guard (issue 8) against the real control plane: the preStop hook that
-# holds a DRA driver pod while its node is drained by someone else, installed on
-# the dra-driver DaemonSet with the deploy/driver-guard component. On real nodes
-# the kubelet runs it: the init container (image drainer.test/drainer:dev, the
-# build's drainer through drainer-cri) copies the binary into the pod, the hook
-# runs inside the plugin's container (ExecSync) with the pod's ServiceAccount
-# token; on simulated nodes the simulator runs exec hooks, mapping /guard/drainer
-# to the built binary (tests/cluster/up configures both). Judged from the API
-# server: its objects and its audit log; how long each hook ran comes from the
-# runtime's log (drainer-cri or the simulator).
+# drainer guard (issues 8 and 17) against the real control plane and real kubelets: it
+# holds a DRA driver pod while its node is drained by someone else, installed on the
+# dra-driver DaemonSet with the deploy/driver-guard component: a native sidecar
+# (`drainer guard --listen $(POD_IP):9465`, an init container with restartPolicy
+# Always) from drainer's own image (deploy/image/build's archive, which the nodes'
+# runtime serves as localhost/drainer:VERSION), and the plugin container's preStop an
+# httpGet to it. The kubelet sends that GET and bounds it by the grace period; no
+# binary is copied anywhere. Judged from the API server: its objects, Events and its
+# audit log (the guard's requests carry the token bound to their pod).
 #
 #  A. without the guard, an autoscaler-style drain (taint ToBeDeletedByClusterAutoscaler,
 #     then evict every pod of the node at once, the driver included) leaves the claim
 #     holders hanging in Terminating until the driver returns;
-#  B. with the guard, a rolling restart of the driver on nodes that are not draining is
-#     not delayed (times printed);
+#  B. the component renders as it should (kubectl kustomize: the sidecar, the httpGet
+#     preStop, no copy; the exec form of deploy/driver-guard/exec too); installed, each
+#     driver pod runs the sidecar from drainer's image, and a rolling restart of the
+#     driver on nodes that are not draining is not delayed: each old pod's preStop
+#     reached its guard (audit), which read only the Node, and the pod was gone within
+#     4 s + 1 of its deletion; no FailedPreStopHook Event;
 #  C. run directly, the guard tells draining (cordon, each drain taint) from not draining,
-#     gives up with exit 3 naming what is held, and exits 1/2 on bad setups;
+#     gives up with exit 3 naming what is held, and exits 1/2 on bad setups; its server
+#     form answers GET /guard 200 (not draining) or 504 (gave up, naming what is held)
+#     and nothing but GET /guard;
 #  D. with the guard, the same drain on up to GUARD_LOAD (20) nodes at once: every driver
 #     pod stays Terminating until its node's claims are released and its claim holders
 #     are done (reported terminal by their kubelet, which unprepared their claims first;
-#     the real kubelet deletes the object a moment later), every node ends empty, and the guards (20 of them: one per drained node,
-#     plus direct runs when the cluster has fewer nodes) send no request beyond one list
-#     and one watch per resource (counted from the audit log, printed);
-#  E. (real nodes) the kubelet's grace period bounds the hook: on a draining node whose
-#     claim holders stay, an eviction of the driver pod asking for 12 s is held by the
-#     guard (6 s and more) and ends within those 12 s (the kubelet's final DELETE, from
-#     the audit log), the claims still allocated; the hook exits 3 (gave up).
-# The DaemonSet, RBAC, taints and the test namespace are restored at the end.
+#     the real kubelet deletes the object a moment later), every node ends empty, and the
+#     guards (20 of them: one sidecar per drained node, plus direct runs when the cluster
+#     has fewer nodes) send no request beyond one list and one watch per resource
+#     (counted from the audit log, printed);
+#  E. the kubelet's grace period bounds the preStop: on a draining node whose claim
+#     holders stay, an eviction of the driver pod asking for 12 s is held by the guard
+#     (6 s and more) and ends within those 12 s (the kubelet's final DELETE, from the
+#     audit log), the claims still allocated; the guard answered before the kubelet gave up
+#     (no FailedPreStopHook).
+# Needs DRAINER_CLUSTER_NODES=real (skipped on the simulator, which runs no sidecar and no
+# httpGet hook). The DaemonSet, RBAC, taints and the test namespace are restored at the end.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ns=guard-test
@@ -48,27 +56,51 @@ kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificat
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# ---- preconditions: the build's drainer is what the hooks run ----
-if $real_nodes; then
-	# drainer-cri runs the image drainer.test/drainer:dev as this symlink's target.
-	guard_bin=$(readlink -f "$DRAINER_CLUSTER_DIR/guard-drainer")
-	check "the real nodes run the image drainer.test/drainer:dev as $guard_bin (an executable)" test -x "$guard_bin"
-else
-	guard_bin=$(sed -n 's/.*preStop hooks: on;.*--hook-path-map "\([^"]*\)".*/\1/p' "$sim_log" 2>/dev/null | tail -n 1 |
-		tr ',' '\n' | sed -n 's|^/guard/drainer=||p')
-	if [ -z "$guard_bin" ]; then
-		fail "the simulator does not map /guard/drainer (restart the cluster: tests/cluster/down; tests/cluster/up)"
-		finish
-		exit 1
-	fi
-	check "the simulator runs /guard/drainer hooks as $guard_bin (an executable)" test -x "$guard_bin"
+# ---- preconditions: real kubelets, drainer's image, the build's drainer for direct runs ----
+if ! $real_nodes; then
+	# The sidecar and its httpGet preStop are the kubelet's own work: the simulator
+	# has neither (tests/run-all runs this script on real nodes only).
+	echo "  skipped: the guard sidecar needs real kubelets (DRAINER_CLUSTER_NODES=real)"
+	finish
+	exit 0
 fi
-if ! "$guard_bin" guard --help >/dev/null 2>&1; then
-	fail "$guard_bin has no guard verb: build it (ninja -C build), or point the simulator elsewhere with DRAINER_SIM_ARGS=\"--hook-path-map /guard/drainer=PATH\" (then tests/cluster/down; tests/cluster/up)"
+# The sidecar runs drainer's own image: the archive deploy/image/build makes, served by
+# the nodes' runtime as localhost/drainer:VERSION (as test-deploy.sh does);
+# DRAINER_E2E_POD_IMAGE=drainer.test/drainer:dev runs the build's drainer instead.
+version=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" "$e2e_root/meson.build" | head -n 1)
+pod_image=${DRAINER_E2E_POD_IMAGE:-localhost/drainer:$version}
+img_manifest=
+if [ "$pod_image" = "localhost/drainer:$version" ]; then
+	archive=${DRAINER_E2E_IMAGE:-}
+	if [ -z "$archive" ]; then
+		t0=$SECONDS
+		if "$e2e_root/deploy/image/build" >"$e2e_tmp/image.log" 2>&1; then
+			archive=$e2e_root/build/drainer-image.oci.tar
+			pass "deploy/image/build ($((SECONDS - t0)) s)"
+		else
+			fail "deploy/image/build"
+			tail -n 20 "$e2e_tmp/image.log" | sed 's/^/    /'
+		fi
+	fi
+	archive=$(realpath "$archive" 2>/dev/null)
+	link=$DRAINER_CLUSTER_DIR/images/drainer.oci.tar
+	if [ -f "$archive" ] && [ "$(readlink -f "$link")" != "$archive" ]; then
+		old_link=$(readlink "$link")
+		ln -sfn "$archive" "$link"
+		e2e_cleanup_hooks+=("ln -sfn '$old_link' '$link'")
+	fi
+	img_manifest=$(tar -xOf "$archive" ./index.json 2>/dev/null | jq -r --arg v "$version" \
+		'.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $v) | .digest')
+	check "the cluster's runtime serves localhost/drainer:$version from $archive (manifest ${img_manifest:-none})" test -n "$img_manifest"
+fi
+# Direct runs (parts C, D) use the build's drainer, the one drainer.test/drainer:dev runs.
+guard_bin=$(readlink -f "$DRAINER_CLUSTER_DIR/guard-drainer")
+if ! "$guard_bin" guard --help 2>/dev/null | grep -q -- '--listen'; then
+	fail "$guard_bin has no guard verb with --listen: build it (ninja -C build)"
 	finish
 	exit 1
 fi
-echo "  guard binary (hooks): $guard_bin"
+echo "  guard sidecar image: $pod_image; direct runs: $guard_bin"
 
 # ---- helpers ----
 nodes=$(kubectl get nodes -o name | sed 's|^node/||' | sort -V)
@@ -101,7 +133,8 @@ g_claims_on_node() {
 		| {ns: .metadata.namespace, name: .metadata.name}]'
 }
 g_ds_has_hook() {
-	kubectl -n dra-system get ds dra-driver -o json | jq -e '[.spec.template.spec.containers[].lifecycle.preStop // empty] | length > 0' >/dev/null
+	kubectl -n dra-system get ds dra-driver -o json | jq -e '([.spec.template.spec.containers[].lifecycle.preStop // empty] | length > 0)
+		or ((.spec.template.spec.initContainers // []) | length > 0)' >/dev/null
 }
 g_rollout() { kubectl -n dra-system rollout status ds/dra-driver --timeout=180s >/dev/null; }
 g_drivers_ready() {
@@ -331,15 +364,51 @@ patches:
       path: /metadata/labels/app.kubernetes.io~1component
       value: kubeletplugin
 EOF
-# The guard's image is drainer.test/drainer:dev: the build's drainer on real nodes.
+# The guard's image: drainer's own (localhost/drainer, retargeted as a user would).
 cat >"$kdir/overlay/kustomization.yaml" <<EOF
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources: [../base]
 components: [$(realpath --relative-to="$kdir/overlay" "$e2e_root/deploy/driver-guard")]
 images:
-- {name: localhost/drainer, newName: drainer.test/drainer, newTag: dev}
+- {name: localhost/drainer, newName: ${pod_image%:*}, newTag: "${pod_image##*:}"}
 EOF
+# The rendering, checked before it is applied: the sidecar from drainer's image, the
+# plugin's httpGet preStop to it, no copy of a binary anywhere.
+kubectl kustomize "$kdir/overlay" >"$e2e_tmp/guard-rendered.yaml"
+check_eq "kubectl kustomize of the overlay with deploy/driver-guard" 0 $?
+"$KUBECTL" create --dry-run=client -o json -f "$e2e_tmp/guard-rendered.yaml" 2>/dev/null | jq -s '[.[] | select(.kind == "DaemonSet")][0]' >"$e2e_tmp/guard-ds.json"
+g_jq_checks --arg img "$pod_image" '.spec.template.spec as $s
+	| ($s.initContainers // [] | map(select(.name == "drainer-guard")) | first) as $g
+	| ($s.containers[] | select(.name == "plugin")) as $p
+	| (if $g.restartPolicy == "Always" and $g.image == $img and $g.command == ["/usr/bin/drainer"]
+	      and $g.args == ["guard", "--listen", "$(POD_IP):9465"]
+	   then "ok rendered: native sidecar drainer-guard (restartPolicy Always), image \($img), drainer guard --listen $(POD_IP):9465"
+	   else "FAIL rendered sidecar: \($g | tojson)" end),
+	  (if ($g.env | map(select(.name == "POD_IP"))[0].valueFrom.fieldRef.fieldPath) == "status.podIP"
+	      and ([$g.env[].name] | index("NODE_NAME") != null and index("POD_NAME") != null and index("POD_NAMESPACE") != null)
+	   then "ok rendered: POD_IP, NODE_NAME, POD_NAME, POD_NAMESPACE from the downward API" else "FAIL rendered env: \($g.env | tojson)" end),
+	  (if $g.securityContext.runAsNonRoot == true and $g.securityContext.readOnlyRootFilesystem == true
+	      and $g.securityContext.allowPrivilegeEscalation == false and $g.securityContext.capabilities.drop == ["ALL"]
+	      and $g.startupProbe.tcpSocket.port == 9465
+	   then "ok rendered: the sidecar runs as non-root, read-only, no capabilities, a TCP startup probe" else "FAIL rendered securityContext/startupProbe: \($g | tojson)" end),
+	  (if $p.lifecycle.preStop == {httpGet: {path: "/guard", port: 9465}}
+	   then "ok rendered: the plugin container preStop is httpGet /guard on port 9465" else "FAIL rendered preStop: \($p.lifecycle | tojson)" end),
+	  (if $s.terminationGracePeriodSeconds == 300 then "ok rendered: terminationGracePeriodSeconds 300" else "FAIL grace \($s.terminationGracePeriodSeconds)" end),
+	  (if ([.. | strings | select(test("(^|/)cp$|/guard/drainer"))] | length) == 0 and ([$s.volumes[]? | select(.name == "drainer-guard")] | length) == 0
+	   then "ok rendered: no copy of a binary (no cp, no /guard/drainer, no drainer-guard volume)" else "FAIL rendered: a copy is still there" end)
+	' "$e2e_tmp/guard-ds.json"
+# The exec form (for driver images that contain drainer) renders too: the same RBAC,
+# preStop exec /usr/bin/drainer guard, no sidecar.
+mkdir -p "$kdir/exec"
+printf 'resources: [../base]\ncomponents: [%s]\n' "$(realpath --relative-to="$kdir/exec" "$e2e_root/deploy/driver-guard/exec")" >"$kdir/exec/kustomization.yaml"
+kubectl kustomize "$kdir/exec" | "$KUBECTL" create --dry-run=client -o json -f - 2>/dev/null | jq -s '.' >"$e2e_tmp/guard-exec.json"
+g_jq_checks '([.[] | select(.kind == "DaemonSet")][0].spec.template.spec) as $s
+	| (if ($s.containers[] | select(.name == "plugin") | .lifecycle.preStop.exec.command) == ["/usr/bin/drainer", "guard"]
+	      and ($s.initContainers // [] | length) == 0
+	   then "ok deploy/driver-guard/exec renders: preStop exec /usr/bin/drainer guard, no sidecar" else "FAIL exec form: \($s | tojson)" end),
+	  (if ([.[] | select(.metadata.name == "drainer-guard") | .kind] | sort) == ["ClusterRole", "ClusterRoleBinding"]
+	   then "ok deploy/driver-guard/exec has the same ClusterRole and binding" else "FAIL exec form RBAC" end)' "$e2e_tmp/guard-exec.json"
 t0=$(now)
 kubectl apply -k "$kdir/overlay" >/dev/null
 check "kubectl apply -k of an overlay with the deploy/driver-guard component" test $? = 0
@@ -356,33 +425,51 @@ check_eq "the driver's ServiceAccount may (the guard's RBAC)" yes \
 	"$(kubectl auth can-i list resourceclaims.resource.k8s.io --as=$guard_user 2>/dev/null)"
 g_rollout
 t_install=$(since "$t0")
-check "the DaemonSet has the guard: preStop /guard/drainer guard, terminationGracePeriodSeconds 300, init container" \
-	bash -c "kubectl -n dra-system get ds dra-driver -o json | jq -e '.spec.template.spec | (.containers[0].lifecycle.preStop.exec.command == [\"/guard/drainer\", \"guard\"]) and .terminationGracePeriodSeconds == 300 and (.initContainers[0].command == [\"cp\", \"/usr/bin/drainer\", \"/guard/drainer\"])' >/dev/null"
+check "the DaemonSet has the guard: the drainer-guard sidecar, the plugin's httpGet preStop, terminationGracePeriodSeconds 300" \
+	bash -c "kubectl -n dra-system get ds dra-driver -o json | jq -e '.spec.template.spec | (.containers[0].lifecycle.preStop.httpGet.path == \"/guard\") and .terminationGracePeriodSeconds == 300 and (.initContainers[0].name == \"drainer-guard\" and .initContainers[0].restartPolicy == \"Always\")' >/dev/null"
 check "drivers ready after the install rollout" wait_until 60 g_drivers_ready
-# The runtime's log: the simulator's, or the real nodes' drainer-cri logs (each line
-# of a hook's end names the pod and container and ends with "after DURATION").
-if $real_nodes; then
-	hook_logs=("$DRAINER_CLUSTER_DIR"/cri-node-*.log)
-	hook_re='\(pod dra-system/dra-driver-[^ ,]+, container plugin\): exec "/guard/drainer guard" (exited|killed|cancelled)'
-else
-	hook_logs=("$sim_log")
-	hook_re='pod dra-system/dra-driver-[^ ]+ on [^ ]+: preStop hook of container plugin (exited|failed|killed)'
-fi
-declare -A log_from=()
-for f in "${hook_logs[@]}"; do log_from[$f]=$(wc -l <"$f"); done
+# Each driver pod runs the sidecar from drainer's image (its imageID: the archive's manifest).
+g_guard_images() {
+	kubectl -n dra-system get pods -l app.kubernetes.io/component=kubeletplugin -o json | jq -r '[.items[]
+		| select(.metadata.deletionTimestamp == null) | .status.initContainerStatuses[]? | select(.name == "drainer-guard")
+		| "\(.started) \(.imageID)"] | unique | join(",")'
+}
+want_id=${img_manifest:+localhost/drainer@$img_manifest}
+check_eq "every driver pod's sidecar started, from drainer's image" "true ${want_id:-$pod_image}" "$(g_guard_images)"
 audit_from=$(audit_lines)
+old_drivers=$(kubectl -n dra-system get pods -l app.kubernetes.io/component=kubeletplugin -o jsonpath='{.items[*].metadata.name}')
 t0=$(now)
 kubectl -n dra-system rollout restart ds/dra-driver >/dev/null
 g_rollout
 t_restart=$(since "$t0")
 check "drivers ready after the restart" wait_until 60 g_drivers_ready
 echo "  rollout of the guard (old pods without hook): $t_install s; rolling restart with the guard on $n_nodes nodes: $t_restart s"
-for f in "${hook_logs[@]}"; do tail -n +"$((${log_from[$f]} + 1))" "$f"; done | grep -E "$hook_re" >"$e2e_tmp/b-hooks.txt"
-sed 's/^/    /' "$e2e_tmp/b-hooks.txt"
-check_eq "one guard hook per node ran during the restart, each exited 0" "$n_nodes $n_nodes" \
-	"$(grep -c . "$e2e_tmp/b-hooks.txt") $(grep -c 'exited 0' "$e2e_tmp/b-hooks.txt")"
-slow=$(sed -n 's/.* after \([0-9.]*\)\(m\?s\)$/\1 \2/p' "$e2e_tmp/b-hooks.txt" | awk '{ s = ($2 == "ms") ? $1 / 1000 : $1; if (s >= 1) n++ } END { print n + 0 }')
-check_eq "every guard hook returned within 1 s (node not draining)" 0 "$slow"
+sleep 1
+g_audit_since "$audit_from" >"$e2e_tmp/b-audit.json"
+# From the audit log, per old driver pod: its deletion request -> its guard's first
+# request (the preStop's GET reached the sidecar: a list of the Node with the token
+# bound to that pod) -> the kubelet's final DELETE. The guard saw no drain: it listed
+# nothing but the Node. And the kubelet reported no failed hook (FailedPreStopHook).
+jq -rs --arg kre "$kubelet_re" --arg u "$guard_user" --arg old "$old_drivers" "$jq_ts"'
+	. as $ev | ($old | split(" ")) as $olds
+	| $olds[] as $p
+	| ([$ev[] | select(.objectRef.resource == "pods" and .objectRef.namespace == "dra-system" and .objectRef.name == $p
+		and .verb == "delete" and .objectRef.subresource == null and (.user.username | test($kre) | not))
+		| .requestReceivedTimestamp | ts] | min) as $asked
+	| ([$ev[] | select(.objectRef.resource == "pods" and .objectRef.name == $p and .verb == "delete" and .objectRef.subresource == null
+		and (.user.username | test($kre)) and .responseStatus.code == 200) | .requestReceivedTimestamp | ts] | max) as $gone
+	| ([$ev[] | select(.user.username == $u and ((.userAgent // "") | startswith("drainer/"))
+		and ((.user.extra["authentication.kubernetes.io/pod-name"] // []) | index($p)))]) as $g
+	| "\($p) \($asked // "null") \($gone // "null") \(([$g[] | select(.objectRef.resource == "nodes") | .requestReceivedTimestamp | ts] | min) // "null") \([$g[] | select(.objectRef.resource != "nodes")] | length)"
+	' "$e2e_tmp/b-audit.json" >"$e2e_tmp/b-guards.txt"
+awk '{ printf "    %s: deleted; its guard read the Node %s s later; gone %s s after the deletion (%d requests beyond the Node)\n", $1,
+	($4 == "null" || $2 == "null") ? "?" : sprintf("%.2f", $4 - $2), ($3 == "null" || $2 == "null") ? "?" : sprintf("%.2f", $3 - $2), $5 }' "$e2e_tmp/b-guards.txt"
+check_eq "each of the $n_nodes old driver pods' preStop reached its guard between its deletion and its end (audit: the Node list with the token bound to that pod)" \
+	"$n_nodes" "$(awk '$2 != "null" && $3 != "null" && $4 != "null" && $4 >= $2 && $4 <= $3 { n++ } END { print n + 0 }' "$e2e_tmp/b-guards.txt")"
+check_eq "... and none of those guards read pods, claims or slices (the node was not draining)" 0 \
+	"$(awk '{ n += $5 } END { print n + 0 }' "$e2e_tmp/b-guards.txt")"
+check_eq "no FailedPreStopHook Event for the driver pods (the kubelet reached the guard)" 0 \
+	"$(kubectl -n dra-system get events --field-selector reason=FailedPreStopHook -o json | jq '.items | length')"
 # From the audit log: each old driver pod's deletion request -> the kubelet's final DELETE.
 g_audit_since "$audit_from" | jq -rs --arg kre "$kubelet_re" "$jq_ts"'
 	[.[] | select(.objectRef.resource == "pods" and .objectRef.namespace == "dra-system" and .verb == "delete" and .objectRef.subresource == null)]
@@ -468,6 +555,36 @@ env -u POD_NAME -u POD_NAMESPACE KUBECONFIG="$e2e_tmp/norbac.kubeconfig" "$guard
 check_eq "an identity without the guard's RBAC: exit 1 (the hook then lets the driver go)" 1 $?
 check "  and names the refusal" grep -qi 'forbidden' "$e2e_tmp/d.log"
 
+# The server form, run directly on loopback (what the sidecar runs on the pod IP): one
+# run per GET /guard, its answer by status; nothing else is served.
+env -u POD_NAME -u POD_NAMESPACE -u NODE_NAME KUBECONFIG="$e2e_tmp/guard.kubeconfig" \
+	"$guard_bin" guard --node "$x" --listen 127.0.0.1:0 --deadline 3s >"$e2e_tmp/srv.log" 2>&1 &
+srv_pid=$!
+track_pid $srv_pid
+srv_port() { sed -n 's/.*GET \/guard on 127.0.0.1:0 (port \([0-9]*\)).*/\1/p' "$e2e_tmp/srv.log"; }
+wait_until 10 grep -q '(port [0-9]*)' "$e2e_tmp/srv.log"
+check "guard --listen 127.0.0.1:0 listens, on a free port ($(srv_port))" test -n "$(srv_port)"
+srv=http://127.0.0.1:$(srv_port)
+t0=$(now)
+check_eq "GET /guard, node not draining: 200 at once ($(since "$t0") s)" 200 "$(curl -s -o "$e2e_tmp/srv.body" -w '%{http_code}' --max-time 10 "$srv/guard")"
+check "  its body says why" grep -q 'is not being drained' "$e2e_tmp/srv.body"
+undo_drain="kubectl uncordon $x" && kubectl cordon "$x" >/dev/null
+t0=$(now)
+code=$(curl -s -o "$e2e_tmp/srv.body" -w '%{http_code}' --max-time 10 "$srv/guard")
+secs=$(since "$t0")
+eval "$undo_drain" >/dev/null
+undo_drain=
+check_eq "GET /guard, node cordoned, claims held: 504 after --deadline 3s (${secs} s)" 504 "$code"
+check "  its body names the 3 claim holders still there" bash -c "[ \"\$(grep -o '$ns/[a-z0-9-]*' '$e2e_tmp/srv.body' | grep -v '^$ns/web-' | sort -u | grep -c .)\" -ge 6 ]"
+sed 's/^/    /' "$e2e_tmp/srv.body" | cut -c1-300
+check_eq "POST /guard: 405" 405 "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST "$srv/guard")"
+check_eq "HEAD /guard: 405" 405 "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -I "$srv/guard")"
+check_eq "GET /metrics: 404 (one path only)" 404 "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$srv/metrics")"
+kill -TERM $srv_pid
+wait $srv_pid
+check_eq "SIGTERM: the server stops, exit 0" 0 $?
+untrack_pid $srv_pid
+
 # =====================================================================
 if [ "$n_nodes" -ge "$load" ]; then
 	drain_nodes=$(echo "$nodes" | head -n "$load" | tr '\n' ' ')
@@ -479,7 +596,7 @@ set -- $drain_nodes
 drain_arr=("$@")
 n_drain=$#
 n_direct=$((load - n_drain))
-echo "--- D. the guard on $n_drain drained node(s) at once ($n_drain hook(s) + $n_direct direct guard run(s) = $load guards)"
+echo "--- D. the guard on $n_drain drained node(s) at once ($n_drain sidecar(s) + $n_direct direct guard run(s) = $load guards)"
 g_apply_workload "$@"
 check "workload running on the $n_drain node(s)" wait_until 180 g_workload_running "$@"
 check "drivers ready" wait_until 60 g_drivers_ready
@@ -581,15 +698,19 @@ g_jq_checks --argjson g "$load" '
 if $real_nodes; then
 	echo "--- E. the real kubelet's grace period bounds the guard (an eviction asking for 12 s)"
 	# The node drains (taint), its claim holders stay (nobody evicts them); only the
-	# driver pod is evicted, asking for a 12 s grace period. The hook's guard reads its
-	# pod's deletionGracePeriodSeconds and gives up 5 s before it ends (exit 3); the
-	# kubelet then stops the plugin: the driver pod is gone within the grace period
-	# although the claims are still on the node.
+	# driver pod is evicted, asking for a 12 s grace period. The sidecar's guard reads
+	# its pod's deletionGracePeriodSeconds and answers the preStop's GET 5 s before it
+	# ends (504, naming what was still held); the kubelet then stops the plugin, then
+	# the sidecar: the driver pod is gone within the grace period although the claims
+	# are still on the node.
 	g_untaint "$x"
 	check "workload back on $x" wait_until 120 g_workload_running "$x"
 	wait_until 60 g_driver_running "$x"
 	drv=$(g_driver_pods "$x" | jq -r '[.[] | select(.metadata.deletionTimestamp == null)][0].metadata.name')
-	for f in "${hook_logs[@]}"; do log_from[$f]=$(wc -l <"$f"); done
+	# The sidecar's log, followed through the kubelet until the container ends (shown only).
+	kubectl -n dra-system logs -f "$drv" -c drainer-guard --since=1s >"$e2e_tmp/e-guard.log" 2>&1 &
+	e_logs=$!
+	track_pid $e_logs
 	audit_from=$(audit_lines)
 	g_taint "$x"
 	t0=$(now)
@@ -617,9 +738,21 @@ if $real_nodes; then
 		    (if $released == null or $released > $gone then "ok the claims of the node were still allocated when the driver went (the guard gave up at its deadline, it was not released)"
 		     else "FAIL a claim of \($ns) was released at \($released), before the driver went at \($gone)" end)
 		  end' "$e2e_tmp/e-audit.json"
-	for f in "${hook_logs[@]}"; do tail -n +"$((${log_from[$f]} + 1))" "$f"; done | grep -E "$hook_re" | grep -F "$drv" >"$e2e_tmp/e-hooks.txt"
-	sed 's/^/    /' "$e2e_tmp/e-hooks.txt"
-	check "the guard hook of $drv gave up with exit 3 (its runtime's log)" grep -q 'exited 3 after' "$e2e_tmp/e-hooks.txt"
+	# The preStop's GET reached the guard of that pod, which held (it read the node's
+	# pods and claims, with the token bound to the pod) and answered: the kubelet
+	# recorded no failed hook.
+	g_jq_checks -s --arg drv "$drv" --arg u "$guard_user" '
+		[.[] | select(.user.username == $u and ((.userAgent // "") | startswith("drainer/"))
+			and ((.user.extra["authentication.kubernetes.io/pod-name"] // []) | index($drv)))] as $g
+		| if ([$g[] | select(.objectRef.resource == "resourceclaims" and .verb == "watch")] | length) >= 1
+		     and ([$g[] | select(.objectRef.resource == "pods" and .verb == "watch")] | length) >= 1
+		  then "ok the guard of \($drv) held: it watched the node'"'"'s pods and the claims (\($g | length) requests, audit)"
+		  else "FAIL the guard of \($drv) did not hold: \([$g[] | "\(.verb) \(.objectRef.resource)"] | join(", "))" end' "$e2e_tmp/e-audit.json"
+	check_eq "no FailedPreStopHook Event for $drv" 0 \
+		"$(kubectl -n dra-system get events --field-selector "reason=FailedPreStopHook,involvedObject.name=$drv" -o json | jq '.items | length')"
+	wait_until 10 bash -c "! kill -0 $e_logs 2>/dev/null"
+	reap_pid "$e_logs"
+	sed 's/^/    sidecar: /' "$e2e_tmp/e-guard.log" | cut -c1-300 | tail -n 6
 	check_eq "the 3 claims are still on $x" 3 "$(g_claims_on_node "$x" | jq --arg ns $ns '[.[] | select(.ns == $ns)] | length')"
 	g_untaint "$x"
 	check "driver of $x back once the node is no longer draining" wait_until 60 g_driver_running "$x"
@@ -633,7 +766,7 @@ kubectl apply -f "$manifest" >/dev/null
 g_rollout
 kubectl delete clusterrolebinding,clusterrole drainer-guard >/dev/null
 echo "  guard removed in $(since "$t0") s (old pods ran their guard hook: nodes not draining)"
-check "the DaemonSet is back as tests/cluster/up applied it (no hook)" bash -c "! kubectl -n dra-system get ds dra-driver -o json | jq -e '[.spec.template.spec.containers[].lifecycle.preStop // empty] | length > 0' >/dev/null"
+check "the DaemonSet is back as tests/cluster/up applied it (no hook, no sidecar)" bash -c "! kubectl -n dra-system get ds dra-driver -o json | jq -e '([.spec.template.spec.containers[].lifecycle.preStop // empty] | length > 0) or ((.spec.template.spec.initContainers // []) | length > 0)' >/dev/null"
 kubectl delete namespace $ns --wait=true --timeout=120s >/dev/null
 check "test namespace deleted" test $? = 0
 check "every driver runs again and publishes its slice" wait_until 120 g_drivers_ready

@@ -188,7 +188,7 @@ cat >"$o/guard/kustomization.yaml" <<-YAML
 YAML
 check_eq "overlay on deploy/: images: retargets the DaemonSet" "registry.example.com/ops/drainer:9.9.9" "$(imgs "$o/ds" | tr '\n' ' ' | sed 's/ $//')"
 check_eq "overlay on deploy/cluster-mode: images: (by digest) retargets the Deployment" "registry.example.com/ops/drainer@sha256:$manifest" "$(imgs "$o/cm" | tr '\n' ' ' | sed 's/ $//')"
-check_eq "overlay with deploy/driver-guard: the init container is retargeted, the driver's image kept" \
+check_eq "overlay with deploy/driver-guard: the guard sidecar (an init container) is retargeted, the driver's image kept" \
 	"registry.example.com/my-driver:1.0 registry.example.com/ops/drainer:9.9.9" "$(imgs "$o/guard" | tr '\n' ' ' | sed 's/ $//')"
 
 # --- monitoring: the Service finds the pods -------------------------------------------
