@@ -93,7 +93,13 @@ struct guard_server {
         struct guard *runs;         /* owned, one per request not yet answered or closing */
         unsigned n_runs;
         bool stopping, httpd_closed, done;
+        struct dtimer linger; /* on a stop: lets the last answers go out before the close */
+        uint64_t stop_at;
 };
+
+/* How long a stop waits for the answers it gave to leave (the kubelet stops a native
+ * sidecar after the pod's other containers: nobody should be waiting by then). */
+#define GUARD_STOP_LINGER_USEC (1 * USEC_PER_SEC)
 
 static int on_guard_opt(int opt, const char *arg, void *userdata) {
         struct guard_opts *o = userdata;
@@ -650,6 +656,23 @@ static void on_httpd_closed(void *userdata) {
         server_maybe_done(s);
 }
 
+/* Closes the endpoint once no connection is left (the answers are out), or after
+ * GUARD_STOP_LINGER_USEC. */
+static void on_linger(struct dtimer *t) {
+        struct guard_server *s = container_of(t, struct guard_server, linger);
+
+        if (!s->httpd)
+                return;
+        if (httpd_connections(s->httpd) > 0 &&
+            timesrc_now(s->app->ts) - s->stop_at < GUARD_STOP_LINGER_USEC) {
+                dtimer_start(&s->linger, 20 * USEC_PER_MSEC);
+                return;
+        }
+        httpd_close(s->httpd, on_httpd_closed, s);
+        s->httpd = NULL;
+        server_maybe_done(s);
+}
+
 /* SIGTERM (the kubelet stops a native sidecar after the pod's other containers):
  * every request still waiting is answered 503, then the server stops, exit 0. */
 static void on_server_signal(uv_signal_t *h, int signum) {
@@ -668,9 +691,8 @@ static void on_server_signal(uv_signal_t *h, int signum) {
                 if (g->req)
                         run_answer(g);
         }
-        httpd_close(s->httpd, on_httpd_closed, s);
-        s->httpd = NULL;
-        server_maybe_done(s);
+        s->stop_at = timesrc_now(s->app->ts);
+        on_linger(&s->linger);
 }
 
 static void on_server_signal_closed(uv_handle_t *h) {
@@ -683,6 +705,10 @@ static int guard_serve(struct app *a, const struct guard_opts *o) {
         unsigned signals_closed = 0;
         int r;
 
+        if (dtimer_init(&s.linger, a->ts, on_linger) < 0) {
+                log_oom();
+                return EXIT_ERROR;
+        }
         r = httpd_new(&a->loop,
                       &(const struct httpd_options){
                               .address = o->listen,
@@ -696,6 +722,7 @@ static int guard_serve(struct app *a, const struct guard_opts *o) {
                       &s.httpd);
         if (r < 0) {
                 log_error_errno(r, "Cannot listen on %s: %m", o->listen);
+                dtimer_done(&s.linger);
                 return EXIT_ERROR; /* app_done() lets the handles of the failed start close */
         }
         log_info("guarding the DRA driver on node \"%s\": GET %s on %s (port %u) holds until its claims are "
@@ -712,6 +739,7 @@ static int guard_serve(struct app *a, const struct guard_opts *o) {
         uv_close((uv_handle_t *)&sigterm, on_server_signal_closed);
         while (signals_closed < 2 && uv_run(&a->loop, UV_RUN_ONCE) != 0)
                 ;
+        dtimer_done(&s.linger);
         return EXIT_DONE;
 }
 
