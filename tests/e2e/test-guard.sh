@@ -580,10 +580,21 @@ sed 's/^/    /' "$e2e_tmp/srv.body" | cut -c1-300
 check_eq "POST /guard: 405" 405 "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST "$srv/guard")"
 check_eq "HEAD /guard: 405" 405 "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -I "$srv/guard")"
 check_eq "GET /metrics: 404 (one path only)" 404 "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$srv/metrics")"
+# SIGTERM while a GET waits (node cordoned, claims held): that GET is answered 503, then
+# the server stops with exit 0.
+undo_drain="kubectl uncordon $x" && kubectl cordon "$x" >/dev/null
+n_waiting=$(grep -c 'waiting: ' "$e2e_tmp/srv.log")
+curl -s -o "$e2e_tmp/srv.body" -w '%{http_code}' --max-time 10 "$srv/guard" >"$e2e_tmp/srv.code" &
+curl_pid=$!
+wait_until 5 bash -c "[ \$(grep -c 'waiting: ' '$e2e_tmp/srv.log') -gt $n_waiting ]"
 kill -TERM $srv_pid
 wait $srv_pid
 check_eq "SIGTERM: the server stops, exit 0" 0 $?
 untrack_pid $srv_pid
+wait $curl_pid
+eval "$undo_drain" >/dev/null
+undo_drain=
+check_eq "  the GET that was waiting got 503 ($(cat "$e2e_tmp/srv.body" 2>/dev/null | head -c 60))" 503 "$(cat "$e2e_tmp/srv.code")"
 
 # =====================================================================
 if [ "$n_nodes" -ge "$load" ]; then
