@@ -468,8 +468,9 @@ check_eq "each of the $n_nodes old driver pods' preStop reached its guard betwee
 	"$n_nodes" "$(awk '$2 != "null" && $3 != "null" && $4 != "null" && $4 >= $2 && $4 <= $3 { n++ } END { print n + 0 }' "$e2e_tmp/b-guards.txt")"
 check_eq "... and none of those guards read pods, claims or slices (the node was not draining)" 0 \
 	"$(awk '{ n += $5 } END { print n + 0 }' "$e2e_tmp/b-guards.txt")"
-check_eq "no FailedPreStopHook Event for the driver pods (the kubelet reached the guard)" 0 \
-	"$(kubectl -n dra-system get events --field-selector reason=FailedPreStopHook -o json | jq '.items | length')"
+check_eq "no FailedPreStopHook Event for those $n_nodes pods (the kubelet reached the guard)" 0 \
+	"$(kubectl -n dra-system get events --field-selector reason=FailedPreStopHook -o json |
+		jq --arg old "$old_drivers" '($old | split(" ")) as $o | [.items[] | select(.involvedObject.name as $n | $o | index($n))] | length')"
 # From the audit log: each old driver pod's deletion request -> the kubelet's final DELETE.
 g_audit_since "$audit_from" | jq -rs --arg kre "$kubelet_re" "$jq_ts"'
 	[.[] | select(.objectRef.resource == "pods" and .objectRef.namespace == "dra-system" and .verb == "delete" and .objectRef.subresource == null)]
