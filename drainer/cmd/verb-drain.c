@@ -141,10 +141,11 @@ struct runner {
         char *last_line;
         uv_signal_t sigint, sigterm;
         bool interrupted;
-        struct sysbus *bus; /* systemd:UNIT drivers; NULL without a system bus */
-        char *needs_flag;   /* the last run was refused: the flag that allows what is recorded */
-        char *rerun;        /* ... and the command to run with it */
-        int argc;           /* the command line as given (before --config) */
+        struct sysbus *bus;    /* systemd:UNIT drivers; NULL without a system bus */
+        char *needs_flag;      /* the last run was refused: the flag that allows what is recorded */
+        char *rerun;           /* ... and the command to run with it */
+        cJSON *ns_terminating; /* "ns/name" of pods met in a namespace being deleted, all runs */
+        int argc;              /* the command line as given (before --config) */
         char **argv;
 };
 
@@ -243,6 +244,20 @@ static void on_engine_finished(struct engine *e, const struct engine_summary *s,
         rn->acc.pods_evicted += s->pods_evicted;
         rn->acc.claims_waited += s->claims_waited;
         rn->acc.changed |= s->changed;
+        for (size_t i = 0; i < s->n_ns_terminating; i++) {
+                _cleanup_free_ char *k = NULL;
+                const cJSON *it;
+                bool dup = false;
+
+                if (!rn->ns_terminating)
+                        rn->ns_terminating = cJSON_CreateArray();
+                if (!rn->ns_terminating ||
+                    asprintf(&k, "%s/%s", s->ns_terminating[i].ns, s->ns_terminating[i].name) < 0)
+                        break;
+                cJSON_ArrayForEach(it, rn->ns_terminating) dup = dup || streq(it->valuestring, k);
+                if (!dup)
+                        cJSON_AddItemToArray(rn->ns_terminating, cJSON_CreateString(k));
+        }
         free(rn->needs_flag);
         rn->needs_flag = s->needs_flag ? strdup(s->needs_flag) : NULL;
         rn->summary = *s;
@@ -339,6 +354,10 @@ static cJSON *summary_json(struct runner *rn, const char *verb, int result) {
                 }
         cJSON_AddNumberToObject(j, "podsEvicted", (double)rn->acc.pods_evicted);
         cJSON_AddNumberToObject(j, "claimsWaitedFor", (double)rn->acc.claims_waited);
+        /* Evictions answered NamespaceTerminating: retried until the namespace controller
+         * marked the pod deleted, then waited for (kubectl drain's rule). */
+        if (rn->ns_terminating)
+                cJSON_AddItemReferenceToObject(j, "waitedForNamespaceDeletion", rn->ns_terminating);
         if (rn->cmd_status >= 0)
                 cJSON_AddNumberToObject(j, "commandExitStatus", rn->cmd_status);
         if (result == -EPERM && rn->summary.plan && rn->summary.plan->n_blockers > 0) {
@@ -663,6 +682,7 @@ out_signals:
         free(rn.message);
         free(rn.last_line);
         free(rn.needs_flag);
+        cJSON_Delete(rn.ns_terminating);
         free(rn.rerun);
 out:
         app_done(&app);

@@ -87,6 +87,7 @@ struct engine {
 
         struct engine_held held[MAX_HELD];
         size_t n_held;
+        struct engine_held ns_terminating[MAX_HELD]; /* for the summary */
 
         /* metrics (metrics.h, the default registry) */
         bool m_state_seen;                /* the Node's state was read at least once */
@@ -126,6 +127,31 @@ static void set_message(struct engine *e, const char *fmt, ...) {
 
 static const char *not_ready_note(const struct node_rec *n) {
         return n->ready ? "" : "; " NOT_READY_NOTE;
+}
+
+#define NS_TERMINATING_NOTE \
+        "waiting for the namespace controller to delete pods of namespaces being deleted: "
+
+/* "; NS_TERMINATING_NOTE ns/a, ns/b" for the pods whose eviction was answered
+ * NamespaceTerminating and that are still on the node (held, or deleting now), as
+ * kubectl waits for them; "" when there are none. Cut at size. */
+static const char *ns_terminating_note(struct engine *e, char *buf, size_t size) {
+        struct evictor_held nt[MAX_HELD];
+        size_t k = evictor_ns_terminating(e->evictor, nt, MAX_HELD), len = 0, shown = 0;
+
+        buf[0] = 0;
+        for (size_t i = 0; i < k && len < size; i++) {
+                bool present = false;
+
+                for (size_t j = 0; j < e->plan.n_pods && !present; j++)
+                        present = streq(e->plan.pods[j].pod->ns, nt[i].ns) &&
+                                  streq(e->plan.pods[j].pod->name, nt[i].name);
+                if (!present)
+                        continue;
+                len += snprintf(buf + len, size - len, "%s%s/%s", shown++ ? ", " : "; " NS_TERMINATING_NOTE,
+                                nt[i].ns, nt[i].name);
+        }
+        return buf;
 }
 
 static void kick(struct engine *e) {
@@ -293,6 +319,16 @@ static void finish(struct engine *e, int result, const char *fmt, ...) {
                 evictor_get_stats(e->evictor, &es);
                 e->summary.pods_evicted = es.accepted;
                 e->changed = e->changed || es.submitted > 0;
+        }
+        {
+                struct evictor_held nt[MAX_HELD];
+                size_t k = evictor_ns_terminating(e->evictor, nt, MAX_HELD);
+
+                for (size_t i = 0; i < k; i++)
+                        e->ns_terminating[i] =
+                                (struct engine_held){ nt[i].ns, nt[i].name, nt[i].reason, true };
+                e->summary.ns_terminating = e->ns_terminating;
+                e->summary.n_ns_terminating = k;
         }
         e->summary.claims_waited = hashmap_size(e->claims_seen);
         e->summary.total_usec = now - e->started_at;
@@ -578,6 +614,23 @@ static void message_follows_readiness(struct engine *e, const struct node_rec *n
         patch_node(e, body);
 }
 
+/* While evictions wait for a namespace being deleted, drainer.io/message names
+ * those pods, and stops once they are gone: one patch of the message per change of
+ * that list, not per update. */
+static void message_follows_ns_terminating(struct engine *e, const struct node_rec *n) {
+        const char *noted = e->st.message ? strstr(e->st.message, NS_TERMINATING_NOTE) : NULL,
+                   *want = e->message ? strstr(e->message, NS_TERMINATING_NOTE) : NULL;
+        char *body = NULL;
+        int r;
+
+        if (streq_ptr(noted, want) || !e->message || message_is(&e->st, e->message))
+                return;
+        r = drain_patch_message(n, e->message, &body);
+        if (r < 0)
+                return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+        patch_node(e, body);
+}
+
 /* A refusal after preflight, with the node in a phase of a drain: nothing more is
  * done, drainer.io/message says why (one patch of the message only), then finish()
  * posts the DrainerBlocked Event. A rerun that is allowed resumes from the phase. */
@@ -853,23 +906,30 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                 rest = rest && evict_group(e, EVICT_GROUP_REST_CRITICAL);
         }
 
+        char nsnote[DRAIN_MESSAGE_MAX];
+
+        ns_terminating_note(e, nsnote, sizeof(nsnote));
         switch (ph) {
         case DRAIN_PHASE_EVICT_CLAIM_HOLDERS:
-                set_message(e, "evicting claim holders: %zu left",
+                set_message(e, "evicting claim holders: %zu left%s",
                             e->plan.n_per_group[EVICT_GROUP_CLAIM_HOLDERS] +
-                                    e->plan.n_per_group[EVICT_GROUP_CLAIM_HOLDERS_CRITICAL]);
+                                    e->plan.n_per_group[EVICT_GROUP_CLAIM_HOLDERS_CRITICAL],
+                            nsnote);
                 if (chc)
-                        patch_phase(e, n, DRAIN_PHASE_EVICT_REST, "evicting the remaining workload pods");
-                return;
+                        return patch_phase(e, n, DRAIN_PHASE_EVICT_REST,
+                                           "evicting the remaining workload pods");
+                return message_follows_ns_terminating(e, n);
         case DRAIN_PHASE_EVICT_REST:
-                set_message(e, "evicting the rest: %zu left",
+                set_message(e, "evicting the rest: %zu left%s",
                             e->plan.n_per_group[EVICT_GROUP_REST] +
-                                    e->plan.n_per_group[EVICT_GROUP_REST_CRITICAL]);
+                                    e->plan.n_per_group[EVICT_GROUP_REST_CRITICAL],
+                            nsnote);
                 if (chc && rest)
-                        patch_phase(e, n, DRAIN_PHASE_WAIT_RELEASED,
-                                    "waiting until the evicted pods are gone and no ResourceClaim is on the "
-                                    "node");
-                return;
+                        return patch_phase(
+                                e, n, DRAIN_PHASE_WAIT_RELEASED,
+                                "waiting until the evicted pods are gone and no ResourceClaim is on "
+                                "the node");
+                return message_follows_ns_terminating(e, n);
         default:
                 break;
         }
@@ -879,10 +939,12 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
         bool released = left == 0 && e->plan.n_claims_blocking == 0;
 
         if (ph == DRAIN_PHASE_WAIT_RELEASED) {
-                set_message(e, "waiting: %zu pods and %zu ResourceClaims left on the node%s", left,
-                            e->plan.n_claims_blocking, left > 0 ? not_ready_note(n) : "");
+                set_message(e, "waiting: %zu pods and %zu ResourceClaims left on the node%s%s", left,
+                            e->plan.n_claims_blocking, left > 0 ? not_ready_note(n) : "", nsnote);
                 if (!released) {
                         message_follows_readiness(e, n, left);
+                        if (!e->node_call)
+                                message_follows_ns_terminating(e, n);
                         return;
                 }
                 if (e->o.skip_driver_stop)
@@ -1234,7 +1296,8 @@ static void report(struct engine *e) {
         memcpy(pr.pods_left, e->plan.n_per_group, sizeof(pr.pods_left));
         e->n_held = evictor_held(e->evictor, held, MAX_HELD);
         for (size_t i = 0; i < e->n_held; i++)
-                e->held[i] = (struct engine_held){ held[i].ns, held[i].name, held[i].reason };
+                e->held[i] = (struct engine_held){ held[i].ns, held[i].name, held[i].reason,
+                                                   held[i].ns_terminating };
         pr.held = e->held;
         pr.n_held = e->n_held;
         metrics_node(e);

@@ -14,11 +14,16 @@
 #include "drainer/evictor.h"
 #include "drainer/hashmap.h"
 #include "drainer/json.h"
+#include "drainer/kstatus.h"
 #include "drainer/log.h"
 #include "drainer/metrics.h"
 #include "drainer/timesrc.h"
 
 #define MAX_EVICTIONS 100000
+
+/* kubectl's EvictErrorRetryDelay: how often an eviction refused because the pod's
+ * namespace is being deleted goes out again (pkg/drain/drain.go evictPods). */
+#define NS_TERMINATING_RETRY_USEC (5 * USEC_PER_SEC)
 
 enum evict_state {
         EV_IN_FLIGHT,
@@ -33,8 +38,9 @@ struct eviction {
         enum evict_state state;
         unsigned attempts;
         uint64_t retry_at;
-        char *reason; /* why it is held (429 message) */
-        bool pdb;     /* the last answer was 429: a PodDisruptionBudget */
+        char *reason;        /* why it is held (429 message) */
+        bool pdb;            /* the last answer was 429: a PodDisruptionBudget */
+        bool ns_terminating; /* answered 403 NamespaceTerminating (this run, at least once) */
         struct kube_call *call;
 };
 
@@ -120,6 +126,24 @@ static void on_evicted(const struct kube_result *res, void *userdata) {
                 v->stats.accepted++;
                 log_debug("evicted %s/%s", ev->ns, ev->name);
                 return answer(v, ev, 0);
+        }
+        if (res->error == -EACCES && kube_status_has_cause(res->status_body, "NamespaceTerminating")) {
+                /* The namespace is being deleted: no eviction can be created in it, and
+                 * the namespace controller deletes the pod soon. kubectl retries until
+                 * the pod is marked deleted, then waits for it; so do we (evictor_evict
+                 * stops once the pod is deleting). Not a failure. */
+                v->stats.retried++;
+                ev->ns_terminating = true;
+                ev->state = EV_RETRY;
+                if (asprintf(&ev->reason,
+                             "namespace %s is being deleted: waiting for the namespace controller to delete "
+                             "the pod (the eviction is retried every %u s)",
+                             ev->ns, (unsigned)(NS_TERMINATING_RETRY_USEC / USEC_PER_SEC)) < 0)
+                        ev->reason = NULL;
+                ev->retry_at = timesrc_now(v->ts) + NS_TERMINATING_RETRY_USEC;
+                log_debug("eviction of %s/%s: %s", ev->ns, ev->name, strna(ev->reason));
+                due_at(v, ev->retry_at);
+                return answer(v, ev, -EAGAIN);
         }
         if (res->error == -EACCES) {
                 ev->state = EV_RETRY;
@@ -294,6 +318,11 @@ bool evictor_evict(struct evictor *v, const struct plan *p, enum evict_group g) 
                          * so a later group never overlaps an earlier one's requests. */
                         if (ev && ev->state == EV_IN_FLIGHT)
                                 all = false;
+                        else if (ev && ev->state == EV_RETRY && ev->retry_at != UINT64_MAX)
+                                /* Deleted by someone else (the namespace controller, for a
+                                 * namespace being deleted): nothing more to send; the engine
+                                 * waits for it like any evicted pod. */
+                                ev->state = EV_ACCEPTED;
                         continue;
                 }
                 if (ev && ev->state == EV_ACCEPTED)
@@ -324,7 +353,21 @@ size_t evictor_held(const struct evictor *v, struct evictor_held *ret, size_t ma
                 const struct eviction *ev = val;
 
                 if (ev->state == EV_RETRY && ev->reason)
-                        ret[n++] = (struct evictor_held){ ev->ns, ev->name, ev->reason };
+                        ret[n++] = (struct evictor_held){ ev->ns, ev->name, ev->reason, ev->ns_terminating };
+        }
+        return n;
+}
+
+size_t evictor_ns_terminating(const struct evictor *v, struct evictor_held *ret, size_t max) {
+        const char *key;
+        void *val;
+        size_t i = 0, n = 0;
+
+        while (n < max && hashmap_iterate(v->evictions, &i, &key, &val)) {
+                const struct eviction *ev = val;
+
+                if (ev->ns_terminating)
+                        ret[n++] = (struct evictor_held){ ev->ns, ev->name, ev->reason, true };
         }
         return n;
 }

@@ -93,6 +93,7 @@ struct kube_call {
         long status;
         char *reason, *message;
         cJSON *json;
+        cJSON *status_body; /* the Status of an error answer */
         uint64_t retry_after_usec;
 };
 
@@ -133,6 +134,7 @@ static void call_free(struct kube_call *call) {
         free(call->list_rv);
         free(call->reason);
         free(call->message);
+        cJSON_Delete(call->status_body);
         cJSON_Delete(call->json);
         free(call);
 }
@@ -170,6 +172,7 @@ static void on_call_timer(struct dtimer *t) {
                         .reason = call->reason,
                         .message = call->message,
                         .json = call->json,
+                        .status_body = call->status_body,
                         .resource_version = call->list_rv,
                         .retry_after_usec = call->retry_after_usec,
                         .attempts = call->attempts,
@@ -217,6 +220,8 @@ static void call_schedule(struct kube_call *call, uint64_t delay_usec) {
 }
 
 static void set_message(struct kube_call *call, const char *reason, const char *message) {
+        cJSON_Delete(call->status_body);
+        call->status_body = NULL;
         free(call->reason);
         free(call->message);
         call->reason = reason ? strdup(reason) : NULL;
@@ -237,6 +242,8 @@ static int parse_error_body(struct kube_call *call, long status, const char *bod
                 free(call->message);
                 call->reason = reason;
                 call->message = message;
+                cJSON_Delete(call->status_body);
+                call->status_body = TAKE_PTR(j);
                 if (r >= 0)
                         r = http_status_to_errno(status);
                 return r;

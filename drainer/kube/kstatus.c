@@ -112,3 +112,15 @@ int64_t kube_status_retry_after_seconds(const cJSON *status) {
                 return INT32_MAX;
         return (int64_t)v->valuedouble;
 }
+
+bool kube_status_has_cause(const cJSON *status, const char *type) {
+        const cJSON *details = cJSON_GetObjectItemCaseSensitive(status, "details");
+        const cJSON *causes = cJSON_GetObjectItemCaseSensitive(details, "causes"), *c;
+
+        if (!type || !cJSON_IsArray(causes))
+                return false;
+        cJSON_ArrayForEach(c, causes) if (streq_ptr(string_field(c, "reason"),
+                                                    type)) /* StatusCause.Type is "reason" in JSON */
+                return true;
+        return false;
+}

@@ -31,11 +31,12 @@ struct kube_client_options {
 };
 
 struct kube_result {
-        int error;                    /* 0 on success, else negative errno */
-        long status;                  /* HTTP status of the last attempt, 0 if none */
-        const char *reason;           /* Status reason on errors (e.g. "TooManyRequests"), or NULL */
-        const char *message;          /* Status message or transport error text, or NULL */
-        const cJSON *json;            /* parsed body on success; NULL for watches and empty bodies */
+        int error;                /* 0 on success, else negative errno */
+        long status;              /* HTTP status of the last attempt, 0 if none */
+        const char *reason;       /* Status reason on errors (e.g. "TooManyRequests"), or NULL */
+        const char *message;      /* Status message or transport error text, or NULL */
+        const cJSON *json;        /* parsed body on success; NULL for watches and empty bodies */
+        const cJSON *status_body; /* the metav1.Status of an error answer (details.causes ...), or NULL */
         const char *resource_version; /* lists: metadata.resourceVersion of the list */
         uint64_t retry_after_usec;    /* from a 429/5xx answer handed back to the caller */
         unsigned attempts;

@@ -51,6 +51,7 @@ struct engine_options {
 struct engine_held {
         const char *ns, *name; /* borrowed from the cache: valid during the callback */
         const char *reason;    /* e.g. the 429 message naming the PDB */
+        bool ns_terminating;   /* its namespace is being deleted (403 NamespaceTerminating) */
 };
 
 struct engine_progress {
@@ -96,6 +97,11 @@ struct engine_summary {
          * does not allow: the flag that would, e.g. "--driver-stop systemd:dra-driver.service".
          * NULL otherwise. Nothing was started or changed for it. */
         const char *needs_flag;
+        /* Pods whose eviction was answered 403 NamespaceTerminating (their namespace
+         * being deleted): retried until marked deleted, then waited for, as kubectl
+         * does. Borrowed until the engine is freed. */
+        const struct engine_held *ns_terminating;
+        size_t n_ns_terminating;
 };
 
 struct engine_callbacks {

@@ -31,8 +31,8 @@ struct evictor_options {
 struct evictor_answer {
         const char *ns, *name;
         /* 0: accepted (or the pod is gone already): it terminates on its own now;
-         * -EACCES: forbidden, not retried; else held (429: a budget, or an error) and
-         * retried after a backoff. */
+         * -EACCES: forbidden, not retried; else held (429: a budget, a namespace being
+         * deleted (-EAGAIN, evictor_held says so), or an error) and retried later. */
         int error;
         const char *reason; /* held or forbidden: why (the 429 message naming the budget) */
 };
@@ -61,8 +61,15 @@ bool evictor_evict(struct evictor *v, const struct plan *p, enum evict_group g);
  * at most max, borrowed until the next call into the evictor. Returns how many. */
 struct evictor_held {
         const char *ns, *name, *reason;
+        bool ns_terminating; /* held because its namespace is being deleted (403 NamespaceTerminating) */
 };
 size_t evictor_held(const struct evictor *v, struct evictor_held *ret, size_t max);
+
+/* Pods whose eviction was answered 403 NamespaceTerminating in this run (the
+ * namespace is being deleted): retried every 5 s until the pod is marked deleted,
+ * then waited for like any evicted pod, as kubectl drain does. Held or not any more
+ * (reason may be NULL), in no order, at most max; borrowed as evictor_held's. */
+size_t evictor_ns_terminating(const struct evictor *v, struct evictor_held *ret, size_t max);
 
 struct evictor_stats {
         size_t submitted;   /* requests sent */

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* 2xx -> 0; 400/422 -EINVAL; 401/403 -EACCES; 404 -ENOENT; 409 -EBUSY (no
@@ -23,3 +24,8 @@ int kube_status_to_errno(const cJSON *status, char **ret_reason, char **ret_mess
 
 /* details.retryAfterSeconds of a Status (429, some 5xx), or 0 when absent. */
 int64_t kube_status_retry_after_seconds(const cJSON *status);
+
+/* Whether details.causes of a Status has one of this type (e.g. "NamespaceTerminating",
+ * corev1.NamespaceTerminatingCause, as apierrors.HasStatusCause reads it; metav1.StatusCause
+ * serializes its Type as "reason"). NULL: false. */
+bool kube_status_has_cause(const cJSON *status, const char *type);

@@ -381,12 +381,75 @@ static void test_cancel_drops_answers(void **state) {
         assert_int_equal(e->answers, 0);
 }
 
+/* 403 with the cause NamespaceTerminating (the pod's namespace is being deleted):
+ * not a failure; held, named, retried every 5 s (kubectl's EvictErrorRetryDelay)
+ * until the pod is marked deleted; then nothing more is sent and the group counts
+ * as accepted (the engine waits for the pod like any evicted one). */
+static void test_namespace_terminating_retried_until_deleted(void **state) {
+        static const char refused[] =
+                "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                "\"message\":\"pods \\\"batch-a\\\" is forbidden: unable to create new content in namespace "
+                "demo because it is being terminated\",\"reason\":\"Forbidden\",\"details\":{\"name\":"
+                "\"batch-a\",\"kind\":\"pods\",\"causes\":[{\"reason\":\"NamespaceTerminating\","
+                "\"message\":\"namespace demo is being terminated\",\"field\":\"metadata.namespace\"}]},"
+                "\"code\":403}";
+        struct env *e = *state;
+        struct evictor_held held[8];
+        size_t n, batch = SIZE_MAX;
+        uint64_t t0;
+
+        for (size_t i = 0; i < e->n_pods; i++)
+                if (strcmp(e->pods[i]->name, "batch-a") == 0)
+                        batch = i;
+        assert_true(batch != SIZE_MAX);
+        fake_transport_expect(e->ft, "POST", EVICTION "batch-a/",
+                              &(struct fake_reply){ .status = 403, .body = refused, .times = FAKE_FOREVER });
+        expect_accepted(e);
+        start(e, &(struct evictor_options){ .grace_seconds = -1, .random_seed = 3 });
+        assert_false(evict(e, EVICT_GROUP_REST));
+        t0 = fake_clock_now(e->clock);
+        advance(e, 200 * MS);
+        assert_int_equal(e->forbidden, 0);
+        assert_int_equal(e->held, 1);
+        n = evictor_held(e->v, held, 8);
+        assert_int_equal(n, 1);
+        assert_string_equal(held[0].name, "batch-a");
+        assert_true(held[0].ns_terminating);
+        assert_non_null(strstr(held[0].reason, "namespace demo is being deleted"));
+        /* Retried after 5 s, not before. */
+        while (e->due == 0 && fake_clock_now(e->clock) - t0 < 10 * SEC) {
+                advance(e, 100 * MS);
+                evict(e, EVICT_GROUP_REST);
+        }
+        assert_in_range(fake_clock_now(e->clock) - t0, 4900 * MS, 5200 * MS);
+        assert_false(evict(e, EVICT_GROUP_REST));
+        assert_int_equal(evictions_of(e, "batch-a"), 2);
+        advance(e, 200 * MS);
+        assert_int_equal(e->held, 2);
+        /* The namespace controller deletes it: nothing more is sent, the group is accepted
+         * once the others are, and it is no longer held, but still listed as met. */
+        e->pods[batch]->deleting = true;
+        build_plan(e);
+        for (int i = 0; i < 30; i++) {
+                advance(e, SEC);
+                evict(e, EVICT_GROUP_REST);
+        }
+        assert_true(evict(e, EVICT_GROUP_REST));
+        assert_int_equal(evictions_of(e, "batch-a"), 2);
+        assert_int_equal(evictor_held(e->v, held, 8), 0);
+        n = evictor_ns_terminating(e->v, held, 8);
+        assert_int_equal(n, 1);
+        assert_string_equal(held[0].name, "batch-a");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_one_eviction_per_budget, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_group_accepted_after_answers, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pdb_429_held_and_retried, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_forbidden_is_not_retried, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_namespace_terminating_retried_until_deleted, setup,
+                                                teardown),
                 cmocka_unit_test_setup_teardown(test_grace_zero_spares_claim_holders, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_disable_eviction_deletes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cancel_drops_answers, setup, teardown),

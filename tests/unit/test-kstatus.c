@@ -115,11 +115,38 @@ static void test_retry_after(void **state) {
         assert_int_equal(kube_status_retry_after_seconds(NULL), 0);
 }
 
+/* apierrors.HasStatusCause: details.causes[].reason (StatusCause.Type's JSON name). */
+static void test_has_cause(void **state) {
+        cJSON *j = cJSON_Parse(
+                "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Forbidden\",\"code\":403,"
+                "\"details\":{\"name\":\"held\",\"kind\":\"pods\",\"causes\":[{\"reason\":"
+                "\"FieldValueInvalid\"},"
+                "{\"reason\":\"NamespaceTerminating\",\"message\":\"namespace x is being terminated\","
+                "\"field\":\"metadata.namespace\"}]}}");
+        cJSON *plain = cJSON_Parse(
+                "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Forbidden\",\"code\":403}");
+        cJSON *odd = cJSON_Parse("{\"details\":{\"causes\":{\"reason\":\"NamespaceTerminating\"}}}");
+
+        (void)state;
+        assert_non_null(j);
+        assert_true(kube_status_has_cause(j, "NamespaceTerminating"));
+        assert_true(kube_status_has_cause(j, "FieldValueInvalid"));
+        assert_false(kube_status_has_cause(j, "Forbidden"));
+        assert_false(kube_status_has_cause(plain, "NamespaceTerminating"));
+        assert_false(kube_status_has_cause(odd, "NamespaceTerminating"));
+        assert_false(kube_status_has_cause(NULL, "NamespaceTerminating"));
+        assert_false(kube_status_has_cause(j, NULL));
+        cJSON_Delete(j);
+        cJSON_Delete(plain);
+        cJSON_Delete(odd);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_http),
                 cmocka_unit_test(test_status),
                 cmocka_unit_test(test_retry_after),
+                cmocka_unit_test(test_has_cause),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
