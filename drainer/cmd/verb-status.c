@@ -152,7 +152,7 @@ static const char *const class_title[_POD_CLASS_MAX] = {
         [POD_CLASS_WORKLOAD] = "Other workload (evicted next)",
         [POD_CLASS_DAEMONSET] = "DaemonSet pods (stay)",
         [POD_CLASS_MIRROR] = "Mirror pods (stay)",
-        [POD_CLASS_FINISHED] = "Finished pods",
+        [POD_CLASS_FINISHED] = "Finished pods (evicted with the rest)",
 };
 
 /* Display order: the order a drain acts in. */

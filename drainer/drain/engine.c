@@ -472,16 +472,17 @@ static size_t pods_left(const struct plan *p, bool with_drivers) {
         return n;
 }
 
-/* Pods being deleted that already reached a terminal phase: evicted pods the kubelet
- * has not removed yet (it deletes them right after). DESIGN.md waits until evicted
- * pods are gone, as kubectl drain does; a resumed run's first list can show such a
- * pod, and the driver must not go before it does. A terminal pod nobody deletes (a
- * finished Job's) holds nothing back. */
+/* Pods being deleted that already reached a terminal phase and that the drain does
+ * not evict itself (left out by --pod-selector): pods the kubelet has not removed yet
+ * (it deletes them right after). DESIGN.md waits until evicted pods are gone, as
+ * kubectl drain does, and the driver must not go before they do. The finished pods
+ * the drain evicts are counted in their group already. */
 static size_t finished_deleting(const struct plan *p) {
         size_t n = 0;
 
         for (size_t i = 0; i < p->n_pods; i++)
-                n += p->pods[i].cls == POD_CLASS_FINISHED && p->pods[i].pod->deleting;
+                n += p->pods[i].cls == POD_CLASS_FINISHED && p->pods[i].group == EVICT_GROUP_NONE &&
+                     p->pods[i].pod->deleting;
         return n;
 }
 

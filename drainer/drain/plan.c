@@ -114,11 +114,6 @@ static void classify(struct plan_pod *pp, const struct plan_options *o) {
                 pp->group = EVICT_GROUP_NONE;
                 pp->skip_reason = "mirror pod";
                 return;
-        case POD_CLASS_FINISHED:
-                /* terminal: holds no reservation (the resourceclaim controller drops it) */
-                pp->group = EVICT_GROUP_NONE;
-                pp->skip_reason = "finished";
-                return;
         case POD_CLASS_DAEMONSET:
                 /* kubectl drain --ignore-daemonsets */
                 pp->group = EVICT_GROUP_NONE;
@@ -135,6 +130,11 @@ static void classify(struct plan_pod *pp, const struct plan_options *o) {
                 return;
         }
 
+        /* A finished pod (Succeeded or Failed, a DaemonSet's too) is evicted with the rest,
+         * as kubectl drain does (filters.go: "any finished pod can be removed", no
+         * --force or --delete-emptydir-data needed): terminal, it holds no reservation
+         * (the resourceclaim controller drops it), and the Eviction API deletes it
+         * whatever the budgets say. */
         if (pp->cls == POD_CLASS_CLAIM_HOLDER)
                 pp->group = pp->critical ? EVICT_GROUP_CLAIM_HOLDERS_CRITICAL : EVICT_GROUP_CLAIM_HOLDERS;
         else
@@ -217,8 +217,8 @@ int plan_add_blocker(struct plan *p, enum blocker_kind kind, const struct pod_re
 }
 
 /* The kubectl drain filters (skipping what cannot apply to a pod we keep),
- * then drainer's own. Finished pods stay (kubectl would delete them: they
- * hold no device any more), so none of these reach them. */
+ * then drainer's own. A finished pod passes every one (filters.go: any finished
+ * pod can be removed; the Eviction API ignores budgets for terminal pods). */
 static int pod_blockers(struct plan *p, const struct plan_pod *pp, const struct plan_options *o) {
         const struct pod_rec *pod = pp->pod;
         int r;
@@ -251,7 +251,8 @@ static int pod_blockers(struct plan *p, const struct plan_pod *pp, const struct 
         }
 
         if (pp->group == EVICT_GROUP_NONE) {
-                if (pp->skip_reason == skip_pod_selector && pod_holds_claims(pod))
+                if (pp->skip_reason == skip_pod_selector && pp->cls != POD_CLASS_FINISHED &&
+                    pod_holds_claims(pod))
                         return add_blocker(
                                 p, BLOCKER_CLAIM_HOLDER_FILTERED, pod,
                                 "Pod %s/%s holds ResourceClaims but does not match --pod-selector, "
@@ -261,6 +262,8 @@ static int pod_blockers(struct plan *p, const struct plan_pod *pp, const struct 
         }
 
         assert(group_is_workload(pp->group));
+        if (pp->cls == POD_CLASS_FINISHED)
+                return 0;
 
         /* A pod already deleting is not evicted again: only what would bring it back matters. */
         if (!pod->deleting) {

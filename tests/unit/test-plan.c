@@ -202,11 +202,11 @@ static void test_groups_and_order(void **state) {
                 { "demo/pod-c", EVICT_GROUP_CLAIM_HOLDERS },
                 { "monitoring/gpu-exporter-x", EVICT_GROUP_CLAIM_HOLDERS }, /* claim-holding DaemonSet pod */
                 { "kube-system/critical-gpu-x", EVICT_GROUP_CLAIM_HOLDERS_CRITICAL },
+                { "demo/job-done", EVICT_GROUP_REST }, /* finished: evicted, as kubectl does */
                 { "demo/web-1", EVICT_GROUP_REST },
                 { "demo/web-2", EVICT_GROUP_REST },
                 { "kube-system/coredns-x", EVICT_GROUP_REST_CRITICAL },
                 { "dra-system/dra-driver-abc", EVICT_GROUP_DRIVERS },
-                { "demo/job-done", EVICT_GROUP_NONE },
                 { "kube-system/kube-proxy-x", EVICT_GROUP_NONE },
                 { "kube-system/mirror-x", EVICT_GROUP_NONE },
         };
@@ -227,10 +227,10 @@ static void test_groups_and_order(void **state) {
         }
         assert_int_equal(p->n_per_group[EVICT_GROUP_CLAIM_HOLDERS], 4);
         assert_int_equal(p->n_per_group[EVICT_GROUP_CLAIM_HOLDERS_CRITICAL], 1);
-        assert_int_equal(p->n_per_group[EVICT_GROUP_REST], 2);
+        assert_int_equal(p->n_per_group[EVICT_GROUP_REST], 3);
         assert_int_equal(p->n_per_group[EVICT_GROUP_REST_CRITICAL], 1);
         assert_int_equal(p->n_per_group[EVICT_GROUP_DRIVERS], 1);
-        assert_int_equal(p->n_per_group[EVICT_GROUP_NONE], 3);
+        assert_int_equal(p->n_per_group[EVICT_GROUP_NONE], 2);
 
         assert_int_equal(find_pod(p, "demo", "pod-a")->cls, POD_CLASS_CLAIM_HOLDER);
         assert_true(find_pod(p, "kube-system", "critical-gpu-x")->critical);
@@ -239,7 +239,8 @@ static void test_groups_and_order(void **state) {
         assert_null(find_pod(p, "demo", "web-1")->skip_reason);
         assert_string_equal(find_pod(p, "kube-system", "mirror-x")->skip_reason, "mirror pod");
         assert_string_equal(find_pod(p, "kube-system", "kube-proxy-x")->skip_reason, "DaemonSet pod");
-        assert_string_equal(find_pod(p, "demo", "job-done")->skip_reason, "finished");
+        assert_int_equal(find_pod(p, "demo", "job-done")->cls, POD_CLASS_FINISHED);
+        assert_null(find_pod(p, "demo", "job-done")->skip_reason);
         assert_null(find_pod(p, "dra-system", "dra-driver-abc")->skip_reason);
 
         /* nothing in the scenario blocks */
@@ -618,6 +619,57 @@ static void test_pod_selector(void **state) {
         scenario_free(&s);
 }
 
+/* ---- finished pods (kubectl's filters.go: any finished pod can be removed) ---- */
+
+static void test_finished_pods_evicted(void **state) {
+        struct scenario s;
+
+        scenario_load(&s);
+        /* no controller, emptyDir, holds a claim: Failed, so evicted without --force or
+         * --delete-emptydir-data, and no claim rule applies */
+        doc_add(&s, "pods",
+                "{\"metadata\":{\"name\":\"bare-failed\",\"namespace\":\"demo\",\"uid\":\"uid-bf\"},"
+                "\"spec\":{\"nodeName\":\"node-1\",\"volumes\":[{\"name\":\"tmp\",\"emptyDir\":{}}],"
+                "\"resourceClaims\":[{\"name\":\"g\",\"resourceClaimName\":\"gone-claim\"}]},"
+                "\"status\":{\"phase\":\"Failed\"}}");
+        /* a DaemonSet's pod that finished: evicted (daemonSetFilter's exception) */
+        doc_add(&s, "pods",
+                "{\"metadata\":{\"name\":\"ds-done\",\"namespace\":\"kube-system\",\"uid\":\"uid-dsd\","
+                "\"ownerReferences\":[{\"apiVersion\":\"apps/"
+                "v1\",\"kind\":\"DaemonSet\",\"name\":\"kube-proxy\","
+                "\"uid\":\"owner-kube-proxy\",\"controller\":true}]},"
+                "\"spec\":{\"nodeName\":\"node-1\"},\"status\":{\"phase\":\"Succeeded\"}}");
+        /* a mirror pod stays, finished or not */
+        doc_add(&s, "pods",
+                "{\"metadata\":{\"name\":\"mirror-done\",\"namespace\":\"kube-system\",\"uid\":\"uid-md\","
+                "\"annotations\":{\"kubernetes.io/config.mirror\":\"x\"}},"
+                "\"spec\":{\"nodeName\":\"node-1\"},\"status\":{\"phase\":\"Succeeded\"}}");
+        scenario_build(&s);
+        assert_int_equal(find_pod(&s.plan, "demo", "bare-failed")->cls, POD_CLASS_FINISHED);
+        assert_int_equal(find_pod(&s.plan, "demo", "bare-failed")->group, EVICT_GROUP_REST);
+        assert_int_equal(find_pod(&s.plan, "kube-system", "ds-done")->group, EVICT_GROUP_REST);
+        assert_int_equal(find_pod(&s.plan, "kube-system", "mirror-done")->group, EVICT_GROUP_NONE);
+        assert_string_equal(find_pod(&s.plan, "kube-system", "mirror-done")->skip_reason, "mirror pod");
+        assert_int_equal(s.plan.n_blockers, 0);
+        scenario_free(&s);
+
+        /* left out by --pod-selector: stays, and a claim it names blocks nothing */
+        scenario_load(&s);
+        doc_add(&s, "pods",
+                "{\"metadata\":{\"name\":\"bare-failed\",\"namespace\":\"demo\",\"uid\":\"uid-bf\"},"
+                "\"spec\":{\"nodeName\":\"node-1\","
+                "\"resourceClaims\":[{\"name\":\"g\",\"resourceClaimName\":\"gone-claim\"}]},"
+                "\"status\":{\"phase\":\"Failed\"}}");
+        assert_int_equal(selector_parse("app=web", &s.pod_selector, NULL), 0);
+        s.o.pod_selector = s.pod_selector;
+        scenario_build(&s);
+        assert_int_equal(find_pod(&s.plan, "demo", "bare-failed")->group, EVICT_GROUP_NONE);
+        assert_int_equal(find_pod(&s.plan, "demo", "job-done")->group, EVICT_GROUP_NONE);
+        assert_int_equal(count_blockers(&s.plan, BLOCKER_CLAIM_HOLDER_FILTERED),
+                         5); /* the running holders only */
+        scenario_free(&s);
+}
+
 /* ---- PodDisruptionBudgets ---- */
 
 static struct pod_rec *mkpod(const char *ns, const char *labels_json) {
@@ -885,7 +937,9 @@ static void test_json(void **state) {
                             "demo/pod-a-gpu-x7k2p");
         assert_int_equal(cJSON_GetArraySize(jitem(pod, "pdbs")), 0);
         assert_true(cJSON_IsFalse(jitem(pod, "deleting")));
-        pod = cJSON_GetArrayItem(jitem(cJSON_GetArrayItem(groups, 2), "pods"), 1); /* demo/web-1 */
+        pod = cJSON_GetArrayItem(jitem(cJSON_GetArrayItem(groups, 2), "pods"), 1); /* demo/job-done */
+        assert_string_equal(json_str(pod, "name"), "job-done");
+        pod = cJSON_GetArrayItem(jitem(cJSON_GetArrayItem(groups, 2), "pods"), 2); /* demo/web-1 */
         assert_string_equal(json_str(pod, "name"), "web-1");
         assert_string_equal(cJSON_GetArrayItem(jitem(pod, "pdbs"), 0)->valuestring, "demo/web-pdb");
 
@@ -911,8 +965,8 @@ static void test_json(void **state) {
         assert_string_equal(json_str(e, "strategy"), "taint");
         assert_string_equal(json_str(e, "daemonset"), "dra-system/dra-driver");
 
-        assert_int_equal(cJSON_GetArraySize(jitem(j, "stays")), 3);
-        e = cJSON_GetArrayItem(jitem(j, "stays"), 2);
+        assert_int_equal(cJSON_GetArraySize(jitem(j, "stays")), 2);
+        e = cJSON_GetArrayItem(jitem(j, "stays"), 1);
         assert_string_equal(json_str(e, "name"), "mirror-x");
         assert_string_equal(json_str(e, "reason"), "mirror pod");
 
@@ -982,7 +1036,8 @@ static void test_text(void **state) {
         assert_has(t, "      monitoring/gpu-exporter-x   claims monitoring/exporter-claim "
                       "(gpu.example.com/node-1/gpu-3)  (DaemonSet monitoring/gpu-exporter)\n");
         assert_has(t, "    then critical claim holders (1):\n      kube-system/critical-gpu-x");
-        assert_has(t, " 3. evict the rest (2):\n"
+        assert_has(t, " 3. evict the rest (3):\n"
+                      "      demo/job-done\n"
                       "      demo/web-1                  (PDB demo/web-pdb allows 1 disruption)\n");
         assert_has(t, "    then critical pods (1):\n"
                       "      kube-system/coredns-x       (PDB kube-system/dns-pdb allows 0 disruptions)\n");
@@ -995,9 +1050,8 @@ static void test_text(void **state) {
                    "nic.example.com/node-1/nic-0 (DRA driver's own claim: does not hold the drain back)\n");
         assert_has(t, " 5. stop DRA drivers (taint): evict dra-system/dra-driver-abc (DaemonSet "
                       "dra-system/dra-driver)\n");
-        assert_has(t,
-                   "Stays on the node: demo/job-done (finished), kube-system/kube-proxy-x (DaemonSet pod), "
-                   "kube-system/mirror-x (mirror pod)\n");
+        assert_has(t, "Stays on the node: kube-system/kube-proxy-x (DaemonSet pod), "
+                      "kube-system/mirror-x (mirror pod)\n");
         assert_has(t, "PodDisruptionBudgets: demo/web-pdb: 1 disruption allowed (3/3 healthy, 2 desired); "
                       "kube-system/dns-pdb: 0 disruptions allowed (1/1 healthy, 1 desired)\n");
         assert_has(t, "Preflight: no blockers\n");
@@ -1071,6 +1125,7 @@ int main(void) {
                 cmocka_unit_test(test_driver_blockers),
                 cmocka_unit_test(test_multiple_pdbs),
                 cmocka_unit_test(test_pod_selector),
+                cmocka_unit_test(test_finished_pods_evicted),
                 cmocka_unit_test(test_pdb_parse),
                 cmocka_unit_test(test_pdb_empty_vs_nil),
                 cmocka_unit_test(test_pdb_invalid_selector),
