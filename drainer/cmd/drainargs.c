@@ -49,7 +49,31 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                 a->disable_eviction = true;
                 return 0;
         case OPT_DRY_RUN:
-                a->dry_run = true;
+                /* kubectl's values; a bare --dry-run is client, as kubectl's was */
+                if (!arg || streq(arg, "client") || streq(arg, "true"))
+                        a->dry_run = true, a->dry_run_server = false;
+                else if (streq(arg, "server"))
+                        a->dry_run = a->dry_run_server = true;
+                else if (streq(arg, "none") || streq(arg, "false"))
+                        a->dry_run = a->dry_run_server = false;
+                else
+                        return log_error_errno(EINVAL,
+                                               "--dry-run: invalid value \"%s\" (none, client or server; a "
+                                               "bare --dry-run is client)",
+                                               arg);
+                return 0;
+        case OPT_IGNORE_DAEMONSETS:
+                /* kubectl drain's flag: DaemonSet pods without claims always stay (the
+                 * controller would recreate them); accepted so copied commands work */
+                if (arg && !streq(arg, "true")) {
+                        if (streq(arg, "false"))
+                                return log_error_errno(
+                                        EINVAL, "--ignore-daemonsets=false: drainer always leaves the "
+                                                "DaemonSet pods without claims on the node (their "
+                                                "controller would recreate them); drop the flag");
+                        return log_error_errno(EINVAL, "--ignore-daemonsets: invalid value \"%s\" (true)",
+                                               arg);
+                }
                 return 0;
         case OPT_DRIVER_SELECTOR:
                 return driver_selector_add(a->driver_selectors, &a->n_driver_selectors, arg);
@@ -102,7 +126,8 @@ int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain
                 { "delete-emptydir-data", no_argument, NULL, OPT_EMPTYDIR },
                 { "force", no_argument, NULL, OPT_FORCE },
                 { "disable-eviction", no_argument, NULL, OPT_DISABLE_EVICTION },
-                { "dry-run", no_argument, NULL, OPT_DRY_RUN },
+                { "dry-run", optional_argument, NULL, OPT_DRY_RUN },
+                { "ignore-daemonsets", optional_argument, NULL, OPT_IGNORE_DAEMONSETS },
                 { "driver-selector", required_argument, NULL, OPT_DRIVER_SELECTOR },
                 { "driver-stop", required_argument, NULL, OPT_DRIVER_STOP },
                 { "driver-health", required_argument, NULL, OPT_DRIVER_HEALTH },

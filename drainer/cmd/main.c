@@ -32,7 +32,12 @@
         "      --delete-emptydir-data    evict pods with emptyDir volumes\n"                     \
         "      --force                   evict pods without a controller\n"                      \
         "      --disable-eviction        DELETE pods instead of the Eviction API (no PDBs)\n"    \
-        "      --dry-run                 show the plan only (as 'drainer plan')\n"               \
+        "      --dry-run[=MODE]          client (a bare --dry-run): show the plan only (as\n"    \
+        "                                'drainer plan'); server: send the cordon patch and\n"   \
+        "                                every eviction with dryRun=All (nothing persists);\n"   \
+        "                                none: no dry run\n"                                     \
+        "      --ignore-daemonsets       accepted for kubectl's sake: DaemonSet pods without\n"  \
+        "                                claims always stay (DRA drivers are stopped)\n"         \
         "      --driver-selector SEL     label selector of DRA driver pods (repeatable); only\n" \
         "                                pods a DaemonSet controls are drivers\n"                \
         "      --driver-namespace NS     DRA driver pods run only in NS (repeatable; default:\n" \
@@ -155,7 +160,8 @@ const struct verb verbs[] = {
                 "      --all-nodes               serve every node (cluster mode)\n"
                 "      --max-parallel N          at most N nodes out of service at once across every\n"
                 "                                drainer of the cluster (Leases drainer-slot-*; a\n"
-                "                                node holds a slot from cordon until uncordoned)\n"
+                "                                node holds a slot from cordon until uncordoned);\n"
+                "                                default 1, 0: no limit\n"
                 "      --lease-namespace NS      namespace of the slot Leases (default:\n"
                 "                                $POD_NAMESPACE or drainer-system)\n"
                 "      --on-shutdown             hold a logind delay inhibitor; drain this node when\n"

@@ -16,6 +16,7 @@
 #include "drainer/engine.h"
 #include "drainer/health.h"
 #include "drainer/json.h"
+#include "drainer/kstatus.h"
 #include "drainer/log.h"
 #include "drainer/metrics.h"
 #include "drainer/plan.h"
@@ -39,6 +40,162 @@ static void on_plan_probe(int error, enum health_status status, const char *mess
         pp->error = error;
         pp->status = status;
         pp->done = true;
+}
+
+/* ---- --dry-run=server ---- */
+
+/* One request of a server dry run and its answer. */
+struct dry_call {
+        bool done;
+        int error;
+        long status;
+        bool ns_terminating;
+        char *message;
+};
+
+static void on_dry_answer(const struct kube_result *res, void *userdata) {
+        struct dry_call *c = userdata;
+
+        c->done = true;
+        c->error = res->error;
+        c->status = res->status;
+        c->ns_terminating =
+                res->error == -EACCES && kube_status_has_cause(res->status_body, "NamespaceTerminating");
+        c->message = res->message ? strdup(res->message) : NULL;
+}
+
+static const char *dry_outcome(const struct dry_call *c) {
+        return c->error == 0 || c->error == -ENOENT ? "evicted"
+               : c->ns_terminating                  ? "namespace-terminating"
+               : c->error == -EAGAIN                ? "held"
+                                                    : "failed";
+}
+
+/* kubectl drain --dry-run=server: the cordon patch the drain would send and an
+ * eviction of every pod the plan evicts (its groups in order, the driver pods too
+ * when the strategy evicts them), each with dryRun=All: the API server runs its
+ * admission, budgets and validation, and persists nothing. Printed as kubectl
+ * prints it ("evicting pod NS/NAME (server dry run)"). A 429 (a budget says not
+ * now) or a namespace being deleted is reported, not retried (no state moves in a
+ * dry run); any other error is exit 1. */
+static int run_server_dry_run(struct app *app, const struct node_rec *node, const struct plan *p,
+                              const struct drain_args *a, enum output_format fmt) {
+        _cleanup_free_ char *ename = kube_query_escape(node->name), *path = NULL, *body = NULL;
+        _cleanup_free_ struct dry_call *calls = NULL;
+        struct dry_call cordon = {};
+        size_t failed = 0;
+        int r;
+
+        if (!ename || asprintf(&path, "/api/v1/nodes/%s?dryRun=All", ename) < 0)
+                return log_oom();
+        r = drain_patch_cordon(node, timesrc_realtime(app->ts), &body);
+        if (r < 0)
+                return log_error_errno(r, "cannot build the cordon patch of node %s: %m", node->name);
+        r = kube_patch(app->client, path, KUBE_PATCH_MERGE, body, on_dry_answer, &cordon, NULL);
+        if (r < 0)
+                return log_error_errno(r, "cannot send the cordon patch of node %s: %m", node->name);
+        app_run_until(app, &cordon.done);
+        if (cordon.error < 0) {
+                r = log_error_errno(cordon.error, "cordoning node %s (server dry run) failed: %s",
+                                    node->name, cordon.message ? cordon.message : strerror(-cordon.error));
+                free(cordon.message);
+                return r;
+        }
+        free(cordon.message);
+        if (fmt != OUTPUT_JSON)
+                printf("node/%s cordoned (server dry run)\n", node->name);
+
+        calls = calloc(MAX(p->n_pods, 1u), sizeof(*calls));
+        if (!calls)
+                return log_oom();
+        for (size_t i = 0; i < p->n_pods; i++) {
+                const struct plan_pod *pp = &p->pods[i];
+                int64_t grace = a->grace;
+
+                if (pp->group == EVICT_GROUP_NONE || pp->pod->deleting) {
+                        calls[i].done = true;
+                        continue;
+                }
+                if (grace == 0 && pp->cls == POD_CLASS_CLAIM_HOLDER)
+                        grace = 1; /* never 0 for a claim holder, as the drain sends */
+                if (fmt != OUTPUT_JSON)
+                        printf("evicting pod %s/%s (server dry run)\n", pp->pod->ns, pp->pod->name);
+                r = kube_evict(app->client, pp->pod->ns, pp->pod->name, grace, true, on_dry_answer,
+                               &calls[i], NULL);
+                if (r < 0) {
+                        calls[i] = (struct dry_call){ .done = true, .error = r };
+                        continue;
+                }
+        }
+        /* the loop runs every request; each wait ends at once for those already answered */
+        for (size_t i = 0; i < p->n_pods; i++)
+                app_run_until(app, &calls[i].done);
+
+        {
+                _cleanup_(cJSON_Deletep) cJSON *j = fmt == OUTPUT_JSON ? cJSON_CreateObject() : NULL;
+                cJSON *pods = NULL;
+
+                if (j) {
+                        cJSON_AddStringToObject(j, "node", node->name);
+                        cJSON_AddStringToObject(j, "dryRun", "server");
+                        cJSON_AddBoolToObject(j, "cordoned", true);
+                        pods = cJSON_AddArrayToObject(j, "evictions");
+                }
+                for (size_t i = 0; i < p->n_pods; i++) {
+                        const struct plan_pod *pp = &p->pods[i];
+                        const struct dry_call *c = &calls[i];
+                        const char *outcome;
+
+                        if (pp->group == EVICT_GROUP_NONE || pp->pod->deleting)
+                                continue;
+                        outcome = dry_outcome(c);
+                        failed += streq(outcome, "failed");
+                        if (j) {
+                                cJSON *o = cJSON_CreateObject();
+
+                                cJSON_AddStringToObject(o, "namespace", pp->pod->ns);
+                                cJSON_AddStringToObject(o, "name", pp->pod->name);
+                                cJSON_AddStringToObject(o, "group", evict_group_to_string(pp->group));
+                                cJSON_AddStringToObject(o, "result", outcome);
+                                if (c->error < 0 && c->error != -ENOENT)
+                                        cJSON_AddStringToObject(
+                                                o, "message", c->message ? c->message : strerror(-c->error));
+                                cJSON_AddItemToArray(pods, o);
+                        } else if (streq(outcome, "evicted"))
+                                printf("pod/%s evicted (server dry run)\n", pp->pod->name);
+                        else
+                                printf("pod/%s %s (server dry run): %s\n", pp->pod->name,
+                                       streq(outcome, "held") ? "eviction held by a budget"
+                                       : streq(outcome, "namespace-terminating")
+                                               ? "in a namespace being deleted"
+                                               : "eviction failed",
+                                       c->message ? c->message : strerror(-c->error));
+                }
+                if (j) {
+                        cJSON *stays = cJSON_AddArrayToObject(j, "stays");
+                        _cleanup_free_ char *out = NULL;
+
+                        for (size_t i = 0; i < p->n_pods; i++)
+                                if (p->pods[i].group == EVICT_GROUP_NONE) {
+                                        cJSON *o = cJSON_CreateObject();
+
+                                        cJSON_AddStringToObject(o, "namespace", p->pods[i].pod->ns);
+                                        cJSON_AddStringToObject(o, "name", p->pods[i].pod->name);
+                                        cJSON_AddStringToObject(o, "reason", strna(p->pods[i].skip_reason));
+                                        cJSON_AddItemToArray(stays, o);
+                                }
+                        cJSON_AddBoolToObject(j, "ok", failed == 0);
+                        out = cJSON_Print(j);
+                        if (!out)
+                                return log_oom();
+                        puts(out);
+                } else
+                        printf("node/%s drained (server dry run)%s\n", node->name,
+                               failed ? ", with failed evictions" : "");
+        }
+        for (size_t i = 0; i < p->n_pods; i++)
+                free(calls[i].message);
+        return failed ? -EIO : 0;
 }
 
 static int run_plan(struct app *app, const char *node, struct drain_args *a, enum output_format fmt) {
@@ -102,6 +259,15 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, enu
                                  pr.error < 0 ? strerror(-pr.error) : health_status_to_string(pr.status));
                         plan_add_blocker(&p, BLOCKER_DRIVER_UNHEALTHY, pod, m);
                 }
+        if (a->dry_run_server && p.n_blockers == 0) {
+                r = run_server_dry_run(app, s.node, &p, a, fmt);
+                plan_done(&p);
+                snapshot_done(&s);
+                return r;
+        }
+        if (a->dry_run_server)
+                log_error("refused (nothing sent to the server): the drain would be refused by the "
+                          "blockers below");
         if (fmt == OUTPUT_JSON) {
                 _cleanup_(cJSON_Deletep) cJSON *j = plan_to_json(&p, &po);
                 _cleanup_free_ char *out = j ? cJSON_Print(j) : NULL;

@@ -31,6 +31,7 @@ enum {
         OPT_SKIP_DRIVER_STOP,
         OPT_DRIVER_NAMESPACE,
         OPT_CONFIG,
+        OPT_IGNORE_DAEMONSETS,
 };
 
 struct drain_args {
@@ -40,6 +41,10 @@ struct drain_args {
         uint64_t timeout_usec;
         bool emptydir, force, disable_eviction, dry_run, ignore_health, force_uncordon, restore_on_failure,
                 skip_driver_stop;
+        /* --dry-run=server (dry_run is set too): the cordon patch and every eviction sent
+         * with dryRun=All, as kubectl drain --dry-run=server; --dry-run (bare) or
+         * --dry-run=client: the plan only; --dry-run=none: no dry run */
+        bool dry_run_server;
         const char *driver_selectors[MAX_DRIVER_SELECTORS + 1];
         size_t n_driver_selectors;
         const char *driver_namespaces[MAX_DRIVER_NAMESPACES + 1];

@@ -9,6 +9,16 @@
 #    for it and the drain completes (exit 0). From the audit log: only evictions,
 #    every one answered 403, retried, no DELETE by drainer; the pod was deleted by the
 #    namespace controller (kube-controller-manager).
+# 2. Finished pods, and kubectl drain --dry-run=server beside drainer drain
+#    --dry-run=server (node-1: the demo workload, plus a finished Job's pod, a bare
+#    Succeeded pod, a bare Failed pod, a DaemonSet pod without claims): both send
+#    the cordon patch and their evictions with dryRun=All (the audit log: nothing
+#    without it, nothing changed); kubectl's evictions are drainer's, and drainer
+#    evicts in addition exactly the DRA driver pods it stops on purpose (and the
+#    DaemonSet pods holding claims, none here); the lists are printed side by side.
+#    Then the real drain, without --force: the finished pods are evicted, and what is
+#    left on the node is what kubectl would leave but the driver: DaemonSet and mirror
+#    pods.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_drainer
 jqq() { jq -e "$@" >/dev/null; }
@@ -116,5 +126,130 @@ check "the pod is gone" no_held_pod
 drainer_run nsterm-uncordon uncordon "$node"
 check_rc "uncordon $node" 0 nsterm-uncordon
 kubectl delete validatingadmissionpolicy "$policy" >/dev/null
+
+# ---- 2. finished pods; kubectl drain --dry-run=server beside drainer's --------------
+echo "- 2. finished pods, and the two server dry runs"
+node=node-1
+mixed=e2e-mixed
+cleanup_mixed() {
+	kubectl delete namespace "$mixed" --ignore-not-found --wait=false >/dev/null 2>&1
+	reset_node "$node"
+	demo
+}
+e2e_cleanup_hooks+=(cleanup_mixed)
+demo || { fail "demo workload"; finish; exit 1; }
+kubectl create namespace "$mixed" >/dev/null
+wait_until 30 kubectl -n "$mixed" get serviceaccount default
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: batch/v1
+kind: Job
+metadata: {name: done, namespace: $mixed}
+spec:
+  template:
+    metadata: {annotations: {sim.drainer.io/run-for: 1s}}
+    spec:
+      restartPolicy: Never
+      nodeSelector: {kubernetes.io/hostname: $node}
+      containers: [{name: c, image: drainer.test/sleep:dev, args: ["1"]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: bare-succeeded, namespace: $mixed, annotations: {sim.drainer.io/run-for: 1s}}
+spec:
+  restartPolicy: Never
+  nodeName: $node
+  containers: [{name: c, image: drainer.test/sleep:dev, args: ["1"], volumeMounts: [{name: scratch, mountPath: /scratch}]}]
+  volumes: [{name: scratch, emptyDir: {}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: bare-failed, namespace: $mixed}
+spec:
+  restartPolicy: Never
+  nodeName: $node
+  containers: [{name: c, image: drainer.test/sleep:dev, args: ["not-a-number"]}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: $mixed}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: $node}
+      containers: [{name: c, image: drainer.test/sleep:dev, args: ["3600"]}]
+YAML
+phase_of() { kubectl -n "$mixed" get pod "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
+is_phase() { [ "$(phase_of "$1")" = "$2" ]; }
+# (real kubelets: sleep exits 1 on its argument; the simulator runs it forever, so the
+# test reports its end as a kubelet would)
+if [ "${DRAINER_CLUSTER_NODES:-}" = sim ]; then
+	check "bare-failed runs" wait_until 60 is_phase bare-failed Running
+	kubectl -n "$mixed" patch pod bare-failed --subresource=status --type=merge -p '{"status":{"phase":"Failed"}}' >/dev/null
+fi
+check "bare-failed is Failed" wait_until 60 is_phase bare-failed Failed
+check "bare-succeeded is Succeeded" wait_until 60 is_phase bare-succeeded Succeeded
+job_done() { [ "$(kubectl -n "$mixed" get pods -l job-name=done -o json | jq -r '[.items[].status.phase] | join(" ")')" = Succeeded ]; }
+check "the Job's pod is Succeeded" wait_until 60 job_done
+agent_runs() { [ "$(kubectl -n "$mixed" get pods -l app=agent -o json | jq -r '[.items[] | select(.status.phase == "Running")] | length')" = 1 ]; }
+check "the DaemonSet pod runs" wait_until 60 agent_runs
+
+all_pods() { kubectl get pods -A --field-selector "spec.nodeName=$node" -o json | jq -r '.items[] | select(.metadata.deletionTimestamp == null) | "\(.metadata.namespace)/\(.metadata.name)"' | sort; }
+all_pods >"$e2e_tmp/all"
+fp=$(node_fingerprint "$node")
+uids=$(kubectl get pods -A --field-selector "spec.nodeName=$node" -o json | jq -c '[.items[].metadata.uid] | sort')
+audit_k=$(audit_lines)
+echo "  \$ kubectl drain $node --dry-run=server --ignore-daemonsets --delete-emptydir-data"
+kubectl drain "$node" --dry-run=server --ignore-daemonsets --delete-emptydir-data >"$e2e_tmp/kubectl.out" 2>"$e2e_tmp/kubectl.err"
+check_eq "kubectl drain --dry-run=server exits 0" 0 "$?"
+drainer_run dryserver drain "$node" --dry-run=server --ignore-daemonsets --delete-emptydir-data
+check_rc "drainer drain --dry-run=server --ignore-daemonsets (no --force)" 0 dryserver
+evicted_list() { sed -n 's/^evicting pod \([^ ]*\) (server dry run)$/\1/p' "$1" | sort; }
+evicted_list "$e2e_tmp/kubectl.out" >"$e2e_tmp/k.evicted"
+evicted_list "$e2e_tmp/dryserver.out" >"$e2e_tmp/d.evicted"
+comm -23 "$e2e_tmp/all" "$e2e_tmp/k.evicted" >"$e2e_tmp/k.left"
+comm -23 "$e2e_tmp/all" "$e2e_tmp/d.evicted" >"$e2e_tmp/d.left"
+echo "  pods on $node, and what each server dry run evicts (E) or leaves (-):"
+printf '    %-52s %-8s %s\n' "pod" kubectl drainer
+while read -r p; do
+	printf '    %-52s %-8s %s\n' "$p" "$(grep -qx "$p" "$e2e_tmp/k.evicted" && echo E || echo -)" \
+		"$(grep -qx "$p" "$e2e_tmp/d.evicted" && echo E || echo -)"
+done <"$e2e_tmp/all"
+drivers_on_node=$(driver_pods_json "$node" | jq -r '.items[] | "\(.metadata.namespace)/\(.metadata.name)"' | sort)
+check_eq "every pod kubectl evicts, drainer evicts" "" "$(comm -23 "$e2e_tmp/k.evicted" "$e2e_tmp/d.evicted")"
+check_eq "drainer evicts in addition exactly the DRA driver pods it stops" "$drivers_on_node" \
+	"$(comm -13 "$e2e_tmp/k.evicted" "$e2e_tmp/d.evicted")"
+for p in "$mixed/bare-succeeded" "$mixed/bare-failed" "$(kubectl -n "$mixed" get pods -l job-name=done -o name | sed "s|pod/|$mixed/|")"; do
+	check "kubectl evicts the finished pod $p" grep -qx "$p" "$e2e_tmp/k.evicted"
+	check "... drainer too (without --force)" grep -qx "$p" "$e2e_tmp/d.evicted"
+done
+check "both leave the DaemonSet pod and the mirror pod" bash -c "grep -q '^$mixed/agent-' '$e2e_tmp/d.left' && grep -q '^$mixed/agent-' '$e2e_tmp/k.left' && grep -q '^demo/node-agent-' '$e2e_tmp/d.left' && grep -q '^demo/node-agent-' '$e2e_tmp/k.left'"
+audit_window "$audit_k" "$e2e_tmp/dry.audit"
+# Every write of either tool in the window carried dryRun=All (URI or body).
+dry_writes() { # USER-AGENT-PREFIX
+	jq -r --arg ua "$1" '.[] | select((.userAgent | startswith($ua)) and (.verb == "create" or .verb == "patch" or .verb == "update" or .verb == "delete"))
+		| "\(.verb) \(.objectRef.resource)\(if .objectRef.subresource then "/" + .objectRef.subresource else "" end) \(.objectRef.name) \(if ((.requestURI | test("dryRun=All")) or ((.requestObject.deleteOptions.dryRun // []) | index("All"))) then "dry" else "REAL" end)"' "$e2e_tmp/dry.audit"
+}
+dry_writes drainer/ >"$e2e_tmp/d.writes"
+dry_writes kubectl/ >"$e2e_tmp/k.writes"
+check "drainer: one cordon patch of $node, with dryRun=All" grep -qx "patch nodes $node dry" "$e2e_tmp/d.writes"
+check_eq "drainer: an eviction with dryRun=All per pod it lists" "$(wc -l <"$e2e_tmp/d.evicted")" \
+	"$(grep -c '^create pods/eviction .* dry$' "$e2e_tmp/d.writes")"
+check_eq "drainer: no write without dryRun=All" "" "$(grep ' REAL$' "$e2e_tmp/d.writes" | grep -v '^create events' || true)"
+check_eq "kubectl: no write without dryRun=All (the same rule, for the comparison)" "" "$(grep ' REAL$' "$e2e_tmp/k.writes" || true)"
+check_eq "nothing changed on the node" "$fp" "$(node_fingerprint "$node")"
+check_eq "no pod was evicted" "$uids" "$(kubectl get pods -A --field-selector "spec.nodeName=$node" -o json | jq -c '[.items[].metadata.uid] | sort')"
+
+# The real drain, without --force: the finished pods go; what stays is kubectl's list but the driver.
+drainer_run real drain "$node" --delete-emptydir-data --timeout 90s
+check_rc "drainer drain $node --delete-emptydir-data (no --force)" 0 real
+left_now() { kubectl get pods -A --field-selector "spec.nodeName=$node" -o json | jq -r '.items[] | "\(.metadata.namespace)/\(.metadata.name)"' | sort; }
+only_expected_left() { [ "$(left_now)" = "$(grep -vxF "$drivers_on_node" "$e2e_tmp/k.left")" ]; }
+check "what is left on $node is what kubectl drain would leave but the driver (DaemonSet and mirror pods)" \
+	wait_until 30 only_expected_left
+echo "    left: $(left_now | tr '\n' ' ')"
+drainer_run real-uncordon uncordon "$node"
+check_rc "uncordon $node" 0 real-uncordon
 
 finish
