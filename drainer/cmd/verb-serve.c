@@ -394,8 +394,20 @@ static void reconcile_node(struct server *srv, const struct node_rec *n) {
                 m->failures = 0;
         if (goal == ENGINE_GOAL_DRAIN && srv->slots && !(st.has_phase && st.phase != DRAIN_PHASE_WAITING)) {
                 r = slots_acquire(srv->slots, n->name);
-                if (r < 0) {
+                if (r == -ENOENT)
+                        /* the Lease namespace is missing: the drain waits (no slot, no drain) */
+                        log_error("node %s: cannot take a drain slot: namespace %s not found (the Leases "
+                                  "drainer-slot-* of --max-parallel %u live there): create it, name "
+                                  "another with --lease-namespace, or give --max-parallel 0 for no limit",
+                                  n->name, srv->o.lease_ns, srv->o.max_parallel);
+                else if (r == -EACCES)
+                        log_error("node %s: cannot take a drain slot: forbidden to write Leases in "
+                                  "namespace %s (grant leases get/list/watch/create/update there, as "
+                                  "deploy/ does, or give --max-parallel 0 for no limit)",
+                                  n->name, srv->o.lease_ns);
+                else if (r < 0)
                         log_error("node %s: cannot take a drain slot: %s", n->name, strerror(-r));
+                if (r < 0) {
                         m->retry_at = now + RETRY_BASE_USEC;
                         dtimer_start(&srv->retry, RETRY_BASE_USEC);
                         return;
@@ -919,7 +931,10 @@ static int serve_main(struct serve_opts *o, struct drain_args *a, struct global_
 }
 
 int verb_serve(int argc, char **argv, struct global_flags *g) {
-        struct serve_opts o = {};
+        /* At most one node of the cluster out of service at a time unless --max-parallel
+         * says otherwise (kured's default): `kubectl annotate nodes --all
+         * drainer.io/request=drain` must not empty the cluster at once. */
+        struct serve_opts o = { .max_parallel = 1 };
         struct drain_args a = {};
         struct config_argv c;
         int code;

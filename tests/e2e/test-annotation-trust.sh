@@ -164,7 +164,7 @@ blocked_count() { node_events "$node" "$e2e_tmp/ev2.json"; jq '[.[] | select(.re
 more_blocked() { [ "$(blocked_count)" -gt "$1" ]; }
 before=$(blocked_count)
 kubectl annotate --overwrite node "$node" drainer.io/request=drain >/dev/null
-serve_start trust serve --node "$node" "${ns_flag[@]}" --metrics-addr ""
+serve_start trust serve --node "$node" --max-parallel 0 "${ns_flag[@]}" --metrics-addr ""
 check "serve refuses too: another DrainerBlocked Event" wait_until 20 more_blocked "$before"
 sleep 2
 check "serve still runs" serve_alive trust

@@ -312,7 +312,7 @@ serve_kill() { # PHASE DOWN
 	classify_pods "$e2e_tmp/$tag.pods.json" >"$e2e_tmp/$tag.classes.json"
 	claims_on_node "$node" >"$e2e_tmp/$tag.claims.json"
 	first=$(audit_lines)
-	serve_start "$tag" --kube-api-qps "$sqps" --kube-api-burst "$sburst" serve --node "$node"
+	serve_start "$tag" --kube-api-qps "$sqps" --kube-api-burst "$sburst" serve --node "$node" --max-parallel 0
 	dpid=$serve_pid
 	check "serve opens its watch on $node" wait_until 20 watch_opened "$first" "metadata.name%3D$node"
 	wl_start "$e2e_tmp/$tag.watch"

@@ -39,7 +39,7 @@ dargs=(--grace-period 1 --timeout 60s)
 resume_timeout=150s
 slow_note=
 export DRAINER_RUN_TIMEOUT=170
-sargs=(serve --node "$node" --grace-period 1 --metrics-addr "")
+sargs=(serve --node "$node" --max-parallel 0 --grace-period 1 --metrics-addr "")
 CMD_SECS=2
 
 cleanup_crash_random() {

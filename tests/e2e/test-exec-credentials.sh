@@ -104,7 +104,7 @@ exec_kubeconfig "$t/rotating.kubeconfig" "$t/rotating-plugin"
 port=$(free_port)
 audit_from=$(audit_lines)
 t_start=$SECONDS
-serve_start rot --kubeconfig "$t/rotating.kubeconfig" serve --node "$node" --metrics-addr "127.0.0.1:$port"
+serve_start rot --kubeconfig "$t/rotating.kubeconfig" serve --node "$node" --max-parallel 0 --metrics-addr "127.0.0.1:$port"
 ready() { [ "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")" = 200 ]; }
 check "serve with the exec plugin's certificate is ready" wait_until 30 ready
 # Past the first certificate's 8 s: then a drain and its undo.
@@ -154,7 +154,7 @@ port=$(free_port)
 # What systemd hands serve: the plugin must see none of it.
 serve_env=(NOTIFY_SOCKET="$t/no-such-notify-socket" WATCHDOG_USEC=30000000 WATCHDOG_PID=self LISTEN_FDS=0
 	LISTEN_PID=1 LISTEN_FDNAMES=x CREDENTIALS_DIRECTORY="$t/creds")
-serve_start hang --kubeconfig "$t/hang.kubeconfig" serve --node "$node" --metrics-addr "127.0.0.1:$port"
+serve_start hang --kubeconfig "$t/hang.kubeconfig" serve --node "$node" --max-parallel 0 --metrics-addr "127.0.0.1:$port"
 serve_env=()
 check "serve with the hanging plugin is ready" wait_until 30 ready
 # After 3 s the token expires; the drain's first request runs the plugin again, which hangs.

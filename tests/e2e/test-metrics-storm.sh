@@ -47,7 +47,7 @@ all_closed() { # KIND: every connection of that storm was closed by the server
 }
 
 echo "== drainer serve --node $node --metrics-addr 127.0.0.1:$port"
-serve_start serve serve --node "$node" --metrics-addr "127.0.0.1:$port"
+serve_start serve serve --node "$node" --max-parallel 0 --metrics-addr "127.0.0.1:$port"
 if ! wait_until 30 readyz; then
 	fail "serve did not become ready"
 	serve_log serve

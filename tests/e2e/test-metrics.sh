@@ -108,7 +108,7 @@ fi
 # ---- 2. serve with --metrics-addr ----
 demo || { fail "demo workload"; finish; exit 1; }
 port=$(free_port) || { fail "no free port"; finish; exit 1; }
-"$DRAINER" serve --node "$node" --metrics-addr "127.0.0.1:$port" >"$e2e_tmp/serve.log" 2>&1 &
+"$DRAINER" serve --node "$node" --max-parallel 0 --metrics-addr "127.0.0.1:$port" >"$e2e_tmp/serve.log" 2>&1 &
 serve_pid=$!
 echo "  drainer serve --node $node --metrics-addr 127.0.0.1:$port (pid $serve_pid)"
 check "/healthz answers 200 \"ok\"" wait_until 20 healthz_ok

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Issue 5, acceptance 2: `drainer serve --all-nodes --max-parallel 1` with the three
-# nodes requested at once (claim workloads on each: the demo on node-1, two
-# one-GPU pods pinned to node-2 and to node-3). Each node is asked to uncordon as
+# Issue 5, acceptance 2, and issue 16 item 8 (safe default): one `drainer serve
+# --node NODE` per node, as the DaemonSet runs them, with no --max-parallel (its
+# default is 1), and `kubectl annotate nodes --all drainer.io/request=drain` (claim
+# workloads on each: the demo on node-1, two one-GPU pods pinned to node-2 and to
+# node-3). DRAINER_E2E_PARALLEL_MODE=all-nodes runs the cluster mode instead: one
+# `drainer serve --all-nodes --max-parallel 1`. Each node is asked to uncordon as
 # soon as it is drained. Shown from what the API server holds:
 #  - never more than one node past cordon at a time: replayed over one watch of
 #    every Node (a single stream in the API server's order), a node counting as out
@@ -94,11 +97,25 @@ leases_watch_start "$lease_ns" "$e2e_tmp/leases.watch"
 driver_pods=$(kubectl -n dra-system get pods -l app.kubernetes.io/component=kubeletplugin -o json | jq -c '[.items[] | {key: "\(.metadata.namespace)/\(.metadata.name)", node: .spec.nodeName}]')
 
 start=$(audit_lines)
-serve_start c serve --all-nodes --max-parallel 1 --lease-namespace "$lease_ns" --identity e2e-parallel
-check "serve --all-nodes watches every Node" wait_until 20 watch_opened "$start" "/api/v1/nodes?"
+daemons=()
+if [ "${DRAINER_E2E_PARALLEL_MODE:-per-node}" = all-nodes ]; then
+	serve_start c serve --all-nodes --max-parallel 1 --lease-namespace "$lease_ns" --identity e2e-parallel
+	daemons=(c)
+	check "serve --all-nodes watches every Node" wait_until 20 watch_opened "$start" "/api/v1/nodes?"
+else
+	for n in "${nodes[@]}"; do
+		serve_start "$n" serve --node "$n" --lease-namespace "$lease_ns" --identity "e2e-$n"
+		daemons+=("$n")
+	done
+	for n in "${nodes[@]}"; do
+		check "serve --node $n (no --max-parallel) watches its Node" wait_until 20 watch_opened "$start" "metadata.name%3D$n"
+	done
+fi
 sleep 0.5
-echo "- kubectl annotate node node-1 node-2 node-3 drainer.io/request=drain"
-kubectl annotate node "${nodes[@]}" drainer.io/request=drain >/dev/null
+# (only node-1 .. node-3 in this cluster: check it, --all must mean them)
+check_eq "the cluster's nodes are node-1 node-2 node-3" "node-1 node-2 node-3" "$(kubectl get nodes -o name | sed 's|node/||' | sort | tr '\n' ' ' | sed 's/ $//')"
+echo "- kubectl annotate nodes --all drainer.io/request=drain"
+kubectl annotate nodes --all drainer.io/request=drain >/dev/null
 
 # Uncordon each node as soon as it is drained, until all three went through.
 declare -A uncordon_at=()
@@ -121,7 +138,7 @@ check_eq "all three nodes were drained, one after another" 3 "${#order[@]}"
 echo "  order: ${order[*]}"
 if [ "${#order[@]}" -lt 3 ]; then
 	for n in "${nodes[@]}"; do echo "    $n: $(node_drainer_anns "$n")"; done
-	serve_log c 40
+	for d in "${daemons[@]}"; do serve_log "$d" 40; done
 fi
 for n in "${nodes[@]}"; do
 	check "$n back in service (driver Running+Ready, slice, schedulable, no drainer.io annotation)" wait_until 30 node_restored "$n"
@@ -174,7 +191,7 @@ jq_checks -s '
 if jq -se 'any(.[]; (.state == "waiting" and (.name as $n | .message | test("held by ([^)]*, )?" + $n + "(,|\\))")))
 	or (.state | IN("cordon", "evict-claim-holders", "evict-rest", "wait-released", "stop-drivers", "drained")) and (.message | test("waiting for one of")))' \
 	"$e2e_tmp/nodes.watch" >/dev/null; then
-	serve_log c 12 'waiting|slots:|requested|: cordon'
+	for d in "${daemons[@]}"; do serve_log "$d" 12 'waiting|slots:|requested|: cordon'; done
 fi
 
 # 3. The Lease: one slot, one holder at a time; a node is out only while holding it.
@@ -263,6 +280,8 @@ else
 	echo "  (the audit policy logs node patches without bodies: the cordon timeline comes from the Node watch above)"
 fi
 
-serve_stop c
-check_eq "serve exits 0 on SIGTERM" 0 "$serve_rc"
+for d in "${daemons[@]}"; do
+	serve_stop "$d"
+	check_eq "serve ($d) exits 0 on SIGTERM" 0 "$serve_rc"
+done
 finish

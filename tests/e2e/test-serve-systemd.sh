@@ -163,7 +163,7 @@ read -r held0 rel0 _ <<<"$(inhibitors)"
 nodes_watch_start "$e2e_tmp/n2.watch" node-2
 a_line=$(audit_lines)
 serve_env=(NOTIFY_SOCKET="$sock" WATCHDOG_USEC=2000000 WATCHDOG_PID=self)
-serve_start sd1 serve --node node-2 --on-shutdown --grace-period 1
+serve_start sd1 serve --node node-2 --max-parallel 0 --on-shutdown --grace-period 1
 serve_env=()
 pid1=$serve_pid
 t_start1=$(now)
@@ -233,7 +233,7 @@ check "no WATCHDOG=1 before READY=1" bash -c "[ \"\$(head -n 1 '$e2e_tmp/wd1')\"
 # ---- 2. the same boot, then the next boot -----------------------------------------
 echo "- 2. serve restarted in the same boot (WATCHDOG_PID names another process)"
 serve_env=(NOTIFY_SOCKET="$sock" WATCHDOG_USEC=2000000 WATCHDOG_PID=1)
-serve_start sd2 serve --node node-2 --on-shutdown --grace-period 1
+serve_start sd2 serve --node node-2 --max-parallel 0 --on-shutdown --grace-period 1
 serve_env=()
 pid2=$serve_pid
 check "READY=1 from the restarted daemon" wait_until 20 has_note "$pid2" '^READY=1$'
@@ -249,7 +249,7 @@ check "its inhibitor is let go when it exits" wait_until 10 held_is "$held0"
 echo "- after a reboot: drainer.io/shutdown-boot-id=$other_boot (another boot's id)"
 kubectl annotate --overwrite node node-2 drainer.io/shutdown-boot-id="$other_boot" >/dev/null
 serve_env=(NOTIFY_SOCKET="$sock")
-serve_start sd3 serve --node node-2 --on-shutdown --grace-period 1
+serve_start sd3 serve --node node-2 --max-parallel 0 --on-shutdown --grace-period 1
 serve_env=()
 if ! check "the daemon of the next boot restores node-2 (driver, slice, schedulable, no drainer.io annotation; <= 60 s)" \
 	wait_until 60 node_restored node-2; then
@@ -270,7 +270,7 @@ echo "- 3. serve --node node-1 --on-shutdown; PrepareForShutdown(true) with the 
 read -r held0 rel0 _ <<<"$(inhibitors)"
 nodes_watch_start "$e2e_tmp/n1.watch" node-1
 serve_env=(NOTIFY_SOCKET="$sock")
-serve_start sd4 serve --node node-1 --on-shutdown
+serve_start sd4 serve --node node-1 --max-parallel 0 --on-shutdown
 serve_env=()
 check "READY=1" wait_until 20 has_note "$serve_pid" '^READY=1$'
 check "inhibitor held" wait_until 10 held_is $((held0 + 1))
@@ -440,7 +440,7 @@ check_eq "the DrainerBlocked Event says why" 1 "$(jq '[.[] | select(.reason == "
 echo "- 5. serve --node node-3 with the same annotations"
 b=$(blocked)
 a5=$(audit_lines)
-serve_start sd5 serve --node node-3 --metrics-addr ""
+serve_start sd5 serve --node node-3 --max-parallel 0 --metrics-addr ""
 more_blocked() { [ "$(blocked)" -gt "$1" ]; }
 check "serve refuses: a DrainerBlocked Event" wait_until 20 more_blocked "$b"
 sleep 4

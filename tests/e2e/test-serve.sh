@@ -45,7 +45,7 @@ claims_on_node "$node" >"$e2e_tmp/claims.json"
 check "node-1 has claims before the drain ($(jq length "$e2e_tmp/claims.json"))" [ "$(jq length "$e2e_tmp/claims.json")" -ge 3 ]
 
 serve_start_line=$(audit_lines)
-serve_start a serve --node "$node"
+serve_start a serve --node "$node" --max-parallel 0
 check "serve --node $node opens its watch on node $node" wait_until 20 watch_opened "$serve_start_line" "metadata.name%3D$node"
 
 # ---- 1. drain on request ----------------------------------------------------------
@@ -193,7 +193,7 @@ check_eq "$node2 has no drainer.io/state" "" "$(node_state "$node2")"
 check_eq "$node2 schedulable" false "$(node_unschedulable "$node2")"
 b_line=$(audit_lines)
 serve_env=(NODE_NAME="$node2")
-serve_start b serve
+serve_start b serve --max-parallel 0
 serve_env=()
 check "NODE_NAME=$node2 drainer serve watches $node2" wait_until 20 watch_opened "$b_line" "metadata.name%3D$node2"
 if ! check "$node2 drained on the request made before its daemon started (<= 60 s)" wait_until 60 state_is "$node2" drained; then
