@@ -113,8 +113,14 @@ int app_init(struct app *a, const struct global_flags *flags) {
         struct kube_client_options co = {
                 .qps = flags->qps,
                 .burst = flags->burst,
+                .request_timeout_usec = flags->request_timeout_usec,
+                .impersonate_user = flags->as_user,
+                .impersonate_groups = flags->as_groups,
+                .n_impersonate_groups = flags->n_as_groups,
         };
         r = kube_client_new(a->transport, a->ts, a->cfg, a->creds, &co, &a->client);
+        if (r == -EINVAL)
+                return log_error_errno(r, "--as/--as-group: invalid value");
         if (r < 0)
                 return log_oom();
         log_debug("Using %s (context %s), server %s", a->cfg->source, strna(a->cfg->context_name),

@@ -62,6 +62,20 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                                                "bare --dry-run is client)",
                                                arg);
                 return 0;
+        case OPT_SKIP_WAIT_FOR_DELETE: {
+                long long v;
+
+                errno = 0;
+                v = strtoll(arg, &end, 10);
+                if (errno || *end || end == arg || v < 0 || v > 86400 * 365)
+                        return log_error_errno(
+                                EINVAL,
+                                "--skip-wait-for-delete-timeout: invalid value \"%s\" (seconds, "
+                                "0: wait for every pod)",
+                                arg);
+                a->skip_wait_for_delete_usec = (uint64_t)v * USEC_PER_SEC;
+                return 0;
+        }
         case OPT_IGNORE_DAEMONSETS:
                 /* kubectl drain's flag: DaemonSet pods without claims always stay (the
                  * controller would recreate them); accepted so copied commands work */
@@ -128,6 +142,7 @@ int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain
                 { "disable-eviction", no_argument, NULL, OPT_DISABLE_EVICTION },
                 { "dry-run", optional_argument, NULL, OPT_DRY_RUN },
                 { "ignore-daemonsets", optional_argument, NULL, OPT_IGNORE_DAEMONSETS },
+                { "skip-wait-for-delete-timeout", required_argument, NULL, OPT_SKIP_WAIT_FOR_DELETE },
                 { "driver-selector", required_argument, NULL, OPT_DRIVER_SELECTOR },
                 { "driver-stop", required_argument, NULL, OPT_DRIVER_STOP },
                 { "driver-health", required_argument, NULL, OPT_DRIVER_HEALTH },

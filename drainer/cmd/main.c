@@ -9,6 +9,7 @@
 
 #include "drainer/app.h"
 #include "drainer/log.h"
+#include "drainer/timesrc.h"
 #include "drainer/transport.h"
 #include "drainer/verbs.h"
 
@@ -21,6 +22,9 @@
         "      --kube-api-burst N    client-side burst (default 40)\n"                           \
         "  -o, --output FORMAT       text or json (default text)\n"                              \
         "  -v, --verbose             more output; twice for debug logs\n"                        \
+        "      --as USER             impersonate USER (Impersonate-User), as kubectl's --as\n"   \
+        "      --as-group GROUP      impersonate GROUP too (repeatable; needs --as)\n"           \
+        "      --request-timeout D   per API request (default 30s; 0: none), e.g. 10s, 1m\n"     \
         "  -h, --help                help for drainer or for a verb\n"
 
 #define DRAIN_FLAGS_HELP                                                                         \
@@ -36,6 +40,9 @@
         "                                'drainer plan'); server: send the cordon patch and\n"   \
         "                                every eviction with dryRun=All (nothing persists);\n"   \
         "                                none: no dry run\n"                                     \
+        "      --skip-wait-for-delete-timeout N  stop waiting for a pod deleted more than\n"     \
+        "                                N s ago (never for claim holders: their claims must\n"  \
+        "                                be released; 0: wait for every pod, the default)\n"     \
         "      --ignore-daemonsets       accepted for kubectl's sake: DaemonSet pods without\n"  \
         "                                claims always stay (DRA drivers are stopped)\n"         \
         "      --driver-selector SEL     label selector of DRA driver pods (repeatable); only\n" \
@@ -294,6 +301,30 @@ int global_flag(int opt, const char *arg, struct global_flags *g) {
         case 'v':
                 g->verbose++;
                 return 1;
+        case OPT_GLOBAL_AS:
+                if (!*arg || strpbrk(arg, "\r\n"))
+                        return log_error_errno(EINVAL, "--as: invalid user name \"%s\"", arg);
+                g->as_user = arg;
+                return 1;
+        case OPT_GLOBAL_AS_GROUP:
+                if (!*arg || strpbrk(arg, "\r\n"))
+                        return log_error_errno(EINVAL, "--as-group: invalid group name \"%s\"", arg);
+                if (g->n_as_groups >= ELEMENTSOF(g->as_groups))
+                        return log_error_errno(EINVAL, "--as-group: at most %zu groups",
+                                               ELEMENTSOF(g->as_groups));
+                g->as_groups[g->n_as_groups++] = arg;
+                return 1;
+        case OPT_GLOBAL_REQUEST_TIMEOUT: {
+                uint64_t usec;
+
+                if (timesrc_parse_duration(arg, &usec) < 0)
+                        return log_error_errno(EINVAL,
+                                               "--request-timeout: invalid duration \"%s\" (e.g. 30s, 1m; "
+                                               "0: no timeout)",
+                                               arg);
+                g->request_timeout_usec = usec == 0 ? KUBE_NO_TIMEOUT : usec;
+                return 1;
+        }
         }
         return 0;
 }
@@ -322,6 +353,9 @@ static const struct option global_options[] = {
         { "output", required_argument, NULL, 'o' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
+        { "as", required_argument, NULL, OPT_GLOBAL_AS },
+        { "as-group", required_argument, NULL, OPT_GLOBAL_AS_GROUP },
+        { "request-timeout", required_argument, NULL, OPT_GLOBAL_REQUEST_TIMEOUT },
 };
 
 int verb_parse(int argc, char **argv, struct global_flags *g, const struct option *extra, verb_opt_fn on_opt,
@@ -361,6 +395,11 @@ int verb_parse(int argc, char **argv, struct global_flags *g, const struct optio
                 if (r < 0)
                         return r;
         }
+        if (g->n_as_groups > 0 && !g->as_user) {
+                log_error("drainer %s: --as-group needs --as (the user to impersonate), as kubectl's does",
+                          argv[0]);
+                return -EINVAL;
+        }
         if (g->verbose >= 2)
                 log_set_max_level(LOG_LEVEL_DEBUG);
         return 1;
@@ -391,7 +430,8 @@ static int run(int argc, char **argv) {
                 if (a[0] == '-') {
                         if (!strchr(a, '=') && (streq(a, "--kubeconfig") || streq(a, "--context") ||
                                                 streq(a, "--kube-api-qps") || streq(a, "--kube-api-burst") ||
-                                                streq(a, "-o") || streq(a, "--output")))
+                                                streq(a, "-o") || streq(a, "--output") || streq(a, "--as") ||
+                                                streq(a, "--as-group") || streq(a, "--request-timeout")))
                                 i++;
                         continue;
                 }

@@ -447,6 +447,7 @@ static int run_engine(struct runner *rn, enum engine_goal goal, uint64_t timeout
                 .goal = goal,
                 .grace_seconds = rn->a->grace,
                 .disable_eviction = rn->a->disable_eviction,
+                .skip_wait_for_delete_usec = rn->a->skip_wait_for_delete_usec,
                 .force_uncordon = rn->a->force_uncordon,
                 .skip_driver_stop = rn->a->skip_driver_stop,
                 .driver_health = rn->a->has_health ? &rn->a->health_target : NULL,

@@ -486,6 +486,20 @@ static size_t finished_deleting(const struct plan *p) {
         return n;
 }
 
+/* Evicted pods deleted longer than --skip-wait-for-delete-timeout ago that the wait
+ * no longer counts (never claim holders, plan_pod_wait_skipped). */
+static size_t wait_skipped(struct engine *e) {
+        int64_t now = timesrc_realtime(e->ts);
+        size_t n = 0;
+
+        if (!e->o.skip_wait_for_delete_usec)
+                return 0;
+        for (size_t i = 0; i < e->plan.n_pods; i++)
+                n += e->plan.pods[i].group < EVICT_GROUP_DRIVERS &&
+                     plan_pod_wait_skipped(&e->plan.pods[i], now, e->o.skip_wait_for_delete_usec);
+        return n;
+}
+
 static size_t driver_pods(const struct plan *p, bool healthy_only) {
         size_t n = 0;
 
@@ -866,7 +880,8 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                 /* drainer.io/state=drained is a claim, not a fact (it may be written by hand):
                  * a node with pods to evict or claims on it, not cordoned, or with a driver pod
                  * when the strategy removes them, is drained again from the evictions on. */
-                if (!node_cordoned(n) || pods_left(&e->plan, false) + finished_deleting(&e->plan) > 0 ||
+                if (!node_cordoned(n) ||
+                    pods_left(&e->plan, false) + finished_deleting(&e->plan) - wait_skipped(e) > 0 ||
                     e->plan.n_claims_blocking > 0 ||
                     (!e->o.skip_driver_stop && e->stop->ops->removes_driver_pods &&
                      driver_pods(&e->plan, false) > 0)) {
@@ -936,7 +951,7 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
         }
 
         /* wait-released and stop-drivers: the safety condition of DESIGN.md. */
-        size_t left = pods_left(&e->plan, false) + finished_deleting(&e->plan);
+        size_t left = pods_left(&e->plan, false) + finished_deleting(&e->plan) - wait_skipped(e);
         bool released = left == 0 && e->plan.n_claims_blocking == 0;
 
         if (ph == DRAIN_PHASE_WAIT_RELEASED) {

@@ -64,6 +64,15 @@ size_t plan_eviction_blockers(const struct plan *p) {
         return n;
 }
 
+bool plan_pod_wait_skipped(const struct plan_pod *pp, int64_t now_usec, uint64_t skip_usec) {
+        assert(pp);
+        if (skip_usec == 0 || !pp->pod->deleting || pp->pod->deletion_usec <= 0)
+                return false;
+        if (pp->cls == POD_CLASS_CLAIM_HOLDER || pp->cls == POD_CLASS_DRIVER || pod_holds_claims(pp->pod))
+                return false;
+        return now_usec - pp->pod->deletion_usec > (int64_t)MIN(skip_usec, (uint64_t)INT64_MAX);
+}
+
 /* ---- classification ---- */
 
 static const char skip_pod_selector[] = "does not match --pod-selector";

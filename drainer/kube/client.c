@@ -43,7 +43,19 @@ struct kube_client {
         struct backoff backoff;  /* retries; each call counts its own attempts */
         struct kube_call *calls; /* owned, doubly linked */
         size_t n_calls;
+        char *impersonate[1 + KUBE_MAX_IMPERSONATE_GROUPS]; /* "Impersonate-User: ..." etc., owned */
+        size_t n_impersonate;
 };
+
+/* A header value from a flag: printable, no CR/LF (no header injection), not empty. */
+static bool header_value_ok(const char *v) {
+        if (!v || !*v)
+                return false;
+        for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+                if (*p < 0x20 || *p == 0x7f)
+                        return false;
+        return true;
+}
 
 enum call_state {
         CALL_BACKOFF, /* waiting out a retry delay; no token reserved yet */
@@ -509,7 +521,7 @@ static void call_dispatch(struct kube_call *call) {
         struct kube_credentials creds = {};
         _cleanup_free_ char *url = NULL, *auth = NULL, *ctype = NULL, *err = NULL;
         char audit[sizeof("Audit-ID: ") + AUDIT_ID_SIZE];
-        const char *headers[6];
+        const char *headers[6 + 1 + KUBE_MAX_IMPERSONATE_GROUPS];
         size_t nh = 0;
         int r;
 
@@ -543,6 +555,8 @@ static void call_dispatch(struct kube_call *call) {
                         return call_finish_later(call, -ENOMEM);
                 headers[nh++] = ctype;
         }
+        for (size_t i = 0; i < c->n_impersonate; i++)
+                headers[nh++] = c->impersonate[i];
         headers[nh] = NULL;
 
         if (call->watch) {
@@ -685,6 +699,13 @@ int kube_client_new(struct transport *t, struct timesrc *ts, const struct kube_c
 
         if (!t || !ts || !cfg || !creds)
                 return -EINVAL;
+        if (opts && (opts->n_impersonate_groups > KUBE_MAX_IMPERSONATE_GROUPS ||
+                     (opts->n_impersonate_groups > 0 && !opts->impersonate_user) ||
+                     (opts->impersonate_user && !header_value_ok(opts->impersonate_user))))
+                return -EINVAL;
+        for (size_t i = 0; opts && i < opts->n_impersonate_groups; i++)
+                if (!header_value_ok(opts->impersonate_groups[i]))
+                        return -EINVAL;
         c = calloc(1, sizeof(*c));
         if (!c)
                 return -ENOMEM;
@@ -711,6 +732,23 @@ int kube_client_new(struct transport *t, struct timesrc *ts, const struct kube_c
                 /* No entropy yet (early boot): the clock, which two processes rarely share to the µs. */
                 c->audit_prefix = UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)timesrc_realtime(ts);
         ratelimit_init(&c->rl, c->opts.qps, c->opts.burst, timesrc_now(ts));
+        if (c->opts.impersonate_user) {
+                if (asprintf(&c->impersonate[c->n_impersonate++], "Impersonate-User: %s",
+                             c->opts.impersonate_user) < 0) {
+                        c->n_impersonate--;
+                        kube_client_free(c);
+                        return -ENOMEM;
+                }
+                for (size_t i = 0; i < c->opts.n_impersonate_groups; i++)
+                        if (asprintf(&c->impersonate[c->n_impersonate++], "Impersonate-Group: %s",
+                                     c->opts.impersonate_groups[i]) < 0) {
+                                c->n_impersonate--;
+                                kube_client_free(c);
+                                return -ENOMEM;
+                        }
+        }
+        c->opts.impersonate_user = NULL; /* borrowed: only the headers are kept */
+        c->opts.impersonate_groups = NULL;
         *ret = c;
         return 0;
 }
@@ -719,6 +757,8 @@ void kube_client_free(struct kube_client *c) {
         if (!c)
                 return;
         assert(c->n_calls == 0);
+        for (size_t i = 0; i < c->n_impersonate; i++)
+                free(c->impersonate[i]);
         free(c);
 }
 

@@ -273,6 +273,9 @@ static int pod_build(const cJSON *obj, struct packer *pk, struct pod_rec *p) {
                 json_get(meta, "deletionTimestamp") && !cJSON_IsNull(json_get(meta, "deletionTimestamp"));
         if (!json_get_int64(meta, "deletionGracePeriodSeconds", &p->deletion_grace_seconds))
                 p->deletion_grace_seconds = -1;
+        if (!json_get_str(meta, "deletionTimestamp") ||
+            timesrc_parse_rfc3339(json_get_str(meta, "deletionTimestamp"), &p->deletion_usec) < 0)
+                p->deletion_usec = 0;
         if (!json_get_int64(spec, "terminationGracePeriodSeconds", &p->termination_grace_seconds))
                 p->termination_grace_seconds = 30;
         p->mirror = json_get(json_get_obj(meta, "annotations"), "kubernetes.io/config.mirror");

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <uv.h>
 
+#include "drainer/client.h"
 #include "drainer/macro.h"
 
 /* Exit codes, documented in `drainer --help` and the README. */
@@ -21,6 +22,13 @@ enum output_format {
         OUTPUT_JSON,
 };
 
+/* Global flags without a short form (verb flags use 0x100.. and 0x200..). */
+enum {
+        OPT_GLOBAL_AS = 0x1f0,
+        OPT_GLOBAL_AS_GROUP,
+        OPT_GLOBAL_REQUEST_TIMEOUT,
+};
+
 struct global_flags {
         const char *kubeconfig;
         const char *context;
@@ -28,6 +36,11 @@ struct global_flags {
         int burst;
         enum output_format output;
         int verbose;
+        /* --as, --as-group (repeatable), --request-timeout: as kubectl's */
+        const char *as_user;
+        const char *as_groups[KUBE_MAX_IMPERSONATE_GROUPS];
+        size_t n_as_groups;
+        uint64_t request_timeout_usec; /* 0: the client's default (30 s) */
 };
 
 struct app {

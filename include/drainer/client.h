@@ -23,12 +23,21 @@ struct credentials;
 struct kube_client_options {
         double qps; /* <= 0: no limit */
         int burst;
-        uint64_t request_timeout_usec; /* per attempt, not watches; 0 = 30 s */
+        uint64_t request_timeout_usec; /* per attempt, not watches; 0 = 30 s; KUBE_NO_TIMEOUT: none */
         unsigned max_attempts;         /* for retried calls; 0 = 8 */
         uint64_t backoff_base_usec;    /* 0 = 250 ms */
         uint64_t backoff_cap_usec;     /* 0 = 30 s */
         unsigned random_seed;          /* jitter; 0 = from the clock */
+        /* --as / --as-group: every request carries Impersonate-User (and one
+         * Impersonate-Group per group); borrowed, checked by kube_client_new (no control
+         * characters). Groups need a user, as kubectl says. */
+        const char *impersonate_user;
+        const char *const *impersonate_groups;
+        size_t n_impersonate_groups; /* at most KUBE_MAX_IMPERSONATE_GROUPS */
 };
+
+#define KUBE_MAX_IMPERSONATE_GROUPS 16
+#define KUBE_NO_TIMEOUT             (UINT64_C(1) << 62) /* --request-timeout 0, as kubectl's */
 
 struct kube_result {
         int error;                /* 0 on success, else negative errno */

@@ -32,6 +32,7 @@ enum {
         OPT_DRIVER_NAMESPACE,
         OPT_CONFIG,
         OPT_IGNORE_DAEMONSETS,
+        OPT_SKIP_WAIT_FOR_DELETE,
 };
 
 struct drain_args {
@@ -45,6 +46,7 @@ struct drain_args {
          * with dryRun=All, as kubectl drain --dry-run=server; --dry-run (bare) or
          * --dry-run=client: the plan only; --dry-run=none: no dry run */
         bool dry_run_server;
+        uint64_t skip_wait_for_delete_usec; /* --skip-wait-for-delete-timeout N (s); 0: none */
         const char *driver_selectors[MAX_DRIVER_SELECTORS + 1];
         size_t n_driver_selectors;
         const char *driver_namespaces[MAX_DRIVER_NAMESPACES + 1];

@@ -31,11 +31,12 @@ enum engine_goal {
 struct engine_options {
         const char *node;
         enum engine_goal goal;
-        struct plan_options plan;                  /* selectors are borrowed */
-        int64_t grace_seconds;                     /* < 0: each pod's own */
-        bool disable_eviction;                     /* DELETE instead of the Eviction API */
-        bool force_uncordon;                       /* uncordon even if someone else had cordoned */
-        bool skip_driver_stop;                     /* drain ends after wait-released */
+        struct plan_options plan;           /* selectors are borrowed */
+        int64_t grace_seconds;              /* < 0: each pod's own */
+        bool disable_eviction;              /* DELETE instead of the Eviction API */
+        bool force_uncordon;                /* uncordon even if someone else had cordoned */
+        bool skip_driver_stop;              /* drain ends after wait-released */
+        uint64_t skip_wait_for_delete_usec; /* --skip-wait-for-delete-timeout; 0: wait for every pod */
         const struct health_target *driver_health; /* NULL: no gRPC probe */
         uint64_t timeout_usec;                     /* 0: none; counts from engine_start() of this run */
         const char *instance;                      /* reportingInstance of Events (hostname) */

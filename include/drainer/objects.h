@@ -53,10 +53,11 @@ enum pod_phase pod_phase_from_string(const char *s); /* _POD_PHASE_INVALID if un
 
 struct pod_rec {
         const char *ns, *name, *uid, *resource_version, *node_name, *pod_ip, *priority_class_name;
-        enum pod_phase phase;              /* missing phase reads as POD_PENDING, unknown as POD_UNKNOWN */
-        bool ready;                        /* condition Ready is True */
-        bool deleting;                     /* deletionTimestamp set */
-        int64_t deletion_grace_seconds;    /* metadata.deletionGracePeriodSeconds, -1 if unset */
+        enum pod_phase phase;           /* missing phase reads as POD_PENDING, unknown as POD_UNKNOWN */
+        bool ready;                     /* condition Ready is True */
+        bool deleting;                  /* deletionTimestamp set */
+        int64_t deletion_grace_seconds; /* metadata.deletionGracePeriodSeconds, -1 if unset */
+        int64_t deletion_usec; /* metadata.deletionTimestamp (µs since the epoch), 0 if unset/bad */
         int64_t termination_grace_seconds; /* spec, default 30 */
         bool mirror;                       /* annotation kubernetes.io/config.mirror */
         bool has_emptydir;

@@ -119,6 +119,12 @@ int plan_build(const struct node_rec *node, const struct pod_rec *const *pods, s
                const struct plan_options *o, struct plan *ret);
 void plan_done(struct plan *p);
 
+/* kubectl drain --skip-wait-for-delete-timeout: whether the drain stops waiting for
+ * pod pp, deleted more than skip_usec ago (now_usec and the deletionTimestamp in µs
+ * since the epoch). Never a claim holder or a DRA driver pod (their claims must be
+ * released, and the driver outlive them); skip_usec 0: never. */
+bool plan_pod_wait_skipped(const struct plan_pod *pp, int64_t now_usec, uint64_t skip_usec);
+
 /* How many of the plan's blockers hold at every eviction
  * (blocker_kind_holds_at_every_eviction). */
 size_t plan_eviction_blockers(const struct plan *p);

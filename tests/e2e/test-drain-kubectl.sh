@@ -19,6 +19,10 @@
 #    Then the real drain, without --force: the finished pods are evicted, and what is
 #    left on the node is what kubectl would leave but the driver: DaemonSet and mirror
 #    pods.
+# 3. kubectl's global flags: --as/--as-group (the audit log shows every request of
+#    drainer made as the impersonated user and group), --request-timeout, and bad
+#    values of the new flags are exit 2 with nothing sent; --skip-wait-for-delete-timeout
+#    (a pod its finalizer holds after the eviction is not waited for past N s).
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_drainer
 jqq() { jq -e "$@" >/dev/null; }
@@ -251,5 +255,56 @@ check "what is left on $node is what kubectl drain would leave but the driver (D
 echo "    left: $(left_now | tr '\n' ' ')"
 drainer_run real-uncordon uncordon "$node"
 check_rc "uncordon $node" 0 real-uncordon
+
+# ---- 3. --as, --as-group, --request-timeout; bad values ---------------------------
+echo "- 3. impersonation and the request timeout"
+node=node-2
+drainer_run as --as e2e-impersonated --as-group system:masters --as-group e2e-group --request-timeout 20s \
+	drain "$node" --dry-run=server -o json
+check_rc "drainer --as e2e-impersonated --as-group system:masters ... drain $node --dry-run=server" 0 as
+check_eq "-o json: dryRun server, ok" "server true" "$(jq -r '"\(.dryRun) \(.ok)"' "$e2e_tmp/as.out" 2>/dev/null)"
+audit_window "$run_start" "$e2e_tmp/as.audit"
+check "the audit log: every request of drainer was made as e2e-impersonated in groups system:masters, e2e-group" jqq '
+	[.[] | select(.userAgent | startswith("drainer/"))] as $d
+	| ($d | length) > 0 and all($d[]; .impersonatedUser.username == "e2e-impersonated"
+		and ((.impersonatedUser.groups // []) | index("system:masters") and index("e2e-group")))' "$e2e_tmp/as.audit"
+check "... including its dryRun=All cordon patch" jqq --arg n "$node" \
+	'any(.[]; .verb == "patch" and .objectRef.name == $n and (.requestURI | test("dryRun=All")) and .impersonatedUser.username == "e2e-impersonated")' \
+	"$e2e_tmp/as.audit"
+drainer_run as-denied --as e2e-nobody status "$node"
+check "impersonating a user without rights is refused by the API server (named in the error)" \
+	grep -q 'e2e-nobody' "$e2e_tmp/as-denied.err"
+for bad in "--as-group g" "--request-timeout 5x" "--dry-run=maybe" "--ignore-daemonsets=false" "--skip-wait-for-delete-timeout -1"; do
+	tag=bad-$(echo "$bad" | tr -c 'a-z0-9' -)
+	# shellcheck disable=SC2086
+	drainer_run "$tag" drain "$node" $bad
+	check_rc "drain $node $bad: bad usage" 2 "$tag"
+	audit_window "$run_start" "$e2e_tmp/$tag.audit"
+	check_eq "drain $node $bad: nothing sent" 0 "$(drainer_requests "$e2e_tmp/$tag.audit" 2>/dev/null || echo 0)"
+done
+check_eq "$node untouched by all this" "{}" "$(node_drainer_anns "$node")"
+check_eq "$node schedulable" false "$(node_unschedulable "$node")"
+
+# --skip-wait-for-delete-timeout: a pod held by a finalizer after its eviction is not
+# waited for once deleted longer than N s ago (claim holders always are: unit test).
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: e2e-finalized, namespace: default, finalizers: [e2e.drainer.io/hold]}
+spec:
+  nodeName: $node
+  terminationGracePeriodSeconds: 1
+  containers: [{name: c, image: drainer.test/sleep:dev, args: ["3600"]}]
+YAML
+e2e_cleanup_hooks+=("kubectl -n default patch pod e2e-finalized --type=json -p '[{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}]' >/dev/null 2>&1")
+fin_running() { [ "$(kubectl -n default get pod e2e-finalized -o jsonpath='{.status.phase}')" = Running ]; }
+check "a pod with a finalizer runs on $node" wait_until 60 fin_running
+drainer_run skipwait drain "$node" --force --timeout 60s --skip-wait-for-delete-timeout 3
+check_rc "drain $node --force --skip-wait-for-delete-timeout 3 completes past the pod its finalizer holds" 0 skipwait
+check "... the pod is still there, deleting (its finalizer holds it)" bash -c "[ -n \"\$('$KUBECTL' -n default get pod e2e-finalized -o jsonpath='{.metadata.deletionTimestamp}')\" ]"
+check_eq "... $node drained" drained "$(node_ann "$node" drainer.io/state)"
+kubectl -n default patch pod e2e-finalized --type=json -p '[{"op":"remove","path":"/metadata/finalizers"}]' >/dev/null
+drainer_run skipwait-uncordon uncordon "$node"
+check_rc "uncordon $node" 0 skipwait-uncordon
 
 finish

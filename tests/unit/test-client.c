@@ -1148,9 +1148,59 @@ static void test_query_escape(void **state) {
         free(s);
 }
 
+/* --as / --as-group / --request-timeout: Impersonate-User and one Impersonate-Group
+ * header per group on every request, the timeout per attempt; groups without a user
+ * and header-breaking values are refused. */
+static void test_impersonation_and_timeout(void **state) {
+        struct env *e = *state;
+        struct result r = {};
+        const struct fake_request *req;
+        size_t groups = 0;
+        struct kube_client *c;
+        struct kube_client *bad = NULL;
+
+        c = test_api_client(e->api,
+                            &(const struct kube_client_options){
+                                    .impersonate_user = "jane",
+                                    .impersonate_groups = (const char *const[]){ "ops", "system:masters" },
+                                    .n_impersonate_groups = 2,
+                                    .request_timeout_usec = 7 * SEC,
+                                    .random_seed = 3,
+                            });
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        assert_int_equal(kube_get(c, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(r.error, 0);
+        req = fake_transport_request(e->api->ft, 0);
+        assert_string_equal(fake_request_header(req, "Impersonate-User"), "jane");
+        for (size_t i = 0; i < req->n_headers; i++)
+                if (strncmp(req->headers[i], "Impersonate-Group: ", 19) == 0) {
+                        assert_string_equal(req->headers[i] + 19, groups == 0 ? "ops" : "system:masters");
+                        groups++;
+                }
+        assert_int_equal(groups, 2);
+        assert_int_equal(req->timeout_usec, 7 * SEC);
+        result_clear(&r);
+
+        assert_int_equal(
+                kube_client_new(fake_transport_base(e->api->ft), e->api->ts, e->api->cfg, e->api->creds,
+                                &(const struct kube_client_options){ .impersonate_groups =
+                                                                             (const char *const[]){ "ops" },
+                                                                     .n_impersonate_groups = 1 },
+                                &bad),
+                -EINVAL);
+        assert_int_equal(
+                kube_client_new(fake_transport_base(e->api->ft), e->api->ts, e->api->cfg, e->api->creds,
+                                &(const struct kube_client_options){ .impersonate_user = "x\r\nEvil: 1" },
+                                &bad),
+                -EINVAL);
+        assert_null(bad);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_get_ok_and_auth, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_impersonation_and_timeout, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_429_retry_after, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_429_retry_after_in_status, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_5xx_backoff_gives_up, setup, teardown),

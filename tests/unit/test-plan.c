@@ -670,6 +670,31 @@ static void test_finished_pods_evicted(void **state) {
         scenario_free(&s);
 }
 
+/* --skip-wait-for-delete-timeout: deleted long enough ago, a pod is not waited for;
+ * never a claim holder or a driver pod. */
+static void test_wait_skipped(void **state) {
+        struct scenario s;
+        struct plan_pod *web, *holder, *drv;
+        const int64_t now = 1000 * (int64_t)USEC_PER_SEC;
+
+        scenario_load(&s);
+        scenario_build(&s);
+        web = (struct plan_pod *)find_pod(&s.plan, "demo", "web-1");
+        holder = (struct plan_pod *)find_pod(&s.plan, "demo", "pod-a");
+        drv = (struct plan_pod *)find_pod(&s.plan, "dra-system", "dra-driver-abc");
+        assert_false(plan_pod_wait_skipped(web, now, 10 * USEC_PER_SEC)); /* not deleting */
+        for (struct plan_pod **pp = (struct plan_pod *[]){ web, holder, drv, NULL }; *pp; pp++) {
+                ((struct pod_rec *)(*pp)->pod)->deleting = true;
+                ((struct pod_rec *)(*pp)->pod)->deletion_usec = now - 11 * (int64_t)USEC_PER_SEC;
+        }
+        assert_true(plan_pod_wait_skipped(web, now, 10 * USEC_PER_SEC));
+        assert_false(plan_pod_wait_skipped(web, now, 12 * USEC_PER_SEC)); /* not long enough */
+        assert_false(plan_pod_wait_skipped(web, now, 0));                 /* 0: never */
+        assert_false(plan_pod_wait_skipped(holder, now, 10 * USEC_PER_SEC));
+        assert_false(plan_pod_wait_skipped(drv, now, 10 * USEC_PER_SEC));
+        scenario_free(&s);
+}
+
 /* ---- PodDisruptionBudgets ---- */
 
 static struct pod_rec *mkpod(const char *ns, const char *labels_json) {
@@ -1126,6 +1151,7 @@ int main(void) {
                 cmocka_unit_test(test_multiple_pdbs),
                 cmocka_unit_test(test_pod_selector),
                 cmocka_unit_test(test_finished_pods_evicted),
+                cmocka_unit_test(test_wait_skipped),
                 cmocka_unit_test(test_pdb_parse),
                 cmocka_unit_test(test_pdb_empty_vs_nil),
                 cmocka_unit_test(test_pdb_invalid_selector),
