@@ -27,6 +27,8 @@
 /* After a 409 on the Node patch, how long to wait for the watch to bring the newer Node
  * before patching from the cached one again. */
 #define CONFLICT_WAIT_USEC  (5 * USEC_PER_SEC)
+/* Progress messages reach the Node at most this often (DESIGN.md), the last always. */
+#define PROGRESS_WRITE_USEC (10 * USEC_PER_SEC)
 #define MAX_HELD            64
 #define MAX_DRIVER_KEYS     16
 
@@ -67,7 +69,9 @@ struct engine {
         char *patch_rv;          /* resourceVersion the Node patch in flight is conditional on */
         char *conflict_rv;       /* ... of a patch refused with 409, until the cache moves past it */
         uint64_t conflict_until; /* then patch again anyway (monotonic µs) */
-        bool finish_sent;        /* uncordon: the final patch went out */
+        uint64_t wrote_at;       /* when this run last patched the Node (monotonic µs) */
+        bool wrote;
+        bool finish_sent; /* uncordon: the final patch went out */
         size_t events_in_flight;
 
         struct plan plan;
@@ -430,6 +434,8 @@ static void patch_node(struct engine *e, char *body) {
         if (r < 0)
                 return finish(e, r, "cannot patch node %s: %s", e->o.node, strerror(-r));
         e->changed = true;
+        e->wrote = true;
+        e->wrote_at = timesrc_now(e->ts);
 }
 
 static void patch_phase(struct engine *e, const struct node_rec *n, enum drain_phase p, const char *msg) {
@@ -613,33 +619,22 @@ static bool message_is(const struct drain_state *st, const char *msg) {
         return strncmp(st->message, msg, l) == 0 && (msg[l] == 0 || l + 4 >= DRAIN_MESSAGE_MAX);
 }
 
-/* While evicted pods wait for a node that is not Ready, drainer.io/message says so
- * (an admin's first question when a drain stalls), and stops saying so once it is
- * Ready again: one patch of the message per change of readiness, not per update. */
-static void message_follows_readiness(struct engine *e, const struct node_rec *n, size_t pods_left) {
-        bool noted = e->st.message && strstr(e->st.message, NOT_READY_NOTE);
+/* The progress of a drain or restore in drainer.io/message (what `kubectl describe
+ * node` shows, e.g. that evicted pods wait for a node that is not Ready): a message
+ * that is not on the Node yet is written PROGRESS_WRITE_USEC after this run's start
+ * or its last write of the Node at the earliest, and the last one always (the retry
+ * timer comes back for it). Phase changes carry their own message. */
+static void write_progress(struct engine *e, const struct node_rec *n) {
+        uint64_t now = timesrc_now(e->ts), at;
         char *body = NULL;
         int r;
 
-        if (noted == (pods_left > 0 && !n->ready) || !e->message || message_is(&e->st, e->message))
+        if (!e->message || !e->st.has_phase || e->st.phase < DRAIN_PHASE_CORDON ||
+            message_is(&e->st, e->message))
                 return;
-        r = drain_patch_message(n, e->message, &body);
-        if (r < 0)
-                return finish(e, r, "cannot build the node patch: %s", strerror(-r));
-        patch_node(e, body);
-}
-
-/* While evictions wait for a namespace being deleted, drainer.io/message names
- * those pods, and stops once they are gone: one patch of the message per change of
- * that list, not per update. */
-static void message_follows_ns_terminating(struct engine *e, const struct node_rec *n) {
-        const char *noted = e->st.message ? strstr(e->st.message, NS_TERMINATING_NOTE) : NULL,
-                   *want = e->message ? strstr(e->message, NS_TERMINATING_NOTE) : NULL;
-        char *body = NULL;
-        int r;
-
-        if (streq_ptr(noted, want) || !e->message || message_is(&e->st, e->message))
-                return;
+        at = (e->wrote ? e->wrote_at : e->started_at) + PROGRESS_WRITE_USEC;
+        if (now < at)
+                return retry_at(e, at);
         r = drain_patch_message(n, e->message, &body);
         if (r < 0)
                 return finish(e, r, "cannot build the node patch: %s", strerror(-r));
@@ -739,7 +734,9 @@ static const struct driver_stop_record *stop_not_configured(const struct engine 
         return NULL;
 }
 
-static void record_driver_stop(struct engine *e, const struct node_rec *n) {
+/* Records how the drivers are stopped; with_phase: in the same write as the move to
+ * stop-drivers (from wait-released: the two follow each other at once). */
+static void record_driver_stop(struct engine *e, const struct node_rec *n, bool with_phase) {
         /* Strings borrowed: rec is not freed. */
         struct driver_stop_record rec = { .ops = e->stop->ops, .arg = e->stop->arg };
         const char *names[DRIVER_STOP_MAX_DRIVERS];
@@ -770,7 +767,10 @@ static void record_driver_stop(struct engine *e, const struct node_rec *n) {
                         plan_driver_names(in.slices, in.n_slices, n->name, names, DRIVER_STOP_MAX_DRIVERS);
                 for (size_t j = 0; j < rec.n_drivers; j++)
                         rec.drivers[j] = (char *)names[j];
-                r = drain_patch_driver_stop(n, &rec, 1, &body);
+                r = with_phase ? drain_patch_driver_stop_phase(n, &rec, 1, DRAIN_PHASE_STOP_DRIVERS,
+                                                               timesrc_realtime(e->ts),
+                                                               "stopping the DRA drivers", &body)
+                               : drain_patch_driver_stop(n, &rec, 1, &body);
                 node_input_done(&in);
         }
         if (r < 0)
@@ -934,7 +934,7 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                 if (chc)
                         return patch_phase(e, n, DRAIN_PHASE_EVICT_REST,
                                            "evicting the remaining workload pods");
-                return message_follows_ns_terminating(e, n);
+                return;
         case DRAIN_PHASE_EVICT_REST:
                 set_message(e, "evicting the rest: %zu left%s",
                             e->plan.n_per_group[EVICT_GROUP_REST] +
@@ -945,7 +945,7 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                                 e, n, DRAIN_PHASE_WAIT_RELEASED,
                                 "waiting until the evicted pods are gone and no ResourceClaim is on "
                                 "the node");
-                return message_follows_ns_terminating(e, n);
+                return;
         default:
                 break;
         }
@@ -957,17 +957,13 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
         if (ph == DRAIN_PHASE_WAIT_RELEASED) {
                 set_message(e, "waiting: %zu pods and %zu ResourceClaims left on the node%s%s", left,
                             e->plan.n_claims_blocking, left > 0 ? not_ready_note(n) : "", nsnote);
-                if (!released) {
-                        message_follows_readiness(e, n, left);
-                        if (!e->node_call)
-                                message_follows_ns_terminating(e, n);
+                if (!released)
                         return;
-                }
                 if (e->o.skip_driver_stop)
                         return patch_phase(e, n, DRAIN_PHASE_DRAINED,
                                            "drained; DRA drivers left running (--skip-driver-stop)");
                 if (st->n_stops == 0)
-                        return record_driver_stop(e, n);
+                        return record_driver_stop(e, n, true);
                 return patch_phase(e, n, DRAIN_PHASE_STOP_DRIVERS, "stopping the DRA drivers");
         }
 
@@ -975,7 +971,7 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                 /* Nothing is stopped before it is recorded (a phase written by hand may come
                  * without the record). */
                 if (st->n_stops == 0)
-                        return record_driver_stop(e, n);
+                        return record_driver_stop(e, n, false);
                 if (!released) {
                         /* Never stop a driver while a claim is on the node: wait (and the pods
                          * that came back are being evicted above). */
@@ -1078,8 +1074,16 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
         /* Before anything changes: each recorded stop must be one this configuration may undo. */
         if (st->phase < DRAIN_PHASE_UNCORDON && (rec = undo_refused(e)))
                 return refuse_record(e, n, rec, false);
-        if (st->phase < DRAIN_PHASE_RESTORE_DRIVERS)
-                return patch_phase(e, n, DRAIN_PHASE_RESTORE_DRIVERS, "restoring the DRA drivers");
+        if (st->phase < DRAIN_PHASE_RESTORE_DRIVERS) {
+                /* The move to restore-drivers and its first step, the drain taint's removal,
+                 * in one write. */
+                if (!tainted)
+                        return patch_phase(e, n, DRAIN_PHASE_RESTORE_DRIVERS, "restoring the DRA drivers");
+                r = drain_patch_remove_taint(n, timesrc_realtime(e->ts), "restoring the DRA drivers", &body);
+                if (r < 0)
+                        return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+                return patch_node(e, body);
+        }
 
         if (st->phase == DRAIN_PHASE_RESTORE_DRIVERS) {
                 /* The drain taint goes first, whatever the strategy: it keeps every DaemonSet pod
@@ -1087,7 +1091,7 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
                  * again after a label strategy is not enough). The node stays cordoned, so only
                  * DaemonSet pods come back before the uncordon. */
                 if (tainted) {
-                        r = drain_patch_remove_taint(n, timesrc_realtime(e->ts), &body);
+                        r = drain_patch_remove_taint(n, timesrc_realtime(e->ts), NULL, &body);
                         if (r < 0)
                                 return finish(e, r, "cannot build the node patch: %s", strerror(-r));
                         return patch_node(e, body);
@@ -1265,10 +1269,40 @@ static int rebuild_plan(struct engine *e, const struct node_rec *n) {
         return 0;
 }
 
+/* What an admin acts on is announced, not every phase (DESIGN.md): the start of a
+ * wait for a slot, of a drain (its first phase after none, waiting or preflight) and
+ * of a restore; DrainerBlocked, DrainerFailed and DrainerDone come from finish(). */
+enum stage { STAGE_NONE, STAGE_WAITING, STAGE_DRAIN, STAGE_RESTORE };
+
+static enum stage phase_stage(bool has, enum drain_phase p) {
+        if (!has || p == DRAIN_PHASE_PREFLIGHT)
+                return STAGE_NONE;
+        if (p == DRAIN_PHASE_WAITING)
+                return STAGE_WAITING;
+        return p >= DRAIN_PHASE_RESTORE_DRIVERS ? STAGE_RESTORE : STAGE_DRAIN;
+}
+
+static void announce_stage(struct engine *e, const struct node_rec *n, enum stage s) {
+        static const char *const what[] = {
+                [STAGE_WAITING] = "waiting for a drain slot",
+                [STAGE_DRAIN] = "drain started",
+                [STAGE_RESTORE] = "restore started",
+        };
+        _cleanup_free_ char *m = NULL;
+
+        if (s == STAGE_NONE)
+                return;
+        if (asprintf(&m, "%s: %s", what[s],
+                     e->st.message ? e->st.message : drain_phase_to_string(e->st.phase)) < 0)
+                return;
+        post_event(e, n, "Normal", EVENT_REASON_PHASE, m);
+}
+
 static void note_phase(struct engine *e, const struct node_rec *n) {
         uint64_t now = timesrc_now(e->ts);
         bool has = e->st.has_phase;
         enum drain_phase p = e->st.phase;
+        enum stage was = phase_stage(e->has_phase, e->phase);
 
         bool first = !e->observed;
 
@@ -1288,9 +1322,8 @@ static void note_phase(struct engine *e, const struct node_rec *n) {
         if (e->st.message)
                 set_message(e, "%s", e->st.message);
         /* The phase a run finds on the Node was announced by the run that entered it. */
-        if (!first)
-                post_event(e, n, "Normal", EVENT_REASON_PHASE,
-                           e->st.message ? e->st.message : drain_phase_to_string(p));
+        if (!first && phase_stage(true, p) != was)
+                announce_stage(e, n, phase_stage(true, p));
         if (e->cb.on_phase)
                 e->cb.on_phase(e, p, e->st.message, e->userdata);
 }
@@ -1379,6 +1412,8 @@ static void reconcile(struct engine *e) {
                 drive_drain(e, n);
         else
                 drive_uncordon(e, n);
+        if (!e->finished && !e->node_call)
+                write_progress(e, n);
         if (!e->finished)
                 report(e);
 }

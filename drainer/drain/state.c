@@ -720,6 +720,12 @@ int drain_patch_message(const struct node_rec *n, const char *message, char **re
 
 int drain_patch_driver_stop(const struct node_rec *n, const struct driver_stop_record *stops, size_t n_stops,
                             char **ret) {
+        return drain_patch_driver_stop_phase(n, stops, n_stops, _DRAIN_PHASE_INVALID, 0, NULL, ret);
+}
+
+int drain_patch_driver_stop_phase(const struct node_rec *n, const struct driver_stop_record *stops,
+                                  size_t n_stops, enum drain_phase phase, int64_t now_usec,
+                                  const char *message, char **ret) {
         _cleanup_(cJSON_Deletep) cJSON *root = NULL, *arr = NULL;
         _cleanup_free_ char *value = NULL;
         int r;
@@ -747,6 +753,16 @@ int drain_patch_driver_stop(const struct node_rec *n, const struct driver_stop_r
         r = set_annotation(root, DRAINER_ANN_DRIVER_STOP, value);
         if (r < 0)
                 return r;
+        if (phase != _DRAIN_PHASE_INVALID) {
+                if (!drain_phase_to_string(phase))
+                        return -EINVAL;
+                r = set_phase(root, phase, now_usec);
+                if (r < 0)
+                        return r;
+                r = set_message(root, message);
+                if (r < 0)
+                        return r;
+        }
         return patch_print(root, ret);
 }
 
@@ -768,7 +784,7 @@ int drain_patch_label(const struct node_rec *n, const char *key, const char *val
         return patch_print(root, ret);
 }
 
-int drain_patch_remove_taint(const struct node_rec *n, int64_t now_usec, char **ret) {
+int drain_patch_remove_taint(const struct node_rec *n, int64_t now_usec, const char *message, char **ret) {
         _cleanup_(cJSON_Deletep) cJSON *root = NULL;
         int r;
 
@@ -779,6 +795,11 @@ int drain_patch_remove_taint(const struct node_rec *n, int64_t now_usec, char **
         r = set_phase(root, DRAIN_PHASE_RESTORE_DRIVERS, now_usec);
         if (r < 0)
                 return r;
+        if (message) {
+                r = set_message(root, message);
+                if (r < 0)
+                        return r;
+        }
         r = set_drain_taint(root, n, false);
         if (r < 0)
                 return r;

@@ -10,7 +10,7 @@ struct node_rec;
 #define EVENT_TYPE_NORMAL  "Normal"
 #define EVENT_TYPE_WARNING "Warning"
 
-#define EVENT_REASON_PHASE   "DrainerPhase"   /* moved to a phase */
+#define EVENT_REASON_PHASE   "DrainerPhase"   /* a drain, a restore or a wait for a slot started */
 #define EVENT_REASON_BLOCKED "DrainerBlocked" /* preflight blockers, PDB, ... */
 #define EVENT_REASON_FAILED  "DrainerFailed"  /* gave up */
 #define EVENT_REASON_DONE    "DrainerDone"    /* drained / uncordoned */

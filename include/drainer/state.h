@@ -121,12 +121,17 @@ int drain_patch_message(const struct node_rec *n, const char *message, char **re
  * are -EINVAL, so what is written always reads back. */
 int drain_patch_driver_stop(const struct node_rec *n, const struct driver_stop_record *stops, size_t n_stops,
                             char **ret);
+/* ... and in the same write state=phase, state-since=now and the message: the record
+ * of the stop and the phase that does it go together. */
+int drain_patch_driver_stop_phase(const struct node_rec *n, const struct driver_stop_record *stops,
+                                  size_t n_stops, enum drain_phase phase, int64_t now_usec,
+                                  const char *message, char **ret);
 /* Sets or removes (value NULL) node label key, for the label strategy. Key and
  * value must be valid label syntax (-EINVAL). */
 int drain_patch_label(const struct node_rec *n, const char *key, const char *value, char **ret);
 /* Removes the drain taint (keeps every other taint), state=restore-drivers,
- * state-since=now. */
-int drain_patch_remove_taint(const struct node_rec *n, int64_t now_usec, char **ret);
+ * state-since=now, and sets the message unless it is NULL. */
+int drain_patch_remove_taint(const struct node_rec *n, int64_t now_usec, const char *message, char **ret);
 /* Final step: spec.unschedulable=false if uncordon is true (else spec.unschedulable
  * is not in the patch), the drain taint removed, and every drainer.io/ annotation
  * removed except request when keep_request. */

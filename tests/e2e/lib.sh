@@ -467,7 +467,8 @@ check_rate() {
 # unschedulable, drain taint, was-unschedulable, started-at) appended to FILE.
 node_watch_jq='{rv: .metadata.resourceVersion, state: (.metadata.annotations["drainer.io/state"] // ""),
 	unsched: (.spec.unschedulable // false), taint: ([.spec.taints // [] | .[] | select(.key == "drainer.io/draining")] | length > 0),
-	was: (.metadata.annotations["drainer.io/was-unschedulable"] // null), started: (.metadata.annotations["drainer.io/started-at"] // null)}'
+	was: (.metadata.annotations["drainer.io/was-unschedulable"] // null), started: (.metadata.annotations["drainer.io/started-at"] // null),
+	msg: (.metadata.annotations["drainer.io/message"] // "")}'
 node_watch_start() { # NODE FILE
 	: >"$2"
 	rm -f "$2.failed"
@@ -522,6 +523,11 @@ phases_seen() {
 
 # phases_entered FILE: like phases_seen, without the state the node was in when
 # the watch started (the first line).
+# message_writes FILE: versions in a node watch file whose drainer.io/message changed
+# while drainer.io/state did not (progress written on its own).
+message_writes() {
+	jq -s '[range(1; length) as $i | select(.[$i].state == .[$i - 1].state and .[$i].msg != .[$i - 1].msg)] | length' "$1"
+}
 phases_entered() {
 	jq -rs '(.[0].state // "") as $init | [.[].state] | reduce .[] as $s ([]; if (.[-1] // "") == $s then . else . + [$s] end)
 		| (if (.[0] // "") == $init then .[1:] else . end) | map(select(. != "")) | join(" ")' "$1"
@@ -638,7 +644,8 @@ nodes_watch_jq='{t: now, name: .metadata.name, rv: (.metadata.resourceVersion | 
 	state: (.metadata.annotations["drainer.io/state"] // ""), request: (.metadata.annotations["drainer.io/request"] // ""),
 	unsched: (.spec.unschedulable // false), taint: ([.spec.taints // [] | .[] | select(.key == "drainer.io/draining")] | length > 0),
 	message: (.metadata.annotations["drainer.io/message"] // ""), boot: (.metadata.annotations["drainer.io/shutdown-boot-id"] // ""),
-	was: (.metadata.annotations["drainer.io/was-unschedulable"] // null), started: (.metadata.annotations["drainer.io/started-at"] // null)}'
+	was: (.metadata.annotations["drainer.io/was-unschedulable"] // null), started: (.metadata.annotations["drainer.io/started-at"] // null),
+	msg: (.metadata.annotations["drainer.io/message"] // "")}'
 nodes_watch_start() { # FILE [NODE]
 	: >"$1"
 	rm -f "$1.failed"

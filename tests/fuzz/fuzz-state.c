@@ -342,7 +342,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 _cleanup_(drain_state_done) struct drain_state again = {};
                 struct node_rec *m = NULL;
 
-                r = drain_patch_remove_taint(n, NOW_USEC, &patch);
+                r = drain_patch_remove_taint(n, NOW_USEC, NULL, &patch);
                 fuzz_check(r == 0, "remove-taint patch failed: %d", r);
                 apply_and_parse(node, patch, "remove-taint", &again, &m);
                 fuzz_check(again.phase == DRAIN_PHASE_RESTORE_DRIVERS, "remove-taint: phase");

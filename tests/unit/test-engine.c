@@ -1106,6 +1106,38 @@ static void test_lookalike_driver_is_workload(void **state) {
 /* A kubelet killed during a drain (issue 14, item 7): the evicted pods stay
  * Terminating until it is back. Once the node is not Ready, what the drain waits for
  * says so, on the Node and in a timeout's message; while it is Ready, it does not. */
+/* Issue 15 item 9: progress reaches the Node at most every 10 s: a run that finds the
+ * node waiting writes its message once, 10 s after its start, not at once and not
+ * again while it reads the same. */
+static void test_progress_written_once_per_interval(void **state) {
+        struct env *e = *state;
+        struct engine_options o = { .goal = ENGINE_GOAL_DRAIN,
+                                    .grace_seconds = 1,
+                                    .timeout_usec = 60 * SEC };
+        uint64_t t0 = fake_clock_now(e->clock);
+        size_t writes = 0;
+
+        start_node(
+                e, &o, node_obj_ready(STATE_ANNS("wait-released"), true, true, "True"),
+                (char *[]){ pod_with("web-a", "\"deletionTimestamp\":\"2025-06-15T14:00:02Z\"," OWNED_BY_RS,
+                                     NULL, false),
+                            NULL });
+        run_for(e, 35 * SEC, 100 * MS);
+        for (size_t i = 0; i < fake_transport_n_requests(e->ft); i++) {
+                const struct fake_request *r = fake_transport_request(e->ft, i);
+
+                if (strcmp(r->method, "PATCH") != 0 || strcmp(r->path, "/api/v1/nodes/node-1") != 0)
+                        continue;
+                print_message("  message write at %.1f s: %s\n", (double)(r->at_usec - t0) / SEC, r->body);
+                assert_non_null(strstr(r->body, "waiting: 1 pods and 0 ResourceClaims left on the node"));
+                assert_null(strstr(r->body, "drainer.io/state"));
+                assert_true(r->at_usec >= t0 + 10 * SEC);
+                writes++;
+        }
+        assert_int_equal(writes, 1);
+        assert_false(e->finished);
+}
+
 static void test_not_ready_node_is_named_while_waiting(void **state) {
         struct env *e = *state;
         void *st = e;
@@ -1165,6 +1197,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_forged_phase_other_rules, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_forged_drained_is_not_believed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_lookalike_driver_is_workload, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_progress_written_once_per_interval, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_not_ready_node_is_named_while_waiting, setup, teardown),
         };
 

@@ -673,7 +673,7 @@ static void test_patch_cordon_refuses(void **state) {
         assert_int_equal(drain_patch_phase(norv, DRAIN_PHASE_DRAINED, NOW_USEC, "x", &out), -EINVAL);
         assert_int_equal(drain_patch_message(norv, "x", &out), -EINVAL);
         assert_int_equal(drain_patch_label(norv, "k", "v", &out), -EINVAL);
-        assert_int_equal(drain_patch_remove_taint(norv, NOW_USEC, &out), -EINVAL);
+        assert_int_equal(drain_patch_remove_taint(norv, NOW_USEC, NULL, &out), -EINVAL);
         assert_int_equal(drain_patch_finish(norv, true, false, &out), -EINVAL);
         assert_int_equal(drain_patch_request(norv, "drain", &out), -EINVAL);
         assert_null(out);
@@ -779,7 +779,7 @@ static void test_patch_remove_taint(void **state) {
         _cleanup_free_ char *t1 = NULL, *t2 = NULL, *t3 = NULL;
         const cJSON *taints;
 
-        assert_int_equal(drain_patch_remove_taint(n, NOW_USEC, &t1), 0);
+        assert_int_equal(drain_patch_remove_taint(n, NOW_USEC, NULL, &t1), 0);
         p1 = parse_patch(t1);
         assert_rv(p1, "50210");
         assert_ann_string(p1, DRAINER_ANN_STATE, "restore-drivers");
@@ -787,16 +787,62 @@ static void test_patch_remove_taint(void **state) {
         assert_taints(p1, want, ELEMENTSOF(want));
         assert_null(json_path(p1, "spec.unschedulable"));
 
-        assert_int_equal(drain_patch_remove_taint(only, NOW_USEC, &t2), 0);
+        assert_int_equal(drain_patch_remove_taint(only, NOW_USEC, NULL, &t2), 0);
         p2 = parse_patch(t2);
         taints = json_path(p2, "spec.taints");
         assert_non_null(taints);
         assert_true(cJSON_IsNull(taints));
 
-        assert_int_equal(drain_patch_remove_taint(none, NOW_USEC, &t3), 0);
+        assert_int_equal(drain_patch_remove_taint(none, NOW_USEC, NULL, &t3), 0);
         p3 = parse_patch(t3);
         assert_null(cJSON_GetObjectItemCaseSensitive(p3, "spec"));
         assert_ann_string(p3, DRAINER_ANN_STATE, "restore-drivers");
+        assert_ann_absent(p3, DRAINER_ANN_MESSAGE);
+}
+
+/* The move to restore-drivers with its first step in one write: the message goes
+ * along. */
+static void test_patch_remove_taint_message(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n = node_json(
+                "{'metadata':{'name':'node-1','resourceVersion':'7'},'spec':{'unschedulable':true,'taints':["
+                "{'key':'drainer.io/draining','effect':'NoSchedule'}]}}");
+        _cleanup_(cJSON_Deletep) cJSON *p = NULL;
+        _cleanup_free_ char *t = NULL;
+
+        assert_int_equal(drain_patch_remove_taint(n, NOW_USEC, "restoring the DRA drivers", &t), 0);
+        p = parse_patch(t);
+        assert_ann_string(p, DRAINER_ANN_STATE, "restore-drivers");
+        assert_ann_string(p, DRAINER_ANN_MESSAGE, "restoring the DRA drivers");
+        assert_true(cJSON_IsNull(json_path(p, "spec.taints")));
+}
+
+/* The record of the stop and the move to stop-drivers in one write; without a phase
+ * the record alone. */
+static void test_patch_driver_stop_phase(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n =
+                node_json("{'metadata':{'name':'node-1','resourceVersion':'9'}}");
+        struct driver_stop_record rec = { .ops = &driver_stop_taint };
+        _cleanup_(cJSON_Deletep) cJSON *p = NULL, *q = NULL;
+        _cleanup_free_ char *t = NULL, *u = NULL, *v = NULL;
+
+        assert_int_equal(drain_patch_driver_stop_phase(n, &rec, 1, DRAIN_PHASE_STOP_DRIVERS, NOW_USEC,
+                                                       "stopping the DRA drivers", &t),
+                         0);
+        p = parse_patch(t);
+        assert_non_null(annotation(p, DRAINER_ANN_DRIVER_STOP));
+        assert_ann_string(p, DRAINER_ANN_STATE, "stop-drivers");
+        assert_ann_string(p, DRAINER_ANN_STATE_SINCE, NOW_RFC);
+        assert_ann_string(p, DRAINER_ANN_MESSAGE, "stopping the DRA drivers");
+
+        assert_int_equal(drain_patch_driver_stop(n, &rec, 1, &u), 0);
+        q = parse_patch(u);
+        assert_non_null(annotation(q, DRAINER_ANN_DRIVER_STOP));
+        assert_ann_absent(q, DRAINER_ANN_STATE);
+        assert_ann_absent(q, DRAINER_ANN_MESSAGE);
+
+        assert_int_equal(drain_patch_driver_stop_phase(n, &rec, 1, (enum drain_phase)99, NOW_USEC, "x", &v),
+                         -EINVAL);
+        assert_null(v);
 }
 
 static const char *const all_annotations[] = {
@@ -932,6 +978,8 @@ int main(void) {
                 cmocka_unit_test(test_patch_message),
                 cmocka_unit_test(test_patch_label),
                 cmocka_unit_test(test_patch_remove_taint),
+                cmocka_unit_test(test_patch_remove_taint_message),
+                cmocka_unit_test(test_patch_driver_stop_phase),
                 cmocka_unit_test(test_patch_finish_uncordon),
                 cmocka_unit_test(test_patch_finish_keep_cordon_and_request),
                 cmocka_unit_test(test_patch_request),
