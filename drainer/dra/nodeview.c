@@ -37,13 +37,26 @@ const char *node_view_part_name(unsigned part) {
         return i < 0 ? NULL : part_names[i];
 }
 
-/* The DRA API the claims and slices are read from. resource.k8s.io/v1 is what the
- * records parse; a discovery of the version the API server serves (v1, v1beta2,
- * v1beta1, or none: no DRA at all) belongs here, once for the cluster view and for a
- * node view of its own. */
-static const char *dra_api_prefix(void) {
-        return "/apis/resource.k8s.io/v1";
-}
+/* The DRA API the claims and slices are read from: the newest the server serves,
+ * per resource. The informers discover it by listing (informer.h, api_prefixes):
+ * v1 first, then v1beta2, then v1beta1; a 404 on each is "not served" (no DRA API:
+ * an empty, synced part). This costs a v1 cluster nothing and an older one a 404
+ * or two per informer, once at start and again after a 404 mid-run; the cluster
+ * view's claims informer is one per process, so serve discovers claims once for
+ * all its drains. The records parse every version alike: the fields read
+ * (objects.c: a claim's status.allocation.devices.results[].driver/pool/device,
+ * status.allocation.nodeSelector, status.reservedFor; a slice's spec.nodeName,
+ * driver, pool, nodeSelector, allNodes, perDeviceNodeSelection, the number of
+ * spec.devices) have the same names and JSON in resource.k8s.io v1, v1beta2 and
+ * v1beta1 (v1beta1's nodeName is a string and allNodes a bool where v1 has
+ * pointers: the same JSON; v1beta1 wraps a device's attributes in "basic", which
+ * is not read). */
+static const char *const dra_prefixes[] = {
+        "/apis/resource.k8s.io/v1",
+        "/apis/resource.k8s.io/v1beta2",
+        "/apis/resource.k8s.io/v1beta1",
+        NULL,
+};
 
 /* ---- the cluster view ---- */
 
@@ -167,7 +180,7 @@ static int shared_start(struct shared *sh) {
         if (part_kinds[sh->part] == INFORMER_CLAIMS)
                 /* Claims cannot be filtered by node: all of them, kept compact, listed in pages (a
                  * consistent list is served from the watch cache and honours limit). */
-                io.api_prefix = dra_api_prefix();
+                io.api_prefixes = dra_prefixes;
         r = informer_new(cv->client, cv->ts, &io, &shared_handlers, sh, &sh->inf);
         if (r < 0)
                 return r;
@@ -534,12 +547,12 @@ static int start_own(struct node_view *v, int i) {
                 break;
         case INFORMER_SLICES:
                 io.field_selector = v->pod_fs;
-                io.api_prefix = dra_api_prefix();
+                io.api_prefixes = dra_prefixes;
                 break;
         case INFORMER_CLAIMS:
                 /* Claims cannot be filtered by node: all of them, kept compact, listed in pages (a
                  * consistent list is served from the watch cache and honours limit). */
-                io.api_prefix = dra_api_prefix();
+                io.api_prefixes = dra_prefixes;
                 break;
         case INFORMER_PDBS:
                 /* Budgets of a view of its own are listed once: a one-shot drain is short. */
@@ -592,6 +605,25 @@ void node_view_stop_part(struct node_view *v, unsigned part) {
 
         if (i >= 0 && v->own[i])
                 informer_stop(v->own[i]);
+}
+
+int node_view_dra_api(const struct node_view *v, unsigned part, const char **ret) {
+        int i = part_index(part);
+        struct informer *inf;
+        const char *prefix;
+
+        if (i < 0 || (part_kinds[i] != INFORMER_CLAIMS && part_kinds[i] != INFORMER_SLICES))
+                return -EINVAL;
+        inf = part_inf(v, i);
+        if (!(v->started & part) || !inf || !informer_synced(inf))
+                return -EAGAIN;
+        prefix = informer_api_prefix(inf);
+        if (!prefix) {
+                *ret = NULL;
+                return 0;
+        }
+        *ret = prefix + sizeof("/apis/") - 1;
+        return 1;
 }
 
 bool node_view_synced(const struct node_view *v, unsigned parts) {

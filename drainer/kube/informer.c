@@ -110,7 +110,12 @@ struct informer {
         struct informer_options opts;
         struct informer_handlers h;
         void *userdata;
-        char *path; /* collection path with selectors */
+        char *path; /* collection path with selectors: paths[cur] */
+        char *paths[INFORMER_MAX_PREFIXES];
+        const char *prefixes[INFORMER_MAX_PREFIXES]; /* borrowed from the options */
+        unsigned n_paths, cur;
+        unsigned probes; /* consecutive 404s of lists, one per prefix tried */
+        bool not_served; /* every prefix answered 404 */
         enum informer_state state;
         struct hashmap *cache; /* owned, and owns its records */
         struct hashmap *fresh; /* the list being built */
@@ -242,6 +247,48 @@ static void swap_in_fresh(struct informer *inf) {
         hashmap_free(old, (void (*)(void *))inf->ops->free);
 }
 
+/* A list answered 404 with more than one prefix: the next one, at once; after every
+ * one, "not served": an empty cache, synced, looked at again later. true: handled. */
+static bool list_not_found(struct informer *inf) {
+        bool was_not_served = inf->not_served;
+
+        if (inf->n_paths < 2)
+                return false;
+        hashmap_free(inf->fresh, inf->ops->free);
+        inf->fresh = NULL;
+        if (++inf->probes < inf->n_paths) {
+                inf->cur = (inf->cur + 1) % inf->n_paths;
+                inf->path = inf->paths[inf->cur];
+                log_debug("informer %s: not served at %s, trying %s", inf->ops->name,
+                          inf->prefixes[(inf->cur + inf->n_paths - 1) % inf->n_paths],
+                          inf->prefixes[inf->cur]);
+                start_list(inf);
+                return true;
+        }
+        /* None serves it: what is not served holds nothing. */
+        inf->probes = 0;
+        inf->cur = (inf->cur + 1) % inf->n_paths; /* back where this probe began */
+        inf->path = inf->paths[inf->cur];
+        if (!was_not_served)
+                log_debug("informer %s: not served by the API server", inf->ops->name);
+        inf->not_served = true;
+        inf->failures = 0;
+        inf->rv = mfree(inf->rv);
+        inf->fresh = hashmap_new(inf->opts.max_objects);
+        if (inf->fresh)
+                swap_in_fresh(inf);
+        inf->synced = true;
+        inf->state = inf->opts.once ? INF_STOPPED : INF_BACKOFF;
+        if (!inf->opts.once) {
+                inf->relist_next = true;
+                dtimer_start(&inf->timer, inf->opts.not_served_recheck_usec);
+        }
+        /* Said once: a recheck that finds nothing again changes nothing. */
+        if (!was_not_served && inf->h.on_synced)
+                inf->h.on_synced(inf, inf->userdata);
+        return true;
+}
+
 static void on_list_done(const struct kube_result *res, void *userdata) {
         struct informer *inf = userdata;
 
@@ -252,6 +299,8 @@ static void on_list_done(const struct kube_result *res, void *userdata) {
                 inf->state = INF_STOPPED;
                 return;
         }
+        if (res->error == -ENOENT && !inf->opts.name && list_not_found(inf))
+                return;
         if (res->error < 0) {
                 hashmap_free(inf->fresh, inf->ops->free);
                 inf->fresh = NULL;
@@ -266,6 +315,10 @@ static void on_list_done(const struct kube_result *res, void *userdata) {
                 return schedule_retry(inf, true, res->retry_after_usec);
         }
         inf->failures = 0;
+        inf->probes = 0;
+        if (inf->not_served)
+                log_debug("informer %s: served at %s now", inf->ops->name, inf->prefixes[inf->cur]);
+        inf->not_served = false;
         set_rv(inf, res->resource_version);
         swap_in_fresh(inf);
         inf->synced = true;
@@ -411,6 +464,13 @@ static void on_watch_done(const struct kube_result *res, void *userdata) {
                 log_debug("informer %s: watch closed at once without events, retrying", inf->ops->name);
                 return schedule_retry(inf, false, 0);
         }
+        if (res->error == -ENOENT && inf->n_paths > 1) {
+                /* The version went away (the API server restarted with another
+                 * --runtime-config): list again, which finds what is served now. */
+                log_debug("informer %s: watch answered 404, discovering again", inf->ops->name);
+                inf->failures = 0;
+                return start_list(inf);
+        }
         if (res->error == -ESTALE) {
                 inf->stats.relists_410++;
                 log_debug("informer %s: resourceVersion %s is gone, relisting", inf->ops->name,
@@ -482,30 +542,51 @@ int informer_new(struct kube_client *client, struct timesrc *ts, const struct in
         /* Escaping keeps a namespace (a DNS label) as it is, and anything else one path segment. */
         if (opts->namespace && !(ns = kube_query_escape(opts->namespace)))
                 goto oom;
-        prefix = opts->api_prefix ? opts->api_prefix : inf->ops->prefix;
-        if (ns ? asprintf(&base, "%s/namespaces/%s/%s", prefix, ns, inf->ops->name) < 0
-               : asprintf(&base, "%s/%s", prefix, inf->ops->name) < 0)
-                goto oom;
-        if (opts->name) {
-                _cleanup_free_ char *name = kube_query_escape(opts->name);
-
-                /* Escaped, the name stays one path segment. */
-                if (!name || asprintf(&inf->path, "%s/%s", base, name) < 0)
-                        goto oom;
-                fs = mfree(fs);
-                ls = mfree(ls);
-        } else if (asprintf(&inf->path, "%s%s%s%s%s%s", base, fs || ls ? "?" : "",
-                            fs ? "fieldSelector=" : "", strempty(fs), fs && ls ? "&" : "",
-                            ls ? "labelSelector=" : "") < 0)
-                goto oom;
-        if (ls) {
-                char *p;
-
-                if (asprintf(&p, "%s%s", inf->path, ls) < 0)
-                        goto oom;
-                free(inf->path);
-                inf->path = p;
+        if (!inf->opts.not_served_recheck_usec)
+                inf->opts.not_served_recheck_usec = 60 * USEC_PER_SEC;
+        if (opts->api_prefixes) {
+                while (opts->api_prefixes[inf->n_paths]) {
+                        if (inf->n_paths == INFORMER_MAX_PREFIXES) {
+                                informer_free(inf);
+                                return -EINVAL;
+                        }
+                        inf->prefixes[inf->n_paths] = opts->api_prefixes[inf->n_paths];
+                        inf->n_paths++;
+                }
+        } else {
+                inf->prefixes[0] = opts->api_prefix ? opts->api_prefix : inf->ops->prefix;
+                inf->n_paths = 1;
         }
+        if (inf->n_paths == 0) {
+                informer_free(inf);
+                return -EINVAL;
+        }
+        for (unsigned k = 0; k < inf->n_paths; k++) {
+                char **path = &inf->paths[k];
+
+                prefix = inf->prefixes[k];
+                base = mfree(base);
+                if (ns ? asprintf(&base, "%s/namespaces/%s/%s", prefix, ns, inf->ops->name) < 0
+                       : asprintf(&base, "%s/%s", prefix, inf->ops->name) < 0) {
+                        base = NULL;
+                        goto oom;
+                }
+                if (opts->name) {
+                        _cleanup_free_ char *name = kube_query_escape(opts->name);
+
+                        /* Escaped, the name stays one path segment. */
+                        if (!name || asprintf(path, "%s/%s", base, name) < 0) {
+                                *path = NULL;
+                                goto oom;
+                        }
+                } else if (asprintf(path, "%s%s%s%s%s%s%s", base, fs || ls ? "?" : "",
+                                    fs ? "fieldSelector=" : "", strempty(fs), fs && ls ? "&" : "",
+                                    ls ? "labelSelector=" : "", strempty(ls)) < 0) {
+                        *path = NULL;
+                        goto oom;
+                }
+        }
+        inf->path = inf->paths[0];
         if (!inf->cache)
                 goto oom;
         r = dtimer_init(&inf->timer, ts, on_timer);
@@ -549,13 +630,18 @@ void informer_free(struct informer *inf) {
                 dtimer_done(&inf->timer);
         hashmap_free(inf->cache, inf->ops->free);
         hashmap_free(inf->fresh, inf->ops->free);
-        free(inf->path);
+        for (unsigned k = 0; k < INFORMER_MAX_PREFIXES; k++)
+                free(inf->paths[k]);
         free(inf->rv);
         free(inf);
 }
 
 bool informer_synced(const struct informer *inf) {
         return inf->synced;
+}
+
+const char *informer_api_prefix(const struct informer *inf) {
+        return inf->not_served ? NULL : inf->prefixes[inf->cur];
 }
 
 const char *informer_resource_version(const struct informer *inf) {

@@ -65,7 +65,21 @@ struct informer_options {
          * NULL: the kind's own (resource.k8s.io/v1 for claims and slices). The records
          * are built from the v1 shape. */
         const char *api_prefix;
+        /* Or the group/versions the kind may be served at, best first, NULL-terminated
+         * (at most INFORMER_MAX_PREFIXES; api_prefix is then ignored): this is the
+         * discovery of what the server serves, by the list itself. A list answered
+         * 404 (the collection is not served at that version: a collection list is
+         * never 404 otherwise) tries the next one at once, round the list as
+         * k8s.io/dynamic-resource-allocation/client does; when none serves it, the
+         * informer is "not served": its cache is empty, on_synced runs (the
+         * records' absence is the truth), no error is reported, and it looks again
+         * every not_served_recheck_usec (a once informer does not). A watch answered
+         * 404 (the version went away mid-run) relists, which discovers again. */
+        const char *const *api_prefixes;
+        uint64_t not_served_recheck_usec; /* 0 = 60 s */
 };
+
+#define INFORMER_MAX_PREFIXES 4
 
 struct informer_stats {
         uint64_t lists;   /* list calls started (relists included) */
@@ -86,6 +100,9 @@ void informer_free(struct informer *inf);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct informer *, informer_free);
 
 bool informer_synced(const struct informer *inf);
+/* The group/version prefix it lists and watches (one of api_prefixes, or the kind's),
+ * or NULL while it is "not served" (every api_prefixes answered 404). */
+const char *informer_api_prefix(const struct informer *inf);
 const char *informer_resource_version(const struct informer *inf);
 size_t informer_size(const struct informer *inf);
 const void *informer_get(const struct informer *inf, const char *key);

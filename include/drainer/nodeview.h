@@ -12,9 +12,10 @@
  * little longer, so that one engine following another does not list every claim
  * again): an idle daemon watches its Nodes and nothing else.
  *
- * The DRA API version (resource.k8s.io/v1 today) is chosen in one place,
- * dra_api_prefix() in nodeview.c, for claims and slices alike: that is where a
- * discovery of the served version (v1, v1beta2, v1beta1, or none) goes. */
+ * The DRA API version is discovered per resource (claims, slices) by their
+ * informers, newest first: resource.k8s.io/v1, v1beta2, v1beta1, or none (no DRA
+ * API: the part is synced and empty); node_view_dra_api() says which (nodeview.c
+ * has why the records need nothing else). */
 #pragma once
 
 #include <stdbool.h>
@@ -98,6 +99,11 @@ int node_view_start(struct node_view *v, unsigned parts);
 /* Stops the informer of one part of the view's own (the guard's Node, once it has
  * decided). Shared parts are left alone. */
 void node_view_stop_part(struct node_view *v, unsigned part);
+/* The DRA API a part (NODE_VIEW_CLAIMS or NODE_VIEW_SLICES) is read from, once it is
+ * synced: 1 with *ret "resource.k8s.io/v1" (or v1beta2, v1beta1; static), 0 when the
+ * server serves it in no version (*ret NULL), -EAGAIN before its first list,
+ * -EINVAL for another part. */
+int node_view_dra_api(const struct node_view *v, unsigned part, const char **ret);
 /* Whether every one of these parts is started and has its first list. */
 bool node_view_synced(const struct node_view *v, unsigned parts);
 /* The Node, or NULL (not listed yet, or not found). */

@@ -21,6 +21,16 @@ cluster_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${DRAINER_REAL_NODES:=3}"
 : "${DRAINER_KUBELET_V:=2}"
 : "${DRAINER_NODE_LABELS:=gpu.example.com/present=true}"
+# The DRA API (resource.k8s.io) the API server serves: v1 (the default, the newest
+# 1.36 has), v1beta2 or v1beta1 (that version only), off (none: no DRA at all).
+: "${DRAINER_CLUSTER_DRA_API:=v1}"
+case $DRAINER_CLUSTER_DRA_API in
+v1 | v1beta2 | v1beta1 | off) ;;
+*)
+	echo "DRAINER_CLUSTER_DRA_API=$DRAINER_CLUSTER_DRA_API: want v1, v1beta2, v1beta1 or off" >&2
+	exit 2
+	;;
+esac
 # Each real kubelet listens on its node's own IP (P.0.i), so all use the same ports.
 kubelet_port=10250
 kubelet_healthz_port=10248

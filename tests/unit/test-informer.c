@@ -711,6 +711,184 @@ static void test_pdbs_and_api_prefix(void **state) {
         assert_true(informer_synced(e->inf));
 }
 
+/* ---- discovery of the DRA API by the list (api_prefixes) ---- */
+
+#define DRA_V1      "/apis/resource.k8s.io/v1/resourceclaims"
+#define DRA_V1BETA2 "/apis/resource.k8s.io/v1beta2/resourceclaims"
+#define DRA_V1BETA1 "/apis/resource.k8s.io/v1beta1/resourceclaims"
+#define NOT_FOUND                                                                                     \
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":\"the server " \
+        "could not find the requested resource\",\"reason\":\"NotFound\",\"code\":404}"
+
+static const char *const dra_prefixes[] = {
+        "/apis/resource.k8s.io/v1",
+        "/apis/resource.k8s.io/v1beta2",
+        "/apis/resource.k8s.io/v1beta1",
+        NULL,
+};
+
+static void claims_synced(struct informer *inf, void *userdata) {
+        ((struct env *)userdata)->synced++;
+}
+
+static const struct informer_handlers claim_handlers = {
+        .on_synced = claims_synced,
+        .on_error = on_error,
+};
+
+/* A ResourceClaimList of the claim fixture at rv (the fixture's JSON is the same in every version). */
+static char *claim_list(const char *rv) {
+        _cleanup_free_ char *claim = read_fixture("claim-reserved.json");
+        char *s;
+
+        assert_true(asprintf(&s,
+                             "{\"kind\":\"ResourceClaimList\",\"metadata\":{\"resourceVersion\":\"%s\"},"
+                             "\"items\":[%s]}",
+                             rv, claim) >= 0);
+        return s;
+}
+
+static void claims_informer(struct env *e, bool once) {
+        informer_free(e->inf);
+        e->inf = NULL;
+        assert_int_equal(informer_new(e->api->client, e->api->ts,
+                                      &(struct informer_options){ .kind = INFORMER_CLAIMS,
+                                                                  .api_prefixes = dra_prefixes,
+                                                                  .once = once },
+                                      &claim_handlers, e, &e->inf),
+                         0);
+        e->synced = 0;
+        e->errors = 0;
+}
+
+static void expect_404(struct env *e, const char *path, unsigned times) {
+        fake_transport_expect(e->api->ft, "GET", path,
+                              &(struct fake_reply){ .status = 404,
+                                                    .body = NOT_FOUND,
+                                                    .headers = { "Content-Type: application/json" },
+                                                    .times = times });
+}
+
+static void test_dra_v1_served(void **state) {
+        struct env *e = *state;
+        _cleanup_free_ char *body = claim_list("50");
+
+        claims_informer(e, false);
+        fake_transport_expect_json(e->api->ft, "GET", DRA_V1 "?limit=", 200, body);
+        fake_transport_expect(e->api->ft, "GET", DRA_V1 "?watch=1",
+                              &(struct fake_reply){ .hold_open = true });
+        assert_int_equal(informer_start(e->inf), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_true(informer_synced(e->inf));
+        assert_int_equal(e->synced, 1);
+        assert_int_equal(e->errors, 0);
+        assert_int_equal(informer_size(e->inf), 1);
+        assert_string_equal(informer_api_prefix(e->inf), "/apis/resource.k8s.io/v1");
+        /* One list, one watch: a v1 cluster pays nothing for the discovery. */
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
+}
+
+static void test_dra_only_v1beta1(void **state) {
+        struct env *e = *state;
+        _cleanup_free_ char *body = claim_list("51");
+
+        claims_informer(e, false);
+        expect_404(e, DRA_V1 "?", 1);
+        expect_404(e, DRA_V1BETA2 "?", 1);
+        fake_transport_expect_json(e->api->ft, "GET", DRA_V1BETA1 "?limit=", 200, body);
+        fake_transport_expect(e->api->ft, "GET", DRA_V1BETA1 "?watch=1",
+                              &(struct fake_reply){ .hold_open = true });
+        assert_int_equal(informer_start(e->inf), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_true(informer_synced(e->inf));
+        assert_int_equal(e->synced, 1);
+        assert_int_equal(e->errors, 0); /* a version not served is no error */
+        assert_int_equal(informer_size(e->inf), 1);
+        assert_string_equal(informer_api_prefix(e->inf), "/apis/resource.k8s.io/v1beta1");
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", DRA_V1BETA1 "?watch=1"), 1);
+        assert_int_equal(fake_transport_unmatched(e->api->ft), 0);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
+}
+
+static void test_dra_none(void **state) {
+        struct env *e = *state;
+        _cleanup_free_ char *body = claim_list("60");
+
+        claims_informer(e, false);
+        expect_404(e, "/apis/resource.k8s.io/", 6);
+        assert_int_equal(informer_start(e->inf), 0);
+        fake_clock_advance(e->api->clock, 0);
+        /* Not served: synced and empty, said once, no error, nothing open. */
+        assert_true(informer_synced(e->inf));
+        assert_int_equal(e->synced, 1);
+        assert_int_equal(e->errors, 0);
+        assert_int_equal(informer_size(e->inf), 0);
+        assert_null(informer_api_prefix(e->inf));
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 0);
+        /* It looks again a minute later, quietly. */
+        fake_clock_advance(e->api->clock, 59 * USEC_PER_SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
+        fake_clock_advance(e->api->clock, 2 * USEC_PER_SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 6);
+        assert_int_equal(e->synced, 1);
+        assert_int_equal(e->errors, 0);
+        /* DRA turned on meanwhile (v1beta2): found at the next look. */
+        fake_transport_expect_json(e->api->ft, "GET", DRA_V1 "?limit=", 404, NOT_FOUND);
+        fake_transport_expect_json(e->api->ft, "GET", DRA_V1BETA2 "?limit=", 200, body);
+        fake_transport_expect(e->api->ft, "GET", DRA_V1BETA2 "?watch=1",
+                              &(struct fake_reply){ .hold_open = true });
+        fake_clock_advance(e->api->clock, 61 * USEC_PER_SEC);
+        assert_string_equal(informer_api_prefix(e->inf), "/apis/resource.k8s.io/v1beta2");
+        assert_int_equal(informer_size(e->inf), 1);
+        assert_int_equal(e->synced, 2);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
+
+        /* A snapshot (once) that finds nothing is synced, empty, and stops. */
+        claims_informer(e, true);
+        expect_404(e, "/apis/resource.k8s.io/", 3);
+        assert_int_equal(informer_start(e->inf), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_true(informer_synced(e->inf));
+        assert_null(informer_api_prefix(e->inf));
+        assert_int_equal(e->synced, 1);
+        assert_int_equal(e->errors, 0);
+        fake_clock_advance(e->api->clock, 120 * USEC_PER_SEC);
+        assert_int_equal(fake_transport_expectations_left(e->api->ft), 0);
+}
+
+static void test_dra_404_mid_run(void **state) {
+        struct env *e = *state;
+        _cleanup_free_ char *body = claim_list("70"), *body2 = claim_list("90");
+        size_t before;
+
+        claims_informer(e, false);
+        fake_transport_expect_json(e->api->ft, "GET", DRA_V1 "?limit=", 200, body);
+        fake_transport_expect(e->api->ft, "GET", DRA_V1 "?watch=1",
+                              &(struct fake_reply){ .hold_open = true });
+        assert_int_equal(informer_start(e->inf), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_string_equal(informer_api_prefix(e->inf), "/apis/resource.k8s.io/v1");
+        /* The API server restarts serving v1beta2 only: the watch ends, the next one is
+         * answered 404, and the informer finds v1beta2 by listing again. */
+        before = fake_transport_n_requests(e->api->ft);
+        expect_404(e, DRA_V1 "?", 2);
+        fake_transport_expect_json(e->api->ft, "GET", DRA_V1BETA2 "?limit=", 200, body2);
+        fake_transport_expect(e->api->ft, "GET", DRA_V1BETA2 "?watch=1",
+                              &(struct fake_reply){ .hold_open = true });
+        fake_clock_advance(e->api->clock, 10 * USEC_PER_SEC);
+        assert_int_equal(fake_transport_end_streams(e->api->ft, DRA_V1 "?watch=1", 0), 1);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft),
+                         before + 4); /* watch, list v1, list v1beta2, watch */
+        assert_string_equal(informer_api_prefix(e->inf), "/apis/resource.k8s.io/v1beta2");
+        assert_int_equal(informer_size(e->inf), 1);
+        assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
+        assert_int_equal(e->errors, 0);
+        assert_int_equal(e->synced, 2);
+}
+
 static void test_kind_names(void **state) {
         assert_string_equal(informer_kind_to_string(INFORMER_PODS), "pods");
         assert_string_equal(informer_kind_to_string(INFORMER_CLAIMS), "resourceclaims");
@@ -730,6 +908,10 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_cap_on_objects, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_once_lists_and_never_watches, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pdbs_and_api_prefix, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_dra_v1_served, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_dra_only_v1beta1, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_dra_none, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_dra_404_mid_run, setup, teardown),
                 cmocka_unit_test(test_kind_names),
         };
 

@@ -275,13 +275,14 @@ func (p *plugin) watch(ctx context.Context, node *corev1.Node) error {
 	nodes := informers.NewSharedInformerFactoryWithOptions(p.cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.node).String()
 	}))
-	slices := informers.NewSharedInformerFactoryWithOptions(p.cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	// The slices in whichever DRA API the server serves (v1, v1beta2, v1beta1).
+	dra := gpuslice.Client(p.cs)
+	sliceInf, sliceLister := gpuslice.Informer(dra, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.AndSelectors(
 			fields.OneTermEqualSelector("spec.nodeName", p.cfg.node),
 			fields.OneTermEqualSelector("spec.driver", p.cfg.driver)).String()
-	}))
+	})
 	nodeInf := nodes.Core().V1().Nodes()
-	sliceInf := slices.Resource().V1().ResourceSlices()
 	kick := make(chan struct{}, 1)
 	poke := func(any) {
 		select {
@@ -293,12 +294,12 @@ func (p *plugin) watch(ctx context.Context, node *corev1.Node) error {
 	if _, err := nodeInf.Informer().AddEventHandler(handlers); err != nil {
 		return err
 	}
-	if _, err := sliceInf.Informer().AddEventHandler(handlers); err != nil {
+	if _, err := sliceInf.AddEventHandler(handlers); err != nil {
 		return err
 	}
 	nodes.Start(ctx.Done())
-	slices.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), nodeInf.Informer().HasSynced, sliceInf.Informer().HasSynced) {
+	go sliceInf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), nodeInf.Informer().HasSynced, sliceInf.HasSynced) {
 		return nil // stopping
 	}
 	go func() {
@@ -322,8 +323,8 @@ func (p *plugin) watch(ctx context.Context, node *corev1.Node) error {
 				log.Printf("node %s: %s=%v %s=%v", p.cfg.node, annUnhealthy, un, annNotReady, nr)
 				p.updateHealth()
 			}
-			existing, _ := sliceInf.Lister().List(labels.Everything())
-			did, err := gpuslice.Publish(ctx, p.cs, cur, p.cfg.driver, p.cfg.devices, existing)
+			existing, _ := sliceLister.List(labels.Everything())
+			did, err := gpuslice.Publish(ctx, dra, cur, p.cfg.driver, p.cfg.devices, existing)
 			if did != "" {
 				log.Printf("node %s: %s", p.cfg.node, did)
 			}

@@ -38,29 +38,31 @@ import (
 )
 
 type config struct {
-	kubeconfig      string
-	nodes           int
-	nodePrefix      string
-	ipPrefix        string // two octets, e.g. "127.1"
-	terminateDelay  time.Duration
-	sliceWipeDelay  time.Duration
-	driver          string
-	driverNamespace string
-	driverSelector  labels.Selector
-	devices         int
-	healthPort      int
-	nodeLabels      map[string]string
-	qps             float64
-	burst           int
-	workers         int
-	leaseDuration   time.Duration
-	leaseRenew      time.Duration
-	statusReport    time.Duration
-	kubeletVersion  string
-	hooks           bool
-	hookPathMap     pathMap
-	hookKubeconfig  string
-	hookDir         string
+	kubeconfig        string
+	nodes             int
+	nodePrefix        string
+	ipPrefix          string // two octets, e.g. "127.1"
+	terminateDelay    time.Duration
+	sliceWipeDelay    time.Duration
+	driver            string
+	driverNamespace   string
+	driverSelector    labels.Selector
+	devices           int
+	healthPort        int
+	nodeLabels        map[string]string
+	qps               float64
+	burst             int
+	workers           int
+	leaseDuration     time.Duration
+	leaseRenew        time.Duration
+	statusReport      time.Duration
+	kubeletVersion    string
+	hooks             bool
+	hookPathMap       pathMap
+	hookKubeconfig    string
+	hookDir           string
+	dra               bool
+	bindDaemonSetPods bool
 }
 
 func parseFlags() (*config, error) {
@@ -89,6 +91,8 @@ func parseFlags() (*config, error) {
 	flag.Var(c.hookPathMap, "hook-path-map", "CONTAINER_PATH=HOST_PATH: an exec hook running CONTAINER_PATH (or below it, if it ends in /) runs HOST_PATH on the host; repeatable, comma-separated")
 	flag.StringVar(&c.hookKubeconfig, "hook-kubeconfig", "", "KUBECONFIG for exec hooks (default: a token of the pod's ServiceAccount, bound to the pod)")
 	flag.StringVar(&c.hookDir, "hook-dir", "", "working directory of exec hooks and their kubeconfigs (default: a new temporary directory)")
+	flag.BoolVar(&c.dra, "dra", true, "publish the nodes' ResourceSlices (in whichever resource.k8s.io version the server serves); false: the cluster serves no DRA API")
+	flag.BoolVar(&c.bindDaemonSetPods, "bind-daemonset-pods", false, "bind pending DaemonSet pods to their nodes, for a control plane whose scheduler cannot run (see bind.go)")
 	flag.Parse()
 
 	if c.nodes < 1 || c.nodes > 254 {

@@ -290,6 +290,9 @@ func (s *sim) syncNode(ctx context.Context, name string) error {
 		}
 	}
 
+	if s.sliceLister == nil { // --dra=false: no DRA API
+		return nil
+	}
 	var slices []*resourcev1.ResourceSlice
 	all, err := s.sliceLister.List(labels.Everything())
 	if err != nil {
@@ -320,13 +323,13 @@ func (s *sim) syncNode(ctx context.Context, name string) error {
 }
 
 func (s *sim) deleteSlice(ctx context.Context, sl *resourcev1.ResourceSlice) error {
-	return gpuslice.Delete(ctx, s.cs, sl)
+	return gpuslice.Delete(ctx, s.dra, sl)
 }
 
 // ensureSlice publishes the node's one ResourceSlice, owned by the Node, as the
 // kubelet plugin helper does while the driver is registered.
 func (s *sim) ensureSlice(ctx context.Context, node *corev1.Node, existing []*resourcev1.ResourceSlice) error {
-	did, err := gpuslice.Publish(ctx, s.cs, node, s.cfg.driver, s.cfg.devices, existing)
+	did, err := gpuslice.Publish(ctx, s.dra, node, s.cfg.driver, s.cfg.devices, existing)
 	if did != "" {
 		log.Printf("node %s: %s", node.Name, did)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"drainer.test/cluster/internal/gpuslice"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -22,6 +23,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	resourceclient "k8s.io/client-go/kubernetes/typed/resource/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/rest"
@@ -65,7 +67,8 @@ type sim struct {
 	podInformer  cache.SharedIndexInformer
 	podLister    corelisters.PodLister
 	nodeLister   corelisters.NodeLister
-	sliceLister  resourcelisters.ResourceSliceLister
+	sliceLister  resourcelisters.ResourceSliceLister // nil with --dra=false
+	dra          resourceclient.ResourceV1Interface  // nil with --dra=false
 	podQueue     workqueue.TypedRateLimitingInterface[string]
 	nodeQueue    workqueue.TypedRateLimitingInterface[string]
 	deletionMu   sync.Mutex
@@ -139,10 +142,6 @@ func (s *sim) run(ctx context.Context) error {
 			o.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
 		}))
 	nodeFactory := informers.NewSharedInformerFactory(s.cs, 0)
-	sliceFactory := informers.NewSharedInformerFactoryWithOptions(s.cs, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.driver", s.cfg.driver).String()
-		}))
 
 	pods := podFactory.Core().V1().Pods()
 	s.podInformer = pods.Informer()
@@ -157,8 +156,14 @@ func (s *sim) run(ctx context.Context) error {
 	s.podLister = pods.Lister()
 	nodes := nodeFactory.Core().V1().Nodes()
 	s.nodeLister = nodes.Lister()
-	slices := sliceFactory.Resource().V1().ResourceSlices()
-	s.sliceLister = slices.Lister()
+	// The slices in whichever DRA API the server serves; none with --dra=false.
+	var sliceInf cache.SharedIndexInformer
+	if s.cfg.dra {
+		s.dra = gpuslice.Client(s.cs)
+		sliceInf, s.sliceLister = gpuslice.Informer(s.dra, func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.driver", s.cfg.driver).String()
+		})
+	}
 
 	if _, err := s.podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.onPod(nil, obj) },
@@ -174,21 +179,30 @@ func (s *sim) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if _, err := slices.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    s.onSlice,
-		UpdateFunc: func(_, obj any) { s.onSlice(obj) },
-		DeleteFunc: s.onSlice,
-	}); err != nil {
-		return err
+	synced := []cache.InformerSynced{s.podInformer.HasSynced, nodes.Informer().HasSynced}
+	if sliceInf != nil {
+		if _, err := sliceInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    s.onSlice,
+			UpdateFunc: func(_, obj any) { s.onSlice(obj) },
+			DeleteFunc: s.onSlice,
+		}); err != nil {
+			return err
+		}
+		go sliceInf.RunWithContext(ctx)
+		synced = append(synced, sliceInf.HasSynced)
 	}
 
 	podFactory.Start(ctx.Done())
 	nodeFactory.Start(ctx.Done())
-	sliceFactory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), s.podInformer.HasSynced, nodes.Informer().HasSynced, slices.Informer().HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("informers did not sync")
 	}
 
+	if s.cfg.bindDaemonSetPods {
+		if err := s.runBinder(ctx); err != nil {
+			return err
+		}
+	}
 	var wg sync.WaitGroup
 	for i := 0; i < s.cfg.workers; i++ {
 		wg.Add(1)

@@ -3,6 +3,11 @@
 // plugin (draplugin/), so both publish exactly the same slice: one slice per
 // node named NODE-DRIVER, owned by the Node, pool NODE, devices gpu-0..gpu-N-1
 // with attributes index, model, uuid, driverVersion and capacity memory.
+//
+// Every call goes through k8s.io/dynamic-resource-allocation/client (Client), which
+// speaks whichever resource.k8s.io version the API server serves (v1, else v1beta2,
+// else v1beta1, converting to and from the v1 types), so both work on a cluster of
+// DRAINER_CLUSTER_DRA_API=v1beta2 or v1beta1 as well.
 package gpuslice
 
 import (
@@ -18,9 +23,37 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	resourceclient "k8s.io/client-go/kubernetes/typed/resource/v1"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	"k8s.io/client-go/tools/cache"
+	draclient "k8s.io/dynamic-resource-allocation/client"
 	"k8s.io/utils/ptr"
 )
+
+// Client is the DRA client of cs: the v1 typed client, falling back to v1beta2
+// and v1beta1 when the server answers 404 (the group version is not served).
+func Client(cs kubernetes.Interface) resourceclient.ResourceV1Interface { return draclient.New(cs) }
+
+// Informer lists and watches ResourceSlices (tweak: the list options, e.g. a
+// field selector) through rc, in whichever version the server serves; its
+// objects are *resourcev1.ResourceSlice. The lister reads its cache.
+func Informer(rc resourceclient.ResourceV1Interface, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, resourcelisters.ResourceSliceLister) {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			tweak(&o)
+			return rc.ResourceSlices().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			tweak(&o)
+			return rc.ResourceSlices().Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(lw, &resourcev1.ResourceSlice{}, 0, cache.Indexers{})
+	return inf, resourcelisters.NewResourceSliceLister(inf.GetIndexer())
+}
 
 const (
 	// AnnSpecHash on a published slice: the hash of its spec (without the
@@ -95,7 +128,7 @@ func Matches(cur, want *resourcev1.ResourceSliceSpec) bool {
 // (pool generation + 1) when its spec or owner differ, and any other slice of
 // the driver on the node (existing: the node's slices of the driver as a cache
 // holds them) deleted. It returns what it did ("" when nothing), for a log line.
-func Publish(ctx context.Context, cs kubernetes.Interface, node *corev1.Node, driver string, devices int,
+func Publish(ctx context.Context, rc resourceclient.ResourceV1Interface, node *corev1.Node, driver string, devices int,
 	existing []*resourcev1.ResourceSlice) (string, error) {
 	name := Name(node.Name, driver)
 	spec := Spec(node.Name, driver, devices)
@@ -107,11 +140,11 @@ func Publish(ctx context.Context, cs kubernetes.Interface, node *corev1.Node, dr
 			cur = sl
 			continue
 		}
-		if err := Delete(ctx, cs, sl); err != nil { // strays from another layout
+		if err := Delete(ctx, rc, sl); err != nil { // strays from another layout
 			return "", err
 		}
 	}
-	api := cs.ResourceV1().ResourceSlices()
+	api := rc.ResourceSlices()
 	if cur == nil {
 		sl := &resourcev1.ResourceSlice{
 			ObjectMeta: metav1.ObjectMeta{
@@ -145,8 +178,8 @@ func Publish(ctx context.Context, cs kubernetes.Interface, node *corev1.Node, dr
 }
 
 // Delete removes one slice (UID precondition); gone or replaced is no error.
-func Delete(ctx context.Context, cs kubernetes.Interface, sl *resourcev1.ResourceSlice) error {
-	err := cs.ResourceV1().ResourceSlices().Delete(ctx, sl.Name, metav1.DeleteOptions{
+func Delete(ctx context.Context, rc resourceclient.ResourceV1Interface, sl *resourcev1.ResourceSlice) error {
+	err := rc.ResourceSlices().Delete(ctx, sl.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &sl.UID},
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
