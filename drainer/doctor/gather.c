@@ -1019,6 +1019,7 @@ void doctor_data_cordoned_done(struct doctor_data *d, size_t k, int error) {
 
 int doctor_data_init(struct doctor_data *d, const char *node) {
         *d = (struct doctor_data){ .node = node, .dra_api = DOCTOR_DRA_GROUP "/" DOCTOR_DRA_VERSION };
+        /* dra_api: v1 until the gather has read what is served (dra_known). */
         d->node_by_name = hashmap_new(MAP_MAX);
         d->subject_by_label = hashmap_new(MAP_MAX);
         if (!d->node_by_name || !d->subject_by_label) {
@@ -1092,7 +1093,9 @@ struct doctor_gather {
 
         struct list_call lists[DOCTOR_LIST_DRIVER_PODS + DOCTOR_DRIVER_SELECTORS_MAX];
         size_t n_lists;
-        struct list_call *cordoned; /* one per doctor_data.cordoned */
+        const char *const *selectors; /* borrowed: the driver selectors, for phase 1 */
+        struct kube_call *group_call; /* GET /apis/resource.k8s.io, before phase 1 */
+        struct list_call *cordoned;   /* one per doctor_data.cordoned */
         struct job_call *ds, *sars, *probes;
         size_t next_sar, sar_inflight, next_probe, probe_inflight;
 };
@@ -1110,6 +1113,8 @@ static void set_error(struct doctor_gather *g, int error, char *message) {
 static void cancel_calls(struct doctor_gather *g) {
         struct doctor_data *d = g->d;
 
+        if (g->group_call)
+                kube_call_cancel(g->group_call);
         for (size_t i = 0; i < g->n_lists; i++)
                 if (!g->lists[i].done && g->lists[i].call)
                         kube_call_cancel(g->lists[i].call);
@@ -1227,9 +1232,15 @@ static int start_phase1(struct doctor_gather *g, const char *const *selectors) {
         int r = 0;
 
         paths[DOCTOR_LIST_NODES] = strdup("/api/v1/nodes");
-        paths[DOCTOR_LIST_SLICES] = strf("/apis/%s/resourceslices", d->dra_api);
-        /* Claims cannot be filtered: a consistent, paginated list (served from the watch cache). */
-        paths[DOCTOR_LIST_CLAIMS] = strf("/apis/%s/resourceclaims", d->dra_api);
+        if (d->dra_api) {
+                paths[DOCTOR_LIST_SLICES] = strf("/apis/%s/resourceslices", d->dra_api);
+                /* Claims cannot be filtered: a consistent, paginated list (served from the watch cache). */
+                paths[DOCTOR_LIST_CLAIMS] = strf("/apis/%s/resourceclaims", d->dra_api);
+        } else {
+                /* No DRA API: no slices, no claims (read as empty lists). */
+                paths[DOCTOR_LIST_SLICES] = strdup("");
+                paths[DOCTOR_LIST_CLAIMS] = strdup("");
+        }
         paths[DOCTOR_LIST_CLUSTER_ROLE_BINDINGS] =
                 strdup("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings");
         paths[DOCTOR_LIST_ROLE_BINDINGS] = strdup("/apis/rbac.authorization.k8s.io/v1/rolebindings");
@@ -1239,6 +1250,8 @@ static int start_phase1(struct doctor_gather *g, const char *const *selectors) {
                 if (!paths[l])
                         r = -ENOMEM;
         for (size_t l = 0; r >= 0 && l < ELEMENTSOF(paths); l++) {
+                if (!*paths[l])
+                        continue;
                 g->lists[g->n_lists] = (struct list_call){ .g = g, .list = l };
                 r = start_list(g, &g->lists[g->n_lists], paths[l]);
                 if (r < 0)
@@ -1429,6 +1442,46 @@ static void start_phase2(struct doctor_gather *g) {
                 cancel_calls(g);
 }
 
+/* The DRA API doctor reads slices and claims from: the newest version of
+ * resource.k8s.io the API server serves (its APIGroup document; 404: none, DRA is
+ * off), as drainer's informers find it (nodeview.c); every field doctor reads is the
+ * same in the three. */
+static const char *const dra_apis[] = {
+        DOCTOR_DRA_GROUP "/v1",
+        DOCTOR_DRA_GROUP "/v1beta2",
+        DOCTOR_DRA_GROUP "/v1beta1",
+};
+
+static void on_group_done(const struct kube_result *res, void *userdata) {
+        struct doctor_gather *g = userdata;
+        struct doctor_data *d = g->d;
+        const cJSON *v;
+
+        g->group_call = NULL;
+        if (g->cancelled || res->error == -ECANCELED)
+                return gather_unref(g);
+        d->dra_api = NULL;
+        if (res->error < 0 && res->error != -ENOENT) {
+                set_error(g, res->error,
+                          strf("Cannot read which versions of %s the API server serves (GET /apis/%s): %s",
+                               DOCTOR_DRA_GROUP, DOCTOR_DRA_GROUP,
+                               res->message ? res->message : strerror(-res->error)));
+                return gather_unref(g);
+        }
+        for (size_t k = 0; res->error >= 0 && !d->dra_api && k < ELEMENTSOF(dra_apis); k++)
+                cJSON_ArrayForEach(
+                        v, json_get_arr(res->json,
+                                        "versions")) if (streq_ptr(json_get_str(v, "groupVersion"),
+                                                                   dra_apis[k])) d->dra_api = dra_apis[k];
+        d->dra_known = true;
+        if (!d->dra_api)
+                log_debug("the API server serves no DRA API (%s v1, v1beta2, v1beta1)", DOCTOR_DRA_GROUP);
+        g->pending++; /* held while phase 1 starts */
+        (void)start_phase1(g, g->selectors);
+        gather_unref(g); /* the hold */
+        gather_unref(g); /* the group's GET */
+}
+
 int doctor_gather_start(struct kube_client *c, struct transport *t, struct doctor_data *d,
                         const char *const *driver_selectors, doctor_gather_done_fn done, void *userdata,
                         struct doctor_gather **ret) {
@@ -1444,16 +1497,16 @@ int doctor_gather_start(struct kube_client *c, struct transport *t, struct docto
                 .done = done,
                 .userdata = userdata,
         };
-        /* Held while starting, so that no answer ends the reads before the last list is asked. */
-        g->pending = 1;
-        r = start_phase1(g, driver_selectors);
-        if (r < 0 && g->n_lists == 0) {
+        g->selectors = driver_selectors;
+        /* First which DRA API is served; phase 1 starts from its answer. */
+        r = kube_get(c, "/apis/" DOCTOR_DRA_GROUP, on_group_done, g, &g->group_call);
+        if (r < 0) {
                 gather_free(g);
                 return r;
         }
+        g->pending = 1;
         if (ret)
                 *ret = g;
-        g->pending--; /* the lists are in flight: their callbacks carry on */
         return 0;
 }
 

@@ -191,7 +191,9 @@ size_t doctor_report_count(const struct doctor_report *r, enum doctor_status s) 
 }
 
 int doctor_report_exit_code(const struct doctor_report *r) {
-        return doctor_report_count(r, DOCTOR_FAIL) > 0 ? DOCTOR_EXIT_FAIL : 0;
+        return doctor_report_count(r, DOCTOR_FAIL) > 0 ? DOCTOR_EXIT_FAIL
+               : r->no_dra                             ? DOCTOR_EXIT_NO_DRA
+                                                       : 0;
 }
 
 /* In text, a long list of objects is cut here (JSON has them all). */

@@ -1480,11 +1480,40 @@ int doctor_report_prometheus(struct doctor_report *r, const char *url, const str
         return k;
 }
 
+/* dra-api: which DRA API the cluster serves. None is its own finding (WARN: the
+ * practices are about DRA, which this cluster does not have) and its own exit code,
+ * DOCTOR_EXIT_NO_DRA, so a script tells "nothing to audit" from "all good". */
+static int report_dra_api(const struct doctor_data *d, struct doctor_report *rep) {
+        struct doctor_finding *f;
+
+        if (d->dra_api)
+                f = doctor_report_add(
+                        rep, DOCTOR_SECTION_DRIVER, DOCTOR_PASS, "dra-api", "",
+                        "the API server serves %s: ResourceSlices and ResourceClaims read from it",
+                        d->dra_api);
+        else {
+                rep->no_dra = true;
+                f = doctor_report_add(rep, DOCTOR_SECTION_DRIVER, DOCTOR_WARN, "dra-api", "",
+                                      "the API server serves no DRA API (%s v1, v1beta2 or v1beta1): no "
+                                      "ResourceSlices or ResourceClaims to check; drainer drains this "
+                                      "cluster as kubectl drain does",
+                                      DOCTOR_DRA_GROUP);
+                if (f && doctor_finding_set_fix(f, "%s",
+                                                "if the cluster should have DRA: enable resource.k8s.io "
+                                                "(kube-apiserver --runtime-config; before 1.34 also the "
+                                                "DynamicResourceAllocation feature gate)") < 0)
+                        return -ENOMEM;
+        }
+        return f ? 0 : -ENOMEM;
+}
+
 int doctor_rules_run(const struct doctor_data *d, const char *prom_url,
                      const struct doctor_prom_results *prom, struct doctor_report *rep) {
         int r;
 
-        r = report_permissions(d, rep);
+        r = report_dra_api(d, rep);
+        if (r >= 0)
+                r = report_permissions(d, rep);
         for (size_t i = 0; r >= 0 && i < d->drivers.n; i++)
                 r = report_driver(d, rep, d->drivers.v[i]);
         if (r >= 0 && d->drivers.n == 0) {

@@ -237,8 +237,11 @@ struct doctor_cordoned {
 struct doctor_sar_job;
 
 struct doctor_data {
-        const char *node;    /* --node: the per-node checks look at it only; NULL: every node. Borrowed */
-        const char *dra_api; /* the DRA API its slices and claims come from: "resource.k8s.io/v1" */
+        const char *node; /* --node: the per-node checks look at it only; NULL: every node. Borrowed */
+        /* The DRA API its slices and claims come from: "resource.k8s.io/v1" (or v1beta2,
+         * v1beta1; static), NULL when the API server serves none (DRA is off). */
+        const char *dra_api;
+        bool dra_known; /* the gather has asked the API server (else dra_api is v1 by default) */
 
         /* The lists (doctor_data_add()). */
         DOCTOR_ARRAY(struct node_rec) nodes;

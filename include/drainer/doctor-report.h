@@ -13,7 +13,9 @@
 
 /* Exit code of `drainer doctor` when at least one finding is FAIL (0 otherwise;
  * WARNs do not change it). 1 and 2 keep their meaning (error, bad usage). */
-#define DOCTOR_EXIT_FAIL 5
+#define DOCTOR_EXIT_FAIL   5
+/* No FAIL, but the cluster serves no DRA API: nothing DRA to audit. */
+#define DOCTOR_EXIT_NO_DRA 6
 
 enum doctor_status {
         DOCTOR_PASS,
@@ -71,6 +73,7 @@ struct doctor_finding {
 struct doctor_report {
         struct doctor_finding **items;
         size_t n, alloc;
+        bool no_dra; /* the cluster serves no DRA API (the dra-api finding) */
 };
 
 /* Adds a finding with a message; returns it (owned by the report) or NULL when
@@ -88,7 +91,8 @@ void doctor_report_done(struct doctor_report *r);
  * then as added. This function can't fail. */
 void doctor_report_sort(struct doctor_report *r);
 size_t doctor_report_count(const struct doctor_report *r, enum doctor_status s);
-/* DOCTOR_EXIT_FAIL if a finding is FAIL, else 0. */
+/* DOCTOR_EXIT_FAIL if a finding is FAIL, else DOCTOR_EXIT_NO_DRA if the cluster
+ * serves no DRA API, else 0. */
 int doctor_report_exit_code(const struct doctor_report *r);
 /* The table, grouped by practice; 0 or -EIO. */
 int doctor_report_print_text(const struct doctor_report *r, FILE *f);

@@ -1731,9 +1731,21 @@ static char *path_with(const char *prefix, const char *value) {
  * picture) leads doctor to ask in phase 2: the lists, the DaemonSets, the
  * SubjectAccessReviews in the order they are asked, the pods of cordoned
  * nodes. The health probes are refused (the fake transport speaks no gRPC). */
+/* The APIGroup of resource.k8s.io as a 1.36 API server serves it with v1 only. */
+static void serve_dra_group(struct api *a) {
+        cJSON *g = cJSON_Parse(
+                "{\"kind\":\"APIGroup\",\"apiVersion\":\"v1\",\"name\":\"resource.k8s.io\","
+                "\"versions\":[{\"groupVersion\":\"resource.k8s.io/v1\",\"version\":\"v1\"}],"
+                "\"preferredVersion\":{\"groupVersion\":\"resource.k8s.io/v1\",\"version\":\"v1\"}}");
+
+        assert_non_null(g);
+        expect_json(a, "GET", "/apis/resource.k8s.io", 200, g, 1);
+}
+
 static void serve(struct api *a, const cJSON *fx, const struct doctor_data *d0) {
         char *p;
 
+        serve_dra_group(a);
         serve_list(a, fx, "nodes", "/api/v1/nodes");
         serve_list(a, fx, "resourceslices", "/apis/resource.k8s.io/v1/resourceslices");
         serve_list(a, fx, "resourceclaims", "/apis/resource.k8s.io/v1/resourceclaims");
@@ -1990,6 +2002,88 @@ static void test_gather_no_node(void **state) {
         cJSON_Delete(fx);
 }
 
+/* A cluster that serves no DRA API (the group answers 404): the slices and claims are
+ * not listed, the dra-api finding says so (WARN, with a fix) and the exit code is
+ * DOCTOR_EXIT_NO_DRA; one served at v1beta2 is read there. */
+static void test_gather_no_dra(void **state) {
+        cJSON *fx = load("cluster-healthy.json");
+        struct doctor_report rep = {};
+        struct doctor_data d;
+        struct gathered g = {};
+        struct api a;
+        char *p;
+
+        api_new(&a);
+        expect_status(&a, "GET", "/apis/resource.k8s.io", 404,
+                      "the server could not find the requested resource");
+        serve_list(&a, fx, "nodes", "/api/v1/nodes");
+        serve_list(&a, fx, "clusterrolebindings", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings");
+        serve_list(&a, fx, "rolebindings", "/apis/rbac.authorization.k8s.io/v1/rolebindings");
+        p = path_with("/api/v1/pods?labelSelector=", DOCTOR_DRAINER_POD_SELECTOR);
+        serve_list(&a, fx, "drainerPods", p);
+        free(p);
+        serve_list(&a, fx, "kubeSystemPods", "/api/v1/namespaces/kube-system/pods");
+        for (size_t i = 0; claims_default_driver_selectors[i]; i++) {
+                p = path_with("/api/v1/pods?labelSelector=", claims_default_driver_selectors[i]);
+                serve_list(&a, fx, "driverPods", p);
+                free(p);
+        }
+        fake_transport_expect_error(a.ft, NULL, NULL, -ECONNREFUSED, FAKE_FOREVER);
+        assert_int_equal(doctor_data_init(&d, NULL), 0);
+        assert_int_equal(doctor_gather_start(a.client, fake_transport_base(a.ft), &d,
+                                             claims_default_driver_selectors, on_gathered, &g, NULL),
+                         0);
+        gather_until_done(&a, &g);
+        if (g.error < 0)
+                fail_msg("%s", strna(g.message));
+        assert_true(d.dra_known);
+        assert_null(d.dra_api);
+        assert_int_equal(requests(&a, "GET", "/apis/resource.k8s.io/"), 0);
+        assert_int_equal(d.slices.n, 0);
+        assert_int_equal(doctor_rules_run(&d, NULL, NULL, &rep), 0);
+        {
+                bool found = false;
+
+                for (size_t i = 0; i < rep.n; i++)
+                        if (streq_ptr(rep.items[i]->check, "dra-api")) {
+                                found = true;
+                                assert_int_equal(rep.items[i]->status, DOCTOR_WARN);
+                                assert_non_null(strstr(rep.items[i]->message, "serves no DRA API"));
+                        }
+                assert_true(found);
+        }
+        assert_int_equal(doctor_report_exit_code(&rep),
+                         doctor_report_count(&rep, DOCTOR_FAIL) ? DOCTOR_EXIT_FAIL : DOCTOR_EXIT_NO_DRA);
+        doctor_report_done(&rep);
+        doctor_data_done(&d);
+        free(g.message);
+        api_free(&a);
+
+        /* Served at v1beta2 only: read from there. */
+        api_new(&a);
+        expect_json(&a, "GET", "/apis/resource.k8s.io", 200,
+                    cJSON_Parse("{\"kind\":\"APIGroup\",\"name\":\"resource.k8s.io\",\"versions\":[{"
+                                "\"groupVersion\":\"resource.k8s.io/v1beta2\",\"version\":\"v1beta2\"},{"
+                                "\"groupVersion\":\"resource.k8s.io/v1beta1\",\"version\":\"v1beta1\"}]}"),
+                    1);
+        serve_list(&a, fx, "resourceslices", "/apis/resource.k8s.io/v1beta2/resourceslices");
+        serve_list(&a, fx, "resourceclaims", "/apis/resource.k8s.io/v1beta2/resourceclaims");
+        fake_transport_expect_error(a.ft, NULL, NULL, -ECONNREFUSED, FAKE_FOREVER);
+        g = (struct gathered){};
+        assert_int_equal(doctor_data_init(&d, NULL), 0);
+        assert_int_equal(doctor_gather_start(a.client, fake_transport_base(a.ft), &d,
+                                             claims_default_driver_selectors, on_gathered, &g, NULL),
+                         0);
+        gather_until_done(&a, &g);
+        assert_string_equal(d.dra_api, "resource.k8s.io/v1beta2");
+        assert_int_equal(requests(&a, "GET", "/apis/resource.k8s.io/v1beta2/resourceslices"), 1);
+        assert_int_equal(requests(&a, "GET", "/apis/resource.k8s.io/v1/"), 0);
+        doctor_data_done(&d);
+        free(g.message);
+        api_free(&a);
+        cJSON_Delete(fx);
+}
+
 /* Cancelled (doctor cannot ask Prometheus): done later with -ECANCELED, nothing more asked. */
 static void test_gather_cancel(void **state) {
         cJSON *fx = load("cluster-healthy.json");
@@ -2085,6 +2179,7 @@ int main(void) {
                 cmocka_unit_test(test_gather),
                 cmocka_unit_test(test_gather_fatal),
                 cmocka_unit_test(test_gather_no_node),
+                cmocka_unit_test(test_gather_no_dra),
                 cmocka_unit_test(test_gather_cancel),
         };
 
