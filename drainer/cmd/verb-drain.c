@@ -229,6 +229,8 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, enu
                         return r;
                 }
         }
+        if (s.in.dra_off)
+                po.n_driver_selectors = 0; /* no DRA API: no drivers (as the drain's, engine.c) */
         r = plan_build(s.node, s.in.pods, s.in.n_pods, s.in.claims, s.in.n_claims, s.in.slices,
                        s.in.n_slices, s.in.pdbs, s.in.n_pdbs, &po, &p);
         if (r < 0) {
@@ -270,14 +272,28 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, enu
                           "blockers below");
         if (fmt == OUTPUT_JSON) {
                 _cleanup_(cJSON_Deletep) cJSON *j = plan_to_json(&p, &po);
-                _cleanup_free_ char *out = j ? cJSON_Print(j) : NULL;
+                _cleanup_free_ char *out = NULL;
 
+                if (j && s.in.dra_api)
+                        cJSON_AddStringToObject(j, "draApi", s.in.dra_api);
+                else if (j)
+                        cJSON_AddNullToObject(j, "draApi");
+                if (j)
+                        cJSON_AddBoolToObject(j, "draServed", !s.in.dra_off);
+                out = j ? cJSON_Print(j) : NULL;
                 if (!out)
                         r = log_oom();
                 else
                         puts(out);
-        } else
+        } else {
+                if (s.in.dra_off)
+                        printf("DRA: not served by this cluster (no resource.k8s.io v1, v1beta2 or "
+                               "v1beta1): "
+                               "drained as kubectl drain would, without claim logic\n");
+                else if (s.in.dra_api)
+                        printf("DRA API: %s\n", s.in.dra_api);
                 r = plan_print_text(&p, &po, stdout);
+        }
         r = r < 0 ? r : (p.n_blockers > 0 ? -EPERM : 0);
         plan_done(&p);
         snapshot_done(&s);

@@ -208,6 +208,11 @@ static int print_status(const struct node_input *s, const struct status_opts *o,
                 cJSON *jn, *ann, *taints, *jp, *jc, *js;
                 _cleanup_free_ char *out = NULL;
 
+                if (s->dra_api)
+                        cJSON_AddStringToObject(root, "draApi", s->dra_api);
+                else
+                        cJSON_AddNullToObject(root, "draApi");
+                cJSON_AddBoolToObject(root, "draServed", !s->dra_off);
                 jn = cJSON_AddObjectToObject(root, "node");
                 cJSON_AddStringToObject(jn, "name", n->name);
                 cJSON_AddBoolToObject(jn, "unschedulable", n->unschedulable);
@@ -272,6 +277,12 @@ static int print_status(const struct node_input *s, const struct status_opts *o,
                 printf("  drainer: no drain recorded\n");
         for (size_t i = 0; i < n->n_annotations; i++)
                 printf("  %s: %s\n", n->annotations[i].key, n->annotations[i].value);
+
+        if (s->dra_off)
+                printf("  DRA: not served by this cluster (no resource.k8s.io v1, v1beta2 or v1beta1): no "
+                       "claims or slices; a drain is kubectl drain's\n");
+        else if (s->dra_api)
+                printf("  DRA API: %s\n", s->dra_api);
 
         printf("\nPods (%zu)\n", s->n_pods);
         for (size_t k = 0; k < ELEMENTSOF(class_order); k++) {

@@ -673,6 +673,15 @@ static int collect(const struct node_view *v, unsigned part, const void ***ret, 
 
 int node_view_collect(const struct node_view *v, struct node_input *ret) {
         struct node_input in = { .node = node_view_node(v) };
+        const char *api = NULL;
+        int r;
+
+        /* The claims' API, else the slices' (a view of its slices only). */
+        r = node_view_dra_api(v, NODE_VIEW_CLAIMS, &api);
+        if (r < 0)
+                r = node_view_dra_api(v, NODE_VIEW_SLICES, &api);
+        in.dra_api = r > 0 ? api : NULL;
+        in.dra_off = r == 0;
 
         if (collect(v, NODE_VIEW_PODS, (const void ***)&in.pods, &in.n_pods) < 0 ||
             collect(v, NODE_VIEW_CLAIMS, (const void ***)&in.claims, &in.n_claims) < 0 ||

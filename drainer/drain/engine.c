@@ -76,6 +76,7 @@ struct engine {
 
         struct plan plan;
         bool has_plan;
+        bool said_no_dra; /* the cluster serves no DRA API: said once */
         struct drain_state st;
         bool has_st;
 
@@ -1246,11 +1247,25 @@ static int rebuild_plan(struct engine *e, const struct node_rec *n) {
         struct plan p;
         int r;
 
+        struct plan_options po = e->o.plan;
+
         r = node_view_collect(e->view, &in);
         if (r < 0)
                 return r;
+        if (in.dra_off) {
+                /* No DRA API: no claims, no slices, and so no DRA drivers either (a pod
+                 * the driver selectors match is a DaemonSet pod like any other, left as
+                 * kubectl drain leaves it). */
+                po.n_driver_selectors = 0;
+                if (!e->said_no_dra)
+                        log_warning(
+                                "the API server serves no DRA API (resource.k8s.io v1, v1beta2 or v1beta1): "
+                                "draining node %s as kubectl drain would, without claim logic",
+                                e->o.node);
+                e->said_no_dra = true;
+        }
         r = plan_build(n, in.pods, in.n_pods, in.claims, in.n_claims, in.slices, in.n_slices, in.pdbs,
-                       in.n_pdbs, &e->o.plan, &p);
+                       in.n_pdbs, &po, &p);
         node_input_done(&in);
         if (r < 0)
                 return r;

@@ -125,6 +125,11 @@ struct node_input {
         size_t n_slices;
         const struct pdb_rec **pdbs;
         size_t n_pdbs;
+        /* The DRA API the claims (else the slices) were read from, "resource.k8s.io/v1"
+         * ..., NULL while not known; dra_off: the server serves none (no DRA: a drain
+         * is kubectl drain's, without claim logic). */
+        const char *dra_api;
+        bool dra_off;
 };
 /* 0 or -ENOMEM (*ret untouched). */
 int node_view_collect(const struct node_view *v, struct node_input *ret);
