@@ -291,7 +291,7 @@ jq_checks() {
 	[ "$verdicts" -gt 0 ] || fail "${FUNCNAME[1]:-a check}: no verdict at all (nothing to check)"
 }
 
-# check_order AUDIT PODS CLAIMS NODE: rule 1 of issue 4 over an audit window
+# check_order AUDIT PODS CLAIMS NODE [RELEASER]: rule 1 of issue 4 over an audit window
 # (audit_window), the classified pods of NODE before the drain (classify_pods)
 # and the claims on NODE before it (claims_on_node):
 #  - every claim holder and every other workload pod was evicted (or deleted) by
@@ -303,9 +303,11 @@ jq_checks() {
 #    DELETE of every evicted pod (or, for a pod removed with grace 0, after that
 #    request completed), and after every write of the resourceclaim
 #    controller to the node's claims (each of which it wrote at least once:
-#    reservations dropped, deallocated or deleted).
+#    reservations dropped, deallocated or deleted). RELEASER: the user that releases
+#    claims (default system:kube-controller-manager; a test that plays the
+#    resourceclaim controller itself names its own).
 check_order() {
-	jq_checks --argjson pods "$(cat "$2")" --argjson claims "$(cat "$3")" --arg node "$4" '
+	jq_checks --argjson pods "$(cat "$2")" --argjson claims "$(cat "$3")" --arg node "$4" --arg releaser "${5:-system:kube-controller-manager}" '
 	def key: "\(.objectRef.namespace)/\(.objectRef.name)";
 	def removal: (.userAgent | startswith("drainer/")) and .objectRef.resource == "pods"
 		and ((.verb == "create" and .objectRef.subresource == "eviction") or (.verb == "delete" and .objectRef.subresource == null));
@@ -362,7 +364,7 @@ check_order() {
 	       # Its status writes drop reservations and the allocation; a claim deleted
 	       # without one was released by the delete. (Removing the finalizer and
 	       # deleting a generated claim after its release do not matter.)
-	       | [$ev[] | select(.user.username == "system:kube-controller-manager" and .objectRef.resource == "resourceclaims"
+	       | [$ev[] | select(.user.username == $releaser and .objectRef.resource == "resourceclaims"
 			and key == $k and .responseStatus.code < 300)] as $all
 	       | [$all[] | select((.verb | IN("update", "patch")) and .objectRef.subresource == "status")] as $st
 	       | (if ($st | length) > 0 then $st else [$all[] | select(.verb == "delete")] end) as $w
