@@ -563,7 +563,8 @@ reset_node() {
 	kubectl taint node "$1" drainer.io/draining:NoSchedule- >/dev/null 2>&1
 	kubectl label node "$1" gpu.example.com/present=true --overwrite >/dev/null
 	if [ "${2:-}" = cordon ]; then kubectl cordon "$1" >/dev/null; else kubectl uncordon "$1" >/dev/null; fi
-	wait_until 60 driver_running "$1" && wait_until 60 slice_published "$1"
+	# A cluster without a DRA API (DRAINER_CLUSTER_DRA_API=off) has no slices.
+	wait_until 60 driver_running "$1" && { [ "${DRAINER_CLUSTER_DRA_API:-v1}" = off ] || wait_until 60 slice_published "$1"; }
 }
 # delete_node_events NODE: removes the Events about NODE in namespace default.
 delete_node_events() {
