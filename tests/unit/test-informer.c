@@ -749,7 +749,14 @@ static char *claim_list(const char *rv) {
 }
 
 static void claims_informer(struct env *e, bool once) {
-        informer_free(e->inf);
+        if (e->inf) {
+                /* Stopped, and freed once its cancelled call has ended. */
+                informer_stop(e->inf);
+                for (int i = 0; i < 10 && !informer_idle(e->inf); i++)
+                        fake_clock_advance(e->api->clock, 0);
+                assert_true(informer_idle(e->inf));
+                informer_free(e->inf);
+        }
         e->inf = NULL;
         assert_int_equal(informer_new(e->api->client, e->api->ts,
                                       &(struct informer_options){ .kind = INFORMER_CLAIMS,
