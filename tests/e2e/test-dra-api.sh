@@ -184,7 +184,7 @@ kubectl annotate node "$node" drainer.io/request=drain --overwrite >/dev/null
 slot_said() { grep -q 'cannot take a drain slot' "$serve_out"; }
 check "serve says within 10 s why it cannot take a drain slot" wait_until 10 slot_said
 check "... naming the Lease namespace and what to do, no bare errno" \
-	grep -q 'namespace e2e-no-such-ns): the namespace does not exist: create it' "$serve_out"
+	grep -q 'namespace e2e-no-such-ns not found .*: create it' "$serve_out"
 check "... and not 'No such file or directory'" bash -c "! grep -q 'No such file or directory' '$serve_out'"
 reap_pid "$serve_pid"
 kubectl annotate node "$node" drainer.io/request- >/dev/null 2>&1
