@@ -748,8 +748,14 @@ static int serve_run(struct server *srv) {
         read_boot_id(srv->boot_id, sizeof(srv->boot_id));
         if (!srv->o.all_nodes && asprintf(&fs, "metadata.name=%s", srv->o.node) < 0)
                 return log_oom();
+        /* In cluster mode the next drain or restore is seconds away: claims and budgets stay
+         * watched a while after the last engine, so that it borrows a warm cache instead of
+         * listing every claim again. A per-node daemon that is done lets go of them at once. */
         r = cluster_view_new(a->client, a->ts,
-                             &(const struct cluster_view_options){ .nodes_field_selector = fs },
+                             &(const struct cluster_view_options){
+                                     .nodes_field_selector = fs,
+                                     .linger_usec = srv->o.all_nodes ? SHARED_LINGER_USEC : 0,
+                             },
                              &srv->cluster);
         if (r >= 0)
                 r = cluster_view_subscribe_nodes(srv->cluster, &h, srv);
