@@ -25,8 +25,10 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# An option line: "  -o, --output FORMAT       text..." or "      --force  evict...".
-OPT_RE = re.compile(r"^ {2,6}(?:(-[A-Za-z]), )?(--[a-z0-9][a-z0-9-]*)(?:[ =](\S.*?))?(?: {2,}(\S.*))?$")
+# An option line: "  -o, --output FORMAT       text...", "      --force  evict..." or, for
+# an optional value in the same word, "      --dry-run[=MODE]  client...".
+OPT_RE = re.compile(
+    r"^ {2,6}(?:(-[A-Za-z]), )?(--[a-z0-9][a-z0-9-]*)(?:\[=([A-Z][A-Z_]*)\])?(?:[ =](\S.*?))?(?: {2,}(\S.*))?$")
 
 
 def run_help(drainer, *args):
@@ -42,8 +44,8 @@ def parse_options(lines, i):
         line = lines[i]
         m = OPT_RE.match(line)
         if m:
-            short, name, meta, desc = m.groups()
-            opts.append({"short": short, "name": name, "arg": meta, "desc": desc or ""})
+            short, name, optarg, meta, desc = m.groups()
+            opts.append({"short": short, "name": name, "arg": meta, "optarg": optarg, "desc": desc or ""})
         elif opts and line.startswith(" " * 8) and line.strip():
             opts[-1]["desc"] = (opts[-1]["desc"] + " " + line.strip()).strip()
         else:
@@ -156,6 +158,8 @@ def man_options(opts):
         head = (f"\\fB{roff(o['short'])}\\fR, " if o["short"] else "") + f"\\fB{roff(o['name'])}\\fR"
         if o["arg"]:
             head += f" \\fI{roff(o['arg'])}\\fR"
+        elif o.get("optarg"):
+            head += f"[=\\fI{roff(o['optarg'])}\\fR]"
         out += [".TP", head, roff(o["desc"]) if o["desc"] else ""]
     return out
 

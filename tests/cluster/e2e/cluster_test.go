@@ -28,11 +28,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -431,7 +433,18 @@ func TestNodesReady(t *testing.T) {
 			node.Status.Addresses[0].Address != nodeIP(i) {
 			t.Errorf("%s addresses %+v, want InternalIP %s", name, node.Status.Addresses, nodeIP(i))
 		}
-		lease, err := cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, name, metav1.GetOptions{})
+		// A real kubelet creates its Lease a moment after its Node is Ready (its
+		// lease controller starts on its own, and retries until kube-node-lease exists).
+		var lease *coordinationv1.Lease
+		err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true,
+			func(ctx context.Context) (bool, error) {
+				var gerr error
+				lease, gerr = cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, name, metav1.GetOptions{})
+				return gerr == nil, nil
+			})
+		if err != nil {
+			_, err = cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, name, metav1.GetOptions{})
+		}
 		if err != nil {
 			t.Errorf("%s lease: %v", name, err)
 		} else if lease.Spec.RenewTime == nil || time.Since(lease.Spec.RenewTime.Time) > 30*time.Second {
