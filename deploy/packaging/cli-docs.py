@@ -75,9 +75,14 @@ def parse_top(text):
             continue
         elif line == "Exit codes:":
             i += 1
-            while i < len(lines) and re.match(r"^  \d", lines[i]):
-                code, what = lines[i].split(None, 1)
-                model["exit"].append({"code": int(code), "what": what})
+            # "  N  what", its continuation lines indented deeper
+            while i < len(lines) and (re.match(r"^  \d", lines[i]) or
+                                      (model["exit"] and re.match(r"^ {4,}\S", lines[i]))):
+                if re.match(r"^  \d", lines[i]):
+                    code, what = lines[i].split(None, 1)
+                    model["exit"].append({"code": int(code), "what": what})
+                else:
+                    model["exit"][-1]["what"] += " " + lines[i].strip()
                 i += 1
             continue
         i += 1
@@ -118,8 +123,10 @@ def parse_verb(text, name):
         i += 1
     flush()
     # "and the drain flags of 'drainer drain'": serve takes another verb's flags too.
-    m = re.search(r"the drain flags of 'drainer (\w+)'", text)
+    # "... except --a and --b": those are not inherited (the verb refuses them).
+    m = re.search(r"the drain flags of 'drainer (\w+)'((?:\s+except\s+--[\w-]+(?:(?:,|\s+and)\s+--[\w-]+)*)?)", text)
     verb["inherits"] = m.group(1) if m else None
+    verb["inherit_except"] = re.findall(r"--([\w-]+)", m.group(2)) if m else []
     return verb
 
 
@@ -132,7 +139,8 @@ def model_of(drainer):
         names = [o["name"] for o in v["options"]]
         flags = list(v["options"])
         if v["inherits"] in by_name:
-            flags += [o for o in by_name[v["inherits"]]["options"] if o["name"] not in names]
+            flags += [o for o in by_name[v["inherits"]]["options"]
+                      if o["name"] not in names and o["name"].lstrip("-") not in v["inherit_except"]]
         v["flags"] = flags
         # NODE as a positional argument (status NODE, maintain NODE -- CMD)
         v["takes_node"] = bool(re.match(r"drainer \w+ (\[[^]]*\] )*NODE\b", v["usage"]))

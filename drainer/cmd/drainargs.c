@@ -17,10 +17,151 @@ int parse_duration(const char *s, uint64_t *ret) {
         return timesrc_parse_duration(s, ret);
 }
 
+/* The drain flags. Each applies to the verbs flag_verbs() names; given to another
+ * verb it is bad usage (exit 2), never silently ignored, and a --config file's key of
+ * it is skipped there (one file serves every verb). */
+static const struct option drain_options[] = {
+        { "pod-selector", required_argument, NULL, OPT_POD_SELECTOR },
+        { "grace-period", required_argument, NULL, OPT_GRACE },
+        { "timeout", required_argument, NULL, OPT_TIMEOUT },
+        { "delete-emptydir-data", no_argument, NULL, OPT_EMPTYDIR },
+        { "force", no_argument, NULL, OPT_FORCE },
+        { "disable-eviction", no_argument, NULL, OPT_DISABLE_EVICTION },
+        { "dry-run", optional_argument, NULL, OPT_DRY_RUN },
+        { "ignore-daemonsets", optional_argument, NULL, OPT_IGNORE_DAEMONSETS },
+        { "skip-wait-for-delete-timeout", required_argument, NULL, OPT_SKIP_WAIT_FOR_DELETE },
+        { "driver-selector", required_argument, NULL, OPT_DRIVER_SELECTOR },
+        { "driver-stop", required_argument, NULL, OPT_DRIVER_STOP },
+        { "driver-health", required_argument, NULL, OPT_DRIVER_HEALTH },
+        { "ignore-driver-health", no_argument, NULL, OPT_IGNORE_HEALTH },
+        { "force-uncordon", no_argument, NULL, OPT_FORCE_UNCORDON },
+        { "restore-on-failure", no_argument, NULL, OPT_RESTORE_ON_FAILURE },
+        { "skip-driver-stop", no_argument, NULL, OPT_SKIP_DRIVER_STOP },
+        { "driver-namespace", required_argument, NULL, OPT_DRIVER_NAMESPACE },
+        { "config", required_argument, NULL, OPT_CONFIG },
+        {},
+};
+
+enum {
+        VERB_PLAN = 1u << 0,
+        VERB_DRAIN = 1u << 1,
+        VERB_UNCORDON = 1u << 2,
+        VERB_MAINTAIN = 1u << 3,
+        VERB_SERVE = 1u << 4,
+        VERBS_ALL = VERB_PLAN | VERB_DRAIN | VERB_UNCORDON | VERB_MAINTAIN | VERB_SERVE,
+};
+
+static const char *const verb_names[] = { "plan", "drain", "uncordon", "maintain", "serve" };
+
+static unsigned verb_bit(const char *verb) {
+        for (size_t i = 0; i < ELEMENTSOF(verb_names); i++)
+                if (verb && streq(verb, verb_names[i]))
+                        return 1u << i;
+        return 0;
+}
+
+/* The verbs a drain flag applies to: what selects and evicts pods is for the verbs
+ * that drain (plan shows what they would do); what finds, stops and probes drivers
+ * for every verb; what undoes for the verbs that restore. A flag not named here
+ * applies to the verbs that run a drain. */
+static unsigned flag_verbs(int opt) {
+        switch (opt) {
+        case OPT_POD_SELECTOR:
+        case OPT_EMPTYDIR:
+        case OPT_FORCE:
+                return VERB_PLAN | VERB_DRAIN | VERB_MAINTAIN | VERB_SERVE;
+        case OPT_IGNORE_DAEMONSETS: /* kubectl's flag, for copied kubectl drain commands */
+                return VERB_PLAN | VERB_DRAIN | VERB_MAINTAIN;
+        case OPT_DRY_RUN:
+                return VERB_DRAIN | VERB_MAINTAIN;
+        case OPT_TIMEOUT:
+                return VERB_DRAIN | VERB_UNCORDON | VERB_MAINTAIN | VERB_SERVE;
+        case OPT_DRIVER_SELECTOR:
+        case OPT_DRIVER_NAMESPACE:
+        case OPT_DRIVER_STOP:
+        case OPT_DRIVER_HEALTH:
+        case OPT_IGNORE_HEALTH:
+        case OPT_CONFIG:
+                return VERBS_ALL;
+        case OPT_FORCE_UNCORDON:
+                return VERB_UNCORDON | VERB_MAINTAIN | VERB_SERVE;
+        case OPT_RESTORE_ON_FAILURE:
+                return VERB_MAINTAIN;
+        default: /* --grace-period, --disable-eviction, --skip-driver-stop, ... */
+                return VERB_DRAIN | VERB_MAINTAIN | VERB_SERVE;
+        }
+}
+
+static const char *flag_name(int opt) {
+        for (const struct option *o = drain_options; o->name; o++)
+                if (o->val == opt)
+                        return o->name;
+        return "?";
+}
+
+static int flag_refused(const char *verb, int opt) {
+        unsigned m = flag_verbs(opt);
+        char list[128] = "";
+        size_t n = 0, k = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(verb_names); i++)
+                n += !!(m & (1u << i));
+        for (size_t i = 0; i < ELEMENTSOF(verb_names); i++) {
+                size_t len = strlen(list);
+
+                if (!(m & (1u << i)))
+                        continue;
+                k++;
+                snprintf(list + len, sizeof(list) - len, "%s%s",
+                         k == 1   ? ""
+                         : k == n ? " and "
+                                  : ", ",
+                         verb_names[i]);
+        }
+        return log_error_errno(
+                EINVAL, "drainer %s: --%s does not apply to %s (a flag of %s); see 'drainer %s --help'",
+                verb, flag_name(opt), verb, list, verb);
+}
+
+int drain_flag_applies(const char *verb, const char *word, bool *ret_takes_value) {
+        const char *eq;
+        size_t len;
+
+        if (strncmp(word, "--", 2) != 0)
+                return -ENOENT;
+        word += 2;
+        eq = strchr(word, '=');
+        len = eq ? (size_t)(eq - word) : strlen(word);
+        for (const struct option *o = drain_options; o->name; o++)
+                if (strlen(o->name) == len && strncmp(o->name, word, len) == 0) {
+                        *ret_takes_value = !eq && o->has_arg == required_argument;
+                        return !!(flag_verbs(o->val) & verb_bit(verb));
+                }
+        return -ENOENT;
+}
+
+size_t drain_config_skip(const char *verb, const char **buf, size_t size) {
+        unsigned bit = verb_bit(verb);
+        size_t n = 0;
+
+        if (size == 0)
+                return 0;
+        if (bit != VERB_SERVE)
+                for (const char *const *k = serve_config_keys; *k && n + 1 < size; k++)
+                        buf[n++] = *k;
+        for (const struct option *o = drain_options; o->name && n + 1 < size; o++)
+                if (!(flag_verbs(o->val) & bit))
+                        buf[n++] = o->name;
+        buf[n] = NULL;
+        return n;
+}
+
 static int on_drain_opt(int opt, const char *arg, void *userdata) {
         struct drain_args *a = userdata;
         char *end;
 
+        if (opt < 0x200 && !(flag_verbs(opt) & verb_bit(a->verb)))
+                return flag_refused(a->verb, opt);
         switch (opt) {
         case OPT_POD_SELECTOR:
                 a->pod_selector = arg;
@@ -133,27 +274,6 @@ void drain_args_done(struct drain_args *a) {
  * on, 0 after --help, or an exit code < 0 (negated) for bad usage. */
 int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain_args *a,
                      const struct option *more, verb_opt_fn more_fn, void *more_ud) {
-        static const struct option drain_options[] = {
-                { "pod-selector", required_argument, NULL, OPT_POD_SELECTOR },
-                { "grace-period", required_argument, NULL, OPT_GRACE },
-                { "timeout", required_argument, NULL, OPT_TIMEOUT },
-                { "delete-emptydir-data", no_argument, NULL, OPT_EMPTYDIR },
-                { "force", no_argument, NULL, OPT_FORCE },
-                { "disable-eviction", no_argument, NULL, OPT_DISABLE_EVICTION },
-                { "dry-run", optional_argument, NULL, OPT_DRY_RUN },
-                { "ignore-daemonsets", optional_argument, NULL, OPT_IGNORE_DAEMONSETS },
-                { "skip-wait-for-delete-timeout", required_argument, NULL, OPT_SKIP_WAIT_FOR_DELETE },
-                { "driver-selector", required_argument, NULL, OPT_DRIVER_SELECTOR },
-                { "driver-stop", required_argument, NULL, OPT_DRIVER_STOP },
-                { "driver-health", required_argument, NULL, OPT_DRIVER_HEALTH },
-                { "ignore-driver-health", no_argument, NULL, OPT_IGNORE_HEALTH },
-                { "force-uncordon", no_argument, NULL, OPT_FORCE_UNCORDON },
-                { "restore-on-failure", no_argument, NULL, OPT_RESTORE_ON_FAILURE },
-                { "skip-driver-stop", no_argument, NULL, OPT_SKIP_DRIVER_STOP },
-                { "driver-namespace", required_argument, NULL, OPT_DRIVER_NAMESPACE },
-                { "config", required_argument, NULL, OPT_CONFIG },
-                {},
-        };
         _cleanup_free_ char *err = NULL;
         int r;
 

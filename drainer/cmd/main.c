@@ -27,45 +27,69 @@
         "      --request-timeout D   per API request (default 30s; 0: none), e.g. 10s, 1m\n"     \
         "  -h, --help                help for drainer or for a verb\n"
 
-#define DRAIN_FLAGS_HELP                                                                         \
-        "Flags (named as kubectl drain names them where they mean the same):\n"                  \
-        "      --pod-selector SEL        evict only the pods matching this label selector\n"     \
-        "      --grace-period N          seconds each pod gets to terminate (-1: its own);\n"    \
-        "                                never 0 for pods holding ResourceClaims\n"              \
-        "      --timeout DURATION        give up after this long (exit 3), e.g. 90s, 5m\n"       \
-        "      --delete-emptydir-data    evict pods with emptyDir volumes\n"                     \
-        "      --force                   evict pods without a controller\n"                      \
-        "      --disable-eviction        DELETE pods instead of the Eviction API (no PDBs)\n"    \
-        "      --dry-run[=MODE]          client (a bare --dry-run): show the plan only (as\n"    \
-        "                                'drainer plan'); server: send the cordon patch and\n"   \
-        "                                every eviction with dryRun=All (nothing persists);\n"   \
-        "                                none: no dry run\n"                                     \
-        "      --skip-wait-for-delete-timeout N  stop waiting for a pod deleted more than\n"     \
-        "                                N s ago (never for claim holders: their claims must\n"  \
-        "                                be released; 0: wait for every pod, the default)\n"     \
-        "      --ignore-daemonsets       accepted for kubectl's sake: DaemonSet pods without\n"  \
-        "                                claims always stay (DRA drivers are stopped)\n"         \
-        "      --driver-selector SEL     label selector of DRA driver pods (repeatable); only\n" \
-        "                                pods a DaemonSet controls are drivers\n"                \
+/* The drain flags, in groups; each verb's help lists the groups that apply to it
+ * (drainargs.c refuses the others, as flag_verbs() says). */
+#define SELECT_FLAGS_HELP                                                                       \
+        "      --pod-selector SEL        evict only the pods matching this label selector\n"    \
+        "      --delete-emptydir-data    evict pods with emptyDir volumes\n"                    \
+        "      --force                   evict pods without a controller\n"                     \
+        "      --ignore-daemonsets       accepted for kubectl's sake: DaemonSet pods without\n" \
+        "                                claims always stay (DRA drivers are stopped)\n"
+
+#define EVICT_FLAGS_HELP                                                                        \
+        "      --grace-period N          seconds each pod gets to terminate (default -1: its\n" \
+        "                                own); never 0 for pods holding ResourceClaims\n"       \
+        "      --timeout DURATION        give up after this long (exit 3), e.g. 90s, 5m\n"      \
+        "                                (default 0: no limit)\n"                               \
+        "      --disable-eviction        DELETE pods instead of the Eviction API (no PDBs)\n"   \
+        "      --skip-wait-for-delete-timeout N  stop waiting for a pod deleted more than\n"    \
+        "                                N s ago (never for claim holders: their claims must\n" \
+        "                                be released; 0: wait for every pod, the default)\n"
+
+#define DRY_RUN_FLAG_HELP                                                                      \
+        "      --dry-run[=MODE]          client (a bare --dry-run): show the plan only (as\n"  \
+        "                                'drainer plan'); server: send the cordon patch and\n" \
+        "                                every eviction with dryRun=All (nothing persists);\n" \
+        "                                none: no dry run (the default)\n"
+
+#define DRIVER_FLAGS_HELP                                                                        \
+        "      --driver-selector SEL     label selector of DRA driver pods (repeatable;\n"       \
+        "                                default: the kubeletplugin labels of common\n"          \
+        "                                drivers); only pods a DaemonSet controls are drivers\n" \
         "      --driver-namespace NS     DRA driver pods run only in NS (repeatable; default:\n" \
         "                                any namespace)\n"                                       \
         "      --driver-stop STRATEGY    taint (default), label:KEY, systemd:UNIT, none\n"       \
         "      --driver-health PORT[/SERVICE] | unix:PATH[#SERVICE]\n"                           \
-        "                                grpc.health.v1 endpoint of the driver pods\n"           \
-        "      --ignore-driver-health    drain even if a driver is unhealthy\n"                  \
-        "      --config FILE             YAML file with one key per flag, as serve's (its\n"     \
-        "                                own keys skipped; flags win)\n"
+        "                                grpc.health.v1 endpoint of the driver pods (service\n"  \
+        "                                liveness by default; default: no probe)\n"              \
+        "      --ignore-driver-health    go on even if a driver is unhealthy\n"
 
+#define CONFIG_FLAG_HELP                                                                         \
+        "      --config FILE             YAML file with one key per flag, as serve's (keys of\n" \
+        "                                flags this verb does not take are skipped; flags win)\n"
+
+#define DRAIN_FLAGS_HELP                                                                          \
+        "Flags (named as kubectl drain names them where they mean the same):\n" SELECT_FLAGS_HELP \
+                EVICT_FLAGS_HELP DRY_RUN_FLAG_HELP DRIVER_FLAGS_HELP CONFIG_FLAG_HELP             \
+        "      --skip-driver-stop        end after the claims are released; leave the drivers\n"  \
+        "                                running (for callers that delete the node anyway)\n"
+
+/* The full table, in `drainer --help` (man page and README follow it); each verb's
+ * help says which of them it returns. */
 #define EXIT_CODES_HELP                                                                      \
         "Exit codes:\n"                                                                      \
         "  0  done\n"                                                                        \
-        "  1  error (API, configuration, a recorded action this configuration does not\n"    \
-        "     allow: the message names the flag to add, nothing was started or changed)\n"   \
-        "  2  bad usage\n"                                                                   \
-        "  3  timed out\n"                                                                   \
+        "  1  error (API, configuration, unknown node, malformed drainer annotations, a\n"   \
+        "     recorded action this configuration does not allow: the message names the\n"    \
+        "     flag to add, nothing was started or changed; uncordon of a node someone\n"     \
+        "     else cordoned; maintain whose command failed; interrupted)\n"                  \
+        "  2  bad usage (unknown verb or flag, a flag of another verb, missing NODE)\n"      \
+        "  3  timed out (--timeout; guard: gave up before the pod's grace period ended)\n"   \
         "  4  refused by a blocker: in preflight nothing was changed; in a later phase\n"    \
         "     (the eviction rules hold at every eviction) the node stays in its phase and\n" \
-        "     nothing more was evicted (-o json: \"changed\")\n"
+        "     nothing more was evicted (-o json: \"changed\")\n"                             \
+        "  5  doctor: at least one finding is FAIL\n"                                        \
+        "  6  doctor: no FAIL, but the cluster serves no DRA API\n"
 
 const struct verb verbs[] = {
         {
@@ -82,7 +106,8 @@ const struct verb verbs[] = {
                 "                             default: the kubeletplugin labels of common drivers);\n"
                 "                             only pods a DaemonSet controls are drivers\n"
                 "      --driver-namespace NS  DRA driver pods run only in NS (repeatable)\n"
-                "      --watch                keep watching and reprint on every change (Ctrl-C stops)\n",
+                "      --watch                keep watching and reprint on every change (Ctrl-C stops)\n\n"
+                "Exit codes: 0 shown, 1 error (API, configuration, unknown node), 2 bad usage.\n",
                 verb_status,
         },
         {
@@ -93,7 +118,11 @@ const struct verb verbs[] = {
                 "order with their pods, the ResourceClaims on the node with their devices, the\n"
                 "DRA driver pods and how each will be stopped, the PodDisruptionBudgets that\n"
                 "will hold evictions back, and every preflight blocker. Exits 4 when a blocker\n"
-                "would refuse the drain.\n\n" DRAIN_FLAGS_HELP,
+                "would refuse the drain.\n\n"
+                "Flags (named as kubectl drain names them where they mean the same):\n" SELECT_FLAGS_HELP
+                        DRIVER_FLAGS_HELP CONFIG_FLAG_HELP
+                "\nExit codes: 0 the drain would go ahead, 4 a blocker would refuse it, 1 error\n"
+                "(API, configuration, unknown node, malformed drainer annotations), 2 bad usage.\n",
                 verb_plan,
         },
         {
@@ -107,8 +136,8 @@ const struct verb verbs[] = {
                 "the rest, wait until the pods are gone and no ResourceClaim is on the node,\n"
                 "then stop the DRA drivers. Exits 0 once the node is drained. Progress is kept\n"
                 "in drainer.io/ annotations on the Node: run it again to resume.\n\n" DRAIN_FLAGS_HELP
-                "      --skip-driver-stop        end after the claims are released; leave the drivers\n"
-                "                                running (for callers that delete the node anyway)\n",
+                "\nExit codes: 0 drained, 3 timed out (a rerun resumes), 4 refused by a blocker,\n"
+                "1 error (also interrupted: the state stays on the Node), 2 bad usage.\n",
                 verb_drain,
         },
         {
@@ -127,15 +156,21 @@ const struct verb verbs[] = {
                 "Flags:\n"
                 "      --driver-stop STRATEGY    what this run may undo: taint (default), label:KEY,\n"
                 "                                systemd:UNIT, none (taint and none records always)\n"
-                "      --config FILE             YAML file with one key per flag, as serve's (its\n"
-                "                                own keys skipped; flags win)\n"
                 "      --force-uncordon          uncordon even if someone else had cordoned the node\n"
                 "      --timeout DURATION        give up after this long (exit 3), e.g. 5m\n"
-                "      --driver-selector SEL     label selector of DRA driver pods (repeatable); only\n"
-                "                                pods a DaemonSet controls are drivers\n"
-                "      --driver-namespace NS     DRA driver pods run only in NS (repeatable)\n"
+                "                                (default 0: no limit)\n"
+                "      --driver-selector SEL     label selector of DRA driver pods (repeatable;\n"
+                "                                default: the kubeletplugin labels of common\n"
+                "                                drivers); only pods a DaemonSet controls are drivers\n"
+                "      --driver-namespace NS     DRA driver pods run only in NS (repeatable; default:\n"
+                "                                any namespace)\n"
                 "      --driver-health PORT[/SERVICE] | unix:PATH[#SERVICE]\n"
-                "                                gRPC health endpoint of the driver pods\n",
+                "                                gRPC health endpoint of the driver pods: wait for\n"
+                "                                SERVING (default: no probe)\n"
+                "      --ignore-driver-health    do not wait for the drivers' gRPC health\n" CONFIG_FLAG_HELP
+                "\nExit codes: 0 restored and in service, 3 timed out (a rerun resumes), 1 error\n"
+                "(also a node someone else cordoned, without --force-uncordon; a recorded action\n"
+                "this configuration does not allow), 2 bad usage.\n",
                 verb_uncordon,
         },
         {
@@ -148,7 +183,9 @@ const struct verb verbs[] = {
                 "may undo comes from --driver-stop or --config, as for 'drainer "
                 "uncordon'.\n\n" DRAIN_FLAGS_HELP
                 "      --restore-on-failure      restore and uncordon even if CMD fails\n"
-                "      --force-uncordon          uncordon even if someone else had cordoned the node\n",
+                "      --force-uncordon          uncordon even if someone else had cordoned the node\n"
+                "\nExit codes: 0 drained, CMD succeeded, restored; 1 CMD failed or error; 3 timed\n"
+                "out; 4 refused by a blocker (CMD not run); 2 bad usage.\n",
                 verb_maintain,
         },
         {
@@ -178,7 +215,11 @@ const struct verb verbs[] = {
                 "      --identity ID             this process in Leases and Events (default: hostname)\n"
                 "      --metrics-addr HOST:PORT  serve /metrics, /healthz, /readyz here (default\n"
                 "                                127.0.0.1:9464; :PORT every address; \"\" none)\n"
-                "and the drain flags of 'drainer drain' (they apply to every drain it runs).\n",
+                "      --force-uncordon          uncordon even if someone else had cordoned the node\n"
+                "and the drain flags of 'drainer drain' except --dry-run and --ignore-daemonsets\n"
+                "(they apply to every drain it runs).\n\n"
+                "Exit codes: 0 stopped (SIGTERM, SIGINT), 1 error (API, configuration, a\n"
+                "--metrics-addr that cannot be bound), 2 bad usage.\n",
                 verb_serve,
         },
         {
@@ -211,7 +252,9 @@ const struct verb verbs[] = {
                 "      --driver-namespace NS       DRA driver pods run only in NS (repeatable)\n"
                 "      --listen HOST:PORT          serve GET /guard here instead of running once\n"
                 "                                  (127.0.0.1:PORT loopback; the sidecar uses\n"
-                "                                  $(POD_IP):PORT, where the kubelet connects)\n",
+                "                                  $(POD_IP):PORT, where the kubelet connects)\n\n"
+                "Exit codes: 0 the driver may stop (with --listen: stopped by SIGTERM), 3 gave up\n"
+                "before the grace period ended, 1 error (the driver stops), 2 bad usage.\n",
                 verb_guard,
         },
         {
@@ -238,8 +281,9 @@ const struct verb verbs[] = {
                 "      --prometheus URL       Prometheus HTTP API base (e.g. http://127.0.0.1:9090)\n"
                 "      --driver-selector SEL  label selector of DRA driver pods (repeatable;\n"
                 "                             default: the kubeletplugin labels of common drivers)\n\n"
-                "Exit codes of doctor: 0 no FAIL (WARNs allowed), 1 error, 2 bad usage,\n"
-                "5 at least one finding is FAIL.\n",
+                "Exit codes: 0 no FAIL (WARNs allowed), 5 at least one finding is FAIL, 6 no FAIL\n"
+                "but the cluster serves no DRA API (nothing DRA to audit), 1 error (API,\n"
+                "configuration, unknown --node), 2 bad usage.\n",
                 verb_doctor,
         },
         {
@@ -251,7 +295,8 @@ const struct verb verbs[] = {
                 "optimization, asserts, sanitizers, compiler) and each library's version at build\n"
                 "time and as loaded now. The first line is \"drainer VERSION\". -o json prints\n"
                 "{version, revision, dirty, commitTime, build: {...}, libraries: [{name, built,\n"
-                "runtime}]}.\n",
+                "runtime}]}.\n\n"
+                "Exit codes: 0 printed, 2 bad usage.\n",
                 verb_version,
         },
         {},
@@ -342,7 +387,7 @@ static void help(FILE *f) {
 }
 
 void verb_help(const struct verb *v) {
-        printf("%s\n%s\n%s", v->usage, GLOBAL_HELP, EXIT_CODES_HELP);
+        printf("%s\n%s", v->usage, GLOBAL_HELP);
 }
 
 static const struct option global_options[] = {

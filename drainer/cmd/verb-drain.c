@@ -595,8 +595,8 @@ static void put_shell_word(FILE *f, const char *w) {
 }
 
 /* The command line as given, for verb, with rn->needs_flag ("--driver-stop V") in
- * place of any --driver-stop; for "uncordon" out of maintain, without maintain's own
- * --restore-on-failure and -- CMD. */
+ * place of any --driver-stop; for "uncordon" out of maintain, without the flags that
+ * are not uncordon's (--restore-on-failure, the drain's) and -- CMD. */
 static char *rerun_command(const struct runner *rn, const char *verb) {
         _cleanup_free_ char *flag = strdup(rn->needs_flag);
         bool from_maintain = !streq(verb, rn->argv[0]);
@@ -627,9 +627,18 @@ static char *rerun_command(const struct runner *rn, const char *verb) {
                         i++;
                         continue;
                 }
-                if (strncmp(w, "--driver-stop=", 14) == 0 ||
-                    (from_maintain && streq(w, "--restore-on-failure")))
+                if (strncmp(w, "--driver-stop=", 14) == 0)
                         continue;
+                if (from_maintain) {
+                        bool takes_value = false;
+
+                        /* maintain's drain flags (--force, --grace-period 5, ...) are
+                         * not uncordon's: it would refuse them */
+                        if (drain_flag_applies(verb, w, &takes_value) == 0) {
+                                i += takes_value;
+                                continue;
+                        }
+                }
                 fputc(' ', f);
                 put_shell_word(f, w);
         }
@@ -729,11 +738,14 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
         struct app app;
         struct runner rn = {};
         const char *verb = argv[0], *node;
+        const char *skip[64];
         char **cmd = NULL;
         int r, code;
 
-        /* --config FILE: the file serve reads (its own keys skipped), flags win. */
-        if (config_argv_build(argc, argv, serve_config_keys, &c) < 0)
+        /* --config FILE: the file serve reads (its own keys and the flags of other verbs
+         * skipped), flags win. */
+        drain_config_skip(verb, skip, ELEMENTSOF(skip));
+        if (config_argv_build(argc, argv, skip, &c) < 0)
                 return EXIT_USAGE;
         r = parse_drain_args(c.argc, c.argv, g, &a, NULL, NULL, NULL);
         if (r <= 0) {

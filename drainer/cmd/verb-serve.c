@@ -944,9 +944,13 @@ int verb_serve(int argc, char **argv, struct global_flags *g) {
         struct serve_opts o = { .max_parallel = 1 };
         struct drain_args a = {};
         struct config_argv c;
+        const char *skip[64];
         int code;
 
-        if (config_argv_build(argc, argv, NULL, &c) < 0)
+        /* the file's keys of flags serve does not take (--dry-run, --restore-on-failure,
+         * ...) are other verbs' */
+        drain_config_skip("serve", skip, ELEMENTSOF(skip));
+        if (config_argv_build(argc, argv, skip, &c) < 0)
                 return EXIT_USAGE;
         code = serve_main(&o, &a, g, c.argc, c.argv);
         drain_args_done(&a);

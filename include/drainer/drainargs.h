@@ -76,6 +76,14 @@ int parse_duration(const char *s, uint64_t *ret);
 int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain_args *a,
                      const struct option *more, verb_opt_fn more_fn, void *more_ud);
 void drain_args_done(struct drain_args *a);
+/* The --config keys that `verb` (plan, drain, uncordon, maintain, serve) skips: serve's
+ * own (for the other verbs) and the drain flags that do not apply to it. Fills buf
+ * (NULL-terminated, at most size - 1 keys) and returns how many. */
+size_t drain_config_skip(const char *verb, const char **buf, size_t size);
+/* Whether the argv word `word` ("--name" or "--name=value"), a drain flag, applies to
+ * `verb`: 1 or 0, with *ret_takes_value set when the next word is its value; -ENOENT
+ * for a word that is not a drain flag (a global flag, a positional). */
+int drain_flag_applies(const char *verb, const char *word, bool *ret_takes_value);
 void fill_plan_options(const struct drain_args *a, struct plan_options *po);
 
 /* --driver-selector SEL, for every verb that takes it (the drain verbs, status, guard,

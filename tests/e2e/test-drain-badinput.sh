@@ -17,7 +17,9 @@ demo || { fail "demo workload"; finish; exit 1; }
 
 # Unknown node.
 for verb in plan drain uncordon; do
-	drainer_run unknown-$verb $verb no-such-node --timeout 20s
+	t=(--timeout 20s)
+	[ "$verb" = plan ] && t=() # (plan takes no --timeout: it does not wait)
+	drainer_run unknown-$verb $verb no-such-node "${t[@]}"
 	check_rc "$verb no-such-node" 1 unknown-$verb
 	check "$verb: the message names the node" grep -q 'no-such-node' "$e2e_tmp/unknown-$verb.err"
 	audit_window "$run_start" "$e2e_tmp/unknown-$verb.audit"
@@ -101,7 +103,8 @@ check_eq "schedulable" false "$(node_unschedulable "$node")"
 check_eq "no drainer.io annotations left" "{}" "$(node_drainer_anns "$node")"
 demo || fail "demo workload restored"
 
-# Invalid flags: exit 2, no write.
+# Invalid flags: exit 2, no write; so is a flag of another verb (plan --timeout,
+# uncordon --force, serve --dry-run: never silently ignored).
 # One case a line, arguments separated by "|".
 bad_flags=(
 	"drain|$node|--bogus"
@@ -130,6 +133,13 @@ bad_flags=(
 	"guard|--node|$node|--driver-selector||--deadline|1s"
 	"doctor|--driver-selector||--node|$node"
 	"plan|$node|--bogus"
+	"plan|$node|--timeout|5m"
+	"plan|$node|--grace-period|3"
+	"uncordon|$node|--force"
+	"uncordon|$node|--dry-run"
+	"drain|$node|--restore-on-failure"
+	"serve|--node|$node|--dry-run"
+	"serve|--node|$node|--ignore-daemonsets"
 	"uncordon|$node|--bogus"
 	"uncordon"
 	"maintain|$node"

@@ -129,6 +129,10 @@ check_eq "bash: drainer <TAB> offers the verbs" "$(sort <<<"$verbs" | tr '\n' ' 
 drain_flags=$("$drainer" drain --help | grep -oE '^ {2,6}(-[a-z], )?--[a-z0-9-]+' | grep -oE -- '--[a-z0-9-]+' | sort -u | tr '\n' ' ' | sed 's/ $//')
 check_eq "bash: drainer drain --<TAB> offers drain's flags and the global ones" "$drain_flags" "$(comp drainer drain node-1 -- | sed 's/ /\n/g' | grep -vE -- '^-[a-z]$' | sort -u | tr '\n' ' ' | sed 's/ $//')"
 check_eq "bash: drainer -o <TAB>" "json text" "$(comp drainer -o '')"
+# each verb offers only the flags it takes (the others are bad usage there)
+check_eq "bash: drainer plan n --ti<TAB>: none (plan does not wait)" "" "$(comp drainer plan n --ti)"
+check_eq "bash: drainer uncordon n --fo<TAB>: --force-uncordon only" "--force-uncordon" "$(comp drainer uncordon n --fo)"
+check_eq "bash: drainer serve --dr<TAB>: the driver flags, not --dry-run" "--driver-health --driver-namespace --driver-selector --driver-stop" "$(comp drainer serve --dr)"
 check_eq "bash: drainer drain n --driver-stop <TAB>" "label: none systemd: taint" "$(comp drainer drain n --driver-stop '')"
 check_eq "bash: drainer maintain n -- ech<TAB> completes a command" "echo" "$(comp drainer maintain n -- ech)"
 if [ "$have_cluster" = 1 ]; then
@@ -149,21 +153,26 @@ if command -v zsh >/dev/null; then
 		zpty -w z "zstyle ':completion:*' menu no; LISTMAX=0; print __ready__"
 		zpty -r -m z out "*__ready__*"
 		zpty -w -n z "$LINE"$'\t\t'
-		sleep 1.5
+		# read until the listing shows WANT (a pattern), at most 15 s (a loaded machine)
 		all=
+		for i in {1..150}; do
+			while zpty -r -t z chunk; do all+=$chunk; done
+			[[ $all == ${~WANT} ]] && break
+			sleep 0.1
+		done
 		while zpty -r -t z chunk; do all+=$chunk; done
 		print -r -- "$all"
 		zpty -d z
 	ZSH
-	zcomp() { ZC=$zc LINE=$1 timeout 30 zsh -f "$t_tmp/zcomp.zsh" 2>/dev/null | tr -d '\r' | sed 's/\x1b\[[0-9;?]*[A-Za-z]//g'; }
-	out=$(zcomp 'drainer ')
+	zcomp() { ZC=$zc LINE=$1 WANT=${2:-'*'} timeout 30 zsh -f "$t_tmp/zcomp.zsh" 2>/dev/null | tr -d '\r' | sed 's/\x1b\[[0-9;?]*[A-Za-z]//g'; }
+	out=$(zcomp 'drainer ' '*version*')
 	z_missing=()
 	for v in $verbs; do grep -qw -- "$v" <<<"$out" || z_missing+=("$v"); done
 	check_eq "zsh: drainer <TAB> offers every verb" "" "${z_missing[*]}"
-	out=$(zcomp 'drainer drain --dr')
+	out=$(zcomp 'drainer drain --dr' '*--dry-run*')
 	check "zsh: drainer drain --dr<TAB> offers --driver-selector, --driver-stop, --dry-run" bash -c 'grep -q -- --driver-selector <<<"$1" && grep -q -- --driver-stop <<<"$1" && grep -q -- --dry-run <<<"$1"' sh "$out"
 	if [ "$have_cluster" = 1 ]; then
-		out=$(PATH=$PATH KUBECONFIG=$KUBECONFIG zcomp 'drainer status node-')
+		out=$(PATH=$PATH KUBECONFIG=$KUBECONFIG zcomp 'drainer status node-' '*node-[0-9]*')
 		z_nodes=$(grep -oE 'node-[0-9]+' <<<"$out" | sort -u | tr '\n' ' ' | sed 's/ $//')
 		check_eq "zsh: drainer status node-<TAB> offers the cluster's nodes" "$nodes" "$z_nodes"
 	fi
