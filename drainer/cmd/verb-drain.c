@@ -520,12 +520,25 @@ static cJSON *summary_json(struct runner *rn, const char *verb, int result) {
                                                        : "error");
         if (rn->message)
                 cJSON_AddStringToObject(j, "message", rn->message);
+        else if (result == -EINTR) {
+                /* the engine never finished: what its progress last said */
+                _cleanup_free_ char *m = NULL;
+
+                if (asprintf(&m,
+                             "interrupted in phase %s: the state is on node %s; run the same command again "
+                             "to resume",
+                             rn->has_last_phase ? drain_phase_to_string(rn->last_phase) : "preflight",
+                             rn->node) >= 0)
+                        cJSON_AddStringToObject(j, "message", m);
+        }
         /* false only for a refusal in preflight (or nothing to do): the node is as it was. */
         cJSON_AddBoolToObject(j, "changed", rn->acc.changed);
         if (rn->rerun)
                 cJSON_AddStringToObject(j, "rerun", rn->rerun);
         if (rn->summary.has_phase)
                 cJSON_AddStringToObject(j, "phase", drain_phase_to_string(rn->summary.last_phase));
+        else if (result == -EINTR && rn->has_last_phase) /* interrupted: its last progress */
+                cJSON_AddStringToObject(j, "phase", drain_phase_to_string(rn->last_phase));
         phases = cJSON_AddArrayToObject(j, "phases");
         for (int p = 0; p < _DRAIN_PHASE_MAX; p++)
                 if (rn->acc.phase_seen[p]) {

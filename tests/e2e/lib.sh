@@ -540,12 +540,13 @@ phases_entered() {
 
 # kill_at_phase PID FILE PHASE SECONDS: SIGKILLs PID as soon as the node watch in
 # FILE shows drainer.io/state=PHASE. Fails if PID ends first or time runs out.
-kill_at_phase() {
+kill_at_phase() { # PID WATCH PHASE SECONDS [SIGNAL (default KILL)]
 	local end=$((SECONDS + $4))
 	while kill -0 "$1" 2>/dev/null; do
 		if grep -q "\"state\":\"$3\"" "$2"; then
-			kill -KILL "$1" 2>/dev/null
+			kill -"${5:-KILL}" "$1" 2>/dev/null
 			wait "$1" 2>/dev/null
+			killed_rc=$? # (its exit status: 137 for KILL)
 			return 0
 		fi
 		[ "$SECONDS" -lt "$end" ] || return 1
@@ -735,3 +736,33 @@ watch_opened() {
 }
 # jq_true JQ-ARGS...: jq -e, quiet: for `check "..." jq_true FILTER FILE`.
 jq_true() { jq -e "$@" >/dev/null 2>&1; }
+
+# drainer's image for the real nodes: the archive DRAINER_E2E_IMAGE names, or one
+# deploy/image/build makes now, served by the nodes' runtime as localhost/drainer:VERSION
+# (the cluster's images/drainer.oci.tar points at it for this script; the link is put
+# back by a cleanup hook). Sets image_manifest to the manifest digest of VERSION in the
+# archive (empty, and a failed check, when there is none).
+serve_drainer_image() { # VERSION
+	local version=$1 archive=${DRAINER_E2E_IMAGE:-} link old_link t0
+	image_manifest=
+	if [ -z "$archive" ]; then
+		t0=$SECONDS
+		if "$e2e_root/deploy/image/build" >"$e2e_tmp/image.log" 2>&1; then
+			archive=$e2e_root/build/drainer-image.oci.tar
+			pass "deploy/image/build ($((SECONDS - t0)) s)"
+		else
+			fail "deploy/image/build"
+			tail -n 20 "$e2e_tmp/image.log" | sed 's/^/    /'
+		fi
+	fi
+	archive=$(realpath "$archive" 2>/dev/null)
+	link=$DRAINER_CLUSTER_DIR/images/drainer.oci.tar
+	if [ -f "$archive" ] && [ "$(readlink -f "$link")" != "$archive" ]; then
+		old_link=$(readlink "$link")
+		ln -sfn "$archive" "$link"
+		e2e_cleanup_hooks+=("ln -sfn '$old_link' '$link'")
+	fi
+	image_manifest=$(tar -xOf "$archive" ./index.json 2>/dev/null | jq -r --arg v "$version" \
+		'.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $v) | .digest')
+	check "the cluster's runtime serves localhost/drainer:$version from $archive (manifest ${image_manifest:-none})" test -n "$image_manifest"
+}

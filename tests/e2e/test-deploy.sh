@@ -75,27 +75,8 @@ remove_all # leftovers of an interrupted run
 pod_image=${DRAINER_E2E_POD_IMAGE:-localhost/drainer:$version}
 manifest=
 if $real_nodes && [ "$pod_image" = "localhost/drainer:$version" ]; then
-	archive=${DRAINER_E2E_IMAGE:-}
-	if [ -z "$archive" ]; then
-		t0=$SECONDS
-		if deploy/image/build >"$e2e_tmp/image.log" 2>&1; then
-			archive=$e2e_root/build/drainer-image.oci.tar
-			pass "deploy/image/build ($((SECONDS - t0)) s)"
-		else
-			fail "deploy/image/build"
-			tail -n 20 "$e2e_tmp/image.log" | sed 's/^/    /'
-		fi
-	fi
-	archive=$(realpath "$archive" 2>/dev/null)
-	link=$DRAINER_CLUSTER_DIR/images/drainer.oci.tar
-	if [ -f "$archive" ] && [ "$(readlink -f "$link")" != "$archive" ]; then
-		old_link=$(readlink "$link")
-		ln -sfn "$archive" "$link"
-		e2e_cleanup_hooks+=("ln -sfn '$old_link' '$link'")
-	fi
-	manifest=$(tar -xOf "$archive" ./index.json 2>/dev/null | jq -r --arg v "$version" \
-		'.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $v) | .digest')
-	check "the cluster's runtime serves localhost/drainer:$version from $archive (manifest ${manifest:-none})" test -n "$manifest"
+	serve_drainer_image "$version"
+	manifest=$image_manifest
 fi
 
 demo || { fail "demo workload"; finish; exit 1; }

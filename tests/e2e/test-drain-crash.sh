@@ -20,9 +20,10 @@ cleanup_crash() {
 e2e_cleanup_hooks+=(cleanup_crash)
 landed=()
 
-crash_in() { # phase
-	local x=$1 killed_in
-	echo "  --- kill in $x"
+crash_in() { # phase [signal: KILL, or TERM with -o json]
+	local x=$1 sig=${2:-KILL} killed_in json=()
+	[ "$sig" = KILL ] || { json=(-o json); x=$x.$sig; }
+	echo "  --- SIG$sig in ${x%.*}"
 	demo || { fail "$x: demo workload"; return; }
 	pods_on_node "$node" "$e2e_tmp/$x.pods.json"
 	classify_pods "$e2e_tmp/$x.pods.json" >"$e2e_tmp/$x.classes.json"
@@ -30,13 +31,20 @@ crash_in() { # phase
 	local first
 	first=$(audit_lines)
 	node_watch_start "$node" "$e2e_tmp/$x.watch"
-	"$DRAINER" --kube-api-qps 2 --kube-api-burst 1 drain "$node" --grace-period=0 --timeout 60s \
+	"$DRAINER" --kube-api-qps 2 --kube-api-burst 1 drain "$node" --grace-period=0 --timeout 60s "${json[@]}" \
 		>"$e2e_tmp/$x.killed.out" 2>"$e2e_tmp/$x.killed.err" &
 	dpid=$!
-	if kill_at_phase "$dpid" "$e2e_tmp/$x.watch" "$x" 90; then
+	if kill_at_phase "$dpid" "$e2e_tmp/$x.watch" "${x%.*}" 90 "$sig"; then
 		killed_in=$(node_ann "$node" drainer.io/state)
-		pass "$x: drainer SIGKILLed when the Node showed $x (state at the kill: $killed_in)"
+		pass "$x: drainer SIG$sig when the Node showed ${x%.*} (state at the kill: $killed_in)"
 		landed+=("$x->$killed_in")
+		if [ "$sig" = TERM ]; then
+			# an orderly stop: exit 1, and -o json says where the Node stands
+			check_eq "$x: exit 1 on SIGTERM (the state stays on the Node)" 1 "$killed_rc"
+			check_eq "$x: -o json: result interrupted, in the phase the Node shows" "interrupted $killed_in" \
+				"$(jq -r '"\(.result) \(.phase)"' "$e2e_tmp/$x.killed.out" 2>/dev/null)"
+			check "$x: -o json: the message says how to resume" grep -q 'run the same command again' "$e2e_tmp/$x.killed.out"
+		fi
 	else
 		wait "$dpid" 2>/dev/null
 		fail "$x: drainer never showed $x before it ended (exit $?); phases: $(phases_seen "$e2e_tmp/$x.watch")"
@@ -64,5 +72,7 @@ crash_in() { # phase
 for x in ${CRASH_PHASES:-cordon evict-claim-holders evict-rest wait-released stop-drivers}; do
 	crash_in "$x"
 done
+# Ctrl-C or systemctl stop rather than a crash: SIGTERM, the -o json summary.
+crash_in "${TERM_PHASE:-evict-rest}" TERM
 echo "  kills (target->landed): ${landed[*]}"
 finish

@@ -71,27 +71,8 @@ version=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" "$e2e_root/meson.build" |
 pod_image=${DRAINER_E2E_POD_IMAGE:-localhost/drainer:$version}
 img_manifest=
 if [ "$pod_image" = "localhost/drainer:$version" ]; then
-	archive=${DRAINER_E2E_IMAGE:-}
-	if [ -z "$archive" ]; then
-		t0=$SECONDS
-		if "$e2e_root/deploy/image/build" >"$e2e_tmp/image.log" 2>&1; then
-			archive=$e2e_root/build/drainer-image.oci.tar
-			pass "deploy/image/build ($((SECONDS - t0)) s)"
-		else
-			fail "deploy/image/build"
-			tail -n 20 "$e2e_tmp/image.log" | sed 's/^/    /'
-		fi
-	fi
-	archive=$(realpath "$archive" 2>/dev/null)
-	link=$DRAINER_CLUSTER_DIR/images/drainer.oci.tar
-	if [ -f "$archive" ] && [ "$(readlink -f "$link")" != "$archive" ]; then
-		old_link=$(readlink "$link")
-		ln -sfn "$archive" "$link"
-		e2e_cleanup_hooks+=("ln -sfn '$old_link' '$link'")
-	fi
-	img_manifest=$(tar -xOf "$archive" ./index.json 2>/dev/null | jq -r --arg v "$version" \
-		'.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $v) | .digest')
-	check "the cluster's runtime serves localhost/drainer:$version from $archive (manifest ${img_manifest:-none})" test -n "$img_manifest"
+	serve_drainer_image "$version"
+	img_manifest=$image_manifest
 fi
 # Direct runs (parts C, D) use the build's drainer, the one drainer.test/drainer:dev runs.
 guard_bin=$(readlink -f "$DRAINER_CLUSTER_DIR/guard-drainer")
