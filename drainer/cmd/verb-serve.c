@@ -291,6 +291,27 @@ static bool holders_include(const char *holders, const char *node) {
         return false;
 }
 
+/* drainer.io/state=waiting with msg (taken) on the Node, once per message: why the
+ * drain has not started. */
+static void write_waiting_msg(struct managed *m, const struct node_rec *n, char *msg) {
+        char *body = NULL;
+
+        if (!msg)
+                return;
+        if (m->patch || streq_ptr(msg, m->waiting_msg)) {
+                free(msg);
+                return;
+        }
+        if (drain_patch_phase(n, DRAIN_PHASE_WAITING, timesrc_realtime(m->srv->app->ts), msg, &body) < 0) {
+                free(msg);
+                return;
+        }
+        free(m->waiting_msg);
+        m->waiting_msg = msg;
+        log_info("node %s: %s", m->node, m->waiting_msg);
+        send_patch(m, body);
+}
+
 static void write_waiting(struct managed *m, const struct node_rec *n) {
         _cleanup_free_ char *msg = NULL;
         char *body = NULL;
@@ -395,20 +416,37 @@ static void reconcile_node(struct server *srv, const struct node_rec *n) {
                 m->failures = 0;
         if (goal == ENGINE_GOAL_DRAIN && srv->slots && !(st.has_phase && st.phase != DRAIN_PHASE_WAITING)) {
                 r = slots_acquire(srv->slots, n->name);
-                if (r == -ENOENT)
-                        /* the Lease namespace is missing: the drain waits (no slot, no drain) */
-                        log_error("node %s: cannot take a drain slot: namespace %s not found (the Leases "
-                                  "drainer-slot-* of --max-parallel %u live there): create it, name "
-                                  "another with --lease-namespace, or give --max-parallel 0 for no limit",
-                                  n->name, srv->o.lease_ns, srv->o.max_parallel);
-                else if (r == -EACCES)
-                        log_error("node %s: cannot take a drain slot: forbidden to write Leases in "
-                                  "namespace %s (grant leases get/list/watch/create/update there, as "
-                                  "deploy/ does, or give --max-parallel 0 for no limit)",
-                                  n->name, srv->o.lease_ns);
-                else if (r < 0)
-                        log_error("node %s: cannot take a drain slot: %s", n->name, strerror(-r));
                 if (r < 0) {
+                        /* No slot, no drain: it waits, and says why on the Node too (whoever
+                         * annotated it reads there, not this log), once per reason. */
+                        char *msg = NULL;
+                        int k;
+
+                        if (r == -ENOENT)
+                                k = asprintf(&msg,
+                                             "cannot take a drain slot: namespace %s not found (the Leases "
+                                             "drainer-slot-* of --max-parallel %u live there): create it, "
+                                             "name another with --lease-namespace, or give --max-parallel 0 "
+                                             "for no limit",
+                                             srv->o.lease_ns, srv->o.max_parallel);
+                        else if (r == -EACCES)
+                                k = asprintf(
+                                        &msg,
+                                        "cannot take a drain slot: forbidden to write Leases in "
+                                        "namespace %s (grant leases get/list/watch/create/update there, "
+                                        "as deploy/ does, or give --max-parallel 0 for no limit)",
+                                        srv->o.lease_ns);
+                        else
+                                k = asprintf(&msg, "cannot take a drain slot (Leases in namespace %s): %s",
+                                             srv->o.lease_ns, strerror(-r));
+                        if (k < 0)
+                                msg = NULL;
+                        else if (!m || !streq_ptr(msg, m->waiting_msg))
+                                log_error("node %s: %s", n->name, msg);
+                        if (m)
+                                write_waiting_msg(m, n, msg);
+                        else
+                                free(msg);
                         m->retry_at = now + RETRY_BASE_USEC;
                         dtimer_start(&srv->retry, RETRY_BASE_USEC);
                         return;

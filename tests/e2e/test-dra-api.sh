@@ -186,7 +186,13 @@ check "serve says within 10 s why it cannot take a drain slot" wait_until 10 slo
 check "... naming the Lease namespace and what to do, no bare errno" \
 	grep -q 'namespace e2e-no-such-ns not found .*: create it' "$serve_out"
 check "... and not 'No such file or directory'" bash -c "! grep -q 'No such file or directory' '$serve_out'"
+# whoever annotated the Node reads why there: the API server holds it
+node_says_slot() { node_ann "$node" drainer.io/message | grep -q 'cannot take a drain slot: namespace e2e-no-such-ns not found'; }
+check "the Node says it too within 10 s (drainer.io/message)" wait_until 10 node_says_slot
+check_eq "... in drainer.io/state=waiting, not cordoned (no slot, no drain)" "waiting false" \
+	"$(node_ann "$node" drainer.io/state) $(node_unschedulable "$node")"
 reap_pid "$serve_pid"
 kubectl annotate node "$node" drainer.io/request- >/dev/null 2>&1
+reset_node "$node"
 echo "  info: test-dra-api ($api) took $((SECONDS - t_script)) s"
 finish
