@@ -1,0 +1,1148 @@
+/* The drain engine phase by phase against a small world that reacts only to what
+ * the engine sent (issue 15 item 7): node-1 with two claim holders (one with a named
+ * ResourceClaim, one with a claim from a template), a workload pod and the DRA
+ * driver, over the real client and informers, a fake clock and a scripted fake
+ * transport. The world: an accepted eviction sets the pod's deletionTimestamp and
+ * deletes it GRACE later; a claim is released once its pod is gone (reservedFor
+ * emptied and deallocated; a template's claim deleted); the driver DaemonSet's pod
+ * follows its strategy as the DaemonSet controller would (taint: evicted by drainer
+ * and not recreated while drainer.io/draining is on the node; label: deleted while
+ * the node label does not match its nodeSelector; systemd: the driver is a unit;
+ * none: untouched); a running driver publishes its ResourceSlice, a stopped one's is
+ * gone. Covered, for each strategy: a drain from nothing (phase sequence, claim
+ * holders first, the driver stopped only when no claim and no pod is on the node,
+ * checked by the world at the moment of the stop, never grace 0 for a claim holder);
+ * a run killed in every drain and restore phase and resumed (the right end, no step
+ * done twice, none skipped); an uncordon of a node someone else cordoned; a PDB 429
+ * retried with backoff; a pod that never terminates (--timeout); a claim that stays
+ * allocated (wait-released holds, the driver is never stopped); a driver unhealthy
+ * on restore (not uncordoned). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "drainer/claims.h"
+#include "drainer/client.h"
+#include "drainer/driverstop.h"
+#include "drainer/engine.h"
+#include "drainer/selector.h"
+#include "drainer/timesrc.h"
+#include "fakes/fake-clock.h"
+#include "fakes/fake-transport.h"
+#include "fakes/test-env.h"
+
+#define MS  USEC_PER_MSEC
+#define SEC USEC_PER_SEC
+
+#define NODES    "/api/v1/nodes?fieldSelector=metadata.name%3Dnode-1"
+#define PODS     "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1"
+#define CLAIMS   "/apis/resource.k8s.io/v1/resourceclaims"
+#define SLICES   "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Dnode-1"
+#define PDBS     "/apis/policy/v1/poddisruptionbudgets"
+#define EVICTION "/api/v1/namespaces/demo/pods/"
+#define NODE     "/api/v1/nodes/node-1"
+
+#define GRACE        (2 * SEC)  /* an accepted eviction's pod is gone this much later */
+#define ANSWER       (100 * MS) /* an eviction's answer */
+#define DRIVER_READY (1 * SEC)  /* a recreated driver pod is Ready this much later */
+#define UNIT_DELAY   (20 * MS)
+#define DRIVER       "gpu.example.com"
+#define LABEL_KEY    "gpu.example.com/present"
+#define UNIT         "dra-driver.service"
+#define PAUSED       "drainer-paused"
+
+enum pod_kind { POD_WORK, POD_HOLDER, POD_DRIVER };
+
+struct wpod {
+        const char *name;
+        enum pod_kind kind;
+        const char *claim;  /* POD_HOLDER: its claim */
+        bool from_template; /* the claim is made from a template for this pod */
+        bool present, deleting, ready;
+        bool stuck; /* never terminates (a finalizer, a kubelet that is gone) */
+        uint64_t gone_at, ready_at;
+        unsigned gen;      /* a recreated pod has a new uid */
+        unsigned accepted; /* evictions accepted */
+};
+
+struct wclaim {
+        const char *name, *pod;
+        bool from_template, present, allocated, reserved;
+        bool stuck; /* stays allocated when its pod is gone */
+};
+
+struct unit_call {
+        bool job, start;
+        unit_job_fn job_done;
+        unit_state_fn state_done;
+        void *userdata;
+        uint64_t due;
+};
+
+struct world {
+        struct test_api *api;
+        struct fake_clock *clock;
+        struct fake_transport *ft;
+        const struct driver_stop_ops *strategy;
+        struct selector **sels;
+        size_t n_sels;
+        struct engine *engine;
+        enum engine_goal goal;
+        uint64_t timeout_usec;
+        bool finished;
+        int result;
+        char *message;
+
+        cJSON *node;
+        unsigned rv;
+        struct wpod pods[8];
+        size_t n_pods;
+        struct wclaim claims[4];
+        size_t n_claims;
+        bool slice;
+        bool unit_active;
+        bool driver_never_ready;
+        struct unit_call calls[16];
+        size_t n_calls;
+
+        int accept_idx;         /* the expectation that accepts evictions */
+        unsigned char *handled; /* per recorded request */
+        size_t n_handled;
+        const char *kill_in; /* kill the engine when the Node enters this phase */
+        bool kill_now;
+        bool dying;          /* being killed: what it sends now never leaves */
+        char phases[32][32]; /* drainer.io/state as the Node went through it */
+        size_t n_phases;
+        /* What the engine did, counted by the world. */
+        unsigned cordons, uncordons, taint_removals, label_pauses, label_restores, records;
+        unsigned unit_stops, unit_starts, driver_evictions, repeat_evictions, evictions_sent;
+        uint64_t first_rest_eviction, last_holder_answer, driver_stopped_at;
+};
+
+/* ---- JSON of the world's objects ---- */
+
+static cJSON *J(const char *s) {
+        cJSON *j = cJSON_Parse(s);
+
+        assert_non_null(j);
+        return j;
+}
+
+static char *pod_json(struct world *w, const struct wpod *p) {
+        const char *owner = p->kind == POD_DRIVER ? "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\","
+                                                    "\"name\":\"gpu-driver\",\"uid\":\"ds-gpu\","
+                                                    "\"controller\":true}"
+                                                  : "{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\","
+                                                    "\"name\":\"app-rs\",\"uid\":\"rs-app\",\"controller\":"
+                                                    "true}";
+        const char *labels = p->kind == POD_DRIVER ? "{\"app.kubernetes.io/component\":\"kubeletplugin\"}"
+                                                   : "{\"app\":\"app\"}";
+        char spec_extra[512] = "", status_extra[256] = "";
+        char *s;
+
+        if (p->kind == POD_HOLDER && p->from_template) {
+                snprintf(spec_extra, sizeof(spec_extra),
+                         ",\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":\"gpu-tmpl\"}"
+                         "]");
+                snprintf(status_extra, sizeof(status_extra),
+                         ",\"resourceClaimStatuses\":[{\"name\":\"gpu\",\"resourceClaimName\":\"%s\"}]",
+                         p->claim);
+        } else if (p->kind == POD_HOLDER)
+                snprintf(spec_extra, sizeof(spec_extra),
+                         ",\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimName\":\"%s\"}]", p->claim);
+        else if (p->kind == POD_DRIVER && w->strategy == &driver_stop_label)
+                snprintf(spec_extra, sizeof(spec_extra), ",\"nodeSelector\":{\"" LABEL_KEY "\":\"true\"}");
+        s = test_asprintf(
+                "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"demo\",\"uid\":\"uid-%s-%u\","
+                "\"resourceVersion\":\"%u\",\"labels\":%s,\"ownerReferences\":[%s]%s},"
+                "\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]%s},"
+                "\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}]%"
+                "s}}",
+                p->name, p->name, p->gen, ++w->rv, labels, owner,
+                p->deleting
+                        ? ",\"deletionTimestamp\":\"2025-06-15T14:00:02Z\",\"deletionGracePeriodSeconds\":2"
+                        : "",
+                spec_extra, p->ready ? "True" : "False", status_extra);
+        return s;
+}
+
+static struct wpod *pod_named(struct world *w, const char *name) {
+        for (size_t i = 0; i < w->n_pods; i++)
+                if (streq(w->pods[i].name, name))
+                        return &w->pods[i];
+        return NULL;
+}
+
+static char *claim_json(struct world *w, const struct wclaim *c) {
+        const struct wpod *p = pod_named(w, c->pod);
+        char owner[256] = "", status[1024] = "";
+
+        if (c->from_template)
+                snprintf(owner, sizeof(owner),
+                         ",\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":\"%s\","
+                         "\"uid\":\"uid-%s-%u\",\"controller\":true}]",
+                         c->pod, c->pod, p->gen);
+        if (c->allocated)
+                snprintf(
+                        status, sizeof(status),
+                        "\"allocation\":{\"devices\":{\"results\":[{\"request\":\"gpu\",\"driver\":\"" DRIVER
+                        "\",\"pool\":\"node-1\",\"device\":\"gpu-0\"}]},\"nodeSelector\":{"
+                        "\"nodeSelectorTerms\":[{\"matchFields\":[{\"key\":\"metadata.name\",\"operator\":"
+                        "\"In\",\"values\":[\"node-1\"]}]}]}}%s",
+                        c->reserved ? "," : "");
+        if (c->reserved)
+                snprintf(status + strlen(status), sizeof(status) - strlen(status),
+                         "\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"%s\",\"uid\":\"uid-%s-%u\"}]",
+                         c->pod, c->pod, p->gen);
+        return test_asprintf("{\"metadata\":{\"name\":\"%s\",\"namespace\":\"demo\",\"uid\":\"claim-%s\","
+                             "\"resourceVersion\":\"%u\"%s},\"spec\":{\"devices\":{\"requests\":[{\"name\":"
+                             "\"gpu\",\"exactly\":{\"deviceClassName\":\"gpu.example.com\"}}]}},"
+                             "\"status\":{%s}}",
+                             c->name, c->name, ++w->rv, owner, status);
+}
+
+static char *slice_json(struct world *w) {
+        return test_asprintf(
+                "{\"metadata\":{\"name\":\"node-1-gpu\",\"uid\":\"slice-1\",\"resourceVersion\":"
+                "\"%u\"},\"spec\":{\"driver\":\"" DRIVER "\",\"pool\":{\"name\":\"node-1\","
+                "\"generation\":1,\"resourceSliceCount\":1},\"nodeName\":\"node-1\","
+                "\"devices\":[{\"name\":\"gpu-0\"}]}}",
+                ++w->rv);
+}
+
+static void push(struct world *w, const char *watch, const char *type, char *obj) {
+        char *ev = test_asprintf("{\"type\":\"%s\",\"object\":%s}\n", type, obj);
+
+        fake_transport_push(w->ft, watch, ev); /* 0 streams: the engine is between runs */
+        free(ev);
+        free(obj);
+}
+
+static void push_pod(struct world *w, struct wpod *p, const char *type) {
+        push(w, PODS "&watch=1", type, pod_json(w, p));
+}
+
+static void push_claim(struct world *w, struct wclaim *c, const char *type) {
+        push(w, CLAIMS "?watch=1", type, claim_json(w, c));
+}
+
+/* ---- the world's rules ---- */
+
+static const char *node_label(struct world *w) {
+        cJSON *l = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(w->node, "metadata"),
+                                                 "labels"),
+                LABEL_KEY);
+
+        return cJSON_IsString(l) ? l->valuestring : NULL;
+}
+
+static const char *node_ann(struct world *w, const char *key) {
+        cJSON *a = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(w->node, "metadata"),
+                                                 "annotations"),
+                key);
+
+        return cJSON_IsString(a) ? a->valuestring : NULL;
+}
+
+static bool node_unschedulable(struct world *w) {
+        return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(w->node, "spec"), "unschedulable"));
+}
+
+static bool node_tainted(struct world *w) {
+        const cJSON *t;
+
+        cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(
+                                      cJSON_GetObjectItemCaseSensitive(w->node, "spec"), "taints")) {
+                const cJSON *k = cJSON_GetObjectItemCaseSensitive(t, "key");
+
+                if (cJSON_IsString(k) && streq(k->valuestring, "drainer.io/draining"))
+                        return true;
+        }
+        return false;
+}
+
+static size_t drainer_annotations(struct world *w) {
+        const cJSON *a;
+        size_t n = 0;
+
+        cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(
+                                      cJSON_GetObjectItemCaseSensitive(w->node, "metadata"), "annotations"))
+                n += strncmp(a->string, "drainer.io/", strlen("drainer.io/")) == 0;
+        return n;
+}
+
+static struct wpod *driver_pod(struct world *w) {
+        for (size_t i = 0; i < w->n_pods; i++)
+                if (w->pods[i].kind == POD_DRIVER)
+                        return &w->pods[i];
+        return NULL;
+}
+
+/* The safety invariant, checked by the world when a driver is being stopped: no pod
+ * but drivers and no ResourceClaim left on the node. */
+static void assert_nothing_on_node(struct world *w, const char *stop) {
+        for (size_t i = 0; i < w->n_pods; i++)
+                if (w->pods[i].kind != POD_DRIVER && w->pods[i].present)
+                        fail_msg("%s while pod %s is on the node%s", stop, w->pods[i].name,
+                                 w->pods[i].deleting ? " (terminating)" : "");
+        for (size_t i = 0; i < w->n_claims; i++)
+                if (w->claims[i].present && (w->claims[i].allocated || w->claims[i].reserved))
+                        fail_msg("%s while ResourceClaim %s is %s on the node", stop, w->claims[i].name,
+                                 w->claims[i].reserved ? "reserved" : "allocated");
+        if (!w->driver_stopped_at)
+                w->driver_stopped_at = fake_clock_now(w->clock);
+}
+
+static void start_deleting(struct world *w, struct wpod *p) {
+        p->deleting = true;
+        p->gone_at = fake_clock_now(w->clock) + GRACE;
+        push_pod(w, p, "MODIFIED");
+}
+
+/* An eviction that was answered: the pod starts terminating if it was accepted. */
+static void on_eviction(struct world *w, const struct fake_request *r) {
+        char name[64];
+        const char *s = r->path + strlen(EVICTION);
+        struct wpod *p;
+        cJSON *body, *grace;
+
+        assert_true(strlen(s) < sizeof(name));
+        snprintf(name, sizeof(name), "%.*s", (int)(strchr(s, '/') - s), s);
+        p = pod_named(w, name);
+        assert_non_null(p);
+        w->evictions_sent++;
+        if (!p->present || p->deleting)
+                w->repeat_evictions++;
+        body = J(r->body);
+        grace = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(body, "deleteOptions"),
+                                                 "gracePeriodSeconds");
+        if (p->kind == POD_HOLDER && cJSON_IsNumber(grace) && grace->valueint == 0)
+                fail_msg("claim holder %s evicted with grace 0", p->name);
+        cJSON_Delete(body);
+        if (r->matched != w->accept_idx)
+                return; /* refused (429): nothing happens */
+        if (p->kind == POD_DRIVER) {
+                assert_nothing_on_node(w, "driver pod evicted");
+                w->driver_evictions++;
+        }
+        if (p->kind == POD_HOLDER)
+                w->last_holder_answer = fake_clock_now(w->clock);
+        if (p->kind == POD_WORK && !w->first_rest_eviction)
+                w->first_rest_eviction = r->at_usec;
+        if (p->present && !p->deleting) {
+                p->accepted++;
+                start_deleting(w, p);
+        }
+}
+
+static void note_phase(struct world *w) {
+        const char *ph = node_ann(w, "drainer.io/state");
+
+        if (!ph || (w->n_phases > 0 && streq(w->phases[w->n_phases - 1], ph)))
+                return;
+        assert_true(w->n_phases < ELEMENTSOF(w->phases));
+        snprintf(w->phases[w->n_phases++], sizeof(w->phases[0]), "%s", ph);
+        if (w->kill_in && streq(ph, w->kill_in))
+                w->kill_now = true;
+}
+
+/* RFC 7386 merge of patch into target (what the API server does with a merge patch). */
+static void merge_patch(cJSON *target, const cJSON *patch) {
+        const cJSON *p;
+
+        cJSON_ArrayForEach(p, patch) {
+                cJSON *t = cJSON_GetObjectItemCaseSensitive(target, p->string);
+
+                if (cJSON_IsNull(p))
+                        cJSON_DeleteItemFromObjectCaseSensitive(target, p->string);
+                else if (cJSON_IsObject(p) && cJSON_IsObject(t))
+                        merge_patch(t, p);
+                else {
+                        cJSON_DeleteItemFromObjectCaseSensitive(target, p->string);
+                        cJSON_AddItemToObject(target, p->string, cJSON_Duplicate(p, true));
+                }
+        }
+}
+
+/* A Node PATCH: merged, answered with the new Node, which goes out on the watch. */
+static void on_node_patch(struct world *w, const struct fake_request *r) {
+        bool was_cordoned = node_unschedulable(w), was_tainted = node_tainted(w);
+        const char *label_before = node_label(w);
+        char *before = label_before ? strdup(label_before) : NULL;
+        cJSON *patch = J(r->body), *meta;
+        const char *label;
+        char *obj;
+
+        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(patch, "metadata"),
+                                                "resourceVersion");
+        if (strstr(r->body, "\"drainer.io/driver-stop\":\"["))
+                w->records++;
+        merge_patch(w->node, patch);
+        cJSON_Delete(patch);
+        meta = cJSON_GetObjectItemCaseSensitive(w->node, "metadata");
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
+        {
+                char rv[32];
+
+                snprintf(rv, sizeof(rv), "%u", ++w->rv);
+                cJSON_AddStringToObject(meta, "resourceVersion", rv);
+        }
+
+        w->cordons += !was_cordoned && node_unschedulable(w);
+        w->uncordons += was_cordoned && !node_unschedulable(w);
+        w->taint_removals += was_tainted && !node_tainted(w);
+        label = node_label(w);
+        if (streq_ptr(label, PAUSED) && !streq_ptr(before, PAUSED)) {
+                w->label_pauses++;
+                assert_nothing_on_node(w, "driver label set to " PAUSED);
+        }
+        w->label_restores += streq_ptr(before, PAUSED) && !streq_ptr(label, PAUSED);
+        free(before);
+        note_phase(w);
+
+        obj = cJSON_PrintUnformatted(w->node);
+        fake_transport_expect_json(w->ft, "PATCH", NODE, 200, obj);
+        push(w, NODES "&watch=1", "MODIFIED", obj);
+}
+
+/* The requests the engine sent that the world has not acted on yet; evictions once
+ * answered, or at once (now: the client is being killed, and the API server goes on
+ * with what reached it). */
+static void serve_requests(struct world *w, bool now) {
+        size_t n = fake_transport_n_requests(w->ft);
+
+        if (n > w->n_handled) {
+                w->handled = realloc(w->handled, n);
+                assert_non_null(w->handled);
+                memset(w->handled + w->n_handled, 0, n - w->n_handled);
+                w->n_handled = n;
+        }
+        for (size_t i = 0; i < n; i++) {
+                const struct fake_request *r = fake_transport_request(w->ft, i);
+
+                if (w->handled[i])
+                        continue;
+                if (streq(r->method, "PATCH") && streq(r->path, NODE)) {
+                        w->handled[i] = 1;
+                        if (!w->dying) /* else cancelled before it left */
+                                on_node_patch(w, r);
+                } else if (streq(r->method, "POST") && strncmp(r->path, EVICTION, strlen(EVICTION)) == 0) {
+                        /* acted on when answered: accepted (201) or not */
+                        if (r->matched < 0 || (!now && fake_clock_now(w->clock) < r->at_usec + ANSWER))
+                                continue;
+                        w->handled[i] = 1;
+                        on_eviction(w, r);
+                } else
+                        w->handled[i] = 1;
+        }
+}
+
+/* Time goes by: pods terminate, the resourceclaim and DaemonSet controllers act,
+ * the driver publishes its slice (or its slice goes with it). */
+static void world_tick(struct world *w) {
+        uint64_t now = fake_clock_now(w->clock);
+        struct wpod *d = driver_pod(w);
+        bool driver_up;
+
+        for (size_t i = 0; i < w->n_pods; i++) {
+                struct wpod *p = &w->pods[i];
+
+                if (p->present && p->deleting && !p->stuck && now >= p->gone_at) {
+                        p->present = false;
+                        push_pod(w, p, "DELETED");
+                }
+        }
+        for (size_t i = 0; i < w->n_claims; i++) {
+                struct wclaim *c = &w->claims[i];
+                struct wpod *p = pod_named(w, c->pod);
+
+                if (!c->present || p->present || !(c->reserved || c->allocated))
+                        continue;
+                if (c->from_template) {
+                        c->present = false;
+                        push_claim(w, c, "DELETED");
+                        continue;
+                }
+                if (c->reserved && c->stuck) {
+                        c->reserved = false;
+                        push_claim(w, c, "MODIFIED");
+                } else if (!c->stuck) {
+                        c->reserved = c->allocated = false;
+                        push_claim(w, c, "MODIFIED");
+                }
+        }
+        /* The DaemonSet controller. */
+        if (d && w->strategy != &driver_stop_none) {
+                bool selected = w->strategy != &driver_stop_label || streq_ptr(node_label(w), "true");
+
+                if (d->present && !d->deleting && !selected)
+                        start_deleting(w, d);
+                else if (!d->present && selected && !node_tainted(w)) {
+                        *d = (struct wpod){ .name = d->name,
+                                            .kind = POD_DRIVER,
+                                            .present = true,
+                                            .gen = d->gen + 1,
+                                            .ready_at = now + DRIVER_READY };
+                        push_pod(w, d, "ADDED");
+                } else if (d->present && !d->ready && !d->deleting && !w->driver_never_ready &&
+                           now >= d->ready_at) {
+                        d->ready = true;
+                        push_pod(w, d, "MODIFIED");
+                }
+        }
+        driver_up = d ? d->present && d->ready : w->unit_active;
+        if (driver_up && !w->slice) {
+                w->slice = true;
+                push(w, SLICES "&watch=1", "ADDED", slice_json(w));
+        } else if (!(d ? d->present : w->unit_active) && w->slice) {
+                w->slice = false;
+                push(w, SLICES "&watch=1", "DELETED", slice_json(w));
+        }
+        /* systemd completes its jobs */
+        for (size_t i = 0; i < w->n_calls;) {
+                struct unit_call c = w->calls[i];
+
+                if (c.due > now) {
+                        i++;
+                        continue;
+                }
+                memmove(&w->calls[i], &w->calls[i + 1], (w->n_calls - i - 1) * sizeof(c));
+                w->n_calls--;
+                if (!c.job)
+                        c.state_done(0, w->unit_active ? "active" : "inactive", c.userdata);
+                else {
+                        w->unit_active = c.start;
+                        c.job_done(0, "done", NULL, c.userdata);
+                }
+        }
+}
+
+/* ---- unit control: systemd as the world has it ---- */
+
+static int unit_call(struct world *w, bool job, bool start, unit_job_fn jd, unit_state_fn sd,
+                     void *userdata) {
+        assert_true(w->n_calls < ELEMENTSOF(w->calls));
+        w->calls[w->n_calls++] = (struct unit_call){ .job = job,
+                                                     .start = start,
+                                                     .job_done = jd,
+                                                     .state_done = sd,
+                                                     .userdata = userdata,
+                                                     .due = fake_clock_now(w->clock) + UNIT_DELAY };
+        return 0;
+}
+
+static int unit_stop(void *ctx, const char *unit, unit_job_fn done, void *userdata) {
+        struct world *w = ctx;
+
+        assert_string_equal(unit, UNIT);
+        assert_nothing_on_node(w, "unit " UNIT " stopped");
+        w->unit_stops++;
+        return unit_call(w, true, false, done, NULL, userdata);
+}
+
+static int unit_start(void *ctx, const char *unit, unit_job_fn done, void *userdata) {
+        struct world *w = ctx;
+
+        assert_string_equal(unit, UNIT);
+        w->unit_starts++;
+        return unit_call(w, true, true, done, NULL, userdata);
+}
+
+static int unit_state(void *ctx, const char *unit, unit_state_fn done, void *userdata) {
+        assert_string_equal(unit, UNIT);
+        return unit_call(ctx, false, false, NULL, done, userdata);
+}
+
+static const struct unit_ops world_unit_ops = { .stop = unit_stop,
+                                                .start = unit_start,
+                                                .active_state = unit_state };
+
+/* ---- the engine in the world ---- */
+
+static void on_finished(struct engine *en, const struct engine_summary *s, void *userdata) {
+        struct world *w = userdata;
+
+        w->finished = true;
+        w->result = s->result;
+        free(w->message);
+        w->message = s->message ? strdup(s->message) : NULL;
+}
+
+static char *list_of(struct world *w, const char *kind, char **items, size_t n) {
+        size_t len = 256;
+        char *s;
+
+        for (size_t i = 0; i < n; i++)
+                len += strlen(items[i]) + 1;
+        s = malloc(len);
+        assert_non_null(s);
+        snprintf(s, len,
+                 "{\"kind\":\"%s\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"%u\"},"
+                 "\"items\":[",
+                 kind, w->rv);
+        for (size_t i = 0; i < n; i++) {
+                if (i)
+                        strcat(s, ",");
+                strcat(s, items[i]);
+                free(items[i]);
+        }
+        strcat(s, "]}");
+        return s;
+}
+
+static void expect_list_and_watch(struct world *w, const char *path, const char *list_prefix, char *body) {
+        char *watch = test_asprintf("%s%swatch=1", path, strchr(path, '?') ? "&" : "?");
+
+        fake_transport_expect_json(w->ft, "GET", list_prefix, 200, body);
+        free(body);
+        fake_transport_expect(w->ft, "GET", watch, &(struct fake_reply){ .hold_open = true });
+        free(watch);
+}
+
+/* A run of drainer (drain or uncordon) on the world as it is now. */
+static void run_engine(struct world *w, enum engine_goal goal) {
+        static const struct engine_callbacks cb = { .on_finished = on_finished };
+        struct engine_options o = {
+                .node = "node-1",
+                .goal = goal,
+                .grace_seconds = -1,
+                .timeout_usec = w->timeout_usec,
+                .instance = "test",
+                .plan = { .driver_selectors = (const struct selector *const *)w->sels,
+                          .n_driver_selectors = w->n_sels,
+                          .driver_stop = w->strategy,
+                          .driver_stop_arg = w->strategy == &driver_stop_label     ? LABEL_KEY
+                                             : w->strategy == &driver_stop_systemd ? UNIT
+                                                                                   : NULL },
+                .units = { .ops = &world_unit_ops, .ctx = w },
+        };
+        char *items[8];
+        size_t n = 0;
+
+        w->finished = false;
+        w->goal = goal;
+        items[0] = cJSON_PrintUnformatted(w->node);
+        expect_list_and_watch(w, NODES, NODES "&limit=", list_of(w, "NodeList", items, 1));
+        for (size_t i = 0; i < w->n_pods; i++)
+                if (w->pods[i].present)
+                        items[n++] = pod_json(w, &w->pods[i]);
+        expect_list_and_watch(w, PODS, PODS "&limit=", list_of(w, "PodList", items, n));
+        n = 0;
+        for (size_t i = 0; i < w->n_claims; i++)
+                if (w->claims[i].present)
+                        items[n++] = claim_json(w, &w->claims[i]);
+        expect_list_and_watch(w, CLAIMS, CLAIMS "?limit=", list_of(w, "ResourceClaimList", items, n));
+        n = 0;
+        if (w->slice)
+                items[n++] = slice_json(w);
+        expect_list_and_watch(w, SLICES, SLICES "&limit=", list_of(w, "ResourceSliceList", items, n));
+        fake_transport_expect_json(w->ft, "GET", PDBS "?limit=", 200,
+                                   "{\"kind\":\"PodDisruptionBudgetList\",\"apiVersion\":\"policy/v1\","
+                                   "\"metadata\":{\"resourceVersion\":\"100\"},\"items\":[]}");
+        assert_int_equal(
+                engine_new(w->api->client, fake_transport_base(w->ft), w->api->ts, &o, &cb, w, &w->engine),
+                0);
+        assert_int_equal(engine_start(w->engine), 0);
+}
+
+/* Kills the run (as a SIGKILL would, for the world: what was sent stays done). */
+static void kill_engine(struct world *w) {
+        serve_requests(w, true); /* what it sent before it died reached the API server */
+        w->dying = true;
+        engine_stop(w->engine);
+        for (int i = 0; i < 50 && !engine_idle(w->engine); i++) {
+                fake_transport_deliver(w->ft);
+                fake_clock_advance(w->clock, 1 * MS);
+        }
+        assert_true(engine_idle(w->engine));
+        engine_free(w->engine);
+        w->engine = NULL;
+        for (int i = 0; i < 20 && fake_transport_in_flight(w->ft) > 0; i++) {
+                fake_transport_deliver(w->ft);
+                fake_clock_advance(w->clock, 0);
+        }
+        /* systemd carries out the jobs it was given; nobody hears the answers */
+        for (size_t i = 0; i < w->n_calls; i++) {
+                struct unit_call *c = &w->calls[i];
+
+                if (c->job) {
+                        if (!c->start)
+                                assert_nothing_on_node(w, "unit " UNIT " stopped");
+                        w->unit_active = c->start;
+                        c->job_done(-ECANCELED, NULL, NULL, c->userdata);
+                } else
+                        c->state_done(-ECANCELED, NULL, c->userdata);
+        }
+        w->n_calls = 0;
+        serve_requests(w, false);
+        w->dying = false;
+}
+
+static void step(struct world *w, uint64_t usec) {
+        fake_transport_deliver(w->ft);
+        serve_requests(w, false);
+        world_tick(w);
+        fake_transport_deliver(w->ft);
+        fake_clock_advance(w->clock, usec);
+}
+
+/* Runs until the engine finishes, usec pass, or the Node enters w->kill_in (then
+ * the engine is killed). */
+static void run_until(struct world *w, uint64_t usec) {
+        for (uint64_t t = 0; t < usec && !w->finished && !w->kill_now; t += 10 * MS)
+                step(w, 10 * MS);
+        if (w->kill_now) {
+                kill_engine(w);
+                w->kill_now = false;
+                w->kill_in = NULL;
+                return;
+        }
+        step(w, 0);
+}
+
+/* ---- setup: node-1 with its pods, claims and driver ---- */
+
+static int setup(void **state) {
+        struct world *w = calloc(1, sizeof(*w));
+
+        assert_non_null(w);
+        w->api = test_api_new(&(struct test_api_options){ .user_yaml = "    token: engine-token\n" });
+        w->clock = w->api->clock;
+        w->ft = w->api->ft;
+        w->rv = 100;
+        assert_int_equal(selectors_parse_strv(claims_default_driver_selectors, &w->sels, &w->n_sels, NULL),
+                         0);
+        *state = w;
+        return 0;
+}
+
+static int teardown(void **state) {
+        struct world *w = *state;
+
+        if (w->engine)
+                kill_engine(w);
+        assert_int_equal(kube_client_calls_in_flight(w->api->client), 0);
+        test_api_free(w->api);
+        selectors_free(w->sels, w->n_sels);
+        cJSON_Delete(w->node);
+        free(w->handled);
+        free(w->message);
+        free(w);
+        return 0;
+}
+
+/* The world before any drain, with the driver stopped by strategy s. The expectations
+ * that stay for every run: Events accepted, evictions accepted (after those a test
+ * queues before it calls this: 429s). */
+static void world_init(struct world *w, const struct driver_stop_ops *s, bool cordoned_by_someone) {
+        w->strategy = s;
+        w->node = J("{\"metadata\":{\"name\":\"node-1\",\"uid\":\"f6666666-7777-4888-8999-000000000000\","
+                    "\"resourceVersion\":\"90\",\"labels\":{\"kubernetes.io/hostname\":\"node-1\"},"
+                    "\"annotations\":{}},\"spec\":{},"
+                    "\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}");
+        if (cordoned_by_someone)
+                cJSON_AddTrueToObject(cJSON_GetObjectItemCaseSensitive(w->node, "spec"), "unschedulable");
+        if (s == &driver_stop_label)
+                cJSON_AddStringToObject(
+                        cJSON_GetObjectItemCaseSensitive(
+                                cJSON_GetObjectItemCaseSensitive(w->node, "metadata"), "labels"),
+                        LABEL_KEY, "true");
+        w->pods[w->n_pods++] = (struct wpod){ .name = "gpu-a", .kind = POD_HOLDER, .claim = "gpu-a-claim" };
+        w->pods[w->n_pods++] = (struct wpod){
+                .name = "gpu-b", .kind = POD_HOLDER, .claim = "gpu-b-gpu", .from_template = true
+        };
+        w->pods[w->n_pods++] = (struct wpod){ .name = "web-a", .kind = POD_WORK };
+        w->pods[w->n_pods++] = (struct wpod){ .name = "web-b", .kind = POD_WORK };
+        if (s != &driver_stop_systemd)
+                w->pods[w->n_pods++] = (struct wpod){ .name = "gpu-driver-x", .kind = POD_DRIVER };
+        for (size_t i = 0; i < w->n_pods; i++)
+                w->pods[i].present = w->pods[i].ready = true;
+        w->claims[w->n_claims++] = (struct wclaim){ .name = "gpu-a-claim", .pod = "gpu-a" };
+        w->claims[w->n_claims++] =
+                (struct wclaim){ .name = "gpu-b-gpu", .pod = "gpu-b", .from_template = true };
+        for (size_t i = 0; i < w->n_claims; i++)
+                w->claims[i].present = w->claims[i].allocated = w->claims[i].reserved = true;
+        w->unit_active = true;
+        w->slice = true;
+        fake_transport_expect(w->ft, "POST", "/api/v1/namespaces/default/events",
+                              &(struct fake_reply){ .status = 201, .body = "{}", .times = FAKE_FOREVER });
+        w->accept_idx = fake_transport_expect(
+                w->ft, "POST", EVICTION,
+                &(struct fake_reply){
+                        .status = 201,
+                        .body = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Success\"}",
+                        .delay_usec = ANSWER,
+                        .times = FAKE_FOREVER });
+}
+
+static const struct driver_stop_ops *const strategies[] = {
+        &driver_stop_taint,
+        &driver_stop_label,
+        &driver_stop_systemd,
+        &driver_stop_none,
+};
+
+/* A fresh world for the next strategy of a loop. */
+static struct world *renew(void **state) {
+        void *st = *state;
+
+        assert_int_equal(teardown(&st), 0);
+        assert_int_equal(setup(&st), 0);
+        *state = st;
+        return st;
+}
+
+static const char *const drain_phases[] = {
+        "cordon", "evict-claim-holders", "evict-rest", "wait-released", "stop-drivers", "drained",
+};
+
+static void assert_phases(struct world *w, const char *const *want, size_t n) {
+        for (size_t i = 0; i < w->n_phases; i++)
+                print_message("    %s%s", i ? "-> " : "", w->phases[i]);
+        print_message("\n");
+        assert_int_equal(w->n_phases, n);
+        for (size_t i = 0; i < n; i++)
+                assert_string_equal(w->phases[i], want[i]);
+}
+
+/* The world drained as strategy s leaves it. */
+static void assert_drained(struct world *w) {
+        struct wpod *d = driver_pod(w);
+
+        assert_true(w->finished);
+        if (w->result != 0)
+                fail_msg("drain ended %d: %s", w->result, strna(w->message));
+        assert_string_equal(node_ann(w, "drainer.io/state"), "drained");
+        assert_true(node_unschedulable(w));
+        assert_true(node_tainted(w));
+        for (size_t i = 0; i < w->n_pods; i++)
+                if (w->pods[i].kind != POD_DRIVER) {
+                        assert_false(w->pods[i].present);
+                        assert_int_equal(w->pods[i].accepted, 1); /* evicted once */
+                }
+        for (size_t i = 0; i < w->n_claims; i++)
+                assert_false(w->claims[i].present && (w->claims[i].allocated || w->claims[i].reserved));
+        assert_int_equal(w->repeat_evictions, 0);
+        assert_int_equal(w->cordons, 1);
+        assert_int_equal(w->records, 1);
+        if (w->strategy == &driver_stop_none) {
+                assert_true(d->present && !d->deleting);
+                assert_true(w->slice);
+                assert_int_equal(w->driver_stopped_at, 0);
+        } else {
+                assert_true(w->driver_stopped_at > 0);
+                assert_false(w->slice);
+                if (d)
+                        assert_false(d->present);
+        }
+        assert_int_equal(w->driver_evictions, w->strategy == &driver_stop_taint);
+        assert_int_equal(w->label_pauses, w->strategy == &driver_stop_label);
+        assert_int_equal(w->unit_stops, w->strategy == &driver_stop_systemd);
+        assert_true(w->unit_active == (w->strategy != &driver_stop_systemd));
+        assert_int_equal(w->unit_starts, 0);
+}
+
+/* The world restored: schedulable, nothing of drainer left, the driver back. */
+static void assert_restored(struct world *w) {
+        struct wpod *d = driver_pod(w);
+
+        assert_true(w->finished);
+        if (w->result != 0)
+                fail_msg("uncordon ended %d: %s", w->result, strna(w->message));
+        assert_false(node_unschedulable(w));
+        assert_false(node_tainted(w));
+        assert_int_equal(drainer_annotations(w), 0);
+        assert_int_equal(w->uncordons, 1);
+        assert_int_equal(w->taint_removals, 1);
+        assert_true(w->slice);
+        if (d)
+                assert_true(d->present && d->ready && !d->deleting);
+        assert_true(w->unit_active);
+        assert_int_equal(w->unit_starts, w->strategy == &driver_stop_systemd);
+        assert_int_equal(w->label_restores, w->strategy == &driver_stop_label);
+        if (w->strategy == &driver_stop_label)
+                assert_string_equal(node_label(w), "true");
+}
+
+/* ---- tests ---- */
+
+/* A drain from nothing, for each strategy: every phase in order, claim holders evicted
+ * (and answered) before the rest is sent, the driver stopped only with nothing on the
+ * node (the world checks it at the stop), no grace 0 for a claim holder (-1: each
+ * pod's own). */
+static void test_drain_from_nothing(void **state) {
+        struct world *w = *state;
+
+        for (size_t s = 0; s < ELEMENTSOF(strategies); s++) {
+                if (s > 0)
+                        w = renew(state);
+                print_message("  --driver-stop %s:\n", strategies[s]->name);
+                world_init(w, strategies[s], false);
+                run_engine(w, ENGINE_GOAL_DRAIN);
+                run_until(w, 60 * SEC);
+                assert_phases(w, drain_phases, ELEMENTSOF(drain_phases));
+                assert_drained(w);
+                assert_true(w->first_rest_eviction > 0);
+                assert_true(w->first_rest_eviction >= w->last_holder_answer);
+        }
+}
+
+/* A run killed as the Node enters each drain phase, and a second run: the drain
+ * ends drained, each phase entered once in order over both runs (none skipped), the
+ * cordon, each eviction, the record and the driver stop done once. */
+static void test_drain_resumes_from_every_phase(void **state) {
+        struct world *w = *state;
+        bool first = true;
+
+        for (size_t s = 0; s < ELEMENTSOF(strategies); s++)
+                for (size_t k = 0; k < ELEMENTSOF(drain_phases); k++) {
+                        if (!first)
+                                w = renew(state);
+                        first = false;
+                        print_message("  --driver-stop %s, killed in %s:\n", strategies[s]->name,
+                                      drain_phases[k]);
+                        world_init(w, strategies[s], false);
+                        w->kill_in = drain_phases[k];
+                        run_engine(w, ENGINE_GOAL_DRAIN);
+                        run_until(w, 60 * SEC);
+                        /* (the move to drained ends a run: it may have finished) */
+                        assert_true(!w->finished || k + 1 == ELEMENTSOF(drain_phases));
+                        assert_null(w->engine);
+                        run_engine(w, ENGINE_GOAL_DRAIN);
+                        run_until(w, 60 * SEC);
+                        assert_phases(w, drain_phases, ELEMENTSOF(drain_phases));
+                        assert_drained(w);
+                }
+}
+
+static const char *const restore_phases[] = { "restore-drivers", "uncordon" };
+
+/* A drain, then an uncordon killed as the Node enters each restore phase (or not at
+ * all), and a second uncordon: the node ends schedulable with the driver back and its
+ * ResourceSlice published again, the taint removed once, the label set back once, the
+ * unit started once, one uncordon. */
+static void test_restore_resumes_from_every_phase(void **state) {
+        static const char *const all[] = { "cordon",          "evict-claim-holders",
+                                           "evict-rest",      "wait-released",
+                                           "stop-drivers",    "drained",
+                                           "restore-drivers", "uncordon" };
+        struct world *w = *state;
+        bool first = true;
+
+        for (size_t s = 0; s < ELEMENTSOF(strategies); s++)
+                for (size_t k = 0; k <= ELEMENTSOF(restore_phases); k++) {
+                        if (!first)
+                                w = renew(state);
+                        first = false;
+                        print_message("  --driver-stop %s, uncordon killed in %s:\n", strategies[s]->name,
+                                      k < ELEMENTSOF(restore_phases) ? restore_phases[k] : "(not killed)");
+                        world_init(w, strategies[s], false);
+                        run_engine(w, ENGINE_GOAL_DRAIN);
+                        run_until(w, 60 * SEC);
+                        assert_drained(w);
+                        kill_engine(w);
+                        w->kill_in = k < ELEMENTSOF(restore_phases) ? restore_phases[k] : NULL;
+                        run_engine(w, ENGINE_GOAL_UNCORDON);
+                        run_until(w, 60 * SEC);
+                        if (k < ELEMENTSOF(restore_phases)) {
+                                assert_false(w->finished);
+                                run_engine(w, ENGINE_GOAL_UNCORDON);
+                                run_until(w, 60 * SEC);
+                        }
+                        assert_phases(w, all, ELEMENTSOF(all));
+                        assert_restored(w);
+                }
+}
+
+/* A drained node drained again: nothing is sent (no patch, no eviction, no stop). */
+static void test_drained_drain_again_does_nothing(void **state) {
+        struct world *w = *state;
+
+        for (size_t s = 0; s < ELEMENTSOF(strategies); s++) {
+                size_t patches;
+
+                if (s > 0)
+                        w = renew(state);
+                world_init(w, strategies[s], false);
+                run_engine(w, ENGINE_GOAL_DRAIN);
+                run_until(w, 60 * SEC);
+                assert_drained(w);
+                kill_engine(w);
+                patches = fake_transport_count(w->ft, "PATCH", NODE);
+                run_engine(w, ENGINE_GOAL_DRAIN);
+                run_until(w, 10 * SEC);
+                assert_drained(w);
+                assert_int_equal(fake_transport_count(w->ft, "PATCH", NODE), patches);
+        }
+}
+
+/* A node cordoned by someone else before the drain stays cordoned after the uncordon:
+ * drainer's taint and annotations go, spec.unschedulable stays true. */
+static void test_uncordon_keeps_foreign_cordon(void **state) {
+        struct world *w = *state;
+
+        world_init(w, &driver_stop_taint, true);
+        run_engine(w, ENGINE_GOAL_DRAIN);
+        run_until(w, 60 * SEC);
+        assert_true(w->finished);
+        assert_int_equal(w->result, 0);
+        assert_string_equal(node_ann(w, "drainer.io/was-unschedulable"), "true");
+        assert_int_equal(w->cordons, 0); /* it was cordoned already */
+        kill_engine(w);
+        run_engine(w, ENGINE_GOAL_UNCORDON);
+        run_until(w, 60 * SEC);
+        assert_true(w->finished);
+        assert_int_equal(w->result, 0);
+        print_message("  %s\n", w->message);
+        assert_true(node_unschedulable(w));
+        assert_false(node_tainted(w));
+        assert_int_equal(drainer_annotations(w), 0);
+        assert_int_equal(w->uncordons, 0);
+        assert_true(driver_pod(w)->present && driver_pod(w)->ready);
+}
+
+/* A PodDisruptionBudget refuses web-a's eviction three times (429): it is retried
+ * with backoff (1, 2, 4 s, jittered), then accepted, and the drain completes. */
+static void test_pdb_429_retried_with_backoff(void **state) {
+        struct world *w = *state;
+        uint64_t at[8];
+        size_t n = 0;
+
+        fake_transport_expect(
+                w->ft, "POST", EVICTION "web-a/eviction",
+                &(struct fake_reply){
+                        .status = 429,
+                        .body = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                                "\"message\":"
+                                "\"Cannot evict pod as it would violate the pod's disruption budget.\","
+                                "\"reason\":\"TooManyRequests\",\"details\":{\"causes\":[{\"reason\":"
+                                "\"DisruptionBudget\",\"message\":\"The disruption budget web needs 2 "
+                                "healthy pods and has 2 currently\"}]},\"code\":429}",
+                        .delay_usec = ANSWER,
+                        .times = 3 });
+        world_init(w, &driver_stop_taint, false);
+        run_engine(w, ENGINE_GOAL_DRAIN);
+        run_until(w, 120 * SEC);
+        for (size_t i = 0; i < fake_transport_n_requests(w->ft) && n < ELEMENTSOF(at); i++) {
+                const struct fake_request *r = fake_transport_request(w->ft, i);
+
+                if (streq(r->method, "POST") && streq(r->path, EVICTION "web-a/eviction"))
+                        at[n++] = r->at_usec;
+        }
+        for (size_t i = 1; i < n; i++)
+                print_message("  web-a eviction %zu: %.2f s after the one before\n", i + 1,
+                              (double)(at[i] - at[i - 1]) / SEC);
+        assert_int_equal(n, 4);
+        /* 1, 2, 4 s, each jittered to between half and all of it, after the 429's answer */
+        for (size_t i = 1; i < n; i++) {
+                uint64_t b = (UINT64_C(1) << (i - 1)) * SEC;
+
+                assert_in_range(at[i] - at[i - 1], b / 2, b + ANSWER + 100 * MS);
+        }
+        assert_drained(w);
+}
+
+/* web-b never terminates: the drain waits in wait-released until --timeout, ends
+ * -ETIMEDOUT naming the phase and what is left, and the driver was never stopped. */
+static void test_pod_that_never_terminates_times_out(void **state) {
+        struct world *w = *state;
+
+        world_init(w, &driver_stop_taint, false);
+        pod_named(w, "web-b")->stuck = true;
+        w->timeout_usec = 30 * SEC;
+        run_engine(w, ENGINE_GOAL_DRAIN);
+        run_until(w, 60 * SEC);
+        print_message("  %s\n", strna(w->message));
+        assert_true(w->finished);
+        assert_int_equal(w->result, -ETIMEDOUT);
+        assert_string_equal(node_ann(w, "drainer.io/state"), "wait-released");
+        assert_non_null(strstr(w->message, "wait-released"));
+        assert_int_equal(w->driver_evictions, 0);
+        assert_int_equal(w->records, 0);
+        assert_true(driver_pod(w)->present);
+}
+
+/* gpu-a's claim stays allocated after its pod is gone: wait-released holds, the
+ * driver is never stopped (taint: not evicted; label: not paused; systemd: not
+ * stopped), and the message names the claim count. */
+static void test_allocated_claim_holds_wait_released(void **state) {
+        struct world *w = *state;
+
+        for (size_t s = 0; s < ELEMENTSOF(strategies) - 1; s++) {
+                if (s > 0)
+                        w = renew(state);
+                world_init(w, strategies[s], false);
+                w->claims[0].stuck = true;
+                w->timeout_usec = 40 * SEC;
+                run_engine(w, ENGINE_GOAL_DRAIN);
+                run_until(w, 60 * SEC);
+                print_message("  --driver-stop %s: %s\n", strategies[s]->name, strna(w->message));
+                assert_true(w->finished);
+                assert_int_equal(w->result, -ETIMEDOUT);
+                assert_string_equal(node_ann(w, "drainer.io/state"), "wait-released");
+                assert_non_null(strstr(w->message, "1 ResourceClaims"));
+                assert_int_equal(w->records, 0);
+                assert_int_equal(w->driver_stopped_at, 0);
+                assert_int_equal(w->driver_evictions + w->label_pauses + w->unit_stops, 0);
+                assert_true(w->slice);
+        }
+}
+
+/* On restore the driver pod comes back but is never Ready: the node stays cordoned
+ * in restore-drivers, the message says what it waits for, and --timeout ends it. */
+static void test_unhealthy_driver_holds_restore(void **state) {
+        struct world *w = *state;
+
+        for (size_t s = 0; s < 2; s++) { /* taint, label: the strategies with a driver pod */
+                if (s > 0)
+                        w = renew(state);
+                world_init(w, strategies[s], false);
+                run_engine(w, ENGINE_GOAL_DRAIN);
+                run_until(w, 60 * SEC);
+                assert_drained(w);
+                kill_engine(w);
+                w->driver_never_ready = true;
+                w->timeout_usec = 30 * SEC;
+                run_engine(w, ENGINE_GOAL_UNCORDON);
+                run_until(w, 60 * SEC);
+                print_message("  --driver-stop %s: %s\n", strategies[s]->name, strna(w->message));
+                assert_true(w->finished);
+                assert_int_equal(w->result, -ETIMEDOUT);
+                assert_string_equal(node_ann(w, "drainer.io/state"), "restore-drivers");
+                assert_true(node_unschedulable(w));
+                assert_int_equal(w->uncordons, 0);
+                assert_true(driver_pod(w)->present);
+                assert_false(w->slice);
+                assert_non_null(strstr(w->message, "Ready"));
+        }
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_drain_from_nothing, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_drain_resumes_from_every_phase, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_restore_resumes_from_every_phase, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_drained_drain_again_does_nothing, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_uncordon_keeps_foreign_cordon, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pdb_429_retried_with_backoff, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pod_that_never_terminates_times_out, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_allocated_claim_holds_wait_released, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unhealthy_driver_holds_restore, setup, teardown),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
