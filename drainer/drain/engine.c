@@ -373,6 +373,29 @@ static void on_deadline(struct dtimer *t) {
                         pods += e->plan.n_per_group[g];
                 len += snprintf(remained + len, sizeof(remained) - len,
                                 "%zu pods and %zu claims on the node", pods, e->plan.n_claims_blocking);
+                /* Which: a pod that never terminates or a claim that stays allocated is
+                 * what the admin has to look at. */
+                for (size_t i = 0, k = 0; i < e->plan.n_pods && len < sizeof(remained) - 1; i++) {
+                        const struct plan_pod *pp = &e->plan.pods[i];
+
+                        if (pp->group >= EVICT_GROUP_NONE)
+                                continue;
+                        len += snprintf(remained + len, sizeof(remained) - len, "%s%s/%s%s",
+                                        k++ == 0 ? " (" : ", ", pp->pod->ns, pp->pod->name,
+                                        pp->cls == POD_CLASS_DRIVER ? " DRA driver"
+                                        : pp->pod->deleting         ? " terminating"
+                                                                    : "");
+                }
+                for (size_t i = 0, k = 0; i < e->plan.n_claims && len < sizeof(remained) - 1; i++) {
+                        const struct claim_rec *c = e->plan.claims[i].claim;
+
+                        if (e->plan.claims[i].driver_own)
+                                continue;
+                        len += snprintf(remained + len, sizeof(remained) - len, "%sResourceClaim %s/%s",
+                                        k++ == 0 && pods == 0 ? " (" : ", ", c->ns, c->name);
+                }
+                if ((pods > 0 || e->plan.n_claims_blocking > 0) && len < sizeof(remained) - 1)
+                        len += snprintf(remained + len, sizeof(remained) - len, ")");
                 for (size_t i = 0; i < e->n_held && len < sizeof(remained) - 1; i++)
                         len += snprintf(remained + len, sizeof(remained) - len, "%s%s/%s held: %s",
                                         i == 0 ? "; " : ", ", e->held[i].ns, e->held[i].name,

@@ -1057,7 +1057,7 @@ static void test_pdb_429_retried_with_backoff(void **state) {
 }
 
 /* web-b never terminates: the drain waits in wait-released until --timeout, ends
- * -ETIMEDOUT naming the phase and what is left, and the driver was never stopped. */
+ * -ETIMEDOUT naming the phase and the pod, and the driver was never stopped. */
 static void test_pod_that_never_terminates_times_out(void **state) {
         struct world *w = *state;
 
@@ -1071,6 +1071,7 @@ static void test_pod_that_never_terminates_times_out(void **state) {
         assert_int_equal(w->result, -ETIMEDOUT);
         assert_string_equal(node_ann(w, "drainer.io/state"), "wait-released");
         assert_non_null(strstr(w->message, "wait-released"));
+        assert_non_null(strstr(w->message, "demo/web-b"));
         assert_int_equal(w->driver_evictions, 0);
         assert_int_equal(w->records, 0);
         assert_true(driver_pod(w)->present);
@@ -1078,7 +1079,7 @@ static void test_pod_that_never_terminates_times_out(void **state) {
 
 /* gpu-a's claim stays allocated after its pod is gone: wait-released holds, the
  * driver is never stopped (taint: not evicted; label: not paused; systemd: not
- * stopped), and the message names the claim count. */
+ * stopped), and the timeout's message names the claim. */
 static void test_allocated_claim_holds_wait_released(void **state) {
         struct world *w = *state;
 
@@ -1095,6 +1096,7 @@ static void test_allocated_claim_holds_wait_released(void **state) {
                 assert_int_equal(w->result, -ETIMEDOUT);
                 assert_string_equal(node_ann(w, "drainer.io/state"), "wait-released");
                 assert_non_null(strstr(w->message, "1 ResourceClaims"));
+                assert_non_null(strstr(w->message, "ResourceClaim demo/gpu-a-claim"));
                 assert_int_equal(w->records, 0);
                 assert_int_equal(w->driver_stopped_at, 0);
                 assert_int_equal(w->driver_evictions + w->label_pauses + w->unit_stops, 0);
