@@ -36,6 +36,7 @@
 #include "drainer/client.h"
 #include "drainer/driverstop.h"
 #include "drainer/engine.h"
+#include "drainer/events.h"
 #include "drainer/selector.h"
 #include "drainer/timesrc.h"
 #include "fakes/fake-clock.h"
@@ -61,6 +62,9 @@
 #define LABEL_KEY    "gpu.example.com/present"
 #define UNIT         "dra-driver.service"
 #define PAUSED       "drainer-paused"
+#define SEEN         1
+#define DONE         2
+enum { EV_PHASE, EV_BLOCKED, EV_FAILED, EV_DONE };
 
 enum pod_kind { POD_WORK, POD_HOLDER, POD_DRIVER };
 
@@ -126,7 +130,10 @@ struct world {
         size_t n_phases;
         /* What the engine did, counted by the world. */
         unsigned cordons, uncordons, taint_removals, label_pauses, label_restores, records;
-        unsigned unit_stops, unit_starts, driver_evictions, repeat_evictions, evictions_sent;
+        unsigned unit_stops, unit_starts, driver_evictions, repeat_evictions, evictions_sent,
+                grace0_evictions;
+        unsigned events[4];    /* DrainerPhase, DrainerBlocked, DrainerFailed, DrainerDone */
+        int64_t grace_seconds; /* the run's --grace-period (-1: each pod's own) */
         uint64_t first_rest_eviction, last_holder_answer, driver_stopped_at;
 };
 
@@ -313,32 +320,61 @@ static void start_deleting(struct world *w, struct wpod *p) {
         push_pod(w, p, "MODIFIED");
 }
 
-/* An eviction that was answered: the pod starts terminating if it was accepted. */
-static void on_eviction(struct world *w, const struct fake_request *r) {
+static struct wpod *evicted_pod(struct world *w, const struct fake_request *r) {
+        const char *s = r->path + strlen(EVICTION), *slash = strchr(s, '/');
         char name[64];
-        const char *s = r->path + strlen(EVICTION);
         struct wpod *p;
-        cJSON *body, *grace;
 
-        assert_true(strlen(s) < sizeof(name));
-        snprintf(name, sizeof(name), "%.*s", (int)(strchr(s, '/') - s), s);
+        assert_non_null(slash);
+        assert_true((size_t)(slash - s) < sizeof(name));
+        snprintf(name, sizeof(name), "%.*s", (int)(slash - s), s);
         p = pod_named(w, name);
         assert_non_null(p);
+        return p;
+}
+
+/* An eviction as it is sent: a driver pod's is the driver's stop (nothing may be on
+ * the node now); a claim holder's never has grace 0. */
+static void on_eviction_sent(struct world *w, const struct fake_request *r) {
+        struct wpod *p = evicted_pod(w, r);
+        cJSON *body = J(r->body), *grace;
+
         w->evictions_sent++;
         if (!p->present || p->deleting)
                 w->repeat_evictions++;
-        body = J(r->body);
         grace = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(body, "deleteOptions"),
                                                  "gracePeriodSeconds");
-        if (p->kind == POD_HOLDER && cJSON_IsNumber(grace) && grace->valueint == 0)
-                fail_msg("claim holder %s evicted with grace 0", p->name);
+        if (cJSON_IsNumber(grace) && grace->valueint == 0) {
+                if (p->kind == POD_HOLDER)
+                        fail_msg("claim holder %s evicted with grace 0", p->name);
+                w->grace0_evictions++;
+        }
         cJSON_Delete(body);
+        if (p->kind == POD_DRIVER)
+                assert_nothing_on_node(w, "driver pod evicted");
+}
+
+/* An Event the engine posted, counted by its reason. */
+static void on_event(struct world *w, const struct fake_request *r) {
+        static const char *const reasons[] = { EVENT_REASON_PHASE, EVENT_REASON_BLOCKED, EVENT_REASON_FAILED,
+                                               EVENT_REASON_DONE };
+        cJSON *ev = J(r->body);
+        const cJSON *reason = cJSON_GetObjectItemCaseSensitive(ev, "reason");
+
+        for (size_t i = 0; i < ELEMENTSOF(reasons); i++)
+                if (cJSON_IsString(reason) && streq(reason->valuestring, reasons[i]))
+                        w->events[i]++;
+        cJSON_Delete(ev);
+}
+
+/* An eviction that was answered: the pod starts terminating if it was accepted. */
+static void on_eviction(struct world *w, const struct fake_request *r) {
+        struct wpod *p = evicted_pod(w, r);
+
         if (r->matched != w->accept_idx)
                 return; /* refused (429): nothing happens */
-        if (p->kind == POD_DRIVER) {
-                assert_nothing_on_node(w, "driver pod evicted");
+        if (p->kind == POD_DRIVER)
                 w->driver_evictions++;
-        }
         if (p->kind == POD_HOLDER)
                 w->last_holder_answer = fake_clock_now(w->clock);
         if (p->kind == POD_WORK && !w->first_rest_eviction)
@@ -434,20 +470,27 @@ static void serve_requests(struct world *w, bool now) {
         for (size_t i = 0; i < n; i++) {
                 const struct fake_request *r = fake_transport_request(w->ft, i);
 
-                if (w->handled[i])
+                if (w->handled[i] & DONE)
                         continue;
                 if (streq(r->method, "PATCH") && streq(r->path, NODE)) {
-                        w->handled[i] = 1;
+                        w->handled[i] = DONE;
                         if (!w->dying) /* else cancelled before it left */
                                 on_node_patch(w, r);
                 } else if (streq(r->method, "POST") && strncmp(r->path, EVICTION, strlen(EVICTION)) == 0) {
+                        if (!(w->handled[i] & SEEN)) {
+                                w->handled[i] |= SEEN;
+                                on_eviction_sent(w, r);
+                        }
                         /* acted on when answered: accepted (201) or not */
                         if (r->matched < 0 || (!now && fake_clock_now(w->clock) < r->at_usec + ANSWER))
                                 continue;
-                        w->handled[i] = 1;
+                        w->handled[i] |= DONE;
                         on_eviction(w, r);
-                } else
-                        w->handled[i] = 1;
+                } else {
+                        w->handled[i] = DONE;
+                        if (streq(r->method, "POST") && strstr(r->path, "/events") && r->body)
+                                on_event(w, r);
+                }
         }
 }
 
@@ -619,7 +662,7 @@ static void run_engine(struct world *w, enum engine_goal goal) {
         struct engine_options o = {
                 .node = "node-1",
                 .goal = goal,
-                .grace_seconds = -1,
+                .grace_seconds = w->grace_seconds,
                 .timeout_usec = w->timeout_usec,
                 .instance = "test",
                 .plan = { .driver_selectors = (const struct selector *const *)w->sels,
@@ -724,6 +767,7 @@ static int setup(void **state) {
         w->clock = w->api->clock;
         w->ft = w->api->ft;
         w->rv = 100;
+        w->grace_seconds = -1;
         assert_int_equal(selectors_parse_strv(claims_default_driver_selectors, &w->sels, &w->n_sels, NULL),
                          0);
         *state = w;
@@ -892,12 +936,22 @@ static void test_drain_from_nothing(void **state) {
                         w = renew(state);
                 print_message("  --driver-stop %s:\n", strategies[s]->name);
                 world_init(w, strategies[s], false);
+                w->grace_seconds = 0;
                 run_engine(w, ENGINE_GOAL_DRAIN);
                 run_until(w, 60 * SEC);
+                print_message("    events: %u DrainerPhase, %u DrainerBlocked, %u DrainerFailed, %u "
+                              "DrainerDone; %u evictions with grace 0\n",
+                              w->events[EV_PHASE], w->events[EV_BLOCKED], w->events[EV_FAILED],
+                              w->events[EV_DONE], w->grace0_evictions);
                 assert_phases(w, drain_phases, ELEMENTSOF(drain_phases));
                 assert_drained(w);
                 assert_true(w->first_rest_eviction > 0);
                 assert_true(w->first_rest_eviction >= w->last_holder_answer);
+                /* --grace-period=0 reached the others (the world sees it), never a holder */
+                assert_int_equal(w->grace0_evictions, 2 + (strategies[s] == &driver_stop_taint));
+                assert_int_equal(w->events[EV_PHASE], 1);
+                assert_int_equal(w->events[EV_DONE], 1);
+                assert_int_equal(w->events[EV_BLOCKED] + w->events[EV_FAILED], 0);
         }
 }
 
@@ -926,6 +980,11 @@ static void test_drain_resumes_from_every_phase(void **state) {
                         run_until(w, 60 * SEC);
                         assert_phases(w, drain_phases, ELEMENTSOF(drain_phases));
                         assert_drained(w);
+                        /* the resumed run does not announce the drain again; each run that
+                         * reaches drained says so */
+                        assert_int_equal(w->events[EV_PHASE], 1);
+                        assert_int_equal(w->events[EV_DONE], 1 + (k + 1 == ELEMENTSOF(drain_phases)));
+                        assert_int_equal(w->events[EV_BLOCKED] + w->events[EV_FAILED], 0);
                 }
 }
 
@@ -965,6 +1024,10 @@ static void test_restore_resumes_from_every_phase(void **state) {
                         }
                         assert_phases(w, all, ELEMENTSOF(all));
                         assert_restored(w);
+                        /* drain started, restore started (once, resumed or not); drained, uncordoned */
+                        assert_int_equal(w->events[EV_PHASE], 2);
+                        assert_int_equal(w->events[EV_DONE], 2);
+                        assert_int_equal(w->events[EV_BLOCKED] + w->events[EV_FAILED], 0);
                 }
 }
 
@@ -1069,6 +1132,7 @@ static void test_pod_that_never_terminates_times_out(void **state) {
         print_message("  %s\n", strna(w->message));
         assert_true(w->finished);
         assert_int_equal(w->result, -ETIMEDOUT);
+        assert_int_equal(w->events[EV_FAILED], 1);
         assert_string_equal(node_ann(w, "drainer.io/state"), "wait-released");
         assert_non_null(strstr(w->message, "wait-released"));
         assert_non_null(strstr(w->message, "demo/web-b"));
