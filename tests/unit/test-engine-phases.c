@@ -1,22 +1,33 @@
 /* The drain engine phase by phase against a small world that reacts only to what
- * the engine sent (issue 15 item 7): node-1 with two claim holders (one with a named
- * ResourceClaim, one with a claim from a template), a workload pod and the DRA
- * driver, over the real client and informers, a fake clock and a scripted fake
- * transport. The world: an accepted eviction sets the pod's deletionTimestamp and
- * deletes it GRACE later; a claim is released once its pod is gone (reservedFor
- * emptied and deallocated; a template's claim deleted); the driver DaemonSet's pod
- * follows its strategy as the DaemonSet controller would (taint: evicted by drainer
- * and not recreated while drainer.io/draining is on the node; label: deleted while
- * the node label does not match its nodeSelector; systemd: the driver is a unit;
- * none: untouched); a running driver publishes its ResourceSlice, a stopped one's is
- * gone. Covered, for each strategy: a drain from nothing (phase sequence, claim
- * holders first, the driver stopped only when no claim and no pod is on the node,
- * checked by the world at the moment of the stop, never grace 0 for a claim holder);
- * a run killed in every drain and restore phase and resumed (the right end, no step
- * done twice, none skipped); an uncordon of a node someone else cordoned; a PDB 429
- * retried with backoff; a pod that never terminates (--timeout); a claim that stays
- * allocated (wait-released holds, the driver is never stopped); a driver unhealthy
- * on restore (not uncordoned). */
+ * the engine sent (issue 15 item 7), over the real client and informers, a fake clock
+ * and a scripted fake transport. node-1 holds two claim holders (one with a named
+ * ResourceClaim, one with a claim made from a template), two workload pods and the
+ * DRA driver. The world: a Node PATCH is merged and goes out on the watch; an
+ * accepted eviction sets the pod's deletionTimestamp and deletes it GRACE later; a
+ * claim is released once its pod is gone (reservedFor emptied and deallocated; a
+ * template's claim deleted); the driver DaemonSet's pod follows the strategy as the
+ * DaemonSet controller would (taint: evicted by drainer, not recreated while
+ * drainer.io/draining is on the node; label: deleted while the node label does not
+ * match its nodeSelector, recreated when it does; systemd: the driver is a unit
+ * behind a fake unit control; none: untouched); a running driver publishes its
+ * ResourceSlice, a stopped one's is deleted. A killed run's requests that reached
+ * the world stay done. At every driver stop (a driver pod's eviction as it is sent,
+ * the label set to drainer-paused, StopUnit) the world asserts that no pod and no
+ * ResourceClaim is on the node; at every eviction, that a claim holder never gets
+ * grace 0.
+ * Covered, for each strategy: a drain from nothing (the phase sequence on the Node,
+ * claim holders answered before the rest is sent, --grace-period=0 reaching only
+ * the pods without claims, the Events); a run killed as the Node enters each drain
+ * phase and resumed (ends drained: one cordon, one eviction per pod, one record,
+ * one stop, no phase skipped or repeated, no second "drain started"); a drained node
+ * drained again (nothing sent); an uncordon killed in restore-drivers and uncordon
+ * and resumed, and an uncordon of a drain killed in each phase (the node schedulable,
+ * the taint removed once, what was stopped started once, the driver back and its
+ * ResourceSlice published again). And: an uncordon of a node someone else cordoned
+ * (stays cordoned); a PDB 429 retried at 1, 2, 4 s (jittered); a pod that never
+ * terminates and a claim that stays allocated (wait-released holds to --timeout,
+ * the driver never stopped, the message names them); a driver pod never Ready on
+ * restore (restore-drivers holds, the node stays cordoned). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -94,6 +105,11 @@ struct unit_call {
         uint64_t due;
 };
 
+struct held_event {
+        const char *watch; /* a static string */
+        char *ev;
+};
+
 struct world {
         struct test_api *api;
         struct fake_clock *clock;
@@ -125,7 +141,9 @@ struct world {
         size_t n_handled;
         const char *kill_in; /* kill the engine when the Node enters this phase */
         bool kill_now;
-        bool dying;          /* being killed: what it sends now never leaves */
+        bool dying; /* being killed: what it sends now never leaves */
+        struct held_event held[256];
+        size_t n_held;
         char phases[32][32]; /* drainer.io/state as the Node went through it */
         size_t n_phases;
         /* What the engine did, counted by the world. */
@@ -228,12 +246,46 @@ static char *slice_json(struct world *w) {
                 ++w->rv);
 }
 
+/* Sends the events held back on their watches (in order, per watch) once it is open. */
+static void flush_events(struct world *w) {
+        size_t kept = 0;
+
+        for (size_t i = 0; i < w->n_held; i++) {
+                bool after_kept = false;
+
+                for (size_t j = 0; j < kept && !after_kept; j++)
+                        after_kept = streq(w->held[j].watch, w->held[i].watch);
+                if (!after_kept && fake_transport_push(w->ft, w->held[i].watch, w->held[i].ev) > 0) {
+                        free(w->held[i].ev);
+                        continue;
+                }
+                w->held[kept++] = w->held[i];
+        }
+        w->n_held = kept;
+}
+
+/* A watch event. The API server's watch starts at the list's resourceVersion: what
+ * happens after the list and before the watch is open still reaches it (held back
+ * here until then). Between runs nobody watches: the next run's lists show it. */
 static void push(struct world *w, const char *watch, const char *type, char *obj) {
         char *ev = test_asprintf("{\"type\":\"%s\",\"object\":%s}\n", type, obj);
 
-        fake_transport_push(w->ft, watch, ev); /* 0 streams: the engine is between runs */
-        free(ev);
         free(obj);
+        flush_events(w);
+        if (!w->engine || w->dying) {
+                free(ev);
+                return;
+        }
+        for (size_t j = 0; j < w->n_held; j++)
+                if (streq(w->held[j].watch, watch))
+                        goto hold;
+        if (fake_transport_push(w->ft, watch, ev) > 0) {
+                free(ev);
+                return;
+        }
+hold:
+        assert_true(w->n_held < ELEMENTSOF(w->held));
+        w->held[w->n_held++] = (struct held_event){ .watch = watch, .ev = ev };
 }
 
 static void push_pod(struct world *w, struct wpod *p, const char *type) {
@@ -706,6 +758,9 @@ static void run_engine(struct world *w, enum engine_goal goal) {
 static void kill_engine(struct world *w) {
         serve_requests(w, true); /* what it sent before it died reached the API server */
         w->dying = true;
+        for (size_t i = 0; i < w->n_held; i++)
+                free(w->held[i].ev);
+        w->n_held = 0;
         engine_stop(w->engine);
         for (int i = 0; i < 50 && !engine_idle(w->engine); i++) {
                 fake_transport_deliver(w->ft);
@@ -737,6 +792,7 @@ static void kill_engine(struct world *w) {
 
 static void step(struct world *w, uint64_t usec) {
         fake_transport_deliver(w->ft);
+        flush_events(w);
         serve_requests(w, false);
         world_tick(w);
         fake_transport_deliver(w->ft);
@@ -913,11 +969,16 @@ static void assert_restored(struct world *w) {
         assert_int_equal(w->uncordons, 1);
         assert_int_equal(w->taint_removals, 1);
         assert_true(w->slice);
-        if (d)
-                assert_true(d->present && d->ready && !d->deleting);
+        if (d && !(d->present && d->ready && !d->deleting))
+                fail_msg("the driver pod is %s after the uncordon (%s)",
+                         !d->present   ? "gone"
+                         : d->deleting ? "terminating"
+                                       : "not Ready",
+                         strna(w->message));
         assert_true(w->unit_active);
-        assert_int_equal(w->unit_starts, w->strategy == &driver_stop_systemd);
-        assert_int_equal(w->label_restores, w->strategy == &driver_stop_label);
+        /* each stop undone once, nothing undone that was not stopped */
+        assert_int_equal(w->unit_starts, w->unit_stops);
+        assert_int_equal(w->label_restores, w->label_pauses);
         if (w->strategy == &driver_stop_label)
                 assert_string_equal(node_label(w), "true");
 }
@@ -1027,6 +1088,45 @@ static void test_restore_resumes_from_every_phase(void **state) {
                         /* drain started, restore started (once, resumed or not); drained, uncordoned */
                         assert_int_equal(w->events[EV_PHASE], 2);
                         assert_int_equal(w->events[EV_DONE], 2);
+                        assert_int_equal(w->events[EV_BLOCKED] + w->events[EV_FAILED], 0);
+                }
+}
+
+/* A drain killed as the Node enters each drain phase, then an uncordon: the node is
+ * restored from wherever the drain stopped (what it stopped is started again, once;
+ * what it did not stop is left alone), and the restore phases follow the drain's. */
+static void test_uncordon_from_every_drain_phase(void **state) {
+        struct world *w = *state;
+        bool first = true;
+
+        for (size_t s = 0; s < ELEMENTSOF(strategies); s++)
+                for (size_t k = 0; k + 1 < ELEMENTSOF(drain_phases); k++) {
+                        const char *want[ELEMENTSOF(drain_phases) + 2];
+                        size_t n = 0;
+
+                        if (!first)
+                                w = renew(state);
+                        first = false;
+                        print_message("  --driver-stop %s, drain killed in %s, then uncordon:\n",
+                                      strategies[s]->name, drain_phases[k]);
+                        world_init(w, strategies[s], false);
+                        w->kill_in = drain_phases[k];
+                        run_engine(w, ENGINE_GOAL_DRAIN);
+                        run_until(w, 60 * SEC);
+                        assert_false(w->finished);
+                        /* (it may have sent the next phase's patch before it died) */
+                        assert_in_range(w->n_phases, k + 1, k + 2);
+                        for (size_t i = 0; i < w->n_phases; i++)
+                                want[n++] = drain_phases[i];
+                        run_engine(w, ENGINE_GOAL_UNCORDON);
+                        run_until(w, 60 * SEC);
+                        want[n++] = "restore-drivers";
+                        want[n++] = "uncordon";
+                        assert_phases(w, want, n);
+                        assert_restored(w);
+                        assert_int_equal(w->cordons, 1);
+                        assert_int_equal(w->events[EV_PHASE], 2);
+                        assert_int_equal(w->events[EV_DONE], 1);
                         assert_int_equal(w->events[EV_BLOCKED] + w->events[EV_FAILED], 0);
                 }
 }
@@ -1202,6 +1302,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_drain_from_nothing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_drain_resumes_from_every_phase, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restore_resumes_from_every_phase, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_uncordon_from_every_drain_phase, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_drained_drain_again_does_nothing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_uncordon_keeps_foreign_cordon, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pdb_429_retried_with_backoff, setup, teardown),

@@ -8,7 +8,9 @@
  * the configuration does not name is never touched (refused, with the message on
  * the Node and a DrainerBlocked Event); a unit that fails to start is retried with
  * backoff; a phase written by hand keeps every eviction rule; a pod with a driver's
- * labels that no DaemonSet controls is workload. Unit control is a fake here. */
+ * labels that no DaemonSet controls is workload. Unit control is a fake here.
+ * The phases end to end, resumed from each, per strategy, against a world that
+ * reacts to the engine's requests: test-engine-phases.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
