@@ -118,7 +118,6 @@ struct world {
         struct selector **sels;
         size_t n_sels;
         struct engine *engine;
-        enum engine_goal goal;
         uint64_t timeout_usec;
         bool finished;
         int result;
@@ -728,7 +727,6 @@ static void run_engine(struct world *w, enum engine_goal goal) {
         size_t n = 0;
 
         w->finished = false;
-        w->goal = goal;
         items[0] = cJSON_PrintUnformatted(w->node);
         expect_list_and_watch(w, NODES, NODES "&limit=", list_of(w, "NodeList", items, 1));
         for (size_t i = 0; i < w->n_pods; i++)
@@ -1005,6 +1003,8 @@ static void test_drain_from_nothing(void **state) {
                               w->events[EV_DONE], w->grace0_evictions);
                 assert_phases(w, drain_phases, ELEMENTSOF(drain_phases));
                 assert_drained(w);
+                /* one eviction a pod, the driver's with the taint strategy, no more */
+                assert_int_equal(w->evictions_sent, 4 + (strategies[s] == &driver_stop_taint));
                 assert_true(w->first_rest_eviction > 0);
                 assert_true(w->first_rest_eviction >= w->last_holder_answer);
                 /* --grace-period=0 reached the others (the world sees it), never a holder */
@@ -1040,6 +1040,7 @@ static void test_drain_resumes_from_every_phase(void **state) {
                         run_until(w, 60 * SEC);
                         assert_phases(w, drain_phases, ELEMENTSOF(drain_phases));
                         assert_drained(w);
+                        assert_int_equal(w->evictions_sent, 4 + (strategies[s] == &driver_stop_taint));
                         /* the resumed run does not announce the drain again; each run that
                          * reaches drained says so */
                         assert_int_equal(w->events[EV_PHASE], 1);
