@@ -143,7 +143,7 @@ def model_of(drainer):
                       if o["name"] not in names and o["name"].lstrip("-") not in v["inherit_except"]]
         v["flags"] = flags
         # NODE as a positional argument (status NODE, maintain NODE -- CMD)
-        v["takes_node"] = bool(re.match(r"drainer \w+ (\[[^]]*\] )*NODE\b", v["usage"]))
+        v["takes_node"] = bool(re.match(r"drainer \w+ (\[[^]]*\] )*\(?NODE\b", v["usage"]))
         v["takes_command"] = "-- CMD" in v["usage"]
     return model
 

@@ -160,7 +160,7 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
         struct drain_args *a = userdata;
         char *end;
 
-        if (opt < 0x200 && !(flag_verbs(opt) & verb_bit(a->verb)))
+        if (opt >= OPT_POD_SELECTOR && opt < 0x200 && !(flag_verbs(opt) & verb_bit(a->verb)))
                 return flag_refused(a->verb, opt);
         switch (opt) {
         case OPT_POD_SELECTOR:

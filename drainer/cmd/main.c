@@ -89,7 +89,9 @@
         "     (the eviction rules hold at every eviction) the node stays in its phase and\n" \
         "     nothing more was evicted (-o json: \"changed\")\n"                             \
         "  5  doctor: at least one finding is FAIL\n"                                        \
-        "  6  doctor: no FAIL, but the cluster serves no DRA API\n"
+        "  6  doctor: no FAIL, but the cluster serves no DRA API\n"                          \
+        "  With -l SELECTOR: the worst of the nodes' (1 over 3 over 4 over 0); 1 when\n"     \
+        "  the selector matches no node (\"No resources found\", nothing changed)\n"
 
 const struct verb verbs[] = {
         {
@@ -113,37 +115,55 @@ const struct verb verbs[] = {
         {
                 "plan",
                 "show the ordered drain plan and every preflight blocker (read-only)",
-                "Usage: drainer plan NODE [flags]\n\n"
+                "Usage: drainer plan (NODE | -l SELECTOR) [flags]\n\n"
                 "Shows, read-only, what 'drainer drain NODE' would do: the eviction groups in\n"
                 "order with their pods, the ResourceClaims on the node with their devices, the\n"
                 "DRA driver pods and how each will be stopped, the PodDisruptionBudgets that\n"
                 "will hold evictions back, and every preflight blocker. Exits 4 when a blocker\n"
-                "would refuse the drain.\n\n"
+                "would refuse the drain. With -l, the plan of each matching node (-o json: a\n"
+                "List).\n\n"
                 "Flags (named as kubectl drain names them where they mean the same):\n" SELECT_FLAGS_HELP
                         DRIVER_FLAGS_HELP CONFIG_FLAG_HELP
+                "  -l, --selector SELECTOR       the Nodes matching this label selector instead of\n"
+                "                                NODE (kubectl's -l)\n"
                 "\nExit codes: 0 the drain would go ahead, 4 a blocker would refuse it, 1 error\n"
-                "(API, configuration, unknown node, malformed drainer annotations), 2 bad usage.\n",
+                "(API, configuration, unknown node, malformed drainer annotations, -l matching\n"
+                "no node), 2 bad usage. With -l: the worst of the nodes' (1 over 4 over 0).\n",
                 verb_plan,
         },
         {
                 "drain",
                 "cordon, evict claim holders first, wait for claims, stop DRA drivers last",
-                "Usage: drainer drain NODE [flags]\n\n"
+                "Usage: drainer drain (NODE | -l SELECTOR) [flags]\n\n"
                 "Drains NODE in the order that is safe for DRA devices: preflight (refuses with\n"
                 "exit 4 before changing anything if a blocker exists; the eviction rules hold\n"
                 "again at every eviction of every later phase), cordon + taint\n"
                 "drainer.io/draining:NoSchedule, evict the pods that hold ResourceClaims, evict\n"
                 "the rest, wait until the pods are gone and no ResourceClaim is on the node,\n"
                 "then stop the DRA drivers. Exits 0 once the node is drained. Progress is kept\n"
-                "in drainer.io/ annotations on the Node: run it again to resume.\n\n" DRAIN_FLAGS_HELP
+                "in drainer.io/ annotations on the Node: run it again to resume.\n"
+                "With -l, each matching node is drained so, with its own state on its Node, one\n"
+                "at a time (--max-parallel N: N at once; --timeout counts for each from its\n"
+                "start); a node that fails does not stop the others (as kubectl drain goes\n"
+                "on); after SIGINT/SIGTERM no other node starts.\n"
+                "When stdout is not a terminal it gets one line per pod (kubectl drain's\n"
+                "\"evicting pod NS/NAME\" once accepted, \"pod/NAME evicted\" once gone) and one\n"
+                "per ResourceClaim released (\"resourceclaim NS/NAME released from node/NODE\");\n"
+                "on a terminal, a live block of every running node on stderr.\n\n" DRAIN_FLAGS_HELP
+                "  -l, --selector SELECTOR       the Nodes matching this label selector instead of\n"
+                "                                NODE (kubectl's -l); -o json: a List of the\n"
+                "                                per-node summaries\n"
+                "      --max-parallel N          with -l: drain N nodes at once (1-100; default 1)\n"
+                "      --metrics-in-output       -o json: add the figures of /metrics (\"metrics\")\n"
                 "\nExit codes: 0 drained, 3 timed out (a rerun resumes), 4 refused by a blocker,\n"
-                "1 error (also interrupted: the state stays on the Node), 2 bad usage.\n",
+                "1 error (also interrupted: the state stays on the Node; -l matching no node),\n"
+                "2 bad usage. With -l: the worst of the nodes' (1 over 3 over 4 over 0).\n",
                 verb_drain,
         },
         {
                 "uncordon",
                 "restore DRA drivers, wait until healthy, uncordon if drainer cordoned",
-                "Usage: drainer uncordon NODE [flags]\n\n"
+                "Usage: drainer uncordon (NODE | -l SELECTOR) [flags]\n\n"
                 "Undoes a drain: restores the DRA drivers that the drain stopped, as recorded in\n"
                 "drainer.io/driver-stop and as far as this configuration allows, waits until each\n"
                 "is healthy (pod Running and Ready, gRPC health SERVING with --driver-health, its\n"
@@ -168,9 +188,15 @@ const struct verb verbs[] = {
                 "                                gRPC health endpoint of the driver pods: wait for\n"
                 "                                SERVING (default: no probe)\n"
                 "      --ignore-driver-health    do not wait for the drivers' gRPC health\n" CONFIG_FLAG_HELP
+                "  -l, --selector SELECTOR       the Nodes matching this label selector instead of\n"
+                "                                NODE (kubectl's -l); -o json: a List of the\n"
+                "                                per-node summaries\n"
+                "      --max-parallel N          with -l: uncordon N nodes at once (1-100; default 1)\n"
+                "      --metrics-in-output       -o json: add the figures of /metrics (\"metrics\")\n"
                 "\nExit codes: 0 restored and in service, 3 timed out (a rerun resumes), 1 error\n"
                 "(also a node someone else cordoned, without --force-uncordon; a recorded action\n"
-                "this configuration does not allow), 2 bad usage.\n",
+                "this configuration does not allow; -l matching no node), 2 bad usage. With -l:\n"
+                "the worst of the nodes' (1 over 3 over 0).\n",
                 verb_uncordon,
         },
         {
@@ -184,6 +210,7 @@ const struct verb verbs[] = {
                 "uncordon'.\n\n" DRAIN_FLAGS_HELP
                 "      --restore-on-failure      restore and uncordon even if CMD fails\n"
                 "      --force-uncordon          uncordon even if someone else had cordoned the node\n"
+                "      --metrics-in-output       -o json: add the figures of /metrics (\"metrics\")\n"
                 "\nExit codes: 0 drained, CMD succeeded, restored; 1 CMD failed or error; 3 timed\n"
                 "out; 4 refused by a blocker (CMD not run); 2 bad usage.\n",
                 verb_maintain,
@@ -406,18 +433,28 @@ static const struct option global_options[] = {
 int verb_parse(int argc, char **argv, struct global_flags *g, const struct option *extra, verb_opt_fn on_opt,
                void *userdata) {
         struct option opts[64];
-        size_t n = 0;
+        char shortopts[32] = ":o:vh";
+        size_t n = 0, k = strlen(shortopts);
         int c, r;
 
         for (size_t i = 0; i < ELEMENTSOF(global_options); i++)
                 opts[n++] = global_options[i];
-        for (; extra && extra->name && n < ELEMENTSOF(opts) - 1; extra++)
+        for (; extra && extra->name && n < ELEMENTSOF(opts) - 1; extra++) {
                 opts[n++] = *extra;
+                /* a verb's option whose value is a lower-case letter is that short flag too (-l) */
+                if (extra->val >= 'a' && extra->val <= 'z' && !strchr(shortopts, extra->val) &&
+                    k + 3 < sizeof(shortopts)) {
+                        shortopts[k++] = (char)extra->val;
+                        if (extra->has_arg == required_argument)
+                                shortopts[k++] = ':';
+                        shortopts[k] = 0;
+                }
+        }
         opts[n] = (struct option){};
 
         optind = 0; /* reset getopt, and re-enable GNU argument permutation */
         opterr = 0;
-        while ((c = getopt_long(argc, argv, ":o:vh", opts, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) >= 0) {
                 if (c == 'h') {
                         verb_help(verb_find(argv[0]));
                         return 0;

@@ -19,6 +19,7 @@
 #include "drainer/kstatus.h"
 #include "drainer/log.h"
 #include "drainer/metrics.h"
+#include "drainer/nodeset.h"
 #include "drainer/plan.h"
 #include "drainer/selector.h"
 #include "drainer/snapshot.h"
@@ -79,7 +80,7 @@ static const char *dry_outcome(const struct dry_call *c) {
  * now) or a namespace being deleted is reported, not retried (no state moves in a
  * dry run); any other error is exit 1. */
 static int run_server_dry_run(struct app *app, const struct node_rec *node, const struct plan *p,
-                              const struct drain_args *a, enum output_format fmt) {
+                              const struct drain_args *a, enum output_format fmt, cJSON *list) {
         _cleanup_free_ char *ename = kube_query_escape(node->name), *path = NULL, *body = NULL;
         _cleanup_free_ struct dry_call *calls = NULL;
         struct dry_call cordon = {};
@@ -185,10 +186,14 @@ static int run_server_dry_run(struct app *app, const struct node_rec *node, cons
                                         cJSON_AddItemToArray(stays, o);
                                 }
                         cJSON_AddBoolToObject(j, "ok", failed == 0);
-                        out = cJSON_Print(j);
-                        if (!out)
-                                return log_oom();
-                        puts(out);
+                        if (list)
+                                cJSON_AddItemToArray(list, TAKE_PTR(j));
+                        else {
+                                out = cJSON_Print(j);
+                                if (!out)
+                                        return log_oom();
+                                puts(out);
+                        }
                 } else
                         printf("node/%s drained (server dry run)%s\n", node->name,
                                failed ? ", with failed evictions" : "");
@@ -198,7 +203,10 @@ static int run_server_dry_run(struct app *app, const struct node_rec *node, cons
         return failed ? -EIO : 0;
 }
 
-static int run_plan(struct app *app, const char *node, struct drain_args *a, enum output_format fmt) {
+/* One node's plan (or server dry run). With list (-l, -o json), its JSON goes there
+ * instead of stdout. */
+static int run_plan(struct app *app, const char *node, struct drain_args *a, enum output_format fmt,
+                    cJSON *list) {
         struct snapshot s = { .app = app, .node_name = node, .with_pdbs = true };
         struct plan_options po;
         struct plan p;
@@ -262,7 +270,7 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, enu
                         plan_add_blocker(&p, BLOCKER_DRIVER_UNHEALTHY, pod, m);
                 }
         if (a->dry_run_server && p.n_blockers == 0) {
-                r = run_server_dry_run(app, s.node, &p, a, fmt);
+                r = run_server_dry_run(app, s.node, &p, a, fmt, list);
                 plan_done(&p);
                 snapshot_done(&s);
                 return r;
@@ -280,8 +288,9 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, enu
                         cJSON_AddNullToObject(j, "draApi");
                 if (j)
                         cJSON_AddBoolToObject(j, "draServed", !s.in.dra_off);
-                out = j ? cJSON_Print(j) : NULL;
-                if (!out)
+                if (j && list)
+                        cJSON_AddItemToArray(list, TAKE_PTR(j));
+                else if (!(out = j ? cJSON_Print(j) : NULL))
                         r = log_oom();
                 else
                         puts(out);
@@ -302,7 +311,10 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, enu
 
 /* ---- drain / uncordon / maintain ---- */
 
+struct fleet;
+
 struct runner {
+        struct fleet *fl;
         struct app *app;
         struct drain_args *a;
         enum output_format fmt;
@@ -316,19 +328,37 @@ struct runner {
         uint64_t cmd_t0;
         int cmd_status; /* maintain: CMD's exit status, -1 if not run */
         struct engine *engine;
-        int drawn_lines;
         uint64_t t0, last_draw;
         bool has_last_phase;
         enum drain_phase last_phase;
         char *last_line;
-        uv_signal_t sigint, sigterm;
-        bool interrupted;
+        bool started, reported; /* -l: this node's run began / its end was reported */
+        int code;               /* its exit code, once reported */
+        cJSON *json;            /* its -o json summary, once reported */
+        char *block;            /* its part of the live block (terminal) */
+        int block_lines;
         struct sysbus *bus;    /* systemd:UNIT drivers; NULL without a system bus */
         char *needs_flag;      /* the last run was refused: the flag that allows what is recorded */
         char *rerun;           /* ... and the command to run with it */
         cJSON *ns_terminating; /* "ns/name" of pods met in a namespace being deleted, all runs */
         int argc;              /* the command line as given (before --config) */
         char **argv;
+};
+
+/* The nodes of one command: one (NODE), or those -l/--selector matched, run
+ * --max-parallel at a time, each with its own engine and its state on its Node. */
+struct fleet {
+        struct app *app;
+        struct runner *rn;
+        size_t n;
+        unsigned max_parallel;
+        bool tty;     /* stderr is a terminal: one live block for every running node */
+        bool trail;   /* stdout is not a terminal (text output): a line per eviction and claim */
+        bool metrics; /* --metrics-in-output */
+        bool any_finished, interrupted;
+        int drawn_lines;
+        uint64_t last_draw;
+        uv_signal_t sigint, sigterm;
 };
 
 static const char *group_label(enum evict_group g) {
@@ -346,6 +376,28 @@ static const char *group_label(enum evict_group g) {
         default:
                 return "staying";
         }
+}
+
+/* The live block: the part of every node running now, in the order of the nodes. */
+static void fleet_draw(struct fleet *fl) {
+        if (fl->drawn_lines > 0)
+                fprintf(stderr, "\033[%dA\033[J", fl->drawn_lines);
+        fl->drawn_lines = 0;
+        for (size_t i = 0; i < fl->n; i++) {
+                const struct runner *rn = &fl->rn[i];
+
+                if (rn->started && !rn->reported && rn->block) {
+                        fputs(rn->block, stderr);
+                        fl->drawn_lines += rn->block_lines;
+                }
+        }
+}
+
+/* The block so far stays on the screen (above what is logged next). */
+static void fleet_commit_block(struct fleet *fl) {
+        if (fl->tty && fl->drawn_lines > 0)
+                fputc('\n', stderr);
+        fl->drawn_lines = 0;
 }
 
 static void draw(struct runner *rn, const struct engine_progress *p, bool force) {
@@ -373,35 +425,49 @@ static void draw(struct runner *rn, const struct engine_progress *p, bool force)
                 rn->last_line = TAKE_PTR(line);
                 return;
         }
-        if (!force && now - rn->last_draw < 100 * USEC_PER_MSEC)
+        /* This node's part of the one live block, redrawn in place. */
+        {
+                char *buf = NULL;
+                size_t size = 0;
+                int lines = 0;
+                FILE *f = open_memstream(&buf, &size);
+
+                if (!f)
+                        return;
+                fprintf(f, "\033[1m%s\033[0m  %s%-20s\033[0m  %5.1f s\n", rn->node, "\033[36m",
+                        p->has_phase ? drain_phase_to_string(p->phase) : "preflight",
+                        (double)(now - rn->t0) / (double)USEC_PER_SEC);
+                lines++;
+                fprintf(f, "  pods left:");
+                for (int g = 0; g < EVICT_GROUP_NONE; g++)
+                        if (p->pods_left[g] > 0 || g == EVICT_GROUP_CLAIM_HOLDERS || g == EVICT_GROUP_REST)
+                                fprintf(f, "  %s %zu", group_label(g), p->pods_left[g]);
+                fprintf(f, "\n  claims on the node: %zu   driver pods: %zu   evictions accepted: %zu\n",
+                        p->claims_left, p->drivers_left, p->evictions_accepted);
+                lines += 2;
+                for (size_t i = 0; i < p->n_held && i < 5; i++) {
+                        fprintf(f, "  \033[33mheld\033[0m %s/%s: %.100s\n", p->held[i].ns, p->held[i].name,
+                                p->held[i].reason);
+                        lines++;
+                }
+                if (p->n_held > 5) {
+                        fprintf(f, "  ... and %zu more held\n", p->n_held - 5);
+                        lines++;
+                }
+                fprintf(f, "  %s\n", strna(p->message));
+                lines++;
+                if (fclose(f) != 0) {
+                        free(buf);
+                        return;
+                }
+                free(rn->block);
+                rn->block = buf;
+                rn->block_lines = lines;
+        }
+        if (!force && now - rn->fl->last_draw < 100 * USEC_PER_MSEC)
                 return;
-        rn->last_draw = now;
-        /* One live block, redrawn in place. */
-        if (rn->drawn_lines > 0)
-                fprintf(stderr, "\033[%dA\033[J", rn->drawn_lines);
-        rn->drawn_lines = 0;
-        fprintf(stderr, "\033[1m%s\033[0m  %s%-20s\033[0m  %5.1f s\n", rn->node, "\033[36m",
-                p->has_phase ? drain_phase_to_string(p->phase) : "preflight",
-                (double)(now - rn->t0) / (double)USEC_PER_SEC);
-        rn->drawn_lines++;
-        fprintf(stderr, "  pods left:");
-        for (int g = 0; g < EVICT_GROUP_NONE; g++)
-                if (p->pods_left[g] > 0 || g == EVICT_GROUP_CLAIM_HOLDERS || g == EVICT_GROUP_REST)
-                        fprintf(stderr, "  %s %zu", group_label(g), p->pods_left[g]);
-        fprintf(stderr, "\n  claims on the node: %zu   driver pods: %zu   evictions accepted: %zu\n",
-                p->claims_left, p->drivers_left, p->evictions_accepted);
-        rn->drawn_lines += 2;
-        for (size_t i = 0; i < p->n_held && i < 5; i++) {
-                fprintf(stderr, "  \033[33mheld\033[0m %s/%s: %.100s\n", p->held[i].ns, p->held[i].name,
-                        p->held[i].reason);
-                rn->drawn_lines++;
-        }
-        if (p->n_held > 5) {
-                fprintf(stderr, "  ... and %zu more held\n", p->n_held - 5);
-                rn->drawn_lines++;
-        }
-        fprintf(stderr, "  %s\n", strna(p->message));
-        rn->drawn_lines++;
+        rn->fl->last_draw = now;
+        fleet_draw(rn->fl);
 }
 
 static void on_engine_progress(struct engine *e, const struct engine_progress *p, void *userdata) {
@@ -446,18 +512,51 @@ static void on_engine_finished(struct engine *e, const struct engine_summary *s,
         free(rn->message);
         rn->message = s->message ? strdup(s->message) : NULL;
         rn->summary.message = rn->message;
+        rn->fl->any_finished = true;
 }
 
-static void on_runner_signal(uv_signal_t *h, int signum) {
-        struct runner *rn = h->data;
+/* The audit trail on stdout when it is not a terminal: kubectl drain's lines for
+ * each pod ("evicting pod NS/NAME" once the eviction is accepted, "pod/NAME
+ * evicted" once it is gone; "deleting", "deleted" with --disable-eviction), and
+ * one for each ResourceClaim released from the node. */
+static void on_engine_trail(struct engine *e, const struct engine_trail *t, void *userdata) {
+        struct runner *rn = userdata;
 
-        rn->interrupted = true;
-        rn->finished = true;
-        rn->result = -EINTR;
+        if (!rn->fl->trail)
+                return;
+        switch (t->kind) {
+        case ENGINE_TRAIL_EVICTING:
+                printf("%s pod %s/%s\n", t->deleted ? "deleting" : "evicting", t->ns, t->name);
+                break;
+        case ENGINE_TRAIL_POD_GONE:
+                printf("pod/%s %s\n", t->name, t->deleted ? "deleted" : "evicted");
+                break;
+        case ENGINE_TRAIL_CLAIM_RELEASED:
+                printf("resourceclaim %s/%s released from node/%s\n", t->ns, t->name, rn->node);
+                break;
+        default:
+                return;
+        }
+        fflush(stdout);
 }
 
-/* Runs the engine for one goal until it finishes, times out or is interrupted. */
-static int run_engine(struct runner *rn, enum engine_goal goal, uint64_t timeout_usec) {
+/* SIGINT, SIGTERM: every node's run ends where it is (its state is on its Node, the
+ * same command resumes it); no node not started yet is started. */
+static void on_fleet_signal(uv_signal_t *h, int signum) {
+        struct fleet *fl = h->data;
+
+        fl->interrupted = true;
+        fl->any_finished = true;
+        for (size_t i = 0; i < fl->n; i++)
+                if (fl->rn[i].started && !fl->rn[i].finished) {
+                        fl->rn[i].finished = true;
+                        fl->rn[i].result = -EINTR;
+                }
+}
+
+/* Starts the engine of rn for one goal; rn->finished once it finished, timed out,
+ * failed to start or was interrupted. */
+static int runner_start(struct runner *rn, enum engine_goal goal, uint64_t timeout_usec) {
         struct engine_options eo = {
                 .node = rn->node,
                 .goal = goal,
@@ -472,6 +571,7 @@ static int run_engine(struct runner *rn, enum engine_goal goal, uint64_t timeout
         };
         static const struct engine_callbacks cb = {
                 .on_progress = on_engine_progress,
+                .on_trail = on_engine_trail,
                 .on_finished = on_engine_finished,
         };
         char host[256] = "";
@@ -481,23 +581,43 @@ static int run_engine(struct runner *rn, enum engine_goal goal, uint64_t timeout
         eo.instance = host;
         fill_plan_options(rn->a, &eo.plan);
         rn->finished = false;
+        rn->started = true;
         rn->result = 0;
-        rn->drawn_lines = 0;
         rn->summary = (struct engine_summary){};
         rn->t0 = timesrc_now(rn->app->ts);
+        engine_free(rn->engine); /* maintain's first run */
+        rn->engine = NULL;
         r = engine_new(rn->app->client, rn->app->transport, rn->app->ts, &eo, &cb, rn, &rn->engine);
-        if (r < 0)
-                return log_error_errno(r, "Cannot set up the drain engine: %m");
+        if (r < 0) {
+                rn->finished = rn->fl->any_finished = true;
+                return rn->result = log_error_errno(r, "Cannot set up the drain engine: %m");
+        }
         r = engine_start(rn->engine);
-        if (r < 0)
+        if (r < 0) {
+                rn->finished = rn->fl->any_finished = true;
                 rn->result = log_error_errno(r, "Cannot start watching node %s: %m", rn->node);
-        else
-                app_run_until(rn->app, &rn->finished);
-        engine_stop(rn->engine);
-        while (!engine_idle(rn->engine))
-                if (uv_run(&rn->app->loop, UV_RUN_ONCE) == 0)
-                        break;
+        }
+        return 0;
+}
+
+/* Stops rn's engine once it finished and waits until it is idle. */
+static int runner_stop(struct runner *rn) {
+        if (rn->engine) {
+                engine_stop(rn->engine);
+                while (!engine_idle(rn->engine))
+                        if (uv_run(&rn->app->loop, UV_RUN_ONCE) == 0)
+                                break;
+        }
         return rn->result;
+}
+
+/* Runs the engine for one goal until it finishes, times out or is interrupted. */
+static int run_engine(struct runner *rn, enum engine_goal goal, uint64_t timeout_usec) {
+        if (rn->fl->interrupted)
+                return rn->result = -EINTR;
+        runner_start(rn, goal, timeout_usec);
+        app_run_until(rn->app, &rn->finished);
+        return runner_stop(rn);
 }
 
 /* The blockers a refusal names: all of them in preflight; later, those that hold at
@@ -506,10 +626,31 @@ static bool blocker_listed(const struct runner *rn, const struct plan_blocker *b
         return !rn->summary.changed || blocker_kind_holds_at_every_eviction(b->kind);
 }
 
-static cJSON *summary_json(struct runner *rn, const char *verb, int result) {
-        cJSON *j = cJSON_CreateObject(), *phases;
+/* The -o json summary's schema: 1 since the metrics left it (--metrics-in-output). */
+#define SUMMARY_SCHEMA_VERSION 1
+
+static void add_client_figures(cJSON *j, struct app *app, bool metrics) {
         struct kube_client_stats cs;
 
+        kube_client_get_stats(app->client, &cs);
+        cJSON_AddNumberToObject(j, "apiRequests", (double)cs.requests);
+        cJSON_AddNumberToObject(j, "watchEvents", (double)cs.watch_events);
+        /* The figures `serve` exposes on /metrics, from the same registry. */
+        if (metrics) {
+                cJSON *m = metrics_default() ? metrics_to_json(metrics_default()) : NULL;
+
+                if (m)
+                        cJSON_AddItemToObject(j, "metrics", m);
+        }
+}
+
+/* One node's summary; per_node: one of several (-l), without the figures of the
+ * process (the API client is shared: they are the list's). */
+static cJSON *summary_json(struct runner *rn, const char *verb, int result, bool per_node) {
+        cJSON *j = cJSON_CreateObject(), *phases;
+
+        if (!per_node)
+                cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
         cJSON_AddStringToObject(j, "node", rn->node);
         cJSON_AddStringToObject(j, "verb", verb);
         cJSON_AddStringToObject(j, "result",
@@ -565,16 +706,8 @@ static cJSON *summary_json(struct runner *rn, const char *verb, int result) {
                                         b, cJSON_CreateString(rn->summary.plan->blockers[i].message));
         }
         cJSON_AddNumberToObject(j, "seconds", (double)(timesrc_now(rn->app->ts) - rn->cmd_t0) / 1e6);
-        kube_client_get_stats(rn->app->client, &cs);
-        cJSON_AddNumberToObject(j, "apiRequests", (double)cs.requests);
-        cJSON_AddNumberToObject(j, "watchEvents", (double)cs.watch_events);
-        /* The figures `serve` exposes on /metrics, from the same registry. */
-        {
-                cJSON *m = metrics_default() ? metrics_to_json(metrics_default()) : NULL;
-
-                if (m)
-                        cJSON_AddItemToObject(j, "metrics", m);
-        }
+        if (!per_node)
+                add_client_figures(j, rn->app, rn->fl->metrics);
         return j;
 }
 
@@ -672,8 +805,7 @@ static char *rerun_command(const struct runner *rn, const char *verb) {
 static int report_result(struct runner *rn, const char *what, int r) {
         const struct plan *p = rn->summary.plan;
 
-        if (rn->tty && rn->drawn_lines > 0 && rn->fmt != OUTPUT_JSON)
-                fputc('\n', stderr);
+        fleet_commit_block(rn->fl);
         if (r == 0)
                 log_info("%s", rn->message ? rn->message : what);
         else if (r == -EINTR)
@@ -745,13 +877,209 @@ static void on_bus_closed(void *userdata) {
         *(bool *)userdata = true;
 }
 
+/* The flags of plan, drain, uncordon and maintain beyond the shared ones (kept
+ * here: serve has a --max-parallel of its own, across the cluster). */
+enum {
+        OPT_NODE_SELECTOR = 'l', /* a lower-case letter: -l too */
+        OPT_FLEET_MAX_PARALLEL = 0x200,
+        OPT_METRICS_IN_OUTPUT,
+};
+
+struct drainlike_opts {
+        const char *selector;
+        unsigned max_parallel; /* 0: not given */
+        bool metrics;
+};
+
+static int on_drainlike_opt(int opt, const char *arg, void *userdata) {
+        struct drainlike_opts *o = userdata;
+
+        switch (opt) {
+        case OPT_NODE_SELECTOR:
+                o->selector = arg;
+                return 0;
+        case OPT_FLEET_MAX_PARALLEL:
+                if (nodeset_parse_max_parallel(arg, &o->max_parallel) < 0)
+                        return log_error_errno(EINVAL,
+                                               "--max-parallel: invalid value \"%s\" (1-%d nodes at once)",
+                                               arg, NODESET_MAX_PARALLEL);
+                return 0;
+        case OPT_METRICS_IN_OUTPUT:
+                o->metrics = true;
+                return 0;
+        }
+        return -EINVAL;
+}
+
+struct node_list {
+        bool done;
+        int error;
+        char *message;
+        char **names;
+        size_t n;
+};
+
+static int on_node_page(const cJSON *items, void *userdata) {
+        struct node_list *l = userdata;
+
+        return nodeset_add_page(items, &l->names, &l->n);
+}
+
+static void on_node_list(const struct kube_result *res, void *userdata) {
+        struct node_list *l = userdata;
+
+        l->done = true;
+        l->error = res->error;
+        l->message = res->message ? strdup(res->message) : NULL;
+}
+
+/* The names of the Nodes matching -l SELECTOR, sorted. */
+static int list_nodes(struct app *app, const char *selector, struct node_list *l) {
+        _cleanup_free_ char *path = NULL, *err = NULL;
+        int r;
+
+        r = nodeset_list_path(selector, &path, &err);
+        if (r < 0)
+                return r == -ENOMEM ? log_oom() : log_error_errno(r, "-l/--selector: %s", strna(err));
+        r = kube_list(app->client, path, 500, NULL, on_node_page, on_node_list, l, NULL);
+        if (r < 0)
+                return log_error_errno(r, "cannot list the nodes matching \"%s\": %m", selector);
+        app_run_until(app, &l->done);
+        if (l->error < 0)
+                return log_error_errno(l->error, "cannot list the nodes matching \"%s\": %s", selector,
+                                       l->message ? l->message : strerror(-l->error));
+        nodeset_sort(l->names, &l->n);
+        return 0;
+}
+
+static cJSON *list_json(struct fleet *fl, const char *verb, const char *selector, int code) {
+        cJSON *j = cJSON_CreateObject();
+
+        cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
+        cJSON_AddStringToObject(j, "kind", "List");
+        cJSON_AddStringToObject(j, "verb", verb);
+        cJSON_AddStringToObject(j, "selector", selector);
+        if (fl)
+                cJSON_AddNumberToObject(j, "maxParallel", fl->max_parallel);
+        cJSON_AddArrayToObject(j, "items");
+        cJSON_AddNumberToObject(j, "exitCode", code);
+        return j;
+}
+
+static void print_json(cJSON *j) {
+        _cleanup_free_ char *out = j ? cJSON_Print(j) : NULL;
+
+        if (out)
+                puts(out);
+        else
+                log_oom();
+}
+
+/* drain / uncordon of every node of the fleet, max_parallel at once. A node that
+ * fails does not stop the others (as kubectl drain goes on with the next node);
+ * after SIGINT/SIGTERM no node is started. Each node's end is reported as it comes;
+ * returns the worst exit code. */
+static int run_fleet(struct fleet *fl, const char *verb, enum engine_goal goal, bool per_node) {
+        size_t next = 0, running = 0;
+        int worst = EXIT_DONE;
+
+        while (next < fl->n || running > 0) {
+                while (!fl->interrupted && running < fl->max_parallel && next < fl->n) {
+                        struct runner *rn = &fl->rn[next++];
+
+                        rn->cmd_t0 = timesrc_now(fl->app->ts);
+                        if (fl->n > 1)
+                                log_info("%s of node %s: starting (%zu of %zu)", verb, rn->node, next,
+                                         fl->n);
+                        runner_start(rn, goal, rn->a->timeout_usec);
+                        running++;
+                }
+                if (running == 0)
+                        break;
+                {
+                        bool any = false;
+
+                        for (size_t i = 0; i < fl->n; i++)
+                                any = any ||
+                                      (fl->rn[i].started && !fl->rn[i].reported && fl->rn[i].finished);
+                        fl->any_finished = any;
+                }
+                app_run_until(fl->app, &fl->any_finished);
+                for (size_t i = 0; i < fl->n; i++) {
+                        struct runner *rn = &fl->rn[i];
+                        int r;
+
+                        if (!rn->started || rn->reported || !rn->finished)
+                                continue;
+                        r = report_result(rn, verb, runner_stop(rn));
+                        if (goal == ENGINE_GOAL_UNCORDON && r == -EPERM)
+                                r = -EEXIST; /* not a refusal by a blocker: exit 1 */
+                        rn->reported = true;
+                        rn->code = exit_code_for(r);
+                        if (rn->fmt == OUTPUT_JSON) {
+                                /* A refusal reads "refused" whatever its exit code (4 for a blocker, 1 else). */
+                                rn->json = summary_json(rn, verb,
+                                                        r == -EEXIST && rn->result == -EPERM ? -EPERM : r,
+                                                        per_node);
+                                cJSON_AddNumberToObject(rn->json, "exitCode", rn->code);
+                        }
+                        worst = nodeset_worst_exit(worst, rn->code);
+                        engine_free(rn->engine); /* its node view: the next node's memory */
+                        rn->engine = NULL;
+                        rn->summary.plan = NULL;
+                        running--;
+                        if (fl->tty)
+                                fleet_draw(fl);
+                }
+        }
+        /* Interrupted before their turn: not started, nothing changed on them. */
+        for (size_t i = 0; i < fl->n; i++) {
+                struct runner *rn = &fl->rn[i];
+
+                if (rn->started)
+                        continue;
+                log_error("%s of node %s: not started (interrupted)", verb, rn->node);
+                rn->code = EXIT_ERROR;
+                worst = nodeset_worst_exit(worst, rn->code);
+                if (rn->fmt == OUTPUT_JSON) {
+                        rn->json = cJSON_CreateObject();
+                        cJSON_AddStringToObject(rn->json, "node", rn->node);
+                        cJSON_AddStringToObject(rn->json, "verb", verb);
+                        cJSON_AddStringToObject(rn->json, "result", "not-started");
+                        cJSON_AddBoolToObject(rn->json, "changed", false);
+                        cJSON_AddNumberToObject(rn->json, "exitCode", rn->code);
+                }
+        }
+        return worst;
+}
+
+static void runner_done(struct runner *rn) {
+        engine_free(rn->engine);
+        free(rn->message);
+        free(rn->last_line);
+        free(rn->needs_flag);
+        cJSON_Delete(rn->ns_terminating);
+        cJSON_Delete(rn->json);
+        free(rn->block);
+        free(rn->rerun);
+}
+
 static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
+        static const struct option drainlike_options[] = {
+                { "selector", required_argument, NULL, OPT_NODE_SELECTOR },
+                { "max-parallel", required_argument, NULL, OPT_FLEET_MAX_PARALLEL },
+                { "metrics-in-output", no_argument, NULL, OPT_METRICS_IN_OUTPUT },
+                {},
+        };
+        struct drainlike_opts o = {};
         struct drain_args a = {};
         struct config_argv c;
         struct app app;
-        struct runner rn = {};
-        const char *verb = argv[0], *node;
+        struct fleet fl = {};
+        struct node_list nl = {};
+        const char *verb = argv[0], *node = NULL;
         const char *skip[64];
+        bool is_plan = streq(verb, "plan"), is_maintain = streq(verb, "maintain");
         char **cmd = NULL;
         int r, code;
 
@@ -760,32 +1088,63 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
         drain_config_skip(verb, skip, ELEMENTSOF(skip));
         if (config_argv_build(argc, argv, skip, &c) < 0)
                 return EXIT_USAGE;
-        r = parse_drain_args(c.argc, c.argv, g, &a, NULL, NULL, NULL);
+        r = parse_drain_args(c.argc, c.argv, g, &a, drainlike_options, on_drainlike_opt, &o);
         if (r <= 0) {
                 drain_args_done(&a);
                 config_argv_done(&c);
                 return r < 0 ? EXIT_USAGE : EXIT_DONE;
         }
-        if (streq(verb, "maintain")) {
+        /* What each verb takes, as its help says (decided as kubectl's verbs do: drain,
+         * uncordon take -l; maintain runs one command for one node). */
+        r = 0;
+        if (o.selector && is_maintain)
+                r = log_error_errno(EINVAL, "drainer maintain: runs CMD for one NODE; -l/--selector is for "
+                                            "drain, uncordon and plan");
+        else if (o.max_parallel && (is_plan || is_maintain || a.dry_run))
+                r = log_error_errno(EINVAL, "drainer %s: --max-parallel is for drain and uncordon with -l",
+                                    verb);
+        else if (o.max_parallel && !o.selector)
+                r = log_error_errno(EINVAL,
+                                    "drainer %s: --max-parallel needs -l/--selector (the nodes to run "
+                                    "at once)",
+                                    verb);
+        else if (o.metrics && (is_plan || a.dry_run))
+                r = log_error_errno(EINVAL,
+                                    "drainer %s: --metrics-in-output is for the summaries of drain, "
+                                    "uncordon and maintain",
+                                    verb);
+        else if (is_maintain) {
                 /* maintain NODE -- CMD [ARGS...]: getopt stops at "--", leaving NODE first. */
-                if (c.argc - optind < 2) {
-                        log_error("drainer maintain: expected NODE -- CMD [ARGS...]; see 'drainer maintain "
-                                  "--help'");
-                        drain_args_done(&a);
-                        config_argv_done(&c);
-                        return EXIT_USAGE;
+                if (c.argc - optind < 2)
+                        r = log_error_errno(EINVAL, "drainer maintain: expected NODE -- CMD [ARGS...]; see "
+                                                    "'drainer maintain --help'");
+                else {
+                        node = c.argv[optind];
+                        cmd = &c.argv[optind + 1];
                 }
+        } else if (o.selector && c.argc - optind > 0)
+                r = log_error_errno(EINVAL, "drainer %s: give NODE or -l/--selector, not both", verb);
+        else if (!o.selector && c.argc - optind != 1)
+                r = log_error_errno(EINVAL,
+                                    "drainer %s: expected exactly one NODE argument (or -l SELECTOR); "
+                                    "see 'drainer %s --help'",
+                                    verb, verb);
+        else if (!o.selector)
                 node = c.argv[optind];
-                cmd = &c.argv[optind + 1];
-        } else {
-                if (c.argc - optind != 1) {
-                        log_error("drainer %s: expected exactly one NODE argument; see 'drainer %s --help'",
-                                  verb, verb);
-                        drain_args_done(&a);
-                        config_argv_done(&c);
-                        return EXIT_USAGE;
-                }
-                node = c.argv[optind];
+        if (r == 0 && o.selector) {
+                /* validated before any request: bad usage is exit 2 with nothing sent */
+                _cleanup_free_ char *path = NULL, *err = NULL;
+
+                r = nodeset_list_path(o.selector, &path, &err);
+                if (r == -ENOMEM)
+                        r = log_oom();
+                else if (r < 0)
+                        log_error("-l/--selector: %s", strna(err));
+        }
+        if (r < 0) {
+                drain_args_done(&a);
+                config_argv_done(&c);
+                return r == -ENOMEM ? EXIT_ERROR : EXIT_USAGE;
         }
 
         if (app_init(&app, g) < 0) {
@@ -794,58 +1153,145 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                 config_argv_done(&c);
                 return EXIT_ERROR;
         }
-        if (streq(verb, "plan") || a.dry_run) {
-                r = run_plan(&app, node, &a, g->output);
-                code = exit_code_for(r);
+        if (o.selector) {
+                r = list_nodes(&app, o.selector, &nl);
+                if (r < 0) {
+                        code = EXIT_ERROR;
+                        goto out;
+                }
+                if (nl.n == 0) {
+                        /* kubectl says "No resources found"; a drain of nothing is an error here:
+                         * the selector is most likely not the one meant */
+                        log_error("No resources found: no node matches the label selector \"%s\" (nothing "
+                                  "was changed)",
+                                  o.selector);
+                        code = EXIT_ERROR;
+                        if (g->output == OUTPUT_JSON) {
+                                _cleanup_(cJSON_Deletep) cJSON *j = list_json(NULL, verb, o.selector, code);
+
+                                cJSON_AddStringToObject(j, "message", "no node matches the label selector");
+                                print_json(j);
+                        }
+                        goto out;
+                }
+                {
+                        char names[512] = "";
+                        size_t len = 0;
+
+                        for (size_t i = 0; i < nl.n && len < sizeof(names) - 1; i++)
+                                len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
+                                                        i ? " " : "", nl.names[i]);
+                        log_info("%s: %zu node%s match%s \"%s\": %s%s", verb, nl.n, nl.n == 1 ? "" : "s",
+                                 nl.n == 1 ? "es" : "", o.selector, names,
+                                 len >= sizeof(names) - 1 ? " ..." : "");
+                }
+        }
+        if (is_plan || a.dry_run) {
+                _cleanup_(cJSON_Deletep) cJSON *j =
+                        o.selector && g->output == OUTPUT_JSON ? list_json(NULL, verb, o.selector, 0) : NULL;
+                cJSON *items = j ? cJSON_GetObjectItem(j, "items") : NULL;
+
+                if (!o.selector) {
+                        code = exit_code_for(run_plan(&app, node, &a, g->output, NULL));
+                        goto out;
+                }
+                code = EXIT_DONE;
+                for (size_t i = 0; i < nl.n; i++) {
+                        int n0 = items ? cJSON_GetArraySize(items) : 0, c1;
+
+                        if (g->output != OUTPUT_JSON && i > 0)
+                                putchar('\n');
+                        c1 = exit_code_for(run_plan(&app, nl.names[i], &a, g->output, items));
+                        code = nodeset_worst_exit(code, c1);
+                        if (items && cJSON_GetArraySize(items) == n0) {
+                                cJSON *e = cJSON_CreateObject();
+
+                                cJSON_AddStringToObject(e, "node", nl.names[i]);
+                                cJSON_AddStringToObject(e, "result", "error");
+                                cJSON_AddItemToArray(items, e);
+                        }
+                        if (items)
+                                cJSON_AddNumberToObject(
+                                        cJSON_GetArrayItem(items, cJSON_GetArraySize(items) - 1), "exitCode",
+                                        c1);
+                }
+                if (j) {
+                        cJSON_SetNumberValue(cJSON_GetObjectItem(j, "exitCode"), code);
+                        print_json(j);
+                }
                 goto out;
         }
 
-        rn = (struct runner){ .app = &app,
-                              .a = &a,
-                              .fmt = g->output,
-                              .node = node,
-                              .tty = isatty(STDERR_FILENO),
-                              .cmd_t0 = timesrc_now(app.ts),
-                              .cmd_status = -1,
-                              .argc = argc,
-                              .argv = argv };
-        uv_signal_init(&app.loop, &rn.sigint);
-        uv_signal_init(&app.loop, &rn.sigterm);
-        rn.sigint.data = rn.sigterm.data = &rn;
-        uv_signal_start(&rn.sigint, on_runner_signal, SIGINT);
-        uv_signal_start(&rn.sigterm, on_runner_signal, SIGTERM);
-        if (!rn.tty)
+        fl = (struct fleet){ .app = &app,
+                             .n = o.selector ? nl.n : 1,
+                             .max_parallel = o.max_parallel ? o.max_parallel : 1,
+                             .tty = isatty(STDERR_FILENO),
+                             .trail = g->output != OUTPUT_JSON && !isatty(STDOUT_FILENO),
+                             .metrics = o.metrics };
+        fl.rn = calloc(fl.n, sizeof(*fl.rn));
+        if (!fl.rn) {
+                log_oom();
+                code = EXIT_ERROR;
+                goto out;
+        }
+        for (size_t i = 0; i < fl.n; i++)
+                fl.rn[i] = (struct runner){ .fl = &fl,
+                                            .app = &app,
+                                            .a = &a,
+                                            .fmt = g->output,
+                                            .node = o.selector ? nl.names[i] : node,
+                                            .tty = fl.tty,
+                                            .cmd_t0 = timesrc_now(app.ts),
+                                            .cmd_status = -1,
+                                            .argc = argc,
+                                            .argv = argv };
+        uv_signal_init(&app.loop, &fl.sigint);
+        uv_signal_init(&app.loop, &fl.sigterm);
+        fl.sigint.data = fl.sigterm.data = &fl;
+        uv_signal_start(&fl.sigint, on_fleet_signal, SIGINT);
+        uv_signal_start(&fl.sigterm, on_fleet_signal, SIGTERM);
+        if (!fl.tty)
                 log_set_timestamps(true);
         /* The system bus: needed for --driver-stop systemd:UNIT; elsewhere (no bus, e.g. in
-         * a container) simply absent. */
-        r = sysbus_open(&app.loop, &rn.bus);
+         * a container) simply absent. One for every node. */
+        r = sysbus_open(&app.loop, &fl.rn[0].bus);
         if (r < 0) {
                 if (a.stop->needs_units) {
                         log_error_errno(r, "--driver-stop systemd: cannot connect to the system bus: %m");
                         code = EXIT_ERROR;
                         goto out_signals;
                 }
-                rn.bus = NULL;
+                fl.rn[0].bus = NULL;
         }
+        for (size_t i = 1; i < fl.n; i++)
+                fl.rn[i].bus = fl.rn[0].bus;
 
-        if (streq(verb, "drain")) {
-                r = run_engine(&rn, ENGINE_GOAL_DRAIN, a.timeout_usec);
-                r = report_result(&rn, "drain", r);
-        } else if (streq(verb, "uncordon")) {
-                r = run_engine(&rn, ENGINE_GOAL_UNCORDON, a.timeout_usec);
-                r = report_result(&rn, "uncordon", r);
-                if (r == -EPERM)
-                        r = -EEXIST; /* not a refusal by a blocker: exit 1 */
+        if (!is_maintain) {
+                code = run_fleet(&fl, verb, streq(verb, "drain") ? ENGINE_GOAL_DRAIN : ENGINE_GOAL_UNCORDON,
+                                 o.selector != NULL);
+                if (g->output == OUTPUT_JSON && !o.selector)
+                        print_json(fl.rn[0].json);
+                else if (g->output == OUTPUT_JSON) {
+                        _cleanup_(cJSON_Deletep) cJSON *j = list_json(&fl, verb, o.selector, code);
+                        cJSON *items = cJSON_GetObjectItem(j, "items");
+
+                        for (size_t i = 0; i < fl.n; i++)
+                                if (fl.rn[i].json)
+                                        cJSON_AddItemToArray(items, TAKE_PTR(fl.rn[i].json));
+                        add_client_figures(j, &app, fl.metrics);
+                        print_json(j);
+                }
         } else {
+                struct runner *rn = &fl.rn[0];
                 int status;
 
-                r = run_engine(&rn, ENGINE_GOAL_DRAIN, a.timeout_usec);
-                r = report_result(&rn, "drain", r);
+                r = run_engine(rn, ENGINE_GOAL_DRAIN, a.timeout_usec);
+                r = report_result(rn, "drain", r);
                 if (r == 0) {
-                        engine_free(rn.engine);
-                        rn.engine = NULL;
+                        engine_free(rn->engine);
+                        rn->engine = NULL;
                         log_info("running: %s", cmd[0]);
-                        status = rn.cmd_status = run_command(&app, cmd);
+                        status = rn->cmd_status = run_command(&app, cmd);
                         if (status != 0)
                                 log_error("command \"%s\" exited with status %d%s", cmd[0], status,
                                           a.restore_on_failure
@@ -855,44 +1301,42 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                         else
                                 log_info("command \"%s\" succeeded", cmd[0]);
                         if (status == 0 || a.restore_on_failure) {
-                                r = run_engine(&rn, ENGINE_GOAL_UNCORDON, a.timeout_usec);
-                                r = report_result(&rn, "uncordon", r);
+                                r = run_engine(rn, ENGINE_GOAL_UNCORDON, a.timeout_usec);
+                                r = report_result(rn, "uncordon", r);
                                 if (r == -EPERM)
                                         r = -EEXIST;
                         }
                         if (r == 0 && status != 0)
                                 r = -ECHILD;
                 }
-        }
-        code = exit_code_for(r);
-        if (g->output == OUTPUT_JSON) {
-                /* A refusal reads "refused" whatever its exit code (4 for a blocker, 1 else). */
-                _cleanup_(cJSON_Deletep) cJSON *j =
-                        summary_json(&rn, verb, r == -EEXIST && rn.result == -EPERM ? -EPERM : r);
-                _cleanup_free_ char *out = NULL;
+                code = exit_code_for(r);
+                if (g->output == OUTPUT_JSON) {
+                        /* A refusal reads "refused" whatever its exit code (4 for a blocker, 1 else). */
+                        _cleanup_(cJSON_Deletep) cJSON *j = summary_json(
+                                rn, verb, r == -EEXIST && rn->result == -EPERM ? -EPERM : r, false);
 
-                cJSON_AddNumberToObject(j, "exitCode", code);
-                out = cJSON_Print(j);
-                if (out)
-                        puts(out);
+                        cJSON_AddNumberToObject(j, "exitCode", code);
+                        print_json(j);
+                }
         }
 out_signals:
-        uv_close((uv_handle_t *)&rn.sigint, NULL);
-        uv_close((uv_handle_t *)&rn.sigterm, NULL);
-        engine_free(rn.engine);
-        if (rn.bus) {
+        uv_close((uv_handle_t *)&fl.sigint, NULL);
+        uv_close((uv_handle_t *)&fl.sigterm, NULL);
+        for (size_t i = 0; i < fl.n; i++)
+                engine_free(TAKE_PTR(fl.rn[i].engine));
+        if (fl.rn[0].bus) {
                 bool closed = false;
 
-                sysbus_close(rn.bus, on_bus_closed, &closed);
+                sysbus_close(fl.rn[0].bus, on_bus_closed, &closed);
                 while (!closed && uv_run(&app.loop, UV_RUN_ONCE) != 0)
                         ;
         }
-        free(rn.message);
-        free(rn.last_line);
-        free(rn.needs_flag);
-        cJSON_Delete(rn.ns_terminating);
-        free(rn.rerun);
+        for (size_t i = 0; i < fl.n; i++)
+                runner_done(&fl.rn[i]);
+        free(fl.rn);
 out:
+        nodeset_free(nl.names, nl.n);
+        free(nl.message);
         app_done(&app);
         drain_args_done(&a);
         config_argv_done(&c);

@@ -57,7 +57,8 @@ struct engine {
         struct hashmap *probes;  /* pod uid -> struct probe_result, owned */
         struct health_probe *probe;
         char *probe_uid;
-        struct hashmap *claims_seen; /* "ns/name" -> (void *)1 */
+        struct hashmap *claims_seen; /* "ns/name" -> CLAIM_ON_NODE or CLAIM_RELEASED */
+        struct hashmap *accepted;    /* "ns/name" of pods whose eviction this run had accepted, until gone */
 
         struct kube_call *node_call; /* the Node patch in flight */
 
@@ -479,12 +480,28 @@ static bool evict_group(struct engine *e, enum evict_group g) {
         return evictor_evict(e->evictor, &e->plan, g);
 }
 
+static void trail(struct engine *e, enum engine_trail_kind kind, const char *ns, const char *name) {
+        if (e->cb.on_trail)
+                e->cb.on_trail(
+                        e,
+                        &(const struct engine_trail){
+                                .kind = kind, .ns = ns, .name = name, .deleted = e->o.disable_eviction },
+                        e->userdata);
+}
+
 static void on_evictor_answer(struct evictor *v, const struct evictor_answer *a, void *userdata) {
         struct engine *e = userdata;
 
         if (a->error == -EACCES)
                 return finish(e, a->error, "evicting %s/%s is forbidden: %s", a->ns, a->name,
                               strna(a->reason));
+        if (a->error == 0 && !a->gone) {
+                char key[512];
+
+                snprintf(key, sizeof(key), "%s/%s", a->ns, a->name);
+                if (!hashmap_get(e->accepted, key) && hashmap_put(e->accepted, key, (void *)1, NULL) >= 0)
+                        trail(e, ENGINE_TRAIL_EVICTING, a->ns, a->name);
+        }
         kick(e);
 }
 
@@ -1265,6 +1282,64 @@ static void metrics_drivers(struct engine *e) {
 
 /* ---- reconcile ---- */
 
+#define CLAIM_ON_NODE  ((void *)1)
+#define CLAIM_RELEASED ((void *)2)
+
+static bool plan_has_pod(const struct plan *p, const char *key) {
+        for (size_t i = 0; i < p->n_pods; i++) {
+                size_t l = strlen(p->pods[i].pod->ns);
+
+                if (strncmp(key, p->pods[i].pod->ns, l) == 0 && key[l] == '/' &&
+                    streq(key + l + 1, p->pods[i].pod->name))
+                        return true;
+        }
+        return false;
+}
+
+static bool plan_has_claim(const struct plan *p, const char *key) {
+        for (size_t i = 0; i < p->n_claims; i++) {
+                size_t l = strlen(p->claims[i].claim->ns);
+
+                if (!p->claims[i].driver_own && strncmp(key, p->claims[i].claim->ns, l) == 0 &&
+                    key[l] == '/' && streq(key + l + 1, p->claims[i].claim->name))
+                        return true;
+        }
+        return false;
+}
+
+/* The trail of the new plan: the pods this run evicted that are gone, the claims
+ * seen on the node that are not any more. */
+static void trail_changes(struct engine *e) {
+        const char *key;
+        void *v;
+        size_t i = 0;
+
+        while (hashmap_iterate(e->accepted, &i, &key, &v))
+                if (!plan_has_pod(&e->plan, key)) {
+                        _cleanup_free_ char *k = strdup(key);
+                        char *slash = k ? strchr(k, '/') : NULL;
+
+                        if (!slash)
+                                continue;
+                        *slash = 0;
+                        (void)hashmap_remove(e->accepted, key);
+                        trail(e, ENGINE_TRAIL_POD_GONE, k, slash + 1);
+                        i = 0; /* the map changed: start over (gone ones are removed) */
+                }
+        i = 0;
+        while (hashmap_iterate(e->claims_seen, &i, &key, &v))
+                if (v == CLAIM_ON_NODE && !plan_has_claim(&e->plan, key)) {
+                        _cleanup_free_ char *k = strdup(key);
+                        char *slash = k ? strchr(k, '/') : NULL;
+
+                        (void)hashmap_put(e->claims_seen, key, CLAIM_RELEASED, NULL);
+                        if (!slash)
+                                continue;
+                        *slash = 0;
+                        trail(e, ENGINE_TRAIL_CLAIM_RELEASED, k, slash + 1);
+                }
+}
+
 static int rebuild_plan(struct engine *e, const struct node_rec *n) {
         struct node_input in;
         struct plan p;
@@ -1301,9 +1376,10 @@ static int rebuild_plan(struct engine *e, const struct node_rec *n) {
                         char key[512];
 
                         snprintf(key, sizeof(key), "%s/%s", p.claims[i].claim->ns, p.claims[i].claim->name);
-                        if (!hashmap_get(e->claims_seen, key))
-                                (void)hashmap_put(e->claims_seen, key, (void *)1, NULL);
+                        if (hashmap_get(e->claims_seen, key) != CLAIM_ON_NODE)
+                                (void)hashmap_put(e->claims_seen, key, CLAIM_ON_NODE, NULL);
                 }
+        trail_changes(e);
         return 0;
 }
 
@@ -1545,7 +1621,8 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
         }
         e->probes = hashmap_new(1024);
         e->claims_seen = hashmap_new(100000);
-        if (!e->probes || !e->claims_seen) {
+        e->accepted = hashmap_new(100000);
+        if (!e->probes || !e->claims_seen || !e->accepted) {
                 engine_free(e);
                 return -ENOMEM;
         }
@@ -1624,6 +1701,7 @@ void engine_free(struct engine *e) {
         evictor_free(e->evictor);
         hashmap_free(e->probes, free);
         hashmap_free(e->claims_seen, NULL);
+        hashmap_free(e->accepted, NULL);
         if (e->has_plan)
                 plan_done(&e->plan);
         if (e->has_st)

@@ -102,8 +102,10 @@ static void count_answer(const struct kube_result *res) {
         metrics_add(metrics_family(DRAINER_METRIC_EVICTIONS), METRIC_LABELS(r), 1);
 }
 
-static void answer(struct evictor *v, struct eviction *ev, int error) {
-        struct evictor_answer a = { .ns = ev->ns, .name = ev->name, .error = error, .reason = ev->reason };
+static void answer(struct evictor *v, struct eviction *ev, int error, bool gone) {
+        struct evictor_answer a = {
+                .ns = ev->ns, .name = ev->name, .error = error, .gone = gone, .reason = ev->reason
+        };
 
         if (v->cb.on_answer)
                 v->cb.on_answer(v, &a, v->userdata);
@@ -125,7 +127,7 @@ static void on_evicted(const struct kube_result *res, void *userdata) {
                 ev->state = EV_ACCEPTED;
                 v->stats.accepted++;
                 log_debug("evicted %s/%s", ev->ns, ev->name);
-                return answer(v, ev, 0);
+                return answer(v, ev, 0, res->error == -ENOENT);
         }
         if (res->error == -EACCES && kube_status_has_cause(res->status_body, "NamespaceTerminating")) {
                 /* The namespace is being deleted: no eviction can be created in it, and
@@ -143,13 +145,13 @@ static void on_evicted(const struct kube_result *res, void *userdata) {
                 ev->retry_at = timesrc_now(v->ts) + NS_TERMINATING_RETRY_USEC;
                 log_debug("eviction of %s/%s: %s", ev->ns, ev->name, strna(ev->reason));
                 due_at(v, ev->retry_at);
-                return answer(v, ev, -EAGAIN);
+                return answer(v, ev, -EAGAIN, false);
         }
         if (res->error == -EACCES) {
                 ev->state = EV_RETRY;
                 ev->retry_at = UINT64_MAX; /* never: the caller gives up */
                 ev->reason = strdup(strna(res->message));
-                return answer(v, ev, res->error);
+                return answer(v, ev, res->error, false);
         }
         /* 429: a PodDisruptionBudget says not now (its message names it). Other errors: retry. */
         v->stats.retried++;
@@ -165,7 +167,7 @@ static void on_evicted(const struct kube_result *res, void *userdata) {
                                                      : backoff(v, ev));
         log_debug("eviction of %s/%s held: %s", ev->ns, ev->name, strna(ev->reason));
         due_at(v, ev->retry_at);
-        answer(v, ev, res->error);
+        answer(v, ev, res->error, false);
 }
 
 /* Grace period for a pod: the option, but never 0 for a claim holder. Force

@@ -71,7 +71,7 @@ struct drain_args {
 int parse_duration(const char *s, uint64_t *ret);
 
 /* Parses argv (argv[0] is the verb) with the drain flags plus `more`, whose options
- * go to more_fn (their values must be >= 0x200). Returns 1 to go on, 0 after --help,
+ * go to more_fn (their values must be >= 0x200, or a lower-case letter: its short flag). Returns 1 to go on, 0 after --help,
  * or -EINVAL (logged) on bad usage. */
 int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain_args *a,
                      const struct option *more, verb_opt_fn more_fn, void *more_ud);

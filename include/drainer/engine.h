@@ -105,11 +105,29 @@ struct engine_summary {
         size_t n_ns_terminating;
 };
 
+/* One line of the audit trail (what kubectl drain prints for each pod, and the
+ * claims): strings borrowed, valid during the callback. */
+enum engine_trail_kind {
+        ENGINE_TRAIL_EVICTING,       /* the Eviction (or DELETE) of pod ns/name was accepted */
+        ENGINE_TRAIL_POD_GONE,       /* ... and that pod is gone from the node */
+        ENGINE_TRAIL_CLAIM_RELEASED, /* ResourceClaim ns/name is not on the node any more */
+        _ENGINE_TRAIL_KIND_MAX,
+};
+
+struct engine_trail {
+        enum engine_trail_kind kind;
+        const char *ns, *name;
+        bool deleted; /* pods: by a DELETE (--disable-eviction), not an Eviction */
+};
+
 struct engine_callbacks {
         /* After a reconcile that changed something worth showing. */
         void (*on_progress)(struct engine *e, const struct engine_progress *p, void *userdata);
         /* A phase was entered (also when resuming into it). */
         void (*on_phase)(struct engine *e, enum drain_phase phase, const char *message, void *userdata);
+        /* Each eviction this run had accepted, each of those pods gone, each claim seen on
+         * the node by this run and released (at most once per pod or claim). */
+        void (*on_trail)(struct engine *e, const struct engine_trail *t, void *userdata);
         /* Once: the goal is reached (result 0) or the engine gave up. The engine is stopped. */
         void (*on_finished)(struct engine *e, const struct engine_summary *s, void *userdata);
 };

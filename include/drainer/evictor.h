@@ -34,6 +34,7 @@ struct evictor_answer {
          * -EACCES: forbidden, not retried; else held (429: a budget, a namespace being
          * deleted (-EAGAIN, evictor_held says so), or an error) and retried later. */
         int error;
+        bool gone;          /* error 0: the pod was gone already (404), nothing was evicted */
         const char *reason; /* held or forbidden: why (the 429 message naming the budget) */
 };
 

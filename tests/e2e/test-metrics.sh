@@ -299,10 +299,10 @@ kill "$prom_pid" 2>/dev/null
 wait "$prom_pid" 2>/dev/null
 prom_pid=
 
-# ---- 7. one-shot: drain -o json carries the figures ----
+# ---- 7. one-shot: drain -o json --metrics-in-output carries the figures ----
 demo || fail "demo workload again"
-drainer_run oneshot drain "$node" --timeout 90s -o json
-check_rc "drain -o json" 0 oneshot
+drainer_run oneshot drain "$node" --timeout 90s -o json --metrics-in-output
+check_rc "drain -o json --metrics-in-output" 0 oneshot
 sleep 1
 audit_window "$run_start" "$e2e_tmp/audit2.json"
 n2=$(jq '[.[] | select((.userAgent | startswith("drainer/")) and .verb == "create" and .objectRef.subresource == "eviction")] | length' "$e2e_tmp/audit2.json")
@@ -315,6 +315,8 @@ check_eq "-o json: podsEvicted = accepted evictions" "$(jq .podsEvicted "$e2e_tm
 check "-o json: API requests, phase durations and process metrics are in it" json_ok '(.metrics.drainer_api_requests_total.series | length > 0)
 	and (.metrics.drainer_phase_duration_seconds.series | length >= 5)
 	and (.metrics.process_resident_memory_bytes.series[0].value > 0)' "$e2e_tmp/oneshot.out"
-drainer_run oneshot-undo uncordon "$node"
+drainer_run oneshot-undo uncordon "$node" -o json
 check_rc "uncordon" 0 oneshot-undo
+check "-o json without --metrics-in-output: a concise summary (schemaVersion 1, no metrics)" json_ok \
+	'.schemaVersion == 1 and .result == "done" and (has("metrics") | not) and (.apiRequests > 0)' "$e2e_tmp/oneshot-undo.out"
 finish
