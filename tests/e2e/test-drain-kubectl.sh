@@ -23,6 +23,18 @@
 #    drainer made as the impersonated user and group), --request-timeout, and bad
 #    values of the new flags are exit 2 with nothing sent; --skip-wait-for-delete-timeout
 #    (a pod its finalizer holds after the eviction is not waited for past N s).
+# 4. -l/--selector over two of the three nodes (node-1 with the demo workload, node-2),
+#    node-3 untouched (its Node, its pods, and no request of drainer naming it in the
+#    audit log). Bad usage (NODE and -l, a malformed selector) is exit 2 with nothing
+#    sent, a selector matching no node exit 1 with only the Node list sent. One node at
+#    a time by default: a budget holds node-1 in evict-rest, SIGTERM ends the command
+#    (exit 1), node-1 keeps its phase, node-2 was never started; the same command with
+#    --max-parallel 2 resumes node-1 where it was (no patch of it back to preflight or
+#    cordon) and drains node-2. The audit trail on stdout (not a terminal): its
+#    "evicting pod NS/NAME" lines are exactly the evictions the audit log shows accepted
+#    (201), each followed by "pod/NAME evicted", and its claim lines name exactly the
+#    claims that were on the nodes. uncordon -l --max-parallel 2 -o json: a List of two
+#    summaries.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_drainer
 jqq() { jq -e "$@" >/dev/null; }
@@ -306,5 +318,133 @@ check_eq "... $node drained" drained "$(node_ann "$node" drainer.io/state)"
 kubectl -n default patch pod e2e-finalized --type=json -p '[{"op":"remove","path":"/metadata/finalizers"}]' >/dev/null
 drainer_run skipwait-uncordon uncordon "$node"
 check_rc "uncordon $node" 0 skipwait-uncordon
+
+# ---- 4. -l/--selector; the audit trail ---------------------------------------------
+echo "- 4. -l/--selector over two of three nodes; an interrupted run resumed per node; the audit trail"
+sel_key=e2e.drainer.io/batch
+sel="$sel_key=e2e-sel"
+cleanup_sel() {
+	kubectl label node node-1 node-2 node-3 "$sel_key-" >/dev/null 2>&1
+	kubectl -n default delete pdb e2e-sel-hold --ignore-not-found >/dev/null 2>&1
+	kubectl -n default delete deployment e2e-sel-hold --ignore-not-found >/dev/null 2>&1
+	reset_node node-1
+	reset_node node-2
+}
+e2e_cleanup_hooks+=(cleanup_sel)
+demo || fail "demo workload"
+check "node-1 starts clean" reset_node node-1
+check "node-2 starts clean" reset_node node-2
+kubectl label node node-1 node-2 "$sel" --overwrite >/dev/null
+fp3=$(node_fingerprint node-3)
+pods3() { kubectl get pods -A --field-selector spec.nodeName=node-3 -o json | jq -c '[.items[] | {ns: .metadata.namespace, name: .metadata.name, uid: .metadata.uid}] | sort'; }
+pods3_0=$(pods3)
+fp2=$(node_fingerprint node-2)
+claims0=$( { claims_on_node node-1; claims_on_node node-2; } | jq -rs 'add | .[] | "\(.ns)/\(.name)"' | sort)
+
+drainer_run sel-both drain node-1 -l "$sel"
+check_rc "drain NODE -l SELECTOR: bad usage" 2 sel-both
+drainer_run sel-bad drain -l "$sel_key in (e2e-sel"
+check_rc "drain -l 'a malformed selector': bad usage" 2 sel-bad
+audit_window "$run_start" "$e2e_tmp/sel-bad.audit"
+check_eq "... nothing sent" 0 "$(drainer_requests "$e2e_tmp/sel-bad.audit" 2>/dev/null || echo 0)"
+drainer_run sel-none drain -l "$sel_key=no-such-batch"
+check_rc "drain -l matching no node" 1 sel-none
+check "... says No resources found" grep -q 'No resources found: no node matches the label selector' "$e2e_tmp/sel-none.err"
+audit_window "$run_start" "$e2e_tmp/sel-none.audit"
+check_eq "... its only request: the Node list with that labelSelector" "list nodes labelSelector=e2e.drainer.io%2Fbatch%3Dno-such-batch" \
+	"$(jq -r '.[] | select(.userAgent | startswith("drainer/")) | "\(.verb) \(.objectRef.resource) \(.requestURI | capture("(?<q>labelSelector=[^&]*)").q)"' "$e2e_tmp/sel-none.audit")"
+
+# A budget that allows no disruption holds node-1 in evict-rest.
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: e2e-sel-hold, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: e2e-sel-hold}}
+  template:
+    metadata: {labels: {app: e2e-sel-hold}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: node-1}
+      terminationGracePeriodSeconds: 1
+      containers: [{name: c, image: drainer.test/sleep:dev, args: ["3600"]}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: e2e-sel-hold, namespace: default}
+spec: {maxUnavailable: 0, selector: {matchLabels: {app: e2e-sel-hold}}}
+YAML
+hold_runs() { [ "$(kubectl -n default get pods -l app=e2e-sel-hold -o json | jq '[.items[] | select(.status.phase == "Running")] | length')" = 1 ]; }
+check "a pod under a budget of maxUnavailable 0 runs on node-1" wait_until 60 hold_runs
+audit_sel1=$(audit_lines)
+echo "  \$ drainer drain -l $sel --force --timeout 120s   (SIGTERM once node-1 is held in evict-rest)"
+"$DRAINER" drain -l "$sel" --force --timeout 120s >"$e2e_tmp/sel1.out" 2>"$e2e_tmp/sel1.err" &
+sel_pid=$!
+track_pid "$sel_pid"
+hold_429() {
+	tail -n +"$audit_sel1" "$AUDIT" | grep '"userAgent":"drainer/' | jq -se 'any(.[]; .stage == "ResponseComplete" and .objectRef.subresource == "eviction"
+		and (.objectRef.name | startswith("e2e-sel-hold-")) and .responseStatus.code == 429)' >/dev/null 2>&1
+}
+held_in_evict_rest() { state_is node-1 evict-rest && hold_429; }
+check "node-1 is held in evict-rest by the budget (its eviction answered 429)" wait_until 60 held_in_evict_rest
+check "... its claims released meanwhile" wait_until 60 no_claims_on_node node-1
+check_eq "node-2 not started yet (one node at a time)" "$fp2" "$(node_fingerprint node-2)"
+kill -TERM "$sel_pid"
+wait "$sel_pid"
+sel_rc=$?
+untrack_pid "$sel_pid"
+check_eq "SIGTERM: the command exits 1 (interrupted)" 1 "$sel_rc"
+check "... node-1 named as interrupted, node-2 as not started" bash -c "grep -q 'interrupted: the state is on node node-1' '$e2e_tmp/sel1.err' && grep -q 'of node node-2: not started' '$e2e_tmp/sel1.err'"
+check_eq "node-1 keeps its phase (evict-rest), cordoned" "evict-rest true" "$(node_state node-1) $(node_unschedulable node-1)"
+check_eq "node-2 untouched" "$fp2" "$(node_fingerprint node-2)"
+audit_sel2=$(audit_lines)
+kubectl -n default delete pdb e2e-sel-hold >/dev/null
+# The phases each Node goes through in the second run, from watches of the two Nodes.
+node_watch_start node-2 "$e2e_tmp/sel2-node2.watch"
+w2_pid=$nw_pid
+node_watch_start node-1 "$e2e_tmp/sel2-node1.watch"
+drainer_run sel2 drain -l "$sel" --force --timeout 120s --max-parallel 2
+check_rc "the same command again, --max-parallel 2: both nodes drained" 0 sel2
+check_eq "drainer.io/state=drained on node-1 and node-2" "drained drained" "$(node_state node-1) $(node_state node-2)"
+sleep 0.5
+node_watch_stop
+nw_pid=$w2_pid nw_file=$e2e_tmp/sel2-node2.watch node_watch_stop
+sel_p1="$(jq -rs '.[0].state' "$e2e_tmp/sel2-node1.watch"): $(phases_entered "$e2e_tmp/sel2-node1.watch")"
+echo "    node-1: $sel_p1; node-2: $(phases_entered "$e2e_tmp/sel2-node2.watch")"
+check "node-1 resumed from evict-rest (no earlier phase entered again), to drained" \
+	bash -c "[[ '$sel_p1' == 'evict-rest: '*' drained' ]] && ! [[ '$sel_p1' =~ (preflight|cordon|evict-claim-holders) ]]"
+check "node-2 drained from the start, on its own state (cordon ... drained)" \
+	bash -c "[[ '$(phases_entered "$e2e_tmp/sel2-node2.watch")' =~ ^(preflight )?cordon\ .*drained$ ]]"
+audit_window "$audit_sel2" "$e2e_tmp/sel2.audit"
+audit_window "$audit_sel1" "$e2e_tmp/sel-all.audit"
+check_eq "node-3: its Node unchanged" "$fp3" "$(node_fingerprint node-3)"
+check_eq "node-3: its pods are all still there (the evicted ones may come to it)" "$pods3_0" \
+	"$(pods3 | jq -c --argjson p "$pods3_0" '[.[] | select(. as $x | $p | index($x))]')"
+check_eq "node-3: no request of drainer names it or one of its pods" "" \
+	"$(jq -r --argjson p "$pods3_0" '.[] | select(.userAgent | startswith("drainer/")) | select(.objectRef.name == "node-3" or (.objectRef.name as $n | .objectRef.namespace as $s | $p | any(.name == $n and .ns == $s)) or (.requestURI | test("node-3"))) | .requestURI' "$e2e_tmp/sel-all.audit")"
+# The audit trail of the two runs (stdout, not a terminal) against the audit log.
+cat "$e2e_tmp/sel1.out" "$e2e_tmp/sel2.out" >"$e2e_tmp/sel.trail"
+sed -n 's|^evicting pod \([^ ]*\)$|\1|p' "$e2e_tmp/sel.trail" | sort >"$e2e_tmp/sel.evicting"
+jq -r '.[] | select((.userAgent | startswith("drainer/")) and .verb == "create" and .objectRef.subresource == "eviction" and .responseStatus.code == 201) | "\(.objectRef.namespace)/\(.objectRef.name)"' \
+	"$e2e_tmp/sel-all.audit" | sort >"$e2e_tmp/sel.accepted"
+check "the trail has evictions" test -s "$e2e_tmp/sel.evicting"
+check_eq "trail: one \"evicting pod NS/NAME\" per eviction the audit log shows accepted (201)" \
+	"$(cat "$e2e_tmp/sel.accepted")" "$(cat "$e2e_tmp/sel.evicting")"
+check_eq "trail: \"pod/NAME evicted\" for each of them" "$(sed 's|.*/||' "$e2e_tmp/sel.evicting" | sort)" \
+	"$(sed -n 's|^pod/\([^ ]*\) evicted$|\1|p' "$e2e_tmp/sel.trail" | sort)"
+check_eq "trail: one \"resourceclaim NS/NAME released\" per claim that was on node-1 or node-2" "$claims0" \
+	"$(sed -n 's|^resourceclaim \([^ ]*\) released from node/node-[12]$|\1|p' "$e2e_tmp/sel.trail" | sort)"
+check_eq "trail: no other line" "" "$(grep -Ev '^(evicting pod [^ ]+|pod/[^ ]+ evicted|resourceclaim [^ ]+ released from node/node-[12])$' "$e2e_tmp/sel.trail" || true)"
+echo "    trail: $(wc -l <"$e2e_tmp/sel.trail") lines, $(wc -l <"$e2e_tmp/sel.accepted") evictions accepted in the audit log"
+drainer_run sel-undo uncordon -l "$sel" --max-parallel 2 -o json
+check_rc "uncordon -l --max-parallel 2" 0 sel-undo
+check "-o json: a List (schemaVersion 1) of the two nodes' summaries, both done" jqq \
+	'.schemaVersion == 1 and .kind == "List" and .exitCode == 0 and ([.items[] | "\(.node) \(.result) \(.exitCode)"] == ["node-1 done 0", "node-2 done 0"]) and (has("metrics") | not)' \
+	"$e2e_tmp/sel-undo.out"
+check_eq "node-1 and node-2 schedulable, no drainer annotations" "false {} false {}" \
+	"$(node_unschedulable node-1) $(node_drainer_anns node-1) $(node_unschedulable node-2) $(node_drainer_anns node-2)"
+check_eq "node-3 still untouched" "$fp3" "$(node_fingerprint node-3)"
+kubectl -n default delete deployment e2e-sel-hold >/dev/null
+kubectl label node node-1 node-2 "$sel_key-" >/dev/null
 
 finish
