@@ -404,7 +404,7 @@ int global_flag(int opt, const char *arg, struct global_flags *g) {
 static void help(FILE *f) {
         fprintf(f,
                 "drainer %s: DRA-aware node drains for Kubernetes.\n\n"
-                "Usage: drainer [global flags] VERB [flags] [NODE]\n\n"
+                "Usage: drainer [global flags] VERB [flags] [NODE | -l SELECTOR]\n\n"
                 "Verbs:\n",
                 DRAINER_VERSION);
         for (const struct verb *v = verbs; v->name; v++)

@@ -146,6 +146,15 @@ bad_flags=(
 	"maintain|$node|--"
 	"maintain|--|true"
 	"nosuchverb|$node"
+	"drain|-l|"
+	"drain|--selector|a in (x"
+	"drain|$node|-l|a=b"
+	"drain|$node|--max-parallel|2"
+	"drain|-l|a=b|--max-parallel|0"
+	"uncordon|-l|a=b|--max-parallel|x"
+	"plan|-l|a=b|--max-parallel|2"
+	"maintain|-l|a=b|--|true"
+	"plan|$node|--metrics-in-output"
 )
 # A duration in the YAML config goes through the same parser.
 printf 'timeout: 1e30h\n' >"$e2e_tmp/inf.yaml"
