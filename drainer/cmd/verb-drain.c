@@ -613,8 +613,6 @@ static int runner_stop(struct runner *rn) {
 
 /* Runs the engine for one goal until it finishes, times out or is interrupted. */
 static int run_engine(struct runner *rn, enum engine_goal goal, uint64_t timeout_usec) {
-        if (rn->fl->interrupted)
-                return rn->result = -EINTR;
         runner_start(rn, goal, timeout_usec);
         app_run_until(rn->app, &rn->finished);
         return runner_stop(rn);

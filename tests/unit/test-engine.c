@@ -89,6 +89,8 @@ struct env {
         size_t patches_seen;
         unsigned node_rv;
         struct fake_units units;
+        char trail[16][128]; /* on_trail: "evicting|gone|released NS/NAME" */
+        size_t n_trail;
 };
 
 static int setup(void **state) {
@@ -222,10 +224,28 @@ static void on_finished(struct engine *en, const struct engine_summary *s, void 
         e->message = s->message ? strdup(s->message) : NULL;
 }
 
+static void on_trail(struct engine *en, const struct engine_trail *t, void *userdata) {
+        struct env *e = userdata;
+
+        assert_true(e->n_trail < ELEMENTSOF(e->trail));
+        snprintf(e->trail[e->n_trail++], sizeof(e->trail[0]), "%s %s/%s",
+                 t->kind == ENGINE_TRAIL_EVICTING   ? "evicting"
+                 : t->kind == ENGINE_TRAIL_POD_GONE ? "gone"
+                                                    : "released",
+                 t->ns, t->name);
+}
+
+static bool has_trail(const struct env *e, const char *line) {
+        for (size_t i = 0; i < e->n_trail; i++)
+                if (strcmp(e->trail[i], line) == 0)
+                        return true;
+        return false;
+}
+
 /* Evictions answered 201 after 100 ms each; the engine started on the node and the
  * pods given, with PodDisruptionBudgets pdbs (a NULL-terminated list). */
 static void start_in(struct env *e, const char *phase, char **pods, char **pdbs) {
-        static const struct engine_callbacks cb = { .on_finished = on_finished };
+        static const struct engine_callbacks cb = { .on_finished = on_finished, .on_trail = on_trail };
         struct engine_options o = {
                 .node = "node-1",
                 .goal = ENGINE_GOAL_DRAIN,
@@ -355,6 +375,58 @@ static void test_budgets_apart_go_together(void **state) {
         assert_true(max_flying <= 3);
 }
 
+static void push_node_in(struct env *e, const char *phase);
+
+/* The audit trail: one "evicting" per eviction accepted (none before its answer),
+ * one "gone" once that pod left the node's pods, at most once each. */
+static char *trail_pod(const char *name, const char *rv) {
+        char *s;
+
+        assert_true(
+                asprintf(&s,
+                         "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"demo\",\"uid\":\"uid-%s\","
+                         "\"resourceVersion\":\"%s\",\"ownerReferences\":[{\"apiVersion\":\"apps/v1\","
+                         "\"kind\":\"ReplicaSet\",\"name\":\"rs\",\"uid\":\"rs-1\",\"controller\":true}]},"
+                         "\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{\"name\":\"c\",\"image\":"
+                         "\"x\"}]},\"status\":{\"phase\":\"Running\"}}",
+                         name, name, rv) >= 0);
+        return s;
+}
+
+/* The audit trail: one "evicting" per eviction accepted (none before its answer),
+ * one "gone" once that pod left the node's pods, at most once each. */
+static void test_trail_of_evictions(void **state) {
+        struct env *e = *state;
+        char *gone = trail_pod("web-a", "51"), *ev;
+
+        start(e, (char *[]){ trail_pod("web-a", "50"), trail_pod("batch-a", "50"), NULL },
+              (char *[]){ NULL });
+        fake_transport_deliver(e->ft);
+        fake_clock_advance(e->clock, 0);
+        fake_transport_deliver(e->ft);
+        fake_clock_advance(e->clock, 0);
+        assert_int_equal(e->n_trail, 0); /* sent, not answered yet */
+        for (int i = 0; i < 30; i++) {
+                fake_transport_deliver(e->ft);
+                fake_clock_advance(e->clock, 10 * MS);
+        }
+        assert_int_equal(e->n_trail, 2);
+        assert_true(has_trail(e, "evicting demo/web-a"));
+        assert_true(has_trail(e, "evicting demo/batch-a"));
+        assert_true(asprintf(&ev, "{\"type\":\"DELETED\",\"object\":%s}\n", gone) >= 0);
+        assert_int_equal(fake_transport_push(e->ft, PODS "&watch=1", ev), 1);
+        free(ev);
+        free(gone);
+        push_node_in(e, "wait-released"); /* the engine's own Node patch, as the watch brings it */
+        for (int i = 0; i < 10; i++) {
+                fake_transport_deliver(e->ft);
+                fake_clock_advance(e->clock, 10 * MS);
+        }
+        assert_int_equal(e->n_trail, 3);
+        assert_true(has_trail(e, "gone demo/web-a"));
+        assert_false(has_trail(e, "gone demo/batch-a"));
+}
+
 /* A pod evicted by a run killed in wait-released: terminal (Succeeded) and being
  * deleted, not gone yet. The driver stop (its first step: recording it on the Node)
  * waits until the pod is gone. */
@@ -422,11 +494,11 @@ static char *holder_json(const char *name, const char *extra_meta) {
 
 /* node-1 in evict-rest at the resourceVersion the fake answers every Node patch
  * with, as the watch brings the engine's own patch. */
-static void push_node_evict_rest(struct env *e) {
+static void push_node_in(struct env *e, const char *phase) {
         const char *from = "\"resourceVersion\":\"90\"";
         char *nl, *item, *rv, *obj, *ev;
 
-        assert_true(asprintf(&nl, node_list, "evict-rest") >= 0);
+        assert_true(asprintf(&nl, node_list, phase) >= 0);
         item = strstr(nl, "\"items\":[") + strlen("\"items\":[");
         *strrchr(nl, ']') = 0;
         rv = strstr(item, from);
@@ -438,6 +510,10 @@ static void push_node_evict_rest(struct env *e) {
         free(ev);
         free(obj);
         free(nl);
+}
+
+static void push_node_evict_rest(struct env *e) {
+        push_node_in(e, "evict-rest");
 }
 
 /* The watch shows the claim holder deleting before its eviction's answer arrives
@@ -1185,6 +1261,7 @@ static void test_not_ready_node_is_named_while_waiting(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_one_eviction_per_budget_at_a_time, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_trail_of_evictions, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_later_group_waits_for_answers_not_watch, setup,
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_budgets_apart_go_together, setup, teardown),
