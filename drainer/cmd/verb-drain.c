@@ -20,6 +20,7 @@
 #include "drainer/log.h"
 #include "drainer/metrics.h"
 #include "drainer/nodeset.h"
+#include "drainer/nodeview.h"
 #include "drainer/plan.h"
 #include "drainer/selector.h"
 #include "drainer/snapshot.h"
@@ -359,7 +360,14 @@ struct fleet {
         int drawn_lines;
         uint64_t last_draw;
         uv_signal_t sigint, sigterm;
+        /* -l: the informers every node's engine borrows (the Nodes, every ResourceClaim
+         * and budget: one watch each for the whole command, kept warm between nodes) */
+        struct cluster_view *cluster;
 };
+
+/* How long the shared claims and budgets stay watched after a node's engine let go:
+ * the next node of -l starts at once and borrows a warm cache. */
+#define FLEET_LINGER_USEC (10 * USEC_PER_SEC)
 
 static const char *group_label(enum evict_group g) {
         switch (g) {
@@ -568,6 +576,7 @@ static int runner_start(struct runner *rn, enum engine_goal goal, uint64_t timeo
                 .driver_health = rn->a->has_health ? &rn->a->health_target : NULL,
                 .timeout_usec = timeout_usec,
                 .units = sysbus_units(rn->bus),
+                .shared = rn->fl->cluster,
         };
         static const struct engine_callbacks cb = {
                 .on_progress = on_engine_progress,
@@ -1263,6 +1272,19 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
         }
         for (size_t i = 1; i < fl.n; i++)
                 fl.rn[i].bus = fl.rn[0].bus;
+        if (o.selector && !is_maintain) {
+                r = cluster_view_new(
+                        app.client, app.ts,
+                        &(const struct cluster_view_options){ .linger_usec = FLEET_LINGER_USEC },
+                        &fl.cluster);
+                if (r >= 0)
+                        r = cluster_view_start(fl.cluster);
+                if (r < 0) {
+                        log_error_errno(r, "Cannot start watching the nodes: %m");
+                        code = EXIT_ERROR;
+                        goto out_signals;
+                }
+        }
 
         if (!is_maintain) {
                 code = run_fleet(&fl, verb, streq(verb, "drain") ? ENGINE_GOAL_DRAIN : ENGINE_GOAL_UNCORDON,
@@ -1322,6 +1344,14 @@ out_signals:
         uv_close((uv_handle_t *)&fl.sigterm, NULL);
         for (size_t i = 0; i < fl.n; i++)
                 engine_free(TAKE_PTR(fl.rn[i].engine));
+        if (fl.cluster) {
+                bool closed = false;
+
+                /* the engines' node views are closed (runner_stop): the shared informers go */
+                cluster_view_close(fl.cluster, on_bus_closed, &closed);
+                while (!closed && uv_run(&app.loop, UV_RUN_ONCE) != 0)
+                        ;
+        }
         if (fl.rn[0].bus) {
                 bool closed = false;
 
