@@ -21,9 +21,26 @@ cluster_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${DRAINER_REAL_NODES:=3}"
 : "${DRAINER_KUBELET_V:=2}"
 : "${DRAINER_NODE_LABELS:=gpu.example.com/present=true}"
-# The DRA API (resource.k8s.io) the API server serves: v1 (the default, the newest
-# 1.36 has), v1beta2 or v1beta1 (that version only), off (none: no DRA at all).
-: "${DRAINER_CLUSTER_DRA_API:=v1}"
+# The Kubernetes release (control plane, kubelets, and our Go built against its
+# k8s.io modules): go.mod's (the default) or one of versions/go-VERSION.mod.
+cluster_default_kube_version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3 }' "$cluster_here/go.mod")
+: "${DRAINER_CLUSTER_KUBE_VERSION:=${cluster_default_kube_version#v}}"
+DRAINER_CLUSTER_KUBE_VERSION=${DRAINER_CLUSTER_KUBE_VERSION#v}
+export DRAINER_CLUSTER_KUBE_VERSION
+case $DRAINER_CLUSTER_KUBE_VERSION in
+1.[1-9][0-9].[0-9]*) kube_minor=${DRAINER_CLUSTER_KUBE_VERSION#1.} kube_minor=${kube_minor%%.*} ;;
+*)
+	echo "DRAINER_CLUSTER_KUBE_VERSION=$DRAINER_CLUSTER_KUBE_VERSION: want 1.MINOR.PATCH (e.g. 1.37.2)" >&2
+	exit 2
+	;;
+esac
+# The DRA API (resource.k8s.io) the API server serves: v1 (the default from 1.34 on,
+# where it is GA), v1beta2 or v1beta1 (that version only), off (none: no DRA at all).
+if [ "$kube_minor" -ge 34 ]; then
+	: "${DRAINER_CLUSTER_DRA_API:=v1}"
+else
+	: "${DRAINER_CLUSTER_DRA_API:=v1beta2}"
+fi
 case $DRAINER_CLUSTER_DRA_API in
 v1 | v1beta2 | v1beta1 | off) ;;
 *)

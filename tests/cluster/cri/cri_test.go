@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -21,6 +22,31 @@ func TestBinName(t *testing.T) {
 		if got := binName(in); got != want {
 			t.Errorf("binName(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The CRI's Signal enum is alphabetical (SIGABRT = 1, SIGINT = 10 in 1.36; names
+// SIGNAL_SIGABRT... from cri-api 0.37): each maps to Linux's signal of that name.
+func TestStopSignal(t *testing.T) {
+	byName := func(name string) runtimeapi.Signal {
+		for _, n := range []string{name, "SIGNAL_" + name} {
+			if v, ok := runtimeapi.Signal_value[n]; ok {
+				return runtimeapi.Signal(v)
+			}
+		}
+		t.Fatalf("the CRI has no signal %s", name)
+		return 0
+	}
+	for name, want := range map[string]syscall.Signal{
+		"SIGABRT": syscall.SIGABRT, "SIGINT": syscall.SIGINT, "SIGKILL": syscall.SIGKILL,
+		"SIGQUIT": syscall.SIGQUIT, "SIGUSR1": syscall.SIGUSR1, "SIGTERM": syscall.SIGTERM,
+	} {
+		if got := stopSignal(byName(name)); got != want {
+			t.Errorf("stopSignal(%s = %d) = %v, want %v", name, byName(name), got, want)
+		}
+	}
+	if got := stopSignal(0); got != syscall.SIGTERM {
+		t.Errorf("stopSignal(RUNTIME_DEFAULT) = %v, want SIGTERM", got)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -522,12 +523,19 @@ func (r *runtime) exited(c *container, code int32, reason string) {
 	close(c.done)
 }
 
+// stopSignal: the container's stop signal (the image's STOPSIGNAL, the pod's
+// lifecycle.stopSignal). The CRI enum is in alphabetical order (SIGABRT = 1,
+// SIGALRM = 2, ...), not Linux's numbers, and its names carry a SIGNAL_ prefix from
+// cri-api 0.37 on (SIGNAL_SIGABRT; SIGABRT before): mapped by name, so the same code
+// builds against every release. 0 (RUNTIME_DEFAULT) or a name Linux lacks: SIGTERM.
 func stopSignal(s runtimeapi.Signal) syscall.Signal {
-	if s == runtimeapi.Signal_RUNTIME_DEFAULT {
+	if s == 0 {
 		return syscall.SIGTERM
 	}
-	// The enum's values follow Linux's signal numbers (SIGABRT = 6, ...).
-	return syscall.Signal(int(s))
+	if n := unix.SignalNum(strings.TrimPrefix(s.String(), "SIGNAL_")); n != 0 {
+		return n
+	}
+	return syscall.SIGTERM
 }
 
 // stop: the stop signal to the process group, SIGKILL after grace; a pause-like
