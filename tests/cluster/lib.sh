@@ -23,7 +23,7 @@ cluster_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${DRAINER_NODE_LABELS:=gpu.example.com/present=true}"
 # The Kubernetes release (control plane, kubelets, and our Go built against its
 # k8s.io modules): go.mod's (the default) or one of versions/go-VERSION.mod.
-cluster_default_kube_version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3 }' "$cluster_here/go.mod")
+cluster_default_kube_version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit } $1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ { print $2; exit }' "$cluster_here/go.mod")
 : "${DRAINER_CLUSTER_KUBE_VERSION:=${cluster_default_kube_version#v}}"
 DRAINER_CLUSTER_KUBE_VERSION=${DRAINER_CLUSTER_KUBE_VERSION#v}
 export DRAINER_CLUSTER_KUBE_VERSION
