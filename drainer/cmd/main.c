@@ -68,9 +68,23 @@
         "      --config FILE             YAML file with one key per flag, as serve's (keys of\n" \
         "                                flags this verb does not take are skipped; flags win)\n"
 
+/* drain and maintain (plan says what it would do); command line only. */
+#define OUT_OF_SERVICE_FLAGS_HELP                                                                \
+        "      --out-of-service          for a machine that is OFF: once the node has been\n"    \
+        "                                not Ready for --out-of-service-after during the\n"      \
+        "                                drain, apply the taint node.kubernetes.io/out-of-\n"    \
+        "                                service=nodeshutdown:NoExecute, so the control plane\n" \
+        "                                deletes its pods and releases their claims WITHOUT\n"   \
+        "                                the kubelet's unprepare (never while it is Ready;\n"    \
+        "                                command line only, not in --config; 'uncordon'\n"       \
+        "                                removes it once the node is Ready again)\n"             \
+        "      --out-of-service-after D  how long not Ready first, from the Ready condition's\n" \
+        "                                lastTransitionTime (default 5m)\n"
+
 #define DRAIN_FLAGS_HELP                                                                          \
         "Flags (named as kubectl drain names them where they mean the same):\n" SELECT_FLAGS_HELP \
                 EVICT_FLAGS_HELP DRY_RUN_FLAG_HELP DRIVER_FLAGS_HELP CONFIG_FLAG_HELP             \
+                        OUT_OF_SERVICE_FLAGS_HELP                                                 \
         "      --skip-driver-stop        end after the claims are released; leave the drivers\n"  \
         "                                running (for callers that delete the node anyway)\n"
 
@@ -123,7 +137,7 @@ const struct verb verbs[] = {
                 "would refuse the drain. With -l, the plan of each matching node (-o json: a\n"
                 "List).\n\n"
                 "Flags (named as kubectl drain names them where they mean the same):\n" SELECT_FLAGS_HELP
-                        DRIVER_FLAGS_HELP CONFIG_FLAG_HELP
+                        DRIVER_FLAGS_HELP CONFIG_FLAG_HELP OUT_OF_SERVICE_FLAGS_HELP
                 "  -l, --selector SELECTOR       the Nodes matching this label selector instead of\n"
                 "                                NODE (kubectl's -l)\n"
                 "\nExit codes: 0 the drain would go ahead, 4 a blocker would refuse it, 1 error\n"
@@ -172,7 +186,10 @@ const struct verb verbs[] = {
                 "unit or label key is undone only when --driver-stop (or --config) names the same;\n"
                 "otherwise nothing is started or changed, the Node's drainer.io/message and a\n"
                 "DrainerBlocked Event say why, and drainer exits 1 printing the command to run\n"
-                "with the right --driver-stop.\n\n"
+                "with the right --driver-stop. The taint node.kubernetes.io/out-of-service that\n"
+                "a drain with --out-of-service applied (drainer.io/out-of-service) is removed\n"
+                "with the drain taint, only once the node is Ready again: while it is not,\n"
+                "uncordon changes nothing and exits 1 (a taint drainer did not apply is left).\n\n"
                 "Flags:\n"
                 "      --driver-stop STRATEGY    what this run may undo: taint (default), label:KEY,\n"
                 "                                systemd:UNIT, none (taint and none records always)\n"
@@ -195,8 +212,9 @@ const struct verb verbs[] = {
                 "      --metrics-in-output       -o json: add the figures of /metrics (\"metrics\")\n"
                 "\nExit codes: 0 restored and in service, 3 timed out (a rerun resumes), 1 error\n"
                 "(also a node someone else cordoned, without --force-uncordon; a recorded action\n"
-                "this configuration does not allow; -l matching no node), 2 bad usage. With -l:\n"
-                "the worst of the nodes' (1 over 3 over 0).\n",
+                "this configuration does not allow; a node not Ready with drainer's out-of-service\n"
+                "taint; -l matching no node), 2 bad usage. With -l: the worst of the nodes' (1\n"
+                "over 3 over 0).\n",
                 verb_uncordon,
         },
         {

@@ -73,6 +73,54 @@ static const char *dry_outcome(const struct dry_call *c) {
                                                     : "failed";
 }
 
+/* --out-of-service and --out-of-service-after: drain, maintain and plan only (serve
+ * does not take them: see on_oos_opt). */
+enum {
+        OPT_OUT_OF_SERVICE = 0x210, /* (0x200.. are the fleet's, below) */
+        OPT_OUT_OF_SERVICE_AFTER,
+};
+
+#define OUT_OF_SERVICE_AFTER_DEFAULT (5 * 60 * USEC_PER_SEC)
+
+struct oos_args {
+        bool on;
+        bool after_given;
+        uint64_t after_usec;
+};
+
+static int on_oos_opt(int opt, const char *arg, void *userdata) {
+        struct oos_args *o = userdata;
+
+        switch (opt) {
+        case OPT_OUT_OF_SERVICE:
+                o->on = true;
+                return 0;
+        case OPT_OUT_OF_SERVICE_AFTER:
+                if (parse_duration(arg, &o->after_usec) < 0 || o->after_usec < USEC_PER_SEC)
+                        return log_error_errno(EINVAL,
+                                               "--out-of-service-after: invalid duration \"%s\" (at "
+                                               "least 1s, e.g. 5m, 90s)",
+                                               arg);
+                o->after_given = true;
+                return 0;
+        }
+        return -EINVAL;
+}
+
+/* Whether argv (the command line as typed, before --config) names the flag. */
+static bool out_of_service_tainted_node(const struct node_rec *n) {
+        return node_rec_find_taint(n, OUT_OF_SERVICE_TAINT_KEY, OUT_OF_SERVICE_TAINT_EFFECT) != NULL;
+}
+
+static bool argv_has_flag(int argc, char **argv, const char *flag) {
+        size_t l = strlen(flag);
+
+        for (int i = 1; i < argc && !streq(argv[i], "--"); i++)
+                if (strncmp(argv[i], flag, l) == 0 && (argv[i][l] == 0 || argv[i][l] == '='))
+                        return true;
+        return false;
+}
+
 /* kubectl drain --dry-run=server: the cordon patch the drain would send and an
  * eviction of every pod the plan evicts (its groups in order, the driver pods too
  * when the strategy evicts them), each with dryRun=All: the API server runs its
@@ -204,10 +252,70 @@ static int run_server_dry_run(struct app *app, const struct node_rec *node, cons
         return failed ? -EIO : 0;
 }
 
+/* What the plan says of the node's readiness and of --out-of-service. */
+static void plan_print_readiness(const struct node_rec *n, const struct oos_args *oos, FILE *f) {
+        char since[64] = "?", due[64] = "?";
+
+        if (n->not_ready_since_usec > 0) {
+                (void)timesrc_format_rfc3339(n->not_ready_since_usec, since, sizeof(since));
+                (void)timesrc_format_rfc3339(n->not_ready_since_usec + (int64_t)oos->after_usec, due,
+                                             sizeof(due));
+        }
+        if (!n->ready)
+                fprintf(f,
+                        "\nNode %s is not Ready (since %s): its kubelet is down or not reporting, so it "
+                        "can neither\nterminate the evicted pods nor unprepare their ResourceClaims: "
+                        "they are not released until it is back.\n",
+                        n->name, since);
+        if (!oos->on)
+                return;
+        fprintf(f,
+                "\nOut of service (--out-of-service, for a machine that is off): once the node has been "
+                "not Ready\nfor %.0f s (--out-of-service-after, from its Ready condition's "
+                "lastTransitionTime), drainer applies\nthe taint " OUT_OF_SERVICE_TAINT_KEY
+                "=" OUT_OF_SERVICE_TAINT_VALUE ":" OUT_OF_SERVICE_TAINT_EFFECT ": the control plane "
+                "then deletes\nthe node's pods and releases their ResourceClaims WITHOUT the kubelet's "
+                "unprepare. 'drainer uncordon'\nremoves the taint once the node is Ready again. Now: ",
+                (double)oos->after_usec / USEC_PER_SEC);
+        if (out_of_service_tainted_node(n))
+                fprintf(f, "the node already has that taint.\n");
+        else if (n->ready)
+                fprintf(f, "the node is Ready: the taint is not applied while it is.\n");
+        else if (n->not_ready_since_usec > 0)
+                fprintf(f, "not Ready since %s: the taint would go on at %s.\n", since, due);
+        else
+                fprintf(f, "not Ready since an unknown time: the taint is not applied until the Ready "
+                           "condition says since when.\n");
+}
+
+static void plan_json_readiness(cJSON *j, const struct node_rec *n, const struct oos_args *oos) {
+        char buf[64];
+        cJSON *o;
+
+        cJSON_AddBoolToObject(j, "nodeReady", n->ready);
+        if (!n->ready && n->not_ready_since_usec > 0 &&
+            timesrc_format_rfc3339(n->not_ready_since_usec, buf, sizeof(buf)) >= 0)
+                cJSON_AddStringToObject(j, "nodeNotReadySince", buf);
+        if (!oos->on)
+                return;
+        o = cJSON_AddObjectToObject(j, "outOfService");
+        if (!o)
+                return;
+        cJSON_AddStringToObject(o, "taint",
+                                OUT_OF_SERVICE_TAINT_KEY "=" OUT_OF_SERVICE_TAINT_VALUE
+                                                         ":" OUT_OF_SERVICE_TAINT_EFFECT);
+        cJSON_AddNumberToObject(o, "afterSeconds", (double)oos->after_usec / USEC_PER_SEC);
+        cJSON_AddBoolToObject(o, "tainted", out_of_service_tainted_node(n));
+        if (!n->ready && n->not_ready_since_usec > 0 &&
+            timesrc_format_rfc3339(n->not_ready_since_usec + (int64_t)oos->after_usec, buf, sizeof(buf)) >=
+                    0)
+                cJSON_AddStringToObject(o, "dueAt", buf);
+}
+
 /* One node's plan (or server dry run). With list (-l, -o json), its JSON goes there
  * instead of stdout. */
-static int run_plan(struct app *app, const char *node, struct drain_args *a, enum output_format fmt,
-                    cJSON *list) {
+static int run_plan(struct app *app, const char *node, struct drain_args *a, const struct oos_args *oos,
+                    enum output_format fmt, cJSON *list) {
         struct snapshot s = { .app = app, .node_name = node, .with_pdbs = true };
         struct plan_options po;
         struct plan p;
@@ -287,8 +395,10 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, enu
                         cJSON_AddStringToObject(j, "draApi", s.in.dra_api);
                 else if (j)
                         cJSON_AddNullToObject(j, "draApi");
-                if (j)
+                if (j) {
                         cJSON_AddBoolToObject(j, "draServed", !s.in.dra_off);
+                        plan_json_readiness(j, s.node, oos);
+                }
                 if (j && list)
                         cJSON_AddItemToArray(list, TAKE_PTR(j));
                 else if (!(out = j ? cJSON_Print(j) : NULL))
@@ -303,6 +413,7 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, enu
                 else if (s.in.dra_api)
                         printf("DRA API: %s\n", s.in.dra_api);
                 r = plan_print_text(&p, &po, stdout);
+                plan_print_readiness(s.node, oos, stdout);
         }
         r = r < 0 ? r : (p.n_blockers > 0 ? -EPERM : 0);
         plan_done(&p);
@@ -318,6 +429,10 @@ struct runner {
         struct fleet *fl;
         struct app *app;
         struct drain_args *a;
+        const struct oos_args *oos;
+        bool summary_valid; /* summary is from a finished run */
+        bool progress_seen, progress_not_ready, progress_oos;
+        char *progress_message; /* the last progress message */
         enum output_format fmt;
         const char *node;
         bool tty;
@@ -462,6 +577,13 @@ static void draw(struct runner *rn, const struct engine_progress *p, bool force)
                         fprintf(f, "  ... and %zu more held\n", p->n_held - 5);
                         lines++;
                 }
+                if (p->node_not_ready) {
+                        fprintf(f, "  \033[33mnode not Ready\033[0m: %s\n",
+                                p->out_of_service
+                                        ? "out-of-service taint on: the control plane deletes its pods"
+                                        : "its kubelet cannot finish pods nor unprepare claims");
+                        lines++;
+                }
                 fprintf(f, "  %s\n", strna(p->message));
                 lines++;
                 if (fclose(f) != 0) {
@@ -484,6 +606,13 @@ static void on_engine_progress(struct engine *e, const struct engine_progress *p
 
         rn->has_last_phase = p->has_phase;
         rn->last_phase = p->phase;
+        rn->progress_seen = true;
+        rn->progress_not_ready = p->node_not_ready;
+        rn->progress_oos = p->out_of_service;
+        if (p->message && !streq_ptr(p->message, rn->progress_message)) {
+                free(rn->progress_message);
+                rn->progress_message = strdup(p->message);
+        }
         draw(rn, p, phase_changed);
 }
 
@@ -517,6 +646,7 @@ static void on_engine_finished(struct engine *e, const struct engine_summary *s,
         free(rn->needs_flag);
         rn->needs_flag = s->needs_flag ? strdup(s->needs_flag) : NULL;
         rn->summary = *s;
+        rn->summary_valid = true;
         free(rn->message);
         rn->message = s->message ? strdup(s->message) : NULL;
         rn->summary.message = rn->message;
@@ -577,6 +707,8 @@ static int runner_start(struct runner *rn, enum engine_goal goal, uint64_t timeo
                 .timeout_usec = timeout_usec,
                 .units = sysbus_units(rn->bus),
                 .shared = rn->fl->cluster,
+                .out_of_service = rn->oos && rn->oos->on,
+                .out_of_service_after_usec = rn->oos ? rn->oos->after_usec : 0,
         };
         static const struct engine_callbacks cb = {
                 .on_progress = on_engine_progress,
@@ -593,6 +725,7 @@ static int runner_start(struct runner *rn, enum engine_goal goal, uint64_t timeo
         rn->started = true;
         rn->result = 0;
         rn->summary = (struct engine_summary){};
+        rn->summary_valid = false;
         rn->t0 = timesrc_now(rn->app->ts);
         engine_free(rn->engine); /* maintain's first run */
         rn->engine = NULL;
@@ -673,10 +806,11 @@ static cJSON *summary_json(struct runner *rn, const char *verb, int result, bool
                 _cleanup_free_ char *m = NULL;
 
                 if (asprintf(&m,
-                             "interrupted in phase %s: the state is on node %s; run the same command again "
-                             "to resume",
+                             "interrupted in phase %s%s%s%s: the state is on node %s; run the same command "
+                             "again to resume",
                              rn->has_last_phase ? drain_phase_to_string(rn->last_phase) : "preflight",
-                             rn->node) >= 0)
+                             rn->progress_message ? " (" : "", strempty(rn->progress_message),
+                             rn->progress_message ? ")" : "", rn->node) >= 0)
                         cJSON_AddStringToObject(j, "message", m);
         }
         /* false only for a refusal in preflight (or nothing to do): the node is as it was. */
@@ -696,6 +830,21 @@ static cJSON *summary_json(struct runner *rn, const char *verb, int result, bool
                         cJSON_AddNumberToObject(o, "seconds", (double)rn->acc.phase_usec[p] / 1e6);
                         cJSON_AddItemToArray(phases, o);
                 }
+        /* The Node as last seen: not Ready means its kubelet can neither finish the evicted
+         * pods nor unprepare their claims; the out-of-service taint, and who applied it. */
+        if (rn->summary_valid) {
+                cJSON_AddBoolToObject(j, "nodeReady", !rn->summary.node_not_ready);
+                if (rn->summary.out_of_service)
+                        cJSON_AddStringToObject(j, "outOfServiceTaint",
+                                                rn->summary.out_of_service_by_drainer
+                                                        ? "applied by drainer"
+                                                        : "applied by someone else");
+        } else if (rn->progress_seen) {
+                /* interrupted: the last progress */
+                cJSON_AddBoolToObject(j, "nodeReady", !rn->progress_not_ready);
+                if (rn->progress_oos)
+                        cJSON_AddStringToObject(j, "outOfServiceTaint", "on the node");
+        }
         cJSON_AddNumberToObject(j, "podsEvicted", (double)rn->acc.pods_evicted);
         cJSON_AddNumberToObject(j, "claimsWaitedFor", (double)rn->acc.claims_waited);
         /* Evictions answered NamespaceTerminating: retried until the namespace controller
@@ -782,6 +931,12 @@ static char *rerun_command(const struct runner *rn, const char *verb) {
                 }
                 if (strncmp(w, "--driver-stop=", 14) == 0)
                         continue;
+                if (from_maintain &&
+                    (streq(w, "--out-of-service") || strncmp(w, "--out-of-service-after", 22) == 0)) {
+                        /* maintain's --out-of-service is the drain's; uncordon takes none */
+                        i += streq(w, "--out-of-service-after");
+                        continue;
+                }
                 if (from_maintain) {
                         bool takes_value = false;
 
@@ -896,6 +1051,7 @@ struct drainlike_opts {
         const char *selector;
         unsigned max_parallel; /* 0: not given */
         bool metrics;
+        struct oos_args oos; /* --out-of-service (not uncordon's) */
 };
 
 static int on_drainlike_opt(int opt, const char *arg, void *userdata) {
@@ -915,7 +1071,7 @@ static int on_drainlike_opt(int opt, const char *arg, void *userdata) {
                 o->metrics = true;
                 return 0;
         }
-        return -EINVAL;
+        return on_oos_opt(opt, arg, &o->oos);
 }
 
 struct node_list {
@@ -1064,6 +1220,7 @@ static void runner_done(struct runner *rn) {
         engine_free(rn->engine);
         free(rn->message);
         free(rn->last_line);
+        free(rn->progress_message);
         free(rn->needs_flag);
         cJSON_Delete(rn->ns_terminating);
         cJSON_Delete(rn->json);
@@ -1072,13 +1229,23 @@ static void runner_done(struct runner *rn) {
 }
 
 static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
+        /* uncordon takes neither --out-of-service flag (the options end before them) */
         static const struct option drainlike_options[] = {
                 { "selector", required_argument, NULL, OPT_NODE_SELECTOR },
                 { "max-parallel", required_argument, NULL, OPT_FLEET_MAX_PARALLEL },
                 { "metrics-in-output", no_argument, NULL, OPT_METRICS_IN_OUTPUT },
                 {},
         };
-        struct drainlike_opts o = {};
+        static const struct option drainlike_oos_options[] = {
+                { "selector", required_argument, NULL, OPT_NODE_SELECTOR },
+                { "max-parallel", required_argument, NULL, OPT_FLEET_MAX_PARALLEL },
+                { "metrics-in-output", no_argument, NULL, OPT_METRICS_IN_OUTPUT },
+                { "out-of-service", no_argument, NULL, OPT_OUT_OF_SERVICE },
+                { "out-of-service-after", required_argument, NULL, OPT_OUT_OF_SERVICE_AFTER },
+                {},
+        };
+        struct drainlike_opts o = { .oos = { .after_usec = OUT_OF_SERVICE_AFTER_DEFAULT } };
+        bool takes_oos = !streq(argv[0], "uncordon");
         struct drain_args a = {};
         struct config_argv c;
         struct app app;
@@ -1095,7 +1262,17 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
         drain_config_skip(verb, skip, ELEMENTSOF(skip));
         if (config_argv_build(argc, argv, skip, &c) < 0)
                 return EXIT_USAGE;
-        r = parse_drain_args(c.argc, c.argv, g, &a, drainlike_options, on_drainlike_opt, &o);
+        r = parse_drain_args(c.argc, c.argv, g, &a, takes_oos ? drainlike_oos_options : drainlike_options,
+                             on_drainlike_opt, &o);
+        if (r > 0 && o.oos.after_given && !o.oos.on) {
+                log_error("--out-of-service-after: only with --out-of-service (never implied)");
+                r = -EINVAL;
+        } else if (r > 0 && o.oos.on && !argv_has_flag(argc, argv, "--out-of-service")) {
+                /* The one path where claims are released without the kubelet: asked for on
+                 * the command line of each run, never by a --config file. */
+                log_error("--out-of-service must be given on the command line, not in --config");
+                r = -EINVAL;
+        }
         if (r <= 0) {
                 drain_args_done(&a);
                 config_argv_done(&c);
@@ -1199,7 +1376,7 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                 cJSON *items = j ? cJSON_GetObjectItem(j, "items") : NULL;
 
                 if (!o.selector) {
-                        code = exit_code_for(run_plan(&app, node, &a, g->output, NULL));
+                        code = exit_code_for(run_plan(&app, node, &a, &o.oos, g->output, NULL));
                         goto out;
                 }
                 code = EXIT_DONE;
@@ -1208,7 +1385,7 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
 
                         if (g->output != OUTPUT_JSON && i > 0)
                                 putchar('\n');
-                        c1 = exit_code_for(run_plan(&app, nl.names[i], &a, g->output, items));
+                        c1 = exit_code_for(run_plan(&app, nl.names[i], &a, &o.oos, g->output, items));
                         code = nodeset_worst_exit(code, c1);
                         if (items && cJSON_GetArraySize(items) == n0) {
                                 cJSON *e = cJSON_CreateObject();
@@ -1245,6 +1422,7 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                 fl.rn[i] = (struct runner){ .fl = &fl,
                                             .app = &app,
                                             .a = &a,
+                                            .oos = &o.oos,
                                             .fmt = g->output,
                                             .node = o.selector ? nl.names[i] : node,
                                             .tty = fl.tty,

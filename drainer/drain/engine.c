@@ -77,7 +77,9 @@ struct engine {
 
         struct plan plan;
         bool has_plan;
-        bool said_no_dra; /* the cluster serves no DRA API: said once */
+        bool said_no_dra;    /* the cluster serves no DRA API: said once */
+        bool said_not_ready; /* a DrainerNodeNotReady Event went out for this not-Ready spell */
+        bool said_out_of_service_removed;
         struct drain_state st;
         bool has_st;
 
@@ -129,10 +131,45 @@ static void set_message(struct engine *e, const char *fmt, ...) {
  * Unknown after its grace period (node-monitor-grace-period, 50 s by default). */
 #define NOT_READY_NOTE                                                                               \
         "the node is not Ready (its kubelet is down or not reporting): its pods finish terminating " \
-        "only once it is back"
+        "only once it is back; until then nothing unprepares their ResourceClaims, so they are not " \
+        "released"
 
-static const char *not_ready_note(const struct node_rec *n) {
-        return n->ready ? "" : "; " NOT_READY_NOTE;
+static bool out_of_service_tainted(const struct node_rec *n) {
+        return node_rec_find_taint(n, OUT_OF_SERVICE_TAINT_KEY, OUT_OF_SERVICE_TAINT_EFFECT) != NULL;
+}
+
+/* When --out-of-service applies the taint (realtime µs), 0 if unknown. */
+static int64_t out_of_service_due(const struct engine *e, const struct node_rec *n) {
+        if (n->ready || n->not_ready_since_usec <= 0)
+                return 0;
+        return n->not_ready_since_usec + (int64_t)e->o.out_of_service_after_usec;
+}
+
+/* "; NOT_READY_NOTE[; what --out-of-service does about it]" when the node is not
+ * Ready, "" else. In buf (cut at size). The due time is a time, not a countdown, so
+ * the message does not change every second. */
+static const char *not_ready_note(const struct engine *e, const struct node_rec *n, char *buf, size_t size) {
+        char when[64] = "?";
+
+        buf[0] = 0;
+        if (n->ready)
+                return buf;
+        if (out_of_service_tainted(n))
+                snprintf(buf, size,
+                         "; the node is not Ready and has the taint " OUT_OF_SERVICE_TAINT_KEY "%s: the "
+                         "control plane deletes its pods and releases their claims without the kubelet",
+                         e->st.out_of_service_usec > 0 ? " (applied by drainer, --out-of-service)"
+                                                       : " (not applied by drainer)");
+        else if (e->o.out_of_service && out_of_service_due(e, n) > 0) {
+                (void)timesrc_format_rfc3339(out_of_service_due(e, n), when, sizeof(when));
+                snprintf(buf, size,
+                         "; " NOT_READY_NOTE "; --out-of-service: the taint " OUT_OF_SERVICE_TAINT_KEY
+                         "=" OUT_OF_SERVICE_TAINT_VALUE ":" OUT_OF_SERVICE_TAINT_EFFECT
+                         " goes on at %s, once the node has been not Ready for --out-of-service-after",
+                         when);
+        } else
+                snprintf(buf, size, "; " NOT_READY_NOTE);
+        return buf;
 }
 
 #define NS_TERMINATING_NOTE \
@@ -343,12 +380,18 @@ static void finish(struct engine *e, int result, const char *fmt, ...) {
         e->summary.needs_flag = e->needs_flag;
         e->summary.changed = e->changed;
         e->summary.changed = e->summary.changed || e->stop->host_actions > 0;
+        n = node_view_node(e->view);
+        if (n) {
+                e->summary.node_not_ready = !n->ready;
+                e->summary.out_of_service = out_of_service_tainted(n);
+                e->summary.out_of_service_by_drainer =
+                        e->summary.out_of_service && e->has_st && e->st.out_of_service_usec > 0;
+        }
         for (int p = DRAIN_PHASE_CORDON; p < _DRAIN_PHASE_MAX; p++)
                 e->summary.changed = e->summary.changed || e->summary.phase_seen[p];
         metrics_node(e);
         metrics_finished(e, result, e->summary.total_usec);
 
-        n = node_view_node(e->view);
         if (result == 0)
                 post_event(e, n, "Normal", EVENT_REASON_DONE, strna(m));
         else if (result == -EPERM)
@@ -838,6 +881,75 @@ static void patch_label(struct engine *e, const struct node_rec *n, const char *
         patch_node(e, body);
 }
 
+/* --out-of-service, during a drain: once the node has been not Ready for
+ * --out-of-service-after (from its Ready condition's lastTransitionTime: what the pod
+ * GC itself reads, on the Node drainer already watches), apply upstream's
+ * out-of-service taint and record that drainer did, in one write, with a Warning
+ * Event. Never while the node is Ready, never twice, never over a taint someone else
+ * applied. Returns whether a patch went out. Before the time, arms the retry timer. */
+static bool apply_out_of_service(struct engine *e, const struct node_rec *n) {
+        int64_t now = timesrc_realtime(e->ts), due = out_of_service_due(e, n);
+        _cleanup_free_ char *m = NULL;
+        char since[64] = "?";
+        char *body = NULL;
+        int r;
+
+        if (n->ready || due <= 0 || out_of_service_tainted(n))
+                return false;
+        if (now < due) {
+                retry_at(e, timesrc_now(e->ts) + (uint64_t)(due - now));
+                return false;
+        }
+        (void)timesrc_format_rfc3339(n->not_ready_since_usec, since, sizeof(since));
+        if (asprintf(&m,
+                     "--out-of-service: node %s is not Ready since %s (longer than --out-of-service-after "
+                     "%.0f s): applied the taint " OUT_OF_SERVICE_TAINT_KEY "=" OUT_OF_SERVICE_TAINT_VALUE
+                     ":" OUT_OF_SERVICE_TAINT_EFFECT ": the control plane now deletes its pods and "
+                     "releases their ResourceClaims without the kubelet's unprepare (only safe if the "
+                     "machine is off); drainer uncordon removes the taint once the node is Ready again",
+                     n->name, since, (double)e->o.out_of_service_after_usec / USEC_PER_SEC) < 0) {
+                finish(e, -ENOMEM, "out of memory");
+                return true;
+        }
+        r = drain_patch_out_of_service(n, now, m, &body);
+        if (r < 0) {
+                finish(e, r, "cannot build the node patch: %s", strerror(-r));
+                return true;
+        }
+        set_message(e, "%s", m);
+        post_event(e, n, "Warning", EVENT_REASON_OUT_OF_SERVICE, m);
+        patch_node(e, body);
+        return true;
+}
+
+/* A drain's node going not Ready, and Ready again: an Event each (its message on the
+ * Node follows with the progress). */
+static void note_readiness(struct engine *e, const struct node_rec *n, enum drain_phase ph) {
+        char note[DRAIN_MESSAGE_MAX];
+
+        if (ph < DRAIN_PHASE_CORDON || ph > DRAIN_PHASE_STOP_DRIVERS)
+                return;
+        if (!n->ready && !e->said_not_ready) {
+                e->said_not_ready = true;
+                _cleanup_free_ char *m = NULL;
+
+                not_ready_note(e, n, note, sizeof(note));
+                if (asprintf(&m,
+                             "%s; the drain keeps waiting (its --timeout applies) and goes on once the "
+                             "kubelet is back%s",
+                             note + 2 /* "; " */,
+                             e->o.out_of_service ? "" : " (for a machine that is off: --out-of-service)") <
+                    0)
+                        return;
+                post_event(e, n, "Warning", EVENT_REASON_NOT_READY, m);
+        } else if (n->ready && e->said_not_ready) {
+                e->said_not_ready = false;
+                post_event(e, n, "Normal", EVENT_REASON_READY,
+                           "the node is Ready again: its kubelet finishes the evicted pods and releases "
+                           "their ResourceClaims");
+        }
+}
+
 static void drive_drain(struct engine *e, const struct node_rec *n) {
         const struct drain_state *st = &e->st;
         enum drain_phase ph = st->has_phase ? st->phase : DRAIN_PHASE_PREFLIGHT;
@@ -856,6 +968,7 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
         if ((ph == DRAIN_PHASE_WAIT_RELEASED || ph == DRAIN_PHASE_STOP_DRIVERS) && !e->o.skip_driver_stop &&
             (rec = stop_not_configured(e)))
                 return refuse_record(e, n, rec, true);
+        note_readiness(e, n, ph);
 
         switch (ph) {
         case DRAIN_PHASE_WAITING: /* serve got a slot: nothing was changed yet */
@@ -952,6 +1065,17 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                 return patch_node(e, body);
         }
 
+        /* A node not Ready long enough, with --out-of-service: the taint first (the
+         * evictions of a dead node's pods would wait on budgets its pods no longer count
+         * toward). Only while something is left on the node. */
+        size_t left = pods_left(&e->plan, false) + finished_deleting(&e->plan) - wait_skipped(e);
+        bool released = left == 0 && e->plan.n_claims_blocking == 0;
+        char nrnote[DRAIN_MESSAGE_MAX];
+
+        if (!released && e->o.out_of_service && apply_out_of_service(e, n))
+                return;
+        not_ready_note(e, n, nrnote, sizeof(nrnote));
+
         /* Evictions: claim holders first; critical ones after the others are accepted;
          * the rest once every claim holder is accepted. New pods are evicted too. */
         bool ch = evict_group(e, EVICT_GROUP_CLAIM_HOLDERS);
@@ -968,19 +1092,19 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
         ns_terminating_note(e, nsnote, sizeof(nsnote));
         switch (ph) {
         case DRAIN_PHASE_EVICT_CLAIM_HOLDERS:
-                set_message(e, "evicting claim holders: %zu left%s",
+                set_message(e, "evicting claim holders: %zu left%s%s",
                             e->plan.n_per_group[EVICT_GROUP_CLAIM_HOLDERS] +
                                     e->plan.n_per_group[EVICT_GROUP_CLAIM_HOLDERS_CRITICAL],
-                            nsnote);
+                            nrnote, nsnote);
                 if (chc)
                         return patch_phase(e, n, DRAIN_PHASE_EVICT_REST,
                                            "evicting the remaining workload pods");
                 return;
         case DRAIN_PHASE_EVICT_REST:
-                set_message(e, "evicting the rest: %zu left%s",
+                set_message(e, "evicting the rest: %zu left%s%s",
                             e->plan.n_per_group[EVICT_GROUP_REST] +
                                     e->plan.n_per_group[EVICT_GROUP_REST_CRITICAL],
-                            nsnote);
+                            nrnote, nsnote);
                 if (chc && rest)
                         return patch_phase(
                                 e, n, DRAIN_PHASE_WAIT_RELEASED,
@@ -991,13 +1115,12 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                 break;
         }
 
-        /* wait-released and stop-drivers: the safety condition of DESIGN.md. */
-        size_t left = pods_left(&e->plan, false) + finished_deleting(&e->plan) - wait_skipped(e);
-        bool released = left == 0 && e->plan.n_claims_blocking == 0;
+        /* wait-released and stop-drivers: the safety condition of DESIGN.md (left and
+         * released, above: evictions change no cache before the next reconcile). */
 
         if (ph == DRAIN_PHASE_WAIT_RELEASED) {
                 set_message(e, "waiting: %zu pods and %zu ResourceClaims left on the node%s%s", left,
-                            e->plan.n_claims_blocking, left > 0 ? not_ready_note(n) : "", nsnote);
+                            e->plan.n_claims_blocking, released ? "" : nrnote, nsnote);
                 if (!released)
                         return;
                 if (e->o.skip_driver_stop)
@@ -1019,7 +1142,7 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                         set_message(e,
                                     "not stopping the drivers: %zu pods and %zu ResourceClaims are on the "
                                     "node%s",
-                                    left, e->plan.n_claims_blocking, left > 0 ? not_ready_note(n) : "");
+                                    left, e->plan.n_claims_blocking, nrnote);
                         return;
                 }
                 {
@@ -1069,13 +1192,38 @@ static bool slices_back(struct engine *e, const struct node_rec *n, const char *
 
 static void drive_uncordon(struct engine *e, const struct node_rec *n) {
         const struct drain_state *st = &e->st;
-        bool tainted = node_rec_find_taint(n, DRAIN_TAINT_KEY, NULL) != NULL;
+        /* drainer's own out-of-service taint goes with the drain taint (state.c). */
+        bool oos_ours = st->out_of_service_usec > 0 && out_of_service_tainted(n);
+        bool tainted = node_rec_find_taint(n, DRAIN_TAINT_KEY, NULL) != NULL || oos_ours;
         const struct driver_stop_record *rec;
         const struct pod_rec *bad = NULL;
         const char *missing = NULL;
         char *body = NULL;
         int r;
 
+        /* The out-of-service taint drainer applied stays until the node is Ready again:
+         * its pods were deleted without the kubelet, which must be back to clean up
+         * (upstream's non-graceful shutdown: remove the taint once the node recovered).
+         * Nothing is changed meanwhile, not even the drivers' restore. */
+        if (oos_ours && !n->ready && !e->finish_sent) {
+                _cleanup_free_ char *m = NULL;
+
+                if (asprintf(&m,
+                             "refused: node %s is not Ready and has the taint " OUT_OF_SERVICE_TAINT_KEY
+                             " that drainer applied (--out-of-service); it is removed only once the node "
+                             "is Ready again (its kubelet back): nothing was changed; run the uncordon "
+                             "again then",
+                             n->name) < 0)
+                        return finish(e, -ENOMEM, "out of memory");
+                return refuse_on_node(e, n, m);
+        }
+        if (oos_ours && !e->said_out_of_service_removed) {
+                /* Every path below removes it in its next write. */
+                e->said_out_of_service_removed = true;
+                post_event(e, n, "Normal", EVENT_REASON_OUT_OF_SERVICE,
+                           "the node is Ready again: removing the taint " OUT_OF_SERVICE_TAINT_KEY
+                           " that drainer applied (--out-of-service)");
+        }
         if (!st->has_phase) {
                 bool leftovers = tainted || n->n_annotations > 0;
                 bool uncordon;
@@ -1452,6 +1600,12 @@ static void report(struct engine *e) {
                 .drivers_left = driver_pods(&e->plan, false),
                 .message = e->message,
         };
+        const struct node_rec *n = node_view_node(e->view);
+
+        if (n) {
+                pr.node_not_ready = !n->ready;
+                pr.out_of_service = out_of_service_tainted(n);
+        }
 
         evictor_get_stats(e->evictor, &es);
         pr.evictions_accepted = es.accepted;

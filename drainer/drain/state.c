@@ -464,6 +464,15 @@ int drain_state_parse(const struct node_rec *n, struct drain_state *ret, char **
                         return r;
         }
 
+        v = kv_get(a, na, DRAINER_ANN_OUT_OF_SERVICE);
+        if (v && (timesrc_parse_rfc3339(v, &s.out_of_service_usec) < 0 || s.out_of_service_usec <= 0))
+                return bad_annotation(
+                        n, DRAINER_ANN_OUT_OF_SERVICE, v,
+                        "is not an RFC 3339 time (when drainer applied the taint " OUT_OF_SERVICE_TAINT_KEY
+                        "; without it drainer never removes that "
+                        "taint)",
+                        HINT_RESET_REQUEST, ret_error);
+
         v = kv_get(a, na, DRAINER_ANN_MESSAGE);
         if (v) {
                 s.message = strdup(v);
@@ -520,6 +529,7 @@ static int set_annotation(cJSON *root, const char *key, const char *value) {
 
         if (!ann)
                 return -ENOMEM;
+        cJSON_DeleteItemFromObjectCaseSensitive(ann, key); /* set once, whoever asks twice */
         if (!(value ? cJSON_AddStringToObject(ann, key, value) : cJSON_AddNullToObject(ann, key)))
                 return -ENOMEM;
         return 0;
@@ -579,16 +589,23 @@ static int add_taint(cJSON *arr, const char *key, const char *value, const char 
         return 0;
 }
 
-/* spec.taints with the drain taint present or not. A merge patch replaces the
- * whole list (core/v1 has no merge key for taints), so when it changes the
- * list is n's, in order, plus or minus ours; when it does not, the field stays
- * out of the patch and nobody's taints are rewritten. */
-static int set_drain_taint(cJSON *root, const struct node_rec *n, bool present) {
-        bool has = node_rec_find_taint(n, DRAIN_TAINT_KEY, DRAIN_TAINT_EFFECT);
+static bool is_out_of_service_taint(const struct node_taint *t) {
+        return streq_ptr(t->key, OUT_OF_SERVICE_TAINT_KEY) &&
+               streq_ptr(t->effect, OUT_OF_SERVICE_TAINT_EFFECT);
+}
+
+/* spec.taints with the drain taint (drain) and the out-of-service taint (oos) each
+ * present (1), absent (0) or as they are (-1). A merge patch replaces the whole list
+ * (core/v1 has no merge key for taints), so when it changes the list is n's, in
+ * order, plus or minus ours; when it does not, the field stays out of the patch and
+ * nobody's taints are rewritten. */
+static int set_taints(cJSON *root, const struct node_rec *n, int drain, int oos) {
+        bool has_drain = node_rec_find_taint(n, DRAIN_TAINT_KEY, DRAIN_TAINT_EFFECT);
+        bool has_oos = node_rec_find_taint(n, OUT_OF_SERVICE_TAINT_KEY, OUT_OF_SERVICE_TAINT_EFFECT);
         cJSON *spec, *arr;
         int r;
 
-        if (has == present)
+        if ((drain < 0 || (drain > 0) == has_drain) && (oos < 0 || (oos > 0) == has_oos))
                 return 0;
         spec = sub_object(root, "spec", NULL);
         if (!spec)
@@ -601,15 +618,37 @@ static int set_drain_taint(cJSON *root, const struct node_rec *n, bool present) 
                 return -ENOMEM;
         }
         for (size_t i = 0; i < n->n_taints; i++) {
-                if (is_drain_taint(&n->taints[i]))
+                if ((drain >= 0 && is_drain_taint(&n->taints[i])) ||
+                    (oos >= 0 && is_out_of_service_taint(&n->taints[i])))
                         continue;
                 r = add_taint(arr, n->taints[i].key, n->taints[i].value, n->taints[i].effect,
                               n->taints[i].time_added);
                 if (r < 0)
                         return r;
         }
-        if (present)
-                return add_taint(arr, DRAIN_TAINT_KEY, NULL, DRAIN_TAINT_EFFECT, NULL);
+        /* A kept taint stays as it was, its value and timeAdded included. */
+        for (size_t i = 0; i < n->n_taints; i++) {
+                bool keep = (drain > 0 && is_drain_taint(&n->taints[i])) ||
+                            (oos > 0 && is_out_of_service_taint(&n->taints[i]));
+
+                if (!keep)
+                        continue;
+                r = add_taint(arr, n->taints[i].key, n->taints[i].value, n->taints[i].effect,
+                              n->taints[i].time_added);
+                if (r < 0)
+                        return r;
+        }
+        if (drain > 0 && !has_drain) {
+                r = add_taint(arr, DRAIN_TAINT_KEY, NULL, DRAIN_TAINT_EFFECT, NULL);
+                if (r < 0)
+                        return r;
+        }
+        if (oos > 0 && !has_oos) {
+                r = add_taint(arr, OUT_OF_SERVICE_TAINT_KEY, OUT_OF_SERVICE_TAINT_VALUE,
+                              OUT_OF_SERVICE_TAINT_EFFECT, NULL);
+                if (r < 0)
+                        return r;
+        }
         if (cJSON_GetArraySize(arr) == 0) {
                 /* null removes the field; [] would leave an empty list behind. */
                 cJSON *null = cJSON_CreateNull();
@@ -620,6 +659,22 @@ static int set_drain_taint(cJSON *root, const struct node_rec *n, bool present) 
                 }
         }
         return 0;
+}
+
+static int set_drain_taint(cJSON *root, const struct node_rec *n, bool present) {
+        return set_taints(root, n, present, -1);
+}
+
+/* The out-of-service taint goes with the drain taint only when drainer recorded it
+ * (drainer.io/out-of-service): a taint someone else applied is theirs to remove. */
+static int remove_drain_taints(cJSON *root, const struct node_rec *n) {
+        bool ours = kv_get(n->annotations, n->n_annotations, DRAINER_ANN_OUT_OF_SERVICE);
+        int r;
+
+        r = set_taints(root, n, 0, ours ? 0 : -1);
+        if (r < 0 || !ours)
+                return r;
+        return set_annotation(root, DRAINER_ANN_OUT_OF_SERVICE, NULL);
 }
 
 static int set_unschedulable(cJSON *root, bool value) {
@@ -800,7 +855,7 @@ int drain_patch_remove_taint(const struct node_rec *n, int64_t now_usec, const c
                 if (r < 0)
                         return r;
         }
-        r = set_drain_taint(root, n, false);
+        r = remove_drain_taints(root, n);
         if (r < 0)
                 return r;
         return patch_print(root, ret);
@@ -845,7 +900,29 @@ int drain_patch_finish(const struct node_rec *n, bool uncordon, bool keep_reques
                 if (r < 0)
                         return r;
         }
-        r = set_drain_taint(root, n, false);
+        r = remove_drain_taints(root, n);
+        if (r < 0)
+                return r;
+        return patch_print(root, ret);
+}
+
+int drain_patch_out_of_service(const struct node_rec *n, int64_t now_usec, const char *message, char **ret) {
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        int r;
+
+        assert(ret);
+        r = patch_new(n, &root);
+        if (r < 0)
+                return r;
+        r = set_time_annotation(root, DRAINER_ANN_OUT_OF_SERVICE, now_usec);
+        if (r < 0)
+                return r;
+        if (message) {
+                r = set_message(root, message);
+                if (r < 0)
+                        return r;
+        }
+        r = set_taints(root, n, -1, 1);
         if (r < 0)
                 return r;
         return patch_print(root, ret);

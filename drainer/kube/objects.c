@@ -103,6 +103,24 @@ static bool condition_true(const cJSON *status, const char *t) {
         return false;
 }
 
+/* When condition t last became what it is now (lastTransitionTime, µs since the
+ * epoch), if its status is not "True"; 0 when it is True, absent, or the time is
+ * missing or unparsable. */
+static int64_t condition_not_true_since(const cJSON *status, const char *t) {
+        const cJSON *c;
+        int64_t at;
+
+        cJSON_ArrayForEach(c, json_get_arr(status, "conditions")) {
+                if (!streq_ptr(json_get_str(c, "type"), t))
+                        continue;
+                if (streq_ptr(json_get_str(c, "status"), "True") ||
+                    timesrc_parse_rfc3339(json_get_str(c, "lastTransitionTime"), &at) < 0 || at <= 0)
+                        return 0;
+                return at;
+        }
+        return 0;
+}
+
 /* String-valued members of a map (labels, annotations) whose key starts with
  * prefix (NULL: all). */
 static int pack_kv(struct packer *pk, const cJSON *map, const char *prefix, const struct kv **ret,
@@ -466,6 +484,7 @@ static int node_build(const cJSON *obj, struct packer *pk, struct node_rec *n) {
         n->kubelet_version = pk_opt(pk, json_get_str(json_get_obj(status, "nodeInfo"), "kubeletVersion"));
         n->unschedulable = json_get_true(spec, "unschedulable");
         n->ready = condition_true(status, "Ready");
+        n->not_ready_since_usec = n->ready ? 0 : condition_not_true_since(status, "Ready");
         return 0;
 }
 

@@ -39,7 +39,14 @@ struct engine_options {
         uint64_t skip_wait_for_delete_usec; /* --skip-wait-for-delete-timeout; 0: wait for every pod */
         const struct health_target *driver_health; /* NULL: no gRPC probe */
         uint64_t timeout_usec;                     /* 0: none; counts from engine_start() of this run */
-        const char *instance;                      /* reportingInstance of Events (hostname) */
+        /* --out-of-service: once the node has been not Ready (its Ready condition's
+         * lastTransitionTime) for out_of_service_after_usec during a drain, apply
+         * upstream's out-of-service taint, so that the control plane deletes its pods and
+         * releases their claims without the kubelet. The one exception to "claims are
+         * released by the kubelet's unprepare" (DESIGN.md), opt-in, never implied. */
+        bool out_of_service;
+        uint64_t out_of_service_after_usec;
+        const char *instance; /* reportingInstance of Events (hostname) */
         /* Handed to the driver-stop strategy (systemd:UNIT drives units through it); the
          * engine calls none of it. ops NULL: no unit control on this host. */
         struct units units;
@@ -66,6 +73,8 @@ struct engine_progress {
         const struct engine_held *held;
         size_t n_held;
         const char *message; /* what the engine waits for, or did last */
+        bool node_not_ready; /* the Node's Ready condition is not True */
+        bool out_of_service; /* the node has the out-of-service taint */
 };
 
 /* result:
@@ -103,6 +112,10 @@ struct engine_summary {
          * does. Borrowed until the engine is freed. */
         const struct engine_held *ns_terminating;
         size_t n_ns_terminating;
+        /* The Node as last seen: its Ready condition not True; the out-of-service taint
+         * on it, and whether drainer.io/out-of-service says drainer applied it. */
+        bool node_not_ready;
+        bool out_of_service, out_of_service_by_drainer;
 };
 
 /* One line of the audit trail (what kubectl drain prints for each pod, and the

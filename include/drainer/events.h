@@ -10,10 +10,16 @@ struct node_rec;
 #define EVENT_TYPE_NORMAL  "Normal"
 #define EVENT_TYPE_WARNING "Warning"
 
-#define EVENT_REASON_PHASE   "DrainerPhase"   /* a drain, a restore or a wait for a slot started */
-#define EVENT_REASON_BLOCKED "DrainerBlocked" /* preflight blockers, PDB, ... */
-#define EVENT_REASON_FAILED  "DrainerFailed"  /* gave up */
-#define EVENT_REASON_DONE    "DrainerDone"    /* drained / uncordoned */
+#define EVENT_REASON_PHASE          "DrainerPhase"   /* a drain, a restore or a wait for a slot started */
+#define EVENT_REASON_BLOCKED        "DrainerBlocked" /* preflight blockers, PDB, ... */
+#define EVENT_REASON_FAILED         "DrainerFailed"  /* gave up */
+#define EVENT_REASON_DONE           "DrainerDone"    /* drained / uncordoned */
+/* The node went not Ready during a drain (its kubelet cannot finish pods nor unprepare
+ * claims), and Ready again */
+#define EVENT_REASON_NOT_READY      "DrainerNodeNotReady"
+#define EVENT_REASON_READY          "DrainerNodeReady"
+/* --out-of-service: drainer applied node.kubernetes.io/out-of-service / removed it */
+#define EVENT_REASON_OUT_OF_SERVICE "DrainerOutOfService"
 
 #define EVENT_COMPONENT              "drainer"
 /* kubectl and the kubelet put Node events (cluster-scoped object) in "default". */

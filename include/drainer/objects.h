@@ -122,6 +122,9 @@ struct node_rec {
         const char *name, *uid, *resource_version;
         bool unschedulable;
         bool ready; /* condition Ready is True */
+        /* Not ready: the Ready condition's lastTransitionTime (µs since the epoch), i.e.
+         * since when it is False or Unknown; 0 when Ready, or the time is unknown. */
+        int64_t not_ready_since_usec;
         size_t n_taints;
         const struct node_taint *taints;
         size_t n_labels;

@@ -20,6 +20,17 @@ struct node_rec;
 #define DRAINER_ANN_WAS_UNSCHEDULABLE "drainer.io/was-unschedulable"
 #define DRAINER_ANN_DRIVER_STOP       "drainer.io/driver-stop"
 #define DRAINER_ANN_MESSAGE           "drainer.io/message"
+/* RFC 3339: when this drain applied OUT_OF_SERVICE_TAINT (--out-of-service); only a
+ * taint drainer recorded here is ever removed by drainer (uncordon, node Ready). */
+#define DRAINER_ANN_OUT_OF_SERVICE    "drainer.io/out-of-service"
+
+/* Upstream's non-graceful node shutdown taint (KEP-2268): with it on a node that is
+ * not Ready, kube-controller-manager's pod GC force-deletes the node's terminating
+ * pods (pkg/controller/podgc gcTerminating) and the taint-eviction controller deletes
+ * the others (NoExecute), so their claims are released without the kubelet. */
+#define OUT_OF_SERVICE_TAINT_KEY    "node.kubernetes.io/out-of-service"
+#define OUT_OF_SERVICE_TAINT_VALUE  "nodeshutdown"
+#define OUT_OF_SERVICE_TAINT_EFFECT "NoExecute"
 
 /* The phases of DESIGN.md, in order. Names are the annotation values. */
 enum drain_phase {
@@ -66,6 +77,7 @@ struct drain_state {
         struct driver_stop_record stops[DRAIN_STATE_MAX_STOPS];
         size_t n_stops;
         char *message;
+        int64_t out_of_service_usec; /* drainer.io/out-of-service; 0 when absent */
 };
 
 /* Frees the strings of s and leaves it an empty state. NULL ok; usable as
@@ -130,12 +142,18 @@ int drain_patch_driver_stop_phase(const struct node_rec *n, const struct driver_
  * value must be valid label syntax (-EINVAL). */
 int drain_patch_label(const struct node_rec *n, const char *key, const char *value, char **ret);
 /* Removes the drain taint (keeps every other taint), state=restore-drivers,
- * state-since=now, and sets the message unless it is NULL. */
+ * state-since=now, and sets the message unless it is NULL. The out-of-service taint
+ * goes too, with drainer.io/out-of-service, when that annotation says drainer applied
+ * it (the caller checks first that the node is Ready again); drain_patch_finish the same. */
 int drain_patch_remove_taint(const struct node_rec *n, int64_t now_usec, const char *message, char **ret);
 /* Final step: spec.unschedulable=false if uncordon is true (else spec.unschedulable
  * is not in the patch), the drain taint removed, and every drainer.io/ annotation
  * removed except request when keep_request. */
 int drain_patch_finish(const struct node_rec *n, bool uncordon, bool keep_request, char **ret);
+/* --out-of-service on a node not Ready long enough: adds OUT_OF_SERVICE_TAINT (every
+ * other taint kept), records drainer.io/out-of-service=now, and sets the message
+ * unless it is NULL. */
+int drain_patch_out_of_service(const struct node_rec *n, int64_t now_usec, const char *message, char **ret);
 /* Sets drainer.io/request (value NULL removes it); value must be "drain" or
  * "uncordon" (-EINVAL). */
 int drain_patch_request(const struct node_rec *n, const char *value, char **ret);

@@ -1258,6 +1258,232 @@ static void test_not_ready_node_is_named_while_waiting(void **state) {
         }
 }
 
+/* node-1 as node_obj_ready, with these taints (JSON array members, without brackets)
+ * and its Ready condition's lastTransitionTime. */
+static char *node_obj_taints(const char *annotations, const char *taints, const char *ready,
+                             const char *since) {
+        char *s;
+
+        assert_true(asprintf(&s,
+                             "{\"metadata\":{\"name\":\"node-1\",\"uid\":\"f6666666-7777-4888-8999-"
+                             "000000000000\",\"resourceVersion\":\"90\",\"labels\":{\"kubernetes.io/"
+                             "hostname\":\"node-1\"},\"annotations\":{%s}},\"spec\":{\"unschedulable\":true,"
+                             "\"taints\":[%s]},\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":"
+                             "\"%s\",\"lastTransitionTime\":\"%s\"}]}}",
+                             annotations, taints, ready, since) >= 0);
+        return s;
+}
+
+#define DRAIN_TAINT "{\"key\":\"drainer.io/draining\",\"effect\":\"NoSchedule\"}"
+#define OOS_TAINT                        \
+        "{\"key\":\"node.kubernetes.io/" \
+        "out-of-service\",\"value\":\"nodeshutdown\",\"effect\":\"NoExecute\"}"
+/* The fake wall clock at T0 is 2025-06-15T15:06:40Z (TEST_API_REALTIME). */
+#define NOT_READY_5S_AGO "2025-06-15T15:06:35Z"
+
+/* The Node's Ready condition changes (as the node lifecycle controller or the kubelet
+ * writes it): the new version goes out on the watch. */
+static void node_set_ready(struct env *e, const char *status, const char *since) {
+        cJSON *c = cJSON_GetArrayItem(
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e->node, "status"),
+                                                 "conditions"),
+                0);
+        cJSON *meta = cJSON_GetObjectItemCaseSensitive(e->node, "metadata");
+        char rv[32], *obj, *ev;
+
+        cJSON_ReplaceItemInObjectCaseSensitive(c, "status", cJSON_CreateString(status));
+        cJSON_ReplaceItemInObjectCaseSensitive(c, "lastTransitionTime", cJSON_CreateString(since));
+        snprintf(rv, sizeof(rv), "%u", ++e->node_rv);
+        cJSON_ReplaceItemInObjectCaseSensitive(meta, "resourceVersion", cJSON_CreateString(rv));
+        obj = cJSON_PrintUnformatted(e->node);
+        assert_true(asprintf(&ev, "{\"type\":\"MODIFIED\",\"object\":%s}\n", obj) >= 0);
+        fake_transport_push(e->ft, NODES "&watch=1", ev);
+        free(ev);
+        free(obj);
+}
+
+/* The Node PATCHes whose taint list has the out-of-service taint (that add it, or
+ * rewrite the list keeping it). */
+static size_t oos_taint_patches(struct env *e, uint64_t *ret_first_at) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < fake_transport_n_requests(e->ft); i++) {
+                const struct fake_request *r = fake_transport_request(e->ft, i);
+
+                if (strcmp(r->method, "PATCH") != 0 || strcmp(r->path, "/api/v1/nodes/node-1") != 0 ||
+                    !strstr(r->body, "\"taints\":") ||
+                    !strstr(strstr(r->body, "\"taints\":"), "\"key\":\"node.kubernetes.io/out-of-service\""))
+                        continue;
+                if (n++ == 0 && ret_first_at)
+                        *ret_first_at = r->at_usec;
+        }
+        return n;
+}
+
+/* Issue 16 item 7 (a): the node goes not Ready during a drain: one DrainerNodeNotReady
+ * Event saying its claims will not be released, the drain keeps waiting (no
+ * force-deletion, no driver stop), the progress says why; Ready again: a
+ * DrainerNodeReady Event, and the note is gone. */
+static void test_not_ready_event_and_back(void **state) {
+        struct env *e = *state;
+        struct engine_options o = { .goal = ENGINE_GOAL_DRAIN, .grace_seconds = 1 };
+        const char *note = "nothing unprepares their ResourceClaims, so they are not released";
+
+        start_node(
+                e, &o, node_obj_taints(STATE_ANNS("wait-released"), DRAIN_TAINT, "True", NOT_READY_5S_AGO),
+                (char *[]){ pod_with("web-a", "\"deletionTimestamp\":\"2025-06-15T14:00:02Z\"," OWNED_BY_RS,
+                                     NULL, false),
+                            NULL });
+        run_for(e, 2 * SEC, 100 * MS);
+        assert_int_equal(events_with(e, EVENT_REASON_NOT_READY), 0);
+        node_set_ready(e, "Unknown", "2025-06-15T15:06:41Z");
+        run_for(e, 15 * SEC, 100 * MS);
+        assert_int_equal(events_with(e, EVENT_REASON_NOT_READY), 1);
+        assert_non_null(node_patch(e, 0));
+        assert_non_null(strstr(node_patch(e, 0), note));
+        assert_int_equal(oos_taint_patches(e, NULL), 0); /* not without --out-of-service */
+        assert_int_equal(fake_transport_count(e->ft, "DELETE", "/api/v1/namespaces/"), 0);
+        assert_false(e->finished);
+        node_set_ready(e, "True", "2025-06-15T15:07:00Z");
+        run_for(e, 12 * SEC, 100 * MS);
+        assert_int_equal(events_with(e, EVENT_REASON_READY), 1);
+        assert_int_equal(events_with(e, EVENT_REASON_NOT_READY), 1);
+        {
+                const char *last = NULL;
+
+                for (size_t i = 0; node_patch(e, i); i++)
+                        last = node_patch(e, i);
+                print_message("  last message write: %s\n", last);
+                assert_null(strstr(last, note));
+        }
+        assert_false(e->finished);
+}
+
+/* (b) --out-of-service: the taint goes on only once the node has been not Ready for
+ * --out-of-service-after (counted from the Ready condition's lastTransitionTime), in
+ * one patch with drainer.io/out-of-service, with a DrainerOutOfService Event; never on
+ * a Ready node; never twice. */
+static void test_out_of_service_after_duration(void **state) {
+        struct env *e = *state;
+        void *st = e;
+
+        for (int variant = 0; variant < 2; variant++) {
+                struct engine_options o = { .goal = ENGINE_GOAL_DRAIN,
+                                            .grace_seconds = 1,
+                                            .out_of_service = true,
+                                            .out_of_service_after_usec = 20 * SEC };
+                uint64_t t0, at = 0;
+
+                if (variant > 0) {
+                        assert_int_equal(teardown(&st), 0);
+                        assert_int_equal(setup(&st), 0);
+                        e = *state = st;
+                }
+                t0 = fake_clock_now(e->clock);
+                /* variant 0: not Ready for 5 s at the start; 1: Ready throughout */
+                start_node(
+                        e, &o,
+                        node_obj_taints(STATE_ANNS("wait-released"), DRAIN_TAINT,
+                                        variant == 0 ? "Unknown" : "True", NOT_READY_5S_AGO),
+                        (char *[]){ pod_with("gpu",
+                                             "\"deletionTimestamp\":\"2025-06-15T14:00:02Z\"," OWNED_BY_RS,
+                                             "\"resourceClaims\":[{\"name\":\"g\",\"resourceClaimName\":"
+                                             "\"c\"}]",
+                                             false),
+                                    NULL });
+                run_for(e, 60 * SEC, 100 * MS);
+                if (variant == 1) {
+                        assert_int_equal(oos_taint_patches(e, NULL), 0);
+                        assert_int_equal(events_with(e, EVENT_REASON_OUT_OF_SERVICE), 0);
+                        continue;
+                }
+                assert_int_equal(oos_taint_patches(e, &at), 1);
+                print_message("  taint patch at %.1f s (not Ready since 5 s before the start, after 20 s)\n",
+                              (double)(at - t0) / SEC);
+                assert_true(at >= t0 + 15 * SEC);
+                assert_true(at < t0 + 16 * SEC);
+                assert_int_equal(events_with(e, EVENT_REASON_OUT_OF_SERVICE), 1);
+                {
+                        const cJSON *taints = cJSON_GetObjectItemCaseSensitive(
+                                cJSON_GetObjectItemCaseSensitive(e->node, "spec"), "taints");
+                        const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
+                                cJSON_GetObjectItemCaseSensitive(e->node, "metadata"), "annotations");
+                        char *t = cJSON_PrintUnformatted(taints);
+
+                        print_message("  taints: %s\n", t);
+                        assert_non_null(strstr(t, "\"key\":\"node.kubernetes.io/out-of-service\",\"value\":"
+                                                  "\"nodeshutdown\",\"effect\":\"NoExecute\""));
+                        assert_non_null(strstr(t, "drainer.io/draining"));
+                        free(t);
+                        assert_non_null(cJSON_GetObjectItemCaseSensitive(ann, "drainer.io/out-of-service"));
+                }
+                assert_int_equal(fake_transport_count(e->ft, "DELETE", "/api/v1/namespaces/"), 0);
+                assert_false(e->finished);
+        }
+}
+
+/* (b) uncordon: drainer's out-of-service taint stays while the node is not Ready
+ * (refused, nothing changed but the message); once Ready, it goes with the drain taint
+ * and drainer.io/out-of-service. A taint drainer did not apply is left. */
+static void test_uncordon_out_of_service(void **state) {
+        struct env *e = *state;
+        void *st = e;
+
+        for (int variant = 0; variant < 3; variant++) {
+                struct engine_options o = { .goal = ENGINE_GOAL_UNCORDON };
+                const cJSON *taints;
+                char *t;
+
+                if (variant > 0) {
+                        assert_int_equal(teardown(&st), 0);
+                        assert_int_equal(setup(&st), 0);
+                        e = *state = st;
+                }
+                /* 0: ours, not Ready; 1: ours, Ready; 2: someone else's, Ready */
+                start_node(e, &o,
+                           node_obj_taints(variant < 2
+                                                   ? STATE_ANNS("drained") ",\"drainer.io/out-of-service\":"
+                                                                           "\"2025-06-15T15:00:00Z\""
+                                                   : STATE_ANNS("drained"),
+                                           DRAIN_TAINT "," OOS_TAINT, variant == 0 ? "Unknown" : "True",
+                                           NOT_READY_5S_AGO),
+                           (char *[]){ NULL });
+                run_for(e, 5 * SEC, 10 * MS);
+                taints = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e->node, "spec"),
+                                                          "taints");
+                t = cJSON_PrintUnformatted(taints);
+                print_message("  variant %d: result %d, taints %s, message %s\n", variant, e->result,
+                              t ? t : "null", e->message ? e->message : "-");
+                assert_true(e->finished);
+                if (variant == 0) {
+                        assert_int_equal(e->result, -EPERM);
+                        assert_non_null(strstr(t, "node.kubernetes.io/out-of-service"));
+                        assert_non_null(strstr(t, "drainer.io/draining"));
+                        assert_int_equal(oos_taint_patches(e, NULL), 0);
+                        assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+                                cJSON_GetObjectItemCaseSensitive(e->node, "spec"), "unschedulable")));
+                        assert_non_null(strstr(e->message, "is not Ready"));
+                        assert_int_equal(events_with(e, EVENT_REASON_BLOCKED), 1);
+                } else if (variant == 1) {
+                        assert_int_equal(e->result, 0);
+                        assert_null(t);
+                        assert_int_equal(events_with(e, EVENT_REASON_OUT_OF_SERVICE), 1);
+                        assert_null(cJSON_GetObjectItemCaseSensitive(
+                                cJSON_GetObjectItemCaseSensitive(
+                                        cJSON_GetObjectItemCaseSensitive(e->node, "metadata"),
+                                        "annotations"),
+                                "drainer.io/out-of-service"));
+                } else {
+                        assert_int_equal(e->result, 0);
+                        assert_non_null(t);
+                        assert_non_null(strstr(t, "node.kubernetes.io/out-of-service"));
+                        assert_null(strstr(t, "drainer.io/draining"));
+                        assert_int_equal(events_with(e, EVENT_REASON_OUT_OF_SERVICE), 0);
+                }
+                free(t);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_one_eviction_per_budget_at_a_time, setup, teardown),
@@ -1278,6 +1504,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_lookalike_driver_is_workload, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_progress_written_once_per_interval, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_not_ready_node_is_named_while_waiting, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_not_ready_event_and_back, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_out_of_service_after_duration, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_uncordon_out_of_service, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -896,6 +896,70 @@ static void test_patch_finish_keep_cordon_and_request(void **state) {
         assert_null(cJSON_GetObjectItemCaseSensitive(patch, "spec"));
 }
 
+/* Issue 16 item 7: the out-of-service taint is added with drainer.io/out-of-service,
+ * every other taint kept; the restore and the final patch remove it only when that
+ * annotation says drainer applied it; a bad value of it is refused with a hint. */
+static void test_patch_out_of_service(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n =
+                node_json("{'metadata':{'name':'node-1','resourceVersion':'9'},'spec':{'taints':["
+                          "{'key':'a','effect':'NoSchedule'},"
+                          "{'key':'drainer.io/draining','effect':'NoSchedule'}]}}");
+        _cleanup_(node_rec_freep) struct node_rec *ours = node_json(
+                "{'metadata':{'name':'node-1','resourceVersion':'9','annotations':{"
+                "'drainer.io/out-of-service':'2025-06-15T14:00:00Z','drainer.io/state':'drained'}},"
+                "'spec':{'taints':[{'key':'a','effect':'NoSchedule'},"
+                "{'key':'drainer.io/draining','effect':'NoSchedule'},"
+                "{'key':'node.kubernetes.io/"
+                "out-of-service','value':'nodeshutdown','effect':'NoExecute'}]}}");
+        _cleanup_(node_rec_freep) struct node_rec *theirs =
+                node_json("{'metadata':{'name':'node-1','resourceVersion':'9','annotations':{"
+                          "'drainer.io/state':'drained'}},'spec':{'taints':["
+                          "{'key':'drainer.io/draining','effect':'NoSchedule'},"
+                          "{'key':'node.kubernetes.io/"
+                          "out-of-service','value':'nodeshutdown','effect':'NoExecute'}]}}");
+        _cleanup_(node_rec_freep) struct node_rec *bad =
+                node_json("{'metadata':{'name':'node-1','resourceVersion':'9','annotations':{"
+                          "'drainer.io/out-of-service':'yes'}}}");
+        static const char *const added[] = { "a:NoSchedule", "drainer.io/draining:NoSchedule",
+                                             "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute" };
+        static const char *const kept_a[] = { "a:NoSchedule" };
+        static const char *const kept_theirs[] = {
+                "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+        };
+        _cleanup_(cJSON_Deletep) cJSON *p1 = NULL, *p2 = NULL, *p3 = NULL, *p4 = NULL;
+        _cleanup_free_ char *t1 = NULL, *t2 = NULL, *t3 = NULL, *t4 = NULL, *err = NULL;
+        _cleanup_(drain_state_done) struct drain_state st = {};
+
+        assert_int_equal(drain_patch_out_of_service(n, NOW_USEC, "applied", &t1), 0);
+        p1 = parse_patch(t1);
+        assert_taints(p1, added, ELEMENTSOF(added));
+        assert_ann_string(p1, DRAINER_ANN_OUT_OF_SERVICE, NOW_RFC);
+        assert_ann_string(p1, DRAINER_ANN_MESSAGE, "applied");
+
+        assert_int_equal(drain_patch_remove_taint(ours, NOW_USEC, NULL, &t2), 0);
+        p2 = parse_patch(t2);
+        assert_taints(p2, kept_a, ELEMENTSOF(kept_a));
+        assert_non_null(strstr(t2, "\"drainer.io/out-of-service\":null"));
+
+        assert_int_equal(drain_patch_finish(ours, true, false, &t3), 0);
+        p3 = parse_patch(t3);
+        assert_taints(p3, kept_a, ELEMENTSOF(kept_a));
+        assert_non_null(strstr(t3, "\"drainer.io/out-of-service\":null"));
+        /* set once: no key twice in the patch */
+        assert_null(strstr(strstr(t3, "drainer.io/out-of-service") + 1, "drainer.io/out-of-service"));
+
+        assert_int_equal(drain_patch_finish(theirs, true, false, &t4), 0);
+        p4 = parse_patch(t4);
+        assert_taints(p4, kept_theirs, ELEMENTSOF(kept_theirs));
+
+        assert_int_equal(drain_state_parse(ours, &st, NULL), 0);
+        assert_true(st.out_of_service_usec > 0);
+        drain_state_done(&st);
+        assert_int_equal(drain_state_parse(bad, &st, &err), -EBADMSG);
+        assert_non_null(err);
+        assert_non_null(strstr(err, "drainer.io/out-of-service-"));
+}
+
 static void test_patch_request(void **state) {
         _cleanup_(node_rec_freep) struct node_rec *n = node_with(NULL);
         _cleanup_(cJSON_Deletep) cJSON *p1 = NULL, *p2 = NULL;
@@ -982,6 +1046,7 @@ int main(void) {
                 cmocka_unit_test(test_patch_driver_stop_phase),
                 cmocka_unit_test(test_patch_finish_uncordon),
                 cmocka_unit_test(test_patch_finish_keep_cordon_and_request),
+                cmocka_unit_test(test_patch_out_of_service),
                 cmocka_unit_test(test_patch_request),
                 cmocka_unit_test(test_patch_cordon_reads_back),
         };
