@@ -79,6 +79,7 @@ struct engine {
         bool has_plan;
         bool said_no_dra;    /* the cluster serves no DRA API: said once */
         bool said_not_ready; /* a DrainerNodeNotReady Event went out for this not-Ready spell */
+        bool said_ready;     /* ... and a DrainerNodeReady Event after it */
         bool said_out_of_service_removed;
         struct drain_state st;
         bool has_st;
@@ -923,16 +924,19 @@ static bool apply_out_of_service(struct engine *e, const struct node_rec *n) {
 }
 
 /* A drain's node going not Ready, and Ready again: an Event each (its message on the
- * Node follows with the progress). */
+ * Node follows with the progress). "Ready again" also for a run that finds the node
+ * Ready while drainer.io/message still says it was not (the run that saw it go was
+ * interrupted). */
 static void note_readiness(struct engine *e, const struct node_rec *n, enum drain_phase ph) {
         char note[DRAIN_MESSAGE_MAX];
 
         if (ph < DRAIN_PHASE_CORDON || ph > DRAIN_PHASE_STOP_DRIVERS)
                 return;
         if (!n->ready && !e->said_not_ready) {
-                e->said_not_ready = true;
                 _cleanup_free_ char *m = NULL;
 
+                e->said_not_ready = true;
+                e->said_ready = false;
                 not_ready_note(e, n, note, sizeof(note));
                 if (asprintf(&m,
                              "%s; the drain keeps waiting (its --timeout applies) and goes on once the "
@@ -942,8 +946,10 @@ static void note_readiness(struct engine *e, const struct node_rec *n, enum drai
                     0)
                         return;
                 post_event(e, n, "Warning", EVENT_REASON_NOT_READY, m);
-        } else if (n->ready && e->said_not_ready) {
+        } else if (n->ready && !e->said_ready &&
+                   (e->said_not_ready || (e->st.message && strstr(e->st.message, NOT_READY_NOTE)))) {
                 e->said_not_ready = false;
+                e->said_ready = true;
                 post_event(e, n, "Normal", EVENT_REASON_READY,
                            "the node is Ready again: its kubelet finishes the evicted pods and releases "
                            "their ResourceClaims");
