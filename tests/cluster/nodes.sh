@@ -83,27 +83,8 @@ start_real_nodes() {
 		fi
 		rm -rf --one-file-system "$nd"
 		mkdir -p "$nd/var-lib" "$nd/var-log" "$nd/sysctl" "$nd/kubelet-cwd" "$nd/manifests"
-		binds=(--bind "$nd/var-lib=/var/lib" --bind "$nd/var-log=/var/log")
-		for f in "${kubelet_sysctls[@]}"; do
-			name=${f//\//.}
-			cat "/proc/sys/$f" >"$nd/sysctl/$name"
-			binds+=(--bind "$nd/sysctl/$name=/proc/sys/$f")
-		done
 		write_kubelet_config "$i"
-		# shellcheck disable=SC2086
-		start_as "cri-node-$i" "$(command -v unshare)" --mount --propagation private -- "$bin/drainer-cri" \
-			--listen "$nd/cri.sock" --node-name "node-$i" --node-dir "$nd" \
-			--ip-prefix "$DRAINER_CLUSTER_IP_PREFIX.$i" \
-			--pinned-ip "$DRAINER_CLUSTER_IP_PREFIX.$i.1" --pinned-pods dra-system/app.kubernetes.io/component=kubeletplugin \
-			--image "drainer.test/drainer:dev=$cluster_dir/guard-drainer" \
-			--image "drainer.test/dra-plugin:dev=$cluster_dir/images/dra-plugin" \
-			--image "drainer.test/sleep:dev=$(command -v sleep)" \
-			--oci-archive "localhost/drainer=$cluster_dir/images/drainer.oci.tar" --oci-dir "$cluster_dir/images/oci" \
-			--sanitizer-env "$cluster_dir/sanitizer.env" \
-			"${binds[@]}" --api-port "$DRAINER_CLUSTER_API_PORT" \
-			--kubelet-url "https://$DRAINER_CLUSTER_IP_PREFIX.0.$i:$kubelet_port" \
-			--kubelet-client-cert "$pki/kubelet-client.crt" --kubelet-client-key "$pki/kubelet-client.key" \
-			--ca "$pki/ca.crt" ${DRAINER_CRI_ARGS:-}
+		start_runtime "$i"
 	done
 	for i in $(seq 1 "$node_count"); do
 		nd=$(node_dir "$i")
@@ -113,6 +94,35 @@ start_real_nodes() {
 	for i in $(seq 1 "$node_count"); do
 		wait_for "kubelet-node-$i" "it to run in node-$i's mount namespace" in_node_namespace "$i"
 	done
+}
+
+# start_runtime i: node-i's runtime (drainer-cri) in a mount namespace of its own, with
+# the node's /var/lib, /var/log and the kubelet's sysctls bound into it (the node's
+# folder must exist; also tests/cluster/kubelet's power-on, after a power-off). Needs
+# $bin and $pki.
+start_runtime() {
+	local nd f name binds
+	nd=$(node_dir "$1")
+	binds=(--bind "$nd/var-lib=/var/lib" --bind "$nd/var-log=/var/log")
+	for f in "${kubelet_sysctls[@]}"; do
+		name=${f//\//.}
+		cat "/proc/sys/$f" >"$nd/sysctl/$name"
+		binds+=(--bind "$nd/sysctl/$name=/proc/sys/$f")
+	done
+	# shellcheck disable=SC2086
+	start_as "cri-node-$1" "$(command -v unshare)" --mount --propagation private -- "$bin/drainer-cri" \
+		--listen "$nd/cri.sock" --node-name "node-$1" --node-dir "$nd" \
+		--ip-prefix "$DRAINER_CLUSTER_IP_PREFIX.$1" \
+		--pinned-ip "$DRAINER_CLUSTER_IP_PREFIX.$1.1" --pinned-pods dra-system/app.kubernetes.io/component=kubeletplugin \
+		--image "drainer.test/drainer:dev=$cluster_dir/guard-drainer" \
+		--image "drainer.test/dra-plugin:dev=$cluster_dir/images/dra-plugin" \
+		--image "drainer.test/sleep:dev=$(command -v sleep)" \
+		--oci-archive "localhost/drainer=$cluster_dir/images/drainer.oci.tar" --oci-dir "$cluster_dir/images/oci" \
+		--sanitizer-env "$cluster_dir/sanitizer.env" \
+		"${binds[@]}" --api-port "$DRAINER_CLUSTER_API_PORT" \
+		--kubelet-url "https://$DRAINER_CLUSTER_IP_PREFIX.0.$1:$kubelet_port" \
+		--kubelet-client-cert "$pki/kubelet-client.crt" --kubelet-client-key "$pki/kubelet-client.key" \
+		--ca "$pki/ca.crt" ${DRAINER_CRI_ARGS:-}
 }
 
 # start_kubelet i: node-i's kubelet, in its runtime's mount namespace (nsenter) with
