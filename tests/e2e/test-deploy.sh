@@ -419,6 +419,14 @@ refused remove-taint "node-2's token: removing someone else's taint from node-2"
 	k2 taint --dry-run=server node node-2 deploy-test:NoSchedule-
 refused noexecute "node-2's token: drainer.io/draining with effect NoExecute" "has no value and the effect NoSchedule" \
 	k2 taint --dry-run=server node node-2 drainer.io/draining:NoExecute
+# --out-of-service (issue 16 item 7): upstream's non-graceful shutdown taint only as drainer
+# applies it (nodeshutdown:NoExecute, with drainer.io/out-of-service) and never on a Ready node.
+refused oos-ready "node-2's token: node.kubernetes.io/out-of-service on node-2 while it is Ready" \
+	"may add the taint node.kubernetes.io/out-of-service only while the Node is not Ready" \
+	k2 patch --dry-run=server node node-2 --type merge -p "$(kubectl get node node-2 -o json | jq -c '{metadata: {annotations: {"drainer.io/out-of-service": "2026-01-01T00:00:00Z"}},
+		spec: {taints: ((.spec.taints // []) + [{key: "node.kubernetes.io/out-of-service", value: "nodeshutdown", effect: "NoExecute"}])}}')"
+refused oos-value "node-2's token: node.kubernetes.io/out-of-service with another value" "is nodeshutdown:NoExecute" \
+	k2 taint --dry-run=server node node-2 node.kubernetes.io/out-of-service=x:NoExecute
 refused other-label "node-2's token: a label on node-2" "may change no label" k2 label --dry-run=server node node-2 deploy-test=1
 refused driver-label "node-2's token: the driver's label, while the policy's parameter names none" "may change no label" \
 	k2 label --dry-run=server node node-2 gpu.example.com/present=drainer-paused --overwrite
