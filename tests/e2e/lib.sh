@@ -644,7 +644,9 @@ node_restored() {
 # nodes_watch_start FILE [NODE]: watch of every Node (or of NODE): one compact JSON
 # line per observed version, in the order the API server sent them (one stream, so
 # one total order): {t (local receive time, s), name, rv (number), state, request,
-# unsched, taint, message, boot (drainer.io/shutdown-boot-id), was, started} (a
+# unsched, taint, message, boot (drainer.io/shutdown-boot-id), was, started, oos (the
+# out-of-service taint), oosann (drainer.io/out-of-service), ready and readySince (the
+# Ready condition's status and lastTransitionTime)} (a
 # superset of node_watch_start's lines: phases_seen and check_node_invariants read
 # it when it holds one node).
 nodes_watch_jq='{t: now, name: .metadata.name, rv: (.metadata.resourceVersion | tonumber? // .metadata.resourceVersion),
@@ -652,7 +654,11 @@ nodes_watch_jq='{t: now, name: .metadata.name, rv: (.metadata.resourceVersion | 
 	unsched: (.spec.unschedulable // false), taint: ([.spec.taints // [] | .[] | select(.key == "drainer.io/draining")] | length > 0),
 	message: (.metadata.annotations["drainer.io/message"] // ""), boot: (.metadata.annotations["drainer.io/shutdown-boot-id"] // ""),
 	was: (.metadata.annotations["drainer.io/was-unschedulable"] // null), started: (.metadata.annotations["drainer.io/started-at"] // null),
-	msg: (.metadata.annotations["drainer.io/message"] // "")}'
+	msg: (.metadata.annotations["drainer.io/message"] // ""),
+	oos: ([.spec.taints // [] | .[] | select(.key == "node.kubernetes.io/out-of-service")] | length > 0),
+	oosann: (.metadata.annotations["drainer.io/out-of-service"] // null),
+	ready: ([.status.conditions // [] | .[] | select(.type == "Ready")][0].status // ""),
+	readySince: ([.status.conditions // [] | .[] | select(.type == "Ready")][0].lastTransitionTime // "")}'
 nodes_watch_start() { # FILE [NODE]
 	: >"$1"
 	rm -f "$1.failed"
