@@ -80,7 +80,7 @@ struct engine {
         bool said_no_dra;    /* the cluster serves no DRA API: said once */
         bool said_not_ready; /* a DrainerNodeNotReady Event went out for this not-Ready spell */
         bool said_ready;     /* ... and a DrainerNodeReady Event after it */
-        bool said_out_of_service_removed;
+        bool said_out_of_service, said_out_of_service_removed;
         struct drain_state st;
         bool has_st;
 
@@ -918,7 +918,9 @@ static bool apply_out_of_service(struct engine *e, const struct node_rec *n) {
                 return true;
         }
         set_message(e, "%s", m);
-        post_event(e, n, "Warning", EVENT_REASON_OUT_OF_SERVICE, m);
+        if (!e->said_out_of_service) /* once, also when a 409 makes the patch go again */
+                post_event(e, n, "Warning", EVENT_REASON_OUT_OF_SERVICE, m);
+        e->said_out_of_service = true;
         patch_node(e, body);
         return true;
 }
