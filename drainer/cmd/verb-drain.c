@@ -433,6 +433,7 @@ struct runner {
         bool summary_valid; /* summary is from a finished run */
         bool progress_seen, progress_not_ready, progress_oos;
         char *progress_message; /* the last progress message */
+        char host[256];         /* this host's name: the engine's instance, as long as it runs */
         enum output_format fmt;
         const char *node;
         bool tty;
@@ -715,11 +716,13 @@ static int runner_start(struct runner *rn, enum engine_goal goal, uint64_t timeo
                 .on_trail = on_engine_trail,
                 .on_finished = on_engine_finished,
         };
-        char host[256] = "";
         int r;
 
-        gethostname(host, sizeof(host) - 1);
-        eo.instance = host;
+        /* The engine keeps the pointer (its Events' reportingInstance) beyond this call:
+         * the runner owns the name. */
+        if (!rn->host[0])
+                gethostname(rn->host, sizeof(rn->host) - 1);
+        eo.instance = rn->host;
         fill_plan_options(rn->a, &eo.plan);
         rn->finished = false;
         rn->started = true;
