@@ -539,7 +539,7 @@ static void on_evictor_answer(struct evictor *v, const struct evictor_answer *a,
         if (a->error == -EACCES)
                 return finish(e, a->error, "evicting %s/%s is forbidden: %s", a->ns, a->name,
                               strna(a->reason));
-        if (a->error == 0 && !a->gone) {
+        if (a->error == 0 && !a->gone && e->cb.on_trail) {
                 char key[512];
 
                 snprintf(key, sizeof(key), "%s/%s", a->ns, a->name);
@@ -1470,6 +1470,8 @@ static void trail_changes(struct engine *e) {
         void *v;
         size_t i = 0;
 
+        if (!e->cb.on_trail)
+                return; /* (serve: nobody reads a trail, no scan of the plan per reconcile) */
         while (hashmap_iterate(e->accepted, &i, &key, &v))
                 if (!plan_has_pod(&e->plan, key)) {
                         _cleanup_free_ char *k = strdup(key);
@@ -1783,7 +1785,7 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
         }
         e->probes = hashmap_new(1024);
         e->claims_seen = hashmap_new(100000);
-        e->accepted = hashmap_new(100000);
+        e->accepted = hashmap_new(4096); /* a node's pods (max-pods is at most a few hundred) */
         if (!e->probes || !e->claims_seen || !e->accepted) {
                 engine_free(e);
                 return -ENOMEM;
