@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "drainer/announcer.h"
 #include "drainer/app.h"
 #include "drainer/client.h"
 #include "drainer/drainargs.h"
@@ -432,8 +433,8 @@ struct runner {
         const struct oos_args *oos;
         bool summary_valid; /* summary is from a finished run */
         bool progress_seen, progress_not_ready, progress_oos;
-        char *progress_message; /* the last progress message */
-        char host[256];         /* this host's name: the engine's instance, as long as it runs */
+        char *progress_message;      /* the last progress message */
+        struct announcer *announcer; /* owned: this node's Events (this host's name their instance) */
         enum output_format fmt;
         const char *node;
         bool tty;
@@ -658,6 +659,12 @@ static void on_engine_finished(struct engine *e, const struct engine_summary *s,
  * each pod ("evicting pod NS/NAME" once the eviction is accepted, "pod/NAME
  * evicted" once it is gone; "deleting", "deleted" with --disable-eviction), and
  * one for each ResourceClaim released from the node. */
+static void on_engine_notice(struct engine *e, const struct engine_notice *n, void *userdata) {
+        struct runner *rn = userdata;
+
+        announcer_notice(rn->announcer, n);
+}
+
 static void on_engine_trail(struct engine *e, const struct engine_trail *t, void *userdata) {
         struct runner *rn = userdata;
 
@@ -713,16 +720,22 @@ static int runner_start(struct runner *rn, enum engine_goal goal, uint64_t timeo
         };
         static const struct engine_callbacks cb = {
                 .on_progress = on_engine_progress,
+                .on_notice = on_engine_notice,
                 .on_trail = on_engine_trail,
                 .on_finished = on_engine_finished,
         };
         int r;
 
-        /* The engine keeps the pointer (its Events' reportingInstance) beyond this call:
-         * the runner owns the name. */
-        if (!rn->host[0])
-                gethostname(rn->host, sizeof(rn->host) - 1);
-        eo.instance = rn->host;
+        if (!rn->announcer) {
+                char host[256] = "";
+
+                gethostname(host, sizeof(host) - 1);
+                r = announcer_new(rn->app->client, rn->app->ts, host, &rn->announcer);
+                if (r < 0) {
+                        rn->finished = rn->fl->any_finished = true;
+                        return rn->result = log_error_errno(r, "Cannot set up the node's Events: %m");
+                }
+        }
         fill_plan_options(rn->a, &eo.plan);
         rn->finished = false;
         rn->started = true;
@@ -745,14 +758,14 @@ static int runner_start(struct runner *rn, enum engine_goal goal, uint64_t timeo
         return 0;
 }
 
-/* Stops rn's engine once it finished and waits until it is idle. */
+/* Stops rn's engine once it finished and waits until it is idle and its Events are
+ * posted. */
 static int runner_stop(struct runner *rn) {
-        if (rn->engine) {
+        if (rn->engine)
                 engine_stop(rn->engine);
-                while (!engine_idle(rn->engine))
-                        if (uv_run(&rn->app->loop, UV_RUN_ONCE) == 0)
-                                break;
-        }
+        while ((rn->engine && !engine_idle(rn->engine)) || !announcer_idle(rn->announcer))
+                if (uv_run(&rn->app->loop, UV_RUN_ONCE) == 0)
+                        break;
         return rn->result;
 }
 
@@ -1221,6 +1234,7 @@ static int run_fleet(struct fleet *fl, const char *verb, enum engine_goal goal, 
 
 static void runner_done(struct runner *rn) {
         engine_free(rn->engine);
+        announcer_free(rn->announcer);
         free(rn->message);
         free(rn->last_line);
         free(rn->progress_message);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "drainer/announcer.h"
 #include "drainer/app.h"
 #include "drainer/backoff.h"
 #include "drainer/client.h"
@@ -91,7 +92,8 @@ struct server {
         bool shutdown_active;
         uv_signal_t sigint, sigterm;
         int result;
-        struct httpd *httpd; /* /metrics, /healthz, /readyz; NULL when disabled */
+        struct httpd *httpd;         /* /metrics, /healthz, /readyz; NULL when disabled */
+        struct announcer *announcer; /* owned: every node's Events, --identity their instance */
 };
 
 static void serve_reconcile(struct server *srv);
@@ -198,6 +200,12 @@ static void on_engine_phase(struct engine *e, enum drain_phase phase, const char
                 notifier_status(m->srv->notifier, "node %s: %s", m->node, drain_phase_to_string(phase));
 }
 
+static void on_engine_notice(struct engine *e, const struct engine_notice *n, void *userdata) {
+        struct managed *m = userdata;
+
+        announcer_notice(m->srv->announcer, n);
+}
+
 static void on_engine_finished(struct engine *e, const struct engine_summary *s, void *userdata) {
         struct managed *m = userdata;
         struct server *srv = m->srv;
@@ -211,7 +219,7 @@ static void on_engine_finished(struct engine *e, const struct engine_summary *s,
                    (m->refused_key = refusal_key(informer_get(srv->nodes, m->node)))) {
                 /* Retrying cannot help: only another configuration (a restart with
                  * s->needs_flag) or other annotations can. Reported once (the engine wrote
-                 * drainer.io/message and a DrainerBlocked Event); wait for a change. */
+                 * drainer.io/message, the announcer a DrainerBlocked Event); wait for a change. */
                 log_error("node %s: %s; waiting until its drainer.io/ annotations change", m->node,
                           strna(s->message));
         } else {
@@ -235,6 +243,7 @@ static int start_engine(struct managed *m, enum engine_goal goal) {
         struct server *srv = m->srv;
         static const struct engine_callbacks cb = {
                 .on_phase = on_engine_phase,
+                .on_notice = on_engine_notice,
                 .on_finished = on_engine_finished,
         };
         struct engine_options eo = {
@@ -247,7 +256,6 @@ static int start_engine(struct managed *m, enum engine_goal goal) {
                 .skip_driver_stop = srv->a->skip_driver_stop,
                 .driver_health = srv->a->has_health ? &srv->a->health_target : NULL,
                 .timeout_usec = srv->a->timeout_usec,
-                .instance = srv->o.identity,
                 .units = sysbus_units(srv->bus),
                 .shared = srv->cluster,
         };
@@ -343,7 +351,7 @@ static void reconcile_node(struct server *srv, const struct node_rec *n) {
                 m->stopped = true;
         }
         if (drain_state_parse(n, &st, &err) < 0) {
-                /* The engine reports this on the Node (Event) when it runs; here just log, once. */
+                /* The engine's run reports this on the Node (message, Event); here just log, once. */
                 if (!m || !m->waiting_msg || !streq(m->waiting_msg, err ? err : "")) {
                         log_error("node %s: %s", n->name, strna(err));
                         if ((m = managed_get(srv, n->name))) {
@@ -878,7 +886,7 @@ static void serve_teardown(struct server *srv) {
                 dtimer_stop(&srv->shutdown_deadline);
         }
         do {
-                idle = !srv->slots || slots_idle(srv->slots);
+                idle = (!srv->slots || slots_idle(srv->slots)) && announcer_idle(srv->announcer);
                 i = 0;
                 while (idle && hashmap_iterate(srv->managed, &i, &key, &v)) {
                         struct managed *m = v;
@@ -969,8 +977,15 @@ static int serve_main(struct serve_opts *o, struct drain_args *a, struct global_
                 return EXIT_ERROR;
         }
         srv = (struct server){ .app = &app, .o = *o, .a = a };
+        r = announcer_new(app.client, app.ts, o->identity, &srv.announcer);
+        if (r < 0) {
+                log_error_errno(r, "Cannot set up the Events: %m");
+                app_done(&app);
+                return EXIT_ERROR;
+        }
         r = serve_run(&srv);
         serve_teardown(&srv);
+        announcer_free(srv.announcer);
         app_done(&app);
         return r < 0 ? EXIT_ERROR : EXIT_DONE;
 }

@@ -2,7 +2,8 @@
  * node's ResourceSlices, and on every change re-derives the next safe step
  * from the state on the Node (DESIGN.md's phases). Owns its informers,
  * evictions, timers and the one Node patch in flight. It never stops a
- * driver while a claim is on the node and never force-deletes a claim holder. */
+ * driver while a claim is on the node and never force-deletes a claim holder.
+ * It posts no Event: what happened goes to the caller's on_notice. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,7 +12,6 @@
 
 #include "drainer/client.h"
 #include "drainer/engine.h"
-#include "drainer/events.h"
 #include "drainer/evictor.h"
 #include "drainer/hashmap.h"
 #include "drainer/health.h"
@@ -73,7 +73,6 @@ struct engine {
         uint64_t wrote_at;       /* when this run last patched the Node (monotonic µs) */
         bool wrote;
         bool finish_sent; /* uncordon: the final patch went out */
-        size_t events_in_flight;
 
         struct plan plan;
         bool has_plan;
@@ -236,24 +235,17 @@ static bool synced(const struct engine *e) {
         return e->view && node_view_synced(e->view, parts);
 }
 
-static void on_event_done(const struct kube_result *res, void *userdata) {
-        struct engine *e = userdata;
-
-        e->events_in_flight--;
-        if (res->error < 0 && res->error != -ECANCELED)
-                log_debug("posting an Event failed: %s, ignoring", strna(res->message));
+/* What happened, to the caller (who announces it: engine.h). Without a Node seen
+ * there is nothing to say it about. */
+static void notify(struct engine *e, const struct node_rec *n, enum engine_notice_kind kind,
+                   enum drain_phase phase, const char *message) {
+        if (n && e->cb.on_notice)
+                e->cb.on_notice(e, &(const struct engine_notice){ kind, n, phase, message }, e->userdata);
 }
 
-/* Events are best effort: a failure is logged and changes nothing. */
-static void post_event(struct engine *e, const struct node_rec *n, const char *type, const char *reason,
-                       const char *message) {
-        _cleanup_free_ char *body = NULL, *path = NULL;
-
-        if (!n || event_build_node(n, type, reason, message, timesrc_realtime(e->ts), e->o.instance, &body,
-                                   &path) < 0)
-                return;
-        if (kube_create(e->client, path, body, on_event_done, e, NULL) >= 0)
-                e->events_in_flight++;
+static void notice(struct engine *e, const struct node_rec *n, enum engine_notice_kind kind,
+                   const char *message) {
+        notify(e, n, kind, e->phase, message);
 }
 
 /* ---- metrics ---- */
@@ -394,11 +386,11 @@ static void finish(struct engine *e, int result, const char *fmt, ...) {
         metrics_finished(e, result, e->summary.total_usec);
 
         if (result == 0)
-                post_event(e, n, "Normal", EVENT_REASON_DONE, strna(m));
+                notice(e, n, ENGINE_NOTICE_DONE, strna(m));
         else if (result == -EPERM)
-                post_event(e, n, "Warning", EVENT_REASON_BLOCKED, strna(m));
+                notice(e, n, ENGINE_NOTICE_REFUSED, strna(m));
         else if (result != -ECANCELED)
-                post_event(e, n, "Warning", EVENT_REASON_FAILED, strna(m));
+                notice(e, n, ENGINE_NOTICE_FAILED, strna(m));
 
         dtimer_stop(&e->retry);
         dtimer_stop(&e->deadline);
@@ -919,7 +911,7 @@ static bool apply_out_of_service(struct engine *e, const struct node_rec *n) {
         }
         set_message(e, "%s", m);
         if (!e->said_out_of_service) /* once, also when a 409 makes the patch go again */
-                post_event(e, n, "Warning", EVENT_REASON_OUT_OF_SERVICE, m);
+                notice(e, n, ENGINE_NOTICE_OUT_OF_SERVICE, m);
         e->said_out_of_service = true;
         patch_node(e, body);
         return true;
@@ -947,14 +939,14 @@ static void note_readiness(struct engine *e, const struct node_rec *n, enum drai
                              e->o.out_of_service ? "" : " (for a machine that is off: --out-of-service)") <
                     0)
                         return;
-                post_event(e, n, "Warning", EVENT_REASON_NOT_READY, m);
+                notice(e, n, ENGINE_NOTICE_NOT_READY, m);
         } else if (n->ready && !e->said_ready &&
                    (e->said_not_ready || (e->st.message && strstr(e->st.message, NOT_READY_NOTE)))) {
                 e->said_not_ready = false;
                 e->said_ready = true;
-                post_event(e, n, "Normal", EVENT_REASON_READY,
-                           "the node is Ready again: its kubelet finishes the evicted pods and releases "
-                           "their ResourceClaims");
+                notice(e, n, ENGINE_NOTICE_READY,
+                       "the node is Ready again: its kubelet finishes the evicted pods and releases "
+                       "their ResourceClaims");
         }
 }
 
@@ -1228,9 +1220,9 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
         if (oos_ours && !e->said_out_of_service_removed) {
                 /* Every path below removes it in its next write. */
                 e->said_out_of_service_removed = true;
-                post_event(e, n, "Normal", EVENT_REASON_OUT_OF_SERVICE,
-                           "the node is Ready again: removing the taint " OUT_OF_SERVICE_TAINT_KEY
-                           " that drainer applied (--out-of-service)");
+                notice(e, n, ENGINE_NOTICE_OUT_OF_SERVICE_REMOVED,
+                       "the node is Ready again: removing the taint " OUT_OF_SERVICE_TAINT_KEY
+                       " that drainer applied (--out-of-service)");
         }
         if (!st->has_phase) {
                 bool leftovers = tainted || n->n_annotations > 0;
@@ -1541,40 +1533,22 @@ static int rebuild_plan(struct engine *e, const struct node_rec *n) {
         return 0;
 }
 
-/* What an admin acts on is announced, not every phase (DESIGN.md): the start of a
- * wait for a slot, of a drain (its first phase after none, waiting or preflight) and
- * of a restore; DrainerBlocked, DrainerFailed and DrainerDone come from finish(). */
-enum stage { STAGE_NONE, STAGE_WAITING, STAGE_DRAIN, STAGE_RESTORE };
-
-static enum stage phase_stage(bool has, enum drain_phase p) {
+/* What an admin acts on is told, not every phase (DESIGN.md): the start of a wait for
+ * a slot, of a drain (its first phase after none, waiting or preflight) and of a
+ * restore; done, refused and failed come from finish(). */
+static int phase_stage(bool has, enum drain_phase p) {
         if (!has || p == DRAIN_PHASE_PREFLIGHT)
-                return STAGE_NONE;
+                return -1;
         if (p == DRAIN_PHASE_WAITING)
-                return STAGE_WAITING;
-        return p >= DRAIN_PHASE_RESTORE_DRIVERS ? STAGE_RESTORE : STAGE_DRAIN;
-}
-
-static void announce_stage(struct engine *e, const struct node_rec *n, enum stage s) {
-        static const char *const what[] = {
-                [STAGE_WAITING] = "waiting for a drain slot",
-                [STAGE_DRAIN] = "drain started",
-                [STAGE_RESTORE] = "restore started",
-        };
-        _cleanup_free_ char *m = NULL;
-
-        if (s == STAGE_NONE)
-                return;
-        if (asprintf(&m, "%s: %s", what[s],
-                     e->st.message ? e->st.message : drain_phase_to_string(e->st.phase)) < 0)
-                return;
-        post_event(e, n, "Normal", EVENT_REASON_PHASE, m);
+                return ENGINE_NOTICE_WAITING;
+        return p >= DRAIN_PHASE_RESTORE_DRIVERS ? ENGINE_NOTICE_RESTORE : ENGINE_NOTICE_DRAIN;
 }
 
 static void note_phase(struct engine *e, const struct node_rec *n) {
         uint64_t now = timesrc_now(e->ts);
         bool has = e->st.has_phase;
         enum drain_phase p = e->st.phase;
-        enum stage was = phase_stage(e->has_phase, e->phase);
+        int was = phase_stage(e->has_phase, e->phase), stage;
 
         bool first = !e->observed;
 
@@ -1594,8 +1568,9 @@ static void note_phase(struct engine *e, const struct node_rec *n) {
         if (e->st.message)
                 set_message(e, "%s", e->st.message);
         /* The phase a run finds on the Node was announced by the run that entered it. */
-        if (!first && phase_stage(true, p) != was)
-                announce_stage(e, n, phase_stage(true, p));
+        stage = phase_stage(true, p);
+        if (!first && stage >= 0 && stage != was)
+                notify(e, n, stage, p, e->st.message);
         if (e->cb.on_phase)
                 e->cb.on_phase(e, p, e->st.message, e->userdata);
 }
@@ -1845,7 +1820,7 @@ void engine_stop(struct engine *e) {
 }
 
 bool engine_idle(const struct engine *e) {
-        if (e->view || e->node_call || e->probe || e->events_in_flight > 0)
+        if (e->view || e->node_call || e->probe)
                 return false;
         return !e->evictor || evictor_idle(e->evictor);
 }

@@ -4,7 +4,9 @@
  * re-reads the state persisted on the Node and takes the next safe step, so a
  * restart simply continues. Evictions are the evictor's (evictor.h); stopping and
  * bringing back the driver is the configured strategy's (driverstop.h), which the
- * engine holds as a pointer to its ops and names none. */
+ * engine holds as a pointer to its ops and names none. It writes the Node and nothing
+ * else of the API's but evictions: what happened is told through the callbacks, and
+ * the caller announces it (Events: announcer.h). */
 #pragma once
 
 #include <stdbool.h>
@@ -46,7 +48,6 @@ struct engine_options {
          * released by the kubelet's unprepare" (DESIGN.md), opt-in, never implied. */
         bool out_of_service;
         uint64_t out_of_service_after_usec;
-        const char *instance; /* reportingInstance of Events (hostname) */
         /* Handed to the driver-stop strategy (systemd:UNIT drives units through it); the
          * engine calls none of it. ops NULL: no unit control on this host. */
         struct units units;
@@ -86,8 +87,8 @@ struct engine_progress {
  *              configuration does not allow (needs_flag says which flag would), or, for
  *              an uncordon, because someone else cordoned the node;
  *  other       errors (API, malformed annotations, ...).
- * A refusal after preflight writes drainer.io/message; every refusal posts a
- * DrainerBlocked Event. */
+ * A refusal after preflight writes drainer.io/message; every end but -ECANCELED is
+ * also an on_notice (ENGINE_NOTICE_DONE, _REFUSED or _FAILED) just before on_finished. */
 struct engine_summary {
         int result;
         enum drain_phase last_phase;
@@ -133,6 +134,34 @@ struct engine_trail {
         bool deleted; /* pods: by a DELETE (--disable-eviction), not an Eviction */
 };
 
+/* What happened that an admin may act on (DESIGN.md: a drain started, blocked, drained,
+ * restored, failed; the node going not Ready and back; the out-of-service taint). The
+ * engine says what happened; whether and how it is announced (Events on the Node:
+ * announcer.h) is the caller's policy. */
+enum engine_notice_kind {
+        ENGINE_NOTICE_WAITING,        /* a wait for a drain slot started */
+        ENGINE_NOTICE_DRAIN,          /* a drain started: its first phase after none, waiting or preflight */
+        ENGINE_NOTICE_RESTORE,        /* a restore started */
+        ENGINE_NOTICE_NOT_READY,      /* during a drain the node went not Ready (once per spell) */
+        ENGINE_NOTICE_READY,          /* ... and is Ready again */
+        ENGINE_NOTICE_OUT_OF_SERVICE, /* this run applied the out-of-service taint (once) */
+        ENGINE_NOTICE_OUT_OF_SERVICE_REMOVED, /* ... an uncordon removes the one drainer applied */
+        ENGINE_NOTICE_DONE,                   /* the goal is reached (result 0) */
+        ENGINE_NOTICE_REFUSED,                /* refused (-EPERM), see engine_summary */
+        ENGINE_NOTICE_FAILED,                 /* gave up: timeout or error */
+        _ENGINE_NOTICE_KIND_MAX,
+};
+
+struct engine_notice {
+        enum engine_notice_kind kind;
+        /* The Node as last seen (never NULL: without a Node seen there is no notice). */
+        const struct node_rec *node;
+        /* WAITING, DRAIN, RESTORE: the phase entered and drainer.io/message then (NULL if
+         * none); the others: what happened, for people (the summary's message at the end). */
+        enum drain_phase phase;
+        const char *message;
+};
+
 struct engine_callbacks {
         /* After a reconcile that changed something worth showing. */
         void (*on_progress)(struct engine *e, const struct engine_progress *p, void *userdata);
@@ -141,6 +170,8 @@ struct engine_callbacks {
         /* Each eviction this run had accepted, each of those pods gone, each claim seen on
          * the node by this run and released (at most once per pod or claim). */
         void (*on_trail)(struct engine *e, const struct engine_trail *t, void *userdata);
+        /* Each notice, as it happens (strings and node borrowed: valid during the callback). */
+        void (*on_notice)(struct engine *e, const struct engine_notice *n, void *userdata);
         /* Once: the goal is reached (result 0) or the engine gave up. The engine is stopped. */
         void (*on_finished)(struct engine *e, const struct engine_summary *s, void *userdata);
 };

@@ -1,6 +1,6 @@
-/* Kubernetes Events about the Node: the core/v1 Event body drainer posts on
- * each transition, so `kubectl describe node` and `kubectl get events` show
- * the drain. Building only; the caller sends it (POST ret_path). */
+/* Kubernetes Events about the Node: the core/v1 Event body of what an admin acts
+ * on, so `kubectl describe node` and `kubectl get events` show the drain.
+ * Building only; announcer.h decides which Event and sends it (POST ret_path). */
 #pragma once
 
 #include <stdint.h>

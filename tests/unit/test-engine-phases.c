@@ -43,6 +43,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "drainer/announcer.h"
 #include "drainer/claims.h"
 #include "drainer/client.h"
 #include "drainer/driverstop.h"
@@ -112,6 +113,7 @@ struct held_event {
 
 struct world {
         struct test_api *api;
+        struct announcer *announcer; /* the engine's notices as Events, as the verbs wire it */
         struct fake_clock *clock;
         struct fake_transport *ft;
         const struct driver_stop_ops *strategy;
@@ -666,6 +668,12 @@ static const struct unit_ops world_unit_ops = { .stop = unit_stop,
 
 /* ---- the engine in the world ---- */
 
+static void on_notice(struct engine *en, const struct engine_notice *n, void *userdata) {
+        struct world *w = userdata;
+
+        announcer_notice(w->announcer, n);
+}
+
 static void on_finished(struct engine *en, const struct engine_summary *s, void *userdata) {
         struct world *w = userdata;
 
@@ -708,13 +716,12 @@ static void expect_list_and_watch(struct world *w, const char *path, const char 
 
 /* A run of drainer (drain or uncordon) on the world as it is now. */
 static void run_engine(struct world *w, enum engine_goal goal) {
-        static const struct engine_callbacks cb = { .on_finished = on_finished };
+        static const struct engine_callbacks cb = { .on_notice = on_notice, .on_finished = on_finished };
         struct engine_options o = {
                 .node = "node-1",
                 .goal = goal,
                 .grace_seconds = w->grace_seconds,
                 .timeout_usec = w->timeout_usec,
-                .instance = "test",
                 .plan = { .driver_selectors = (const struct selector *const *)w->sels,
                           .n_driver_selectors = w->n_sels,
                           .driver_stop = w->strategy,
@@ -819,6 +826,7 @@ static int setup(void **state) {
         w->api = test_api_new(&(struct test_api_options){ .user_yaml = "    token: engine-token\n" });
         w->clock = w->api->clock;
         w->ft = w->api->ft;
+        assert_int_equal(announcer_new(w->api->client, w->api->ts, "test", &w->announcer), 0);
         w->rv = 100;
         w->grace_seconds = -1;
         assert_int_equal(selectors_parse_strv(claims_default_driver_selectors, &w->sels, &w->n_sels, NULL),
@@ -833,6 +841,8 @@ static int teardown(void **state) {
         if (w->engine)
                 kill_engine(w);
         assert_int_equal(kube_client_calls_in_flight(w->api->client), 0);
+        assert_true(announcer_idle(w->announcer));
+        announcer_free(w->announcer);
         test_api_free(w->api);
         selectors_free(w->sels, w->n_sels);
         cJSON_Delete(w->node);

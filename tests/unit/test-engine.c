@@ -26,6 +26,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "drainer/announcer.h"
 #include "drainer/claims.h"
 #include "drainer/client.h"
 #include "drainer/engine.h"
@@ -80,6 +81,7 @@ struct env {
         struct kube_config *cfg;
         struct kube_client *client;
         struct engine *engine;
+        struct announcer *announcer; /* the engine's notices as Events, as the verbs wire it */
         bool finished;
         int result;
         struct engine_summary summary; /* at on_finished; strings copied below */
@@ -103,6 +105,7 @@ static int setup(void **state) {
         e->ft = e->api->ft;
         e->cfg = e->api->cfg;
         e->client = e->api->client;
+        assert_int_equal(announcer_new(e->client, e->ts, "test", &e->announcer), 0);
         *state = e;
         return 0;
 }
@@ -134,6 +137,8 @@ static int teardown(void **state) {
         }
         e->units.n_ops = 0;
         assert_int_equal(kube_client_calls_in_flight(e->client), 0);
+        assert_true(announcer_idle(e->announcer));
+        announcer_free(e->announcer);
         test_api_free(e->api);
         cJSON_Delete(e->node);
         free(e->needs_flag);
@@ -214,6 +219,12 @@ static void expect_list_and_watch(struct env *e, const char *path, const char *l
         fake_transport_expect(e->ft, "GET", watch, &(struct fake_reply){ .hold_open = true });
 }
 
+static void on_notice(struct engine *en, const struct engine_notice *n, void *userdata) {
+        struct env *e = userdata;
+
+        announcer_notice(e->announcer, n);
+}
+
 static void on_finished(struct engine *en, const struct engine_summary *s, void *userdata) {
         struct env *e = userdata;
 
@@ -245,7 +256,9 @@ static bool has_trail(const struct env *e, const char *line) {
 /* Evictions answered 201 after 100 ms each; the engine started on the node and the
  * pods given, with PodDisruptionBudgets pdbs (a NULL-terminated list). */
 static void start_in(struct env *e, const char *phase, char **pods, char **pdbs) {
-        static const struct engine_callbacks cb = { .on_finished = on_finished, .on_trail = on_trail };
+        static const struct engine_callbacks cb = { .on_notice = on_notice,
+                                                    .on_finished = on_finished,
+                                                    .on_trail = on_trail };
         struct engine_options o = {
                 .node = "node-1",
                 .goal = ENGINE_GOAL_DRAIN,
@@ -742,7 +755,7 @@ static char *node_obj(const char *annotations, bool cordoned, bool tainted) {
 
 /* Starts the engine with options o on node (a JSON object, taken) and these pods. */
 static void start_node(struct env *e, struct engine_options *o, char *node, char **pods) {
-        static const struct engine_callbacks cb = { .on_finished = on_finished };
+        static const struct engine_callbacks cb = { .on_notice = on_notice, .on_finished = on_finished };
         char *nl;
 
         e->node = cJSON_Parse(node);
@@ -778,7 +791,6 @@ static void start_node(struct env *e, struct engine_options *o, char *node, char
                 e->units.start_result = "done";
         o->node = "node-1";
         o->units = (struct units){ .ops = &fake_unit_ops, .ctx = &e->units };
-        o->instance = "test";
         assert_int_equal(engine_new(e->client, fake_transport_base(e->ft), e->ts, o, &cb, e, &e->engine), 0);
         assert_int_equal(engine_start(e->engine), 0);
 }

@@ -1,0 +1,109 @@
+/* The engine's notices as Events on the Node (announcer.h): one core/v1 Event per
+ * notice, built by events.c and POSTed through the client. Owns the count of Events
+ * in flight (so that a caller can wait for them before it exits) and the instance
+ * name; never retries, never blocks a drain: an Event is best effort. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drainer/announcer.h"
+#include "drainer/client.h"
+#include "drainer/events.h"
+#include "drainer/log.h"
+#include "drainer/state.h"
+#include "drainer/timesrc.h"
+
+struct announcer {
+        struct kube_client *client; /* borrowed */
+        struct timesrc *ts;         /* borrowed */
+        char *instance;             /* owned; NULL: none */
+        size_t in_flight;
+        bool freed; /* announcer_free() ran with Events in flight: the last one frees it */
+};
+
+/* Each notice's Event: what an admin acts on (DESIGN.md's reasons). */
+static const struct {
+        const char *type, *reason;
+        const char *opening; /* stages: what started, before the phase's message */
+} events[_ENGINE_NOTICE_KIND_MAX] = {
+        [ENGINE_NOTICE_WAITING] = { EVENT_TYPE_NORMAL, EVENT_REASON_PHASE, "waiting for a drain slot" },
+        [ENGINE_NOTICE_DRAIN] = { EVENT_TYPE_NORMAL, EVENT_REASON_PHASE, "drain started" },
+        [ENGINE_NOTICE_RESTORE] = { EVENT_TYPE_NORMAL, EVENT_REASON_PHASE, "restore started" },
+        [ENGINE_NOTICE_NOT_READY] = { EVENT_TYPE_WARNING, EVENT_REASON_NOT_READY, NULL },
+        [ENGINE_NOTICE_READY] = { EVENT_TYPE_NORMAL, EVENT_REASON_READY, NULL },
+        [ENGINE_NOTICE_OUT_OF_SERVICE] = { EVENT_TYPE_WARNING, EVENT_REASON_OUT_OF_SERVICE, NULL },
+        [ENGINE_NOTICE_OUT_OF_SERVICE_REMOVED] = { EVENT_TYPE_NORMAL, EVENT_REASON_OUT_OF_SERVICE, NULL },
+        [ENGINE_NOTICE_DONE] = { EVENT_TYPE_NORMAL, EVENT_REASON_DONE, NULL },
+        [ENGINE_NOTICE_REFUSED] = { EVENT_TYPE_WARNING, EVENT_REASON_BLOCKED, NULL },
+        [ENGINE_NOTICE_FAILED] = { EVENT_TYPE_WARNING, EVENT_REASON_FAILED, NULL },
+};
+
+int announcer_new(struct kube_client *client, struct timesrc *ts, const char *instance,
+                  struct announcer **ret) {
+        struct announcer *a = calloc(1, sizeof(*a));
+
+        if (!a)
+                return -ENOMEM;
+        a->client = client;
+        a->ts = ts;
+        if (instance && !(a->instance = strdup(instance))) {
+                free(a);
+                return -ENOMEM;
+        }
+        *ret = a;
+        return 0;
+}
+
+static void on_event_done(const struct kube_result *res, void *userdata) {
+        struct announcer *a = userdata;
+
+        a->in_flight--;
+        if (res->error < 0 && res->error != -ECANCELED)
+                log_debug("posting an Event failed: %s, ignoring", strna(res->message));
+        if (a->freed && a->in_flight == 0)
+                announcer_free(a);
+}
+
+void announcer_notice(struct announcer *a, const struct engine_notice *n) {
+        _cleanup_free_ char *staged = NULL, *body = NULL, *path = NULL;
+        const char *message = n->message;
+        int r;
+
+        if (a->freed || !n->node || (unsigned)n->kind >= _ENGINE_NOTICE_KIND_MAX || !events[n->kind].reason)
+                return;
+        if (events[n->kind].opening) {
+                if (asprintf(&staged, "%s: %s", events[n->kind].opening,
+                             n->message ? n->message : drain_phase_to_string(n->phase)) < 0) {
+                        staged = NULL;
+                        return (void)log_debug("cannot build an Event: out of memory, ignoring");
+                }
+                message = staged;
+        }
+        r = event_build_node(n->node, events[n->kind].type, events[n->kind].reason, message,
+                             timesrc_realtime(a->ts), a->instance, &body, &path);
+        if (r < 0)
+                return (void)log_debug("cannot build an Event: %s, ignoring", strerror(-r));
+        r = kube_create(a->client, path, body, on_event_done, a, NULL);
+        if (r < 0)
+                return (void)log_debug("cannot post an Event: %s, ignoring", strerror(-r));
+        a->in_flight++;
+}
+
+bool announcer_idle(const struct announcer *a) {
+        return !a || a->in_flight == 0;
+}
+
+/* Freed with Events in flight (an error path that did not wait), it goes with the last
+ * of them, whose answers then change nothing. */
+void announcer_free(struct announcer *a) {
+        if (!a)
+                return;
+        if (a->in_flight > 0) {
+                a->freed = true;
+                return;
+        }
+        free(a->instance);
+        free(a);
+}
