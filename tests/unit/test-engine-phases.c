@@ -51,6 +51,7 @@
 #include "drainer/events.h"
 #include "drainer/selector.h"
 #include "drainer/timesrc.h"
+#include "fakes/fake-apiserver.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
 #include "fakes/test-env.h"
@@ -58,13 +59,13 @@
 #define MS  USEC_PER_MSEC
 #define SEC USEC_PER_SEC
 
-#define NODES    "/api/v1/nodes?fieldSelector=metadata.name%3Dnode-1"
-#define PODS     "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1"
-#define CLAIMS   "/apis/resource.k8s.io/v1/resourceclaims"
-#define SLICES   "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Dnode-1"
-#define PDBS     "/apis/policy/v1/poddisruptionbudgets"
-#define EVICTION "/api/v1/namespaces/demo/pods/"
-#define NODE     "/api/v1/nodes/node-1"
+#define NODES    FAKE_API_NODES
+#define PODS     FAKE_API_PODS
+#define CLAIMS   FAKE_API_CLAIMS
+#define SLICES   FAKE_API_SLICES
+#define PDBS     FAKE_API_PDBS
+#define EVICTION FAKE_API_EVICTION
+#define NODE     FAKE_API_NODE
 
 #define GRACE        (2 * SEC)  /* an accepted eviction's pod is gone this much later */
 #define ANSWER       (100 * MS) /* an eviction's answer */
@@ -158,49 +159,38 @@ struct world {
 
 /* ---- JSON of the world's objects ---- */
 
-static cJSON *J(const char *s) {
-        cJSON *j = cJSON_Parse(s);
-
-        assert_non_null(j);
-        return j;
-}
-
 static char *pod_json(struct world *w, const struct wpod *p) {
-        const char *owner = p->kind == POD_DRIVER ? "{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\","
-                                                    "\"name\":\"gpu-driver\",\"uid\":\"ds-gpu\","
-                                                    "\"controller\":true}"
-                                                  : "{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\","
-                                                    "\"name\":\"app-rs\",\"uid\":\"rs-app\",\"controller\":"
-                                                    "true}";
-        const char *labels = p->kind == POD_DRIVER ? "{\"app.kubernetes.io/component\":\"kubeletplugin\"}"
-                                                   : "{\"app\":\"app\"}";
-        char spec_extra[512] = "", status_extra[256] = "";
-        char *s;
-
-        if (p->kind == POD_HOLDER && p->from_template) {
-                snprintf(spec_extra, sizeof(spec_extra),
-                         ",\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":\"gpu-tmpl\"}"
-                         "]");
-                snprintf(status_extra, sizeof(status_extra),
-                         ",\"resourceClaimStatuses\":[{\"name\":\"gpu\",\"resourceClaimName\":\"%s\"}]",
-                         p->claim);
-        } else if (p->kind == POD_HOLDER)
-                snprintf(spec_extra, sizeof(spec_extra),
-                         ",\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimName\":\"%s\"}]", p->claim);
-        else if (p->kind == POD_DRIVER && w->strategy == &driver_stop_label)
-                snprintf(spec_extra, sizeof(spec_extra), ",\"nodeSelector\":{\"" LABEL_KEY "\":\"true\"}");
-        s = test_asprintf(
-                "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"demo\",\"uid\":\"uid-%s-%u\","
-                "\"resourceVersion\":\"%u\",\"labels\":%s,\"ownerReferences\":[%s]%s},"
-                "\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]%s},"
-                "\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}]%"
-                "s}}",
-                p->name, p->name, p->gen, ++w->rv, labels, owner,
+        _cleanup_free_ char *uid = test_asprintf("uid-%s-%u", p->name, p->gen);
+        _cleanup_free_ char *meta = test_asprintf(
+                "\"labels\":%s,%s%s",
+                p->kind == POD_DRIVER ? "{\"app.kubernetes.io/component\":\"kubeletplugin\"}"
+                                      : "{\"app\":\"app\"}",
+                p->kind == POD_DRIVER ? FAKE_OWNED_BY_DS("gpu-driver", "ds-gpu")
+                                      : FAKE_OWNED_BY_RS("app-rs", "rs-app"),
                 p->deleting
                         ? ",\"deletionTimestamp\":\"2025-06-15T14:00:02Z\",\"deletionGracePeriodSeconds\":2"
-                        : "",
-                spec_extra, p->ready ? "True" : "False", status_extra);
-        return s;
+                        : "");
+        char spec[512] = "", status[256] = "";
+
+        if (p->kind == POD_HOLDER && p->from_template) {
+                snprintf(spec, sizeof(spec),
+                         "\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":\"gpu-tmpl\"}"
+                         "]");
+                snprintf(status, sizeof(status),
+                         "\"resourceClaimStatuses\":[{\"name\":\"gpu\",\"resourceClaimName\":\"%s\"}]",
+                         p->claim);
+        } else if (p->kind == POD_HOLDER)
+                snprintf(spec, sizeof(spec),
+                         "\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimName\":\"%s\"}]", p->claim);
+        else if (p->kind == POD_DRIVER && w->strategy == &driver_stop_label)
+                snprintf(spec, sizeof(spec), "\"nodeSelector\":{\"" LABEL_KEY "\":\"true\"}");
+        return fake_api_pod(&(const struct fake_pod){ .name = p->name,
+                                                      .uid = uid,
+                                                      .rv = ++w->rv,
+                                                      .meta = meta,
+                                                      .spec = spec[0] ? spec : NULL,
+                                                      .status = status[0] ? status : NULL,
+                                                      .ready = p->ready ? "True" : "False" });
 }
 
 static struct wpod *pod_named(struct world *w, const char *name) {
@@ -212,39 +202,20 @@ static struct wpod *pod_named(struct world *w, const char *name) {
 
 static char *claim_json(struct world *w, const struct wclaim *c) {
         const struct wpod *p = pod_named(w, c->pod);
-        char owner[256] = "", status[1024] = "";
+        _cleanup_free_ char *uid = test_asprintf("uid-%s-%u", c->pod, p->gen);
 
-        if (c->from_template)
-                snprintf(owner, sizeof(owner),
-                         ",\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":\"%s\","
-                         "\"uid\":\"uid-%s-%u\",\"controller\":true}]",
-                         c->pod, c->pod, p->gen);
-        if (c->allocated)
-                snprintf(
-                        status, sizeof(status),
-                        "\"allocation\":{\"devices\":{\"results\":[{\"request\":\"gpu\",\"driver\":\"" DRIVER
-                        "\",\"pool\":\"node-1\",\"device\":\"gpu-0\"}]},\"nodeSelector\":{"
-                        "\"nodeSelectorTerms\":[{\"matchFields\":[{\"key\":\"metadata.name\",\"operator\":"
-                        "\"In\",\"values\":[\"node-1\"]}]}]}}%s",
-                        c->reserved ? "," : "");
-        if (c->reserved)
-                snprintf(status + strlen(status), sizeof(status) - strlen(status),
-                         "\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"%s\",\"uid\":\"uid-%s-%u\"}]",
-                         c->pod, c->pod, p->gen);
-        return test_asprintf("{\"metadata\":{\"name\":\"%s\",\"namespace\":\"demo\",\"uid\":\"claim-%s\","
-                             "\"resourceVersion\":\"%u\"%s},\"spec\":{\"devices\":{\"requests\":[{\"name\":"
-                             "\"gpu\",\"exactly\":{\"deviceClassName\":\"gpu.example.com\"}}]}},"
-                             "\"status\":{%s}}",
-                             c->name, c->name, ++w->rv, owner, status);
+        return fake_api_claim(&(const struct fake_claim){ .name = c->name,
+                                                          .rv = ++w->rv,
+                                                          .driver = DRIVER,
+                                                          .allocated = c->allocated,
+                                                          .reserved_name = c->reserved ? c->pod : NULL,
+                                                          .reserved_uid = uid,
+                                                          .owner_name = c->from_template ? c->pod : NULL,
+                                                          .owner_uid = uid });
 }
 
 static char *slice_json(struct world *w) {
-        return test_asprintf(
-                "{\"metadata\":{\"name\":\"node-1-gpu\",\"uid\":\"slice-1\",\"resourceVersion\":"
-                "\"%u\"},\"spec\":{\"driver\":\"" DRIVER "\",\"pool\":{\"name\":\"node-1\","
-                "\"generation\":1,\"resourceSliceCount\":1},\"nodeName\":\"node-1\","
-                "\"devices\":[{\"name\":\"gpu-0\"}]}}",
-                ++w->rv);
+        return fake_api_slice(DRIVER, ++w->rv);
 }
 
 /* Sends the events held back on their watches (in order, per watch) once it is open. */
@@ -269,7 +240,7 @@ static void flush_events(struct world *w) {
  * happens after the list and before the watch is open still reaches it (held back
  * here until then). Between runs nobody watches: the next run's lists show it. */
 static void push(struct world *w, const char *watch, const char *type, char *obj) {
-        char *ev = test_asprintf("{\"type\":\"%s\",\"object\":%s}\n", type, obj);
+        char *ev = fake_api_watch_event(type, obj);
 
         free(obj);
         flush_events(w);
@@ -390,7 +361,7 @@ static struct wpod *evicted_pod(struct world *w, const struct fake_request *r) {
  * the node now); a claim holder's never has grace 0. */
 static void on_eviction_sent(struct world *w, const struct fake_request *r) {
         struct wpod *p = evicted_pod(w, r);
-        cJSON *body = J(r->body), *grace;
+        cJSON *body = fake_api_json(r->body), *grace;
 
         w->evictions_sent++;
         if (!p->present || p->deleting)
@@ -411,7 +382,7 @@ static void on_eviction_sent(struct world *w, const struct fake_request *r) {
 static void on_event(struct world *w, const struct fake_request *r) {
         static const char *const reasons[] = { EVENT_REASON_PHASE, EVENT_REASON_BLOCKED, EVENT_REASON_FAILED,
                                                EVENT_REASON_DONE };
-        cJSON *ev = J(r->body);
+        cJSON *ev = fake_api_json(r->body);
         const cJSON *reason = cJSON_GetObjectItemCaseSensitive(ev, "reason");
 
         for (size_t i = 0; i < ELEMENTSOF(reasons); i++)
@@ -449,37 +420,11 @@ static void note_phase(struct world *w) {
                 w->kill_now = true;
 }
 
-/* RFC 7386 merge of patch into target (what the API server does with a merge patch). */
-static void merge_patch(cJSON *target, const cJSON *patch) {
-        const cJSON *p;
-
-        cJSON_ArrayForEach(p, patch) {
-                cJSON *t = cJSON_GetObjectItemCaseSensitive(target, p->string);
-
-                if (cJSON_IsNull(p))
-                        cJSON_DeleteItemFromObjectCaseSensitive(target, p->string);
-                else if (cJSON_IsObject(p) && cJSON_IsObject(t))
-                        merge_patch(t, p);
-                else {
-                        cJSON_DeleteItemFromObjectCaseSensitive(target, p->string);
-                        cJSON_AddItemToObject(target, p->string, cJSON_Duplicate(p, true));
-                }
-        }
-}
-
 /* A Node PATCH: merged, answered with the new Node, which goes out on the watch. */
 static void on_node_patch(struct world *w, const struct fake_request *r) {
-        cJSON *patch = J(r->body), *meta;
+        char *obj = fake_api_patch_node(w->ft, w->node, &w->rv, r->body);
+        cJSON *patch = fake_api_json(r->body);
         const cJSON *spec, *u, *l;
-        char rv[32], *obj;
-
-        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(patch, "metadata"),
-                                                "resourceVersion");
-        merge_patch(w->node, patch);
-        meta = cJSON_GetObjectItemCaseSensitive(w->node, "metadata");
-        cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
-        snprintf(rv, sizeof(rv), "%u", ++w->rv);
-        cJSON_AddStringToObject(meta, "resourceVersion", rv);
 
         /* Counted per patch, not per change: a patch that does again what is done counts. */
         spec = cJSON_GetObjectItemCaseSensitive(patch, "spec");
@@ -499,9 +444,6 @@ static void on_node_patch(struct world *w, const struct fake_request *r) {
         w->label_restores += l && !(cJSON_IsString(l) && streq(l->valuestring, PAUSED));
         cJSON_Delete(patch);
         note_phase(w);
-
-        obj = cJSON_PrintUnformatted(w->node);
-        fake_transport_expect_json(w->ft, "PATCH", NODE, 200, obj);
         push(w, NODES "&watch=1", "MODIFIED", obj);
 }
 
@@ -683,37 +625,6 @@ static void on_finished(struct engine *en, const struct engine_summary *s, void 
         w->message = s->message ? strdup(s->message) : NULL;
 }
 
-static char *list_of(struct world *w, const char *kind, char **items, size_t n) {
-        size_t len = 256;
-        char *s;
-
-        for (size_t i = 0; i < n; i++)
-                len += strlen(items[i]) + 1;
-        s = malloc(len);
-        assert_non_null(s);
-        snprintf(s, len,
-                 "{\"kind\":\"%s\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"%u\"},"
-                 "\"items\":[",
-                 kind, w->rv);
-        for (size_t i = 0; i < n; i++) {
-                if (i)
-                        strcat(s, ",");
-                strcat(s, items[i]);
-                free(items[i]);
-        }
-        strcat(s, "]}");
-        return s;
-}
-
-static void expect_list_and_watch(struct world *w, const char *path, const char *list_prefix, char *body) {
-        char *watch = test_asprintf("%s%swatch=1", path, strchr(path, '?') ? "&" : "?");
-
-        fake_transport_expect_json(w->ft, "GET", list_prefix, 200, body);
-        free(body);
-        fake_transport_expect(w->ft, "GET", watch, &(struct fake_reply){ .hold_open = true });
-        free(watch);
-}
-
 /* A run of drainer (drain or uncordon) on the world as it is now. */
 static void run_engine(struct world *w, enum engine_goal goal) {
         static const struct engine_callbacks cb = { .on_notice = on_notice, .on_finished = on_finished };
@@ -735,20 +646,24 @@ static void run_engine(struct world *w, enum engine_goal goal) {
 
         w->finished = false;
         items[0] = cJSON_PrintUnformatted(w->node);
-        expect_list_and_watch(w, NODES, NODES "&limit=", list_of(w, "NodeList", items, 1));
+        fake_api_expect_list_and_watch(w->ft, NODES,
+                                       NODES "&limit=", fake_api_list("NodeList", w->rv, items, 1));
         for (size_t i = 0; i < w->n_pods; i++)
                 if (w->pods[i].present)
                         items[n++] = pod_json(w, &w->pods[i]);
-        expect_list_and_watch(w, PODS, PODS "&limit=", list_of(w, "PodList", items, n));
+        fake_api_expect_list_and_watch(w->ft, PODS,
+                                       PODS "&limit=", fake_api_list("PodList", w->rv, items, n));
         n = 0;
         for (size_t i = 0; i < w->n_claims; i++)
                 if (w->claims[i].present)
                         items[n++] = claim_json(w, &w->claims[i]);
-        expect_list_and_watch(w, CLAIMS, CLAIMS "?limit=", list_of(w, "ResourceClaimList", items, n));
+        fake_api_expect_list_and_watch(
+                w->ft, CLAIMS, CLAIMS "?limit=", fake_api_list("ResourceClaimList", w->rv, items, n));
         n = 0;
         if (w->slice)
                 items[n++] = slice_json(w);
-        expect_list_and_watch(w, SLICES, SLICES "&limit=", list_of(w, "ResourceSliceList", items, n));
+        fake_api_expect_list_and_watch(
+                w->ft, SLICES, SLICES "&limit=", fake_api_list("ResourceSliceList", w->rv, items, n));
         fake_transport_expect_json(w->ft, "GET", PDBS "?limit=", 200,
                                    "{\"kind\":\"PodDisruptionBudgetList\",\"apiVersion\":\"policy/v1\","
                                    "\"metadata\":{\"resourceVersion\":\"100\"},\"items\":[]}");
@@ -857,10 +772,11 @@ static int teardown(void **state) {
  * queues before it calls this: 429s). */
 static void world_init(struct world *w, const struct driver_stop_ops *s, bool cordoned_by_someone) {
         w->strategy = s;
-        w->node = J("{\"metadata\":{\"name\":\"node-1\",\"uid\":\"f6666666-7777-4888-8999-000000000000\","
-                    "\"resourceVersion\":\"90\",\"labels\":{\"kubernetes.io/hostname\":\"node-1\"},"
-                    "\"annotations\":{}},\"spec\":{},"
-                    "\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}");
+        w->node = fake_api_json(
+                "{\"metadata\":{\"name\":\"node-1\",\"uid\":\"f6666666-7777-4888-8999-000000000000\","
+                "\"resourceVersion\":\"90\",\"labels\":{\"kubernetes.io/hostname\":\"node-1\"},"
+                "\"annotations\":{}},\"spec\":{},"
+                "\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}");
         if (cordoned_by_someone)
                 cJSON_AddTrueToObject(cJSON_GetObjectItemCaseSensitive(w->node, "spec"), "unschedulable");
         if (s == &driver_stop_label)

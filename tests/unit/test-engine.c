@@ -34,6 +34,7 @@
 #include "drainer/kubeconfig.h"
 #include "drainer/selector.h"
 #include "drainer/timesrc.h"
+#include "fakes/fake-apiserver.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
 #include "fakes/test-env.h"
@@ -42,12 +43,12 @@
 #define SEC USEC_PER_SEC
 #define T0  (1000 * SEC)
 
-#define NODES    "/api/v1/nodes?fieldSelector=metadata.name%3Dnode-1"
-#define PODS     "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1"
-#define CLAIMS   "/apis/resource.k8s.io/v1/resourceclaims"
-#define SLICES   "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Dnode-1"
-#define PDBS     "/apis/policy/v1/poddisruptionbudgets"
-#define EVICTION "/api/v1/namespaces/demo/pods/"
+#define NODES    FAKE_API_NODES
+#define PODS     FAKE_API_PODS
+#define CLAIMS   FAKE_API_CLAIMS
+#define SLICES   FAKE_API_SLICES
+#define PDBS     FAKE_API_PDBS
+#define EVICTION FAKE_API_EVICTION
 
 /* Unit control as systemd would answer it: every call completes UNIT_DELAY later. */
 #define UNIT_DELAY (20 * MS)
@@ -161,18 +162,13 @@ static const char node_list[] =
         "\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}]}";
 
 static char *pod_json(const char *name, const char *app) {
-        char *s;
+        _cleanup_free_ char *meta = test_asprintf(
+                "\"labels\":{\"app\":\"%s\"},\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":"
+                "\"ReplicaSet\",\"name\":\"%s-rs\",\"uid\":\"rs-%s\",\"controller\":true}]",
+                app, app, app);
 
-        assert_true(asprintf(&s,
-                             "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"demo\",\"uid\":\"uid-%s\","
-                             "\"resourceVersion\":\"50\",\"labels\":{\"app\":\"%s\"},"
-                             "\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\","
-                             "\"name\":\"%s-rs\",\"uid\":\"rs-%s\",\"controller\":true}]},"
-                             "\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{\"name\":\"c\",\"image\":"
-                             "\"x\"}]},\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":"
-                             "\"Ready\",\"status\":\"True\"}],\"podIP\":\"10.244.1.7\"}}",
-                             name, name, app, app, app) >= 0);
-        return s;
+        return fake_api_pod(&(const struct fake_pod){
+                .name = name, .meta = meta, .ready = "True", .pod_ip = "10.244.1.7" });
 }
 
 static char *pdb_json(const char *name, const char *app) {
@@ -185,38 +181,6 @@ static char *pdb_json(const char *name, const char *app) {
                              "\"currentHealthy\":3,\"desiredHealthy\":1,\"expectedPods\":3}}",
                              name, name, app) >= 0);
         return s;
-}
-
-/* A List of the NULL-terminated malloc'd items (freed here). */
-static char *list_json(const char *kind, char **items) {
-        size_t len = 256;
-        char *s;
-
-        for (char **i = items; *i; i++)
-                len += strlen(*i) + 1;
-        s = malloc(len);
-        assert_non_null(s);
-        snprintf(s, len,
-                 "{\"kind\":\"%s\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"100\"},"
-                 "\"items\":[",
-                 kind);
-        for (char **i = items; *i; i++) {
-                if (i != items)
-                        strcat(s, ",");
-                strcat(s, *i);
-                free(*i);
-        }
-        strcat(s, "]}");
-        return s;
-}
-
-static void expect_list_and_watch(struct env *e, const char *path, const char *list_prefix, char *body) {
-        char watch[256];
-
-        fake_transport_expect_json(e->ft, "GET", list_prefix, 200, body);
-        free(body);
-        snprintf(watch, sizeof(watch), "%s%swatch=1", path, strchr(path, '?') ? "&" : "?");
-        fake_transport_expect(e->ft, "GET", watch, &(struct fake_reply){ .hold_open = true });
 }
 
 static void on_notice(struct engine *en, const struct engine_notice *n, void *userdata) {
@@ -274,15 +238,15 @@ static void start_in(struct env *e, const char *phase, char **pods, char **pdbs)
                 char *nl;
 
                 assert_true(asprintf(&nl, node_list, phase) >= 0);
-                expect_list_and_watch(e, NODES, NODES "&limit=", nl);
+                fake_api_expect_list_and_watch(e->ft, NODES, NODES "&limit=", nl);
         }
-        expect_list_and_watch(e, PODS, PODS "&limit=", list_json("PodList", pods));
-        expect_list_and_watch(e, CLAIMS,
-                              CLAIMS "?limit=", list_json("ResourceClaimList", (char *[]){ NULL }));
-        expect_list_and_watch(e, SLICES,
-                              SLICES "&limit=", list_json("ResourceSliceList", (char *[]){ NULL }));
+        fake_api_expect_list_and_watch(e->ft, PODS, PODS "&limit=", fake_api_list_strv("PodList", pods));
+        fake_api_expect_list_and_watch(e->ft, CLAIMS, CLAIMS "?limit=",
+                                       fake_api_list_strv("ResourceClaimList", (char *[]){ NULL }));
+        fake_api_expect_list_and_watch(e->ft, SLICES, SLICES "&limit=",
+                                       fake_api_list_strv("ResourceSliceList", (char *[]){ NULL }));
         {
-                char *pl = list_json("PodDisruptionBudgetList", pdbs);
+                char *pl = fake_api_list_strv("PodDisruptionBudgetList", pdbs);
 
                 fake_transport_expect_json(e->ft, "GET", PDBS "?limit=", 200, pl);
                 free(pl);
@@ -392,28 +356,18 @@ static void push_node_in(struct env *e, const char *phase);
 
 /* The audit trail: one "evicting" per eviction accepted (none before its answer),
  * one "gone" once that pod left the node's pods, at most once each. */
-static char *trail_pod(const char *name, const char *rv) {
-        char *s;
-
-        assert_true(
-                asprintf(&s,
-                         "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"demo\",\"uid\":\"uid-%s\","
-                         "\"resourceVersion\":\"%s\",\"ownerReferences\":[{\"apiVersion\":\"apps/v1\","
-                         "\"kind\":\"ReplicaSet\",\"name\":\"rs\",\"uid\":\"rs-1\",\"controller\":true}]},"
-                         "\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{\"name\":\"c\",\"image\":"
-                         "\"x\"}]},\"status\":{\"phase\":\"Running\"}}",
-                         name, name, rv) >= 0);
-        return s;
+static char *trail_pod(const char *name, unsigned rv) {
+        return fake_api_pod(
+                &(const struct fake_pod){ .name = name, .rv = rv, .meta = FAKE_OWNED_BY_RS("rs", "rs-1") });
 }
 
 /* The audit trail: one "evicting" per eviction accepted (none before its answer),
  * one "gone" once that pod left the node's pods, at most once each. */
 static void test_trail_of_evictions(void **state) {
         struct env *e = *state;
-        char *gone = trail_pod("web-a", "51"), *ev;
+        char *gone = trail_pod("web-a", 51), *ev;
 
-        start(e, (char *[]){ trail_pod("web-a", "50"), trail_pod("batch-a", "50"), NULL },
-              (char *[]){ NULL });
+        start(e, (char *[]){ trail_pod("web-a", 50), trail_pod("batch-a", 50), NULL }, (char *[]){ NULL });
         fake_transport_deliver(e->ft);
         fake_clock_advance(e->clock, 0);
         fake_transport_deliver(e->ft);
@@ -426,7 +380,7 @@ static void test_trail_of_evictions(void **state) {
         assert_int_equal(e->n_trail, 2);
         assert_true(has_trail(e, "evicting demo/web-a"));
         assert_true(has_trail(e, "evicting demo/batch-a"));
-        assert_true(asprintf(&ev, "{\"type\":\"DELETED\",\"object\":%s}\n", gone) >= 0);
+        ev = fake_api_watch_event("DELETED", gone);
         assert_int_equal(fake_transport_push(e->ft, PODS "&watch=1", ev), 1);
         free(ev);
         free(gone);
@@ -477,7 +431,7 @@ static void test_terminal_deleting_pod_holds_driver_stop(void **state) {
         }
         assert_int_equal(fake_transport_count(e->ft, "PATCH", "/api/v1/nodes/node-1"), 0);
         /* The kubelet deletes it: now the drivers may go. */
-        assert_true(asprintf(&ev, "{\"type\":\"DELETED\",\"object\":%s}\n", done) >= 0);
+        ev = fake_api_watch_event("DELETED", done);
         assert_int_equal(fake_transport_push(e->ft, PODS "&watch=1", ev), 1);
         free(ev);
         free(done);
@@ -490,19 +444,15 @@ static void test_terminal_deleting_pod_holds_driver_stop(void **state) {
 
 /* A claim holder (spec.resourceClaims with a resourceClaimName) on node-1. */
 static char *holder_json(const char *name, const char *extra_meta) {
-        char *s;
+        _cleanup_free_ char *meta = test_asprintf(
+                "%s\"labels\":{\"app\":\"gpu\"}," FAKE_OWNED_BY_RS("gpu-rs", "rs-gpu"), extra_meta);
 
-        assert_true(asprintf(&s,
-                             "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"demo\",\"uid\":\"uid-%s\","
-                             "%s\"resourceVersion\":\"50\",\"labels\":{\"app\":\"gpu\"},"
-                             "\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\","
-                             "\"name\":\"gpu-rs\",\"uid\":\"rs-gpu\",\"controller\":true}]},"
-                             "\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{\"name\":\"c\",\"image\":"
-                             "\"x\"}],\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimName\":"
-                             "\"gpu-claim\"}]},\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":"
-                             "\"Ready\",\"status\":\"True\"}],\"podIP\":\"10.244.1.8\"}}",
-                             name, name, extra_meta) >= 0);
-        return s;
+        return fake_api_pod(&(const struct fake_pod){
+                .name = name,
+                .meta = meta,
+                .spec = "\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimName\":\"gpu-claim\"}]",
+                .ready = "True",
+                .pod_ip = "10.244.1.8" });
 }
 
 /* node-1 in evict-rest at the resourceVersion the fake answers every Node patch
@@ -518,7 +468,7 @@ static void push_node_in(struct env *e, const char *phase) {
         assert_non_null(rv);
         *rv = 0;
         assert_true(asprintf(&obj, "%s\"resourceVersion\":\"999\"%s", item, rv + strlen(from)) >= 0);
-        assert_true(asprintf(&ev, "{\"type\":\"MODIFIED\",\"object\":%s}\n", obj) >= 0);
+        ev = fake_api_watch_event("MODIFIED", obj);
         assert_int_equal(fake_transport_push(e->ft, NODES "&watch=1", ev), 1);
         free(ev);
         free(obj);
@@ -551,7 +501,7 @@ static void test_later_group_waits_for_answers_not_watch(void **state) {
         /* 10 ms later the watch brings the holder with a deletionTimestamp. */
         fake_clock_advance(e->clock, 10 * MS);
         deleting = holder_json("gpu-a", "\"deletionTimestamp\":\"2025-06-15T14:00:02Z\",");
-        assert_true(asprintf(&ev, "{\"type\":\"MODIFIED\",\"object\":%s}\n", deleting) >= 0);
+        ev = fake_api_watch_event("MODIFIED", deleting);
         assert_int_equal(fake_transport_push(e->ft, PODS "&watch=1", ev), 1);
         free(ev);
         free(deleting);
@@ -658,50 +608,20 @@ static void units_deliver(struct env *e) {
         }
 }
 
-/* RFC 7386 merge of patch into target (what the API server does with a merge patch). */
-static void merge_patch(cJSON *target, const cJSON *patch) {
-        const cJSON *p;
-
-        cJSON_ArrayForEach(p, patch) {
-                cJSON *t = cJSON_GetObjectItemCaseSensitive(target, p->string);
-
-                if (cJSON_IsNull(p))
-                        cJSON_DeleteItemFromObjectCaseSensitive(target, p->string);
-                else if (cJSON_IsObject(p) && cJSON_IsObject(t))
-                        merge_patch(t, p);
-                else {
-                        cJSON_DeleteItemFromObjectCaseSensitive(target, p->string);
-                        cJSON_AddItemToObject(target, p->string, cJSON_Duplicate(p, true));
-                }
-        }
-}
-
 /* The Node PATCHes sent so far, merged into e->node: each is answered with its new
  * resourceVersion, and the new version goes out on the watch. */
 static void node_server(struct env *e) {
         for (size_t i = 0; i < fake_transport_n_requests(e->ft); i++) {
                 const struct fake_request *r = fake_transport_request(e->ft, i);
-                cJSON *patch, *meta;
-                char rv[32], *obj, *ev;
+                char *obj, *ev;
 
-                if (strcmp(r->method, "PATCH") != 0 || strcmp(r->path, "/api/v1/nodes/node-1") != 0)
+                if (strcmp(r->method, "PATCH") != 0 || strcmp(r->path, FAKE_API_NODE) != 0)
                         continue;
                 if (i < e->patches_seen)
                         continue;
                 e->patches_seen = i + 1;
-                patch = cJSON_Parse(r->body);
-                assert_non_null(patch);
-                cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(patch, "metadata"),
-                                                        "resourceVersion");
-                merge_patch(e->node, patch);
-                cJSON_Delete(patch);
-                meta = cJSON_GetObjectItemCaseSensitive(e->node, "metadata");
-                snprintf(rv, sizeof(rv), "%u", ++e->node_rv);
-                cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
-                cJSON_AddStringToObject(meta, "resourceVersion", rv);
-                obj = cJSON_PrintUnformatted(e->node);
-                fake_transport_expect_json(e->ft, "PATCH", "/api/v1/nodes/node-1", 200, obj);
-                assert_true(asprintf(&ev, "{\"type\":\"MODIFIED\",\"object\":%s}\n", obj) >= 0);
+                obj = fake_api_patch_node(e->ft, e->node, &e->node_rv, r->body);
+                ev = fake_api_watch_event("MODIFIED", obj);
                 fake_transport_push(e->ft, NODES "&watch=1", ev);
                 free(ev);
                 free(obj);
@@ -772,12 +692,12 @@ static void start_node(struct env *e, struct engine_options *o, char *node, char
                                                     .body = "{\"kind\":\"Status\",\"status\":\"Success\"}",
                                                     .delay_usec = 100 * MS,
                                                     .times = FAKE_FOREVER });
-        expect_list_and_watch(e, NODES, NODES "&limit=", nl);
-        expect_list_and_watch(e, PODS, PODS "&limit=", list_json("PodList", pods));
-        expect_list_and_watch(e, CLAIMS,
-                              CLAIMS "?limit=", list_json("ResourceClaimList", (char *[]){ NULL }));
-        expect_list_and_watch(e, SLICES,
-                              SLICES "&limit=", list_json("ResourceSliceList", (char *[]){ NULL }));
+        fake_api_expect_list_and_watch(e->ft, NODES, NODES "&limit=", nl);
+        fake_api_expect_list_and_watch(e->ft, PODS, PODS "&limit=", fake_api_list_strv("PodList", pods));
+        fake_api_expect_list_and_watch(e->ft, CLAIMS, CLAIMS "?limit=",
+                                       fake_api_list_strv("ResourceClaimList", (char *[]){ NULL }));
+        fake_api_expect_list_and_watch(e->ft, SLICES, SLICES "&limit=",
+                                       fake_api_list_strv("ResourceSliceList", (char *[]){ NULL }));
         fake_transport_expect_json(e->ft, "GET", PDBS "?limit=", 200,
                                    "{\"kind\":\"PodDisruptionBudgetList\",\"apiVersion\":\"policy/v1\","
                                    "\"metadata\":{\"resourceVersion\":\"100\"},\"items\":[]}");
@@ -995,25 +915,15 @@ static void test_failing_unit_backs_off(void **state) {
 /* A pod of node-1: extra metadata (labels, ownerReferences) and spec members given as
  * JSON members, Ready or not. */
 static char *pod_with(const char *name, const char *meta, const char *spec, bool ready) {
-        char *s;
-
-        assert_true(asprintf(&s,
-                             "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"demo\",\"uid\":\"uid-%s\","
-                             "\"resourceVersion\":\"50\"%s%s},"
-                             "\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{\"name\":\"c\",\"image\":"
-                             "\"x\"}]%s%s},\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":"
-                             "\"Ready\",\"status\":\"%s\"}],\"podIP\":\"10.244.1.9\"}}",
-                             name, name, meta ? "," : "", meta ? meta : "", spec ? "," : "",
-                             spec ? spec : "", ready ? "True" : "False") >= 0);
-        return s;
+        return fake_api_pod(&(const struct fake_pod){ .name = name,
+                                                      .meta = meta,
+                                                      .spec = spec,
+                                                      .ready = ready ? "True" : "False",
+                                                      .pod_ip = "10.244.1.9" });
 }
 
-#define OWNED_BY_RS                                                                                   \
-        "\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"name\":\"x-rs\"," \
-        "\"uid\":\"rs-x\",\"controller\":true}]"
-#define OWNED_BY_DS                                                                                 \
-        "\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"name\":\"mon\"," \
-        "\"uid\":\"ds-mon\",\"controller\":true}]"
+#define OWNED_BY_RS FAKE_OWNED_BY_RS("x-rs", "rs-x")
+#define OWNED_BY_DS FAKE_OWNED_BY_DS("mon", "ds-mon")
 
 /* Item 2: with drainer.io/state written by hand (and the cordon and taint), the
  * eviction rules still hold in every phase: a pod without a controller (no --force)
@@ -1308,7 +1218,7 @@ static void node_set_ready(struct env *e, const char *status, const char *since)
         snprintf(rv, sizeof(rv), "%u", ++e->node_rv);
         cJSON_ReplaceItemInObjectCaseSensitive(meta, "resourceVersion", cJSON_CreateString(rv));
         obj = cJSON_PrintUnformatted(e->node);
-        assert_true(asprintf(&ev, "{\"type\":\"MODIFIED\",\"object\":%s}\n", obj) >= 0);
+        ev = fake_api_watch_event("MODIFIED", obj);
         fake_transport_push(e->ft, NODES "&watch=1", ev);
         free(ev);
         free(obj);
