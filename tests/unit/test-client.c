@@ -156,10 +156,36 @@ static const char *status_json(char *buf, size_t size, int code, const char *rea
         return buf;
 }
 
-#define NODE_JSON                                                                             \
-        "{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"node-1\",\"uid\":" \
-        "\"f6666666-7777-4888-8999-000000000000\",\"resourceVersion\":\"49001\"},\"spec\":{"  \
-        "\"unschedulable\":true}}"
+/* API answers and request bodies from tests/unit/fixtures/client/, read once for the
+ * group, compact as the API server sends them. */
+static char *node_json, *event_json, *pdb_429, *pods_page_1, *pods_page_2;
+
+static char *compact_fixture(const char *rel) {
+        cJSON *j = test_fixture_json(rel);
+        char *s = cJSON_PrintUnformatted(j);
+
+        assert_non_null(s);
+        cJSON_Delete(j);
+        return s;
+}
+
+static int fixtures_load(void **state) {
+        node_json = compact_fixture("client/node.json");
+        event_json = compact_fixture("client/event.json");
+        pdb_429 = compact_fixture("client/eviction-429-pdb.json");
+        pods_page_1 = compact_fixture("client/pods-page-1.json");
+        pods_page_2 = compact_fixture("client/pods-page-2.json");
+        return 0;
+}
+
+static int fixtures_free(void **state) {
+        free(node_json);
+        free(event_json);
+        free(pdb_429);
+        free(pods_page_1);
+        free(pods_page_2);
+        return 0;
+}
 
 static void test_get_ok_and_auth(void **state) {
         struct env *e = *state;
@@ -167,7 +193,7 @@ static void test_get_ok_and_auth(void **state) {
         const struct fake_request *req;
         struct kube_client_stats st;
 
-        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, node_json);
         assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
         /* Nothing is sent nor completed from inside the call. */
         assert_int_equal(fake_transport_n_requests(e->api->ft), 0);
@@ -211,7 +237,7 @@ static void test_429_retry_after(void **state) {
                                       .body = status_json(body, sizeof(body), 429, "TooManyRequests",
                                                           "Too many requests, please try again later."),
                               });
-        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, node_json);
         assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
         fake_clock_advance(e->api->clock, 0);
         assert_int_equal(fake_transport_n_requests(e->api->ft), 1);
@@ -239,7 +265,7 @@ static void test_429_retry_after_in_status(void **state) {
                                    "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
                                    "\"reason\":\"TooManyRequests\",\"code\":429,"
                                    "\"details\":{\"retryAfterSeconds\":2}}");
-        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, node_json);
         assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
         fake_clock_advance(e->api->clock, 0);
         fake_clock_advance(e->api->clock, 2 * SEC - 1);
@@ -320,7 +346,7 @@ static void test_connection_errors_retried(void **state) {
         fake_transport_expect_error(e->api->ft, "GET", "/api/v1/nodes", -ECONNREFUSED, 1);
         fake_transport_expect_error(e->api->ft, "GET", "/api/v1/nodes", -ETIMEDOUT, 1);
         fake_transport_expect_error(e->api->ft, "GET", "/api/v1/nodes", -ECONNRESET, 1);
-        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes", 200, NODE_JSON);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes", 200, node_json);
         assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
         for (int i = 0; i < 100 && r.calls == 0; i++)
                 fake_clock_step(e->api->clock, 60 * SEC);
@@ -344,10 +370,6 @@ static void test_connection_errors_retried(void **state) {
         result_clear(&r);
 }
 
-#define EVENT_JSON                                                                             \
-        "{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"metadata\":{\"name\":\"node-1.drainer\"," \
-        "\"namespace\":\"default\"},\"reason\":\"DrainerPhase\",\"message\":\"cordon\"}"
-
 static void test_post_not_retried(void **state) {
         struct env *e = *state;
         struct result r = {};
@@ -357,7 +379,7 @@ static void test_post_not_retried(void **state) {
         fake_transport_expect_json(
                 e->api->ft, "POST", "/api/v1/namespaces/default/events", 503,
                 status_json(body, sizeof(body), 503, "ServiceUnavailable", "etcd is down"));
-        assert_int_equal(kube_create(e->api->client, "/api/v1/namespaces/default/events", EVENT_JSON,
+        assert_int_equal(kube_create(e->api->client, "/api/v1/namespaces/default/events", event_json,
                                      on_done, &r, NULL),
                          0);
         fake_clock_advance(e->api->clock, 10 * 60 * SEC);
@@ -368,13 +390,13 @@ static void test_post_not_retried(void **state) {
         req = fake_transport_request(e->api->ft, 0);
         assert_string_equal(req->method, "POST");
         assert_string_equal(fake_request_header(req, "Content-Type"), "application/json");
-        assert_string_equal(req->body, EVENT_JSON);
-        assert_int_equal(req->body_len, strlen(EVENT_JSON));
+        assert_string_equal(req->body, event_json);
+        assert_int_equal(req->body_len, strlen(event_json));
         result_clear(&r);
 
         /* Nor after a connection error: the server may have acted on it. */
         fake_transport_expect_error(e->api->ft, "POST", "/api/v1/namespaces/default/events", -ECONNRESET, 1);
-        assert_int_equal(kube_create(e->api->client, "/api/v1/namespaces/default/events", EVENT_JSON,
+        assert_int_equal(kube_create(e->api->client, "/api/v1/namespaces/default/events", event_json,
                                      on_done, &r, NULL),
                          0);
         fake_clock_advance(e->api->clock, 10 * 60 * SEC);
@@ -387,7 +409,7 @@ static void test_post_not_retried(void **state) {
         fake_transport_expect_json(e->api->ft, "POST", "/api/v1/namespaces/default/events", 409,
                                    status_json(body, sizeof(body), 409, "AlreadyExists",
                                                "events \\\"node-1.drainer\\\" already exists"));
-        assert_int_equal(kube_create(e->api->client, "/api/v1/namespaces/default/events", EVENT_JSON,
+        assert_int_equal(kube_create(e->api->client, "/api/v1/namespaces/default/events", event_json,
                                      on_done, &r, NULL),
                          0);
         fake_clock_advance(e->api->clock, 0);
@@ -402,7 +424,7 @@ static void test_patch(void **state) {
         const char *patch = "{\"spec\":{\"unschedulable\":true}}";
 
         fake_transport_expect_json(e->api->ft, "PATCH", "/api/v1/nodes/node-1", 500, "oops");
-        fake_transport_expect_json(e->api->ft, "PATCH", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        fake_transport_expect_json(e->api->ft, "PATCH", "/api/v1/nodes/node-1", 200, node_json);
         assert_int_equal(kube_patch(e->api->client, "/api/v1/nodes/node-1", KUBE_PATCH_STRATEGIC, patch,
                                     on_done, &r, NULL),
                          0);
@@ -420,13 +442,6 @@ static void test_patch(void **state) {
                          -EINVAL);
 }
 
-#define PDB_429                                                                                     \
-        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","        \
-        "\"message\":\"Cannot evict pod as it would violate the pod's disruption budget.\","        \
-        "\"reason\":\"TooManyRequests\",\"details\":{\"causes\":[{\"reason\":\"DisruptionBudget\"," \
-        "\"message\":\"The disruption budget web-pdb needs 2 healthy pods and has 2 currently\"}]," \
-        "\"retryAfterSeconds\":10},\"code\":429}"
-
 static void test_evict_429_handed_back(void **state) {
         struct env *e = *state;
         struct result r = {};
@@ -434,7 +449,7 @@ static void test_evict_429_handed_back(void **state) {
         cJSON *body;
 
         fake_transport_expect_json(e->api->ft, "POST", "/api/v1/namespaces/ml/pods/inference-0/eviction",
-                                   429, PDB_429);
+                                   429, pdb_429);
         assert_int_equal(kube_evict(e->api->client, "ml", "inference-0", -1, false, on_done, &r, NULL), 0);
         fake_clock_advance(e->api->clock, 5 * 60 * SEC);
         assert_int_equal(r.calls, 1);
@@ -532,7 +547,7 @@ static void test_401_refresh_once(void **state) {
         status_json(body, sizeof(body), 401, "Unauthorized", "Unauthorized");
         fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/node-1",
                               &(struct fake_reply){ .status = 401, .body = body, .delay_usec = 1 * SEC });
-        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, node_json);
         assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
         fake_clock_advance(e->api->clock, 0);
         assert_int_equal(fake_transport_n_requests(e->api->ft), 1);
@@ -590,26 +605,14 @@ static void test_401_static_token_not_resent(void **state) {
         result_clear(&r);
 }
 
-#define POD_ITEM(name, rv)                                                                    \
-        "{\"metadata\":{\"name\":\"" name "\",\"namespace\":\"ml\",\"uid\":\"uid-" name "\"," \
-        "\"resourceVersion\":\"" rv "\"},\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{" \
-        "\"name\":\"c\",\"image\":\"busybox\"}]},\"status\":{\"phase\":\"Running\"}}"
-
 static void test_pagination(void **state) {
         struct env *e = *state;
         struct result r = {};
         const struct fake_request *q;
         char *v;
 
-        fake_transport_expect_json(
-                e->api->ft, "GET", "/api/v1/pods?", 200,
-                "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
-                "\"5000\",\"continue\":\"eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NTAwMH0=\","
-                "\"remainingItemCount\":1},\"items\":[" POD_ITEM("a", "10") "," POD_ITEM("b", "11") "]}");
-        fake_transport_expect_json(
-                e->api->ft, "GET", "/api/v1/pods?", 200,
-                "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
-                "\"5000\"},\"items\":[" POD_ITEM("c", "12") "]}");
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/pods?", 200, pods_page_1);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/pods?", 200, pods_page_2);
         assert_int_equal(kube_list(e->api->client, "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1", 2,
                                    "4000", on_page, on_done, &r, NULL),
                          0);
@@ -851,7 +854,7 @@ static void test_audit_id_per_attempt(void **state) {
                               &(struct fake_reply){ .error = -ECONNRESET, .unanswered = true });
         fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 429,
                                    status_json(body, sizeof(body), 429, "TooManyRequests", "slow down"));
-        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, node_json);
         assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
         fake_clock_advance(e->api->clock, 10 * SEC);
         assert_int_equal(r.calls, 1);
@@ -869,7 +872,7 @@ static void test_audit_id_per_attempt(void **state) {
 
         /* Another client (another process) has another prefix. */
         env_client(e, &(struct kube_client_options){ .qps = 0, .random_seed = 8 });
-        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, node_json);
         assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
         fake_clock_advance(e->api->clock, 0);
         assert_int_equal(fake_transport_n_requests(e->api->ft), 5);
@@ -892,8 +895,8 @@ static void test_unanswered_resent_through_bucket(void **state) {
         env_client(e, &(struct kube_client_options){ .qps = 5, .burst = 1, .random_seed = 1 });
         fake_transport_expect(e->api->ft, "POST", "/api/v1/namespaces/default/events",
                               &(struct fake_reply){ .error = -ECONNRESET, .unanswered = true, .times = 2 });
-        fake_transport_expect_json(e->api->ft, "POST", "/api/v1/namespaces/default/events", 201, EVENT_JSON);
-        assert_int_equal(kube_create(e->api->client, "/api/v1/namespaces/default/events", EVENT_JSON,
+        fake_transport_expect_json(e->api->ft, "POST", "/api/v1/namespaces/default/events", 201, event_json);
+        assert_int_equal(kube_create(e->api->client, "/api/v1/namespaces/default/events", event_json,
                                      on_done, &r, NULL),
                          0);
         fake_clock_advance(e->api->clock, 10 * SEC);
@@ -932,7 +935,7 @@ static void test_token_bucket(void **state) {
 
         env_client(e, &(struct kube_client_options){ .qps = 5, .burst = 2, .random_seed = 1 });
         fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes",
-                              &(struct fake_reply){ .body = NODE_JSON, .times = FAKE_FOREVER });
+                              &(struct fake_reply){ .body = node_json, .times = FAKE_FOREVER });
         for (int i = 0; i < 3; i++)
                 assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r[i], NULL), 0);
         fake_clock_advance(e->api->clock, 0);
@@ -975,7 +978,7 @@ static void test_token_bucket_with_backoff(void **state) {
         fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/flaky",
                               &(struct fake_reply){ .status = 503, .body = "x", .delay_usec = 100 * MS });
         fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes",
-                              &(struct fake_reply){ .body = NODE_JSON, .times = FAKE_FOREVER });
+                              &(struct fake_reply){ .body = node_json, .times = FAKE_FOREVER });
         assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/flaky", on_done, &r[0], NULL), 0);
         fake_clock_advance(e->api->clock, 0);
         assert_int_equal(fake_transport_n_requests(e->api->ft), 1);
@@ -1012,7 +1015,7 @@ static void test_cancel(void **state) {
         env_client(e, &(struct kube_client_options){ .qps = 5, .burst = 1, .random_seed = 1 });
         /* 0: in flight (slow answer); 1: waiting for a token; 2: a watch held open */
         fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/slow",
-                              &(struct fake_reply){ .body = NODE_JSON, .delay_usec = 60 * SEC });
+                              &(struct fake_reply){ .body = node_json, .delay_usec = 60 * SEC });
         fake_transport_expect(e->api->ft, "GET", "/api/v1/pods?",
                               &(struct fake_reply){ .chunks = { EV_ADDED_A }, .hold_open = true });
         assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/slow", on_done, &r[0], &calls[0]), 0);
@@ -1049,7 +1052,7 @@ static void test_cancel(void **state) {
 
         /* The waiter gave its token back: the next call goes out at once, not 200 ms later. */
         fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/next",
-                              &(struct fake_reply){ .body = NODE_JSON });
+                              &(struct fake_reply){ .body = node_json });
         assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/next", on_done, &r[3], NULL), 0);
         fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r[3].calls, 1);
@@ -1063,7 +1066,7 @@ static void test_cancel(void **state) {
         assert_int_equal(fake_transport_count(e->api->ft, NULL, "/api/v1/nodes/flaky"), 1);
         assert_int_equal(r[4].calls, 0); /* backing off */
         fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/slow",
-                              &(struct fake_reply){ .body = NODE_JSON, .delay_usec = 60 * SEC });
+                              &(struct fake_reply){ .body = node_json, .delay_usec = 60 * SEC });
         assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/slow", on_done, &r[5], &calls[5]), 0);
         fake_clock_advance(e->api->clock, 0);
         assert_int_equal(kube_client_calls_in_flight(e->api->client), 2);
@@ -1099,7 +1102,7 @@ static void test_free_client_in_done(void **state) {
         struct env *e = *state;
         struct free_in_done f = { .client = &e->api->client };
 
-        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, node_json);
         assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done_free_client, &f, NULL), 0);
         fake_clock_advance(e->api->clock, 0);
         assert_int_equal(f.calls, 1);
@@ -1120,7 +1123,7 @@ static void test_transport_closed(void **state) {
         struct result r = {};
 
         fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/slow",
-                              &(struct fake_reply){ .body = NODE_JSON, .delay_usec = 60 * SEC });
+                              &(struct fake_reply){ .body = node_json, .delay_usec = 60 * SEC });
         assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/slow", on_done, &r, NULL), 0);
         fake_clock_advance(e->api->clock, 0);
         closed_calls = 0;
@@ -1167,7 +1170,7 @@ static void test_impersonation_and_timeout(void **state) {
                                     .request_timeout_usec = 7 * SEC,
                                     .random_seed = 3,
                             });
-        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, NODE_JSON);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes/node-1", 200, node_json);
         assert_int_equal(kube_get(c, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
         fake_clock_advance(e->api->clock, 0);
         assert_int_equal(r.error, 0);
@@ -1223,5 +1226,5 @@ int main(void) {
                 cmocka_unit_test(test_query_escape),
         };
 
-        return cmocka_run_group_tests(tests, NULL, NULL);
+        return cmocka_run_group_tests(tests, fixtures_load, fixtures_free);
 }

@@ -87,8 +87,9 @@ static cJSON *doc_find(struct scenario *s, const char *k, const char *ns, const 
         return NULL;
 }
 
-static void doc_add(struct scenario *s, const char *k, const char *json) {
-        assert_true(cJSON_AddItemToArray(doc_array(s, k), parse(json)));
+/* Adds the object of fixtures/plan/<name> to array k. */
+static void doc_add_fixture(struct scenario *s, const char *k, const char *name) {
+        assert_true(cJSON_AddItemToArray(doc_array(s, k), load(name)));
 }
 
 static void doc_remove(struct scenario *s, const char *k, const char *ns, const char *name) {
@@ -357,16 +358,11 @@ static void test_driver_own_mixed(void **state) {
 
 /* ---- blockers ---- */
 
-static const char bare_pod[] =
-        "{\"metadata\":{\"name\":\"bare\",\"namespace\":\"demo\",\"uid\":\"uid-bare\"},"
-        "\"spec\":{\"nodeName\":\"node-1\",\"volumes\":[{\"name\":\"tmp\",\"emptyDir\":{}}]},"
-        "\"status\":{\"phase\":\"Running\"}}";
-
 static void test_unmanaged_emptydir(void **state) {
         struct scenario s;
 
         scenario_load(&s);
-        doc_add(&s, "pods", bare_pod);
+        doc_add_fixture(&s, "pods", "pod-bare.json");
         scenario_build(&s);
         assert_int_equal(find_pod(&s.plan, "demo", "bare")->group, EVICT_GROUP_REST);
         assert_int_equal(s.plan.n_blockers, 2);
@@ -381,7 +377,7 @@ static void test_unmanaged_emptydir(void **state) {
 
         /* --force lifts the first */
         scenario_load(&s);
-        doc_add(&s, "pods", bare_pod);
+        doc_add_fixture(&s, "pods", "pod-bare.json");
         s.o.force = true;
         scenario_build(&s);
         assert_int_equal(s.plan.n_blockers, 1);
@@ -390,7 +386,7 @@ static void test_unmanaged_emptydir(void **state) {
 
         /* --delete-emptydir-data the second */
         scenario_load(&s);
-        doc_add(&s, "pods", bare_pod);
+        doc_add_fixture(&s, "pods", "pod-bare.json");
         s.o.delete_emptydir_data = true;
         scenario_build(&s);
         assert_int_equal(s.plan.n_blockers, 1);
@@ -409,7 +405,7 @@ static void test_unmanaged_emptydir(void **state) {
 
         /* a pod already deleting stays in its group and blocks nothing: nothing is sent for it */
         scenario_load(&s);
-        doc_add(&s, "pods", bare_pod);
+        doc_add_fixture(&s, "pods", "pod-bare.json");
         set_json(sub(doc_find(&s, "pods", "demo", "bare"), "metadata"), "deletionTimestamp",
                  "\"2025-09-02T11:00:00Z\"");
         scenario_build(&s);
@@ -559,9 +555,7 @@ static void test_multiple_pdbs(void **state) {
         struct scenario s;
 
         scenario_load(&s);
-        doc_add(&s, "pdbs",
-                "{\"metadata\":{\"name\":\"web-all\",\"namespace\":\"demo\",\"resourceVersion\":\"1\"},"
-                "\"spec\":{\"selector\":{}},\"status\":{\"disruptionsAllowed\":3}}");
+        doc_add_fixture(&s, "pdbs", "pdb-web-all.json");
         scenario_build(&s);
         /* demo/web-* (web-pdb + web-all) and every other demo pod is covered by web-all */
         assert_int_equal(find_pod(&s.plan, "demo", "web-1")->n_pdbs, 2);
@@ -576,8 +570,7 @@ static void test_multiple_pdbs(void **state) {
 
         /* a Pending pod is evicted without a PDB check (eviction.go canIgnorePDB) */
         scenario_load(&s);
-        doc_add(&s, "pdbs",
-                "{\"metadata\":{\"name\":\"web-all\",\"namespace\":\"demo\"},\"spec\":{\"selector\":{}}}");
+        doc_add_fixture(&s, "pdbs", "pdb-web-all-no-status.json");
         set_json(sub(doc_find(&s, "pods", "demo", "web-1"), "status"), "phase", "\"Pending\"");
         scenario_build(&s);
         assert_int_equal(count_blockers(&s.plan, BLOCKER_MULTIPLE_PDBS), 1);
@@ -627,23 +620,11 @@ static void test_finished_pods_evicted(void **state) {
         scenario_load(&s);
         /* no controller, emptyDir, holds a claim: Failed, so evicted without --force or
          * --delete-emptydir-data, and no claim rule applies */
-        doc_add(&s, "pods",
-                "{\"metadata\":{\"name\":\"bare-failed\",\"namespace\":\"demo\",\"uid\":\"uid-bf\"},"
-                "\"spec\":{\"nodeName\":\"node-1\",\"volumes\":[{\"name\":\"tmp\",\"emptyDir\":{}}],"
-                "\"resourceClaims\":[{\"name\":\"g\",\"resourceClaimName\":\"gone-claim\"}]},"
-                "\"status\":{\"phase\":\"Failed\"}}");
+        doc_add_fixture(&s, "pods", "pod-bare-failed.json");
         /* a DaemonSet's pod that finished: evicted (daemonSetFilter's exception) */
-        doc_add(&s, "pods",
-                "{\"metadata\":{\"name\":\"ds-done\",\"namespace\":\"kube-system\",\"uid\":\"uid-dsd\","
-                "\"ownerReferences\":[{\"apiVersion\":\"apps/"
-                "v1\",\"kind\":\"DaemonSet\",\"name\":\"kube-proxy\","
-                "\"uid\":\"owner-kube-proxy\",\"controller\":true}]},"
-                "\"spec\":{\"nodeName\":\"node-1\"},\"status\":{\"phase\":\"Succeeded\"}}");
+        doc_add_fixture(&s, "pods", "pod-ds-done.json");
         /* a mirror pod stays, finished or not */
-        doc_add(&s, "pods",
-                "{\"metadata\":{\"name\":\"mirror-done\",\"namespace\":\"kube-system\",\"uid\":\"uid-md\","
-                "\"annotations\":{\"kubernetes.io/config.mirror\":\"x\"}},"
-                "\"spec\":{\"nodeName\":\"node-1\"},\"status\":{\"phase\":\"Succeeded\"}}");
+        doc_add_fixture(&s, "pods", "pod-mirror-done.json");
         scenario_build(&s);
         assert_int_equal(find_pod(&s.plan, "demo", "bare-failed")->cls, POD_CLASS_FINISHED);
         assert_int_equal(find_pod(&s.plan, "demo", "bare-failed")->group, EVICT_GROUP_REST);
@@ -655,11 +636,9 @@ static void test_finished_pods_evicted(void **state) {
 
         /* left out by --pod-selector: stays, and a claim it names blocks nothing */
         scenario_load(&s);
-        doc_add(&s, "pods",
-                "{\"metadata\":{\"name\":\"bare-failed\",\"namespace\":\"demo\",\"uid\":\"uid-bf\"},"
-                "\"spec\":{\"nodeName\":\"node-1\","
-                "\"resourceClaims\":[{\"name\":\"g\",\"resourceClaimName\":\"gone-claim\"}]},"
-                "\"status\":{\"phase\":\"Failed\"}}");
+        doc_add_fixture(&s, "pods", "pod-bare-failed.json");
+        cJSON_DeleteItemFromObjectCaseSensitive(sub(doc_find(&s, "pods", "demo", "bare-failed"), "spec"),
+                                                "volumes");
         assert_int_equal(selector_parse("app=web", &s.pod_selector, NULL), 0);
         s.o.pod_selector = s.pod_selector;
         scenario_build(&s);
@@ -939,7 +918,7 @@ static void test_json(void **state) {
         size_t i = 0;
 
         scenario_load(&s);
-        doc_add(&s, "pods", bare_pod);
+        doc_add_fixture(&s, "pods", "pod-bare.json");
         scenario_build(&s);
         j = plan_to_json(&s.plan, &s.o);
         assert_non_null(j);
@@ -1085,7 +1064,7 @@ static void test_text(void **state) {
 
         /* blockers, a cordoned node, the label strategy */
         scenario_load(&s);
-        doc_add(&s, "pods", bare_pod);
+        doc_add_fixture(&s, "pods", "pod-bare.json");
         set_json(sub(s.doc, "node"), "spec",
                  "{\"unschedulable\":true,\"taints\":[{\"key\":\"drainer.io/"
                  "draining\",\"effect\":\"NoSchedule\"}]}");
