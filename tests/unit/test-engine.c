@@ -31,6 +31,7 @@
 #include "drainer/client.h"
 #include "drainer/engine.h"
 #include "drainer/events.h"
+#include "drainer/json.h"
 #include "drainer/kubeconfig.h"
 #include "drainer/selector.h"
 #include "drainer/timesrc.h"
@@ -148,18 +149,20 @@ static int teardown(void **state) {
         return 0;
 }
 
-/* node-1 in a drain phase (%s), as a run killed there left it: cordoned, tainted. */
-static const char node_list[] =
-        "{\"kind\":\"NodeList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"100\"},\"items\":["
-        "{"
-        "\"metadata\":{\"name\":\"node-1\",\"uid\":\"f6666666-7777-4888-8999-000000000000\","
-        "\"resourceVersion\":\"90\",\"labels\":{\"kubernetes.io/hostname\":\"node-1\"},"
-        "\"annotations\":{\"drainer.io/state\":\"%s\",\"drainer.io/was-unschedulable\":\"false\","
-        "\"drainer.io/started-at\":\"2025-06-15T14:00:00Z\",\"drainer.io/state-since\":"
-        "\"2025-06-15T14:00:01Z\"}},"
-        "\"spec\":{\"unschedulable\":true,\"taints\":[{\"key\":\"drainer.io/draining\",\"effect\":"
-        "\"NoSchedule\"},{\"key\":\"node.kubernetes.io/unschedulable\",\"effect\":\"NoSchedule\"}]},"
-        "\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}]}";
+/* node-1 in a drain phase, as a run killed there left it (cordoned, tainted), at
+ * resourceVersion rv: fixtures/engine/node-draining.json (malloc'd, compact). */
+static char *node_in(const char *phase, const char *rv) {
+        _cleanup_(cJSON_Deletep) cJSON *n = test_fixture_json("engine/node-draining.json");
+        cJSON *meta = cJSON_GetObjectItemCaseSensitive(n, "metadata");
+        char *s;
+
+        cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(meta, "annotations"),
+                                               "drainer.io/state", cJSON_CreateString(phase));
+        cJSON_ReplaceItemInObjectCaseSensitive(meta, "resourceVersion", cJSON_CreateString(rv));
+        s = cJSON_PrintUnformatted(n);
+        assert_non_null(s);
+        return s;
+}
 
 static char *pod_json(const char *name, const char *app) {
         _cleanup_free_ char *meta = test_asprintf(
@@ -237,7 +240,7 @@ static void start_in(struct env *e, const char *phase, char **pods, char **pdbs)
         {
                 char *nl;
 
-                assert_true(asprintf(&nl, node_list, phase) >= 0);
+                nl = fake_api_list("NodeList", 100, (char *[]){ node_in(phase, "90") }, 1);
                 fake_api_expect_list_and_watch(e->ft, NODES, NODES "&limit=", nl);
         }
         fake_api_expect_list_and_watch(e->ft, PODS, PODS "&limit=", fake_api_list_strv("PodList", pods));
@@ -458,21 +461,10 @@ static char *holder_json(const char *name, const char *extra_meta) {
 /* node-1 in evict-rest at the resourceVersion the fake answers every Node patch
  * with, as the watch brings the engine's own patch. */
 static void push_node_in(struct env *e, const char *phase) {
-        const char *from = "\"resourceVersion\":\"90\"";
-        char *nl, *item, *rv, *obj, *ev;
+        _cleanup_free_ char *obj = node_in(phase, "999");
+        _cleanup_free_ char *ev = fake_api_watch_event("MODIFIED", obj);
 
-        assert_true(asprintf(&nl, node_list, phase) >= 0);
-        item = strstr(nl, "\"items\":[") + strlen("\"items\":[");
-        *strrchr(nl, ']') = 0;
-        rv = strstr(item, from);
-        assert_non_null(rv);
-        *rv = 0;
-        assert_true(asprintf(&obj, "%s\"resourceVersion\":\"999\"%s", item, rv + strlen(from)) >= 0);
-        ev = fake_api_watch_event("MODIFIED", obj);
         assert_int_equal(fake_transport_push(e->ft, NODES "&watch=1", ev), 1);
-        free(ev);
-        free(obj);
-        free(nl);
 }
 
 static void push_node_evict_rest(struct env *e) {
