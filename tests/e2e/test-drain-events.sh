@@ -29,18 +29,7 @@ show_events() { jq -r '.[] | "    event: \(.type) \(.reason) x\(.count): \(.mess
 count_events() { jq --arg r "$1" --arg t "${2:-}" '[.[] | select(.reason == $r and ($t == "" or .type == $t)) | .count] | add // 0' "$ev"; }
 
 # 1. A preflight refusal: DrainerBlocked, naming the blocker.
-kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: v1
-kind: Pod
-metadata:
-  name: e2e-bare
-  namespace: demo
-spec:
-  nodeName: node-1
-  containers:
-  - name: c
-    image: registry.example.com/bare:v1
-YAML
+kubectl apply -f "$e2e_root/tests/e2e/fixtures/bare-pod.yaml" >/dev/null
 bare_running() { [ "$(kubectl -n demo get pod e2e-bare -o jsonpath='{.status.phase}')" = Running ]; }
 check "bare pod runs" wait_until 30 bare_running
 delete_node_events "$node"
@@ -112,26 +101,8 @@ check_eq "uncordon: drainer's Node patches = the $nphases phases entered + the e
 
 # 4. A timeout: DrainerFailed (Warning) naming what remained.
 demo || fail "demo workload restored"
+kubectl apply -f "$e2e_root/tests/e2e/fixtures/hold-deployment.yaml" >/dev/null
 kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: e2e-hold
-  namespace: demo
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: e2e-hold}
-  template:
-    metadata:
-      labels: {app: e2e-hold}
-    spec:
-      nodeSelector:
-        kubernetes.io/hostname: node-1
-      containers:
-      - name: app
-        image: registry.example.com/app:v1
----
 apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata:

@@ -19,26 +19,8 @@ cleanup_pdb() {
 e2e_cleanup_hooks+=(cleanup_pdb)
 
 demo || { fail "demo workload"; finish; exit 1; }
+kubectl apply -f "$e2e_root/tests/e2e/fixtures/hold-deployment.yaml" >/dev/null
 kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: e2e-hold
-  namespace: demo
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: e2e-hold}
-  template:
-    metadata:
-      labels: {app: e2e-hold}
-    spec:
-      nodeSelector:
-        kubernetes.io/hostname: node-1
-      containers:
-      - name: app
-        image: registry.example.com/app:v1
----
 apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata:

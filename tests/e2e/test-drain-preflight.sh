@@ -74,18 +74,7 @@ kubectl annotate node "$node" sim.drainer.io/driver-not-ready- >/dev/null
 check "driver Ready again" wait_until 30 driver_running "$node"
 
 # 3. A pod without a controller.
-kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: v1
-kind: Pod
-metadata:
-  name: e2e-bare
-  namespace: demo
-spec:
-  nodeName: node-1
-  containers:
-  - name: c
-    image: registry.example.com/bare:v1
-YAML
+kubectl apply -f "$e2e_root/tests/e2e/fixtures/bare-pod.yaml" >/dev/null
 bare_running() { [ "$(kubectl -n demo get pod e2e-bare -o jsonpath='{.status.phase}')" = Running ]; }
 check "bare pod runs" wait_until 30 bare_running
 refused bare "e2e-bare"
