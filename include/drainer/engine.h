@@ -4,9 +4,9 @@
  * re-reads the state persisted on the Node and takes the next safe step, so a
  * restart simply continues. Evictions are the evictor's (evictor.h); stopping and
  * bringing back the driver is the configured strategy's (driverstop.h), which the
- * engine holds as a pointer to its ops and names none. It writes the Node and nothing
- * else of the API's but evictions: what happened is told through the callbacks, and
- * the caller announces it (Events: announcer.h). */
+ * engine holds as a pointer to its ops and names none. Its only API writes are the
+ * Node's patches and the evictions; it posts no Event: what happened goes to the
+ * caller's on_notice, and the caller announces it (Events: announcer.h). */
 #pragma once
 
 #include <stdbool.h>
