@@ -39,6 +39,7 @@ static const struct option drain_options[] = {
         { "skip-driver-stop", no_argument, NULL, OPT_SKIP_DRIVER_STOP },
         { "driver-namespace", required_argument, NULL, OPT_DRIVER_NAMESPACE },
         { "config", required_argument, NULL, OPT_CONFIG },
+        { "node-conditions", no_argument, NULL, OPT_NODE_CONDITIONS },
         {},
 };
 
@@ -85,6 +86,8 @@ static unsigned flag_verbs(int opt) {
                 return VERBS_ALL;
         case OPT_FORCE_UNCORDON:
                 return VERB_UNCORDON | VERB_MAINTAIN | VERB_SERVE;
+        case OPT_NODE_CONDITIONS: /* what writes the Node */
+                return VERB_DRAIN | VERB_UNCORDON | VERB_MAINTAIN | VERB_SERVE;
         case OPT_RESTORE_ON_FAILURE:
                 return VERB_MAINTAIN;
         default: /* --grace-period, --disable-eviction, --skip-driver-stop, ... */
@@ -253,6 +256,9 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                 return 0;
         case OPT_SKIP_DRIVER_STOP:
                 a->skip_driver_stop = true;
+                return 0;
+        case OPT_NODE_CONDITIONS:
+                a->node_conditions = true;
                 return 0;
         case OPT_DRIVER_NAMESPACE:
                 return driver_namespace_add(a->driver_namespaces, &a->n_driver_namespaces, arg);

@@ -81,10 +81,17 @@
         "      --out-of-service-after D  how long not Ready first, from the Ready condition's\n" \
         "                                lastTransitionTime (default 5m)\n"
 
+/* drain, uncordon, maintain and serve: what writes the Node. */
+#define NODE_CONDITIONS_FLAG_HELP                                                              \
+        "      --node-conditions         mirror the drain in the Node's conditions\n"          \
+        "                                DrainInProgress and Drained (KEP-5683, Kubernetes\n"  \
+        "                                1.37; set back to False once restored; needs patch\n" \
+        "                                on nodes/status; default: off)\n"
+
 #define DRAIN_FLAGS_HELP                                                                          \
         "Flags (named as kubectl drain names them where they mean the same):\n" SELECT_FLAGS_HELP \
                 EVICT_FLAGS_HELP DRY_RUN_FLAG_HELP DRIVER_FLAGS_HELP CONFIG_FLAG_HELP             \
-                        OUT_OF_SERVICE_FLAGS_HELP                                                 \
+                        OUT_OF_SERVICE_FLAGS_HELP NODE_CONDITIONS_FLAG_HELP                       \
         "      --skip-driver-stop        end after the claims are released; leave the drivers\n"  \
         "                                running (for callers that delete the node anyway)\n"
 
@@ -205,6 +212,7 @@ const struct verb verbs[] = {
                 "                                gRPC health endpoint of the driver pods: wait for\n"
                 "                                SERVING (default: no probe)\n"
                 "      --ignore-driver-health    do not wait for the drivers' gRPC health\n" CONFIG_FLAG_HELP
+                        NODE_CONDITIONS_FLAG_HELP
                 "  -l, --selector SELECTOR       the Nodes matching this label selector instead of\n"
                 "                                NODE (kubectl's -l); -o json: a List of the\n"
                 "                                per-node summaries\n"

@@ -710,6 +710,7 @@ static int runner_start(struct runner *rn, enum engine_goal goal, uint64_t timeo
                 .disable_eviction = rn->a->disable_eviction,
                 .skip_wait_for_delete_usec = rn->a->skip_wait_for_delete_usec,
                 .force_uncordon = rn->a->force_uncordon,
+                .node_conditions = rn->a->node_conditions,
                 .skip_driver_stop = rn->a->skip_driver_stop,
                 .driver_health = rn->a->has_health ? &rn->a->health_target : NULL,
                 .timeout_usec = timeout_usec,

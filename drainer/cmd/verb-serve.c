@@ -253,6 +253,7 @@ static int start_engine(struct managed *m, enum engine_goal goal) {
                 .disable_eviction = srv->a->disable_eviction,
                 .skip_wait_for_delete_usec = srv->a->skip_wait_for_delete_usec,
                 .force_uncordon = srv->a->force_uncordon,
+                .node_conditions = srv->a->node_conditions,
                 .skip_driver_stop = srv->a->skip_driver_stop,
                 .driver_health = srv->a->has_health ? &srv->a->health_target : NULL,
                 .timeout_usec = srv->a->timeout_usec,

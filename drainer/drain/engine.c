@@ -61,6 +61,7 @@ struct engine {
         struct hashmap *accepted;    /* "ns/name" of pods whose eviction this run had accepted, until gone */
 
         struct kube_call *node_call; /* the Node patch in flight */
+        bool status_patch;           /* ... is one of nodes/NAME/status (--node-conditions) */
 
         /* The configured driver-stop strategy's instance for this run (owned). Only its
          * configuration is ever acted on: a recorded stop is undone only when its
@@ -452,6 +453,18 @@ static void on_node_patched(const struct kube_result *res, void *userdata) {
         e->node_call = NULL;
         if (res->error == -ECANCELED)
                 return;
+        if (e->status_patch && res->error < 0) {
+                e->status_patch = false;
+                if (res->error == -EACCES || res->error == -EINVAL || res->error == -ENOENT)
+                        return finish(
+                                e, res->error,
+                                "--node-conditions: patching nodes/%s/status failed: %s (drainer's role "
+                                "needs patch on nodes/status)",
+                                e->o.node, res->message ? res->message : strerror(-res->error));
+                log_debug("patching nodes/%s/status failed: %s, retrying", e->o.node, strna(res->message));
+                return retry_at(e, timesrc_now(e->ts) + 2 * USEC_PER_SEC);
+        }
+        e->status_patch = false;
         if (res->error == -EBUSY || res->error == -EEXIST) {
                 /* 409: the Node changed under us; the informer brings the new version.
                  * Until it has, a patch built from the cache would be refused again:
@@ -477,26 +490,53 @@ static void on_node_patched(const struct kube_result *res, void *userdata) {
         kick(e);
 }
 
-/* Sends one merge patch to the Node (takes ownership of body). */
-static void patch_node(struct engine *e, char *body) {
+/* Sends one patch to the Node, or (status) its status subresource (takes ownership
+ * of body): a merge patch of the Node, a strategic merge patch of its status (the
+ * conditions list merges by type). */
+static void patch_node_at(struct engine *e, bool status, char *body) {
         _cleanup_free_ char *path = NULL, *ename = kube_query_escape(e->o.node);
         const struct node_rec *n;
         int r;
 
-        if (!body || !ename || asprintf(&path, "/api/v1/nodes/%s", ename) < 0) {
+        if (!body || !ename || asprintf(&path, "/api/v1/nodes/%s%s", ename, status ? "/status" : "") < 0) {
                 free(body);
                 return finish(e, -ENOMEM, "out of memory");
         }
         n = node_view_node(e->view);
         free(e->patch_rv);
         e->patch_rv = n && n->resource_version ? strdup(n->resource_version) : NULL;
-        r = kube_patch(e->client, path, KUBE_PATCH_MERGE, body, on_node_patched, e, &e->node_call);
+        e->status_patch = status;
+        r = kube_patch(e->client, path, status ? KUBE_PATCH_STRATEGIC : KUBE_PATCH_MERGE, body,
+                       on_node_patched, e, &e->node_call);
         free(body);
         if (r < 0)
                 return finish(e, r, "cannot patch node %s: %s", e->o.node, strerror(-r));
         e->changed = true;
         e->wrote = true;
         e->wrote_at = timesrc_now(e->ts);
+}
+
+static void patch_node(struct engine *e, char *body) {
+        patch_node_at(e, false, body);
+}
+
+/* --node-conditions: the conditions follow the recorded phase before the phase's
+ * first action (and once the drain is over); true when a patch went out. */
+static bool sync_conditions(struct engine *e, const struct node_rec *n) {
+        char *body = NULL;
+        int r;
+
+        if (!e->o.node_conditions)
+                return false;
+        r = drain_patch_conditions(n, e->st.has_phase, e->st.phase, timesrc_realtime(e->ts), &body);
+        if (r < 0) {
+                finish(e, r, "cannot build the node conditions patch: %s", strerror(-r));
+                return true;
+        }
+        if (r == 0)
+                return false;
+        patch_node_at(e, true, body);
+        return true;
 }
 
 static void patch_phase(struct engine *e, const struct node_rec *n, enum drain_phase p, const char *msg) {
@@ -1660,6 +1700,8 @@ static void reconcile(struct engine *e) {
         if (r < 0)
                 return finish(e, r, "out of memory");
         note_phase(e, n);
+        if (sync_conditions(e, n))
+                return;
 
         if (e->o.goal == ENGINE_GOAL_DRAIN)
                 drive_drain(e, n);

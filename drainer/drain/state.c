@@ -943,3 +943,110 @@ int drain_patch_request(const struct node_rec *n, const char *value, char **ret)
                 return r;
         return patch_print(root, ret);
 }
+
+/* ---- node lifecycle conditions (--node-conditions) ---- */
+
+#define CONDITION_REASON_PREFIX "Drainer"
+
+struct condition_want {
+        const char *status, *reason, *message;
+};
+
+static void conditions_wanted(bool has_phase, enum drain_phase phase,
+                              struct condition_want w[_NODE_CONDITION_MAX]) {
+        static const struct condition_want
+                draining[] = {
+                        [NODE_CONDITION_DRAIN_IN_PROGRESS] = { "True", "DrainerDraining",
+                                                               "drainer is draining the node in the DRA-safe "
+                                                               "order (its phase: annotation drainer.io/state)" },
+                        [NODE_CONDITION_DRAINED] = { "False", "DrainerDraining", "drainer is draining the node" },
+                },
+                drained[] = {
+                        [NODE_CONDITION_DRAIN_IN_PROGRESS] = { "False", "DrainerDrained",
+                                                               "drainer drained the node" },
+                        [NODE_CONDITION_DRAINED] = { "True", "DrainerDrained",
+                                                     "drained by drainer: no pods, no ResourceClaims, DRA "
+                                                     "drivers stopped" },
+                },
+                restoring[] = {
+                        [NODE_CONDITION_DRAIN_IN_PROGRESS] = { "False", "DrainerRestoring",
+                                                               "drainer is restoring the node" },
+                        [NODE_CONDITION_DRAINED] = { "False", "DrainerRestoring",
+                                                     "drainer is restoring the DRA drivers and uncordoning" },
+                },
+                idle[] = {
+                        [NODE_CONDITION_DRAIN_IN_PROGRESS] = { "False", "DrainerRestored",
+                                                               "no drain by drainer is in progress" },
+                        [NODE_CONDITION_DRAINED] = { "False", "DrainerRestored",
+                                                     "drainer restored the node (or no drain by drainer is "
+                                                     "recorded on it)" },
+                };
+        const struct condition_want *src = idle;
+
+        if (has_phase && phase >= DRAIN_PHASE_CORDON && phase < DRAIN_PHASE_DRAINED)
+                src = draining;
+        else if (has_phase && phase == DRAIN_PHASE_DRAINED)
+                src = drained;
+        else if (has_phase && phase > DRAIN_PHASE_DRAINED && phase < _DRAIN_PHASE_MAX)
+                src = restoring;
+        memcpy(w, src, sizeof(struct condition_want) * _NODE_CONDITION_MAX);
+}
+
+int drain_patch_conditions(const struct node_rec *n, bool has_phase, enum drain_phase phase,
+                           int64_t now_usec, char **ret) {
+        struct condition_want w[_NODE_CONDITION_MAX];
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        cJSON *list = NULL;
+        char now[64];
+        bool idle;
+        int r;
+
+        assert(n);
+        assert(ret);
+        conditions_wanted(has_phase, phase, w);
+        idle = streq(w[0].reason, "DrainerRestored");
+        r = timesrc_format_rfc3339(now_usec, now, sizeof(now));
+        if (r < 0)
+                return r;
+        for (size_t c = 0; c < _NODE_CONDITION_MAX; c++) {
+                const struct node_condition_rec *have = &n->lifecycle[c];
+                cJSON *item;
+
+                if (streq_ptr(have->status, w[c].status) && streq_ptr(have->reason, w[c].reason))
+                        continue;
+                /* No drain: only our own conditions are set back, never someone else's,
+                 * and a node that never had them gets none. */
+                if (idle &&
+                    (!have->status || !have->reason ||
+                     strncmp(have->reason, CONDITION_REASON_PREFIX, strlen(CONDITION_REASON_PREFIX)) != 0))
+                        continue;
+                if (!root) {
+                        cJSON *status;
+
+                        root = cJSON_CreateObject();
+                        status = root ? cJSON_AddObjectToObject(root, "status") : NULL;
+                        list = status ? cJSON_AddArrayToObject(status, "conditions") : NULL;
+                        if (!list)
+                                return -ENOMEM;
+                }
+                item = cJSON_CreateObject();
+                if (!item)
+                        return -ENOMEM;
+                cJSON_AddItemToArray(list, item);
+                if (!cJSON_AddStringToObject(item, "type", node_lifecycle_condition_type(c)) ||
+                    !cJSON_AddStringToObject(item, "status", w[c].status) ||
+                    !cJSON_AddStringToObject(item, "reason", w[c].reason) ||
+                    !cJSON_AddStringToObject(item, "message", w[c].message) ||
+                    !cJSON_AddStringToObject(item, "lastHeartbeatTime", now))
+                        return -ENOMEM;
+                if (!streq_ptr(have->status, w[c].status) &&
+                    !cJSON_AddStringToObject(item, "lastTransitionTime", now))
+                        return -ENOMEM;
+        }
+        if (!root) {
+                *ret = NULL;
+                return 0;
+        }
+        *ret = cJSON_PrintUnformatted(root);
+        return *ret ? 1 : -ENOMEM;
+}

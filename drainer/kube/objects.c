@@ -442,6 +442,15 @@ int claim_rec_from_json(const cJSON *obj, struct claim_rec **ret) {
 
 /* ---- nodes ---- */
 
+static const char *const lifecycle_types[_NODE_CONDITION_MAX] = {
+        [NODE_CONDITION_DRAIN_IN_PROGRESS] = "DrainInProgress",
+        [NODE_CONDITION_DRAINED] = "Drained",
+};
+
+const char *node_lifecycle_condition_type(enum node_lifecycle_condition c) {
+        return c >= 0 && c < _NODE_CONDITION_MAX ? lifecycle_types[c] : NULL;
+}
+
 static int node_build(const cJSON *obj, struct packer *pk, struct node_rec *n) {
         const cJSON *meta, *spec, *status, *arr, *t;
         size_t cnt, i = 0;
@@ -485,6 +494,14 @@ static int node_build(const cJSON *obj, struct packer *pk, struct node_rec *n) {
         n->unschedulable = json_get_true(spec, "unschedulable");
         n->ready = condition_true(status, "Ready");
         n->not_ready_since_usec = n->ready ? 0 : condition_not_true_since(status, "Ready");
+        cJSON_ArrayForEach(t, json_get_arr(status, "conditions")) {
+                for (size_t c = 0; c < _NODE_CONDITION_MAX; c++)
+                        if (streq_ptr(json_get_str(t, "type"), lifecycle_types[c]) &&
+                            !n->lifecycle[c].status) {
+                                n->lifecycle[c].status = pk_opt(pk, json_get_str(t, "status"));
+                                n->lifecycle[c].reason = pk_opt(pk, json_get_str(t, "reason"));
+                        }
+        }
         return 0;
 }
 

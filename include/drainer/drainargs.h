@@ -33,6 +33,7 @@ enum {
         OPT_CONFIG,
         OPT_IGNORE_DAEMONSETS,
         OPT_SKIP_WAIT_FOR_DELETE,
+        OPT_NODE_CONDITIONS,
 };
 
 struct drain_args {
@@ -42,6 +43,7 @@ struct drain_args {
         uint64_t timeout_usec;
         bool emptydir, force, disable_eviction, dry_run, ignore_health, force_uncordon, restore_on_failure,
                 skip_driver_stop;
+        bool node_conditions; /* --node-conditions: DrainInProgress and Drained on the Node (KEP-5683) */
         /* --dry-run=server (dry_run is set too): the cordon patch and every eviction sent
          * with dryRun=All, as kubectl drain --dry-run=server; --dry-run (bare) or
          * --dry-run=client: the plan only; --dry-run=none: no dry run */

@@ -48,6 +48,10 @@ struct engine_options {
          * released by the kubelet's unprepare" (DESIGN.md), opt-in, never implied. */
         bool out_of_service;
         uint64_t out_of_service_after_usec;
+        /* --node-conditions: mirror the drain in the Node's DrainInProgress and Drained
+         * conditions (KEP-5683; drain_patch_conditions), written through nodes/status
+         * before each stage's first action, and set back once the node is restored. */
+        bool node_conditions;
         /* Handed to the driver-stop strategy (systemd:UNIT drives units through it); the
          * engine calls none of it. ops NULL: no unit control on this host. */
         struct units units;

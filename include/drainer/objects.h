@@ -118,6 +118,23 @@ struct node_taint {
                                  * replace it) does not restart NoExecute toleration timers */
 };
 
+/* The node lifecycle conditions of KEP-5683 (Kubernetes 1.37) that --node-conditions
+ * writes: DrainInProgress and Drained. "The admin is responsible for setting and
+ * clearing" them (k8s.io/api core/v1 NodeConditionType); upstream tools read them. */
+enum node_lifecycle_condition {
+        NODE_CONDITION_DRAIN_IN_PROGRESS,
+        NODE_CONDITION_DRAINED,
+        _NODE_CONDITION_MAX,
+};
+
+/* "DrainInProgress", "Drained" */
+const char *node_lifecycle_condition_type(enum node_lifecycle_condition c);
+
+struct node_condition_rec {
+        const char *status; /* "True", "False", "Unknown"; NULL when the Node has no such condition */
+        const char *reason; /* NULL if absent */
+};
+
 struct node_rec {
         const char *name, *uid, *resource_version;
         bool unschedulable;
@@ -132,6 +149,7 @@ struct node_rec {
         size_t n_annotations;
         const struct kv *annotations; /* only drainer.io/ annotations are kept */
         const char *kubelet_version;  /* status.nodeInfo.kubeletVersion */
+        struct node_condition_rec lifecycle[_NODE_CONDITION_MAX];
 
         size_t alloc_size;
 };

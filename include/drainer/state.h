@@ -154,6 +154,20 @@ int drain_patch_finish(const struct node_rec *n, bool uncordon, bool keep_reques
  * other taint kept), records drainer.io/out-of-service=now, and sets the message
  * unless it is NULL. */
 int drain_patch_out_of_service(const struct node_rec *n, int64_t now_usec, const char *message, char **ret);
+/* --node-conditions: the node lifecycle conditions of KEP-5683 (DrainInProgress,
+ * Drained) that mirror a drain recorded in phase (has_phase false: none), for
+ * upstream tools that read them. Draining (cordon .. stop-drivers): DrainInProgress
+ * True, Drained False; drained: DrainInProgress False, Drained True; restoring
+ * (restore-drivers, uncordon): both False (DrainerRestoring); no drain (no phase,
+ * waiting, preflight): both False (DrainerRestored), but only where the condition
+ * is drainer's (reason Drainer...): someone else's conditions are theirs, and a
+ * node that never had them gets none. Builds a strategic merge patch of the Node's status
+ * subresource (Content-Type application/strategic-merge-patch+json; conditions
+ * merge by type, so the kubelet's stay) with the conditions whose status or
+ * reason differ from n's, lastTransitionTime = now where the status changes. Returns
+ * 1 with *ret, 0 (*ret = NULL) when n already says it, -ENOMEM. */
+int drain_patch_conditions(const struct node_rec *n, bool has_phase, enum drain_phase phase,
+                           int64_t now_usec, char **ret);
 /* Sets drainer.io/request (value NULL removes it); value must be "drain" or
  * "uncordon" (-EINVAL). */
 int drain_patch_request(const struct node_rec *n, const char *value, char **ret);

@@ -261,6 +261,8 @@ sar() { # expected(true|false) description resourceAttributes-json
 }
 sar true "create pods/eviction in demo" '{"verb":"create","resource":"pods","subresource":"eviction","namespace":"demo"}'
 sar true "patch nodes node-1" '{"verb":"patch","resource":"nodes","name":"node-1"}'
+sar true "patch nodes/status node-1 (--node-conditions)" '{"verb":"patch","resource":"nodes","subresource":"status","name":"node-1"}'
+sar false "update nodes/status node-1" '{"verb":"update","resource":"nodes","subresource":"status","name":"node-1"}'
 sar true "list resourceclaims" '{"verb":"list","group":"resource.k8s.io","resource":"resourceclaims"}'
 sar true "update leases in drainer-system" '{"verb":"update","group":"coordination.k8s.io","resource":"leases","namespace":"drainer-system"}'
 sar false "create resourceslices" '{"verb":"create","group":"resource.k8s.io","resource":"resourceslices"}'
@@ -436,6 +438,21 @@ refused owner "node-2's token: an ownerReference on node-2 (the garbage collecto
 	k2 patch --dry-run=server node node-2 --type merge -p '{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"00000000-0000-0000-0000-000000000001"}]}}'
 refused provider "node-2's token: spec.providerID of node-2" "may change only unschedulable and the drainer.io/draining taint" \
 	k2 patch --dry-run=server node node-2 --type merge -p '{"spec":{"providerID":"deploy-test://x"}}'
+# --node-conditions (issue 16 item 9): through nodes/status, only DrainInProgress and
+# Drained, with drainer's reasons, on its own Node; nothing else of the status.
+cond() { # TYPE STATUS REASON: a strategic merge patch of one node condition
+	printf '{"status":{"conditions":[{"type":"%s","status":"%s","reason":"%s","message":"deploy-test"}]}}' "$1" "$2" "$3"
+}
+admitted own-conditions "node-2's token: DrainInProgress on its own Node through nodes/status (server dry run)" \
+	k2 patch node node-2 --subresource=status --dry-run=server --type strategic -p "$(cond DrainInProgress True DrainerDraining)"
+refused other-conditions "node-2's token: DrainInProgress on node-1" "may change only Node node-2, not node-1" \
+	k2 patch node node-1 --subresource=status --dry-run=server --type strategic -p "$(cond DrainInProgress True DrainerDraining)"
+refused ready-condition "node-2's token: the kubelet's Ready condition of node-2" "may change only the conditions DrainInProgress and Drained" \
+	k2 patch node node-2 --subresource=status --dry-run=server --type strategic -p "$(cond Ready False DrainerDraining)"
+refused condition-reason "node-2's token: Drained with a reason not drainer's" "with a reason" \
+	k2 patch node node-2 --subresource=status --dry-run=server --type strategic -p "$(cond Drained True SomeoneElse)"
+refused allocatable "node-2's token: the allocatable of node-2" "may change only the conditions DrainInProgress and Drained" \
+	k2 patch node node-2 --subresource=status --dry-run=server --type strategic -p '{"status":{"allocatable":{"pods":"1000"}}}'
 check_eq "node-1 is as it was" "$before1" "$(node_fingerprint node-1)"
 check_eq "node-3 is as it was (still cordoned)" "$before3" "$(node_fingerprint node-3)"
 kubectl uncordon node-3 >/dev/null

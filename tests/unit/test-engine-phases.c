@@ -49,6 +49,7 @@
 #include "drainer/driverstop.h"
 #include "drainer/engine.h"
 #include "drainer/events.h"
+#include "drainer/json.h"
 #include "drainer/selector.h"
 #include "drainer/timesrc.h"
 #include "fakes/fake-apiserver.h"
@@ -66,6 +67,7 @@
 #define PDBS     FAKE_API_PDBS
 #define EVICTION FAKE_API_EVICTION
 #define NODE     FAKE_API_NODE
+#define STATUS   FAKE_API_NODE "/status"
 
 #define GRACE        (2 * SEC)  /* an accepted eviction's pod is gone this much later */
 #define ANSWER       (100 * MS) /* an eviction's answer */
@@ -154,6 +156,9 @@ struct world {
                 grace0_evictions;
         unsigned events[4];    /* DrainerPhase, DrainerBlocked, DrainerFailed, DrainerDone */
         int64_t grace_seconds; /* the run's --grace-period (-1: each pod's own) */
+        bool node_conditions;  /* the run's --node-conditions */
+        unsigned status_patches;
+        bool evicted_while_not_in_progress; /* an eviction sent without DrainInProgress=True */
         uint64_t first_rest_eviction, last_holder_answer, driver_stopped_at;
 };
 
@@ -306,6 +311,21 @@ static bool node_tainted(struct world *w) {
         return false;
 }
 
+/* status.conditions[type].status on the world's Node, NULL if absent. */
+static const char *node_condition(struct world *w, const char *type, const char **ret_reason) {
+        const cJSON *c;
+
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(
+                                      cJSON_GetObjectItemCaseSensitive(w->node, "status"), "conditions")) {
+                if (!streq_ptr(json_get_str(c, "type"), type))
+                        continue;
+                if (ret_reason)
+                        *ret_reason = json_get_str(c, "reason");
+                return json_get_str(c, "status");
+        }
+        return NULL;
+}
+
 static size_t drainer_annotations(struct world *w) {
         const cJSON *a;
         size_t n = 0;
@@ -360,6 +380,8 @@ static struct wpod *evicted_pod(struct world *w, const struct fake_request *r) {
 /* An eviction as it is sent: a driver pod's is the driver's stop (nothing may be on
  * the node now); a claim holder's never has grace 0. */
 static void on_eviction_sent(struct world *w, const struct fake_request *r) {
+        if (w->node_conditions && !streq_ptr(node_condition(w, "DrainInProgress", NULL), "True"))
+                w->evicted_while_not_in_progress = true;
         struct wpod *p = evicted_pod(w, r);
         cJSON *body = fake_api_json(r->body), *grace;
 
@@ -447,6 +469,48 @@ static void on_node_patch(struct world *w, const struct fake_request *r) {
         push(w, NODES "&watch=1", "MODIFIED", obj);
 }
 
+/* A strategic merge patch of nodes/node-1/status (--node-conditions): conditions merge
+ * by type, each field of a patched condition replaced, the others kept. */
+static void on_status_patch(struct world *w, const struct fake_request *r) {
+        cJSON *patch = fake_api_json(r->body), *status, *list, *meta;
+        const cJSON *pc;
+        char rv[32], *obj;
+
+        /* only conditions, and never a resourceVersion precondition */
+        assert_null(cJSON_GetObjectItemCaseSensitive(patch, "metadata"));
+        assert_null(cJSON_GetObjectItemCaseSensitive(patch, "spec"));
+        status = cJSON_GetObjectItemCaseSensitive(w->node, "status");
+        if (!status)
+                status = cJSON_AddObjectToObject(w->node, "status");
+        list = cJSON_GetObjectItemCaseSensitive(status, "conditions");
+        if (!list)
+                list = cJSON_AddArrayToObject(status, "conditions");
+        cJSON_ArrayForEach(pc, json_get_arr(json_get_obj(patch, "status"), "conditions")) {
+                cJSON *have = NULL, *c;
+                const cJSON *f;
+
+                cJSON_ArrayForEach(c, list) if (streq_ptr(json_get_str(c, "type"), json_get_str(pc, "type")))
+                        have = c;
+                if (!have) {
+                        have = cJSON_CreateObject();
+                        cJSON_AddItemToArray(list, have);
+                }
+                cJSON_ArrayForEach(f, pc) {
+                        cJSON_DeleteItemFromObjectCaseSensitive(have, f->string);
+                        cJSON_AddItemToObject(have, f->string, cJSON_Duplicate(f, true));
+                }
+        }
+        cJSON_Delete(patch);
+        w->status_patches++;
+        meta = cJSON_GetObjectItemCaseSensitive(w->node, "metadata");
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
+        snprintf(rv, sizeof(rv), "%u", ++w->rv);
+        cJSON_AddStringToObject(meta, "resourceVersion", rv);
+        obj = cJSON_PrintUnformatted(w->node);
+        fake_transport_expect_json(w->ft, "PATCH", STATUS, 200, obj);
+        push(w, NODES "&watch=1", "MODIFIED", obj);
+}
+
 /* The requests the engine sent that the world has not acted on yet; evictions once
  * answered, or at once (now: the client is being killed, and the API server goes on
  * with what reached it). */
@@ -468,6 +532,10 @@ static void serve_requests(struct world *w, bool now) {
                         w->handled[i] = DONE;
                         if (!w->dying) /* else cancelled before it left */
                                 on_node_patch(w, r);
+                } else if (streq(r->method, "PATCH") && streq(r->path, STATUS)) {
+                        w->handled[i] = DONE;
+                        if (!w->dying)
+                                on_status_patch(w, r);
                 } else if (streq(r->method, "POST") && strncmp(r->path, EVICTION, strlen(EVICTION)) == 0) {
                         if (!(w->handled[i] & SEEN)) {
                                 w->handled[i] |= SEEN;
@@ -633,6 +701,7 @@ static void run_engine(struct world *w, enum engine_goal goal) {
                 .goal = goal,
                 .grace_seconds = w->grace_seconds,
                 .timeout_usec = w->timeout_usec,
+                .node_conditions = w->node_conditions,
                 .plan = { .driver_selectors = (const struct selector *const *)w->sels,
                           .n_driver_selectors = w->n_sels,
                           .driver_stop = w->strategy,
@@ -1197,6 +1266,58 @@ static void test_allocated_claim_holds_wait_released(void **state) {
 /* On restore the driver pod comes back but is never Ready, or its unit fails to
  * start: the node stays cordoned in restore-drivers, no ResourceSlice, the message
  * says what it waits for, and --timeout ends it. */
+static void assert_conditions(struct world *w, const char *in_progress, const char *drained,
+                              const char *reason) {
+        const char *r1 = NULL, *r2 = NULL;
+
+        assert_string_equal(node_condition(w, "DrainInProgress", &r1), in_progress);
+        assert_string_equal(node_condition(w, "Drained", &r2), drained);
+        assert_string_equal(r1, reason);
+        assert_string_equal(r2, reason);
+        assert_string_equal(node_condition(w, "Ready", NULL), "True"); /* the kubelet's stays */
+}
+
+/* --node-conditions (KEP-5683): DrainInProgress True before the first eviction, Drained
+ * True once drained (one status patch each), both False while restoring and once
+ * restored; a run killed in evict-rest resumes without writing them again; without
+ * the flag, no status patch at all. */
+static void test_node_conditions(void **state) {
+        struct world *w = *state;
+
+        world_init(w, &driver_stop_taint, false);
+        w->node_conditions = true;
+        w->kill_in = "evict-rest";
+        run_engine(w, ENGINE_GOAL_DRAIN);
+        run_until(w, 60 * SEC);
+        assert_null(w->engine);
+        assert_conditions(w, "True", "False", "DrainerDraining");
+        assert_int_equal(w->status_patches, 1);
+        run_engine(w, ENGINE_GOAL_DRAIN);
+        run_until(w, 60 * SEC);
+        assert_drained(w);
+        assert_false(w->evicted_while_not_in_progress);
+        assert_conditions(w, "False", "True", "DrainerDrained");
+        assert_int_equal(w->status_patches, 2);
+        kill_engine(w);
+
+        run_engine(w, ENGINE_GOAL_UNCORDON);
+        run_until(w, 60 * SEC);
+        assert_restored(w);
+        assert_conditions(w, "False", "False", "DrainerRestored");
+        assert_int_equal(w->status_patches, 4); /* restoring, restored */
+        kill_engine(w);
+
+        /* The same world drained again without the flag: the conditions are not touched. */
+        w->node_conditions = false;
+        run_engine(w, ENGINE_GOAL_DRAIN);
+        run_until(w, 60 * SEC);
+        assert_true(w->finished);
+        assert_int_equal(w->result, 0);
+        assert_string_equal(node_ann(w, "drainer.io/state"), "drained");
+        assert_int_equal(w->status_patches, 4);
+        assert_conditions(w, "False", "False", "DrainerRestored");
+}
+
 static void test_unhealthy_driver_holds_restore(void **state) {
         struct world *w = *state;
 
@@ -1243,6 +1364,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_pod_that_never_terminates_times_out, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_allocated_claim_holds_wait_released, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unhealthy_driver_holds_restore, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_node_conditions, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -944,6 +944,115 @@ static void test_patch_out_of_service(void **state) {
         assert_non_null(strstr(err, "drainer.io/out-of-service-"));
 }
 
+/* --node-conditions: each phase's DrainInProgress/Drained, only what differs, the
+ * transition time only where the status changes, and nothing over someone else's. */
+static const cJSON *condition_in(const cJSON *patch, const char *type) {
+        const cJSON *c;
+
+        cJSON_ArrayForEach(
+                c, json_get_arr(json_get_obj(patch, "status"),
+                                "conditions")) if (streq_ptr(json_get_str(c, "type"), type)) return c;
+        return NULL;
+}
+
+static void assert_condition(const cJSON *patch, const char *type, const char *status, const char *reason,
+                             bool transition) {
+        const cJSON *c = condition_in(patch, type);
+
+        assert_non_null(c);
+        assert_string_equal(json_get_str(c, "status"), status);
+        assert_string_equal(json_get_str(c, "reason"), reason);
+        assert_string_equal(json_get_str(c, "lastHeartbeatTime"), NOW_RFC);
+        if (transition)
+                assert_string_equal(json_get_str(c, "lastTransitionTime"), NOW_RFC);
+        else
+                assert_null(json_get_str(c, "lastTransitionTime"));
+        assert_non_null(json_get_str(c, "message"));
+}
+
+static cJSON *conditions_patch(const struct node_rec *n, bool has_phase, enum drain_phase p) {
+        char *body = NULL;
+        int r = drain_patch_conditions(n, has_phase, p, NOW_USEC, &body);
+        cJSON *j;
+
+        assert_true(r >= 0);
+        if (r == 0) {
+                assert_null(body);
+                return NULL;
+        }
+        assert_non_null(body);
+        j = parse_patch(body);
+        free(body);
+        /* status only: never metadata (no resourceVersion: the list merges by type) */
+        assert_null(cJSON_GetObjectItemCaseSensitive(j, "metadata"));
+        assert_null(cJSON_GetObjectItemCaseSensitive(j, "spec"));
+        return j;
+}
+
+static void test_patch_conditions(void **state) {
+        (void)state;
+        struct node_rec *fresh = node_json("{'metadata':{'name':'n1','resourceVersion':'5'},"
+                                           "'status':{'conditions':[{'type':'Ready','status':'True'}]}}");
+        struct node_rec *draining =
+                node_json("{'metadata':{'name':'n1','resourceVersion':'6'},'status':{'conditions':["
+                          "{'type':'Ready','status':'True'},"
+                          "{'type':'DrainInProgress','status':'True','reason':'DrainerDraining'},"
+                          "{'type':'Drained','status':'False','reason':'DrainerDraining'}]}}");
+        struct node_rec *theirs =
+                node_json("{'metadata':{'name':'n1','resourceVersion':'7'},'status':{'conditions':["
+                          "{'type':'DrainInProgress','status':'True','reason':'OtherTool'}]}}");
+        cJSON *j;
+
+        /* A node without them, no drain: nothing. Waiting and preflight are no drain. */
+        assert_null(conditions_patch(fresh, false, 0));
+        assert_null(conditions_patch(fresh, true, DRAIN_PHASE_WAITING));
+        assert_null(conditions_patch(fresh, true, DRAIN_PHASE_PREFLIGHT));
+
+        /* Every draining phase: in progress, not drained; both new. */
+        for (enum drain_phase p = DRAIN_PHASE_CORDON; p < DRAIN_PHASE_DRAINED; p++) {
+                j = conditions_patch(fresh, true, p);
+                assert_non_null(j);
+                assert_int_equal(cJSON_GetArraySize(json_get_arr(json_get_obj(j, "status"), "conditions")),
+                                 2);
+                assert_condition(j, "DrainInProgress", "True", "DrainerDraining", true);
+                assert_condition(j, "Drained", "False", "DrainerDraining", true);
+                assert_null(condition_in(j, "Ready")); /* the kubelet's stay out of it */
+                cJSON_Delete(j);
+                /* ... and already said: nothing. */
+                assert_null(conditions_patch(draining, true, p));
+        }
+
+        /* Drained: both change status. */
+        j = conditions_patch(draining, true, DRAIN_PHASE_DRAINED);
+        assert_condition(j, "DrainInProgress", "False", "DrainerDrained", true);
+        assert_condition(j, "Drained", "True", "DrainerDrained", true);
+        cJSON_Delete(j);
+
+        /* Restoring: Drained False keeps its transition time, only the reason moves. */
+        j = conditions_patch(draining, true, DRAIN_PHASE_RESTORE_DRIVERS);
+        assert_condition(j, "DrainInProgress", "False", "DrainerRestoring", true);
+        assert_condition(j, "Drained", "False", "DrainerRestoring", false);
+        cJSON_Delete(j);
+
+        /* No drain recorded any more: ours go back to False (DrainerRestored). */
+        j = conditions_patch(draining, false, 0);
+        assert_condition(j, "DrainInProgress", "False", "DrainerRestored", true);
+        assert_condition(j, "Drained", "False", "DrainerRestored", false);
+        cJSON_Delete(j);
+
+        /* Someone else's condition is left alone when no drain is recorded, and taken
+         * over (it is the node's drain now) while drainer drains. */
+        assert_null(conditions_patch(theirs, false, 0));
+        j = conditions_patch(theirs, true, DRAIN_PHASE_EVICT_REST);
+        assert_condition(j, "DrainInProgress", "True", "DrainerDraining", false);
+        assert_condition(j, "Drained", "False", "DrainerDraining", true);
+        cJSON_Delete(j);
+
+        free(fresh);
+        free(draining);
+        free(theirs);
+}
+
 static void test_patch_request(void **state) {
         _cleanup_(node_rec_freep) struct node_rec *n = node_with(NULL);
         _cleanup_(cJSON_Deletep) cJSON *p1 = NULL, *p2 = NULL;
@@ -1031,6 +1140,7 @@ int main(void) {
                 cmocka_unit_test(test_patch_finish_uncordon),
                 cmocka_unit_test(test_patch_finish_keep_cordon_and_request),
                 cmocka_unit_test(test_patch_out_of_service),
+                cmocka_unit_test(test_patch_conditions),
                 cmocka_unit_test(test_patch_request),
                 cmocka_unit_test(test_patch_cordon_reads_back),
         };
