@@ -50,6 +50,34 @@ static int initial_credentials(struct app *a, struct kube_credentials *ret) {
         return 0;
 }
 
+/* The API server has answered nothing but failures for this long: say so, every
+ * REACH_REPEAT while it lasts, and once when it answers again. */
+#define REACH_AFTER  (5 * USEC_PER_SEC)
+#define REACH_REPEAT (30 * USEC_PER_SEC)
+#define REACH_TICK   (1 * USEC_PER_SEC)
+
+static void on_reach_timer(struct dtimer *t) {
+        struct app *a = container_of(t, struct app, reach);
+        struct kube_client_stats st;
+        uint64_t now = timesrc_now(a->ts);
+
+        kube_client_get_stats(a->client, &st);
+        if (st.failing_since_usec && now - st.failing_since_usec >= REACH_AFTER &&
+            (!a->reach_warned || now - a->reach_warned_at >= REACH_REPEAT)) {
+                log_warning("cannot reach the API server %s (%s) for %.0f s: %s; retrying", a->cfg->server,
+                            a->cfg->source, (double)(now - st.failing_since_usec) / USEC_PER_SEC,
+                            st.last_error[0] ? st.last_error : "no answer");
+                a->reach_warned = true;
+                a->reach_warned_at = now;
+        } else if (!st.failing_since_usec && a->reach_warned) {
+                log_info("the API server %s answers again", a->cfg->server);
+                a->reach_warned = false;
+        }
+        /* Only while calls are in flight: the timer must not keep an idle loop alive. */
+        if (kube_client_calls_in_flight(a->client) > 0)
+                dtimer_start(t, REACH_TICK);
+}
+
 int app_init(struct app *a, const struct global_flags *flags) {
         _cleanup_free_ char *err = NULL;
         struct kube_credentials creds = {};
@@ -123,15 +151,27 @@ int app_init(struct app *a, const struct global_flags *flags) {
                 return log_error_errno(r, "--as/--as-group: invalid value");
         if (r < 0)
                 return log_oom();
+        r = dtimer_init(&a->reach, a->ts, on_reach_timer);
+        if (r < 0)
+                return log_oom();
+        a->reach_ready = true;
         log_debug("Using %s (context %s), server %s", a->cfg->source, strna(a->cfg->context_name),
                   a->cfg->server);
         return 0;
 }
 
+int app_run_once(struct app *a) {
+        if (a->reach_ready && !a->reach.armed)
+                dtimer_start(&a->reach, REACH_TICK);
+        return uv_run(&a->loop, UV_RUN_ONCE);
+}
+
 int app_run_until(struct app *a, const bool *done) {
         while (!*done)
-                if (uv_run(&a->loop, UV_RUN_ONCE) == 0)
+                if (app_run_once(a) == 0)
                         break;
+        if (a->reach_ready)
+                dtimer_stop(&a->reach);
         return 0;
 }
 
@@ -148,6 +188,10 @@ static void on_transport_closed(struct transport *t, void *userdata) {
 int app_done(struct app *a) {
         int r = 0;
 
+        if (a->reach_ready) {
+                dtimer_done(&a->reach);
+                a->reach_ready = false;
+        }
         if (a->client) {
                 kube_client_cancel_all(a->client);
                 /* Let the cancelled calls deliver their callbacks. */

@@ -154,7 +154,7 @@ static int run_doctor(struct app *a, const struct doctor_opts *o, enum output_fo
         }
         /* The reads go on while Prometheus answers. */
         while (run.gathering || run.asking)
-                if (uv_run(&a->loop, UV_RUN_ONCE) == 0)
+                if (app_run_once(a) == 0)
                         break;
         if (r < 0)
                 goto out;

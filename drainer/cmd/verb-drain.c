@@ -818,6 +818,8 @@ static cJSON *summary_json(struct runner *rn, const char *verb, int result, bool
                                                        : "error");
         if (rn->message)
                 cJSON_AddStringToObject(j, "message", rn->message);
+        else if (result == -EINTR && !rn->acc.changed && !rn->has_last_phase)
+                cJSON_AddStringToObject(j, "message", "interrupted before it changed anything on the node");
         else if (result == -EINTR) {
                 /* the engine never finished: what its progress last said */
                 _cleanup_free_ char *m = NULL;
@@ -987,6 +989,8 @@ static int report_result(struct runner *rn, const char *what, int r) {
         fleet_commit_block(rn->fl);
         if (r == 0)
                 log_info("%s", rn->message ? rn->message : what);
+        else if (r == -EINTR && !rn->acc.changed && !rn->has_last_phase)
+                log_error("%s interrupted before it changed anything on node %s", what, rn->node);
         else if (r == -EINTR)
                 log_error("%s interrupted: the state is on node %s; run the same command again to resume",
                           what, rn->node);

@@ -360,10 +360,20 @@ static void note_answer(struct kube_call *call, int error, long status) {
         if (!call->watch)
                 metrics_observe(metrics_family(DRAINER_METRIC_API_DURATION), METRIC_LABELS(call_verb(call)),
                                 (double)(now - call->sent_at) / USEC_PER_SEC);
-        if ((error < 0 && error != call->abort_error) || status >= 500)
+        if ((error < 0 && error != call->abort_error) || status >= 500) {
+                if (!c->stats.failing_since_usec)
+                        c->stats.failing_since_usec = now;
                 c->stats.last_error_usec = now;
-        else
+                if (error < 0)
+                        snprintf(c->stats.last_error, sizeof(c->stats.last_error), "%s",
+                                 error == -EKEYREJECTED ? "its certificate is not trusted"
+                                                        : strerror(-error));
+                else
+                        snprintf(c->stats.last_error, sizeof(c->stats.last_error), "HTTP %ld", status);
+        } else {
                 c->stats.last_ok_usec = now;
+                c->stats.failing_since_usec = 0;
+        }
 }
 
 static void on_http_done(struct http_call *http, int error, const struct http_response *resp,

@@ -7,6 +7,7 @@
 
 #include "drainer/client.h"
 #include "drainer/macro.h"
+#include "drainer/timesrc.h"
 
 /* Exit codes, documented in `drainer --help` and the README. */
 enum {
@@ -52,11 +53,19 @@ struct app {
         struct kube_config *cfg;     /* owned */
         struct credentials *creds;   /* owned */
         struct kube_client *client;  /* owned */
+        /* While the loop runs: says so when the API server has not answered for a while
+         * (every verb: no wait without saying why). */
+        struct dtimer reach;
+        bool reach_ready, reach_warned;
+        uint64_t reach_warned_at;
 };
 
 /* Loads the configuration and connects the client. Logs a clear one-line error
  * and returns negative errno on failure. */
 int app_init(struct app *a, const struct global_flags *flags);
+/* Runs the loop once (uv_run UV_RUN_ONCE, whose result it returns); while calls are
+ * in flight it says so when the API server has answered only failures for 5 s. */
+int app_run_once(struct app *a);
 /* Runs the loop until *done is true (or nothing is left to run). */
 int app_run_until(struct app *a, const bool *done);
 /* Cancels what is in flight, closes every handle, checks uv_loop_close(). */

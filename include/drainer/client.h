@@ -96,6 +96,10 @@ struct kube_client_stats {
         uint64_t watch_events;
         uint64_t last_ok_usec;    /* monotonic µs of the last answer that was not a 5xx, 0 if none */
         uint64_t last_error_usec; /* ... of the last transport failure or 5xx answer, 0 if none */
+        /* Since when every answer has been a failure (monotonic µs; 0: the last answer was
+         * not one), and what the last failure was ("Connection refused", "HTTP 503"). */
+        uint64_t failing_since_usec;
+        char last_error[96];
 };
 void kube_client_get_stats(const struct kube_client *c, struct kube_client_stats *ret);
 

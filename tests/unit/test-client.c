@@ -28,6 +28,7 @@
 
 #define MS     USEC_PER_MSEC
 #define SEC    USEC_PER_SEC
+#define MSEC   USEC_PER_MSEC
 #define T0     TEST_API_T0
 #define SERVER "https://api.test.example:6443"
 
@@ -367,6 +368,45 @@ static void test_connection_errors_retried(void **state) {
         assert_int_equal(r.attempts, 3);
         assert_non_null(r.message);
         assert_int_equal(fake_transport_count(e->api->ft, "GET", "/api/v1/pods"), 3);
+        result_clear(&r);
+}
+
+/* What the CLI says while the API server does not answer: since when every answer
+ * has failed, and the last failure; a success clears it. */
+static void test_failing_since(void **state) {
+        struct env *e = *state;
+        struct kube_client_stats st;
+        struct result r = {};
+        uint64_t first;
+        bool saw503 = false;
+
+        fake_transport_expect_error(e->api->ft, "GET", "/api/v1/nodes", -ECONNREFUSED, 2);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes", 503, "{}");
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes", 200, node_json);
+        kube_client_get_stats(e->api->client, &st);
+        assert_int_equal(st.failing_since_usec, 0);
+        assert_string_equal(st.last_error, "");
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        for (int i = 0; i < 1000 && fake_transport_n_requests(e->api->ft) < 2; i++)
+                fake_clock_step(e->api->clock, 10 * MSEC);
+        kube_client_get_stats(e->api->client, &st);
+        assert_true(st.failing_since_usec > 0);
+        assert_string_equal(st.last_error, strerror(ECONNREFUSED));
+        first = st.failing_since_usec;
+        for (int i = 0; i < 1000 && r.calls == 0; i++) {
+                fake_clock_step(e->api->clock, 10 * MSEC);
+                kube_client_get_stats(e->api->client, &st);
+                /* still failing: since the first failure, whatever came after */
+                if (st.failing_since_usec)
+                        assert_int_equal(st.failing_since_usec, first);
+                saw503 |= st.failing_since_usec && streq(st.last_error, "HTTP 503");
+        }
+        assert_true(saw503);
+        assert_int_equal(r.calls, 1);
+        assert_int_equal(r.error, 0);
+        kube_client_get_stats(e->api->client, &st);
+        assert_int_equal(st.failing_since_usec, 0);
+        assert_true(st.last_ok_usec > st.last_error_usec);
         result_clear(&r);
 }
 
@@ -1208,6 +1248,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_429_retry_after_in_status, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_5xx_backoff_gives_up, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_connection_errors_retried, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_failing_since, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_post_not_retried, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_patch, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_evict_429_handed_back, setup, teardown),
