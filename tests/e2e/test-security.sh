@@ -114,6 +114,26 @@ reap_pid "$http_pid" KILL
 check "... and the token is not in the warning" bash -c "! grep -qF -- '$token' '$t/http.err'"
 drainer_run https --kubeconfig "$KUBECONFIG" status "$node"
 check "no such warning over https://" bash -c "! grep -qi 'unencrypted' '$t/https.err'"
+# An API server that does not answer (a closed port): no verb waits without saying
+# why (issue 16 item 3). drain, uncordon and status at once, each stopped after 9 s:
+# each has said by then that it cannot reach the server, naming it and the error; the
+# drain and the uncordon, stopped, say they changed nothing.
+closed_port=$((20000 + RANDOM % 30000))
+while (exec 3<>"/dev/tcp/127.0.0.1/$closed_port") 2>/dev/null; do closed_port=$((closed_port + 1)); done
+kubeconfig "$t/closed.yaml" "$ca_ok" "$user_token"
+sed -i "s|server: $server|server: https://127.0.0.1:$closed_port|" "$t/closed.yaml"
+for v in drain uncordon status; do
+	timeout -s TERM 9 "$DRAINER" --kubeconfig "$t/closed.yaml" "$v" "$node" >"$t/closed-$v.out" 2>"$t/closed-$v.err" &
+done
+wait
+for v in drain uncordon status; do
+	check "$v against a closed port says within 9 s that it cannot reach the API server, naming it" \
+		grep -qE "warning: cannot reach the API server https://127\.0\.0\.1:$closed_port .*Connection refused; retrying" "$t/closed-$v.err"
+done
+for v in drain uncordon; do
+	check "... $v, stopped, says it changed nothing" grep -q "interrupted before it changed anything on node $node" "$t/closed-$v.err"
+done
+check "... and no token in what they printed" bash -c "! grep -qF -- '$token' '$t'/closed-*.err '$t'/closed-*.out"
 for flag in --insecure-skip-tls-verify --insecure-skip-tls-verify=true --insecure; do
 	drainer_run flag --kubeconfig "$t/wrong-ca-file.yaml" "$flag" status "$node"
 	check_rc "no flag turns verification off: $flag" 2 flag
