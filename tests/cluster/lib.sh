@@ -48,6 +48,19 @@ v1 | v1beta2 | v1beta1 | off) ;;
 	exit 2
 	;;
 esac
+# DeviceTaintRule (KEP-5055): 1.36 serves it as resource.k8s.io/v1beta2 only with the
+# DRADeviceTaintRules gate (beta, off by default: pkg/features/kube_features.go) and
+# --runtime-config resource.k8s.io/v1beta2/devicetaintrules=true; 1.37 serves v1 and
+# has the gate on. 1 turns both on (gate on every component that reads rules), 0 leaves
+# the release's defaults.
+: "${DRAINER_CLUSTER_DEVICE_TAINTS:=0}"
+case $DRAINER_CLUSTER_DEVICE_TAINTS in
+0 | 1) ;;
+*)
+	echo "DRAINER_CLUSTER_DEVICE_TAINTS=$DRAINER_CLUSTER_DEVICE_TAINTS: want 0 or 1" >&2
+	exit 2
+	;;
+esac
 # Each real kubelet listens on its node's own IP (P.0.i), so all use the same ports.
 kubelet_port=10250
 kubelet_healthz_port=10248
