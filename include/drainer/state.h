@@ -24,6 +24,11 @@ struct node_rec;
  * taint drainer recorded here is ever removed by drainer (uncordon, node Ready). */
 #define DRAINER_ANN_OUT_OF_SERVICE    "drainer.io/out-of-service"
 
+/* Driver-scoped drains (--driver NAME): the DeviceTaintRules this drain created, their
+ * names separated by commas (kept so the uncordon deletes exactly these, even once the
+ * driver's ResourceSlices are gone). */
+#define DRAINER_ANN_TAINT_RULES "drainer.io/taint-rules"
+
 /* Upstream's non-graceful node shutdown taint (KEP-2268): with it on a node that is
  * not Ready, kube-controller-manager's pod GC force-deletes the node's terminating
  * pods (pkg/controller/podgc gcTerminating) and the taint-eviction controller deletes
@@ -78,6 +83,7 @@ struct drain_state {
         size_t n_stops;
         char *message;
         int64_t out_of_service_usec; /* drainer.io/out-of-service; 0 when absent */
+        char *taint_rules;           /* drainer.io/taint-rules, or NULL */
 };
 
 /* Frees the strings of s and leaves it an empty state. NULL ok; usable as
@@ -171,3 +177,48 @@ int drain_patch_conditions(const struct node_rec *n, bool has_phase, enum drain_
 /* Sets drainer.io/request (value NULL removes it); value must be "drain" or
  * "uncordon" (-EINVAL). */
 int drain_patch_request(const struct node_rec *n, const char *value, char **ret);
+
+/* ---- driver-scoped state ----
+ *
+ * A drain of one DRA driver of a node (--driver NAME) keeps its state under keys of
+ * its own: drainer.io/KEY.NAME for each drainer.io/KEY above (drainer.io/state.NAME,
+ * drainer.io/driver-stop.NAME, ...), so a node drain's keys (no dot after
+ * "drainer.io/") and each driver's are apart. The scope view shows a node record
+ * whose annotations are only the scope's, under the plain names, so every parser
+ * and patch builder above works on it unchanged; drain_scope_patch renames a patch
+ * built from it back. Scope NULL is the node's own drain. */
+
+/* Whether driver suits a scope: a DNS subdomain (ResourceSlice spec.driver) short
+ * enough that drainer.io/was-unschedulable.NAME is a valid annotation key (a name
+ * part of at most 63). 0, or -EINVAL with msg the error line. */
+int drain_scope_check(const char *driver, char *msg, size_t size);
+
+struct drain_scope_view {
+        struct node_rec node; /* n, with only the scope's annotations, renamed */
+        struct kv *kv;        /* owned */
+        char *keys;           /* owned */
+};
+/* Fills ret from n for scope (NULL: the node's own keys). 0 or -ENOMEM. */
+int drain_scope_view_init(struct drain_scope_view *ret, const struct node_rec *n, const char *scope);
+void drain_scope_view_done(struct drain_scope_view *v);
+
+/* Rewrites the drainer.io/ annotation keys of a patch built from a scope view to the
+ * scope's (in place: *body is replaced). scope NULL: nothing to do. 0 or -ENOMEM. */
+int drain_scope_patch(const char *scope, char **body);
+
+/* Another drain on n that excludes one of scope: for a driver scope, the node's own
+ * drain (drainer.io/state set: returns ""); for the node (scope NULL), any driver's
+ * (drainer.io/state.NAME set: returns NAME, borrowed from n). NULL: none. */
+const char *drain_scope_conflict(const struct node_rec *n, const char *scope);
+/* The drivers out of service on n (drainer.io/state.NAME set), for status: calls f for
+ * each with its name (borrowed, not NUL-terminated: len) and the phase's value. */
+void drain_scope_foreach(const struct node_rec *n,
+                         void (*f)(const char *driver, size_t len, const char *phase, void *userdata),
+                         void *userdata);
+
+/* Driver-scoped start (instead of the cordon): in ONE patch started-at (kept if set,
+ * else now), state=cordon, state-since=now, drainer.io/taint-rules=rules (the
+ * DeviceTaintRules about to be created; recorded first, so a crash never leaves a rule
+ * without its record) and the message. The node itself is not touched. */
+int drain_patch_isolate(const struct node_rec *n, int64_t now_usec, const char *rules, const char *message,
+                        char **ret);

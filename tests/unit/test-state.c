@@ -1110,9 +1110,76 @@ static void test_patch_cordon_reads_back(void **state) {
         assert_non_null(node_rec_find_taint(after, DRAIN_TAINT_KEY, DRAIN_TAINT_EFFECT));
 }
 
+/* --driver: the scope view shows only the scope's keys under the plain names (a
+ * node drain's only those without a dot), a patch built from it is renamed back,
+ * and the two kinds of drain see each other as conflicts. */
+static void test_driver_scope(void **state) {
+        struct node_rec *n = node_with(
+                "drainer.io/state.gpu.example.com", "drained", "drainer.io/driver-stop.gpu.example.com",
+                "[{\"strategy\":\"label\",\"key\":\"gpu.example.com/present\",\"old\":\"true\"}]",
+                "drainer.io/taint-rules.gpu.example.com", "drainer-node-1-gpu.example.com-0",
+                "drainer.io/message", "node's own", NULL);
+        _cleanup_(drain_state_done) struct drain_state st = {};
+        struct drain_scope_view v;
+        char *body = NULL, msg[256];
+        cJSON *j;
+
+        assert_int_equal(drain_scope_view_init(&v, n, "gpu.example.com"), 0);
+        assert_int_equal(v.node.n_annotations, 3);
+        assert_int_equal(drain_state_parse(&v.node, &st, NULL), 0);
+        assert_true(st.has_phase);
+        assert_int_equal(st.phase, DRAIN_PHASE_DRAINED);
+        assert_int_equal(st.n_stops, 1);
+        assert_string_equal(st.taint_rules, "drainer-node-1-gpu.example.com-0");
+        assert_null(st.message); /* the node's own message is not the driver's */
+
+        /* the finish patch of the scope removes the scope's keys, and only those */
+        assert_int_equal(drain_patch_finish(&v.node, false, false, &body), 0);
+        assert_int_equal(drain_scope_patch("gpu.example.com", &body), 0);
+        j = parse_patch(body);
+        assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(json_path(j, "metadata.annotations"),
+                                                                  "drainer.io/state.gpu.example.com")));
+        assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(
+                json_path(j, "metadata.annotations"), "drainer.io/taint-rules.gpu.example.com")));
+        assert_null(cJSON_GetObjectItemCaseSensitive(json_path(j, "metadata.annotations"),
+                                                     "drainer.io/message"));
+        assert_null(
+                cJSON_GetObjectItemCaseSensitive(json_path(j, "metadata.annotations"), "drainer.io/state"));
+        assert_null(json_path(j, "spec"));
+        cJSON_Delete(j);
+        free(body);
+        drain_scope_view_done(&v);
+
+        /* the node's own view: no driver's key */
+        assert_int_equal(drain_scope_view_init(&v, n, NULL), 0);
+        assert_int_equal(v.node.n_annotations, 1);
+        assert_string_equal(v.node.annotations[0].key, "drainer.io/message");
+        drain_scope_view_done(&v);
+
+        /* conflicts: a node drain sees the driver's; the driver's none (no node state);
+         * another driver's scope sees none */
+        assert_string_equal(drain_scope_conflict(n, NULL), "gpu.example.com");
+        assert_null(drain_scope_conflict(n, "gpu.example.com"));
+        assert_null(drain_scope_conflict(n, "nic.example.com"));
+        node_rec_free(n);
+        n = node_with("drainer.io/state", "evict-rest", NULL);
+        assert_string_equal(drain_scope_conflict(n, "gpu.example.com"), "");
+        assert_null(drain_scope_conflict(n, NULL));
+        node_rec_free(n);
+
+        /* names: a DNS subdomain, short enough for drainer.io/was-unschedulable.NAME */
+        assert_int_equal(drain_scope_check("gpu.example.com", msg, sizeof(msg)), 0);
+        assert_int_equal(drain_scope_check("GPU.example.com", msg, sizeof(msg)), -EINVAL);
+        assert_int_equal(
+                drain_scope_check("a-very-long-driver-name.with-many.labels.example.com", msg, sizeof(msg)),
+                -EINVAL);
+        assert_non_null(strstr(msg, "longer than the 45 characters"));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_enums),
+                cmocka_unit_test(test_driver_scope),
                 cmocka_unit_test(test_parse_absent),
                 cmocka_unit_test(test_parse_full),
                 cmocka_unit_test(test_parse_each_phase_and_request),
