@@ -15,6 +15,7 @@
 #include "drainer/log.h"
 #include "drainer/plan.h"
 #include "drainer/selector.h"
+#include "drainer/taintrule.h"
 
 /* ---- names ---- */
 
@@ -41,6 +42,7 @@ static const char *const blocker_kind_table[_BLOCKER_KIND_MAX] = {
         [BLOCKER_DRIVER_UNHEALTHY] = "driver-unhealthy",
         [BLOCKER_MULTIPLE_PDBS] = "multiple-pdbs",
         [BLOCKER_CLAIM_HOLDER_FILTERED] = "claim-holder-filtered",
+        [BLOCKER_DRAIN_EXCLUSIVE] = "drain-exclusive",
 };
 
 const char *blocker_kind_to_string(enum blocker_kind k) {
@@ -52,7 +54,8 @@ const char *blocker_kind_to_string(enum blocker_kind k) {
 bool blocker_kind_holds_at_every_eviction(enum blocker_kind k) {
         /* A driver's health matters before the drain starts; once drivers are being
          * stopped they are unhealthy by design. */
-        return k >= 0 && k < _BLOCKER_KIND_MAX && k != BLOCKER_DRIVER_UNHEALTHY;
+        return k >= 0 && k < _BLOCKER_KIND_MAX && k != BLOCKER_DRIVER_UNHEALTHY &&
+               k != BLOCKER_DRAIN_EXCLUSIVE;
 }
 
 size_t plan_eviction_blockers(const struct plan *p) {
@@ -364,9 +367,54 @@ static bool claim_driver_own(const struct claim_rec *c, const struct plan *p) {
         return true;
 }
 
+bool plan_claim_in_scope(const struct claim_rec *c, const struct plan_options *o) {
+        assert(c && o);
+        if (o->n_drivers == 0)
+                return true;
+        for (size_t i = 0; i < c->n_devices; i++)
+                for (size_t d = 0; d < o->n_drivers; d++)
+                        if (streq_ptr(c->devices[i].driver, o->drivers[d]))
+                                return true;
+        return false;
+}
+
+static const char skip_out_of_scope[] = "holds no ResourceClaim of the drivers drained";
+
+static bool pod_holds_plan_claim(const struct plan *p, const struct pod_rec *pod) {
+        for (size_t i = 0; i < p->n_claims; i++) {
+                const struct claim_rec *c = p->claims[i].claim;
+
+                if (!streq_ptr(c->ns, pod->ns))
+                        continue;
+                if (streq_ptr(pod->extended_claim_name, c->name))
+                        return true;
+                for (size_t j = 0; j < pod->n_claims; j++)
+                        if (streq_ptr(pod->claims[j].claim_name, c->name))
+                                return true;
+                /* reserved for it (a claim the pod's status does not name yet) */
+                for (size_t j = 0; j < c->n_reserved; j++)
+                        if (consumer_is_pod(&c->reserved[j], c, pod))
+                                return true;
+        }
+        return false;
+}
+
+/* --driver: the workload pods that hold none of the scope's claims stay. */
+static void scope_pods(struct plan *p) {
+        for (size_t i = 0; i < p->n_pods; i++) {
+                struct plan_pod *pp = &p->pods[i];
+
+                if (!group_is_workload(pp->group) || pod_holds_plan_claim(p, pp->pod))
+                        continue;
+                pp->group = EVICT_GROUP_NONE;
+                pp->skip_reason = skip_out_of_scope;
+        }
+}
+
 static int collect_claims(struct plan *p, const struct pod_rec *const *pods, size_t n_pods,
                           const struct claim_rec *const *claims, size_t n_claims,
-                          const struct slice_rec *const *slices, size_t n_slices) {
+                          const struct slice_rec *const *slices, size_t n_slices,
+                          const struct plan_options *o) {
         size_t n = 0;
 
         if (n_claims == 0)
@@ -378,7 +426,7 @@ static int collect_claims(struct plan *p, const struct pod_rec *const *pods, siz
         for (size_t i = 0; i < n_claims; i++) {
                 enum claim_on_node_reason why;
 
-                if (!claims[i])
+                if (!claims[i] || !plan_claim_in_scope(claims[i], o))
                         continue;
                 why = claim_on_node(claims[i], p->node->name, pods, n_pods, slices, n_slices);
                 if (why == CLAIM_NOT_ON_NODE)
@@ -482,6 +530,12 @@ int plan_build(const struct node_rec *node, const struct pod_rec *const *pods, s
                 match_pdbs(pp, pdbs, n_pdbs);
         }
         p.n_pods = n;
+
+        r = collect_claims(&p, pods, n_pods, claims, n_claims, slices, n_slices, o);
+        if (r < 0)
+                return r;
+        if (o->n_drivers > 0)
+                scope_pods(&p);
         if (n > 1)
                 qsort(p.pods, n, sizeof(struct plan_pod), cmp_plan_pod);
         for (size_t i = 0; i < n; i++)
@@ -492,10 +546,6 @@ int plan_build(const struct node_rec *node, const struct pod_rec *const *pods, s
                 if (r < 0)
                         return r;
         }
-
-        r = collect_claims(&p, pods, n_pods, claims, n_claims, slices, n_slices);
-        if (r < 0)
-                return r;
         r = collect_pdbs(&p, pdbs, n_pdbs);
         if (r < 0)
                 return r;
@@ -712,9 +762,27 @@ int plan_print_text(const struct plan *p, const struct plan_options *o, FILE *f)
                 p->node->unschedulable ? "already unschedulable" : "schedulable",
                 tainted ? ", drain taint set" : "");
 
-        fprintf(f, " 1. cordon: spec.unschedulable=true, taint %s:%s%s\n", DRAIN_TAINT_KEY,
-                DRAIN_TAINT_EFFECT,
-                cordoned_before ? " (cordoned before the drain: uncordon leaves it cordoned)" : "");
+        if (o->n_drivers > 0) {
+                fputs("Scoped to DRA driver", f);
+                for (size_t i = 0; i < o->n_drivers; i++)
+                        fprintf(f, "%s %s", i == 0 ? (o->n_drivers > 1 ? "s" : "") : ",", o->drivers[i]);
+                fputs(" (--driver): the node stays schedulable; only pods holding claims of "
+                      "these drivers' devices are evicted\n",
+                      f);
+        }
+        if (o->n_drivers > 0 && o->isolation == PLAN_ISOLATE_TAINT_RULE)
+                fprintf(f,
+                        " 1. DeviceTaintRule (%s) %s:%s for each pool of the drivers on the node: no new "
+                        "claim "
+                        "is allocated on their devices here; the node is not cordoned\n",
+                        strna(o->taint_rule_api), TAINT_RULE_TAINT_KEY, TAINT_RULE_TAINT_EFFECT);
+        else
+                fprintf(f, " 1. cordon: spec.unschedulable=true, taint %s:%s%s%s\n", DRAIN_TAINT_KEY,
+                        DRAIN_TAINT_EFFECT,
+                        cordoned_before ? " (cordoned before the drain: uncordon leaves it cordoned)" : "",
+                        o->n_drivers > 0 ? " (fallback: the API server serves no DeviceTaintRule, "
+                                           "resource.k8s.io v1 or v1beta2, so the whole node is cordoned)"
+                                         : "");
 
         print_group(f, p, " 2. evict claim holders", EVICT_GROUP_CLAIM_HOLDERS, width);
         print_group(f, p, "    then critical claim holders", EVICT_GROUP_CLAIM_HOLDERS_CRITICAL, width);
@@ -980,6 +1048,20 @@ cJSON *plan_to_json(const struct plan *p, const struct plan_options *o) {
                 if (add_item(claims, NULL, claim_json(&p->claims[i])) < 0)
                         return NULL;
 
+        if (o->n_drivers > 0) {
+                cJSON *scope = cJSON_AddObjectToObject(root, "scope"), *drivers;
+
+                if (!scope || !(drivers = cJSON_AddArrayToObject(scope, "drivers")))
+                        return NULL;
+                for (size_t i = 0; i < o->n_drivers; i++)
+                        if (!cJSON_AddItemToArray(drivers, cJSON_CreateString(o->drivers[i])))
+                                return NULL;
+                if (add_str(scope, "isolation",
+                            o->isolation == PLAN_ISOLATE_TAINT_RULE ? "deviceTaintRule" : "cordon") < 0 ||
+                    (o->isolation == PLAN_ISOLATE_TAINT_RULE &&
+                     add_str(scope, "deviceTaintRuleAPI", o->taint_rule_api) < 0))
+                        return NULL;
+        }
         if (json_drivers_stays(root, p, o) < 0 || json_pdbs_blockers(root, p) < 0 ||
             add_bool(root, "ok", p->n_blockers == 0) < 0)
                 return NULL;

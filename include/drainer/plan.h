@@ -44,16 +44,25 @@ enum blocker_kind {
         BLOCKER_MULTIPLE_PDBS,    /* a running pod covered by more than one PDB: the Eviction API answers 500
                                    * "This pod has more than one PodDisruptionBudget..." on every try */
         BLOCKER_CLAIM_HOLDER_FILTERED, /* holds claims, kept by --pod-selector: wait-released cannot end */
+        BLOCKER_DRAIN_EXCLUSIVE, /* a node drain and a driver drain (--driver) of the node exclude each other */
         _BLOCKER_KIND_MAX,
         _BLOCKER_KIND_INVALID = -EINVAL,
 };
 /* "unmanaged", "emptydir", "daemonset-claim-tolerates", "driver-tolerates", "driver-unhealthy",
- * "multiple-pdbs", "claim-holder-filtered"; NULL if out of range */
+ * "multiple-pdbs", "claim-holder-filtered", "drain-exclusive"; NULL if out of range */
 const char *blocker_kind_to_string(enum blocker_kind k);
 /* Whether a blocker of this kind is a rule of the evictions themselves (every kind
  * but driver-unhealthy): it holds at every eviction of every phase, not only in
  * preflight, whatever drainer.io/state says. */
 bool blocker_kind_holds_at_every_eviction(enum blocker_kind k);
+
+/* How a drain keeps new work off what it takes out of service. */
+enum plan_isolation {
+        PLAN_ISOLATE_CORDON,          /* a node drain: cordon + the drain taint */
+        PLAN_ISOLATE_TAINT_RULE,      /* --driver: a NoSchedule DeviceTaintRule per pool of the driver */
+        PLAN_ISOLATE_CORDON_FALLBACK, /* --driver, no DeviceTaintRule served: cordon the node after all */
+        _PLAN_ISOLATION_MAX,
+};
 
 struct plan_options {
         const struct selector
@@ -67,7 +76,18 @@ struct plan_options {
         const struct driver_stop_ops *driver_stop; /* how drivers are stopped; NULL: the default (taint) */
         const char *driver_stop_arg;               /* its ARG: label key / unit */
         bool ignore_driver_health;
+        /* --driver NAME (ResourceSlice spec.driver): the drain is scoped to these drivers'
+         * devices: only pods holding claims allocated from them are evicted, only those
+         * claims are waited for; every other pod stays ("holds no ResourceClaim of the
+         * drivers drained"). n_drivers 0: a node drain. */
+        const char *const *drivers;
+        size_t n_drivers;
+        enum plan_isolation isolation;
+        const char *taint_rule_api; /* TAINT_RULE: e.g. "resource.k8s.io/v1beta2", for the text */
 };
+
+/* Whether claim c has a device of one of the scope's drivers (any claim without a scope). */
+bool plan_claim_in_scope(const struct claim_rec *c, const struct plan_options *o);
 
 struct plan_pod {
         const struct pod_rec *pod; /* borrowed from the caller's cache */

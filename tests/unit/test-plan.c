@@ -267,6 +267,91 @@ static void test_group_names(void **state) {
         assert_null(blocker_kind_to_string(_BLOCKER_KIND_MAX));
 }
 
+/* ---- --driver: a drain scoped to one DRA driver ---- */
+
+/* Scoped to gpu.example.com, with demo/shared allocated from another driver: the
+ * holders of the driver's claims are evicted, the holders of shared (pod-b, pod-c)
+ * and every pod without claims stay ("holds no ResourceClaim of the drivers
+ * drained"); only the driver's claims are waited for (not the nic driver's own, not
+ * shared). The text says DeviceTaintRule, or the cordon fallback; the JSON the scope. */
+static void test_driver_scope(void **state) {
+        static const char *const drivers[] = { "gpu.example.com", NULL };
+        struct scenario s;
+        const struct plan *p = &s.plan;
+        char *text = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        scenario_load(&s);
+        {
+                cJSON *r = cJSON_GetArrayItem(
+                        sub(sub(sub(sub(doc_find(&s, "claims", "demo", "shared"), "status"), "allocation"),
+                                "devices"),
+                            "results"),
+                        0);
+
+                assert_non_null(r);
+                set_json(r, "driver", "\"other.example.com\"");
+        }
+        s.o.driver_stop = &driver_stop_label;
+        s.o.driver_stop_arg = "gpu.example.com/present";
+        s.o.drivers = drivers;
+        s.o.n_drivers = 1;
+        s.o.isolation = PLAN_ISOLATE_TAINT_RULE;
+        s.o.taint_rule_api = "resource.k8s.io/v1beta2";
+        scenario_build(&s);
+
+        assert_int_equal(find_pod(p, "demo", "pod-a")->group, EVICT_GROUP_CLAIM_HOLDERS);
+        assert_int_equal(find_pod(p, "monitoring", "gpu-exporter-x")->group, EVICT_GROUP_CLAIM_HOLDERS);
+        assert_int_equal(find_pod(p, "kube-system", "critical-gpu-x")->group,
+                         EVICT_GROUP_CLAIM_HOLDERS_CRITICAL);
+        for (size_t i = 0; i < 6; i++) {
+                static const char *const stay[][2] = {
+                        { "demo", "pod-b" }, { "demo", "pod-c" },    { "demo", "web-1" },
+                        { "demo", "web-2" }, { "demo", "job-done" }, { "kube-system", "coredns-x" }
+                };
+                const struct plan_pod *pp = find_pod(p, stay[i][0], stay[i][1]);
+
+                assert_int_equal(pp->group, EVICT_GROUP_NONE);
+                assert_string_equal(pp->skip_reason, "holds no ResourceClaim of the drivers drained");
+        }
+        assert_int_equal(p->n_per_group[EVICT_GROUP_REST] + p->n_per_group[EVICT_GROUP_REST_CRITICAL], 0);
+        assert_int_equal(p->n_claims, 3);
+        assert_null(find_claim(p, "demo", "shared"));
+        assert_null(find_claim(p, "dra-system", "driver-own"));
+        assert_int_equal(p->n_claims_blocking, 3);
+        assert_int_equal(p->n_blockers, 0);
+
+        f = open_memstream(&text, &size);
+        assert_non_null(f);
+        assert_int_equal(plan_print_text(p, &s.o, f), 0);
+        fclose(f);
+        assert_non_null(strstr(text, "Scoped to DRA driver gpu.example.com (--driver)"));
+        assert_non_null(strstr(
+                text, " 1. DeviceTaintRule (resource.k8s.io/v1beta2) drainer.io/draining:NoSchedule"));
+        assert_null(strstr(text, "spec.unschedulable=true"));
+        free(text);
+        text = NULL;
+
+        s.o.isolation = PLAN_ISOLATE_CORDON_FALLBACK;
+        f = open_memstream(&text, &size);
+        assert_non_null(f);
+        assert_int_equal(plan_print_text(p, &s.o, f), 0);
+        fclose(f);
+        assert_non_null(strstr(text, "spec.unschedulable=true"));
+        assert_non_null(strstr(text, "fallback: the API server serves no DeviceTaintRule"));
+        free(text);
+        {
+                _cleanup_(cJSON_Deletep) cJSON *j = plan_to_json(p, &s.o);
+
+                assert_non_null(j);
+                assert_string_equal(json_str(j, "scope.isolation"), "cordon");
+                assert_string_equal(cJSON_GetArrayItem(json_path(j, "scope.drivers"), 0)->valuestring,
+                                    "gpu.example.com");
+        }
+        scenario_free(&s);
+}
+
 /* ---- claims ---- */
 
 static void test_claims(void **state) {
@@ -1122,6 +1207,7 @@ int main(void) {
                 cmocka_unit_test(test_groups_and_order),
                 cmocka_unit_test(test_group_names),
                 cmocka_unit_test(test_claims),
+                cmocka_unit_test(test_driver_scope),
                 cmocka_unit_test(test_shared_claim),
                 cmocka_unit_test(test_driver_own_mixed),
                 cmocka_unit_test(test_unmanaged_emptydir),
