@@ -20,6 +20,7 @@
 #include "drainer/metrics.h"
 #include "drainer/nodeview.h"
 #include "drainer/objects.h"
+#include "drainer/taintrule.h"
 #include "drainer/timesrc.h"
 
 #define HEALTH_RECHECK_USEC (2 * USEC_PER_SEC)
@@ -93,6 +94,18 @@ struct engine {
         struct engine_summary summary;
         char *message;
         char *final_message;
+
+        /* --driver: the scope (the first driver's name: its drainer.io/KEY.NAME keys hold
+         * the state), the Node as the scope sees it, and the DeviceTaintRules. */
+        const char *scope; /* borrowed from o.plan.drivers, NULL: a node drain */
+        struct drain_scope_view sv;
+        bool has_sv;
+        struct taint_rule_discovery *disc; /* until its answer */
+        bool disc_done;
+        struct taint_rule_api rule_api;
+        struct kube_call *rule_call; /* the rule POST or DELETE in flight */
+        size_t rules_done;           /* rules created (drain) or deleted (uncordon) by this run */
+        bool rules_ok;               /* every rule answered: in place / gone */
 
         struct engine_held held[MAX_HELD];
         size_t n_held;
@@ -233,6 +246,8 @@ static bool synced(const struct engine *e) {
 
         if (e->pdbs_failed)
                 parts &= ~NODE_VIEW_PDBS;
+        if (e->scope && !e->disc_done)
+                return false;
         return e->view && node_view_synced(e->view, parts);
 }
 
@@ -498,7 +513,8 @@ static void patch_node_at(struct engine *e, bool status, char *body) {
         const struct node_rec *n;
         int r;
 
-        if (!body || !ename || asprintf(&path, "/api/v1/nodes/%s%s", ename, status ? "/status" : "") < 0) {
+        if (!body || !ename || asprintf(&path, "/api/v1/nodes/%s%s", ename, status ? "/status" : "") < 0 ||
+            (!status && drain_scope_patch(e->scope, &body) < 0)) {
                 free(body);
                 return finish(e, -ENOMEM, "out of memory");
         }
@@ -526,7 +542,8 @@ static bool sync_conditions(struct engine *e, const struct node_rec *n) {
         char *body = NULL;
         int r;
 
-        if (!e->o.node_conditions)
+        /* The conditions say the node is being drained: a driver's drain is not that. */
+        if (!e->o.node_conditions || e->scope)
                 return false;
         r = drain_patch_conditions(n, e->st.has_phase, e->st.phase, timesrc_realtime(e->ts), &body);
         if (r < 0) {
@@ -880,10 +897,18 @@ static void record_driver_stop(struct engine *e, const struct node_rec *n, bool 
 
                 if (node_view_collect(e->view, &in) < 0)
                         return finish(e, -ENOMEM, "out of memory");
-                rec.n_drivers =
+                size_t k =
                         plan_driver_names(in.slices, in.n_slices, n->name, names, DRIVER_STOP_MAX_DRIVERS);
-                for (size_t j = 0; j < rec.n_drivers; j++)
-                        rec.drivers[j] = (char *)names[j];
+
+                /* --driver: only the scope's drivers are stopped, and waited for again */
+                for (size_t j = 0; j < k; j++) {
+                        bool in_scope = e->o.plan.n_drivers == 0;
+
+                        for (size_t d = 0; d < e->o.plan.n_drivers && !in_scope; d++)
+                                in_scope = streq(names[j], e->o.plan.drivers[d]);
+                        if (in_scope)
+                                rec.drivers[rec.n_drivers++] = (char *)names[j];
+                }
                 r = with_phase ? drain_patch_driver_stop_phase(n, &rec, 1, DRAIN_PHASE_STOP_DRIVERS,
                                                                timesrc_realtime(e->ts),
                                                                "stopping the DRA drivers", &body)
@@ -990,6 +1015,252 @@ static void note_readiness(struct engine *e, const struct node_rec *n, enum drai
         }
 }
 
+/* ---- driver-scoped drains: DeviceTaintRules (--driver) ---- */
+
+#define MAX_RULE_POOLS 8
+
+/* Whether this drain keeps new claims off the drivers' devices with DeviceTaintRules
+ * (else by cordoning the node: a node drain, or the fallback where the API server
+ * serves none). A recorded drain goes on the way it started: only a cordon records
+ * was-unschedulable. */
+static bool uses_rules(const struct engine *e) {
+        if (!e->scope)
+                return false;
+        if (e->has_st && e->st.has_phase && e->st.phase >= DRAIN_PHASE_CORDON)
+                return !e->st.has_was_unschedulable;
+        return e->o.plan.isolation == PLAN_ISOLATE_TAINT_RULE;
+}
+
+/* New work is kept off: the node cordoned and tainted, or (rules) the rules were made
+ * in phase cordon, which a drain leaves only once every one was answered. */
+static bool isolated(const struct engine *e, const struct node_rec *n) {
+        return uses_rules(e) || node_cordoned(n);
+}
+
+static void on_rules_discovered(int error, const struct taint_rule_api *api, void *userdata) {
+        struct engine *e = userdata;
+
+        e->disc = NULL;
+        if (error == -ECANCELED)
+                return;
+        if (error < 0)
+                return finish(e, error, "cannot ask the API server whether it serves DeviceTaintRules: %s",
+                              strerror(-error));
+        e->rule_api = *api;
+        e->o.plan.isolation = api->served ? PLAN_ISOLATE_TAINT_RULE : PLAN_ISOLATE_CORDON_FALLBACK;
+        e->o.plan.taint_rule_api = api->served ? e->rule_api.api_version : NULL;
+        e->summary.isolation = e->o.plan.isolation;
+        e->disc_done = true;
+        kick(e);
+}
+
+static void on_rule_answer(const struct kube_result *res, void *userdata) {
+        struct engine *e = userdata;
+
+        e->rule_call = NULL;
+        if (res->error == -ECANCELED)
+                return;
+        /* 409 on a create: the rule is there (an earlier run of this drain made it); 404 on
+         * a delete: it is gone already. */
+        if (res->error < 0 && res->error != -EEXIST && res->error != -EBUSY && res->error != -ENOENT) {
+                if (res->error == -EACCES || res->error == -EINVAL)
+                        return finish(e, res->error, "DeviceTaintRule: %s",
+                                      res->message ? res->message : strerror(-res->error));
+                log_debug("DeviceTaintRule request failed: %s, retrying", strna(res->message));
+                return retry_at(e, timesrc_now(e->ts) + 2 * USEC_PER_SEC);
+        }
+        e->changed = true;
+        e->rules_done++;
+        kick(e);
+}
+
+/* The rules of the scope, in order: for each driver, one per pool of its ResourceSlices
+ * on the node. Calls f for each (strings valid during the call); stops when f returns
+ * non-zero and returns that, else 0; -ENOMEM. */
+static int foreach_rule(struct engine *e, const struct node_rec *n,
+                        int (*f)(struct engine *e, const char *name, const char *driver, const char *pool,
+                                 void *userdata),
+                        void *userdata) {
+        struct node_input in;
+        int r = 0;
+
+        if (node_view_collect(e->view, &in) < 0)
+                return -ENOMEM;
+        for (size_t d = 0; d < e->o.plan.n_drivers && r == 0; d++) {
+                const char *pools[MAX_RULE_POOLS];
+                size_t np = taint_rule_pools(in.slices, in.n_slices, n->name, e->o.plan.drivers[d], pools,
+                                             MAX_RULE_POOLS);
+
+                for (size_t i = 0; i < np && r == 0; i++) {
+                        _cleanup_free_ char *name = NULL;
+
+                        r = taint_rule_name(n->name, e->o.plan.drivers[d], i, &name);
+                        if (r < 0)
+                                break;
+                        r = f(e, name, e->o.plan.drivers[d], pools[i], userdata);
+                }
+        }
+        node_input_done(&in);
+        return r;
+}
+
+static int add_rule_name(struct engine *e, const char *name, const char *driver, const char *pool,
+                         void *userdata) {
+        FILE *f = userdata;
+
+        fprintf(f, "%s%s", ftell(f) > 0 ? "," : "", name);
+        return 0;
+}
+
+/* drainer.io/taint-rules of this drain, comma-joined (malloc'd; "" for none). */
+static int rule_names(struct engine *e, const struct node_rec *n, char **ret) {
+        char *buf = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&buf, &size);
+        int r;
+
+        if (!f)
+                return -ENOMEM;
+        r = foreach_rule(e, n, add_rule_name, f);
+        if ((fclose(f) != 0 || r < 0)) {
+                free(buf);
+                return r < 0 ? r : -ENOMEM;
+        }
+        *ret = buf;
+        return 0;
+}
+
+struct rule_at {
+        size_t i, want;
+};
+
+static int create_rule(struct engine *e, const char *name, const char *driver, const char *pool,
+                       void *userdata) {
+        struct rule_at *at = userdata;
+        _cleanup_free_ char *body = NULL, *path = NULL;
+        int r;
+
+        if (at->i++ < at->want)
+                return 0;
+        r = taint_rule_body(&e->rule_api, name, e->o.node, driver, pool, &body);
+        if (r < 0)
+                return r;
+        if (asprintf(&path, "%s/devicetaintrules", e->rule_api.prefix) < 0)
+                return -ENOMEM;
+        r = kube_create(e->client, path, body, on_rule_answer, e, &e->rule_call);
+        return r < 0 ? r : 1;
+}
+
+/* Creates the scope's rules one after the other; true once each was answered. */
+static bool create_rules(struct engine *e, const struct node_rec *n) {
+        struct rule_at at = { .want = e->rules_done };
+        int r;
+
+        if (e->rules_ok)
+                return true;
+        if (e->rule_call)
+                return false;
+        r = foreach_rule(e, n, create_rule, &at);
+        if (r < 0) {
+                finish(e, r, "cannot create the DeviceTaintRule: %s", strerror(-r));
+                return false;
+        }
+        if (r > 0) {
+                set_message(e, "creating DeviceTaintRule %zu of the drivers' pools", e->rules_done + 1);
+                return false;
+        }
+        e->rules_ok = true;
+        return true;
+}
+
+/* Deletes the rules drainer.io/taint-rules names, one after the other; true once each
+ * is gone. */
+static bool delete_rules(struct engine *e) {
+        const char *list = e->st.taint_rules, *p;
+        size_t i = 0;
+
+        if (e->rules_ok || !list || !*list)
+                return true;
+        if (e->rule_call)
+                return false;
+        if (!e->rule_api.served) {
+                finish(e, -EOPNOTSUPP,
+                       "the API server serves no DeviceTaintRule (resource.k8s.io v1 or v1beta2) any more: "
+                       "cannot delete %s; delete them by hand once it does, then run the uncordon again",
+                       list);
+                return false;
+        }
+        for (p = list; *p; i++) {
+                size_t l = strcspn(p, ",");
+
+                if (i == e->rules_done) {
+                        _cleanup_free_ char *path = NULL;
+                        int r;
+
+                        if (asprintf(&path, "%s/devicetaintrules/%.*s", e->rule_api.prefix, (int)l, p) < 0) {
+                                finish(e, -ENOMEM, "out of memory");
+                                return false;
+                        }
+                        r = kube_delete(e->client, path, NULL, on_rule_answer, e, &e->rule_call);
+                        if (r < 0) {
+                                finish(e, r, "cannot delete DeviceTaintRule %.*s: %s", (int)l, p,
+                                       strerror(-r));
+                                return false;
+                        }
+                        set_message(e, "deleting DeviceTaintRule %.*s", (int)l, p);
+                        return false;
+                }
+                p += l;
+                if (*p == ',')
+                        p++;
+        }
+        e->rules_ok = true;
+        return true;
+}
+
+/* The start of a driver-scoped drain with rules: the record of the rules and state
+ * cordon in one write (the rules follow in phase cordon). */
+static void isolate(struct engine *e, const struct node_rec *n) {
+        _cleanup_free_ char *names = NULL;
+        char *body = NULL;
+        int r;
+
+        r = rule_names(e, n, &names);
+        if (r < 0)
+                return finish(e, r, "out of memory");
+        r = drain_patch_isolate(n, timesrc_realtime(e->ts), names,
+                                "keeping new claims off the driver's devices (DeviceTaintRule)", &body);
+        if (r < 0)
+                return finish(e, r, "cannot build the node patch: %s", strerror(-r));
+        e->rules_ok = false;
+        e->rules_done = 0;
+        patch_node(e, body);
+}
+
+/* Another drain of this node that excludes this one (DESIGN.md: a node drain and a
+ * driver drain of the same node exclude each other): refused in preflight. */
+static bool refuse_conflict(struct engine *e) {
+        const struct node_rec *real = node_view_node(e->view);
+        const char *other = real ? drain_scope_conflict(real, e->scope) : NULL;
+
+        if (!other)
+                return false;
+        if (e->scope)
+                finish(e, -EPERM,
+                       "refused: node %s is being drained (" DRAINER_ANN_STATE
+                       "=%s): a drain of DRA driver %s "
+                       "waits until that drain is undone (drainer uncordon %s); nothing was changed",
+                       e->o.node, strna(kv_get(real->annotations, real->n_annotations, DRAINER_ANN_STATE)),
+                       e->scope, e->o.node);
+        else
+                finish(e, -EPERM,
+                       "refused: DRA driver %s of node %s is out of service (" DRAINER_ANN_STATE
+                       ".%s): a node "
+                       "drain waits until it is back (drainer uncordon %s --driver %s); nothing was changed",
+                       other, e->o.node, other, e->o.node, other);
+        return true;
+}
+
 static void drive_drain(struct engine *e, const struct node_rec *n) {
         const struct drain_state *st = &e->st;
         enum drain_phase ph = st->has_phase ? st->phase : DRAIN_PHASE_PREFLIGHT;
@@ -1013,6 +1284,8 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
         switch (ph) {
         case DRAIN_PHASE_WAITING: /* serve got a slot: nothing was changed yet */
         case DRAIN_PHASE_PREFLIGHT:
+                if (refuse_conflict(e))
+                        return;
                 if (e->plan.n_blockers > 0)
                         return refuse(e);
                 r = drivers_probed(e, false, &bad);
@@ -1046,13 +1319,29 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                         if (r < 0)
                                 return finish(e, r, "%s", a.message);
                 }
-                set_message(e, "cordoning");
+                if (uses_rules(e))
+                        return isolate(e, n);
+                if (e->scope)
+                        set_message(
+                                e,
+                                "the API server serves no DeviceTaintRule (resource.k8s.io v1 or v1beta2): "
+                                "cordoning node %s instead (--driver %s)",
+                                n->name, e->scope);
+                else
+                        set_message(e, "cordoning");
                 r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
                 if (r < 0)
                         return finish(e, r, "cannot build the node patch: %s", strerror(-r));
                 return patch_node(e, body);
 
         case DRAIN_PHASE_CORDON:
+                if (uses_rules(e)) {
+                        if (!create_rules(e, n))
+                                return;
+                        return patch_phase(e, n, DRAIN_PHASE_EVICT_CLAIM_HOLDERS,
+                                           "DeviceTaintRules in place; evicting the pods that hold "
+                                           "ResourceClaims of the driver");
+                }
                 if (!node_cordoned(n)) {
                         r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
                         if (r < 0)
@@ -1065,6 +1354,8 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
         case DRAIN_PHASE_RESTORE_DRIVERS:
         case DRAIN_PHASE_UNCORDON:
                 /* Asked to drain a node that was being restored: cordon again (idempotent). */
+                if (uses_rules(e))
+                        return isolate(e, n);
                 r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
                 if (r < 0)
                         return finish(e, r, "cannot build the node patch: %s", strerror(-r));
@@ -1074,12 +1365,12 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                 /* drainer.io/state=drained is a claim, not a fact (it may be written by hand):
                  * a node with pods to evict or claims on it, not cordoned, or with a driver pod
                  * when the strategy removes them, is drained again from the evictions on. */
-                if (!node_cordoned(n) ||
+                if (!isolated(e, n) ||
                     pods_left(&e->plan, false) + finished_deleting(&e->plan) - wait_skipped(e) > 0 ||
                     e->plan.n_claims_blocking > 0 ||
                     (!e->o.skip_driver_stop && e->stop->ops->removes_driver_pods &&
                      driver_pods(&e->plan, false) > 0)) {
-                        if (!node_cordoned(n)) {
+                        if (!isolated(e, n)) {
                                 r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
                                 if (r < 0)
                                         return finish(e, r, "cannot build the node patch: %s", strerror(-r));
@@ -1090,6 +1381,11 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
                                 "recorded as drained, but pods, ResourceClaims or DRA drivers are on "
                                 "the node: draining it again");
                 }
+                if (e->scope)
+                        return finish(e, 0, "DRA driver %s of node %s is out of service%s", e->scope,
+                                      n->name,
+                                      e->o.skip_driver_stop ? " (left running: --skip-driver-stop)"
+                                                            : ": its claims released, the driver stopped");
                 return finish(e, 0, "node %s is drained%s", n->name,
                               e->o.skip_driver_stop ? " (drivers left running: --skip-driver-stop)"
                                                     : " and its DRA drivers are stopped");
@@ -1098,7 +1394,7 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
         }
 
         /* The drain taint must stay for the whole drain: someone may have removed it. */
-        if (!node_cordoned(n)) {
+        if (!isolated(e, n)) {
                 r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
                 if (r < 0)
                         return finish(e, r, "cannot build the node patch: %s", strerror(-r));
@@ -1268,6 +1564,12 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
                 bool leftovers = tainted || n->n_annotations > 0;
                 bool uncordon;
 
+                if (e->finish_sent && e->scope)
+                        return finish(e, 0, "DRA driver %s of node %s is back in service", e->scope,
+                                      n->name);
+                if (e->scope && !leftovers)
+                        return finish(e, 0, "DRA driver %s of node %s is in service; nothing to do",
+                                      e->scope, n->name);
                 if (e->finish_sent)
                         return finish(e, 0, "node %s: %s", n->name,
                                       n->unschedulable
@@ -1365,16 +1667,22 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
                 return patch_phase(e, n, DRAIN_PHASE_UNCORDON, "DRA drivers healthy; uncordoning");
         }
 
-        /* DRAIN_PHASE_UNCORDON: one patch clears everything; uncordon only what we cordoned. */
+        /* DRAIN_PHASE_UNCORDON: the DeviceTaintRules go last (the driver is back, its slices
+         * published); then one patch clears everything; uncordon only what we cordoned (a
+         * drain with rules cordoned nothing). */
+        if (uses_rules(e) && !delete_rules(e))
+                return;
         {
-                bool uncordon = e->o.force_uncordon || (st->has_was_unschedulable && !st->was_unschedulable);
+                bool uncordon = !uses_rules(e) && (e->o.force_uncordon ||
+                                                   (st->has_was_unschedulable && !st->was_unschedulable));
 
                 r = drain_patch_finish(n, uncordon, false, &body);
                 if (r < 0)
                         return finish(e, r, "cannot build the node patch: %s", strerror(-r));
                 e->finish_sent = true;
-                set_message(e, uncordon ? "uncordoning"
-                                        : "leaving the node cordoned, as it was before the drain");
+                set_message(e, e->scope && uses_rules(e) ? "the driver is back: clearing the record"
+                               : uncordon                ? "uncordoning"
+                                          : "leaving the node cordoned, as it was before the drain");
                 patch_node(e, body);
         }
 }
@@ -1689,6 +1997,15 @@ static void reconcile(struct engine *e) {
                 e->conflict_rv = mfree(e->conflict_rv);
         }
 
+        /* The Node as this drain's scope sees it: only its own drainer.io/ keys (a node
+         * drain's, or drainer.io/KEY.DRIVER of --driver), under the plain names. */
+        if (e->has_sv)
+                drain_scope_view_done(&e->sv);
+        e->has_sv = false;
+        if (drain_scope_view_init(&e->sv, n, e->scope) < 0)
+                return finish(e, -ENOMEM, "out of memory");
+        e->has_sv = true;
+        n = &e->sv.node;
         if (e->has_st)
                 drain_state_done(&e->st);
         e->has_st = false;
@@ -1779,6 +2096,8 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
         if (cb)
                 e->cb = *cb;
         e->userdata = userdata;
+        e->scope = o->plan.n_drivers > 0 ? o->plan.drivers[0] : NULL;
+        e->summary.isolation = e->scope ? _PLAN_ISOLATION_MAX : PLAN_ISOLATE_CORDON;
         r = driver_stop_new(o->plan.driver_stop, o->plan.driver_stop_arg,
                             &(const struct driver_stop_env){ .units = o->units,
                                                              .ts = ts,
@@ -1836,6 +2155,11 @@ int engine_start(struct engine *e) {
         r = node_view_start(e->view, e->parts);
         if (r < 0)
                 return r;
+        if (e->scope) {
+                r = taint_rule_discover(e->client, on_rules_discovered, e, &e->disc);
+                if (r < 0)
+                        return r;
+        }
         if (e->o.timeout_usec > 0)
                 dtimer_start(&e->deadline, e->o.timeout_usec);
         return 0;
@@ -1855,6 +2179,9 @@ void engine_stop(struct engine *e) {
         e->kick_armed = false;
         if (e->node_call)
                 kube_call_cancel(e->node_call);
+        if (e->rule_call)
+                kube_call_cancel(e->rule_call);
+        taint_rule_discovery_cancel(e->disc);
         if (e->evictor)
                 evictor_cancel(e->evictor);
         if (e->probe)
@@ -1862,7 +2189,7 @@ void engine_stop(struct engine *e) {
 }
 
 bool engine_idle(const struct engine *e) {
-        if (e->view || e->node_call || e->probe)
+        if (e->view || e->node_call || e->rule_call || e->disc || e->probe)
                 return false;
         return !e->evictor || evictor_idle(e->evictor);
 }
@@ -1887,6 +2214,8 @@ void engine_free(struct engine *e) {
                 plan_done(&e->plan);
         if (e->has_st)
                 drain_state_done(&e->st);
+        if (e->has_sv)
+                drain_scope_view_done(&e->sv);
         free(e->probe_uid);
         driver_stop_free(e->stop); /* a unit call still running finishes into nothing */
         free(e->await_rv);

@@ -121,6 +121,10 @@ struct engine_summary {
          * on it, and whether drainer.io/out-of-service says drainer applied it. */
         bool node_not_ready;
         bool out_of_service, out_of_service_by_drainer;
+        /* How new work was kept off (--driver: DeviceTaintRules, or the cordon fallback
+         * where the API server serves none); _PLAN_ISOLATION_MAX: not known yet (the
+         * discovery had not answered). */
+        enum plan_isolation isolation;
 };
 
 /* One line of the audit trail (what kubectl drain prints for each pod, and the

@@ -159,6 +159,11 @@ struct world {
         bool node_conditions;  /* the run's --node-conditions */
         unsigned status_patches;
         bool evicted_while_not_in_progress; /* an eviction sent without DrainInProgress=True */
+        /* --driver DRIVER: a drain scoped to the driver; whether the API server serves
+         * DeviceTaintRules (v1beta2, as 1.36 with the gate), the rule as the world has it */
+        bool scoped, rules_served, rule_present;
+        unsigned rule_creates, rule_deletes, node_patches;
+        bool slice_at_rule_delete;
         uint64_t first_rest_eviction, last_holder_answer, driver_stopped_at;
 };
 
@@ -347,7 +352,8 @@ static struct wpod *driver_pod(struct world *w) {
  * but drivers and no ResourceClaim left on the node. */
 static void assert_nothing_on_node(struct world *w, const char *stop) {
         for (size_t i = 0; i < w->n_pods; i++)
-                if (w->pods[i].kind != POD_DRIVER && w->pods[i].present)
+                if (w->pods[i].kind != POD_DRIVER && w->pods[i].present &&
+                    !(w->scoped && w->pods[i].kind == POD_WORK)) /* --driver: they stay */
                         fail_msg("%s while pod %s is on the node%s", stop, w->pods[i].name,
                                  w->pods[i].deleting ? " (terminating)" : "");
         for (size_t i = 0; i < w->n_claims; i++)
@@ -432,7 +438,7 @@ static void on_eviction(struct world *w, const struct fake_request *r) {
 }
 
 static void note_phase(struct world *w) {
-        const char *ph = node_ann(w, "drainer.io/state");
+        const char *ph = node_ann(w, w->scoped ? "drainer.io/state." DRIVER : "drainer.io/state");
 
         if (!ph || (w->n_phases > 0 && streq(w->phases[w->n_phases - 1], ph)))
                 return;
@@ -465,6 +471,7 @@ static void on_node_patch(struct world *w, const struct fake_request *r) {
         }
         w->label_restores += l && !(cJSON_IsString(l) && streq(l->valuestring, PAUSED));
         cJSON_Delete(patch);
+        w->node_patches++;
         note_phase(w);
         push(w, NODES "&watch=1", "MODIFIED", obj);
 }
@@ -511,6 +518,49 @@ static void on_status_patch(struct world *w, const struct fake_request *r) {
         push(w, NODES "&watch=1", "MODIFIED", obj);
 }
 
+static const char *json_str_of(const cJSON *j, const char *a, const char *b, const char *c) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, a), b);
+
+        if (c)
+                v = cJSON_GetObjectItemCaseSensitive(v, c);
+        return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* A DeviceTaintRule created (201, or 409 when it exists) or deleted (200, or 404):
+ * answered as the API server would. The rule must select the driver and its pool and
+ * say NoSchedule; it is deleted only once the driver's slice is back. */
+static void on_rule_request(struct world *w, const struct fake_request *r) {
+        const char *rules = "/apis/resource.k8s.io/v1beta2/devicetaintrules";
+
+        if (streq(r->method, "POST")) {
+                cJSON *b = fake_api_json(r->body);
+
+                assert_string_equal(r->path, rules);
+                assert_string_equal(cJSON_GetObjectItemCaseSensitive(b, "apiVersion")->valuestring,
+                                    "resource.k8s.io/v1beta2");
+                assert_string_equal(json_str_of(b, "spec", "deviceSelector", "driver"), DRIVER);
+                assert_string_equal(json_str_of(b, "spec", "deviceSelector", "pool"), "node-1");
+                assert_string_equal(json_str_of(b, "spec", "taint", "effect"), "NoSchedule");
+                assert_string_equal(json_str_of(b, "metadata", "name", NULL), "drainer-node-1-" DRIVER "-0");
+                cJSON_Delete(b);
+                fake_transport_expect_json(
+                        w->ft, "POST", rules, w->rule_present ? 409 : 201,
+                        w->rule_present ? "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\"}" : "{}");
+                w->rule_present = true;
+                w->rule_creates++;
+        } else {
+                assert_string_equal(r->method, "DELETE");
+                assert_string_equal(r->path,
+                                    "/apis/resource.k8s.io/v1beta2/devicetaintrules/drainer-node-1-" DRIVER
+                                    "-0");
+                fake_transport_expect_json(w->ft, "DELETE", rules, w->rule_present ? 200 : 404, "{}");
+                if (w->rule_present)
+                        w->slice_at_rule_delete = w->slice;
+                w->rule_present = false;
+                w->rule_deletes++;
+        }
+}
+
 /* The requests the engine sent that the world has not acted on yet; evictions once
  * answered, or at once (now: the client is being killed, and the API server goes on
  * with what reached it). */
@@ -546,6 +596,10 @@ static void serve_requests(struct world *w, bool now) {
                                 continue;
                         w->handled[i] |= DONE;
                         on_eviction(w, r);
+                } else if (strstr(r->path, "/devicetaintrules")) {
+                        w->handled[i] = DONE;
+                        if (!w->dying)
+                                on_rule_request(w, r);
                 } else {
                         w->handled[i] = DONE;
                         if (streq(r->method, "POST") && strstr(r->path, "/events") && r->body)
@@ -736,6 +790,24 @@ static void run_engine(struct world *w, enum engine_goal goal) {
         fake_transport_expect_json(w->ft, "GET", PDBS "?limit=", 200,
                                    "{\"kind\":\"PodDisruptionBudgetList\",\"apiVersion\":\"policy/v1\","
                                    "\"metadata\":{\"resourceVersion\":\"100\"},\"items\":[]}");
+        if (w->scoped) {
+                static const char *const drivers[] = { DRIVER, NULL };
+
+                o.plan.drivers = drivers;
+                o.plan.n_drivers = 1;
+                /* API discovery: v1 without devicetaintrules; v1beta2 with them, or not served */
+                fake_transport_expect_json(w->ft, "GET", "/apis/resource.k8s.io/v1", 200,
+                                           "{\"kind\":\"APIResourceList\",\"resources\":[{\"name\":"
+                                           "\"resourceclaims\"},{\"name\":\"resourceslices\"}]}");
+                if (w->rules_served)
+                        fake_transport_expect_json(
+                                w->ft, "GET", "/apis/resource.k8s.io/v1beta2", 200,
+                                "{\"kind\":\"APIResourceList\",\"resources\":[{\"name\":"
+                                "\"devicetaintrules\"},{\"name\":\"devicetaintrules/status\"}]}");
+                else
+                        fake_transport_expect_json(w->ft, "GET", "/apis/resource.k8s.io/v1beta2", 404,
+                                                   "{\"kind\":\"Status\",\"reason\":\"NotFound\"}");
+        }
         assert_int_equal(
                 engine_new(w->api->client, fake_transport_base(w->ft), w->api->ts, &o, &cb, w, &w->engine),
                 0);
@@ -1352,9 +1424,156 @@ static void test_unhealthy_driver_holds_restore(void **state) {
         }
 }
 
+static const char *const scoped_drain_phases[] = {
+        "cordon", "evict-claim-holders", "evict-rest", "wait-released", "stop-drivers", "drained",
+};
+
+/* The scoped drain's end state: the holders gone, the plain pods running (never
+ * evicted, same uid), the driver stopped by its label, the state under the driver's
+ * keys only; with rules served the node never cordoned and one rule in place, else
+ * the node cordoned (the fallback). */
+static void assert_driver_out(struct world *w) {
+        assert_true(w->finished);
+        if (w->result != 0)
+                fail_msg("driver drain ended %d: %s", w->result, strna(w->message));
+        assert_string_equal(node_ann(w, "drainer.io/state." DRIVER), "drained");
+        assert_null(node_ann(w, "drainer.io/state"));
+        for (size_t i = 0; i < w->n_pods; i++) {
+                const struct wpod *p = &w->pods[i];
+
+                if (p->kind == POD_HOLDER) {
+                        assert_false(p->present);
+                        assert_int_equal(p->accepted, 1);
+                } else if (p->kind == POD_WORK) {
+                        assert_true(p->present && !p->deleting);
+                        assert_int_equal(p->accepted, 0);
+                        assert_int_equal(p->gen, 0);
+                }
+        }
+        assert_int_equal(w->evictions_sent, 2); /* the two holders, nothing else */
+        assert_int_equal(w->label_pauses, 1);
+        assert_false(driver_pod(w)->present);
+        assert_false(w->slice);
+        assert_true(w->driver_stopped_at > 0);
+        if (w->rules_served) {
+                assert_false(node_unschedulable(w));
+                assert_false(node_tainted(w));
+                assert_int_equal(w->cordons, 0);
+                assert_true(w->rule_present);
+                assert_string_equal(node_ann(w, "drainer.io/taint-rules." DRIVER),
+                                    "drainer-node-1-" DRIVER "-0");
+        } else {
+                assert_true(node_unschedulable(w));
+                assert_true(node_tainted(w));
+                assert_int_equal(w->cordons, 1);
+                assert_int_equal(w->rule_creates, 0);
+                assert_string_equal(node_ann(w, "drainer.io/was-unschedulable." DRIVER), "false");
+        }
+}
+
+/* --driver gpu.example.com, with DeviceTaintRules served and without (the cordon
+ * fallback): a drain evicts only the claim holders of the driver, stops it by its
+ * label with nothing of it left on the node (the world checks at the stop), and
+ * keeps its state under drainer.io/KEY.gpu.example.com; a node drain meanwhile is
+ * refused (-EPERM, nothing sent to the Node); the uncordon brings the driver back,
+ * its slice published, then deletes the rule (or uncordons), and leaves no
+ * drainer.io/ key. */
+static void test_driver_scoped_drain(void **state) {
+        struct world *w = *state;
+
+        for (int served = 1; served >= 0; served--) {
+                unsigned patches;
+
+                if (served == 0)
+                        w = renew(state);
+                print_message("  --driver " DRIVER ", DeviceTaintRules %s:\n",
+                              served ? "served" : "not served");
+                world_init(w, &driver_stop_label, false);
+                w->scoped = true;
+                w->rules_served = served;
+                run_engine(w, ENGINE_GOAL_DRAIN);
+                run_until(w, 60 * SEC);
+                assert_phases(w, scoped_drain_phases, ELEMENTSOF(scoped_drain_phases));
+                assert_driver_out(w);
+                assert_int_equal(w->rule_creates, (unsigned)served);
+                assert_int_equal(w->events[EV_DONE], 1);
+                kill_engine(w);
+
+                /* a node drain now: refused in preflight, nothing written */
+                patches = w->node_patches;
+                w->scoped = false;
+                w->strategy = &driver_stop_taint;
+                run_engine(w, ENGINE_GOAL_DRAIN);
+                run_until(w, 10 * SEC);
+                print_message("    node drain meanwhile: %s\n", strna(w->message));
+                assert_true(w->finished);
+                assert_int_equal(w->result, -EPERM);
+                assert_non_null(
+                        strstr(w->message, "DRA driver " DRIVER " of node node-1 is out of service"));
+                assert_int_equal(w->node_patches, patches);
+                assert_int_equal(w->evictions_sent, 2);
+                kill_engine(w);
+                w->strategy = &driver_stop_label;
+                w->scoped = true;
+
+                run_engine(w, ENGINE_GOAL_UNCORDON);
+                run_until(w, 60 * SEC);
+                assert_true(w->finished);
+                if (w->result != 0)
+                        fail_msg("uncordon --driver ended %d: %s", w->result, strna(w->message));
+                assert_int_equal(drainer_annotations(w), 0);
+                assert_string_equal(node_label(w), "true");
+                assert_int_equal(w->label_restores, 1);
+                assert_true(driver_pod(w)->present && driver_pod(w)->ready);
+                assert_true(w->slice);
+                assert_false(node_unschedulable(w));
+                assert_false(node_tainted(w));
+                if (served) {
+                        assert_int_equal(w->rule_deletes, 1);
+                        assert_false(w->rule_present);
+                        assert_true(w->slice_at_rule_delete); /* the rule went once the slice was back */
+                        assert_int_equal(w->uncordons, 0);
+                } else {
+                        assert_int_equal(w->rule_deletes, 0);
+                        assert_int_equal(w->uncordons, 1);
+                }
+                for (size_t i = 0; i < w->n_pods; i++)
+                        if (w->pods[i].kind == POD_WORK)
+                                assert_true(w->pods[i].present && w->pods[i].gen == 0);
+        }
+}
+
+/* --driver with rules: a run killed as the Node enters each phase of the drain, then
+ * a second run: the same end state, each holder evicted once, the rule in place (a
+ * second create answered 409 counts as in place). */
+static void test_driver_scoped_drain_resumes(void **state) {
+        struct world *w = *state;
+
+        for (size_t k = 0; k < ELEMENTSOF(scoped_drain_phases); k++) {
+                if (k > 0)
+                        w = renew(state);
+                print_message("  --driver " DRIVER ", killed in %s:\n", scoped_drain_phases[k]);
+                world_init(w, &driver_stop_label, false);
+                w->scoped = true;
+                w->rules_served = true;
+                w->kill_in = scoped_drain_phases[k];
+                run_engine(w, ENGINE_GOAL_DRAIN);
+                run_until(w, 60 * SEC);
+                if (w->engine) /* killed in drained: the run may have finished first */
+                        kill_engine(w);
+                run_engine(w, ENGINE_GOAL_DRAIN);
+                run_until(w, 60 * SEC);
+                assert_phases(w, scoped_drain_phases, ELEMENTSOF(scoped_drain_phases));
+                assert_driver_out(w);
+                assert_true(w->rule_creates >= 1 && w->rule_creates <= 2);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_drain_from_nothing, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_driver_scoped_drain, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_driver_scoped_drain_resumes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_drain_resumes_from_every_phase, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restore_resumes_from_every_phase, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_uncordon_from_every_drain_phase, setup, teardown),
