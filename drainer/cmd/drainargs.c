@@ -32,6 +32,7 @@ static const struct option drain_options[] = {
         { "skip-wait-for-delete-timeout", required_argument, NULL, OPT_SKIP_WAIT_FOR_DELETE },
         { "driver-selector", required_argument, NULL, OPT_DRIVER_SELECTOR },
         { "driver-stop", required_argument, NULL, OPT_DRIVER_STOP },
+        { "driver", required_argument, NULL, OPT_DRIVER },
         { "driver-health", required_argument, NULL, OPT_DRIVER_HEALTH },
         { "ignore-driver-health", no_argument, NULL, OPT_IGNORE_HEALTH },
         { "force-uncordon", no_argument, NULL, OPT_FORCE_UNCORDON },
@@ -71,6 +72,8 @@ static unsigned flag_verbs(int opt) {
         case OPT_EMPTYDIR:
         case OPT_FORCE:
                 return VERB_PLAN | VERB_DRAIN | VERB_MAINTAIN | VERB_SERVE;
+        case OPT_DRIVER: /* serve drains whole nodes */
+                return VERB_PLAN | VERB_DRAIN | VERB_UNCORDON | VERB_MAINTAIN;
         case OPT_IGNORE_DAEMONSETS: /* kubectl's flag, for copied kubectl drain commands */
                 return VERB_PLAN | VERB_DRAIN | VERB_MAINTAIN;
         case OPT_DRY_RUN:
@@ -240,6 +243,22 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
 
                 if (driver_stop_parse(arg, &a->stop, &a->stop_arg, msg, sizeof(msg)) < 0)
                         return log_error_errno(EINVAL, "%s", msg);
+                a->stop_given = true;
+                return 0;
+        }
+        case OPT_DRIVER: {
+                char msg[512];
+
+                if (drain_scope_check(arg, msg, sizeof(msg)) < 0)
+                        return log_error_errno(EINVAL, "%s", msg);
+                for (size_t i = 0; i < a->n_drivers; i++)
+                        if (streq(a->drivers[i], arg))
+                                return log_error_errno(EINVAL, "--driver %s: given twice", arg);
+                if (a->n_drivers >= DRIVER_STOP_MAX_DRIVERS)
+                        return log_error_errno(EINVAL, "--driver: at most %d drivers",
+                                               DRIVER_STOP_MAX_DRIVERS);
+                a->drivers[a->n_drivers++] = arg;
+                a->drivers[a->n_drivers] = NULL;
                 return 0;
         }
         case OPT_DRIVER_HEALTH:
@@ -306,6 +325,22 @@ int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain
         r = driver_selectors_parse(a->driver_selectors, a->n_driver_selectors, &a->drv_sels, &a->n_drv_sels);
         if (r < 0)
                 return r;
+        if (a->n_drivers > 0 && a->node_conditions)
+                return log_error_errno(EINVAL,
+                                       "--node-conditions does not apply with --driver: DrainInProgress and "
+                                       "Drained say the node is drained, and a driver's drain is not that");
+        if (a->n_drivers > 0 && a->stop == &driver_stop_taint) {
+                /* the drain taint keeps every new pod off the node: not a driver's maintenance */
+                if (a->stop_given)
+                        return log_error_errno(
+                                EINVAL, "--driver-stop taint does not apply with --driver: the drain taint "
+                                        "keeps every new pod off the node; use --driver-stop label:KEY, "
+                                        "systemd:UNIT or none");
+                return log_error_errno(
+                        EINVAL, "--driver needs --driver-stop label:KEY (KEY: a label of the driver "
+                                "DaemonSet's nodeSelector), systemd:UNIT or none (the default, taint, "
+                                "keeps every new pod off the node)");
+        }
         if (a->health) {
                 r = health_target_parse(a->health, &a->health_target, &err);
                 if (r < 0) {
@@ -329,6 +364,9 @@ void fill_plan_options(const struct drain_args *a, struct plan_options *po) {
                 .driver_stop = a->stop,
                 .driver_stop_arg = a->stop_arg,
                 .ignore_driver_health = a->ignore_health,
+                .drivers = a->drivers,
+                .n_drivers = a->n_drivers,
+                .isolation = a->n_drivers > 0 ? PLAN_ISOLATE_CORDON_FALLBACK : PLAN_ISOLATE_CORDON,
         };
 }
 

@@ -64,6 +64,17 @@
         "                                liveness by default; default: no probe)\n"              \
         "      --ignore-driver-health    go on even if a driver is unhealthy\n"
 
+/* plan, drain, maintain, uncordon */
+#define DRIVER_SCOPE_FLAG_HELP                                                                       \
+        "      --driver NAME             only DRA driver NAME (as in ResourceSlices; repeatable):\n" \
+        "                                the node stays schedulable, a NoSchedule\n"                 \
+        "                                DeviceTaintRule keeps new claims off its devices (the\n"    \
+        "                                node is cordoned where none is served); only pods\n"        \
+        "                                holding claims of its devices are evicted; only it is\n"    \
+        "                                stopped (--driver-stop label:KEY, systemd:UNIT or\n"        \
+        "                                none); state in drainer.io/KEY.NAME; excludes a node\n"     \
+        "                                drain of the same node (exit 4)\n"
+
 #define CONFIG_FLAG_HELP                                                                         \
         "      --config FILE             YAML file with one key per flag, as serve's (keys of\n" \
         "                                flags this verb does not take are skipped; flags win)\n"
@@ -90,8 +101,8 @@
 
 #define DRAIN_FLAGS_HELP                                                                          \
         "Flags (named as kubectl drain names them where they mean the same):\n" SELECT_FLAGS_HELP \
-                EVICT_FLAGS_HELP DRY_RUN_FLAG_HELP DRIVER_FLAGS_HELP CONFIG_FLAG_HELP             \
-                        OUT_OF_SERVICE_FLAGS_HELP NODE_CONDITIONS_FLAG_HELP                       \
+                EVICT_FLAGS_HELP DRY_RUN_FLAG_HELP DRIVER_FLAGS_HELP DRIVER_SCOPE_FLAG_HELP       \
+                        CONFIG_FLAG_HELP OUT_OF_SERVICE_FLAGS_HELP NODE_CONDITIONS_FLAG_HELP      \
         "      --skip-driver-stop        end after the claims are released; leave the drivers\n"  \
         "                                running (for callers that delete the node anyway)\n"
 
@@ -144,7 +155,7 @@ const struct verb verbs[] = {
                 "would refuse the drain. With -l, the plan of each matching node (-o json: a\n"
                 "List).\n\n"
                 "Flags (named as kubectl drain names them where they mean the same):\n" SELECT_FLAGS_HELP
-                        DRIVER_FLAGS_HELP CONFIG_FLAG_HELP OUT_OF_SERVICE_FLAGS_HELP
+                        DRIVER_FLAGS_HELP DRIVER_SCOPE_FLAG_HELP CONFIG_FLAG_HELP OUT_OF_SERVICE_FLAGS_HELP
                 "  -l, --selector SELECTOR       the Nodes matching this label selector instead of\n"
                 "                                NODE (kubectl's -l)\n"
                 "\nExit codes: 0 the drain would go ahead, 4 a blocker would refuse it, 1 error\n"
@@ -211,8 +222,12 @@ const struct verb verbs[] = {
                 "      --driver-health PORT[/SERVICE] | unix:PATH[#SERVICE]\n"
                 "                                gRPC health endpoint of the driver pods: wait for\n"
                 "                                SERVING (default: no probe)\n"
-                "      --ignore-driver-health    do not wait for the drivers' gRPC health\n" CONFIG_FLAG_HELP
-                        NODE_CONDITIONS_FLAG_HELP
+                "      --ignore-driver-health    do not wait for the drivers' gRPC health\n"
+                "      --driver NAME             undo a drain of DRA driver NAME (drain --driver):\n"
+                "                                restore it, wait until healthy and its\n"
+                "                                ResourceSlices are back, then delete its\n"
+                "                                DeviceTaintRules (or uncordon, if it was "
+                "cordoned)\n" CONFIG_FLAG_HELP NODE_CONDITIONS_FLAG_HELP
                 "  -l, --selector SELECTOR       the Nodes matching this label selector instead of\n"
                 "                                NODE (kubectl's -l); -o json: a List of the\n"
                 "                                per-node summaries\n"
@@ -269,8 +284,8 @@ const struct verb verbs[] = {
                 "      --metrics-addr HOST:PORT  serve /metrics, /healthz, /readyz here (default\n"
                 "                                127.0.0.1:9464; :PORT every address; \"\" none)\n"
                 "      --force-uncordon          uncordon even if someone else had cordoned the node\n"
-                "and the drain flags of 'drainer drain' except --dry-run and --ignore-daemonsets\n"
-                "(they apply to every drain it runs).\n\n"
+                "and the drain flags of 'drainer drain' except --dry-run, --ignore-daemonsets and\n"
+                "--driver (they apply to every drain it runs; serve drains whole nodes).\n\n"
                 "Exit codes: 0 stopped (SIGTERM, SIGINT), 1 error (API, configuration, a\n"
                 "--metrics-addr that cannot be bound), 2 bad usage.\n",
                 verb_serve,

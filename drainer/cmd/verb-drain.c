@@ -26,6 +26,7 @@
 #include "drainer/selector.h"
 #include "drainer/snapshot.h"
 #include "drainer/sysbus.h"
+#include "drainer/taintrule.h"
 #include "drainer/timesrc.h"
 #include "drainer/verbs.h"
 
@@ -313,16 +314,54 @@ static void plan_json_readiness(cJSON *j, const struct node_rec *n, const struct
                 cJSON_AddStringToObject(o, "dueAt", buf);
 }
 
+struct plan_discovery {
+        bool done;
+        int error;
+        struct taint_rule_api api;
+};
+
+static void on_plan_discovered(int error, const struct taint_rule_api *api, void *userdata) {
+        struct plan_discovery *d = userdata;
+
+        d->error = error;
+        if (api)
+                d->api = *api;
+        d->done = true;
+}
+
+/* --driver: where the API server serves DeviceTaintRules, into po (the engine asks the
+ * same at its start). */
+static int plan_discover_rules(struct app *app, struct plan_options *po, struct plan_discovery *d) {
+        int r = taint_rule_discover(app->client, on_plan_discovered, d, NULL);
+
+        if (r < 0)
+                return log_error_errno(r, "Cannot start the API requests: %m");
+        app_run_until(app, &d->done);
+        if (d->error < 0)
+                return log_error_errno(d->error,
+                                       "cannot ask the API server whether it serves DeviceTaintRules: %s",
+                                       strerror(-d->error));
+        po->isolation = d->api.served ? PLAN_ISOLATE_TAINT_RULE : PLAN_ISOLATE_CORDON_FALLBACK;
+        po->taint_rule_api = d->api.served ? d->api.api_version : NULL;
+        return 0;
+}
+
 /* One node's plan (or server dry run). With list (-l, -o json), its JSON goes there
  * instead of stdout. */
 static int run_plan(struct app *app, const char *node, struct drain_args *a, const struct oos_args *oos,
                     enum output_format fmt, cJSON *list) {
         struct snapshot s = { .app = app, .node_name = node, .with_pdbs = true };
+        _cleanup_(drain_scope_view_done) struct drain_scope_view sv = {};
+        struct plan_discovery disc = {};
+        const struct node_rec *pn;
+        const char *conflict;
         struct plan_options po;
         struct plan p;
         int r;
 
         fill_plan_options(a, &po);
+        if (a->n_drivers > 0 && (r = plan_discover_rules(app, &po, &disc)) < 0)
+                return r;
         r = snapshot_start(&s);
         if (r < 0) {
                 snapshot_done(&s);
@@ -335,12 +374,19 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, con
                 snapshot_done(&s);
                 return r;
         }
+        /* The Node as the drain's scope sees it (--driver: only that driver's keys). */
+        if (drain_scope_view_init(&sv, s.node, a->n_drivers > 0 ? a->drivers[0] : NULL) < 0) {
+                snapshot_done(&s);
+                return log_oom();
+        }
+        pn = &sv.node;
+        conflict = drain_scope_conflict(s.node, a->n_drivers > 0 ? a->drivers[0] : NULL);
         {
                 /* The same refusal as drain's: a plan over nonsense state would mislead. */
                 _cleanup_(drain_state_done) struct drain_state st = {};
                 _cleanup_free_ char *err = NULL;
 
-                r = drain_state_parse(s.node, &st, &err);
+                r = drain_state_parse(pn, &st, &err);
                 if (r < 0) {
                         log_error("%s", err ? err : "malformed drainer annotations");
                         snapshot_done(&s);
@@ -349,11 +395,28 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, con
         }
         if (s.in.dra_off)
                 po.n_driver_selectors = 0; /* no DRA API: no drivers (as the drain's, engine.c) */
-        r = plan_build(s.node, s.in.pods, s.in.n_pods, s.in.claims, s.in.n_claims, s.in.slices,
-                       s.in.n_slices, s.in.pdbs, s.in.n_pdbs, &po, &p);
+        r = plan_build(pn, s.in.pods, s.in.n_pods, s.in.claims, s.in.n_claims, s.in.slices, s.in.n_slices,
+                       s.in.pdbs, s.in.n_pdbs, &po, &p);
         if (r < 0) {
                 snapshot_done(&s);
                 return log_oom();
+        }
+        /* A node drain and a driver drain of the same node exclude each other (engine.c). */
+        if (conflict) {
+                char m[512];
+
+                if (*conflict)
+                        snprintf(m, sizeof(m),
+                                 "DRA driver %s of node %s is out of service (a driver drain): a node drain "
+                                 "waits until it is back (drainer uncordon %s --driver %s)",
+                                 conflict, node, node, conflict);
+                else
+                        snprintf(m, sizeof(m),
+                                 "node %s is being drained: a drain of DRA driver %s waits until that drain "
+                                 "is "
+                                 "undone (drainer uncordon %s)",
+                                 node, a->drivers[0], node);
+                plan_add_blocker(&p, BLOCKER_DRAIN_EXCLUSIVE, NULL, m);
         }
         /* The same health check as the drain's preflight, when an endpoint is configured. */
         if (a->has_health && !a->ignore_health)
@@ -380,7 +443,7 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, con
                         plan_add_blocker(&p, BLOCKER_DRIVER_UNHEALTHY, pod, m);
                 }
         if (a->dry_run_server && p.n_blockers == 0) {
-                r = run_server_dry_run(app, s.node, &p, a, fmt, list);
+                r = run_server_dry_run(app, pn, &p, a, fmt, list);
                 plan_done(&p);
                 snapshot_done(&s);
                 return r;
@@ -840,6 +903,19 @@ static cJSON *summary_json(struct runner *rn, const char *verb, int result, bool
                 cJSON_AddStringToObject(j, "phase", drain_phase_to_string(rn->summary.last_phase));
         else if (result == -EINTR && rn->has_last_phase) /* interrupted: its last progress */
                 cJSON_AddStringToObject(j, "phase", drain_phase_to_string(rn->last_phase));
+        if (rn->a->n_drivers > 0) {
+                /* --driver: the drivers, and how new claims were kept off their devices */
+                cJSON *sc = cJSON_AddObjectToObject(j, "scope"),
+                      *d = sc ? cJSON_AddArrayToObject(sc, "drivers") : NULL;
+
+                for (size_t i = 0; d && i < rn->a->n_drivers; i++)
+                        cJSON_AddItemToArray(d, cJSON_CreateString(rn->a->drivers[i]));
+                if (sc && rn->summary_valid && rn->summary.isolation < _PLAN_ISOLATION_MAX)
+                        cJSON_AddStringToObject(sc, "isolation",
+                                                rn->summary.isolation == PLAN_ISOLATE_TAINT_RULE
+                                                        ? "deviceTaintRule"
+                                                        : "cordon");
+        }
         phases = cJSON_AddArrayToObject(j, "phases");
         for (int p = 0; p < _DRAIN_PHASE_MAX; p++)
                 if (rn->acc.phase_seen[p]) {

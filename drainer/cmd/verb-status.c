@@ -19,6 +19,7 @@
 #include "drainer/objects.h"
 #include "drainer/selector.h"
 #include "drainer/snapshot.h"
+#include "drainer/state.h"
 #include "drainer/timesrc.h"
 #include "drainer/verbs.h"
 
@@ -33,6 +34,24 @@ struct status_opts {
         bool watch;
 };
 
+/* A driver drained by `drain --driver` (drainer.io/state.NAME): out of service until
+ * `uncordon --driver NAME`. */
+static void print_driver_out(const char *driver, size_t len, const char *phase, void *userdata) {
+        printf("  DRA driver %.*s: out of service (drain --driver, phase %s; back with: drainer uncordon "
+               "NODE "
+               "--driver %.*s)\n",
+               (int)len, driver, strna(phase), (int)len, driver);
+}
+
+static void add_driver_out(const char *driver, size_t len, const char *phase, void *userdata) {
+        cJSON *o = cJSON_CreateObject();
+        char name[256];
+
+        snprintf(name, sizeof(name), "%.*s", (int)len, driver);
+        if (!o || !cJSON_AddStringToObject(o, "driver", name) ||
+            !cJSON_AddStringToObject(o, "state", strna(phase)) || !cJSON_AddItemToArray(userdata, o))
+                cJSON_Delete(o);
+}
 static int on_status_opt(int opt, const char *arg, void *userdata) {
         struct status_opts *o = userdata;
 
@@ -231,6 +250,12 @@ static int print_status(const struct node_input *s, const struct status_opts *o,
                         cJSON_AddStringToObject(t, "effect", strna(n->taints[i].effect));
                         cJSON_AddItemToArray(taints, t);
                 }
+                /* drivers out of service (drain --driver): [{driver, state}] */
+                {
+                        cJSON *dout = cJSON_AddArrayToObject(jn, "driversOutOfService");
+
+                        drain_scope_foreach(n, add_driver_out, dout);
+                }
                 ann = cJSON_AddObjectToObject(jn, "drainerAnnotations");
                 for (size_t i = 0; i < n->n_annotations; i++)
                         cJSON_AddStringToObject(ann, n->annotations[i].key, n->annotations[i].value);
@@ -275,6 +300,7 @@ static int print_status(const struct node_input *s, const struct status_opts *o,
                        strempty(n->taints[i].value), strna(n->taints[i].effect));
         if (n->n_annotations == 0)
                 printf("  drainer: no drain recorded\n");
+        drain_scope_foreach(n, print_driver_out, NULL);
         for (size_t i = 0; i < n->n_annotations; i++)
                 printf("  %s: %s\n", n->annotations[i].key, n->annotations[i].value);
 

@@ -34,6 +34,7 @@ enum {
         OPT_IGNORE_DAEMONSETS,
         OPT_SKIP_WAIT_FOR_DELETE,
         OPT_NODE_CONDITIONS,
+        OPT_DRIVER,
 };
 
 struct drain_args {
@@ -56,6 +57,10 @@ struct drain_args {
         const char *config;                 /* --config FILE (already read: see config_argv_build) */
         const struct driver_stop_ops *stop; /* --driver-stop NAME (default taint) */
         const char *stop_arg;               /* ... :ARG, or NULL */
+        bool stop_given;                    /* --driver-stop was given */
+        /* --driver NAME (repeatable): a drain scoped to these DRA drivers (plan.h) */
+        const char *drivers[DRIVER_STOP_MAX_DRIVERS + 1];
+        size_t n_drivers;
         const char *health;
 
         /* parsed */

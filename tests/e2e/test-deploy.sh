@@ -196,7 +196,7 @@ kubectl uncordon node-3 >/dev/null
 
 # --- RBAC: exactly DESIGN.md's verbs (+ PDB reads; Events only in default) -----------
 check_eq "ClusterRole drainer: exactly these rules" \
-	'["/nodes/status:patch","/nodes:get,list,patch,watch","/pods/eviction:create","/pods:get,list,watch","apps/daemonsets:get","policy/poddisruptionbudgets:get,list,watch","resource.k8s.io/resourceclaims:get,list,watch","resource.k8s.io/resourceslices:get,list,watch"]' \
+	'["/nodes/status:patch","/nodes:get,list,patch,watch","/pods/eviction:create","/pods:get,list,watch","apps/daemonsets:get","policy/poddisruptionbudgets:get,list,watch","resource.k8s.io/devicetaintrules:create,delete","resource.k8s.io/resourceclaims:get,list,watch","resource.k8s.io/resourceslices:get,list,watch"]' \
 	"$(kubectl get clusterrole drainer -o json | jq -c '[.rules[] | .apiGroups[] as $g | .resources[] as $r
 		| "\($g)/\($r):\(.verbs | sort | join(","))"] | sort')"
 check_eq "Role drainer-leases (drainer-system): exactly leases get/list/watch/create/update/delete" \
