@@ -177,6 +177,14 @@ check_eq "the refusal names the driver drain" true \
 check_eq "the refused node drain wrote nothing to the Node" "" \
 	"$(drainer_writes "$e2e_tmp/audit-node.json" except-events | grep -v '^(no request' | grep nodes || true)"
 
+# Meanwhile the evicted holders' controllers made new pods: none got a claim on node-1.
+kubectl -n demo get pods -o json >"$e2e_tmp/demo-pods.json"
+echo "  replacement claim holders: $(jq -r '[.items[] | select(.metadata.deletionTimestamp == null and (.spec.resourceClaims // [] | length) > 0)
+	| "\(.metadata.name)@\(.spec.nodeName // "pending")"] | join(" ")' "$e2e_tmp/demo-pods.json")"
+check "no claim allocated or reserved on $node while $drv is out" no_claims_on_node "$node"
+check_eq "no claim-holding pod bound to $node while $drv is out" 0 \
+	"$(jq --arg n "$node" '[.items[] | select(.spec.nodeName == $n and (.spec.resourceClaims // [] | length) > 0 and .metadata.deletionTimestamp == null)] | length' "$e2e_tmp/demo-pods.json")"
+
 drainer_run uncordon uncordon "$node" --driver "$drv" --driver-stop "$stop" -o json --timeout 80s
 check_rc "uncordon $node --driver $drv" 0 uncordon
 audit_window "$run_start" "$e2e_tmp/audit-up.json"
