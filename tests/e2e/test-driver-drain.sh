@@ -6,7 +6,8 @@
 # evict exactly the claim holders; never cordon the node where DeviceTaintRules are
 # served (one NoSchedule rule for the driver's pool on node-1 exists while the driver
 # is out), or cordon it and say so where they are not (the fallback); leave the plain
-# pods running with the same UIDs; set the label only after the kubelet deleted every
+# pods running with the same UIDs; stop the driver (its DaemonSet controller deletes the
+# pod once the label no longer matches) only after the kubelet deleted every
 # evicted pod and the resourceclaim controller released every claim of the node; keep
 # its state under drainer.io/KEY.gpu.example.com. A node drain meanwhile is refused
 # (exit 4, no write to the Node). uncordon node-1 --driver ... brings the driver back
@@ -148,10 +149,14 @@ jq_checks --slurpfile claims "$e2e_tmp/claims.json" --slurpfile pods "$e2e_tmp/c
 		and .user.username == "system:kube-controller-manager")] | first) as $l
 	| ([$claims[0][] | "\(.ns)/\(.name)"]) as $ck
 	| [$pods[0][] | select(.cls | startswith("holder")) | "\(.ns)/\(.name)"] as $holders
-	| [.[] | select(.user.username == "system:node:\($node)" and .verb == "delete" and .objectRef.resource == "pods"
+	| [.[] | select((.user.username | test("^(drainer-sim|system:node:.+)$")) and .verb == "delete" and .objectRef.resource == "pods"
 		and (key as $k | $holders | index($k)))] as $kdel
 	| [.[] | select(.user.username == "system:kube-controller-manager" and .objectRef.resource == "resourceclaims"
-		and (.verb | IN("update", "patch", "delete")) and (key as $k | $ck | index($k)))] as $rel
+		and (.verb | IN("update", "patch", "delete")) and (key as $k | $ck | index($k)))] as $writes
+	# a release: a claim update (reservation dropped, deallocated), or the DELETE of a claim
+	# with no update before it; the DELETE of a claim already deallocated is its cleanup
+	| [$writes[] | . as $w | select(.verb != "delete"
+		or ([$writes[] | select(key == ($w | key) and .verb != "delete" and .requestReceivedTimestamp < $w.requestReceivedTimestamp)] | length) == 0)] as $rel
 	| if $l == null then "FAIL the DaemonSet controller never deleted driver pod \($drvpod) in the audit window"
 	  elif ($kdel | length) == 0 then "FAIL no kubelet DELETE of an evicted pod in the window"
 	  elif ($rel | length) == 0 then "FAIL no release of a claim by the resourceclaim controller in the window"
