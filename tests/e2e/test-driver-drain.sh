@@ -21,6 +21,7 @@ node=node-1
 drv=gpu.example.com
 stop=label:gpu.example.com/present
 
+delete_node_events "$node"
 cleanup_driver_drain() {
 	kubectl -n demo delete pod e2e-plain-a e2e-plain-b --wait=false >/dev/null 2>&1
 	kubectl get devicetaintrules -o name 2>/dev/null | grep "drainer-$node-" | xargs -r kubectl delete >/dev/null 2>&1
@@ -167,6 +168,11 @@ check "the driver pod is gone" wait_until 60 no_driver_pod "$node"
 check_eq "the driver's state is under its own key" drained "$(node_ann "$node" "drainer.io/state.$drv")"
 check_eq "no node-level drainer.io/state" "" "$(node_ann "$node" drainer.io/state)"
 check "no claim of $drv left on $node" no_claims_on_node "$node"
+
+# Events as for a node drain: DrainerDone naming the driver.
+node_events "$node" "$e2e_tmp/events.json"
+check "a DrainerDone Event says the driver is out of service" \
+	jq -e 'any(.[]; .reason == "DrainerDone" and (.message | test("DRA driver gpu.example.com of node node-1 is out of service")))' "$e2e_tmp/events.json"
 
 # status shows the driver out of service.
 "$DRAINER" status "$node" -o json >"$e2e_tmp/status.json" 2>"$e2e_tmp/status.err"
