@@ -766,9 +766,8 @@ int plan_print_text(const struct plan *p, const struct plan_options *o, FILE *f)
                 fputs("Scoped to DRA driver", f);
                 for (size_t i = 0; i < o->n_drivers; i++)
                         fprintf(f, "%s %s", i == 0 ? (o->n_drivers > 1 ? "s" : "") : ",", o->drivers[i]);
-                fputs(" (--driver): the node stays schedulable; only pods holding claims of "
-                      "these drivers' devices are evicted\n",
-                      f);
+                fprintf(f, " (--driver): %sonly pods holding claims of these drivers' devices are evicted\n",
+                        o->isolation == PLAN_ISOLATE_TAINT_RULE ? "the node stays schedulable; " : "");
         }
         if (o->n_drivers > 0 && o->isolation == PLAN_ISOLATE_TAINT_RULE)
                 fprintf(f,
