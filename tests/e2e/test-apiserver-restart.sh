@@ -50,8 +50,27 @@ apiserver_start() {
 	echo "$p $(starttime "$p")" >"$DRAINER_CLUSTER_DIR/pids/kube-apiserver.pid"
 	wait_until 90 api_up
 }
+# apiserver_freeze / apiserver_thaw: SIGSTOP and SIGCONT instead of a kill and a
+# start. Used on real nodes where kubelets delete pods while the server is away: a
+# SIGKILL loses the audit events of requests in flight (the ResponseComplete line is
+# written after the answer), and the order check needs the kubelet's DELETE of each
+# pod and drainer's eviction of it. A frozen server keeps its sockets: what drainer
+# sends meanwhile waits in the kernel and is read at once on SIGCONT (check_rate
+# places that group back from the freeze on, as after a restart).
+frozen=
+apiserver_freeze() {
+	frozen=$(component_pid kube-apiserver) || return 1
+	kill -STOP "$frozen"
+}
+apiserver_thaw() {
+	[ -n "$frozen" ] || return 0
+	kill -CONT "$frozen"
+	frozen=
+	wait_until 30 api_up
+}
 # Safety net: never leave the cluster without its API server.
 apiserver_ensure() {
+	apiserver_thaw
 	if ! component_pid kube-apiserver >/dev/null && [ "${#api_cmd[@]}" -gt 0 ]; then
 		echo "  (cleanup: starting kube-apiserver again)"
 		apiserver_start
@@ -104,19 +123,26 @@ wait_state() {
 last_state() { tail -n 1 "$1" | jq -r '.state'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
-# outage TAG PID LOG DOWN: kills the API server, keeps it down DOWN seconds,
-# checks that PID (drainer) lives on without spinning, starts the server again.
-# Sets landed (the Node's last observed state before the kill).
+# outage TAG PID LOG DOWN: kills the API server (freezes it with outage_mode=freeze),
+# keeps it down DOWN seconds, checks that PID (drainer) lives on without spinning,
+# starts the server again (thaws it). Sets landed (the Node's last observed state
+# before the kill).
 outage() {
-	local tag=$1 pid=$2 log=$3 down=$4 c0 c1 l0 n used
+	local tag=$1 pid=$2 log=$3 down=$4 mode=${outage_mode:-kill} c0 c1 l0 n used
 	landed=$(last_state "$e2e_tmp/$tag.watch")
 	l0=$(wc -l <"$log")
 	c0=$(cpu_ticks "$pid")
-	if ! apiserver_kill; then
+	if [ "$mode" = freeze ]; then
+		restarts+=("$(now_rfc3339)")
+		apiserver_freeze || {
+			fail "$tag: no kube-apiserver to freeze"
+			return 1
+		}
+	elif ! apiserver_kill; then
 		fail "$tag: no kube-apiserver to kill"
 		return 1
 	fi
-	echo "  kube-apiserver killed (Node last seen in $landed), down for $down s"
+	echo "  kube-apiserver $([ "$mode" = freeze ] && echo frozen || echo killed) (Node last seen in $landed), down for $down s"
 	sleep "$down"
 	c1=$(cpu_ticks "$pid")
 	check "$tag: the same drainer process still runs while the API server is down" kill -0 "$pid"
@@ -124,8 +150,13 @@ outage() {
 	n=$(tail -n +"$((l0 + 1))" "$log" | grep -c 'failed after' || true)
 	# 0.5 s of CPU over an outage of at most 10 s: a reconnect loop without backoff burns a whole core.
 	check "$tag: no busy loop while down: $((used * 1000 / ticks)) ms CPU in $down s (< 500 ms)" [ "$used" -lt $((ticks / 2)) ]
-	figures+=("$tag: down ${down}s, landed in $landed, $((used * 1000 / ticks)) ms CPU, $n failed connection attempts")
-	if ! apiserver_start; then
+	figures+=("$tag: $([ "$mode" = freeze ] && echo frozen || echo down) ${down}s, landed in $landed, $((used * 1000 / ticks)) ms CPU, $n failed connection attempts")
+	if [ "$mode" = freeze ]; then
+		apiserver_thaw || {
+			fail "$tag: kube-apiserver not ready after SIGCONT"
+			return 1
+		}
+	elif ! apiserver_start; then
 		fail "$tag: kube-apiserver did not come back"
 		return 1
 	fi
@@ -264,7 +295,7 @@ drain_kill() {
 	check_eq "$tag: no ResourceClaim on $node" "[]" "$(claims_on_node "$node")"
 	check "$tag: no driver pod" no_driver_pod "$node"
 	if [ -n "$ux" ]; then
-		undo_kill "$ux" "$udown"
+		outage_mode=kill undo_kill "$ux" "$udown" # (no pod is deleted in the undo)
 	else
 		drainer_run "$tag.uncordon" uncordon "$node" --timeout 60s
 		check_rc "$tag: uncordon afterwards" 0 "$tag.uncordon"
@@ -376,12 +407,21 @@ clients_restart
 # APIKILL_RUNS picks scenarios by their drain phase (serve: the serve run), e.g.
 # "evict-claim-holders serve"; default all six.
 want() { [[ " ${APIKILL_RUNS:-cordon evict-claim-holders evict-rest wait-released stop-drivers serve} " == *" $1 "* ]]; }
-want cordon && drain_kill cordon 2 restore-drivers 3
-want evict-claim-holders && drain_kill evict-claim-holders 4 uncordon 5
-want evict-rest && drain_kill evict-rest 6
-want wait-released && drain_kill wait-released 8
-want stop-drivers && drain_kill stop-drivers 10
-want serve && serve_kill evict-claim-holders 7
+# On real nodes the phases in which kubelets delete the evicted pods freeze the server
+# instead (apiserver_freeze: a SIGKILL there loses the audit events the order check
+# needs); APIKILL_FREEZE="..." names other phases, "" none.
+if [ "${DRAINER_CLUSTER_NODES:-sim}" = real ]; then
+	freeze_in=${APIKILL_FREEZE-evict-claim-holders evict-rest serve}
+else
+	freeze_in=${APIKILL_FREEZE-}
+fi
+mode() { [[ " $freeze_in " == *" $1 "* ]] && echo freeze || echo kill; }
+want cordon && outage_mode=$(mode cordon) drain_kill cordon 2 restore-drivers 3
+want evict-claim-holders && outage_mode=$(mode evict-claim-holders) drain_kill evict-claim-holders 4 uncordon 5
+want evict-rest && outage_mode=$(mode evict-rest) drain_kill evict-rest 6
+want wait-released && outage_mode=$(mode wait-released) drain_kill wait-released 8
+want stop-drivers && outage_mode=$(mode stop-drivers) drain_kill stop-drivers 10
+want serve && outage_mode=$(mode serve) serve_kill evict-claim-holders 7
 echo "  figures:"
 printf '    %s\n' "${figures[@]}"
 [ ! -s "$e2e_tmp/supervisor.log" ] || sed 's/^/    cluster: /' "$e2e_tmp/supervisor.log"

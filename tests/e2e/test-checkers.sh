@@ -171,6 +171,19 @@ expect_fail "check_order: the driver evicted before the claim holder was gone" c
 { line "$(ts 1)" drainer/x patch nodes "" /node-1; evict 2 demo/r; gone 3 demo/r; evict 4 demo/h; gone 5 demo/h; release 6 demo/c
   evict 7 dra-system/d; } | jq -s . >"$t/rest-first.audit"
 expect_fail "check_order: a pod without claims evicted before the claim holder" check_order "$t/rest-first.audit" "$t/pods.json" "$t/claims.json" node-1
+# After an API server restart: the first eviction of h and the kubelet's DELETE are not
+# in the log (in flight when it was killed); drainer's resent eviction was answered 404
+# (h gone): the driver may go after that answer, not before it.
+notfound() { line "$(ts "$1")" drainer/x create pods eviction "$2" 404 admin '{"requestObject":{"deleteOptions":{}}}'; }
+{ line "$(ts 1)" drainer/x patch nodes "" /node-1; notfound 3 demo/h; release 4 demo/c
+  evict 5 demo/r; gone 6 demo/r; evict 7 dra-system/d; } | jq -s . >"$t/notfound.audit"
+expect_pass "check_order: a claim holder's resent eviction answered 404 (gone) before the driver's" check_order "$t/notfound.audit" "$t/pods.json" "$t/claims.json" node-1
+{ line "$(ts 1)" drainer/x patch nodes "" /node-1; evict 2 demo/h; gone 3 demo/h; release 4 demo/c; evict 5 dra-system/d
+  notfound 6 demo/r; } | jq -s . >"$t/notfound-late.audit"
+expect_fail "check_order: the driver evicted before the 404 that shows a pod gone" check_order "$t/notfound-late.audit" "$t/pods.json" "$t/claims.json" node-1
+check "... on the driver rule" grep -q 'FAIL: the driver was evicted before these pods were gone: demo/r' "$t/outcome.log"
+jq 'map(if .responseStatus.code == 404 then .responseStatus.code = 429 else . end)' "$t/notfound.audit" >"$t/refused.audit"
+expect_fail "check_order: a claim holder's only eviction refused (429), never seen gone" check_order "$t/refused.audit" "$t/pods.json" "$t/claims.json" node-1
 expect_fail "check_order: an empty audit window" check_order "$t/nothing.json" "$t/pods.json" "$t/claims.json" node-1
 expect_fail "check_order: no pods before the drain" check_order "$t/good.audit" "$t/nothing.json" "$t/claims.json" node-1
 expect_fail "check_order: no claim on the node before the drain" check_order "$t/good.audit" "$t/pods.json" "$t/nothing.json" node-1
@@ -193,6 +206,23 @@ expect_fail "check_rate: 8 requests in 70 ms at qps 10 burst 5" check_rate "$t/b
 expect_pass "check_rate: 6 requests 1 s apart" check_rate "$t/slow.audit" 10 5
 expect_fail "check_rate: an empty window" check_rate "$t/nothing.json" 10 5
 expect_fail "check_rate: a window without drainer's requests" check_rate "$t/nodrainer.json" 10 5
+# After a restart (R = 00:00:10, the server's first answer S at 00:00:12), at qps 5 burst 2:
+# requests held in the kernel (5 at S), a relist stamped late and bunched (3 within 20 ms),
+# then one per 0.2 s: what a conforming client sends, placed back from R. The same with
+# 20 requests at S, or a burst of 4 two seconds later, breaks the rule.
+at() { printf '2026-01-01T00:00:%09.6fZ' "$1"; }
+restart='["2026-01-01T00:00:10.000000Z"]'
+{ line "$(at 12.0)" kubelet/x get pods "" / 200 system:node:node-2
+  for x in 12.000 12.001 12.002 12.003 12.004 12.240 12.241 12.260 12.4 12.6 12.8 13.0 13.2 13.4; do line "$(at "$x")" drainer/x get nodes; done; } |
+	jq -s . >"$t/restart.audit"
+expect_pass "check_rate: held requests and a late relist after a restart, then one per 1/qps" check_rate "$t/restart.audit" 5 2 drainer/ "$restart"
+expect_fail "check_rate: the same without the restart (a burst of 5 at burst 2)" check_rate "$t/restart.audit" 5 2 drainer/
+{ line "$(at 12.0)" kubelet/x get pods "" / 200 system:node:node-2
+  for i in $(seq 0 19); do line "$(at "12.0$(printf '%02d' "$i")")" drainer/x get nodes; done; } | jq -s . >"$t/restart-flood.audit"
+expect_fail "check_rate: 20 requests at once after a restart 2 s before (qps 5 burst 2)" check_rate "$t/restart-flood.audit" 5 2 drainer/ "$restart"
+{ cat "$t/restart.audit" | jq -c '.[]'; for x in 15.000 15.001 15.002 15.003; do line "$(at "$x")" drainer/x get nodes; done; } |
+	jq -s . >"$t/restart-late.audit"
+expect_fail "check_rate: a burst of 4 (burst 2) 3 s after the restarted server's first answer" check_rate "$t/restart-late.audit" 5 2 drainer/ "$restart"
 check "the made-up audit log and kubectl were the only ones used ($AUDIT, $KUBECTL)" \
 	test "${AUDIT#"$t"/}" != "$AUDIT" -a "${KUBECTL#"$t"/}" != "$KUBECTL"
 finish
