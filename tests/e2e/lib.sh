@@ -439,11 +439,12 @@ check_grace() {
 # what is sent next late and bunched (on real nodes: three kubelets relisting;
 # seen: a relist's requests received 240 ms late, within 20 ms of each other). So
 # the client's requests received in the first second after S may have been sent
-# any time from R on (before R nothing listened): they are placed back at the
-# earliest times a conforming client could have sent them from R on (BURST at R,
-# then one per 1/QPS; never later than they arrived). A client that sent more than
-# its bucket allowed from R to S + 1 s still fails, and so does one whose requests
-# after that second break the rule.
+# any time from R on (before R nothing listened): each is placed back at the
+# earliest time from R on at which a token bucket of BURST and QPS, fed the
+# client's requests before it, has a token (never later than it arrived; what it
+# sent just before R counts). A client that sent more than its bucket allowed from
+# R to S + 1 s still fails, and so does one whose requests after that second
+# break the rule.
 check_rate() {
 	jq_checks --argjson q "$2" --argjson b "$3" --arg ua "${4:-drainer/}" --argjson restarts "${5:-[]}" '
 	def secs: (.[0:19] + "Z" | fromdateiso8601) + ((.[19:] | rtrimstr("Z")) as $f | if $f == "" then 0 else ("0" + $f | tonumber) end);
@@ -453,14 +454,21 @@ check_rate() {
 	| if ($ts | length) == 0 then "FAIL rate: no request of \($ua)* in the audit window"
 	  else ($ts[0][0:19] + "Z" | fromdateiso8601) as $t0
 	  | ([$all[].requestReceivedTimestamp // empty] | unique | map(secs - $t0)) as $every
-	  | (reduce $restarts[] as $rs ({t: ($ts | map(secs - $t0)), moved: 0};
-		($rs | secs - $t0) as $r
-		| ([$every[] | select(. > $r)] | min) as $s
-		| if $s == null then . else
-		  .t as $t | [range(0; $t | length) | select($t[.] >= $s and $t[.] <= $s + 1)] as $held
-		  | .moved += ($held | length)
-		  | reduce range(0; $held | length) as $m (.; .t[$held[$m]] = ([.t[$held[$m]], $r + ([0, $m + 1 - $b] | max) / $q] | min))
-		  end)) as $adj
+	  | [$restarts[] | (secs - $t0) as $r | ([$every[] | select(. > $r)] | min) as $s | select($s != null) | {r: $r, s: $s}] as $win
+	  # one token bucket (BURST, QPS) through the requests in order: a held one goes at
+	  # the earliest time from its restart on at which the bucket has a token after the
+	  # requests before it (never later than it arrived); the others where they arrived
+	  | (reduce ($ts | map(secs - $t0))[] as $x ({t: [], tok: $b, last: null, moved: 0};
+		([$win[] | select($x >= .s and $x <= .s + 1)] | first) as $w
+		| (if .last != null then .last elif $w != null then $w.r else $x end) as $lt
+		| (if $w == null then $x
+		   else ([$w.r, $lt] | max) as $from
+		   | ([$b, .tok + $q * ($from - $lt)] | min) as $tk
+		   | ([$x, (if $tk >= 1 then $from else $from + (1 - $tk) / $q end)] | min) end) as $p
+		| .moved += (if $p < $x then 1 else 0 end)
+		| .tok = ([$b, .tok + $q * ($p - $lt)] | min) - 1
+		| .last = $p
+		| .t += [$p])) as $adj
 	  | ($adj.t | sort) as $t
 	  | (reduce range(0; $t | length) as $k ({min: null, mi: 0, worst: null};
 		($k - $q * $t[$k]) as $a

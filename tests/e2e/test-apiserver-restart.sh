@@ -264,7 +264,7 @@ clients_restart() {
 drain_kill() {
 	local x=$1 down=$2 ux=${3:-} udown=${4:-} tag=drain-$1 first
 	restarts=()
-	echo "  --- drain: kube-apiserver killed in $x for $down s${ux:+; uncordon: killed in $ux for $udown s}"
+	echo "  --- drain: kube-apiserver $([ "${outage_mode:-kill}" = freeze ] && echo frozen || echo killed) in $x for $down s${ux:+; uncordon: killed in $ux for $udown s}"
 	demo || { fail "$x: demo workload"; return; }
 	pods_on_node "$node" "$e2e_tmp/$tag.pods.json"
 	classify_pods "$e2e_tmp/$tag.pods.json" >"$e2e_tmp/$tag.classes.json"
@@ -307,8 +307,12 @@ drain_kill() {
 
 # undo_kill PHASE DOWN: on a drained node, a slowed-down `drainer uncordon`, the
 # API server killed in PHASE for DOWN s.
+# In uncordon, drainer's last Node patch follows the one that moved it there at once
+# (the bucket refilled while restore-drivers waited for the driver): with a burst of
+# 1 at 2 QPS it comes 0.5 s later, so that the kill lands while drainer is still there.
 undo_kill() {
-	local x=$1 down=$2 tag=undo-$1 first
+	local x=$1 down=$2 tag=undo-$1 first qps=$qps burst=$burst
+	[ "$x" != uncordon ] || qps=2 burst=1
 	restarts=()
 	first=$(audit_lines)
 	wl_start "$e2e_tmp/$tag.watch"
@@ -337,7 +341,7 @@ undo_kill() {
 serve_kill() { # PHASE DOWN
 	local x=$1 down=$2 tag=serve first sqps=10 sburst=5
 	restarts=()
-	echo "  --- serve: kube-apiserver killed in $x for $down s, then the uncordon request"
+	echo "  --- serve: kube-apiserver $([ "${outage_mode:-kill}" = freeze ] && echo frozen || echo killed) in $x for $down s, then the uncordon request"
 	demo || { fail "serve: demo workload"; return; }
 	pods_on_node "$node" "$e2e_tmp/$tag.pods.json"
 	classify_pods "$e2e_tmp/$tag.pods.json" >"$e2e_tmp/$tag.classes.json"
