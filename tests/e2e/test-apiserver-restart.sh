@@ -58,9 +58,14 @@ apiserver_start() {
 # sends meanwhile waits in the kernel and is read at once on SIGCONT (check_rate
 # places that group back from the freeze on, as after a restart).
 frozen=
+# (the freeze's time for check_rate is taken once every thread has stopped: what
+# the server received before has an earlier receive time)
 apiserver_freeze() {
 	frozen=$(component_pid kube-apiserver) || return 1
 	kill -STOP "$frozen"
+	stopped() { ! grep -qv '^State:[[:space:]]*T' < <(grep -h '^State:' /proc/"$frozen"/task/*/status); }
+	wait_until 5 stopped || return 1
+	restarts+=("$(now_rfc3339)")
 }
 apiserver_thaw() {
 	[ -n "$frozen" ] || return 0
@@ -133,7 +138,6 @@ outage() {
 	l0=$(wc -l <"$log")
 	c0=$(cpu_ticks "$pid")
 	if [ "$mode" = freeze ]; then
-		restarts+=("$(now_rfc3339)")
 		apiserver_freeze || {
 			fail "$tag: no kube-apiserver to freeze"
 			return 1
