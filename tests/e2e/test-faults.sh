@@ -249,8 +249,9 @@ declare -A fault_rules=(
 	[reset]='[{"name":"reset-conn","action":"reset-conn","every":11},
 		{"name":"reset-after","action":"reset","after":true,"prob":0.08},
 		{"name":"reset","action":"reset","prob":0.2}]'
-	# Hold some requests 2 s, one until drainer gives up on it (its 30 s request
-	# timeout: a GET, so it is retried).
+	# Hold some requests 2 s, one until drainer gives up on it (its request timeout,
+	# --request-timeout 10s in this run rather than the default 30 s: a GET, so it is
+	# retried).
 	[stall]='[{"name":"stall-forever","action":"stall","method":"GET","watch":false,"path":"^/api/v1/pods","first":1},
 		{"name":"stall-2s","action":"stall","delay":"2s","prob":0.25}]'
 	[slow-body]='[{"name":"slow-body","action":"slow-body","chunk":200,"delay":"15ms","prob":0.4}]'
@@ -286,7 +287,8 @@ injected() {
 }
 
 fault_run() { # KIND VERB
-	local k=$1 verb=$2 first plog nfault
+	local k=$1 verb=$2 first plog nfault rt=()
+	[ "$k" != stall ] || rt=(--request-timeout 10s)
 	echo "  --- $k ($verb)"
 	demo || { fail "$k: demo workload"; return; }
 	pods_on_node "$node" "$e2e_tmp/$k.pods.json"
@@ -299,7 +301,7 @@ fault_run() { # KIND VERB
 	segs=()
 	if [ "$verb" = drain ]; then
 		t0=$(now_rfc3339)
-		drainer_run "$k.drain" --kubeconfig "$kc" --kube-api-qps "$Q" --kube-api-burst "$B" \
+		drainer_run "$k.drain" --kubeconfig "$kc" --kube-api-qps "$Q" --kube-api-burst "$B" "${rt[@]}" \
 			drain "$node" --timeout "$drain_timeout"
 		check_rc "$k: drain through the proxy completes" 0 "$k.drain"
 		check_eq "$k: drainer.io/state=drained" drained "$(node_ann "$node" drainer.io/state)"
@@ -307,7 +309,7 @@ fault_run() { # KIND VERB
 		check "$k: no driver pod on $node" no_driver_pod "$node"
 		t1=$(now_rfc3339)
 		segs+=("drain $t0 $t1")
-		drainer_run "$k.uncordon" --kubeconfig "$kc" --kube-api-qps "$Q" --kube-api-burst "$B" \
+		drainer_run "$k.uncordon" --kubeconfig "$kc" --kube-api-qps "$Q" --kube-api-burst "$B" "${rt[@]}" \
 			uncordon "$node" --timeout "$drain_timeout"
 		check_rc "$k: uncordon through the proxy completes" 0 "$k.uncordon"
 		segs+=("uncordon $t1 $(now_rfc3339)")
@@ -315,7 +317,7 @@ fault_run() { # KIND VERB
 		t0=$(now_rfc3339)
 		# maintain runs the command while drained: it records that the node was
 		# drained and that no claim was left on it.
-		drainer_run "$k.maintain" --kubeconfig "$kc" --kube-api-qps "$Q" --kube-api-burst "$B" \
+		drainer_run "$k.maintain" --kubeconfig "$kc" --kube-api-qps "$Q" --kube-api-burst "$B" "${rt[@]}" \
 			maintain "$node" --timeout "$drain_timeout" -- sh -c "$KUBECTL get node $node -o jsonpath='{.metadata.annotations.drainer\.io/state}' >'$e2e_tmp/$k.state-in-cmd'"
 		check_rc "$k: maintain (drain, command, restore) through the proxy completes" 0 "$k.maintain"
 		segs+=("maintain $t0 $(now_rfc3339)")
