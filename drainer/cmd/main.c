@@ -38,7 +38,8 @@
 
 #define EVICT_FLAGS_HELP                                                                        \
         "      --grace-period N          seconds each pod gets to terminate (default -1: its\n" \
-        "                                own); never 0 for pods holding ResourceClaims\n"       \
+        "                                own); never 0 for pods holding ResourceClaims or\n"    \
+        "                                for DRA driver pods\n"                                 \
         "      --timeout DURATION        give up after this long (exit 3), e.g. 90s, 5m\n"      \
         "                                (default 0: no limit)\n"                               \
         "      --disable-eviction        DELETE pods instead of the Eviction API (no PDBs)\n"   \

@@ -170,6 +170,8 @@ static int run_server_dry_run(struct app *app, const struct node_rec *node, cons
                 }
                 if (grace == 0 && pp->cls == POD_CLASS_CLAIM_HOLDER)
                         grace = 1; /* never 0 for a claim holder, as the drain sends */
+                if (grace == 0 && pp->cls == POD_CLASS_DRIVER)
+                        grace = -1; /* nor for a DRA driver pod: its own, as the drain sends */
                 if (fmt != OUTPUT_JSON)
                         printf("evicting pod %s/%s (server dry run)\n", pp->pod->ns, pp->pod->name);
                 r = kube_evict(app->client, pp->pod->ns, pp->pod->name, grace, true, on_dry_answer,

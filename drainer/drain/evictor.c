@@ -53,7 +53,7 @@ struct evictor {
         struct hashmap *evictions; /* uid -> struct eviction, owned */
         struct dtimer due;
         struct backoff retry; /* the base, the cap and the jitter's generator */
-        bool warned_grace;
+        bool warned_grace, warned_driver_grace;
         struct evictor_stats stats;
 };
 
@@ -172,9 +172,22 @@ static void on_evicted(const struct kube_result *res, void *userdata) {
 
 /* Grace period for a pod: the option, but never 0 for a claim holder. Force
  * deletion skips the kubelet's unprepare and lets a device be allocated twice
- * (kubernetes/kubernetes#141471). */
+ * (kubernetes/kubernetes#141471). Nor for a DRA driver pod: force-deleted, its object
+ * is gone while the kubelet still runs the plugin, so "the driver is stopped" would
+ * be read too early, and a restore would start the next plugin beside it (without
+ * seamless upgrade the old one's deregistration then removes the new one's
+ * registration socket: seen on real kubelets); it gets its own grace period. */
 static int64_t grace_for(struct evictor *v, const struct plan_pod *pp) {
         int64_t g = v->o.grace_seconds;
+
+        if (g == 0 && pp->cls == POD_CLASS_DRIVER) {
+                if (!v->warned_driver_grace) {
+                        v->warned_driver_grace = true;
+                        log_warning("--grace-period=0 would force-delete the DRA driver pods while their "
+                                    "plugins still run; using their own grace period");
+                }
+                return -1;
+        }
 
         if (g == 0 && pp->cls == POD_CLASS_CLAIM_HOLDER) {
                 if (!v->warned_grace) {

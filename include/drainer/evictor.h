@@ -20,7 +20,7 @@ struct timesrc;
 struct evictor;
 
 struct evictor_options {
-        int64_t grace_seconds;      /* < 0: each pod's own; 0 becomes 1 s for claim holders */
+        int64_t grace_seconds; /* < 0: each pod's own; 0 becomes 1 s for claim holders, their own for driver pods */
         bool disable_eviction;      /* DELETE (uid precondition, grace period) instead of the Eviction API */
         unsigned random_seed;       /* backoff jitter; 0: from the clock */
         uint64_t backoff_base_usec; /* 0: 1 s */
