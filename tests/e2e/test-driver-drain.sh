@@ -13,8 +13,9 @@
 # (exit 4, no write to the Node). uncordon node-1 --driver ... brings the driver back
 # (Running, Ready, slice published), deletes the rule only after that, and leaves no
 # drainer.io/ annotation. Prints the time the driver was out and the pods that stayed.
-# Run with DRAINER_CLUSTER_DEVICE_TAINTS=1 (tests/cluster/up) for the rule, without it
-# for the fallback (1.36 serves DeviceTaintRule only with the gate).
+# Which path runs is what API discovery shows: 1.37 serves DeviceTaintRule (v1) by
+# default, 1.36 only with DRAINER_CLUSTER_DEVICE_TAINTS=1 (the gate), 1.34 never (the
+# fallback).
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_drainer
 node=node-1
