@@ -73,9 +73,21 @@ static void on_reach_timer(struct dtimer *t) {
                 log_info("the API server %s answers again", a->cfg->server);
                 a->reach_warned = false;
         }
-        /* Only while calls are in flight: the timer must not keep an idle loop alive. */
-        if (kube_client_calls_in_flight(a->client) > 0)
+        /* Only while the server fails and calls are in flight: an idle loop (a serve whose
+         * watches are open and quiet) must neither be kept alive nor woken by it. */
+        if (st.failing_since_usec && kube_client_calls_in_flight(a->client) > 0)
                 dtimer_start(t, REACH_TICK);
+}
+
+/* Armed once the client has seen a failure (its callback returns to app_run_once), and
+ * for the tick that says the server answers again. */
+static bool reach_wanted(struct app *a) {
+        struct kube_client_stats st;
+
+        if (!a->reach_ready || a->reach.armed)
+                return false;
+        kube_client_get_stats(a->client, &st);
+        return st.failing_since_usec || a->reach_warned;
 }
 
 int app_init(struct app *a, const struct global_flags *flags) {
@@ -161,7 +173,7 @@ int app_init(struct app *a, const struct global_flags *flags) {
 }
 
 int app_run_once(struct app *a) {
-        if (a->reach_ready && !a->reach.armed)
+        if (reach_wanted(a))
                 dtimer_start(&a->reach, REACH_TICK);
         return uv_run(&a->loop, UV_RUN_ONCE);
 }
