@@ -1,6 +1,7 @@
-/* UTF-8-safe prefixes, one-line messages, whitespace trimming. Owns nothing,
- * allocates nothing. */
+/* UTF-8-safe prefixes, one-line messages, whitespace trimming, a set of strings. */
 #include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "drainer/text.h"
@@ -35,4 +36,27 @@ char *text_strip(char *s) {
         memmove(s, p, n);
         s[n] = 0;
         return s;
+}
+
+int strv_push_unique(char ***v, size_t *n, const char *s) {
+        char **p, *c;
+
+        for (size_t i = 0; i < *n; i++)
+                if (strcmp((*v)[i], s) == 0)
+                        return 0;
+        c = strdup(s);
+        p = c ? realloc(*v, (*n + 1) * sizeof(**v)) : NULL;
+        if (!p) {
+                free(c);
+                return -ENOMEM;
+        }
+        *v = p;
+        (*v)[(*n)++] = c;
+        return 1;
+}
+
+void strv_free_n(char **v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                free(v[i]);
+        free(v);
 }

@@ -356,6 +356,44 @@ const struct verb verbs[] = {
                 verb_doctor,
         },
         {
+                "rollout",
+                "update a DRA driver without seamless upgrade across the cluster, node by node",
+                "Usage: drainer rollout NAMESPACE/DAEMONSET --driver NAME [flags]\n\n"
+                "Rolls the DRA driver's DaemonSet out to its update revision (change its pod\n"
+                "template first), one node at a time, so that no driver is stopped while a claim\n"
+                "of it is on its node. The DaemonSet's updateStrategy must be OnDelete (refused\n"
+                "otherwise, exit 4, with the command that sets it). For each node whose driver pod\n"
+                "is of an older revision: the drain of 'drainer drain NODE --driver NAME\n"
+                "--driver-stop none' (a NoSchedule DeviceTaintRule, or the cordon where none is\n"
+                "served; only the driver's claim holders evicted; until no claim of the driver is\n"
+                "on the node), then the old plugin pod evicted (its own grace period), the new\n"
+                "one awaited (the update revision, Running and Ready), then the restore of\n"
+                "'drainer uncordon NODE --driver NAME' (healthy, its ResourceSlices published,\n"
+                "the rule deleted). Nodes already on the update revision are skipped. The\n"
+                "progress is on each Node (drainer.io/rollout.NAME and the driver's\n"
+                "drainer.io/KEY.NAME): a rollout killed anywhere resumes when run again. The\n"
+                "first node that fails (its new driver not healthy within --timeout) stops the\n"
+                "rollout: that node's driver stays out of service, said here and in a\n"
+                "DrainerFailed Event on the Node.\n\n"
+                "Flags:\n"
+                "      --driver NAME             the driver's name as in its ResourceSlices (required)\n"
+                "      --max-parallel N          at most N nodes at once, across every drainer of the\n"
+                "                                cluster (the Leases drainer-slot-* of 'serve\n"
+                "                                --max-parallel'; 1-100, default 1)\n"
+                "      --lease-namespace NS      namespace of the slot Leases (default: $POD_NAMESPACE\n"
+                "                                or drainer-system)\n"
+                "      --timeout DURATION        per node, from its start (default 10m)\n"
+                "      --driver-health PORT[/SERVICE] | unix:PATH[#SERVICE]\n"
+                "                                grpc.health.v1 of the driver pods, for the restore\n"
+                "      --driver-selector SEL     label selector of DRA driver pods (as for drain)\n"
+                "      --identity ID             this process in the Leases (default: hostname)\n"
+                "\nExit codes: 0 every node on the update revision, 3 a node's driver not healthy\n"
+                "(or its drain not done) within --timeout: it stays out of service, the rollout\n"
+                "stopped there; 4 refused (not OnDelete, a node being drained by someone else);\n"
+                "1 error or interrupted (run it again to resume); 2 bad usage.\n",
+                verb_rollout,
+        },
+        {
                 "version",
                 "print the release, the source revision, the build options and libraries",
                 "Usage: drainer version [-o json]\n\n"

@@ -18,6 +18,7 @@
 #include "drainer/json.h"
 #include "drainer/log.h"
 #include "drainer/objects.h"
+#include "drainer/text.h"
 
 #define MAX_INFLIGHT       32 /* SubjectAccessReviews and health probes at once */
 #define PROBE_TIMEOUT_USEC (UINT64_C(3) * 1000000)
@@ -50,29 +51,6 @@ static int idx_push(size_t **v, size_t *n, size_t x) {
         *v = p;
         (*v)[(*n)++] = x;
         return 0;
-}
-
-static int str_push_unique(char ***v, size_t *n, const char *s) {
-        char **p, *c;
-
-        for (size_t i = 0; i < *n; i++)
-                if (streq((*v)[i], s))
-                        return 0;
-        c = strdup(s);
-        p = c ? realloc(*v, (*n + 1) * sizeof(**v)) : NULL;
-        if (!p) {
-                free(c);
-                return -ENOMEM;
-        }
-        *v = p;
-        (*v)[(*n)++] = c;
-        return 1;
-}
-
-static void strv_free_n(char **v, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                free(v[i]);
-        free(v);
 }
 
 /* asprintf() that returns the string, or NULL when out of memory. */
@@ -528,7 +506,7 @@ static int add_binding(struct doctor_data *d, bool cluster, const cJSON *item) {
                         return -ENOMEM;
                 if (cluster && streq(rk, "ClusterRole") && streq(rn, "cluster-admin"))
                         e->cluster_admin = true;
-                if (!cluster && str_push_unique(&e->claim_ns, &e->n_claim_ns, ns) < 0)
+                if (!cluster && strv_push_unique(&e->claim_ns, &e->n_claim_ns, ns) < 0)
                         return -ENOMEM;
         }
         return 0;
@@ -753,7 +731,7 @@ static int build_drivers(struct doctor_data *d) {
                 dr->n_slices++;
                 if (!s->node_name)
                         dr->n_other_slices++;
-                else if (str_push_unique(&dr->nodes, &dr->n_nodes, s->node_name) < 0)
+                else if (strv_push_unique(&dr->nodes, &dr->n_nodes, s->node_name) < 0)
                         return -ENOMEM;
         }
         for (size_t i = 0; i < d->drivers.n; i++) {
@@ -896,7 +874,7 @@ int doctor_data_index(struct doctor_data *d) {
                 return -ENOENT;
         /* The ServiceAccounts the driver pods run as may write ResourceSlices. */
         for (size_t i = 0; i < d->driver_pods.n; i++)
-                if (str_push_unique(&d->driver_sas, &d->n_driver_sas, d->driver_pods.v[i]->sa) < 0)
+                if (strv_push_unique(&d->driver_sas, &d->n_driver_sas, d->driver_pods.v[i]->sa) < 0)
                         return -ENOMEM;
         r = build_groups(d);
         if (r >= 0)
@@ -957,7 +935,7 @@ int doctor_data_sar_done(struct doctor_data *d, size_t k, int error, const char 
                 e->claims_all[j->res] = true;
         else
                 e->claims_ns[j->ns][j->res] = true;
-        if (reason && str_push_unique(&e->reasons, &e->n_reasons, reason) < 0)
+        if (reason && strv_push_unique(&e->reasons, &e->n_reasons, reason) < 0)
                 return -ENOMEM;
         return 0;
 }

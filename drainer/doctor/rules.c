@@ -16,29 +16,7 @@
 #include "drainer/health.h"
 #include "drainer/json.h"
 #include "drainer/objects.h"
-
-static int str_push_unique(char ***v, size_t *n, const char *s) {
-        char **p, *c;
-
-        for (size_t i = 0; i < *n; i++)
-                if (streq((*v)[i], s))
-                        return 0;
-        c = strdup(s);
-        p = c ? realloc(*v, (*n + 1) * sizeof(**v)) : NULL;
-        if (!p) {
-                free(c);
-                return -ENOMEM;
-        }
-        *v = p;
-        (*v)[(*n)++] = c;
-        return 1;
-}
-
-static void strv_free_n(char **v, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                free(v[i]);
-        free(v);
-}
+#include "drainer/text.h"
 
 /* asprintf() that returns the string, or NULL when out of memory. */
 static char *strf(const char *fmt, ...) _printf_(1, 2);
@@ -408,6 +386,50 @@ int doctor_kubelet_seamless(const char *v) {
         return major > 1 || (major == 1 && minor >= 33);
 }
 
+int doctor_driver_seamless(const cJSON *ds, const char *const *kubelet_versions, size_t n, char *why,
+                           size_t size) {
+        enum doctor_rollout rollout = doctor_daemonset_rollout(ds, NULL);
+        size_t n_old = 0, n_unknown = 0;
+        const char *old = NULL;
+
+        if (rollout != DOCTOR_ROLLOUT_SURGE) {
+                snprintf(why, size,
+                         "its DaemonSet's updateStrategy is %s: the old plugin stops before the new one "
+                         "starts",
+                         doctor_rollout_to_string(rollout));
+                return 0;
+        }
+        for (size_t i = 0; i < n; i++) {
+                int k = doctor_kubelet_seamless(kubelet_versions[i]);
+
+                if (k == 0 && !old)
+                        old = kubelet_versions[i];
+                n_old += k == 0;
+                n_unknown += k < 0;
+        }
+        if (n_old > 0) {
+                snprintf(why, size,
+                         "%zu of %zu of its nodes run a kubelet older than 1.33 (%s): two plugin "
+                         "instances at once are not supported there",
+                         n_old, n, old);
+                return 0;
+        }
+        if (n_unknown > 0) {
+                snprintf(why, size, "%zu of %zu of its nodes report a kubelet version drainer cannot read",
+                         n_unknown, n);
+                return 0;
+        }
+        if (n == 0) {
+                snprintf(why, size, "none of its nodes is known, so neither are their kubelets");
+                return 0;
+        }
+        snprintf(why, size,
+                 "its DaemonSet is RollingUpdate with maxSurge and all %zu of its nodes run kubelet "
+                 "1.33 or newer: the new plugin starts before the old one stops",
+                 n);
+        return 1;
+}
+
 /* The rollout strategy doctor judges a driver's kubelets against: the last of
  * its DaemonSets read (*ret_have_ds false when none was). */
 static enum doctor_rollout driver_rollout(const struct doctor_data *d, const struct doctor_driver *dr,
@@ -700,6 +722,35 @@ static int check_driver_health(const struct doctor_data *d, struct doctor_report
         return 0;
 }
 
+/* The nodes of a driver in doctor's scope: those of its node-local slices and of its
+ * pods. 0 or -ENOMEM. */
+static int driver_nodes(const struct doctor_data *d, const struct doctor_driver *dr, char ***ret,
+                        size_t *ret_n) {
+        char **nodes = NULL;
+        size_t n_nodes = 0;
+
+        for (size_t j = 0; j < dr->n_nodes; j++)
+                if (doctor_data_in_scope(d, dr->nodes[j]) &&
+                    strv_push_unique(&nodes, &n_nodes, dr->nodes[j]) < 0)
+                        goto oom;
+        for (size_t j = 0; j < dr->n_groups; j++) {
+                const struct doctor_group *g = d->groups.v[dr->groups[j]];
+
+                for (size_t q = 0; q < g->n_pods; q++) {
+                        const char *nn = d->driver_pods.v[g->pods[q]]->rec->node_name;
+
+                        if (nn && doctor_data_in_scope(d, nn) && strv_push_unique(&nodes, &n_nodes, nn) < 0)
+                                goto oom;
+                }
+        }
+        *ret = nodes;
+        *ret_n = n_nodes;
+        return 0;
+oom:
+        strv_free_n(nodes, n_nodes);
+        return -ENOMEM;
+}
+
 /* kubelet-versions: seamless upgrades need kubelet 1.33+ on every node where
  * the driver runs. */
 static int check_kubelet_versions(const struct doctor_data *d, struct doctor_report *rep,
@@ -711,20 +762,8 @@ static int check_kubelet_versions(const struct doctor_data *d, struct doctor_rep
         size_t n_nodes = 0, n_old = 0, n_unknown = 0;
         const char *first_ok = NULL;
 
-        for (size_t j = 0; j < dr->n_nodes; j++)
-                if (doctor_data_in_scope(d, dr->nodes[j]) &&
-                    str_push_unique(&nodes, &n_nodes, dr->nodes[j]) < 0)
-                        goto oom;
-        for (size_t j = 0; j < dr->n_groups; j++) {
-                const struct doctor_group *g = d->groups.v[dr->groups[j]];
-
-                for (size_t q = 0; q < g->n_pods; q++) {
-                        const char *nn = d->driver_pods.v[g->pods[q]]->rec->node_name;
-
-                        if (nn && doctor_data_in_scope(d, nn) && str_push_unique(&nodes, &n_nodes, nn) < 0)
-                                goto oom;
-                }
-        }
+        if (driver_nodes(d, dr, &nodes, &n_nodes) < 0)
+                return -ENOMEM;
         f = doctor_report_add(rep, DOCTOR_SECTION_SEAMLESS_UPGRADE, DOCTOR_PASS, "kubelet-versions", subject,
                               "%s", "");
         if (!f)
@@ -782,6 +821,71 @@ oom:
         return -ENOMEM;
 }
 
+/* driver-rollout: how a driver without seamless upgrade is updated safely: with
+ * updateStrategy OnDelete and `drainer rollout`, which drains each node's claims of
+ * the driver before its plugin is replaced. */
+static int check_driver_rollout(const struct doctor_data *d, struct doctor_report *rep,
+                                const struct doctor_driver *dr, const char *subject) {
+        _cleanup_free_ const char **versions = NULL;
+        struct doctor_finding *f;
+        char **nodes = NULL;
+        size_t n_nodes = 0;
+        int r = 0;
+
+        if (driver_nodes(d, dr, &nodes, &n_nodes) < 0)
+                return -ENOMEM;
+        versions = calloc(n_nodes ? n_nodes : 1, sizeof(*versions));
+        if (!versions)
+                goto oom;
+        for (size_t j = 0; j < n_nodes; j++) {
+                const struct node_rec *n = doctor_data_node(d, nodes[j]);
+
+                versions[j] = n ? n->kubelet_version : NULL;
+        }
+        for (size_t j = 0; j < dr->n_groups; j++) {
+                const struct doctor_group *g = d->groups.v[dr->groups[j]];
+                enum doctor_rollout rollout;
+                char why[512];
+
+                if (!g->ds)
+                        continue;
+                rollout = doctor_daemonset_rollout(g->ds, NULL);
+                if (doctor_driver_seamless(g->ds, versions, n_nodes, why, sizeof(why)) > 0)
+                        f = doctor_report_add(rep, DOCTOR_SECTION_SEAMLESS_UPGRADE, DOCTOR_PASS,
+                                              "driver-rollout", subject,
+                                              "seamless upgrade: %s; no drain is needed to update it", why);
+                else if (rollout == DOCTOR_ROLLOUT_ON_DELETE)
+                        f = doctor_report_add(
+                                rep, DOCTOR_SECTION_SEAMLESS_UPGRADE, DOCTOR_PASS, "driver-rollout", subject,
+                                "no seamless upgrade (%s), and updates wait for a safe rollout: "
+                                "drainer rollout %s/%s --driver %s drains each node's claims of "
+                                "the driver before its plugin pod is replaced",
+                                why, g->ns, g->name, dr->name);
+                else {
+                        f = doctor_report_add(
+                                rep, DOCTOR_SECTION_SEAMLESS_UPGRADE, DOCTOR_WARN, "driver-rollout", subject,
+                                "no seamless upgrade (%s): an update replaces the plugin under "
+                                "the claims in use on each node",
+                                why);
+                        if (f &&
+                            doctor_finding_set_fix(
+                                    f,
+                                    "set the DaemonSet's updateStrategy to OnDelete and update the driver "
+                                    "with: drainer rollout %s/%s --driver %s (node by node, claims "
+                                    "drained first)",
+                                    g->ns, g->name, dr->name) < 0)
+                                goto oom;
+                }
+                if (!f || doctor_finding_add_object(f, "DaemonSet %s/%s", g->ns, g->name) < 0)
+                        goto oom;
+        }
+        strv_free_n(nodes, n_nodes);
+        return r;
+oom:
+        strv_free_n(nodes, n_nodes);
+        return -ENOMEM;
+}
+
 /* The checks of one driver named in ResourceSlices, in the guide's order. */
 static int report_driver(const struct doctor_data *d, struct doctor_report *rep,
                          const struct doctor_driver *dr) {
@@ -810,6 +914,8 @@ static int report_driver(const struct doctor_data *d, struct doctor_report *rep,
                 r = check_driver_health(d, rep, dr, subject);
         if (r >= 0)
                 r = check_kubelet_versions(d, rep, dr, subject);
+        if (r >= 0)
+                r = check_driver_rollout(d, rep, dr, subject);
         return r;
 }
 

@@ -67,6 +67,13 @@ int doctor_kubelet_version_parse(const char *v, int *ret_major, int *ret_minor);
  * plugin instances of one driver at once; kubelet 1.33+): 1 yes, 0 no,
  * -EINVAL unknown. */
 int doctor_kubelet_seamless(const char *v);
+/* Whether a DRA driver gets seamless upgrades, the one decision that doctor
+ * (driver-rollout), plan --driver and maintain --driver share: its DaemonSet ds
+ * surges (RollingUpdate with maxSurge, doctor_daemonset_rollout) and every kubelet of
+ * its nodes (n versions; NULL: unknown) is 1.33 or newer. 1 yes, 0 no; why says
+ * which, for people. */
+int doctor_driver_seamless(const cJSON *ds, const char *const *kubelet_versions, size_t n, char *why,
+                           size_t size);
 
 /* ---- Tuning at scale ---- */
 

@@ -1,5 +1,5 @@
 /* Small text helpers shared by every layer: UTF-8-safe prefixes, one-line
- * messages, whitespace trimming. No allocation, no I/O. */
+ * messages, whitespace trimming, a set of strings. No I/O. */
 #pragma once
 
 #include <stddef.h>
@@ -15,3 +15,9 @@ char *text_one_line(char *s);
 
 /* Trims ASCII whitespace at both ends of s, in place. Returns s. */
 char *text_strip(char *s);
+
+/* Adds a copy of s to the string array *v of *n unless it holds s already: 1 added,
+ * 0 there already, -ENOMEM (*v and *n unchanged). */
+int strv_push_unique(char ***v, size_t *n, const char *s);
+/* Frees the n strings of v and v. NULL ok. */
+void strv_free_n(char **v, size_t n);

@@ -36,5 +36,6 @@ int verb_uncordon(int argc, char **argv, struct global_flags *g);
 int verb_maintain(int argc, char **argv, struct global_flags *g);
 int verb_serve(int argc, char **argv, struct global_flags *g);
 int verb_doctor(int argc, char **argv, struct global_flags *g);
+int verb_rollout(int argc, char **argv, struct global_flags *g);
 int verb_guard(int argc, char **argv, struct global_flags *g);
 int verb_version(int argc, char **argv, struct global_flags *g);

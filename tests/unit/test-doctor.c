@@ -1016,6 +1016,54 @@ static void test_rule_rollout_strategy(void **state) {
         judged_done(&j);
 }
 
+/* driver-rollout (issue 18 item 4): drivers without seamless upgrade are pointed at
+ * drainer rollout; doctor_driver_seamless is the decision plan and maintain share. */
+static void test_rule_driver_rollout(void **state) {
+        struct judged j;
+        const struct doctor_finding *f;
+
+        judge(&j, "cluster-healthy.json", NULL, NULL, NULL);
+        f = the(&j.rep, "driver-rollout", "driver gpu.example.com", DOCTOR_PASS);
+        assert_non_null(
+                strstr(f->message, "seamless upgrade: its DaemonSet is RollingUpdate with maxSurge"));
+        judged_done(&j);
+
+        judge(&j, "cluster-drivers.json", NULL, NULL, NULL);
+        /* OnDelete: updates already wait; the finding says how to run them. */
+        f = the(&j.rep, "driver-rollout", "driver gpu.example.com", DOCTOR_PASS);
+        assert_non_null(
+                strstr(f->message, "no seamless upgrade (its DaemonSet's updateStrategy is OnDelete"));
+        assert_non_null(
+                strstr(f->message, "drainer rollout gpu-system/gpu-driver --driver gpu.example.com"));
+        /* Surges, but a kubelet is older than 1.33: not seamless, and an update replaces the
+         * plugin under its claims. */
+        f = the(&j.rep, "driver-rollout", "driver nic.example.com", DOCTOR_WARN);
+        assert_non_null(strstr(f->message, "older than 1.33"));
+        assert_non_null(strstr(f->fix, "updateStrategy to OnDelete"));
+        assert_non_null(strstr(f->fix, "drainer rollout "));
+        judged_done(&j);
+}
+
+static void test_driver_seamless(void **state) {
+        cJSON *surge = cJSON_Parse("{\"spec\":{\"updateStrategy\":{\"type\":\"RollingUpdate\","
+                                   "\"rollingUpdate\":{\"maxSurge\":1,\"maxUnavailable\":0}}}}");
+        cJSON *plain = cJSON_Parse("{\"spec\":{}}");
+        const char *ok[] = { "v1.37.2", "v1.33.0-eks-1" }, *old[] = { "v1.37.2", "v1.32.4" },
+                   *unknown[] = { "v1.37.2", NULL };
+        char why[512];
+
+        assert_int_equal(doctor_driver_seamless(surge, ok, 2, why, sizeof(why)), 1);
+        assert_non_null(strstr(why, "all 2 of its nodes run kubelet 1.33 or newer"));
+        assert_int_equal(doctor_driver_seamless(surge, old, 2, why, sizeof(why)), 0);
+        assert_non_null(strstr(why, "1 of 2 of its nodes run a kubelet older than 1.33 (v1.32.4)"));
+        assert_int_equal(doctor_driver_seamless(surge, unknown, 2, why, sizeof(why)), 0);
+        assert_int_equal(doctor_driver_seamless(surge, NULL, 0, why, sizeof(why)), 0);
+        assert_int_equal(doctor_driver_seamless(plain, ok, 2, why, sizeof(why)), 0);
+        assert_non_null(strstr(why, "updateStrategy is RollingUpdate without maxSurge"));
+        cJSON_Delete(surge);
+        cJSON_Delete(plain);
+}
+
 static void test_rule_drain_guard(void **state) {
         struct judged j;
         const struct doctor_finding *f;
@@ -2121,7 +2169,7 @@ static void test_rules_exit_code(void **state) {
         } cases[] = {
                 { "cluster-healthy.json", 0, 0, 0 },
                 { "cluster-permissions.json", DOCTOR_EXIT_FAIL, 2, 4 },
-                { "cluster-drivers.json", DOCTOR_EXIT_FAIL, 4, 12 },
+                { "cluster-drivers.json", DOCTOR_EXIT_FAIL, 4, 13 },
                 { "cluster-drain.json", 0, 0, 8 },
                 { "cluster-tuning.json", 0, 0, 3 },
                 { "cluster-empty.json", 0, 0, 2 },
@@ -2166,6 +2214,8 @@ int main(void) {
                 cmocka_unit_test(test_rule_driver_daemonset),
                 cmocka_unit_test(test_rule_liveness_probe),
                 cmocka_unit_test(test_rule_rollout_strategy),
+                cmocka_unit_test(test_rule_driver_rollout),
+                cmocka_unit_test(test_driver_seamless),
                 cmocka_unit_test(test_rule_drain_guard),
                 cmocka_unit_test(test_rule_driver_health),
                 cmocka_unit_test(test_rule_kubelet_versions),
