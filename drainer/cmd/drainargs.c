@@ -37,6 +37,7 @@ static const struct option drain_options[] = {
         { "ignore-driver-health", no_argument, NULL, OPT_IGNORE_HEALTH },
         { "force-uncordon", no_argument, NULL, OPT_FORCE_UNCORDON },
         { "restore-on-failure", no_argument, NULL, OPT_RESTORE_ON_FAILURE },
+        { "force-drain", no_argument, NULL, OPT_FORCE_DRAIN },
         { "skip-driver-stop", no_argument, NULL, OPT_SKIP_DRIVER_STOP },
         { "driver-namespace", required_argument, NULL, OPT_DRIVER_NAMESPACE },
         { "config", required_argument, NULL, OPT_CONFIG },
@@ -92,6 +93,7 @@ static unsigned flag_verbs(int opt) {
         case OPT_NODE_CONDITIONS: /* what writes the Node */
                 return VERB_DRAIN | VERB_UNCORDON | VERB_MAINTAIN | VERB_SERVE;
         case OPT_RESTORE_ON_FAILURE:
+        case OPT_FORCE_DRAIN:
                 return VERB_MAINTAIN;
         default: /* --grace-period, --disable-eviction, --skip-driver-stop, ... */
                 return VERB_DRAIN | VERB_MAINTAIN | VERB_SERVE;
@@ -272,6 +274,9 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                 return 0;
         case OPT_RESTORE_ON_FAILURE:
                 a->restore_on_failure = true;
+                return 0;
+        case OPT_FORCE_DRAIN:
+                a->force_drain = true;
                 return 0;
         case OPT_SKIP_DRIVER_STOP:
                 a->skip_driver_stop = true;

@@ -252,6 +252,9 @@ const struct verb verbs[] = {
                 "uncordon'.\n\n" DRAIN_FLAGS_HELP
                 "      --restore-on-failure      restore and uncordon even if CMD fails\n"
                 "      --force-uncordon          uncordon even if someone else had cordoned the node\n"
+                "      --force-drain             with --driver: drain even if the driver upgrades\n"
+                "                                seamlessly (RollingUpdate with maxSurge, every kubelet\n"
+                "                                of its nodes 1.33+: CMD then runs without a drain)\n"
                 "      --metrics-in-output       -o json: add the figures of /metrics (\"metrics\")\n"
                 "\nExit codes: 0 drained, CMD succeeded, restored; 1 CMD failed or error; 3 timed\n"
                 "out; 4 refused by a blocker (CMD not run); 2 bad usage.\n",

@@ -23,6 +23,7 @@
 #include "drainer/nodeset.h"
 #include "drainer/nodeview.h"
 #include "drainer/plan.h"
+#include "drainer/seamless.h"
 #include "drainer/selector.h"
 #include "drainer/snapshot.h"
 #include "drainer/sysbus.h"
@@ -355,6 +356,8 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, con
         struct snapshot s = { .app = app, .node_name = node, .with_pdbs = true };
         _cleanup_(drain_scope_view_done) struct drain_scope_view sv = {};
         struct plan_discovery disc = {};
+        struct seamless_answer seam = {};
+        bool seam_known = false;
         const struct node_rec *pn;
         const char *conflict;
         struct plan_options po;
@@ -444,6 +447,28 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, con
                                  pr.error < 0 ? strerror(-pr.error) : health_status_to_string(pr.status));
                         plan_add_blocker(&p, BLOCKER_DRIVER_UNHEALTHY, pod, m);
                 }
+        /* --driver: whether the driver upgrades seamlessly (issue 18 item 2). */
+        if (a->n_drivers > 0 && !s.in.dra_off) {
+                const struct pod_rec **dp = calloc(p.n_pods ? p.n_pods : 1, sizeof(*dp));
+                size_t n_dp = 0;
+
+                if (!dp) {
+                        plan_done(&p);
+                        snapshot_done(&s);
+                        return log_oom();
+                }
+                for (size_t i = 0; i < p.n_pods; i++)
+                        if (p.pods[i].cls == POD_CLASS_DRIVER)
+                                dp[n_dp++] = p.pods[i].pod;
+                r = seamless_check(app, a->drivers[0], dp, n_dp, &seam);
+                free(dp);
+                if (r < 0) {
+                        plan_done(&p);
+                        snapshot_done(&s);
+                        return r;
+                }
+                seam_known = true;
+        }
         if (a->dry_run_server && p.n_blockers == 0) {
                 r = run_server_dry_run(app, pn, &p, a, fmt, list);
                 plan_done(&p);
@@ -465,6 +490,16 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, con
                         cJSON_AddBoolToObject(j, "draServed", !s.in.dra_off);
                         plan_json_readiness(j, s.node, oos);
                 }
+                if (j && seam_known) {
+                        cJSON *o = cJSON_AddObjectToObject(j, "seamlessUpgrade");
+
+                        if (o) {
+                                cJSON_AddBoolToObject(o, "seamless", seam.seamless);
+                                if (seam.daemonset[0])
+                                        cJSON_AddStringToObject(o, "daemonset", seam.daemonset);
+                                cJSON_AddStringToObject(o, "reason", seam.why);
+                        }
+                }
                 if (j && list)
                         cJSON_AddItemToArray(list, TAKE_PTR(j));
                 else if (!(out = j ? cJSON_Print(j) : NULL))
@@ -480,9 +515,62 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, con
                         printf("DRA API: %s\n", s.in.dra_api);
                 r = plan_print_text(&p, &po, stdout);
                 plan_print_readiness(s.node, oos, stdout);
+                if (seam_known && seam.seamless)
+                        printf("Seamless upgrade of %s: yes, %s: to update it, no drain is needed "
+                               "('maintain --driver' runs its command without evicting anything; "
+                               "--force-drain drains first)\n",
+                               a->drivers[0], seam.why);
+                else if (seam_known)
+                        printf("Seamless upgrade of %s: no, %s; to update it across the cluster: drainer "
+                               "rollout %s --driver %s\n",
+                               a->drivers[0], seam.why,
+                               seam.daemonset[0] ? seam.daemonset : "NAMESPACE/DAEMONSET", a->drivers[0]);
         }
         r = r < 0 ? r : (p.n_blockers > 0 ? -EPERM : 0);
         plan_done(&p);
+        snapshot_done(&s);
+        return r;
+}
+
+/* maintain --driver: whether the driver of NODE upgrades seamlessly (a snapshot of
+ * the node for its driver pods, then seamless_check). 0 with *ret, or an error
+ * (logged). */
+static int node_seamless(struct app *app, const char *node, struct drain_args *a,
+                         struct seamless_answer *ret) {
+        struct snapshot s = { .app = app, .node_name = node };
+        const struct pod_rec **dp = NULL;
+        struct plan_options po;
+        size_t n_dp = 0;
+        int r;
+
+        fill_plan_options(a, &po);
+        r = snapshot_start(&s);
+        if (r < 0) {
+                snapshot_done(&s);
+                return log_error_errno(r, "Cannot start the API requests: %m");
+        }
+        app_run_until(app, &s.done);
+        if (s.error < 0) {
+                r = s.error == -ENOENT && !s.node ? log_error_errno(s.error, "node \"%s\" not found", node)
+                                                  : log_error_errno(s.error, "%s", strna(s.error_what));
+                snapshot_done(&s);
+                return r;
+        }
+        dp = calloc(s.in.n_pods ? s.in.n_pods : 1, sizeof(*dp));
+        if (!dp) {
+                snapshot_done(&s);
+                return log_oom();
+        }
+        for (size_t i = 0; i < s.in.n_pods; i++)
+                if (pod_is_driver(s.in.pods[i], &(const struct driver_filter){
+                                                        .selectors = po.driver_selectors,
+                                                        .n_selectors = po.n_driver_selectors,
+                                                        .namespaces = po.driver_namespaces,
+                                                        .n_namespaces = po.n_driver_namespaces,
+                                                }))
+                        dp[n_dp++] = s.in.pods[i];
+        r = seamless_check(app, a->drivers[0], dp, n_dp, ret);
+        free(dp);
         snapshot_done(&s);
         return r;
 }
@@ -1387,6 +1475,9 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
         else if (o.max_parallel && (is_plan || is_maintain || a.dry_run))
                 r = log_error_errno(EINVAL, "drainer %s: --max-parallel is for drain and uncordon with -l",
                                     verb);
+        else if (a.force_drain && a.n_drivers == 0)
+                r = log_error_errno(EINVAL, "drainer maintain: --force-drain is for --driver (a node drain "
+                                            "always drains)");
         else if (o.max_parallel && !o.selector)
                 r = log_error_errno(EINVAL,
                                     "drainer %s: --max-parallel needs -l/--selector (the nodes to run "
@@ -1581,8 +1672,51 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                 }
         } else {
                 struct runner *rn = &fl.rn[0];
+                struct seamless_answer seam = {};
                 int status;
 
+                /* A driver that upgrades seamlessly needs no drain (issue 18 item 2). */
+                if (a.n_drivers > 0 && !a.force_drain) {
+                        r = node_seamless(&app, node, &a, &seam);
+                        if (r < 0) {
+                                code = EXIT_ERROR;
+                                goto out_signals;
+                        }
+                }
+                if (seam.seamless) {
+                        log_info("DRA driver %s upgrades seamlessly (%s): running %s without draining "
+                                 "anything (--force-drain drains first)",
+                                 a.drivers[0], seam.why, cmd[0]);
+                        status = rn->cmd_status = run_command(&app, cmd);
+                        if (status != 0)
+                                log_error("command \"%s\" exited with status %d", cmd[0], status);
+                        else
+                                log_info("command \"%s\" succeeded", cmd[0]);
+                        code = status == 0 ? EXIT_DONE : EXIT_ERROR;
+                        if (g->output == OUTPUT_JSON) {
+                                _cleanup_(cJSON_Deletep) cJSON *j = cJSON_CreateObject();
+                                cJSON *sj = j ? cJSON_AddObjectToObject(j, "seamlessUpgrade") : NULL;
+
+                                if (sj) {
+                                        cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
+                                        cJSON_AddStringToObject(j, "node", node);
+                                        cJSON_AddStringToObject(j, "verb", verb);
+                                        cJSON_AddStringToObject(j, "result", status == 0 ? "done" : "error");
+                                        cJSON_AddBoolToObject(j, "changed", false);
+                                        cJSON_AddNumberToObject(j, "podsEvicted", 0);
+                                        cJSON_AddNumberToObject(j, "commandExitStatus", status);
+                                        cJSON_AddBoolToObject(sj, "seamless", true);
+                                        cJSON_AddStringToObject(sj, "daemonset", seam.daemonset);
+                                        cJSON_AddStringToObject(sj, "reason", seam.why);
+                                        cJSON_AddNumberToObject(j, "exitCode", code);
+                                }
+                                print_json(j);
+                        }
+                        goto out_signals;
+                }
+                if (a.n_drivers > 0 && !a.force_drain)
+                        log_info("DRA driver %s: no seamless upgrade (%s): draining its claims first",
+                                 a.drivers[0], seam.why);
                 r = run_engine(rn, ENGINE_GOAL_DRAIN, a.timeout_usec);
                 r = report_result(rn, "drain", r);
                 if (r == 0) {

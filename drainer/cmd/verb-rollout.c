@@ -634,12 +634,21 @@ static void node_reconcile(struct rnode *rn) {
         if (rn->call || engine_running(rn))
                 return;
         /* A running engine keeps the timeout itself (and says what remained). */
-        if (now - rn->t0 >= ro->timeout_usec)
+        if (now - rn->t0 >= ro->timeout_usec) {
+                /* msg reads "node NODE: what it waits for". */
+                const char *what = strstr(msg, ": ") ? strstr(msg, ": ") + 2 : msg;
+
                 return node_end(
                         rn, -ETIMEDOUT,
-                        "node %s: %s after --timeout; the rollout stops here, the driver of node %s "
-                        "stays out of service (drainer.io/state.%s); fix it and run the rollout again",
-                        rn->name, msg, rn->name, ro->driver);
+                        step == ROLLOUT_STEP_WAIT
+                                ? "node %s: the new driver did not become healthy within --timeout (%s); "
+                                  "the rollout stops here, the driver of node %s stays out of service "
+                                  "(drainer.io/state.%s); fix it and run the rollout again"
+                                : "node %s: not done within --timeout (%s); the rollout stops here, the "
+                                  "driver of node %s stays out of service (drainer.io/state.%s); fix it "
+                                  "and run the rollout again",
+                        rn->name, what, rn->name, ro->driver);
+        }
 
         switch (step) {
         case ROLLOUT_STEP_DRAIN: {
@@ -1066,7 +1075,13 @@ out:
         for (size_t i = 0; i < ro.n; i++)
                 node_close(&ro.nodes[i]);
         if (ro.slots) {
-                /* Slots of nodes that ended well were given back; the rest expire. */
+                /* Slots of nodes that ended well are given back (at most 10 s for the
+                 * answers); the rest expire. */
+                uint64_t until = timesrc_now(app.ts) + 10 * USEC_PER_SEC;
+
+                while (!slots_settled(ro.slots) && timesrc_now(app.ts) < until)
+                        if (uv_run(&app.loop, UV_RUN_ONCE) == 0)
+                                break;
                 slots_stop(ro.slots);
                 while (!slots_idle(ro.slots))
                         if (uv_run(&app.loop, UV_RUN_ONCE) == 0)

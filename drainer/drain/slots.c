@@ -1134,6 +1134,13 @@ void slots_stop(struct slots *s) {
         dtimer_stop(&s->expiry_timer);
 }
 
+bool slots_settled(const struct slots *s) {
+        for (const struct slot_node *n = s->nodes; n; n = n->next)
+                if (n->call || n->retry_armed)
+                        return false;
+        return true;
+}
+
 bool slots_idle(const struct slots *s) {
         for (const struct slot_node *n = s->nodes; n; n = n->next)
                 if (n->call)

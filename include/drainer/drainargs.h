@@ -35,6 +35,7 @@ enum {
         OPT_SKIP_WAIT_FOR_DELETE,
         OPT_NODE_CONDITIONS,
         OPT_DRIVER,
+        OPT_FORCE_DRAIN,
 };
 
 struct drain_args {
@@ -44,6 +45,7 @@ struct drain_args {
         uint64_t timeout_usec;
         bool emptydir, force, disable_eviction, dry_run, ignore_health, force_uncordon, restore_on_failure,
                 skip_driver_stop;
+        bool force_drain;     /* maintain --driver: drain even when the driver upgrades seamlessly */
         bool node_conditions; /* --node-conditions: DrainInProgress and Drained on the Node (KEP-5683) */
         /* --dry-run=server (dry_run is set too): the cordon patch and every eviction sent
          * with dryRun=All, as kubectl drain --dry-run=server; --dry-run (bare) or

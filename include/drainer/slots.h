@@ -42,6 +42,10 @@ bool slots_held(const struct slots *s, const char *node);
 /* "node-1, node-3": the current holders, for the waiting message. Returns a static
  * buffer valid until the next call. */
 const char *slots_holders(struct slots *s);
+/* No call of any node in flight and no retry pending: every release given back to
+ * the server (a process that ends calls slots_stop only after this, or a slot it
+ * released would stay held until the Lease expires). */
+bool slots_settled(const struct slots *s);
 /* Cancels calls, stops the informer and timers; free once slots_idle(). */
 void slots_stop(struct slots *s);
 bool slots_idle(const struct slots *s);
