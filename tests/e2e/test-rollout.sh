@@ -372,6 +372,38 @@ check_rc "the rollout back to the original revision" 0 back
 check_eq "the rollout back: node-1 recovered, node-2 and node-3 updated" "node-1=updated node-2=updated node-3=updated" \
 	"$(jq -r '[.nodes[] | "\(.node)=\(.result)"] | join(" ")' "$e2e_tmp/back.out")"
 check "every node runs the original revision again" wait_until 30 all_on "$old_hash"
+
+# ---- item 2: a driver that upgrades seamlessly needs no drain ----
+drainer_run plan-no plan node-2 --driver $drv --driver-stop none -o json
+check_rc "plan --driver (OnDelete)" 0 plan-no
+check_eq "plan: OnDelete is no seamless upgrade" "false dra-system/dra-driver" \
+	"$(jq -r '"\(.seamlessUpgrade.seamless) \(.seamlessUpgrade.daemonset)"' "$e2e_tmp/plan-no.out")"
+drainer_run plan-notext plan node-2 --driver $drv --driver-stop none
+check "plan's text points at drainer rollout" grep -q "drainer rollout dra-system/dra-driver --driver $drv" "$e2e_tmp/plan-notext.out"
+ds_patch '{"spec":{"updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"maxSurge":1,"maxUnavailable":0}}}}'
+wait_until 30 ds_observed
+sleep 1
+check "maxSurge 1 replaced no driver pod (the template is unchanged)" all_on "$old_hash"
+drainer_run plan-yes plan node-2 --driver $drv --driver-stop none -o json
+check_eq "plan: RollingUpdate with maxSurge on 1.33+ kubelets is seamless" true "$(jq -r '.seamlessUpgrade.seamless' "$e2e_tmp/plan-yes.out")"
+check "plan: the reason names the kubelets" jq -e '.seamlessUpgrade.reason | test("all 3 of its nodes run kubelet 1.33 or newer")' "$e2e_tmp/plan-yes.out"
+pods_on_node node-2 "$e2e_tmp/pods-seam.json"
+drainer_run seam maintain node-2 --driver $drv --driver-stop none -o json -- touch "$e2e_tmp/seam-ran"
+check_rc "maintain --driver of a seamless driver" 0 seam
+check "its command ran" test -e "$e2e_tmp/seam-ran"
+audit_window "$run_start" "$e2e_tmp/audit-seam.json"
+check_eq "nothing evicted, nothing written (no drain needed)" "" \
+	"$(drainer_writes "$e2e_tmp/audit-seam.json" | grep -v '^(no request' || true)"
+check_eq "the summary says seamless, 0 pods evicted" "true 0" "$(jq -r '"\(.seamlessUpgrade.seamless) \(.podsEvicted)"' "$e2e_tmp/seam.out")"
+drainer_run seamf maintain node-2 --driver $drv --driver-stop none --force-drain --timeout 60s -o json -- true
+check_rc "maintain --driver --force-drain drains anyway" 0 seamf
+audit_window "$run_start" "$e2e_tmp/audit-seamf.json"
+check "--force-drain: the claim holder of node-2 was evicted" \
+	[ "$(jq '[.[] | select((.userAgent | startswith("drainer/")) and .objectRef.subresource == "eviction" and .objectRef.namespace == "'$ns'")] | length' "$e2e_tmp/audit-seamf.json")" -ge 1 ]
+check_eq "--force-drain: restored, no drainer.io/ key" "{}" "$(node_drainer_anns node-2)"
+drainer_run seamusage maintain node-2 --force-drain -- true
+check_rc "--force-drain without --driver: bad usage" 2 seamusage
+
 kubectl -n $ds_ns patch ds $ds --type json -p "[{\"op\":\"replace\",\"path\":\"/spec/updateStrategy\",\"value\":$orig_strategy}]" >/dev/null
 wait_until 30 ds_observed
 sleep 2
