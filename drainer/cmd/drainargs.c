@@ -334,17 +334,18 @@ int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain
                 return log_error_errno(EINVAL,
                                        "--node-conditions does not apply with --driver: DrainInProgress and "
                                        "Drained say the node is drained, and a driver's drain is not that");
-        if (a->n_drivers > 0 && a->stop == &driver_stop_taint) {
+        if (a->n_drivers > 0 && a->stop == &driver_stop_taint && a->stop_given)
                 /* the drain taint keeps every new pod off the node: not a driver's maintenance */
-                if (a->stop_given)
-                        return log_error_errno(
-                                EINVAL, "--driver-stop taint does not apply with --driver: the drain taint "
-                                        "keeps every new pod off the node; use --driver-stop label:KEY, "
-                                        "systemd:UNIT or none");
-                return log_error_errno(
-                        EINVAL, "--driver needs --driver-stop label:KEY (KEY: a label of the driver "
-                                "DaemonSet's nodeSelector), systemd:UNIT or none (the default, taint, "
-                                "keeps every new pod off the node)");
+                return log_error_errno(EINVAL,
+                                       "--driver-stop taint does not apply with --driver: the drain taint "
+                                       "keeps every new pod off the node; use --driver-stop label:KEY, "
+                                       "systemd:UNIT or none (without --driver-stop: label, KEY from the "
+                                       "driver DaemonSet's nodeSelector)");
+        if (a->n_drivers > 0 && !a->stop_given) {
+                /* label:KEY, KEY read per driver from its DaemonSet (driverkey.h) */
+                a->stop = &driver_stop_label;
+                a->stop_arg = NULL;
+                a->stop_from_daemonset = true;
         }
         if (a->health) {
                 r = health_target_parse(a->health, &a->health_target, &err);

@@ -14,6 +14,7 @@
 #include "drainer/app.h"
 #include "drainer/client.h"
 #include "drainer/drainargs.h"
+#include "drainer/driverkey.h"
 #include "drainer/engine.h"
 #include "drainer/health.h"
 #include "drainer/json.h"
@@ -349,12 +350,13 @@ static int plan_discover_rules(struct app *app, struct plan_options *po, struct 
         return 0;
 }
 
-/* One node's plan (or server dry run). With list (-l, -o json), its JSON goes there
- * instead of stdout. */
-static int run_plan(struct app *app, const char *node, struct drain_args *a, const struct oos_args *oos,
-                    enum output_format fmt, cJSON *list) {
+/* One node's plan (or server dry run) for a node drain or one driver's. With list (-l,
+ * -o json), its JSON goes there instead of stdout. */
+static int run_plan_one(struct app *app, const char *node, struct drain_args *a, const struct oos_args *oos,
+                        enum output_format fmt, cJSON *list) {
         struct snapshot s = { .app = app, .node_name = node, .with_pdbs = true };
         _cleanup_(drain_scope_view_done) struct drain_scope_view sv = {};
+        _cleanup_free_ char *key = NULL, *key_from = NULL, *key_why = NULL;
         struct plan_discovery disc = {};
         struct seamless_answer seam = {};
         bool seam_known = false;
@@ -386,6 +388,17 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, con
         }
         pn = &sv.node;
         conflict = drain_scope_conflict(s.node, a->n_drivers > 0 ? a->drivers[0] : NULL);
+        if (a->stop_from_daemonset) {
+                /* --driver without --driver-stop: label, KEY from the driver's DaemonSet */
+                r = driver_key_resolve(app, &s, a, &key, &key_from, &key_why);
+                if (r < 0 && r != -EPERM) {
+                        r = r == -ENOMEM ? log_oom() : log_error_errno(r, "%s", strna(key_why));
+                        snapshot_done(&s);
+                        return r;
+                }
+                po.driver_stop_arg = key;
+                po.driver_stop_arg_from = key_from;
+        }
         {
                 /* The same refusal as drain's: a plan over nonsense state would mislead. */
                 _cleanup_(drain_state_done) struct drain_state st = {};
@@ -423,6 +436,8 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, con
                                  node, a->drivers[0], node);
                 plan_add_blocker(&p, BLOCKER_DRAIN_EXCLUSIVE, NULL, m);
         }
+        if (key_why)
+                plan_add_blocker(&p, BLOCKER_DRIVER_STOP_KEY, NULL, key_why);
         /* The same health check as the drain's preflight, when an endpoint is configured. */
         if (a->has_health && !a->ignore_health)
                 for (size_t i = 0; i < p.n_pods; i++) {
@@ -575,6 +590,28 @@ static int node_seamless(struct app *app, const char *node, struct drain_args *a
         return r;
 }
 
+/* The plan of a node drain, or of each driver of --driver (one plan each: each has its
+ * own state, stop and blockers); the worst result. */
+static int run_plan(struct app *app, const char *node, struct drain_args *a, const struct oos_args *oos,
+                    enum output_format fmt, cJSON *list) {
+        int worst = 0;
+
+        if (a->n_drivers <= 1)
+                return run_plan_one(app, node, a, oos, fmt, list);
+        for (size_t i = 0; i < a->n_drivers; i++) {
+                struct drain_args one;
+                int r;
+
+                drain_args_for_driver(a, i, &one);
+                if (i > 0 && fmt != OUTPUT_JSON)
+                        putchar('\n');
+                r = run_plan_one(app, node, &one, oos, fmt, list);
+                if (r < 0 && (worst == 0 || worst == -EPERM))
+                        worst = r;
+        }
+        return worst;
+}
+
 /* ---- drain / uncordon / maintain ---- */
 
 struct fleet;
@@ -614,6 +651,7 @@ struct runner {
         cJSON *ns_terminating; /* "ns/name" of pods met in a namespace being deleted, all runs */
         int argc;              /* the command line as given (before --config) */
         char **argv;
+        char *stop_key; /* --driver without --driver-stop: the label KEY (a->stop_arg) */
 };
 
 /* The nodes of one command: one (NODE), or those -l/--selector matched, run
@@ -1414,6 +1452,111 @@ static void runner_done(struct runner *rn) {
         cJSON_Delete(rn->json);
         free(rn->block);
         free(rn->rerun);
+        free(rn->stop_key);
+}
+
+/* --driver without --driver-stop: each run's label KEY from its driver's DaemonSet
+ * (driverkey.h), before anything is changed; a run with no single key refuses the
+ * whole command (exit 4), saying why. EXIT_DONE or the exit code. */
+static int resolve_stop_keys(struct fleet *fl, enum output_format fmt) {
+        struct snapshot s = {};
+        int worst = EXIT_DONE;
+
+        for (size_t i = 0; i < fl->n; i++) {
+                struct runner *rn = &fl->rn[i];
+                _cleanup_free_ char *from = NULL, *why = NULL;
+                int r, code;
+
+                if (!s.node_name || !streq(s.node_name, rn->node)) {
+                        snapshot_done(&s);
+                        s = (struct snapshot){ .app = fl->app, .node_name = rn->node };
+                        r = snapshot_start(&s);
+                        if (r >= 0)
+                                app_run_until(fl->app, &s.done);
+                        else
+                                s.error = r;
+                        if (s.error < 0) {
+                                if (s.error == -ENOENT && !s.node)
+                                        log_error("node \"%s\" not found", rn->node);
+                                else
+                                        log_error_errno(s.error, "%s", strna(s.error_what));
+                                snapshot_done(&s);
+                                return EXIT_ERROR;
+                        }
+                }
+                r = driver_key_resolve(fl->app, &s, rn->a, &rn->stop_key, &from, &why);
+                if (r >= 0) {
+                        rn->a->stop_arg = rn->stop_key;
+                        log_info("DRA driver %s of node %s: stopped by label %s (the nodeSelector of %s)",
+                                 rn->a->drivers[0], rn->node, rn->stop_key, from);
+                        continue;
+                }
+                code = r == -EPERM ? EXIT_REFUSED : EXIT_ERROR;
+                if (r == -ENOMEM)
+                        log_oom();
+                else
+                        log_error("%s: refused, nothing was changed: %s", rn->a->verb, strna(why));
+                if (fmt == OUTPUT_JSON && worst == EXIT_DONE) {
+                        _cleanup_(cJSON_Deletep) cJSON *j = cJSON_CreateObject();
+
+                        cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
+                        cJSON_AddStringToObject(j, "node", rn->node);
+                        cJSON_AddStringToObject(j, "verb", rn->a->verb);
+                        cJSON_AddStringToObject(j, "driver", rn->a->drivers[0]);
+                        cJSON_AddStringToObject(j, "result", "refused");
+                        cJSON_AddBoolToObject(j, "changed", false);
+                        cJSON_AddStringToObject(j, "message", strna(why));
+                        cJSON_AddNumberToObject(j, "exitCode", code);
+                        print_json(j);
+                }
+                worst = nodeset_worst_exit(worst, code);
+        }
+        snapshot_done(&s);
+        return worst;
+}
+
+/* maintain NODE --driver A --driver B -- CMD: every driver's drain at once, CMD once
+ * all are out of service, then every restore; a driver whose drain failed leaves the
+ * others drained and CMD not run (as one node's). */
+static int run_maintain_fleet(struct fleet *fl, char **cmd, bool restore_on_failure,
+                              enum output_format fmt) {
+        int code, status;
+
+        code = run_fleet(fl, "drain", ENGINE_GOAL_DRAIN, true);
+        if (code == EXIT_DONE) {
+                log_info("running: %s", cmd[0]);
+                status = run_command(fl->app, cmd);
+                for (size_t i = 0; i < fl->n; i++)
+                        fl->rn[i].cmd_status = status;
+                if (status != 0)
+                        log_error("command \"%s\" exited with status %d%s", cmd[0], status,
+                                  restore_on_failure ? "; restoring the drivers (--restore-on-failure)"
+                                                     : "; the drivers stay out of service (use "
+                                                       "--restore-on-failure to restore them anyway)");
+                else
+                        log_info("command \"%s\" succeeded", cmd[0]);
+                if (status == 0 || restore_on_failure) {
+                        for (size_t i = 0; i < fl->n; i++) {
+                                cJSON_Delete(fl->rn[i].json);
+                                fl->rn[i].json = NULL;
+                                fl->rn[i].started = fl->rn[i].reported = false;
+                        }
+                        code = run_fleet(fl, "uncordon", ENGINE_GOAL_UNCORDON, true);
+                }
+                if (code == EXIT_DONE && status != 0)
+                        code = EXIT_ERROR;
+        }
+        if (fmt == OUTPUT_JSON) {
+                _cleanup_(cJSON_Deletep) cJSON *j = list_json(fl, "maintain", NULL, code);
+                cJSON *items = cJSON_GetObjectItem(j, "items");
+
+                for (size_t i = 0; i < fl->n; i++)
+                        if (fl->rn[i].json)
+                                cJSON_AddItemToArray(items, TAKE_PTR(fl->rn[i].json));
+                add_client_figures(j, fl->app, fl->metrics);
+                print_json(j);
+        }
+        return code;
 }
 
 static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
@@ -1442,6 +1585,8 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
         const char *verb = argv[0], *node = NULL;
         const char *skip[64];
         bool is_plan = streq(verb, "plan"), is_maintain = streq(verb, "maintain");
+        struct drain_args *runs = NULL; /* each runner's: a, or a copy scoped to one driver */
+        size_t n_runs;
         char **cmd = NULL;
         int r, code;
 
@@ -1562,12 +1707,19 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                 }
         }
         if (is_plan || a.dry_run) {
+                /* a list: the nodes of -l, or (NODE) the plans of several --driver */
                 _cleanup_(cJSON_Deletep) cJSON *j =
-                        o.selector && g->output == OUTPUT_JSON ? list_json(NULL, verb, o.selector, 0) : NULL;
+                        (o.selector || a.n_drivers > 1) && g->output == OUTPUT_JSON
+                                ? list_json(NULL, verb, o.selector, 0)
+                                : NULL;
                 cJSON *items = j ? cJSON_GetObjectItem(j, "items") : NULL;
 
                 if (!o.selector) {
-                        code = exit_code_for(run_plan(&app, node, &a, &o.oos, g->output, NULL));
+                        code = exit_code_for(run_plan(&app, node, &a, &o.oos, g->output, items));
+                        if (j) {
+                                cJSON_SetNumberValue(cJSON_GetObjectItem(j, "exitCode"), code);
+                                print_json(j);
+                        }
                         goto out;
                 }
                 code = EXIT_DONE;
@@ -1597,9 +1749,18 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                 goto out;
         }
 
+        /* --driver: a run per node and driver, each its own state keys and stop; the
+         * drivers of one node run together */
+        n_runs = a.n_drivers > 1 ? a.n_drivers : 1;
+        runs = calloc((o.selector ? nl.n : 1) * n_runs, sizeof(*runs));
+        if (!runs) {
+                code = EXIT_ERROR;
+                log_oom();
+                goto out;
+        }
         fl = (struct fleet){ .app = &app,
-                             .n = o.selector ? nl.n : 1,
-                             .max_parallel = o.max_parallel ? o.max_parallel : 1,
+                             .n = (o.selector ? nl.n : 1) * n_runs,
+                             .max_parallel = (o.max_parallel ? o.max_parallel : 1) * (unsigned)n_runs,
                              .tty = isatty(STDERR_FILENO),
                              .trail = g->output != OUTPUT_JSON && !isatty(STDOUT_FILENO),
                              .metrics = o.metrics };
@@ -1609,18 +1770,27 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                 code = EXIT_ERROR;
                 goto out;
         }
-        for (size_t i = 0; i < fl.n; i++)
+        for (size_t i = 0; i < fl.n; i++) {
+                if (a.n_drivers > 1)
+                        drain_args_for_driver(&a, i % n_runs, &runs[i]);
+                else
+                        runs[i] = a;
                 fl.rn[i] = (struct runner){ .fl = &fl,
                                             .app = &app,
-                                            .a = &a,
+                                            .a = &runs[i],
                                             .oos = &o.oos,
                                             .fmt = g->output,
-                                            .node = o.selector ? nl.names[i] : node,
+                                            .node = o.selector ? nl.names[i / n_runs] : node,
                                             .tty = fl.tty,
                                             .cmd_t0 = timesrc_now(app.ts),
                                             .cmd_status = -1,
                                             .argc = argc,
                                             .argv = argv };
+        }
+        if (a.stop_from_daemonset && (r = resolve_stop_keys(&fl, g->output)) != EXIT_DONE) {
+                code = r;
+                goto out_runs;
+        }
         uv_signal_init(&app.loop, &fl.sigint);
         uv_signal_init(&app.loop, &fl.sigterm);
         fl.sigint.data = fl.sigterm.data = &fl;
@@ -1670,6 +1840,8 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                         add_client_figures(j, &app, fl.metrics);
                         print_json(j);
                 }
+        } else if (fl.n > 1) {
+                code = run_maintain_fleet(&fl, cmd, a.restore_on_failure, g->output);
         } else {
                 struct runner *rn = &fl.rn[0];
                 struct seamless_answer seam = {};
@@ -1771,10 +1943,12 @@ out_signals:
                 while (!closed && uv_run(&app.loop, UV_RUN_ONCE) != 0)
                         ;
         }
+out_runs:
         for (size_t i = 0; i < fl.n; i++)
                 runner_done(&fl.rn[i]);
         free(fl.rn);
 out:
+        free(runs);
         nodeset_free(nl.names, nl.n);
         free(nl.message);
         app_done(&app);

@@ -130,3 +130,69 @@ const struct driver_stop_ops driver_stop_label = {
         .write_record = label_write_record,
         .undo_allowed = label_undo_allowed,
 };
+
+/* Whether the prefix (n bytes) is domain or a subdomain of it. */
+static bool prefix_in_domain(const char *prefix, size_t n, const char *domain) {
+        size_t d = strlen(domain);
+
+        return n >= d && memcmp(prefix + n - d, domain, d) == 0 && (n == d || prefix[n - d - 1] == '.');
+}
+
+/* Keys of the kubernetes.io and k8s.io namespaces (kubernetes.io/os, node-role...) are
+ * the cluster's: the kubelet or an admin owns them, never a driver's switch. */
+static bool key_is_clusters(const char *key) {
+        const char *slash = strchr(key, '/');
+        size_t n = slash ? (size_t)(slash - key) : 0;
+
+        return slash && (prefix_in_domain(key, n, "kubernetes.io") || prefix_in_domain(key, n, "k8s.io"));
+}
+
+int driver_stop_label_key(const cJSON *daemonset, const char *what, char **ret_key, char **ret_why) {
+        const cJSON *spec = cJSON_GetObjectItemCaseSensitive(daemonset, "spec"),
+                    *tmpl = cJSON_GetObjectItemCaseSensitive(spec, "template"),
+                    *sel = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tmpl, "spec"),
+                                                            "nodeSelector"),
+                    *e;
+        char keys[512] = "", skipped[256] = "";
+        const char *key = NULL;
+        size_t n = 0, len = 0, slen = 0;
+        char *k, *why = NULL;
+
+        if (!cJSON_IsObject(sel))
+                sel = NULL;
+        cJSON_ArrayForEach(e, sel) {
+                if (!e->string || !cJSON_IsString(e) || !label_key_is_valid(e->string))
+                        continue;
+                if (key_is_clusters(e->string)) {
+                        if (slen < sizeof(skipped))
+                                slen += (size_t)snprintf(skipped + slen, sizeof(skipped) - slen, "%s%s",
+                                                         slen ? ", " : "", e->string);
+                        continue;
+                }
+                key = e->string;
+                if (len < sizeof(keys))
+                        len += (size_t)snprintf(keys + len, sizeof(keys) - len, "%s%s", n ? ", " : "",
+                                                e->string);
+                n++;
+        }
+        if (n == 1) {
+                k = strdup(key);
+                if (!k)
+                        return -ENOMEM;
+                *ret_key = k;
+                return 0;
+        }
+        if (n > 1 && asprintf(&why,
+                              "the nodeSelector of %s has %zu keys (%s): say which one stops the driver "
+                              "with --driver-stop label:KEY",
+                              what, n, keys) < 0)
+                return -ENOMEM;
+        if (n == 0 && asprintf(&why,
+                               "the nodeSelector of %s has no key the driver owns%s%s%s, so no node "
+                               "label stops it; use --driver-stop systemd:UNIT or none, or give the "
+                               "DaemonSet a nodeSelector label",
+                               what, slen ? " (" : "", skipped, slen ? " are the cluster's)" : "") < 0)
+                return -ENOMEM;
+        *ret_why = why;
+        return n > 1 ? -E2BIG : -ENOENT;
+}

@@ -43,6 +43,7 @@ static const char *const blocker_kind_table[_BLOCKER_KIND_MAX] = {
         [BLOCKER_MULTIPLE_PDBS] = "multiple-pdbs",
         [BLOCKER_CLAIM_HOLDER_FILTERED] = "claim-holder-filtered",
         [BLOCKER_DRAIN_EXCLUSIVE] = "drain-exclusive",
+        [BLOCKER_DRIVER_STOP_KEY] = "driver-stop-key",
 };
 
 const char *blocker_kind_to_string(enum blocker_kind k) {
@@ -55,7 +56,7 @@ bool blocker_kind_holds_at_every_eviction(enum blocker_kind k) {
         /* A driver's health matters before the drain starts; once drivers are being
          * stopped they are unhealthy by design. */
         return k >= 0 && k < _BLOCKER_KIND_MAX && k != BLOCKER_DRIVER_UNHEALTHY &&
-               k != BLOCKER_DRAIN_EXCLUSIVE;
+               k != BLOCKER_DRAIN_EXCLUSIVE && k != BLOCKER_DRIVER_STOP_KEY;
 }
 
 size_t plan_eviction_blockers(const struct plan *p) {
@@ -399,11 +400,35 @@ static bool pod_holds_plan_claim(const struct plan *p, const struct pod_rec *pod
         return false;
 }
 
-/* --driver: the workload pods that hold none of the scope's claims stay. */
-static void scope_pods(struct plan *p) {
+bool plan_driver_in_scope(const char *driver, const struct plan_options *o) {
+        for (size_t d = 0; driver && d < o->n_drivers; d++)
+                if (streq(driver, o->drivers[d]))
+                        return true;
+        return o->n_drivers == 0;
+}
+
+static const char skip_other_driver[] = "DRA driver pod of another driver: not drained";
+
+/* --driver: the workload pods that hold none of the scope's claims stay, and so do the
+ * driver pods of other drivers (by their plugin directory, objects.h). A driver pod
+ * whose driver is unknown is the scope's only while no pod is known to be its. */
+static void scope_pods(struct plan *p, const struct plan_options *o) {
+        bool known = false;
+
+        for (size_t i = 0; i < p->n_pods; i++)
+                if (p->pods[i].cls == POD_CLASS_DRIVER && p->pods[i].pod->plugin_driver &&
+                    plan_driver_in_scope(p->pods[i].pod->plugin_driver, o))
+                        known = true;
         for (size_t i = 0; i < p->n_pods; i++) {
                 struct plan_pod *pp = &p->pods[i];
+                const char *drv = pp->pod->plugin_driver;
 
+                if (pp->cls == POD_CLASS_DRIVER && (drv ? !plan_driver_in_scope(drv, o) : known)) {
+                        pp->cls = POD_CLASS_DAEMONSET;
+                        pp->group = EVICT_GROUP_NONE;
+                        pp->skip_reason = skip_other_driver;
+                        continue;
+                }
                 if (!group_is_workload(pp->group) || pod_holds_plan_claim(p, pp->pod))
                         continue;
                 pp->group = EVICT_GROUP_NONE;
@@ -535,7 +560,7 @@ int plan_build(const struct node_rec *node, const struct pod_rec *const *pods, s
         if (r < 0)
                 return r;
         if (o->n_drivers > 0)
-                scope_pods(&p);
+                scope_pods(&p, o);
         if (n > 1)
                 qsort(p.pods, n, sizeof(struct plan_pod), cmp_plan_pod);
         for (size_t i = 0; i < n; i++)
@@ -737,6 +762,11 @@ static int describe_stop(FILE *f, const struct plan *p, const struct plan_option
                 if (p->pods[i].cls == POD_CLASS_DRIVER)
                         drivers[n++] = p->pods[i].pod;
         fprintf(f, " 5. stop DRA drivers (%s): ", stop->name);
+        if (stop->arg_usage && !o->driver_stop_arg)
+                fprintf(f, "(no %s: see the blockers) ", stop->arg_usage);
+        else if (o->driver_stop_arg_from)
+                fprintf(f, "(%s %s from the nodeSelector of %s) ", stop->arg_usage, o->driver_stop_arg,
+                        o->driver_stop_arg_from);
         stop->describe(o->driver_stop_arg, drivers, n, f);
         fputc('\n', f);
         return 0;
@@ -982,6 +1012,10 @@ static int json_drivers_stays(cJSON *root, const struct plan *p, const struct pl
                                 snprintf(ds, sizeof ds, "%s/%s", pod->ns, strna(pod->controller->name));
                         if (!d || add_str(d, "strategy", driver_stop_or_default(o->driver_stop)->name) < 0 ||
                             add_str(d, "daemonset", is_daemonset_pod(pod) ? ds : NULL) < 0 ||
+                            (o->driver_stop_arg && add_str(d, "arg", o->driver_stop_arg) < 0) ||
+                            (o->driver_stop_arg_from &&
+                             add_str(d, "argFrom", o->driver_stop_arg_from) < 0) ||
+                            (pod->plugin_driver && add_str(d, "driver", pod->plugin_driver) < 0) ||
                             add_item(drivers, NULL, TAKE_PTR(d)) < 0)
                                 return -ENOMEM;
                 }

@@ -206,6 +206,26 @@ static int pack_tolerations(struct packer *pk, const cJSON *spec, struct pod_rec
         return 0;
 }
 
+/* A kubelet plugin's directory, ROOT/plugins/NAME[/...] (not plugins_registry): NAME,
+ * the DRA driver's name (a DNS subdomain: checked loosely, a dot and no odd bytes). */
+static bool plugin_dir_driver(const char *path, char *buf, size_t size) {
+        const char *p = path, *end;
+        size_t len;
+
+        while (p && (p = strstr(p, "/plugins/"))) {
+                p += strlen("/plugins/");
+                end = strchr(p, '/');
+                len = end ? (size_t)(end - p) : strlen(p);
+                if (len == 0 || len >= size || !memchr(p, '.', len) ||
+                    strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789-.") < len)
+                        continue;
+                memcpy(buf, p, len);
+                buf[len] = 0;
+                return true;
+        }
+        return false;
+}
+
 static int pod_build(const cJSON *obj, struct packer *pk, struct pod_rec *p) {
         const cJSON *meta, *spec, *status, *ctl, *arr, *c;
         int64_t v;
@@ -303,6 +323,17 @@ static int pod_build(const cJSON *obj, struct packer *pk, struct pod_rec *p) {
         cJSON_ArrayForEach(c, json_get_arr(spec, "volumes")) if (json_get_obj(c, "emptyDir")) {
                 p->has_emptydir = true;
                 break;
+        }
+
+        p->plugin_driver = NULL;
+        cJSON_ArrayForEach(c, json_get_arr(spec, "volumes")) {
+                char name[256];
+
+                if (plugin_dir_driver(json_get_str(json_get_obj(c, "hostPath"), "path"), name,
+                                      sizeof(name))) {
+                        p->plugin_driver = pk_opt(pk, name);
+                        break;
+                }
         }
 
         p->grpc_probe_port = 0;

@@ -60,6 +60,9 @@ struct drain_args {
         const struct driver_stop_ops *stop; /* --driver-stop NAME (default taint) */
         const char *stop_arg;               /* ... :ARG, or NULL */
         bool stop_given;                    /* --driver-stop was given */
+        /* --driver without --driver-stop: label, stop_arg still NULL: each driver's KEY is
+         * read from its DaemonSet before anything runs (driverkey.h) */
+        bool stop_from_daemonset;
         /* --driver NAME (repeatable): a drain scoped to these DRA drivers (plan.h) */
         const char *drivers[DRIVER_STOP_MAX_DRIVERS + 1];
         size_t n_drivers;

@@ -215,3 +215,11 @@ bool driver_stop_pods_back(const struct driver_stop_record *r, const struct driv
 /* The configuration's own strategy and argument, and nothing else. */
 bool driver_stop_is_configured(const struct driver_stop_ops *ops, const char *arg,
                                const struct driver_stop_record *r);
+
+/* --driver NAME without --driver-stop: the label key that stops the driver, from its
+ * DaemonSet (the apps/v1 object; what names it in messages, e.g. "DaemonSet ns/x"):
+ * the one key of spec.template.spec.nodeSelector, keys of kubernetes.io and k8s.io
+ * (kubernetes.io/os ...) not counted, since the cluster owns them. 0 with *ret_key
+ * (malloc'd); -E2BIG (several keys) or -ENOENT (none) with *ret_why, the refusal
+ * (malloc'd, naming the keys and the flag to give); -ENOMEM. */
+int driver_stop_label_key(const cJSON *daemonset, const char *what, char **ret_key, char **ret_why);

@@ -61,6 +61,10 @@ struct pod_rec {
         int64_t termination_grace_seconds; /* spec, default 30 */
         bool mirror;                       /* annotation kubernetes.io/config.mirror */
         bool has_emptydir;
+        /* The DRA driver whose kubelet plugin this pod runs, from a hostPath volume
+         * .../plugins/NAME (the plugin's directory under the kubelet's root, as the
+         * kubeletplugin helper and every known driver mount it); NULL if none. */
+        const char *plugin_driver;
         bool has_controller;
         const struct owner_ref *controller; /* the controller ownerReference, NULL if none */
         size_t n_claims;

@@ -45,11 +45,14 @@ enum blocker_kind {
                                    * "This pod has more than one PodDisruptionBudget..." on every try */
         BLOCKER_CLAIM_HOLDER_FILTERED, /* holds claims, kept by --pod-selector: wait-released cannot end */
         BLOCKER_DRAIN_EXCLUSIVE, /* a node drain and a driver drain (--driver) of the node exclude each other */
+        BLOCKER_DRIVER_STOP_KEY, /* --driver without --driver-stop: the driver DaemonSet's nodeSelector has
+                                  * no single key to stop it by (added by the caller, driverkey.h) */
         _BLOCKER_KIND_MAX,
         _BLOCKER_KIND_INVALID = -EINVAL,
 };
 /* "unmanaged", "emptydir", "daemonset-claim-tolerates", "driver-tolerates", "driver-unhealthy",
- * "multiple-pdbs", "claim-holder-filtered", "drain-exclusive"; NULL if out of range */
+ * "multiple-pdbs", "claim-holder-filtered", "drain-exclusive", "driver-stop-key"; NULL if out
+ * of range */
 const char *blocker_kind_to_string(enum blocker_kind k);
 /* Whether a blocker of this kind is a rule of the evictions themselves (every kind
  * but driver-unhealthy): it holds at every eviction of every phase, not only in
@@ -75,6 +78,7 @@ struct plan_options {
         bool delete_emptydir_data;
         const struct driver_stop_ops *driver_stop; /* how drivers are stopped; NULL: the default (taint) */
         const char *driver_stop_arg;               /* its ARG: label key / unit */
+        const char *driver_stop_arg_from;          /* where the ARG was read ("DaemonSet ns/x"), or NULL */
         bool ignore_driver_health;
         /* --driver NAME (ResourceSlice spec.driver): the drain is scoped to these drivers'
          * devices: only pods holding claims allocated from them are evicted, only those
@@ -86,6 +90,8 @@ struct plan_options {
         const char *taint_rule_api; /* TAINT_RULE: e.g. "resource.k8s.io/v1beta2", for the text */
 };
 
+/* Whether DRA driver name driver is one of the scope's (any, without a scope; NULL: no). */
+bool plan_driver_in_scope(const char *driver, const struct plan_options *o);
 /* Whether claim c has a device of one of the scope's drivers (any claim without a scope). */
 bool plan_claim_in_scope(const struct claim_rec *c, const struct plan_options *o);
 

@@ -352,6 +352,85 @@ static void test_driver_scope(void **state) {
         scenario_free(&s);
 }
 
+/* Two DRA drivers on the node: a drain scoped to one stops only its driver pod (by the
+ * plugin directory its pod mounts); the other driver's pod stays. A driver pod whose
+ * driver is unknown is the scope's only while no pod is known to be the scope's. */
+static void scope_two_drivers(const char *drv, bool gpu_dir, const char *driver_pod, const char *other_pod) {
+        const char *const drivers[] = { drv, NULL };
+        struct scenario s;
+        const struct plan_pod *in, *out;
+
+        scenario_load(&s);
+        doc_add_fixture(&s, "pods", "pod-nic-driver.json");
+        if (gpu_dir)
+                set_json(sub(doc_find(&s, "pods", "dra-system", "dra-driver-abc"), "spec"), "volumes",
+                         "[{\"name\":\"d\",\"hostPath\":{\"path\":\"/var/lib/kubelet/plugins/"
+                         "gpu.example.com\"}}]");
+        s.o.driver_stop = &driver_stop_label;
+        s.o.driver_stop_arg = "x.example.com/present";
+        s.o.drivers = drivers;
+        s.o.n_drivers = 1;
+        scenario_build(&s);
+        in = find_pod(&s.plan, "dra-system", driver_pod);
+        out = find_pod(&s.plan, "dra-system", other_pod);
+        assert_int_equal(in->cls, POD_CLASS_DRIVER);
+        assert_int_equal(in->group, EVICT_GROUP_NONE);
+        assert_string_equal(in->skip_reason, "DRA driver: stopped by label");
+        assert_int_equal(out->cls, POD_CLASS_DAEMONSET);
+        assert_int_equal(out->group, EVICT_GROUP_NONE);
+        assert_string_equal(out->skip_reason, "DRA driver pod of another driver: not drained");
+        assert_int_equal(s.plan.n_blockers, 0);
+        scenario_free(&s);
+}
+
+static void test_driver_scope_two_drivers(void **state) {
+        scope_two_drivers("gpu.example.com", true, "dra-driver-abc", "nic-driver-x");
+        scope_two_drivers("nic.example.com", true, "nic-driver-x", "dra-driver-abc");
+        /* dra-driver-abc mounts no plugin directory: gpu's while no pod is known to be */
+        scope_two_drivers("gpu.example.com", false, "dra-driver-abc", "nic-driver-x");
+        scope_two_drivers("nic.example.com", false, "nic-driver-x", "dra-driver-abc");
+}
+
+/* --driver without --driver-stop: the label key from the DaemonSet's nodeSelector. */
+static void label_key(const char *node_selector, int want, const char *want_key, const char *want_why) {
+        _cleanup_(cJSON_Deletep) cJSON *ds = NULL;
+        _cleanup_free_ char *key = NULL, *why = NULL, *doc = NULL;
+
+        assert_true(asprintf(&doc, "{\"spec\":{\"template\":{\"spec\":{%s%s}}}}",
+                             node_selector ? "\"nodeSelector\":" : "",
+                             node_selector ? node_selector : "") > 0);
+        ds = parse(doc);
+        assert_int_equal(driver_stop_label_key(ds, "DaemonSet dra-system/x", &key, &why), want);
+        if (want_key)
+                assert_string_equal(key, want_key);
+        else
+                assert_null(key);
+        if (want_why)
+                assert_non_null(strstr(why, want_why));
+        else
+                assert_null(why);
+}
+
+static void test_driver_label_key(void **state) {
+        label_key("{\"gpu.example.com/present\":\"true\"}", 0, "gpu.example.com/present", NULL);
+        /* the cluster's own labels are not a driver's switch */
+        label_key("{\"kubernetes.io/os\":\"linux\",\"gpu.example.com/present\":\"true\","
+                  "\"node-role.kubernetes.io/worker\":\"\",\"topology.k8s.io/zone\":\"a\"}",
+                  0, "gpu.example.com/present", NULL);
+        label_key("{\"kubernetes.io/os\":\"linux\",\"gpu.example.com/present\":\"true\","
+                  "\"nvidia.com/gpu.present\":\"true\"}",
+                  -E2BIG, NULL,
+                  "the nodeSelector of DaemonSet dra-system/x has 2 keys (gpu.example.com/present, "
+                  "nvidia.com/gpu.present): say which one stops the driver with --driver-stop label:KEY");
+        label_key("{\"kubernetes.io/os\":\"linux\"}", -ENOENT, NULL,
+                  "has no key the driver owns (kubernetes.io/os are the cluster's), so no node label stops "
+                  "it; use --driver-stop systemd:UNIT or none");
+        label_key(NULL, -ENOENT, NULL, "has no key the driver owns, so no node label stops it");
+        label_key("{}", -ENOENT, NULL, "has no key the driver owns");
+        /* not a kubernetes.io subdomain, only a look-alike: the driver's */
+        label_key("{\"mykubernetes.io/x\":\"1\"}", 0, "mykubernetes.io/x", NULL);
+}
+
 /* ---- claims ---- */
 
 static void test_claims(void **state) {
@@ -1208,6 +1287,8 @@ int main(void) {
                 cmocka_unit_test(test_group_names),
                 cmocka_unit_test(test_claims),
                 cmocka_unit_test(test_driver_scope),
+                cmocka_unit_test(test_driver_scope_two_drivers),
+                cmocka_unit_test(test_driver_label_key),
                 cmocka_unit_test(test_shared_claim),
                 cmocka_unit_test(test_driver_own_mixed),
                 cmocka_unit_test(test_unmanaged_emptydir),
