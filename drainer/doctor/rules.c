@@ -1025,10 +1025,48 @@ static int check_drain_coverage(const struct doctor_data *d, struct doctor_repor
         return 0;
 }
 
-/* unfinished-drain: drainer state left on a node. */
+/* The DRA driver of a driver drain's key (drainer.io/KEY.NAME: NAME), or NULL for a
+ * node drain's key (no dot after KEY). */
+static const char *key_driver(const char *key) {
+        static const char prefix[] = "drainer.io/";
+
+        return key && strncmp(key, prefix, sizeof(prefix) - 1) == 0 ? strchr(key + sizeof(prefix) - 1, '.')
+                                                                    : NULL;
+}
+
+/* unfinished-drain for a drain of DRA driver drv (drainer.io/KEY.drv) on node n. */
+static int unfinished_driver_drain(const struct node_rec *n, const char *drv, struct doctor_report *rep) {
+        _cleanup_free_ char *ks = NULL, *kss = NULL, *km = NULL;
+        struct doctor_finding *f;
+        const char *state, *since, *msg;
+
+        if (asprintf(&ks, "drainer.io/state.%s", drv) < 0 ||
+            asprintf(&kss, "drainer.io/state-since.%s", drv) < 0 ||
+            asprintf(&km, "drainer.io/message.%s", drv) < 0)
+                return -ENOMEM;
+        state = kv_get(n->annotations, n->n_annotations, ks);
+        since = kv_get(n->annotations, n->n_annotations, kss);
+        msg = kv_get(n->annotations, n->n_annotations, km);
+        f = doctor_report_add(rep, DOCTOR_SECTION_DRAIN, DOCTOR_WARN, "unfinished-drain", n->name,
+                              "DRA driver %s is out of service (a drain of that driver): %s%s%s%s", drv,
+                              state ? "phase " : "drainer state without a phase", strempty(state),
+                              since ? " since " : "", strempty(since));
+        if (!f || doctor_finding_add_object(f, "Node %s", n->name) < 0 ||
+            (msg && doctor_finding_add_object(f, "%s: %s", km, msg) < 0) ||
+            doctor_finding_set_fix(f,
+                                   "finish it ('drainer drain %s --driver %s' resumes) or bring the driver "
+                                   "back ('drainer uncordon %s --driver %s')",
+                                   n->name, drv, n->name, drv) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* unfinished-drain: drainer state left on a node: the node's drain, and each DRA
+ * driver's (its own keys, drainer.io/KEY.NAME). */
 static int check_unfinished_drain(const struct doctor_data *d, struct doctor_report *rep) {
         struct doctor_finding *f;
         size_t n_unfinished = 0;
+        int r;
 
         for (size_t i = 0; i < d->nodes.n; i++) {
                 const struct node_rec *n = d->nodes.v[i];
@@ -1036,8 +1074,28 @@ static int check_unfinished_drain(const struct doctor_data *d, struct doctor_rep
                 const char *req = kv_get(n->annotations, n->n_annotations, "drainer.io/request");
                 const char *since = kv_get(n->annotations, n->n_annotations, "drainer.io/state-since");
                 const char *msg = kv_get(n->annotations, n->n_annotations, "drainer.io/message");
+                bool node_keys = false;
 
                 if (!doctor_data_in_scope(d, n->name) || n->n_annotations == 0)
+                        continue;
+                for (size_t k = 0; k < n->n_annotations; k++) {
+                        const char *drv = key_driver(n->annotations[k].key);
+                        bool seen = false;
+
+                        if (!drv) {
+                                node_keys = true;
+                                continue;
+                        }
+                        for (size_t j = 0; j < k && !seen; j++)
+                                seen = streq_ptr(key_driver(n->annotations[j].key), drv);
+                        if (seen)
+                                continue;
+                        n_unfinished++;
+                        r = unfinished_driver_drain(n, drv + 1, rep);
+                        if (r < 0)
+                                return r;
+                }
+                if (!node_keys)
                         continue;
                 n_unfinished++;
                 f = doctor_report_add(rep, DOCTOR_SECTION_DRAIN, DOCTOR_WARN, "unfinished-drain", n->name,
@@ -1076,8 +1134,12 @@ static int check_cordoned_with_claims(const struct doctor_data *d, struct doctor
                 const struct node_rec *n = c->node;
                 size_t held = 0;
 
-                if (kv_get(n->annotations, n->n_annotations, "drainer.io/state"))
-                        continue; /* drainer is on it: unfinished-drain says so */
+                bool drained = kv_get(n->annotations, n->n_annotations, "drainer.io/state");
+
+                for (size_t k = 0; k < n->n_annotations && !drained; k++)
+                        drained = strncmp(n->annotations[k].key, "drainer.io/state.", 17) == 0;
+                if (drained)
+                        continue; /* drainer is on it (a driver's drain may cordon): unfinished-drain says so */
                 if (c->error < 0) {
                         f = doctor_report_add(rep, DOCTOR_SECTION_DRAIN, DOCTOR_WARN, "cordoned-with-claims",
                                               n->name,

@@ -292,7 +292,7 @@ static void metrics_finished(struct engine *e, int result, uint64_t usec) {
  * clock. */
 static void metrics_phase(struct engine *e, uint64_t now) {
         bool has = e->st.has_phase, seen = e->m_state_seen;
-        const char *node = e->o.node;
+        const char *node = e->o.node, *drv = e->scope ? e->scope : "";
 
         e->m_state_seen = true;
         if (has == e->has_phase && (!has || e->st.phase == e->phase))
@@ -308,16 +308,22 @@ static void metrics_phase(struct engine *e, uint64_t now) {
                         metrics_observe(metrics_family(DRAINER_METRIC_PHASE_DURATION),
                                         METRIC_LABELS(drain_phase_to_string(e->phase)), secs);
         }
-        metrics_remove_where(metrics_family(DRAINER_METRIC_PHASE), "node", node);
-        metrics_remove_where(metrics_family(DRAINER_METRIC_PHASE_START), "node", node);
+        /* this drain's own series only: a driver drain's (driver label NAME) and the node
+         * drain's (driver "") of one node are apart, and may be another engine's */
+        if (e->has_phase) {
+                metrics_remove(metrics_family(DRAINER_METRIC_PHASE),
+                               METRIC_LABELS(node, drv, drain_phase_to_string(e->phase)));
+                metrics_remove(metrics_family(DRAINER_METRIC_PHASE_START),
+                               METRIC_LABELS(node, drv, drain_phase_to_string(e->phase)));
+        }
         e->m_phase_here = seen;
         e->m_phase_since = e->st.state_since_usec;
         if (!has)
                 return;
         metrics_set(metrics_family(DRAINER_METRIC_PHASE),
-                    METRIC_LABELS(node, drain_phase_to_string(e->st.phase)), 1);
+                    METRIC_LABELS(node, drv, drain_phase_to_string(e->st.phase)), 1);
         metrics_set(metrics_family(DRAINER_METRIC_PHASE_START),
-                    METRIC_LABELS(node, drain_phase_to_string(e->st.phase)),
+                    METRIC_LABELS(node, drv, drain_phase_to_string(e->st.phase)),
                     (double)(e->m_phase_since > 0 ? e->m_phase_since : timesrc_realtime(e->ts)) /
                             USEC_PER_SEC);
 }

@@ -858,17 +858,19 @@ static const struct metric_desc drainer_metrics[_DRAINER_METRIC_MAX] = {
                                             { "phase" },
                                             BUCKETS(bounds_phase) },
         [DRAINER_METRIC_PHASE] = { "drainer_drain_phase",
-                                   "The node's current drain phase (drainer.io/state) as last observed: 1 "
-                                   "for "
-                                   "that phase.",
+                                   "The node's current drain phase (drainer.io/state, or "
+                                   "drainer.io/state.DRIVER "
+                                   "for a drain of DRA driver DRIVER, label driver; empty for the node's) "
+                                   "as "
+                                   "last observed: 1 for that phase.",
                                    METRIC_GAUGE,
-                                   { "node", "phase" } },
+                                   { "node", "driver", "phase" } },
         [DRAINER_METRIC_PHASE_START] = { "drainer_drain_phase_start_time_seconds",
-                                         "When the node entered its current drain phase "
-                                         "(drainer.io/state-since), "
-                                         "Unix time in seconds.",
+                                         "When the node (label driver: that DRA driver's drain) entered its "
+                                         "current drain phase (drainer.io/state-since), Unix time in "
+                                         "seconds.",
                                          METRIC_GAUGE,
-                                         { "node", "phase" } },
+                                         { "node", "driver", "phase" } },
         [DRAINER_METRIC_EVICTIONS] = { "drainer_evictions_total",
                                        "Eviction requests by result: accepted, pdb_blocked (429: a "
                                        "PodDisruptionBudget said not now), gone (404), error.",

@@ -21,6 +21,8 @@ cluster_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${DRAINER_REAL_NODES:=3}"
 : "${DRAINER_KUBELET_V:=2}"
 : "${DRAINER_NODE_LABELS:=gpu.example.com/present=true}"
+# The real nodes (numbers, "1 2") that run the second test driver nic.example.com.
+: "${DRAINER_CLUSTER_NIC_NODES:=}"
 # The Kubernetes release (control plane, kubelets, and our Go built against its
 # k8s.io modules): go.mod's (the default) or one of versions/go-VERSION.mod.
 cluster_default_kube_version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit } $1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ { print $2; exit }' "$cluster_here/go.mod")

@@ -42,7 +42,7 @@ fi
 
 # Bad usage: exit 2, nothing sent.
 bad_start=$(audit_lines)
-for args in "drain $node --driver $drv" "drain $node --driver $drv --driver-stop taint" "serve --driver $drv" \
+for args in "drain $node --driver $drv --driver-stop taint" "serve --driver $drv" \
 	"plan $node --driver Bad_Name --driver-stop none" "uncordon $node --driver $drv --driver $drv --driver-stop none"; do
 	# shellcheck disable=SC2086
 	"$DRAINER" $args >/dev/null 2>"$e2e_tmp/bad.err"

@@ -181,7 +181,7 @@ echo "  $i scrapes while the drain ran"
 during=$(ls "$e2e_tmp"/during.*.txt 2>/dev/null | sort -t. -k2 -n)
 # shellcheck disable=SC2086
 cat $during >"$e2e_tmp/during.all"
-phases_scraped=$(sed -n 's/^drainer_drain_phase{node="node-1",phase="\([^"]*\)"} 1$/\1/p' "$e2e_tmp/during.all" | awk '!seen[$0]++' | tr '\n' ' ')
+phases_scraped=$(sed -n 's/^drainer_drain_phase{node="node-1",driver="",phase="\([^"]*\)"} 1$/\1/p' "$e2e_tmp/during.all" | awk '!seen[$0]++' | tr '\n' ' ')
 echo "  phases seen on /metrics: $phases_scraped"
 check "scrapes during the drain saw it in a drain phase before drained ($phases_scraped)" \
 	bash -c "echo '$phases_scraped' | grep -qE 'evict-claim-holders|evict-rest|wait-released|stop-drivers'"
@@ -200,11 +200,11 @@ scrape >"$e2e_tmp/m1.txt"
 comp_scrape "$cm_port" "$e2e_tmp/kcm1.txt"
 comp_scrape "$sched_port" "$e2e_tmp/sched1.txt"
 check "promtool check metrics accepts the scrape after the drain" promtool_ok "$e2e_tmp/m1.txt"
-check_eq "drainer_drain_phase: drained" 1 "$(mval "$e2e_tmp/m1.txt" 'drainer_drain_phase{node="node-1",phase="drained"}')"
+check_eq "drainer_drain_phase: drained" 1 "$(mval "$e2e_tmp/m1.txt" 'drainer_drain_phase{node="node-1",driver="",phase="drained"}')"
 check_eq "one phase series for the node" 1 "$(grep -c '^drainer_drain_phase{node="node-1"' "$e2e_tmp/m1.txt")"
 check "drainer_drain_phase_start_time_seconds is drainer.io/state-since" bash -c "
 	since=\$(date -d \"\$('$KUBECTL' get node $node -o jsonpath='{.metadata.annotations.drainer\\.io/state-since}')\" +%s)
-	[ \"\$(awk '\$1 == \"drainer_drain_phase_start_time_seconds{node=\\\"node-1\\\",phase=\\\"drained\\\"}\" { printf \"%d\", \$2 }' '$e2e_tmp/m1.txt')\" = \"\$since\" ]"
+	[ \"\$(awk '\$1 == \"drainer_drain_phase_start_time_seconds{node=\\\"node-1\\\",driver=\\\"\\\",phase=\\\"drained\\\"}\" { printf \"%d\", \$2 }' '$e2e_tmp/m1.txt')\" = \"\$since\" ]"
 check_eq "drainer_drains_total{goal=drain,result=done}" 1 "$(mval "$e2e_tmp/m1.txt" 'drainer_drains_total{goal="drain",result="done"}')"
 check_eq "drainer_drain_duration_seconds_count{goal=drain,result=done}" 1 \
 	"$(mval "$e2e_tmp/m1.txt" 'drainer_drain_duration_seconds_count{goal="drain",result="done"}')"

@@ -1255,6 +1255,35 @@ static void test_rule_unfinished_drain(void **state) {
         f = the(&j.rep, "unfinished-drain", "", DOCTOR_PASS);
         assert_string_equal(f->message, "no node node-1 holds drainer state of an unfinished drain");
         judged_done(&j);
+
+        /* Drains of DRA drivers (their own keys): one finding each, naming the driver and
+         * the command that finishes it; node-2 has no node drain, so no node finding. */
+        judge(&j, "cluster-driver-drain.json", NULL, NULL, NULL);
+        assert_int_equal(count(&j.rep, "unfinished-drain", "node-2", DOCTOR_WARN), 2);
+        assert_int_equal(count(&j.rep, "unfinished-drain", "node-3", DOCTOR_WARN), 1);
+        assert_int_equal(count(&j.rep, "unfinished-drain", NULL, -1), 3);
+        for (size_t i = 0; i < j.rep.n; i++) {
+                f = j.rep.items[i];
+                if (!streq(f->check, "unfinished-drain") || !streq(f->subject, "node-2"))
+                        continue;
+                if (strstr(f->message, "gpu.example.com")) {
+                        assert_string_equal(f->message,
+                                            "DRA driver gpu.example.com is out of service (a drain of that "
+                                            "driver): phase drained since 2026-01-01T00:00:00Z");
+                        assert_objects(f, "Node node-2",
+                                       "drainer.io/message.gpu.example.com: DRA driver gpu.example.com of "
+                                       "node node-2 is out of service",
+                                       NULL);
+                        assert_string_equal(f->fix,
+                                            "finish it ('drainer drain node-2 --driver gpu.example.com' "
+                                            "resumes) or bring the driver back ('drainer uncordon node-2 "
+                                            "--driver gpu.example.com')");
+                } else
+                        assert_string_equal(f->message,
+                                            "DRA driver nic.example.com is out of service (a drain of that "
+                                            "driver): drainer state without a phase");
+        }
+        judged_done(&j);
 }
 
 static void test_rule_cordoned_with_claims(void **state) {

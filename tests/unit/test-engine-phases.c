@@ -50,6 +50,7 @@
 #include "drainer/engine.h"
 #include "drainer/events.h"
 #include "drainer/json.h"
+#include "drainer/metrics.h"
 #include "drainer/selector.h"
 #include "drainer/timesrc.h"
 #include "fakes/fake-apiserver.h"
@@ -1500,6 +1501,16 @@ static void test_driver_scoped_drain(void **state) {
                 assert_driver_out(w);
                 assert_int_equal(w->rule_creates, (unsigned)served);
                 assert_int_equal(w->events[EV_DONE], 1);
+                {
+                        /* the phase gauge of the driver's drain, apart from the node's */
+                        _cleanup_free_ char *text = NULL;
+                        size_t len;
+
+                        assert_non_null(metrics_default());
+                        assert_int_equal(metrics_render(metrics_default(), &text, &len), 0);
+                        assert_non_null(strstr(text, "drainer_drain_phase{node=\"node-1\",driver=\"" DRIVER
+                                                     "\",phase=\"drained\"} 1\n"));
+                }
                 kill_engine(w);
 
                 /* a node drain now: refused in preflight, nothing written */

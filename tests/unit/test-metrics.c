@@ -659,7 +659,7 @@ static void test_promtool(void **state) {
                 print_message("promtool not installed (Debian: prometheus): skipped\n");
                 skip();
         }
-        metrics_set(metrics_family(DRAINER_METRIC_PHASE), METRIC_LABELS("node \"x\"\\\n", "cordon"), 1);
+        metrics_set(metrics_family(DRAINER_METRIC_PHASE), METRIC_LABELS("node \"x\"\\\n", "", "cordon"), 1);
         metrics_observe(metrics_family(DRAINER_METRIC_PHASE_DURATION), METRIC_LABELS("cordon"), 0.3);
         metrics_observe(metrics_family(DRAINER_METRIC_DRAIN_DURATION), METRIC_LABELS("drain", "done"), 42);
         metrics_set(metrics_family(DRAINER_METRIC_DRIVER_HEALTHY),
