@@ -89,7 +89,7 @@ objects() { # kustomize dir: "Kind/name ..." of what it renders, sorted
 	kubectl kustomize "$1" | "$KUBECTL" create --dry-run=client -f - -o json | jq -rs '.[] | "\(.kind)/\(.metadata.name)"' | sort | tr '\n' ' ' | sed 's/ $//'
 }
 check_eq "deploy/ holds the namespace, the roles, ServiceAccount drainer and its bindings, the node policies, and the DaemonSet" \
-	"ClusterRole/drainer ClusterRoleBinding/drainer DaemonSet/drainer Namespace/drainer-system Role/drainer-events Role/drainer-leases RoleBinding/drainer-events RoleBinding/drainer-leases ServiceAccount/drainer ValidatingAdmissionPolicy/drainer-own-node ValidatingAdmissionPolicy/drainer-own-node-events ValidatingAdmissionPolicy/drainer-own-node-pods ValidatingAdmissionPolicyBinding/drainer-own-node ValidatingAdmissionPolicyBinding/drainer-own-node-events ValidatingAdmissionPolicyBinding/drainer-own-node-pods" \
+	"ClusterRole/drainer ClusterRoleBinding/drainer DaemonSet/drainer Namespace/drainer-system Role/drainer-events Role/drainer-leases RoleBinding/drainer-events RoleBinding/drainer-leases ServiceAccount/drainer ValidatingAdmissionPolicy/drainer-own-node ValidatingAdmissionPolicy/drainer-own-node-events ValidatingAdmissionPolicy/drainer-own-node-pods ValidatingAdmissionPolicy/drainer-own-node-taintrules ValidatingAdmissionPolicyBinding/drainer-own-node ValidatingAdmissionPolicyBinding/drainer-own-node-events ValidatingAdmissionPolicyBinding/drainer-own-node-pods ValidatingAdmissionPolicyBinding/drainer-own-node-taintrules" \
 	"$(objects deploy/)"
 check_eq "deploy/cluster-mode holds the namespace, the roles, ServiceAccount drainer-cluster and its bindings, and a Deployment (no DaemonSet, no node policy)" \
 	"ClusterRole/drainer ClusterRoleBinding/drainer-cluster Deployment/drainer Namespace/drainer-system Role/drainer-events Role/drainer-leases RoleBinding/drainer-cluster-events RoleBinding/drainer-cluster-leases ServiceAccount/drainer-cluster" \
@@ -498,6 +498,49 @@ admitted evict-own "node-2's token: an eviction of a pod on node-2 (server dry r
 admitted evict-other "node-2's token: an eviction of a pod on node-1 is admitted too (server dry run): an Eviction names no node, so this is not confined" \
 	evict "$n2kc" "$pod1" '{"gracePeriodSeconds":5}'
 refused evict-nonode "a token naming no node: an eviction" "names no node" evict "$sakc" "$pod2"
+# DeviceTaintRules (--driver): created as drainer sends them (drainer/dra/taintrule.c) for
+# its own node's pool with NoSchedule, deleted only if its own; anything else refused.
+if kubectl api-resources --api-group resource.k8s.io -o name 2>/dev/null | grep -qx devicetaintrules.resource.k8s.io; then
+	dtr_api=$(kubectl api-resources --api-group resource.k8s.io 2>/dev/null | awk '$1 == "devicetaintrules" { print $3 }')
+	rule() { # NAME NODE-ANNOTATION POOL EFFECT [SELECTOR-JSON]: a DeviceTaintRule as drainer sends it
+		printf '{"apiVersion":"%s","kind":"DeviceTaintRule","metadata":{"name":"%s","labels":{"app.kubernetes.io/managed-by":"drainer"},"annotations":{"drainer.io/node":"%s"}},"spec":{"deviceSelector":%s,"taint":{"key":"drainer.io/draining","effect":"%s"}}}' \
+			"$dtr_api" "$1" "$2" "${5:-{\"driver\":\"gpu.example.com\",\"pool\":\"$3\"\}}" "$4"
+	}
+	rule_create() { # KUBECONFIG ARGS-OF-rule...: a server dry-run create
+		local kc=$1
+		shift
+		rule "$@" | "$KUBECTL" --kubeconfig "$kc" create -f - --dry-run=server
+	}
+	kubectl create clusterrole deploy-test-dtr --verb=get,create,delete,update --resource=devicetaintrules.resource.k8s.io >/dev/null
+	kubectl create clusterrolebinding deploy-test-dtr --clusterrole=deploy-test-dtr --serviceaccount=drainer-system:drainer >/dev/null
+	e2e_cleanup_hooks+=("kubectl delete clusterrolebinding,clusterrole deploy-test-dtr --ignore-not-found >/dev/null 2>&1; kubectl delete devicetaintrules drainer-node-2-gpu.example.com-0 drainer-node-1-gpu.example.com-0 --ignore-not-found >/dev/null 2>&1")
+	admitted dtr-own "node-2's token: a NoSchedule DeviceTaintRule of pool node-2, as drainer sends it (server dry run)" \
+		rule_create "$n2kc" drainer-node-2-gpu.example.com-0 node-2 node-2 NoSchedule
+	refused dtr-noexecute "node-2's token: the same rule with effect NoExecute" "has the taint drainer.io/draining:NoSchedule" \
+		rule_create "$n2kc" drainer-node-2-gpu.example.com-0 node-2 node-2 NoExecute
+	refused dtr-other-pool "node-2's token: a rule of node-1's pool" "may taint only the devices of its own node's pool node-2, not pool node-1" \
+		rule_create "$n2kc" drainer-node-2-gpu.example.com-0 node-2 node-1 NoSchedule
+	refused dtr-other-name "node-2's token: a rule named for node-1" "may create only DeviceTaintRules of its node" \
+		rule_create "$n2kc" drainer-node-1-gpu.example.com-0 node-1 node-1 NoSchedule
+	refused dtr-no-selector "node-2's token: a rule without a pool (every node's devices of the driver)" "selects a driver and a pool" \
+		rule_create "$n2kc" drainer-node-2-gpu.example.com-0 node-2 node-2 NoSchedule '{"driver":"gpu.example.com"}'
+	refused dtr-no-driver "node-2's token: a rule without a driver" "selects a driver and a pool" \
+		rule_create "$n2kc" drainer-node-2-gpu.example.com-0 node-2 node-2 NoSchedule '{"pool":"node-2"}'
+	refused dtr-nonode "a token naming no node: a rule" "names no node" \
+		rule_create "$sakc" drainer-node-2-gpu.example.com-0 node-2 node-2 NoSchedule
+	# Deletes: real rules (an admin's create), node-2's deleted by node-2's token, node-1's refused.
+	rule drainer-node-2-gpu.example.com-0 node-2 node-2 NoSchedule | kubectl create -f - >/dev/null
+	rule drainer-node-1-gpu.example.com-0 node-1 node-1 NoSchedule | kubectl create -f - >/dev/null
+	refused dtr-update "node-2's token: an update of its own rule" "never updates one" \
+		k2 annotate --dry-run=server devicetaintrule drainer-node-2-gpu.example.com-0 drainer.io/x=1
+	refused dtr-delete-other "node-2's token: deleting node-1's rule" "may delete only DeviceTaintRules of its node" \
+		k2 delete devicetaintrule drainer-node-1-gpu.example.com-0 --dry-run=server
+	admitted dtr-delete-own "node-2's token: deleting its own rule" k2 delete devicetaintrule drainer-node-2-gpu.example.com-0
+	kubectl delete devicetaintrule drainer-node-1-gpu.example.com-0 >/dev/null
+	kubectl delete clusterrolebinding,clusterrole deploy-test-dtr >/dev/null
+else
+	echo "  (the API server serves no DeviceTaintRule: the policy drainer-own-node-taintrules is not exercised)"
+fi
 # A pod DELETE (--disable-eviction, when pods "delete" is granted) names its pod: confined.
 kubectl create clusterrole deploy-test-pod-delete --verb=delete --resource=pods >/dev/null
 kubectl create clusterrolebinding deploy-test-pod-delete --clusterrole=deploy-test-pod-delete --serviceaccount=drainer-system:drainer >/dev/null
