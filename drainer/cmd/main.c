@@ -72,9 +72,11 @@
         "                                DeviceTaintRule keeps new claims off its devices (the\n"    \
         "                                node is cordoned where none is served); only pods\n"        \
         "                                holding claims of its devices are evicted; only it is\n"    \
-        "                                stopped (--driver-stop label:KEY, systemd:UNIT or\n"        \
-        "                                none); state in drainer.io/KEY.NAME; excludes a node\n"     \
-        "                                drain of the same node (exit 4)\n"
+        "                                stopped (default: label:KEY, KEY from its DaemonSet's\n"    \
+        "                                nodeSelector; or --driver-stop label:KEY, systemd:UNIT\n"   \
+        "                                or none); state in drainer.io/KEY.NAME, each driver\n"      \
+        "                                its own drain; excludes a node drain of the same node\n"    \
+        "                                (exit 4)\n"
 
 #define CONFIG_FLAG_HELP                                                                         \
         "      --config FILE             YAML file with one key per flag, as serve's (keys of\n" \

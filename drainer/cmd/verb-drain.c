@@ -1376,7 +1376,10 @@ static int run_fleet(struct fleet *fl, const char *verb, enum engine_goal goal, 
                         struct runner *rn = &fl->rn[next++];
 
                         rn->cmd_t0 = timesrc_now(fl->app->ts);
-                        if (fl->n > 1)
+                        if (fl->n > 1 && rn->a->n_drivers == 1)
+                                log_info("%s of node %s, DRA driver %s: starting (%zu of %zu)", verb,
+                                         rn->node, rn->a->drivers[0], next, fl->n);
+                        else if (fl->n > 1)
                                 log_info("%s of node %s: starting (%zu of %zu)", verb, rn->node, next,
                                          fl->n);
                         runner_start(rn, goal, rn->a->timeout_usec);
