@@ -1830,8 +1830,9 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
 
         if (!is_maintain) {
                 code = run_fleet(&fl, verb, streq(verb, "drain") ? ENGINE_GOAL_DRAIN : ENGINE_GOAL_UNCORDON,
-                                 o.selector != NULL);
-                if (g->output == OUTPUT_JSON && !o.selector)
+                                 o.selector || fl.n > 1);
+                /* one summary, or a List: the nodes of -l, or the drivers of several --driver */
+                if (g->output == OUTPUT_JSON && fl.n == 1 && !o.selector)
                         print_json(fl.rn[0].json);
                 else if (g->output == OUTPUT_JSON) {
                         _cleanup_(cJSON_Deletep) cJSON *j = list_json(&fl, verb, o.selector, code);

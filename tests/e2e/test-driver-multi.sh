@@ -157,7 +157,7 @@ echo "  pods: $(jq -r '[.[] | "\(.name)=\(.cls)\(if (.drivers | length) > 0 then
 gpu_holders=$(jq -c '[.[] | select((.cls | startswith("holder")) and (.drivers | index("gpu.example.com"))) | "\(.ns)/\(.name)"] | sort' "$e2e_tmp/classes.json")
 check "claim holders of $gpu on $node" [ "$(jq length <<<"$gpu_holders")" -ge 1 ]
 check "the holder of a $nic claim holds no $gpu claim" \
-	jq -e 'any(.[]; (.drivers == ["nic.example.com"]) and (.name | startswith("e2e-nic-user")))' "$e2e_tmp/classes.json"
+	jq -e 'any(.[]; (.drivers == ["nic.example.com"]) and (.name | startswith("e2e-nic-user")))' "$e2e_tmp/classes.json" >/dev/null
 gpu_driver=$(driver_pod "$node")
 nic_driver=$(nic_pods_json "$node" | jq -r '.items[0] | "\(.metadata.namespace)/\(.metadata.name)"')
 
