@@ -501,7 +501,8 @@ refused evict-nonode "a token naming no node: an eviction" "names no node" evict
 # DeviceTaintRules (--driver): created as drainer sends them (drainer/dra/taintrule.c) for
 # its own node's pool with NoSchedule, deleted only if its own; anything else refused.
 if kubectl api-resources --api-group resource.k8s.io -o name 2>/dev/null | grep -qx devicetaintrules.resource.k8s.io; then
-	dtr_api=$(kubectl api-resources --api-group resource.k8s.io 2>/dev/null | awk '$1 == "devicetaintrules" { print $3 }')
+	dtr_api=$(kubectl api-resources --api-group resource.k8s.io --no-headers 2>/dev/null |
+		awk '$1 == "devicetaintrules" { for (i = 2; i <= NF; i++) if ($i ~ /^resource\.k8s\.io\//) print $i }')
 	rule() { # NAME NODE-ANNOTATION POOL EFFECT [SELECTOR-JSON]: a DeviceTaintRule as drainer sends it
 		printf '{"apiVersion":"%s","kind":"DeviceTaintRule","metadata":{"name":"%s","labels":{"app.kubernetes.io/managed-by":"drainer"},"annotations":{"drainer.io/node":"%s"}},"spec":{"deviceSelector":%s,"taint":{"key":"drainer.io/draining","effect":"%s"}}}' \
 			"$dtr_api" "$1" "$2" "${5:-{\"driver\":\"gpu.example.com\",\"pool\":\"$3\"\}}" "$4"
@@ -511,7 +512,7 @@ if kubectl api-resources --api-group resource.k8s.io -o name 2>/dev/null | grep 
 		shift
 		rule "$@" | "$KUBECTL" --kubeconfig "$kc" create -f - --dry-run=server
 	}
-	kubectl create clusterrole deploy-test-dtr --verb=get,create,delete,update --resource=devicetaintrules.resource.k8s.io >/dev/null
+	kubectl create clusterrole deploy-test-dtr --verb=get,create,delete,update,patch --resource=devicetaintrules.resource.k8s.io >/dev/null
 	kubectl create clusterrolebinding deploy-test-dtr --clusterrole=deploy-test-dtr --serviceaccount=drainer-system:drainer >/dev/null
 	e2e_cleanup_hooks+=("kubectl delete clusterrolebinding,clusterrole deploy-test-dtr --ignore-not-found >/dev/null 2>&1; kubectl delete devicetaintrules drainer-node-2-gpu.example.com-0 drainer-node-1-gpu.example.com-0 --ignore-not-found >/dev/null 2>&1")
 	admitted dtr-own "node-2's token: a NoSchedule DeviceTaintRule of pool node-2, as drainer sends it (server dry run)" \

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 18's acceptance for driver drains, on real nodes with two DRA drivers on node-1:
 # gpu.example.com (the demo's claim holders) and nic.example.com (the second test
-# driver, tests/cluster/manifests/dra-driver-nic.yaml; this script labels node-1
-# nic.example.com/present=true unless DRAINER_CLUSTER_NIC_NODES already did), plus a
+# driver, tests/cluster/manifests/dra-driver-nic.yaml: this script applies it and labels
+# node-1 nic.example.com/present=true unless DRAINER_CLUSTER_NIC_NODES did, and removes
+# both at the end), plus a
 # holder of a nic claim and two plain pods.
 #  1. plan --driver NAME without --driver-stop: label, KEY read from the driver
 #     DaemonSet's nodeSelector (kubernetes.io/os not counted), said in the plan; the
@@ -49,6 +50,14 @@ rules_of() { # NODE DRIVER: the names of drainer's DeviceTaintRules of the drive
 	kubectl get devicetaintrules -o json | jq -r --arg n "$1" --arg d "$2" '[.items[] | select((.metadata.name | startswith("drainer-\($n)-")) and .spec.deviceSelector.driver == $d) | .metadata.name] | join(",")'
 }
 
+# The second driver: applied here unless up did (DRAINER_CLUSTER_NIC_NODES), and removed
+# again at the end with its slices (no plugin republishes them; the kubelet would wipe
+# them 30 s later).
+applied_nic=0
+if ! kubectl -n nic-system get ds nic-driver >/dev/null 2>&1; then
+	kubectl apply -f "$e2e_root/tests/cluster/manifests/dra-driver-nic.yaml" >/dev/null || { fail "apply the second driver"; finish; exit 1; }
+	applied_nic=1
+fi
 labelled_nic=0
 [ "$(kubectl get node "$node" -o json | jq -r '.metadata.labels["nic.example.com/present"] // ""')" = true ] || labelled_nic=1
 cleanup_multi() {
@@ -58,13 +67,15 @@ cleanup_multi() {
 	kubectl get devicetaintrules -o name 2>/dev/null | grep "drainer-$node-" | xargs -r kubectl delete >/dev/null 2>&1
 	reset_node "$node"
 	if [ "$labelled_nic" = 1 ]; then
-		# the second driver off node-1 again, and its slice with it (no plugin republishes it;
-		# the kubelet would wipe it 30 s later)
 		kubectl label node "$node" nic.example.com/present- >/dev/null 2>&1
 		wait_until 60 no_nic_pod "$node"
-		kubectl delete resourceslices --field-selector "spec.nodeName=$node,spec.driver=$nic" >/dev/null 2>&1
+		kubectl delete resourceslices --field-selector "spec.driver=$nic" >/dev/null 2>&1
 	else
 		kubectl label node "$node" nic.example.com/present=true --overwrite >/dev/null 2>&1
+	fi
+	if [ "$applied_nic" = 1 ]; then
+		kubectl delete -f "$e2e_root/tests/cluster/manifests/dra-driver-nic.yaml" --wait=true --timeout=60s >/dev/null 2>&1
+		kubectl delete resourceslices --field-selector "spec.driver=$nic" >/dev/null 2>&1
 	fi
 	demo
 }
