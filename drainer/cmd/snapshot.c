@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "drainer/app.h"
+#include "drainer/log.h"
+#include "drainer/macro.h"
 #include "drainer/snapshot.h"
 
 static unsigned parts_of(const struct snapshot *s) {
@@ -42,6 +44,19 @@ static void on_error(struct node_view *v, unsigned part, int error, const char *
 
 static void on_closed(void *userdata) {
         ((struct snapshot *)userdata)->closed = true;
+}
+
+int snapshot_read(struct snapshot *s) {
+        int r = snapshot_start(s);
+
+        if (r < 0)
+                return log_error_errno(r, "Cannot start the API requests: %m");
+        app_run_until(s->app, &s->done);
+        if (s->error == -ENOENT && !s->node)
+                return log_error_errno(s->error, "node \"%s\" not found", s->node_name);
+        if (s->error < 0)
+                return log_error_errno(s->error, "%s", strna(s->error_what));
+        return 0;
 }
 
 void snapshot_done(struct snapshot *s) {

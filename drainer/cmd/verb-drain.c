@@ -369,15 +369,8 @@ static int run_plan_one(struct app *app, const char *node, struct drain_args *a,
         fill_plan_options(a, &po);
         if (a->n_drivers > 0 && (r = plan_discover_rules(app, &po, &disc)) < 0)
                 return r;
-        r = snapshot_start(&s);
+        r = snapshot_read(&s);
         if (r < 0) {
-                snapshot_done(&s);
-                return log_error_errno(r, "Cannot start the API requests: %m");
-        }
-        app_run_until(app, &s.done);
-        if (s.error < 0) {
-                r = s.error == -ENOENT && !s.node ? log_error_errno(s.error, "node \"%s\" not found", node)
-                                                  : log_error_errno(s.error, "%s", strna(s.error_what));
                 snapshot_done(&s);
                 return r;
         }
@@ -559,15 +552,8 @@ static int node_seamless(struct app *app, const char *node, struct drain_args *a
         int r;
 
         fill_plan_options(a, &po);
-        r = snapshot_start(&s);
+        r = snapshot_read(&s);
         if (r < 0) {
-                snapshot_done(&s);
-                return log_error_errno(r, "Cannot start the API requests: %m");
-        }
-        app_run_until(app, &s.done);
-        if (s.error < 0) {
-                r = s.error == -ENOENT && !s.node ? log_error_errno(s.error, "node \"%s\" not found", node)
-                                                  : log_error_errno(s.error, "%s", strna(s.error_what));
                 snapshot_done(&s);
                 return r;
         }

@@ -564,7 +564,8 @@ static void note_pods(struct rnode *rn, const struct node_input *in, bool at_sta
 
 static void node_reconcile(struct rnode *rn) {
         struct rollout *ro = rn->ro;
-        struct node_input in = {};
+        _cleanup_(node_input_done) struct node_input in = {};
+        struct rollout_node_input ri;
         enum rollout_step step;
         char msg[1024];
         uint64_t now = timesrc_now(ro->app->ts);
@@ -575,21 +576,19 @@ static void node_reconcile(struct rnode *rn) {
                 return;
         if (node_view_collect(rn->view, &in) < 0)
                 return (void)log_oom();
-        if (!in.node) {
-                node_input_done(&in);
+        if (!in.node)
                 return node_end(rn, -ENOENT, "node %s: not found", rn->name);
-        }
-        step = rollout_node_step(&(const struct rollout_node_input){ .node = in.node,
-                                                                     .driver = ro->driver,
-                                                                     .ds_uid = ro->ds.uid,
-                                                                     .target = ro->target,
-                                                                     .pods = in.pods,
-                                                                     .n_pods = in.n_pods,
-                                                                     .claims = in.claims,
-                                                                     .n_claims = in.n_claims,
-                                                                     .slices = in.slices,
-                                                                     .n_slices = in.n_slices },
-                                 msg, sizeof(msg));
+        ri = (struct rollout_node_input){ .node = in.node,
+                                          .driver = ro->driver,
+                                          .ds_uid = ro->ds.uid,
+                                          .target = ro->target,
+                                          .pods = in.pods,
+                                          .n_pods = in.n_pods,
+                                          .claims = in.claims,
+                                          .n_claims = in.n_claims,
+                                          .slices = in.slices,
+                                          .n_slices = in.n_slices };
+        step = rollout_node_step(&ri, msg, sizeof(msg));
         if (!rn->uids0 && step != ROLLOUT_STEP_DONE)
                 note_pods(rn, &in, true);
         snprintf(rn->last_step, sizeof(rn->last_step), "%s", rollout_step_to_string(step));
@@ -597,11 +596,9 @@ static void node_reconcile(struct rnode *rn) {
         if (step == ROLLOUT_STEP_DONE) {
                 if (!rn->started) {
                         rn->skipped = true;
-                        node_input_done(&in);
                         return node_end(rn, 0, "%s: skipped", msg);
                 }
                 note_pods(rn, &in, false);
-                node_input_done(&in);
                 if (!rn->t_back)
                         rn->t_back = now;
                 if (rn->t_out)
@@ -613,7 +610,6 @@ static void node_reconcile(struct rnode *rn) {
                 return node_end(rn, 0, "node %s: driver %s on revision %s, back in service", rn->name,
                                 ro->driver, ro->target);
         }
-        node_input_done(&in);
         if (step == ROLLOUT_STEP_FOREIGN)
                 return node_end(rn, -EPERM, "refused: %s", msg);
 
@@ -674,19 +670,7 @@ static void node_reconcile(struct rnode *rn) {
                 const struct pod_rec *old = NULL;
                 struct rollout_node_facts f;
 
-                if (node_view_collect(rn->view, &in) < 0)
-                        return (void)log_oom();
-                rollout_node_facts(&(const struct rollout_node_input){ .node = in.node,
-                                                                       .driver = ro->driver,
-                                                                       .ds_uid = ro->ds.uid,
-                                                                       .target = ro->target,
-                                                                       .pods = in.pods,
-                                                                       .n_pods = in.n_pods,
-                                                                       .claims = in.claims,
-                                                                       .n_claims = in.n_claims,
-                                                                       .slices = in.slices,
-                                                                       .n_slices = in.n_slices },
-                                   &f);
+                rollout_node_facts(&ri, &f);
                 old = f.old;
                 if (old && !(rn->evicted_uid && streq_ptr(rn->evicted_uid, old->uid))) {
                         node_say(rn, "%s", msg);
@@ -701,7 +685,6 @@ static void node_reconcile(struct rnode *rn) {
                                 node_end(rn, r, "node %s: cannot evict %s: %s", rn->name, rn->old_pod,
                                          strerror(-r));
                 }
-                node_input_done(&in);
                 if (!rn->wait_since)
                         rn->wait_since = now;
                 return;

@@ -533,18 +533,9 @@ int verb_status(int argc, char **argv, struct global_flags *g) {
                 return r < 0 ? app_exit_code(r) : EXIT_DONE;
         }
         s.app = &a;
-        r = snapshot_start(&s);
-        if (r < 0)
-                log_error_errno(r, "Cannot start the API requests: %m");
-        else {
-                app_run_until(&a, &s.done);
-                if (s.error == -ENOENT && !s.node)
-                        r = log_error_errno(s.error, "node \"%s\" not found", s.node_name);
-                else if (s.error < 0)
-                        r = log_error_errno(s.error, "%s", strna(s.error_what));
-                else
-                        r = print_status(&s.in, &o, g->output, false);
-        }
+        r = snapshot_read(&s);
+        if (r >= 0)
+                r = print_status(&s.in, &o, g->output, false);
         snapshot_done(&s);
         app_done(&a);
         return r < 0 ? app_exit_code(r) : EXIT_DONE;

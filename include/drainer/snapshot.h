@@ -27,5 +27,8 @@ struct snapshot {
 /* Starts the reads; run the loop until s->done. s->error then tells how it went
  * (-ENOENT with no node: the node does not exist). */
 int snapshot_start(struct snapshot *s);
+/* snapshot_start, the loop run until done, and its failure logged ("node \"N\" not
+ * found", or what failed): 0, or the logged error. snapshot_done() either way. */
+int snapshot_read(struct snapshot *s);
 /* Frees everything, running the loop until the view's calls have ended. */
 void snapshot_done(struct snapshot *s);

@@ -196,6 +196,28 @@ slice_published() {
 no_slice() { ! slice_published "$1"; }
 
 # pods_on_node NODE FILE: the pods bound to NODE (kubectl JSON) in FILE.
+# Bare pods without claims on NODE in namespace demo (label app=e2e-plain), one per NAME:
+# the pods a driver drain must leave running with the same UIDs.
+plain_pods() { # NODE NAME...
+	local node=$1 p
+	shift
+	for p in "$@"; do
+		kubectl apply -f - >/dev/null <<YAML || return 1
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $p
+  namespace: demo
+  labels: {app: e2e-plain}
+spec:
+  nodeName: $node
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: c
+    image: registry.example.com/plain:v1
+YAML
+	done
+}
 pods_on_node() { kubectl get pods -A --field-selector "spec.nodeName=$1" -o json >"$2"; }
 # classify_pods FILE: [{ns, name, uid, cls}] of a pods_on_node file, with cls as
 # DESIGN.md classifies them: driver, mirror, holder (claim-holding),

@@ -52,23 +52,7 @@ audit_window "$bad_start" "$e2e_tmp/audit-bad.json"
 check_eq "bad usage sent nothing" 0 "$(jq '[.[] | select(.userAgent | startswith("drainer/"))] | length' "$e2e_tmp/audit-bad.json" 2>/dev/null || echo 0)"
 
 demo || { fail "demo workload"; finish; exit 1; }
-for p in e2e-plain-a e2e-plain-b; do
-	kubectl apply -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $p
-  namespace: demo
-  labels: {app: e2e-plain}
-  ownerReferences: []
-spec:
-  nodeName: $node
-  terminationGracePeriodSeconds: 5
-  containers:
-  - name: c
-    image: registry.example.com/plain:v1
-YAML
-done
+plain_pods "$node" e2e-plain-a e2e-plain-b
 plain_running() {
 	[ "$(kubectl -n demo get pods -l app=e2e-plain --field-selector spec.nodeName=$node -o json |
 		jq '[.items[] | select(.status.phase == "Running")] | length')" = 2 ]

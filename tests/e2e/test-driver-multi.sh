@@ -90,22 +90,7 @@ check "DaemonSet nic-system/nic-driver's pod is a driver pod for drainer (the pl
 	[ "$(nic_pods_json "$node" | jq -r '[.items[0].spec.volumes[] | .hostPath.path // empty] | any(endswith("/plugins/nic.example.com"))')" = true ]
 
 demo || { fail "demo workload"; finish; exit 1; }
-for p in e2e-plain-a e2e-plain-b; do
-	kubectl apply -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $p
-  namespace: demo
-  labels: {app: e2e-plain}
-spec:
-  nodeName: $node
-  terminationGracePeriodSeconds: 5
-  containers:
-  - name: c
-    image: registry.example.com/plain:v1
-YAML
-done
+plain_pods "$node" e2e-plain-a e2e-plain-b
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
