@@ -34,6 +34,11 @@
 # otherwise deploy/image/build runs. DRAINER_E2E_POD_IMAGE=drainer.test/drainer:dev
 # runs the build's drainer (the cluster's guard-drainer, e.g. the ASan build) instead.
 # On simulated nodes `drainer serve` runs here with the ServiceAccount's token.
+# deploy/rollout (issue 18): drainer-cluster may do what `drainer rollout` calls (can-i
+# for each verb) and no more (no write of the DaemonSet, its revisions or its pods, no
+# ControllerRevisions outside the driver's namespace); without it the rollout fails on the
+# ControllerRevisions list (403), with it a no-op rollout with drainer-cluster's token
+# skips every node and none of its requests is forbidden.
 # Everything created here is deleted again (kubectl delete -k).
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$e2e_root" || exit 1
@@ -63,6 +68,7 @@ remove_all() {
 	kubectl -n dra-system create serviceaccount dra-driver >/dev/null 2>&1
 	kubectl delete resourceslice deploy-test-node-1 deploy-test-node-2 --ignore-not-found >/dev/null 2>&1
 	kubectl -n dra-system delete pod deploy-test-driver --ignore-not-found --grace-period=1 >/dev/null 2>&1
+	kubectl delete -k deploy/rollout --ignore-not-found >/dev/null 2>&1
 	kubectl delete -k deploy/cluster-mode --ignore-not-found >/dev/null 2>&1
 	kubectl delete -k deploy/ --ignore-not-found >/dev/null 2>&1
 	wait_until 60 bash -c "! '$KUBECTL' get namespace drainer-system"
@@ -729,6 +735,86 @@ check_eq "cluster mode: drainer-cluster has the ClusterRole's rights, and Events
 		# shellcheck disable=SC2086
 		kubectl auth can-i $a --as=system:serviceaccount:drainer-system:drainer-cluster 2>/dev/null; done | tr '\n' ' ' | sed 's/ $//')"
 kubectl annotate node node-1 node-3 drainer.io/deploy-test- >/dev/null
+
+# --- drainer rollout as drainer-cluster (deploy/rollout) --------------------------------
+# What the rollout calls (drain/rollout.c, cmd/verb-rollout.c and the engine, node view,
+# slots and announcer it drives): daemonsets get, controllerrevisions list and pods list
+# in the driver's namespace, nodes list/watch/patch, pods/eviction create (the old plugin
+# pod), claims and slices list/watch, devicetaintrules create/delete, leases in the lease
+# namespace, events create in default. All but the revisions are the ClusterRole's
+# already; deploy/rollout adds controllerrevisions list in dra-system, and nothing else.
+RSA=system:serviceaccount:drainer-system:drainer-cluster
+rcan() { # expected(yes|no) verb resource [namespace] [subresource]: as drainer-cluster
+	local want=$1 verb=$2 res=$3 ns=${4:-} sub=${5:-} args got
+	args=("$verb" "$res" "--as=$RSA")
+	if [ "$ns" = all ]; then args+=(-A); elif [ -n "$ns" ]; then args+=(-n "$ns"); fi
+	[ -n "$sub" ] && args+=("--subresource=$sub")
+	got=$(kubectl auth can-i "${args[@]}" 2>/dev/null)
+	[ "$ns" = all ] && ns=" -A" || ns=${ns:+ -n $ns}
+	check_eq "rollout: drainer-cluster can-i $verb $res${sub:+/$sub}$ns: $want" "$want" "$got"
+}
+check_eq "deploy/rollout holds ClusterRole drainer-rollout and its RoleBinding (nothing else)" \
+	"ClusterRole/drainer-rollout RoleBinding/drainer-rollout" "$(objects deploy/rollout)"
+rcan no list controllerrevisions.apps dra-system # before deploy/rollout: the one thing missing
+# The DaemonSet OnDelete for the rollout to run (a strategy change, no new revision: no
+# pod is replaced); put back as it was afterwards.
+ro_strategy=$(kubectl -n dra-system get ds dra-driver -o json | jq -c '.spec.updateStrategy')
+ro_observed() { [ "$(kubectl -n dra-system get ds dra-driver -o json | jq '.status.observedGeneration == .metadata.generation')" = true ]; }
+e2e_cleanup_hooks+=("kubectl -n dra-system patch ds dra-driver --type json -p '[{\"op\":\"replace\",\"path\":\"/spec/updateStrategy\",\"value\":$ro_strategy}]' >/dev/null 2>&1")
+kubectl -n dra-system patch ds dra-driver --type merge -p '{"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null}}}' >/dev/null
+wait_until 30 ro_observed
+drainer_run ro-denied rollout dra-system/dra-driver --driver gpu.example.com --lease-namespace drainer-system --kubeconfig "$ckc"
+check_rc "rollout as drainer-cluster without deploy/rollout: fails" 1 ro-denied
+check "... on the ControllerRevisions list, forbidden" grep -qi 'cannot list the ControllerRevisions of namespace dra-system.*forbidden' "$e2e_tmp/ro-denied.err"
+kubectl apply -k deploy/rollout >"$e2e_tmp/ro-apply.out" 2>&1
+check_eq "kubectl apply -k deploy/rollout" 0 $?
+check_eq "ClusterRole drainer-rollout: exactly controllerrevisions list" '["apps/controllerrevisions:list"]' \
+	"$(kubectl get clusterrole drainer-rollout -o json | jq -c '[.rules[] | .apiGroups[] as $g | .resources[] as $r
+		| "\($g)/\($r):\(.verbs | sort | join(","))"] | sort')"
+check_eq "bound once: RoleBinding dra-system/drainer-rollout -> ClusterRole drainer-rollout, drainer-cluster only" \
+	"RoleBinding/dra-system/drainer-rollout:ClusterRole/drainer-rollout:drainer-system/drainer-cluster" \
+	"$({ kubectl get rolebinding -A -o json | jq -r '.items[] | select(.roleRef.name == "drainer-rollout") | "RoleBinding/\(.metadata.namespace)/\(.metadata.name):\(.roleRef.kind)/\(.roleRef.name):\([.subjects[] | "\(.namespace)/\(.name)"] | join(","))"'
+	   kubectl get clusterrolebinding -o json | jq -r '.items[] | select(.roleRef.name == "drainer-rollout") | "ClusterRoleBinding/\(.metadata.name)"'; } | sort | tr '\n' ' ' | sed 's/ $//')"
+# each verb the rollout needs
+rcan yes get daemonsets.apps dra-system
+rcan yes list controllerrevisions.apps dra-system
+rcan yes list pods dra-system
+rcan yes create pods dra-system eviction
+for v in get list watch patch; do rcan yes "$v" nodes; done
+for v in list watch; do rcan yes "$v" pods; done
+for r in resourceclaims.resource.k8s.io resourceslices.resource.k8s.io; do
+	for v in list watch; do rcan yes "$v" "$r"; done
+done
+for v in create delete; do rcan yes "$v" devicetaintrules.resource.k8s.io; done
+for v in get list watch create update; do rcan yes "$v" leases.coordination.k8s.io drainer-system; done
+rcan yes create events default
+# and no more: the DaemonSet, its revisions and its pods are never written
+for v in create update patch delete deletecollection; do rcan no "$v" daemonsets.apps dra-system; done
+for v in list watch; do rcan no "$v" daemonsets.apps dra-system; done
+for v in get watch create update patch delete deletecollection; do rcan no "$v" controllerrevisions.apps dra-system; done
+for ns in default kube-system drainer-system all; do rcan no list controllerrevisions.apps "$ns"; done
+for v in create update patch delete deletecollection; do rcan no "$v" pods dra-system; done
+rcan no create pods dra-system binding
+rcan no update nodes
+rcan no delete nodes
+for v in list watch update patch; do rcan no "$v" devicetaintrules.resource.k8s.io; done
+# A no-op rollout (every node on the update revision) with a token of drainer-cluster:
+# every node skipped, no request of drainer-cluster refused (the cluster-mode pod runs as
+# drainer-cluster too: its requests are in the window, and must not be refused either).
+drainer_run ro-noop rollout dra-system/dra-driver --driver gpu.example.com --lease-namespace drainer-system --kubeconfig "$ckc" -o json
+check_rc "rollout as drainer-cluster with deploy/rollout: every node already on the update revision" 0 ro-noop
+check "... every node skipped" jqe '(.nodes | length) > 0 and all(.nodes[]; .result == "skipped")' "$e2e_tmp/ro-noop.out"
+sleep 1
+audit_window "$run_start" "$e2e_tmp/audit-ro.json"
+jq_checks --arg sa "$RSA" '[.[] | select(.user.username == $sa)] as $d
+	| (if ([$d[] | select(.objectRef.resource == "controllerrevisions" and .verb == "list" and .responseStatus.code == 200)] | length) > 0
+	   then "ok the rollout listed the ControllerRevisions of dra-system as drainer-cluster"
+	   else "FAIL no ControllerRevisions list of drainer-cluster answered 200" end),
+	  ([$d[] | select(.responseStatus.code == 403)] as $bad
+	   | if ($bad | length) == 0 then "ok no request of drainer-cluster was forbidden (\($d | length) requests)"
+	     else "FAIL forbidden: \([$bad[] | "\(.verb) \(.requestURI)"] | join("; "))" end)' "$e2e_tmp/audit-ro.json"
+kubectl -n dra-system patch ds dra-driver --type json -p "[{\"op\":\"replace\",\"path\":\"/spec/updateStrategy\",\"value\":$ro_strategy}]" >/dev/null
+check_eq "the driver's updateStrategy is back as found" "$ro_strategy" "$(kubectl -n dra-system get ds dra-driver -o json | jq -c '.spec.updateStrategy')"
 
 # --- the DRA permission example -------------------------------------------------------
 kubectl apply -k deploy/examples/dra-permissions >"$e2e_tmp/ex.out" 2>&1
