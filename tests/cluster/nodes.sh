@@ -64,6 +64,10 @@ serializeImagePulls: false
 nodeStatusUpdateFrequency: 10s
 nodeStatusReportFrequency: 1m
 EOF
+	# 1.33 with DRA on (up: dra_gates): the kubelet's DRA manager is behind the gate.
+	if [ -n "${dra_gates:-}" ]; then
+		echo "featureGates: {${dra_gates/=/: }}" >>"$nd/kubelet-config.yaml"
+	fi
 }
 
 # start_real_nodes: each node's runtime, then (once its socket is there) its kubelet.

@@ -24,7 +24,22 @@ e2e_cleanup() {
 	fi
 }
 
-kubectl() { "$KUBECTL" "$@"; }
+# The DRA API the cluster serves (tests/cluster/up wrote it): the manifests of the
+# scripts are written in resource.k8s.io/v1, and a manifest given on stdin is
+# rewritten into the served version (tests/cluster/dra-manifest).
+e2e_dra_api=$(sed -n 's/^DRAINER_CLUSTER_DRA_API=//p' "$DRAINER_CLUSTER_DIR/cluster.env" 2>/dev/null) || e2e_dra_api=
+e2e_dra_api=${e2e_dra_api:-v1}
+e2e_nodes=$(sed -n 's/^DRAINER_CLUSTER_NODES=//p' "$DRAINER_CLUSTER_DIR/cluster.env" 2>/dev/null) || e2e_nodes=
+e2e_kube_version=$(sed -n 's/^DRAINER_CLUSTER_KUBE_VERSION=//p' "$DRAINER_CLUSTER_DIR/cluster.env" 2>/dev/null) || e2e_kube_version=
+# Real nodes without a DRA API run no DRA driver (tests/cluster/up: driver_manifests).
+e2e_no_driver() { [ "$e2e_dra_api" = off ] && [ "$e2e_nodes" = real ]; }
+kubectl() {
+	if [ "$e2e_dra_api" != v1 ] && [[ " $* " == *" -f - "* ]]; then
+		"$e2e_root/tests/cluster/dra-manifest" "$e2e_dra_api" | "$KUBECTL" "$@"
+	else
+		"$KUBECTL" "$@"
+	fi
+}
 
 # Background processes a helper started: the exit hooks signal a pid only while it
 # is still tracked, so a pid that ended long ago (and may belong to someone else by
@@ -603,7 +618,8 @@ reset_node() {
 	kubectl label node "$1" gpu.example.com/present=true --overwrite >/dev/null
 	if [ "${2:-}" = cordon ]; then kubectl cordon "$1" >/dev/null; else kubectl uncordon "$1" >/dev/null; fi
 	# A cluster without a DRA API (DRAINER_CLUSTER_DRA_API=off) has no slices.
-	wait_until 60 driver_running "$1" && { [ "${DRAINER_CLUSTER_DRA_API:-v1}" = off ] || wait_until 60 slice_published "$1"; }
+	e2e_no_driver && return 0
+	wait_until 60 driver_running "$1" && { [ "$e2e_dra_api" = off ] || wait_until 60 slice_published "$1"; }
 }
 # delete_node_events NODE: removes the Events about NODE in namespace default.
 delete_node_events() {

@@ -88,9 +88,10 @@ func (s *imageService) PullImage(_ context.Context, req *runtimeapi.PullImageReq
 		return &runtimeapi.PullImageResponse{ImageRef: img.Id}, nil
 	}
 	img := &runtimeapi.Image{
-		Id: imageID(name), RepoTags: []string{name}, Size: imageSize,
+		Id: imageID(name), RepoTags: []string{name},
 		Uid: &runtimeapi.Int64Value{Value: 0}, Spec: &runtimeapi.ImageSpec{Image: name, UserSpecifiedImage: name},
 	}
+	setImageSize(img, imageSize)
 	s.rt.images[name] = img
 	kind := "pause-like"
 	if p := s.rt.cfg.images[name]; p != "" {

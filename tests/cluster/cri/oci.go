@@ -516,8 +516,9 @@ func imageUser(rootfs, user string) (uid, gid int64, err error) {
 func (img *ociImage) criImage() *runtimeapi.Image {
 	out := &runtimeapi.Image{
 		Id: img.id.String(), RepoTags: []string{img.name}, RepoDigests: []string{img.repo + "@" + img.manifest.String()},
-		Size: uint64(img.size), Spec: &runtimeapi.ImageSpec{Image: img.name, UserSpecifiedImage: img.name},
+		Spec: &runtimeapi.ImageSpec{Image: img.name, UserSpecifiedImage: img.name},
 	}
+	setImageSize(out, uint64(img.size))
 	u, _, _ := strings.Cut(img.config.Config.User, ":")
 	if n, err := strconv.ParseInt(u, 10, 64); err == nil || u == "" {
 		out.Uid = &runtimeapi.Int64Value{Value: n}

@@ -42,7 +42,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -54,9 +53,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
-	drahealthv1alpha1 "k8s.io/kubelet/pkg/apis/dra-health/v1alpha1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"drainer.test/cluster/internal/draapi"
 	"drainer.test/cluster/internal/gpuslice"
 )
 
@@ -114,11 +113,11 @@ func parseFlags() (*config, error) {
 
 // plugin is the DRA driver's node part.
 type plugin struct {
-	drahealthv1alpha1.UnimplementedDRAResourceHealthServer
-	cfg    *config
-	cs     kubernetes.Interface
-	health *health.Server
-	cancel context.CancelCauseFunc
+	healthServerBase // the DRAResourceHealth API from 1.34 (health_watch.go)
+	cfg              *config
+	cs               kubernetes.Interface
+	health           *health.Server
+	cancel           context.CancelCauseFunc
 
 	mu         sync.Mutex
 	registered bool
@@ -127,8 +126,6 @@ type plugin struct {
 	notReady   bool
 	changed    chan struct{} // closed (and replaced) when unhealthy changes
 }
-
-var _ drahealthv1alpha1.DRAResourceHealthServer = &plugin{}
 
 func main() {
 	log.SetFlags(log.Ldate | log.Ltime | log.Lmicroseconds | log.LUTC)
@@ -343,42 +340,6 @@ func (p *plugin) watch(ctx context.Context, node *corev1.Node) error {
 	return nil
 }
 
-// NodeWatchResources streams the health of the node's devices to the kubelet
-// (DRAResourceHealth, which it shows in the pods' allocatedResourcesStatus): all
-// healthy, or all unhealthy while the node is annotated driver-unhealthy; sent
-// at once, on every change and every 30 s.
-func (p *plugin) NodeWatchResources(_ *drahealthv1alpha1.NodeWatchResourcesRequest, stream drahealthv1alpha1.DRAResourceHealth_NodeWatchResourcesServer) error {
-	tick := time.NewTicker(30 * time.Second)
-	defer tick.Stop()
-	for {
-		p.mu.Lock()
-		bad, changed := p.unhealthy, p.changed
-		p.mu.Unlock()
-		h := drahealthv1alpha1.HealthStatus_HEALTHY
-		if bad {
-			h = drahealthv1alpha1.HealthStatus_UNHEALTHY
-		}
-		resp := &drahealthv1alpha1.NodeWatchResourcesResponse{}
-		for i := 0; i < p.cfg.devices; i++ {
-			resp.Devices = append(resp.Devices, &drahealthv1alpha1.DeviceHealth{
-				Device:                    &drahealthv1alpha1.DeviceIdentifier{PoolName: p.cfg.node, DeviceName: gpuslice.DeviceName(i)},
-				Health:                    h,
-				LastUpdatedTime:           time.Now().Unix(),
-				HealthCheckTimeoutSeconds: 90,
-			})
-		}
-		if err := stream.Send(resp); err != nil {
-			return err
-		}
-		select {
-		case <-stream.Context().Done():
-			return nil
-		case <-changed:
-		case <-tick.C:
-		}
-	}
-}
-
 // ---- prepare / unprepare ----
 
 // preparedClaim is one entry of the state file.
@@ -419,7 +380,7 @@ func (p *plugin) save(st map[types.UID]preparedClaim) error {
 	return os.Rename(tmp, p.stateFile())
 }
 
-func (p *plugin) PrepareResourceClaims(ctx context.Context, claims []*resourcev1.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+func (p *plugin) PrepareResourceClaims(ctx context.Context, claims []*draapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	st, err := p.load()
 	if err != nil {
 		return nil, err
@@ -493,13 +454,4 @@ func (p *plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 		return nil, err
 	}
 	return out, nil
-}
-
-// HandleError: background errors of the helper; a fatal one stops the plugin
-// (the kubelet restarts its container).
-func (p *plugin) HandleError(ctx context.Context, err error, msg string) {
-	log.Printf("%s: %v", msg, err)
-	if !errors.Is(err, kubeletplugin.ErrRecoverable) {
-		p.cancel(fmt.Errorf("%s: %w", msg, err))
-	}
 }

@@ -5,23 +5,24 @@ import (
 	"strings"
 	"testing"
 
-	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"drainer.test/cluster/internal/draapi"
 )
 
-func claim(uid, name string, results ...resourcev1.DeviceRequestAllocationResult) *resourcev1.ResourceClaim {
-	return &resourcev1.ResourceClaim{
+func claim(uid, name string, results ...draapi.DeviceRequestAllocationResult) *draapi.ResourceClaim {
+	return &draapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid)},
-		Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{
-			Devices: resourcev1.DeviceAllocationResult{Results: results},
+		Status: draapi.ResourceClaimStatus{Allocation: &draapi.AllocationResult{
+			Devices: draapi.DeviceAllocationResult{Results: results},
 		}},
 	}
 }
 
-func result(pool, device string) resourcev1.DeviceRequestAllocationResult {
-	return resourcev1.DeviceRequestAllocationResult{Request: "gpu", Driver: "gpu.example.com", Pool: pool, Device: device}
+func result(pool, device string) draapi.DeviceRequestAllocationResult {
+	return draapi.DeviceRequestAllocationResult{Request: "gpu", Driver: "gpu.example.com", Pool: pool, Device: device}
 }
 
 // Prepare returns the allocated devices, refuses a device of another pool, an
@@ -36,7 +37,7 @@ func TestPrepareUnprepare(t *testing.T) {
 	}
 	ctx := context.Background()
 	p := newPlugin()
-	res, err := p.PrepareResourceClaims(ctx, []*resourcev1.ResourceClaim{
+	res, err := p.PrepareResourceClaims(ctx, []*draapi.ResourceClaim{
 		claim("a", "one", result("node-1", "gpu-0")),
 		claim("b", "other-pool", result("node-2", "gpu-1")),
 		claim("c", "unknown", result("node-1", "gpu-9")),
@@ -55,7 +56,7 @@ func TestPrepareUnprepare(t *testing.T) {
 		t.Errorf("claim c (unknown device): %+v", r)
 	}
 	// Preparing the same claim again is fine; another claim on gpu-0 is not.
-	res, err = newPlugin().PrepareResourceClaims(ctx, []*resourcev1.ResourceClaim{
+	res, err = newPlugin().PrepareResourceClaims(ctx, []*draapi.ResourceClaim{
 		claim("a", "one", result("node-1", "gpu-0")),
 		claim("d", "twice", result("node-1", "gpu-0")),
 	})
@@ -75,7 +76,7 @@ func TestPrepareUnprepare(t *testing.T) {
 			t.Fatalf("unprepare %d: %v %v", i, un, err)
 		}
 	}
-	res, err = newPlugin().PrepareResourceClaims(ctx, []*resourcev1.ResourceClaim{claim("d", "twice", result("node-1", "gpu-0"))})
+	res, err = newPlugin().PrepareResourceClaims(ctx, []*draapi.ResourceClaim{claim("d", "twice", result("node-1", "gpu-0"))})
 	if err != nil || res["d"].Err != nil {
 		t.Errorf("gpu-0 after its unprepare: %v %+v", err, res["d"])
 	}

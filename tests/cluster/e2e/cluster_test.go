@@ -30,7 +30,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,6 +37,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"drainer.test/cluster/internal/draapi"
 )
 
 const (
@@ -250,7 +251,7 @@ func waitDriverRunning(t *testing.T, ctx context.Context, i int) {
 	})
 	waitHealth(t, i, healthpb.HealthCheckResponse_SERVING)
 	eventually(t, 20*time.Second, "ResourceSlice of "+node, func() (bool, string) {
-		_, err := cs.ResourceV1().ResourceSlices().Get(ctx, sliceName(node), metav1.GetOptions{})
+		_, err := draapi.Client(cs).ResourceSlices().Get(ctx, sliceName(node), metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
 }
@@ -289,13 +290,10 @@ func newNamespace(t *testing.T, ctx context.Context, prefix string) string {
 
 func createClaimTemplate(t *testing.T, ctx context.Context, ns string) {
 	t.Helper()
-	_, err := cs.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourcev1.ResourceClaimTemplate{
+	_, err := draapi.Client(cs).ResourceClaimTemplates(ns).Create(ctx, &draapi.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: "single-gpu"},
-		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{
-			Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
-				Name:    "gpu",
-				Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: driverName},
-			}}},
+		Spec: draapi.ResourceClaimTemplateSpec{Spec: draapi.ResourceClaimSpec{
+			Devices: draapi.DeviceClaim{Requests: []draapi.DeviceRequest{draapi.ExactRequest("gpu", driverName)}},
 		}},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -346,7 +344,7 @@ func createClaimPod(t *testing.T, ctx context.Context, ns, name string, i int) *
 }
 
 // generatedClaim returns the claim generated for the pod's "gpu" claim.
-func generatedClaim(t *testing.T, ctx context.Context, pod *corev1.Pod) *resourcev1.ResourceClaim {
+func generatedClaim(t *testing.T, ctx context.Context, pod *corev1.Pod) *draapi.ResourceClaim {
 	t.Helper()
 	var claimName string
 	for _, st := range pod.Status.ResourceClaimStatuses {
@@ -357,7 +355,7 @@ func generatedClaim(t *testing.T, ctx context.Context, pod *corev1.Pod) *resourc
 	if claimName == "" {
 		t.Fatalf("pod %s has no generated claim in status.resourceClaimStatuses: %+v", pod.Name, pod.Status.ResourceClaimStatuses)
 	}
-	claim, err := cs.ResourceV1().ResourceClaims(pod.Namespace).Get(ctx, claimName, metav1.GetOptions{})
+	claim, err := draapi.Client(cs).ResourceClaims(pod.Namespace).Get(ctx, claimName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +364,7 @@ func generatedClaim(t *testing.T, ctx context.Context, pod *corev1.Pod) *resourc
 
 // checkAllocatedAndReserved: allocated node-locally on node (the allocator's one
 // matchFields term), from the node's pool, and reserved for the pod.
-func checkAllocatedAndReserved(t *testing.T, claim *resourcev1.ResourceClaim, node string, podUID types.UID) {
+func checkAllocatedAndReserved(t *testing.T, claim *draapi.ResourceClaim, node string, podUID types.UID) {
 	t.Helper()
 	a := claim.Status.Allocation
 	if a == nil {
@@ -450,12 +448,12 @@ func TestNodesReady(t *testing.T) {
 		} else if lease.Spec.RenewTime == nil || time.Since(lease.Spec.RenewTime.Time) > 30*time.Second {
 			t.Errorf("%s lease not renewed recently: %v", name, lease.Spec.RenewTime)
 		}
-		slice, err := cs.ResourceV1().ResourceSlices().Get(ctx, sliceName(name), metav1.GetOptions{})
+		slice, err := draapi.Client(cs).ResourceSlices().Get(ctx, sliceName(name), metav1.GetOptions{})
 		if err != nil {
 			t.Errorf("%s slice: %v", name, err)
 			continue
 		}
-		if slice.Spec.Driver != driverName || ptr.Deref(slice.Spec.NodeName, "") != name || slice.Spec.Pool.Name != name ||
+		if slice.Spec.Driver != driverName || draapi.SliceNodeName(&slice.Spec) != name || slice.Spec.Pool.Name != name ||
 			slice.Spec.Pool.ResourceSliceCount != 1 || len(slice.Spec.Devices) != 4 || slice.Spec.Devices[0].Name != "gpu-0" {
 			t.Errorf("%s slice spec: %+v", name, slice.Spec)
 		}
@@ -473,7 +471,7 @@ func TestNodesReady(t *testing.T) {
 	if int(ds.Status.NumberReady) != env.nodes {
 		t.Errorf("DaemonSet %s ready on %d nodes, want %d", driverDS, ds.Status.NumberReady, env.nodes)
 	}
-	if _, err := cs.ResourceV1().DeviceClasses().Get(ctx, driverName, metav1.GetOptions{}); err != nil {
+	if _, err := draapi.Client(cs).DeviceClasses().Get(ctx, driverName, metav1.GetOptions{}); err != nil {
 		t.Errorf("DeviceClass: %v", err)
 	}
 }
@@ -508,7 +506,7 @@ func TestClaimTemplatePodLifecycle(t *testing.T) {
 		t.Errorf("pod gone after %v, before the terminate delay %v", d, env.terminateDelay)
 	}
 	waitGone(t, 30*time.Second, "claim "+claim.Name, func() error {
-		_, err := cs.ResourceV1().ResourceClaims(ns).Get(ctx, claim.Name, metav1.GetOptions{})
+		_, err := draapi.Client(cs).ResourceClaims(ns).Get(ctx, claim.Name, metav1.GetOptions{})
 		return err
 	})
 }
@@ -556,7 +554,7 @@ func TestDriverDownBlocksTermination(t *testing.T) {
 		return len(pods) == 0, fmt.Sprintf("%d driver pods", len(pods))
 	})
 	waitNotServing(t, i)
-	if _, err := cs.ResourceV1().ResourceSlices().Get(ctx, sliceName(node), metav1.GetOptions{}); err != nil {
+	if _, err := draapi.Client(cs).ResourceSlices().Get(ctx, sliceName(node), metav1.GetOptions{}); err != nil {
 		t.Errorf("slice deleted right after the driver stopped (wipe delay %v): %v", env.sliceWipeDelay, err)
 	}
 
@@ -583,7 +581,7 @@ func TestDriverDownBlocksTermination(t *testing.T) {
 	if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Terminated == nil {
 		t.Errorf("stuck pod containers should be stopped: %+v", p.Status.ContainerStatuses)
 	}
-	claim, err = cs.ResourceV1().ResourceClaims(ns).Get(ctx, claim.Name, metav1.GetOptions{})
+	claim, err = draapi.Client(cs).ResourceClaims(ns).Get(ctx, claim.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -593,7 +591,7 @@ func TestDriverDownBlocksTermination(t *testing.T) {
 	// for when the cluster's delay is short enough.
 	if env.sliceWipeDelay <= 45*time.Second {
 		eventually(t, env.sliceWipeDelay+15*time.Second, "slice wiped", func() (bool, string) {
-			_, err := cs.ResourceV1().ResourceSlices().Get(ctx, sliceName(node), metav1.GetOptions{})
+			_, err := draapi.Client(cs).ResourceSlices().Get(ctx, sliceName(node), metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
 		if d := time.Since(driverStopped); d < env.sliceWipeDelay-time.Second {
@@ -617,7 +615,7 @@ func TestDriverDownBlocksTermination(t *testing.T) {
 		return err
 	})
 	waitGone(t, 30*time.Second, "claim "+claim.Name, func() error {
-		_, err := cs.ResourceV1().ResourceClaims(ns).Get(ctx, claim.Name, metav1.GetOptions{})
+		_, err := draapi.Client(cs).ResourceClaims(ns).Get(ctx, claim.Name, metav1.GetOptions{})
 		return err
 	})
 }

@@ -9,7 +9,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"drainer.test/cluster/internal/draapi"
 	"drainer.test/cluster/internal/gpuslice"
 )
 
@@ -293,13 +293,13 @@ func (s *sim) syncNode(ctx context.Context, name string) error {
 	if s.sliceLister == nil { // --dra=false: no DRA API
 		return nil
 	}
-	var slices []*resourcev1.ResourceSlice
+	var slices []*draapi.ResourceSlice
 	all, err := s.sliceLister.List(labels.Everything())
 	if err != nil {
 		return err
 	}
 	for _, sl := range all {
-		if sl.Spec.NodeName != nil && *sl.Spec.NodeName == name && sl.Spec.Driver == s.cfg.driver {
+		if draapi.SliceNodeName(&sl.Spec) == name && sl.Spec.Driver == s.cfg.driver {
 			slices = append(slices, sl)
 		}
 	}
@@ -322,13 +322,13 @@ func (s *sim) syncNode(ctx context.Context, name string) error {
 	return nil
 }
 
-func (s *sim) deleteSlice(ctx context.Context, sl *resourcev1.ResourceSlice) error {
+func (s *sim) deleteSlice(ctx context.Context, sl *draapi.ResourceSlice) error {
 	return gpuslice.Delete(ctx, s.dra, sl)
 }
 
 // ensureSlice publishes the node's one ResourceSlice, owned by the Node, as the
 // kubelet plugin helper does while the driver is registered.
-func (s *sim) ensureSlice(ctx context.Context, node *corev1.Node, existing []*resourcev1.ResourceSlice) error {
+func (s *sim) ensureSlice(ctx context.Context, node *corev1.Node, existing []*draapi.ResourceSlice) error {
 	did, err := gpuslice.Publish(ctx, s.dra, node, s.cfg.driver, s.cfg.devices, existing)
 	if did != "" {
 		log.Printf("node %s: %s", node.Name, did)

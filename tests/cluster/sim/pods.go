@@ -32,7 +32,7 @@ func started(p *corev1.Pod) bool {
 // holdsClaims: the pod uses ResourceClaims the kubelet must prepare and unprepare
 // through the DRA driver.
 func holdsClaims(p *corev1.Pod) bool {
-	if p.Status.ExtendedResourceClaimStatus != nil {
+	if extendedResourceClaim(p) {
 		return true
 	}
 	for _, rc := range p.Spec.ResourceClaims {

@@ -9,12 +9,12 @@ import (
 	"sync"
 	"time"
 
+	"drainer.test/cluster/internal/draapi"
 	"drainer.test/cluster/internal/gpuslice"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -23,9 +23,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	resourceclient "k8s.io/client-go/kubernetes/typed/resource/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -67,8 +65,8 @@ type sim struct {
 	podInformer  cache.SharedIndexInformer
 	podLister    corelisters.PodLister
 	nodeLister   corelisters.NodeLister
-	sliceLister  resourcelisters.ResourceSliceLister // nil with --dra=false
-	dra          resourceclient.ResourceV1Interface  // nil with --dra=false
+	sliceLister  draapi.ResourceSliceLister // nil with --dra=false
+	dra          draapi.Interface           // nil with --dra=false
 	podQueue     workqueue.TypedRateLimitingInterface[string]
 	nodeQueue    workqueue.TypedRateLimitingInterface[string]
 	deletionMu   sync.Mutex
@@ -323,8 +321,10 @@ func (s *sim) onSlice(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	if sl, ok := obj.(*resourcev1.ResourceSlice); ok && sl.Spec.NodeName != nil && s.nodes[*sl.Spec.NodeName] != nil {
-		s.nodeQueue.Add(*sl.Spec.NodeName)
+	if sl, ok := obj.(*draapi.ResourceSlice); ok {
+		if n := draapi.SliceNodeName(&sl.Spec); n != "" && s.nodes[n] != nil {
+			s.nodeQueue.Add(n)
+		}
 	}
 }
 

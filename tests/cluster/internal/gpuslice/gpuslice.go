@@ -4,10 +4,10 @@
 // node named NODE-DRIVER, owned by the Node, pool NODE, devices gpu-0..gpu-N-1
 // with attributes index, model, uuid, driverVersion and capacity memory.
 //
-// Every call goes through k8s.io/dynamic-resource-allocation/client (Client), which
-// speaks whichever resource.k8s.io version the API server serves (v1, else v1beta2,
-// else v1beta1, converting to and from the v1 types), so both work on a cluster of
-// DRAINER_CLUSTER_DRA_API=v1beta2 or v1beta1 as well.
+// Every call goes through draapi.Client: from 1.34 it speaks whichever
+// resource.k8s.io version the API server serves (v1, else v1beta2, else v1beta1,
+// converting to and from the v1 types), so both work on a cluster of
+// DRAINER_CLUSTER_DRA_API=v1beta2 or v1beta1 as well; on 1.33, v1beta1.
 package gpuslice
 
 import (
@@ -18,7 +18,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -26,21 +25,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	resourceclient "k8s.io/client-go/kubernetes/typed/resource/v1"
-	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
-	draclient "k8s.io/dynamic-resource-allocation/client"
 	"k8s.io/utils/ptr"
+
+	"drainer.test/cluster/internal/draapi"
 )
 
-// Client is the DRA client of cs: the v1 typed client, falling back to v1beta2
-// and v1beta1 when the server answers 404 (the group version is not served).
-func Client(cs kubernetes.Interface) resourceclient.ResourceV1Interface { return draclient.New(cs) }
+// Client is the DRA client of cs (draapi.Client).
+func Client(cs kubernetes.Interface) draapi.Interface { return draapi.Client(cs) }
 
 // Informer lists and watches ResourceSlices (tweak: the list options, e.g. a
 // field selector) through rc, in whichever version the server serves; its
-// objects are *resourcev1.ResourceSlice. The lister reads its cache.
-func Informer(rc resourceclient.ResourceV1Interface, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, resourcelisters.ResourceSliceLister) {
+// objects are *draapi.ResourceSlice. The lister reads its cache.
+func Informer(rc draapi.Interface, tweak func(*metav1.ListOptions)) (cache.SharedIndexInformer, draapi.ResourceSliceLister) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			tweak(&o)
@@ -51,8 +48,8 @@ func Informer(rc resourceclient.ResourceV1Interface, tweak func(*metav1.ListOpti
 			return rc.ResourceSlices().Watch(ctx, o)
 		},
 	}
-	inf := cache.NewSharedIndexInformer(lw, &resourcev1.ResourceSlice{}, 0, cache.Indexers{})
-	return inf, resourcelisters.NewResourceSliceLister(inf.GetIndexer())
+	inf := cache.NewSharedIndexInformer(lw, &draapi.ResourceSlice{}, 0, cache.Indexers{})
+	return inf, draapi.NewResourceSliceLister(inf.GetIndexer())
 }
 
 const (
@@ -72,25 +69,23 @@ func Name(node, driver string) string { return node + "-" + driver }
 
 // Spec is the desired spec of node's slice: pool generation 1 (a publisher
 // bumps it on every change).
-func Spec(node, driver string, devices int) resourcev1.ResourceSliceSpec {
-	spec := resourcev1.ResourceSliceSpec{
-		Driver:   driver,
-		Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
-		NodeName: ptr.To(node),
+func Spec(node, driver string, devices int) draapi.ResourceSliceSpec {
+	spec := draapi.ResourceSliceSpec{
+		Driver: driver,
+		Pool:   draapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
 	}
+	draapi.SetSliceNodeName(&spec, node)
 	for i := 0; i < devices; i++ {
-		spec.Devices = append(spec.Devices, resourcev1.Device{
-			Name: DeviceName(i),
-			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+		spec.Devices = append(spec.Devices, draapi.NewDevice(DeviceName(i),
+			map[draapi.QualifiedName]draapi.DeviceAttribute{
 				"index":         {IntValue: ptr.To(int64(i))},
 				"model":         {StringValue: ptr.To(Model)},
 				"uuid":          {StringValue: ptr.To(fmt.Sprintf("GPU-%s-%d", node, i))},
 				"driverVersion": {VersionValue: ptr.To(DriverVersion)},
 			},
-			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
+			map[draapi.QualifiedName]draapi.DeviceCapacity{
 				"memory": {Value: resource.MustParse(Memory)},
-			},
-		})
+			}))
 	}
 	return spec
 }
@@ -99,7 +94,7 @@ func Spec(node, driver string, devices int) resourcev1.ResourceSliceSpec {
 func DeviceName(i int) string { return fmt.Sprintf("gpu-%d", i) }
 
 // Hash of a spec, pool generation left out.
-func Hash(spec resourcev1.ResourceSliceSpec) string {
+func Hash(spec draapi.ResourceSliceSpec) string {
 	spec.Pool.Generation = 0
 	b, _ := json.Marshal(spec)
 	h := sha256.Sum256(b)
@@ -107,16 +102,17 @@ func Hash(spec resourcev1.ResourceSliceSpec) string {
 }
 
 // Matches compares the fields a publisher sets (not server defaults).
-func Matches(cur, want *resourcev1.ResourceSliceSpec) bool {
+func Matches(cur, want *draapi.ResourceSliceSpec) bool {
 	if cur.Driver != want.Driver || cur.Pool.Name != want.Pool.Name ||
 		cur.Pool.ResourceSliceCount != want.Pool.ResourceSliceCount ||
-		ptr.Deref(cur.NodeName, "") != ptr.Deref(want.NodeName, "") || len(cur.Devices) != len(want.Devices) {
+		draapi.SliceNodeName(cur) != draapi.SliceNodeName(want) || len(cur.Devices) != len(want.Devices) {
 		return false
 	}
 	for i := range want.Devices {
 		c, w := &cur.Devices[i], &want.Devices[i]
-		if c.Name != w.Name || !equality.Semantic.DeepEqual(c.Attributes, w.Attributes) ||
-			!equality.Semantic.DeepEqual(c.Capacity, w.Capacity) {
+		ca, cc := draapi.DeviceAttributes(c)
+		wa, wc := draapi.DeviceAttributes(w)
+		if c.Name != w.Name || !equality.Semantic.DeepEqual(ca, wa) || !equality.Semantic.DeepEqual(cc, wc) {
 			return false
 		}
 	}
@@ -128,13 +124,13 @@ func Matches(cur, want *resourcev1.ResourceSliceSpec) bool {
 // (pool generation + 1) when its spec or owner differ, and any other slice of
 // the driver on the node (existing: the node's slices of the driver as a cache
 // holds them) deleted. It returns what it did ("" when nothing), for a log line.
-func Publish(ctx context.Context, rc resourceclient.ResourceV1Interface, node *corev1.Node, driver string, devices int,
-	existing []*resourcev1.ResourceSlice) (string, error) {
+func Publish(ctx context.Context, rc draapi.Interface, node *corev1.Node, driver string, devices int,
+	existing []*draapi.ResourceSlice) (string, error) {
 	name := Name(node.Name, driver)
 	spec := Spec(node.Name, driver, devices)
 	hash := Hash(spec)
 	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptr.To(true)}
-	var cur *resourcev1.ResourceSlice
+	var cur *draapi.ResourceSlice
 	for _, sl := range existing {
 		if sl.Name == name {
 			cur = sl
@@ -146,7 +142,7 @@ func Publish(ctx context.Context, rc resourceclient.ResourceV1Interface, node *c
 	}
 	api := rc.ResourceSlices()
 	if cur == nil {
-		sl := &resourcev1.ResourceSlice{
+		sl := &draapi.ResourceSlice{
 			ObjectMeta: metav1.ObjectMeta{
 				Name:            name,
 				OwnerReferences: []metav1.OwnerReference{owner},
@@ -178,7 +174,7 @@ func Publish(ctx context.Context, rc resourceclient.ResourceV1Interface, node *c
 }
 
 // Delete removes one slice (UID precondition); gone or replaced is no error.
-func Delete(ctx context.Context, rc resourceclient.ResourceV1Interface, sl *resourcev1.ResourceSlice) error {
+func Delete(ctx context.Context, rc draapi.Interface, sl *draapi.ResourceSlice) error {
 	err := rc.ResourceSlices().Delete(ctx, sl.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &sl.UID},
 	})
