@@ -7,7 +7,7 @@
 # Honors $DRAINER_CLUSTER_DIR (default /tmp/drainer-cluster).
 _drainer_cluster_env() {
 	local dir=${DRAINER_CLUSTER_DIR:-/tmp/drainer-cluster} line
-	echo "export KUBECONFIG=$dir/kubeconfig"
+	echo "export KUBECONFIG=$dir/kubeconfig KUBECACHEDIR=$dir/kube-cache"
 	case ":$PATH:" in
 	*":$dir/bin:"*) ;;
 	*) echo "export PATH=$dir/bin:\$PATH" ;;

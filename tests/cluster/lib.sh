@@ -72,6 +72,10 @@ kubelet_sysctls=(vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_
 	kernel/keys/root_maxkeys kernel/keys/root_maxbytes)
 
 cluster_dir=$DRAINER_CLUSTER_DIR
+# kubectl's discovery cache in the cluster's folder, emptied by every up: a cluster
+# restarted on the same port with another release or DRA API serves other versions,
+# and kubectl would ask for the old ones from a cache of $HOME for hours.
+export KUBECACHEDIR=$cluster_dir/kube-cache
 pid_dir=$cluster_dir/pids
 case $DRAINER_CLUSTER_NODES in
 real)

@@ -6,6 +6,8 @@ set -uo pipefail
 e2e_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 : "${DRAINER_CLUSTER_DIR:=/tmp/drainer-cluster}"
 export KUBECONFIG=$DRAINER_CLUSTER_DIR/kubeconfig
+# (kubectl's discovery cache: the cluster's own, emptied by each up; tests/cluster/lib.sh)
+export KUBECACHEDIR=$DRAINER_CLUSTER_DIR/kube-cache
 DRAINER=${DRAINER:-$e2e_root/build/drainer}
 KUBECTL=$DRAINER_CLUSTER_DIR/bin/kubectl
 AUDIT=$DRAINER_CLUSTER_DIR/audit.log

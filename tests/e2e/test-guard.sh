@@ -45,7 +45,9 @@ real_nodes=false
 [ "${DRAINER_CLUSTER_NODES:-sim}" = real ] && real_nodes=true
 # A kubelet's requests: the simulator's user, or a real kubelet's (system:node:NODE).
 kubelet_re='^(drainer-sim|system:node:.+)$'
-manifest=$e2e_root/tests/cluster/manifests/dra-driver.yaml
+# (in the DRA API the cluster serves: tests/cluster/dra-manifest)
+manifest=$e2e_tmp/dra-driver.yaml
+"$e2e_root/tests/cluster/dra-manifest" "$e2e_dra_api" <"$e2e_root/tests/cluster/manifests/dra-driver.yaml" >"$manifest"
 load=${GUARD_LOAD:-20}
 ca_taint=ToBeDeletedByClusterAutoscaler
 
