@@ -944,6 +944,9 @@ static int runner_stop(struct runner *rn) {
         while ((rn->engine && !engine_idle(rn->engine)) || !announcer_idle(rn->announcer))
                 if (uv_run(&rn->app->loop, UV_RUN_ONCE) == 0)
                         break;
+        /* interrupted: the phase the Node shows, even one written after the last progress */
+        if (rn->result == -EINTR && rn->engine && engine_node_phase(rn->engine, &rn->last_phase))
+                rn->has_last_phase = true;
         return rn->result;
 }
 

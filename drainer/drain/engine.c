@@ -28,6 +28,8 @@
 /* After a 409 on the Node patch, how long to wait for the watch to bring the newer Node
  * before patching from the cached one again. */
 #define CONFLICT_WAIT_USEC  (5 * USEC_PER_SEC)
+/* How long a stop waits for the answer to a Node patch in flight. */
+#define STOP_WAIT_USEC (3 * USEC_PER_SEC)
 /* Progress messages reach the Node at most this often (DESIGN.md), the last always. */
 #define PROGRESS_WRITE_USEC (10 * USEC_PER_SEC)
 #define MAX_HELD            64
@@ -51,7 +53,7 @@ struct engine {
         unsigned parts;         /* what the view holds for this goal */
         bool view_closing;
         bool pdbs_failed; /* budgets could not be listed: the drain goes on without them */
-        struct dtimer kick, retry, deadline;
+        struct dtimer kick, retry, deadline, stop_wait;
         bool kick_armed;
 
         struct evictor *evictor; /* owned */
@@ -63,6 +65,12 @@ struct engine {
 
         struct kube_call *node_call; /* the Node patch in flight */
         bool status_patch;           /* ... is one of nodes/NAME/status (--node-conditions) */
+        bool patching_phase;         /* ... moves drainer.io/state to patch_phase */
+        enum drain_phase patch_phase;
+        /* The phase our last answered patch wrote, until the cache shows that version:
+         * what the Node shows when a stop comes in between (engine_node_phase). */
+        bool has_written_phase;
+        enum drain_phase written_phase;
 
         /* The configured driver-stop strategy's instance for this run (owned). Only its
          * configuration is ever acted on: a recorded stop is undone only when its
@@ -420,6 +428,13 @@ static void finish(struct engine *e, int result, const char *fmt, ...) {
                 e->cb.on_finished(e, &e->summary, e->userdata);
 }
 
+static void on_stop_wait(struct dtimer *t) {
+        struct engine *e = container_of(t, struct engine, stop_wait);
+
+        if (e->node_call)
+                kube_call_cancel(e->node_call); /* no answer in time: the Node may show either */
+}
+
 static void on_deadline(struct dtimer *t) {
         struct engine *e = container_of(t, struct engine, deadline);
         char remained[1024] = "";
@@ -472,6 +487,16 @@ static void on_node_patched(const struct kube_result *res, void *userdata) {
         const char *rv;
 
         e->node_call = NULL;
+        if (e->patching_phase && res->error == 0) {
+                e->has_written_phase = true;
+                e->written_phase = e->patch_phase;
+        }
+        e->patching_phase = false;
+        if (e->stopping) {
+                /* the answer a stop waited for: the Node's state is known, nothing follows */
+                dtimer_stop(&e->stop_wait);
+                return;
+        }
         if (res->error == -ECANCELED)
                 return;
         if (e->status_patch && res->error < 0) {
@@ -528,6 +553,7 @@ static void patch_node_at(struct engine *e, bool status, char *body) {
         free(e->patch_rv);
         e->patch_rv = n && n->resource_version ? strdup(n->resource_version) : NULL;
         e->status_patch = status;
+        e->patching_phase = false;
         r = kube_patch(e->client, path, status ? KUBE_PATCH_STRATEGIC : KUBE_PATCH_MERGE, body,
                        on_node_patched, e, &e->node_call);
         free(body);
@@ -569,6 +595,10 @@ static void patch_phase(struct engine *e, const struct node_rec *n, enum drain_p
         if (r < 0)
                 return finish(e, r, "cannot build the node patch: %s", strerror(-r));
         patch_node(e, body);
+        if (e->node_call) {
+                e->patching_phase = true;
+                e->patch_phase = p;
+        }
 }
 
 /* ---- evictions ---- */
@@ -2023,6 +2053,7 @@ static void reconcile(struct engine *e) {
         if (r < 0)
                 return finish(e, r, "out of memory");
         note_phase(e, n);
+        e->has_written_phase = false; /* the cache holds our last patch: it shows its phase */
         if (sync_conditions(e, n))
                 return;
 
@@ -2143,7 +2174,8 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
         }
         if ((r = dtimer_init(&e->kick, ts, on_kick)) < 0 ||
             (r = dtimer_init(&e->retry, ts, on_retry_timer)) < 0 ||
-            (r = dtimer_init(&e->deadline, ts, on_deadline)) < 0) {
+            (r = dtimer_init(&e->deadline, ts, on_deadline)) < 0 ||
+            (r = dtimer_init(&e->stop_wait, ts, on_stop_wait)) < 0) {
                 engine_free(e);
                 return r;
         }
@@ -2172,6 +2204,8 @@ int engine_start(struct engine *e) {
 }
 
 void engine_stop(struct engine *e) {
+        bool stopped = e->stopping;
+
         e->stopping = true;
         if (e->view && !e->view_closing) {
                 e->view_closing = true;
@@ -2183,7 +2217,12 @@ void engine_stop(struct engine *e) {
                 dtimer_stop(&e->deadline);
         }
         e->kick_armed = false;
-        if (e->node_call)
+        /* A Node patch already sent may already be applied: wait a moment for its answer,
+         * so that what the run reports is what the Node shows (a drain interrupted right
+         * after it wrote its next phase says that phase, the one a rerun resumes). */
+        if (e->node_call && !stopped && e->kick.src)
+                dtimer_start(&e->stop_wait, STOP_WAIT_USEC);
+        else if (e->node_call)
                 kube_call_cancel(e->node_call);
         if (e->rule_call)
                 kube_call_cancel(e->rule_call);
@@ -2192,6 +2231,16 @@ void engine_stop(struct engine *e) {
                 evictor_cancel(e->evictor);
         if (e->probe)
                 health_probe_cancel(e->probe);
+}
+
+bool engine_node_phase(const struct engine *e, enum drain_phase *ret) {
+        if (e->has_written_phase) {
+                *ret = e->written_phase;
+                return true;
+        }
+        if (e->has_phase)
+                *ret = e->phase;
+        return e->has_phase;
 }
 
 bool engine_idle(const struct engine *e) {
@@ -2211,6 +2260,7 @@ void engine_free(struct engine *e) {
                 dtimer_done(&e->kick);
                 dtimer_done(&e->retry);
                 dtimer_done(&e->deadline);
+                dtimer_done(&e->stop_wait);
         }
         evictor_free(e->evictor);
         hashmap_free(e->probes, free);

@@ -191,5 +191,8 @@ int engine_start(struct engine *e);
 /* Stops informers, timers and calls (results: -ECANCELED). Free once engine_idle(). */
 void engine_stop(struct engine *e);
 bool engine_idle(const struct engine *e);
+/* The phase the Node shows as far as the engine knows: the one its last answered
+ * patch wrote, or else the one its cache holds; false if none (preflight). */
+bool engine_node_phase(const struct engine *e, enum drain_phase *ret);
 void engine_free(struct engine *e);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct engine *, engine_free);

@@ -1398,6 +1398,79 @@ static void test_uncordon_out_of_service(void **state) {
         }
 }
 
+/* The phase the Node shows after a stop (what `drain -o json` reports when interrupted):
+ * a phase patch answered before the stop, or in flight at it and answered within the
+ * stop's wait, is the Node's phase even though the watch has not brought it (the
+ * Node here never changes on the watch); a patch not answered in time is cancelled and
+ * the phase is the one last seen. delay: the patch's answer time; stop_at: when
+ * engine_stop comes after the patch went out. */
+static void stop_around_phase_patch(struct env *e, uint64_t delay, uint64_t stop_at, bool known) {
+        enum drain_phase seen = _DRAIN_PHASE_MAX, sent = _DRAIN_PHASE_MAX;
+        const struct fake_request *patch = NULL;
+        uint64_t cancels;
+
+        fake_transport_expect(e->ft, "PATCH", "/api/v1/nodes/node-1",
+                              &(struct fake_reply){ .status = 200,
+                                                    .body = "{\"metadata\":{\"resourceVersion\":\"999\"}}",
+                                                    .delay_usec = delay,
+                                                    .times = 1 });
+        start_in(e, "evict-rest", (char *[]){ NULL }, (char *[]){ NULL });
+        for (int i = 0; i < 100 && !patch; i++) {
+                fake_transport_deliver(e->ft);
+                fake_clock_advance(e->clock, 1 * MS);
+                for (size_t k = 0; k < fake_transport_n_requests(e->ft) && !patch; k++) {
+                        const struct fake_request *r = fake_transport_request(e->ft, k);
+
+                        if (strcmp(r->method, "PATCH") == 0 && strcmp(r->path, "/api/v1/nodes/node-1") == 0)
+                                patch = r;
+                }
+        }
+        assert_non_null(patch);
+        {
+                _cleanup_(cJSON_Deletep) cJSON *b = cJSON_Parse(patch->body);
+                const char *st = json_str(b, "metadata.annotations.drainer\\.io/state");
+
+                if (!st) {
+                        cJSON *a = cJSON_GetObjectItemCaseSensitive(
+                                cJSON_GetObjectItemCaseSensitive(b, "metadata"), "annotations");
+
+                        st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "drainer.io/state"));
+                }
+                assert_non_null(st);
+                sent = drain_phase_from_string(st);
+                print_message("  the patch sets %s; answered after %.1f s, stop after %.1f s\n", st,
+                              (double)delay / SEC, (double)stop_at / SEC);
+        }
+        assert_int_not_equal(sent, DRAIN_PHASE_EVICT_REST);
+        for (uint64_t t = 0; t < stop_at; t += 10 * MS) {
+                fake_transport_deliver(e->ft);
+                fake_clock_advance(e->clock, 10 * MS);
+        }
+        cancels = fake_transport_cancels(e->ft);
+        engine_stop(e->engine);
+        for (int i = 0; i < 500 && !engine_idle(e->engine); i++) {
+                fake_transport_deliver(e->ft);
+                fake_clock_advance(e->clock, 10 * MS);
+        }
+        assert_true(engine_idle(e->engine));
+        assert_true(engine_node_phase(e->engine, &seen));
+        print_message("  after the stop the Node shows %s (%zu cancelled)\n", drain_phase_to_string(seen),
+                      (size_t)(fake_transport_cancels(e->ft) - cancels));
+        assert_int_equal(seen, known ? sent : DRAIN_PHASE_EVICT_REST);
+}
+
+static void test_stop_after_phase_patch_answered(void **state) {
+        stop_around_phase_patch(*state, 0, 100 * MS, true);
+}
+
+static void test_stop_during_phase_patch(void **state) {
+        stop_around_phase_patch(*state, 1 * SEC, 100 * MS, true);
+}
+
+static void test_stop_during_phase_patch_not_answered(void **state) {
+        stop_around_phase_patch(*state, 30 * SEC, 100 * MS, false);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_one_eviction_per_budget_at_a_time, setup, teardown),
@@ -1421,6 +1494,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_not_ready_event_and_back, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_out_of_service_after_duration, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_uncordon_out_of_service, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stop_after_phase_patch_answered, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stop_during_phase_patch, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stop_during_phase_patch_not_answered, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
