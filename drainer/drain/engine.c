@@ -29,7 +29,7 @@
  * before patching from the cached one again. */
 #define CONFLICT_WAIT_USEC  (5 * USEC_PER_SEC)
 /* How long a stop waits for the answer to a Node patch in flight. */
-#define STOP_WAIT_USEC (3 * USEC_PER_SEC)
+#define STOP_WAIT_USEC      (3 * USEC_PER_SEC)
 /* Progress messages reach the Node at most this often (DESIGN.md), the last always. */
 #define PROGRESS_WRITE_USEC (10 * USEC_PER_SEC)
 #define MAX_HELD            64
