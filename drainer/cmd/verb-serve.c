@@ -33,6 +33,7 @@
 
 #define DRAINER_ANN_SHUTDOWN_BOOT "drainer.io/shutdown-boot-id"
 #define RETRY_BASE_USEC           (30 * USEC_PER_SEC)
+#define PATCH_RETRY_USEC          (2 * USEC_PER_SEC) /* a waiting patch that failed, not a 409 */
 #define RETRY_CAP_USEC            (300 * USEC_PER_SEC)
 #define SHARED_LINGER_USEC        (30 * USEC_PER_SEC)
 
@@ -67,6 +68,10 @@ struct managed {
         uint64_t retry_at; /* monotonic µs; 0 = now */
         char *waiting_msg; /* last "waiting" message written, to write it once */
         struct kube_call *patch;
+        /* The Node version the waiting patch in flight was made against, and one the API
+         * server refused it on (409: the Node changed since): not written again on that
+         * version, the watch brings the next. */
+        char *patch_rv, *stale_rv;
         /* Refused because the Node records an action this configuration does not allow:
          * the drainer.io/ annotations then (refused_key), not retried until they change. */
         char *refused_key;
@@ -131,6 +136,8 @@ static void managed_free(void *p) {
         engine_free(m->engine);
         free(m->node);
         free(m->waiting_msg);
+        free(m->patch_rv);
+        free(m->stale_rv);
         free(m->refused_key);
         free(m);
 }
@@ -158,10 +165,28 @@ static void on_serve_patch(const struct kube_result *res, void *userdata) {
         struct managed *m = userdata;
 
         m->patch = NULL;
-        if (res->error < 0 && res->error != -ECANCELED)
-                log_warning("node %s: updating annotations failed: %s, retrying", m->node,
-                            res->message ? res->message : strerror(-res->error));
-        kick(m->srv);
+        if (res->error >= 0 || res->error == -ECANCELED) {
+                m->patch_rv = mfree(m->patch_rv);
+                m->stale_rv = mfree(m->stale_rv);
+                return kick(m->srv);
+        }
+        /* Not written, so written again: a conflict once the watch shows the newer Node, any
+         * other failure after a pause. */
+        m->waiting_msg = mfree(m->waiting_msg);
+        if (res->error == -EBUSY) {
+                log_debug("node %s: the Node changed under the annotations' patch (409), writing them "
+                          "again on the newer version",
+                          m->node);
+                free(m->stale_rv);
+                m->stale_rv = TAKE_PTR(m->patch_rv);
+                return kick(m->srv);
+        }
+        log_warning("node %s: updating annotations failed: %s, retrying", m->node,
+                    res->message ? res->message : strerror(-res->error));
+        m->patch_rv = mfree(m->patch_rv);
+        if (!m->srv->stopping &&
+            (!m->srv->retry.armed || m->srv->retry.due > timesrc_now(m->srv->app->ts) + PATCH_RETRY_USEC))
+                dtimer_start(&m->srv->retry, PATCH_RETRY_USEC);
 }
 
 static void send_patch(struct managed *m, char *body) {
@@ -307,14 +332,14 @@ static void write_waiting_msg(struct managed *m, const struct node_rec *n, char 
 
         if (!msg)
                 return;
-        if (m->patch || streq_ptr(msg, m->waiting_msg)) {
+        if (m->patch || streq_ptr(msg, m->waiting_msg) ||
+            (m->stale_rv && streq_ptr(m->stale_rv, n->resource_version)) ||
+            drain_patch_phase(n, DRAIN_PHASE_WAITING, timesrc_realtime(m->srv->app->ts), msg, &body) < 0) {
                 free(msg);
                 return;
         }
-        if (drain_patch_phase(n, DRAIN_PHASE_WAITING, timesrc_realtime(m->srv->app->ts), msg, &body) < 0) {
-                free(msg);
-                return;
-        }
+        free(m->patch_rv);
+        m->patch_rv = n->resource_version ? strdup(n->resource_version) : NULL;
         free(m->waiting_msg);
         m->waiting_msg = msg;
         log_info("node %s: %s", m->node, m->waiting_msg);
@@ -322,20 +347,11 @@ static void write_waiting_msg(struct managed *m, const struct node_rec *n, char 
 }
 
 static void write_waiting(struct managed *m, const struct node_rec *n) {
-        _cleanup_free_ char *msg = NULL;
-        char *body = NULL;
+        char *msg;
 
         if (asprintf(&msg, "waiting for one of %u drain slots (held by %s)", m->srv->o.max_parallel,
-                     slots_holders(m->srv->slots)) < 0)
-                return;
-        if (m->patch || streq_ptr(msg, m->waiting_msg))
-                return;
-        if (drain_patch_phase(n, DRAIN_PHASE_WAITING, timesrc_realtime(m->srv->app->ts), msg, &body) < 0)
-                return;
-        free(m->waiting_msg);
-        m->waiting_msg = TAKE_PTR(msg);
-        log_info("node %s: %s", m->node, m->waiting_msg);
-        send_patch(m, body);
+                     slots_holders(m->srv->slots)) >= 0)
+                write_waiting_msg(m, n, msg);
 }
 
 static void reconcile_node(struct server *srv, const struct node_rec *n) {
