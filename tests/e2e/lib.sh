@@ -638,6 +638,44 @@ node_events() {
 # ---------------------------------------------------------------------------
 # Helpers of the serve tests (test-serve*.sh).
 
+# The fault-injecting proxy (tests/cluster/faultproxy) in front of the API server:
+# FAULTPROXY_PORT (default API port + 57; its admin port + 1) moves it. Its request
+# log (one JSON line per request: t, method, uri, ua, fault, ...) is $fp_log.
+fp_port=${FAULTPROXY_PORT:-$((DRAINER_CLUSTER_API_PORT + 57))}
+fp_admin=$((fp_port + 1))
+fp_log=$e2e_tmp/proxy.log
+fp_pid=
+# fp_rules JSON: replaces the proxy's rules (and resets their counters).
+fp_rules() {
+	curl -fsS -X PUT --data-binary "$1" "http://127.0.0.1:$fp_admin/rules" >/dev/null
+}
+# fp_start KUBECONFIG: builds (cached) and starts the proxy, and writes KUBECONFIG,
+# the cluster's with the proxy as server. Stopped by a cleanup hook.
+fp_start() {
+	local bin
+	if ! bin=$("$e2e_root/tests/cluster/faultproxy/build" 2>"$e2e_tmp/fp-build.err"); then
+		fail "faultproxy does not build: $(tail -n 5 "$e2e_tmp/fp-build.err")"
+		finish
+		exit 1
+	fi
+	"$bin" -listen "127.0.0.1:$fp_port" -admin "127.0.0.1:$fp_admin" \
+		-upstream "https://127.0.0.1:$DRAINER_CLUSTER_API_PORT" \
+		-ca "$DRAINER_CLUSTER_DIR/pki/ca.crt" -ca-key "$DRAINER_CLUSTER_DIR/pki/ca.key" \
+		-log "$fp_log" >"$e2e_tmp/proxy.out" 2>&1 &
+	fp_pid=$!
+	track_pid "$fp_pid"
+	e2e_cleanup_hooks+=("reap_pid $fp_pid TERM")
+	if ! wait_until 10 curl -fsS "http://127.0.0.1:$fp_admin/healthz"; then
+		fail "faultproxy did not start: $(cat "$e2e_tmp/proxy.out")"
+		finish
+		exit 1
+	fi
+	# The same kubeconfig (CA, token) with the proxy as server.
+	sed "s#server: https://127.0.0.1:$DRAINER_CLUSTER_API_PORT#server: https://127.0.0.1:$fp_port#" \
+		"$DRAINER_CLUSTER_DIR/kubeconfig" >"$1"
+	grep -q "127.0.0.1:$fp_port" "$1" || { fail "kubeconfig for the proxy"; finish; exit 1; }
+}
+
 # serve_start TAG ARGS...: starts `drainer -vv ARGS...` (normally `serve ...`) in
 # the background, its output in $e2e_tmp/TAG.log; sets serve_pid (and
 # serve_pids[TAG]). A cleanup hook SIGKILLs it if the script ends first. Extra

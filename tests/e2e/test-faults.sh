@@ -33,16 +33,9 @@ B=${FAULTS_BURST:-5}
 # the web pods held for exactly 2 min, the old 120 s timeout hit).
 drain_timeout=200s
 export DRAINER_RUN_TIMEOUT=240
-fp_port=${FAULTPROXY_PORT:-$((DRAINER_CLUSTER_API_PORT + 57))}
-fp_admin=$((fp_port + 1))
-fp_log=$e2e_tmp/proxy.log
 kc=$e2e_tmp/kubeconfig.proxy
 
 cleanup_faults() {
-	if [ -n "${fp_pid:-}" ]; then
-		kill "$fp_pid" 2>/dev/null
-		wait "$fp_pid" 2>/dev/null
-	fi
 	reset_node "$node"
 	demo
 }
@@ -203,35 +196,6 @@ selftest() {
 	jq -n '[{rule: "429-2s", fault: "429"}, {rule: "429-2s", fault: "429"}]' >"$f"
 	out=$(fired_checks 429 "$f")
 	if grep -q 'FAIL: 429: rule 429-1s never fired' <<<"$out" && grep -q 'ok: 429: rule 429-2s fired 2' <<<"$out"; then pass "self-test: the fault-fired checker names the rule that never fired"; else fail "self-test: fault-fired checker: $out"; fi
-}
-
-# ---------------------------------------------------------------------------
-# The proxy.
-
-fp_rules() { # JSON
-	curl -fsS -X PUT --data-binary "$1" "http://127.0.0.1:$fp_admin/rules" >/dev/null
-}
-fp_start() {
-	local bin
-	if ! bin=$("$e2e_root/tests/cluster/faultproxy/build" 2>"$e2e_tmp/fp-build.err"); then
-		fail "faultproxy does not build: $(tail -n 5 "$e2e_tmp/fp-build.err")"
-		finish
-		exit 1
-	fi
-	"$bin" -listen "127.0.0.1:$fp_port" -admin "127.0.0.1:$fp_admin" \
-		-upstream "https://127.0.0.1:$DRAINER_CLUSTER_API_PORT" \
-		-ca "$DRAINER_CLUSTER_DIR/pki/ca.crt" -ca-key "$DRAINER_CLUSTER_DIR/pki/ca.key" \
-		-log "$fp_log" >"$e2e_tmp/proxy.out" 2>&1 &
-	fp_pid=$!
-	if ! wait_until 10 curl -fsS "http://127.0.0.1:$fp_admin/healthz"; then
-		fail "faultproxy did not start: $(cat "$e2e_tmp/proxy.out")"
-		finish
-		exit 1
-	fi
-	# The same kubeconfig (CA, token) with the proxy as server.
-	sed "s#server: https://127.0.0.1:$DRAINER_CLUSTER_API_PORT#server: https://127.0.0.1:$fp_port#" \
-		"$DRAINER_CLUSTER_DIR/kubeconfig" >"$kc"
-	grep -q "127.0.0.1:$fp_port" "$kc" || { fail "kubeconfig for the proxy"; finish; exit 1; }
 }
 
 # ---------------------------------------------------------------------------
@@ -397,7 +361,7 @@ fault_run() { # KIND VERB
 }
 
 selftest
-fp_start
+fp_start "$kc"
 reset_node "$node"
 for k in ${FAULTS_RUNS:-429 500 503 reset stall slow-body cut-watch mixed}; do
 	fault_run "$k" drain

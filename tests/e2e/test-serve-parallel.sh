@@ -17,6 +17,13 @@
 #  - the other requested nodes show drainer.io/state=waiting with a message naming
 #    the holder; the Lease drainer-slot-0 has one holder at a time, and each node
 #    is out only while it holds the Lease.
+# Per-node mode: each daemon runs as its own user (--as, with the admin's group), so
+# the audit log tells whose Lease requests are whose: a node whose daemon asked for
+# the slot a second or more before the node ahead of it let go must have waited.
+# Its requests go through the fault proxy, which holds each daemon's first Node
+# patch 4 s while the test labels the nodes, so the API server refuses that patch
+# 409: a waiting node's Node must still name the first holder (written again on the
+# newer version), and the holder's cordon is retried.
 # Cleanup: the workloads and the Lease namespace are deleted, the nodes reset, the
 # demo workload restored.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -30,6 +37,7 @@ cleanup_parallel() {
 	for t in "${!serve_pids[@]}"; do serve_stop "$t" KILL; done
 	kubectl delete namespace "$ns" "$lease_ns" --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1
 	for n in "${nodes[@]}"; do reset_node "$n"; done
+	kubectl label nodes --all e2e-touched- >/dev/null 2>&1
 	demo
 }
 e2e_cleanup_hooks+=(cleanup_parallel)
@@ -103,8 +111,20 @@ if [ "${DRAINER_E2E_PARALLEL_MODE:-per-node}" = all-nodes ]; then
 	daemons=(c)
 	check "serve --all-nodes watches every Node" wait_until 20 watch_opened "$start" "/api/v1/nodes?"
 else
+	# Through the fault proxy, which holds each node's first Node patch 4 s while
+	# the test labels the nodes: the API server then refuses it 409 (its
+	# resourceVersion is stale). For a waiting node that patch is its
+	# drainer.io/state=waiting, which must be written again on the newer Node
+	# (checked below: the Node names the first holder), not taken as written.
+	fp_start "$e2e_tmp/kubeconfig.proxy"
+	fp_rules "$(for n in "${nodes[@]}"; do
+		printf '{"name":"first-patch-%s","method":"PATCH","path":"^/api/v1/nodes/%s$","first":1,"action":"stall","delay":"4s"}\n' "$n" "$n"
+	done | jq -sc .)" || fail "setting the proxy's rules"
 	for n in "${nodes[@]}"; do
-		serve_start "$n" serve --node "$n" --lease-namespace "$lease_ns" --identity "e2e-$n"
+		# (each as its own user, with the admin's rights: the audit log then tells
+		# whose request is whose, the user agent being the same)
+		serve_start "$n" serve --node "$n" --lease-namespace "$lease_ns" --identity "e2e-$n" \
+			--as "e2e-serve-$n" --as-group system:masters --kubeconfig "$e2e_tmp/kubeconfig.proxy"
 		daemons+=("$n")
 	done
 	for n in "${nodes[@]}"; do
@@ -116,6 +136,15 @@ sleep 0.5
 check_eq "the cluster's nodes are node-1 node-2 node-3" "node-1 node-2 node-3" "$(kubectl get nodes -o name | sed 's|node/||' | sort | tr '\n' ' ' | sed 's/ $//')"
 echo "- kubectl annotate nodes --all drainer.io/request=drain"
 kubectl annotate nodes --all drainer.io/request=drain >/dev/null
+if [ "${DRAINER_E2E_PARALLEL_MODE:-per-node}" = per-node ]; then
+	fp_held() { [ "$(curl -fsS "http://127.0.0.1:$fp_admin/stats" | jq '[.[] | select(.fired > 0)] | length')" = 3 ]; }
+	if wait_until 20 fp_held; then
+		echo "- each daemon's first Node patch held by the proxy: kubectl label nodes --all e2e-touched=1"
+		kubectl label nodes --all --overwrite e2e-touched=1 >/dev/null
+	else
+		fail "the proxy did not hold a first Node patch of each daemon within 20 s: $(curl -fsS "http://127.0.0.1:$fp_admin/stats")"
+	fi
+fi
 
 # Uncordon each node as soon as it is drained, until all three went through.
 declare -A uncordon_at=()
@@ -167,12 +196,14 @@ jq_checks -s --argjson names "$(printf '%s\n' "${nodes[@]}" | jq -R . | jq -sc .
 
 # 2. Waiting nodes said so, naming the holder of the slot at that moment.
 jq -rs '[.[] | select(.state == "waiting") | "\(.name): \(.message)"] | unique | .[] | "  waiting: " + .' "$e2e_tmp/nodes.watch"
-jq_checks -s '
+waiting_failed=$e2e_failed
+jq_checks -s --arg mode "${DRAINER_E2E_PARALLEL_MODE:-per-node}" '
 	def out: .unsched or (.state | IN("cordon", "evict-claim-holders", "evict-rest", "wait-released", "stop-drivers", "drained", "restore-drivers", "uncordon"));
 	[foreach .[] as $x ({}; .[$x.name] = ($x | out); {x: $x, out: [to_entries[] | select(.value) | .key]})] as $t
 	| [$t[] | select(.x.state == "waiting")] as $w
 	| ([$w[].x.name] | unique) as $waiters
 	| (if ($waiters | length) >= 2 then "ok \($waiters | join(" and ")) showed drainer.io/state=waiting (\($w | length) versions)"
+	   elif $mode == "per-node" then "ok \($waiters | join(", ")) showed drainer.io/state=waiting (\($w | length) versions; which nodes had to: from the audit log, below)"
 	   else "FAIL only \($waiters | join(", ")) showed drainer.io/state=waiting" end),
 	  ([$w[] | select(.x.message | test("held by") | not)] | length) as $nomsg
 	  | (if ($w | length) > 0 and $nomsg == 0 then "ok every waiting version carries a message naming the holders (e.g. \"\($w[0].x.message)\")"
@@ -188,6 +219,41 @@ jq_checks -s '
 	     else "FAIL a node out of service still says it waits for a slot: \($stale | .[0:3] | join("; "))" end),
 	  ([$t[] | select(.x.state == "waiting" and .x.unsched)] | length) as $cw
 	  | (if $cw == 0 then "ok no waiting node was cordoned" else "FAIL \($cw) versions of a waiting node that is cordoned" end)' "$e2e_tmp/nodes.watch"
+# One daemon per node: a node must wait when its daemon asked for the slot (its
+# first Lease request: the lease watch starts with the first attempt) a second or
+# more before the node drained before it let go (its last Lease write, the release).
+# One that saw its request only as the slot came free goes straight through.
+if [ "${DRAINER_E2E_PARALLEL_MODE:-per-node}" = per-node ]; then
+	jq_checks --slurpfile nodes "$e2e_tmp/nodes.watch" --argjson order "$(printf '%s\n' "${order[@]}" | jq -R . | jq -sc .)" '
+		def ts: capture("^(?<s>[^.Z]+)(?<f>\\.[0-9]+)?Z$") | (.s + "Z" | fromdateiso8601) + ((.f // ".0") | tonumber);
+		def hms: .[11:23];
+		. as $audit
+		| ([$nodes[] | select(.state == "waiting") | .name] | unique) as $waiters
+		| def leases($n): [$audit[] | select(.impersonatedUser.username == "e2e-serve-" + $n and .objectRef.resource == "leases")];
+		[range(1; $order | length) as $i | $order[$i] as $n | $order[$i - 1] as $p
+		 | (leases($n) | map(.requestReceivedTimestamp) | min) as $asked
+		 | (leases($p) | map(select(.verb | IN("create", "update", "delete")) | .requestReceivedTimestamp) | max) as $freed
+		 | {n: $n, p: $p, asked: $asked, freed: $freed,
+		    must: ($asked != null and $freed != null and ($asked | ts) + 1 < ($freed | ts))}] as $x
+		| ($x[] | if .asked == null or .freed == null then "FAIL no Lease request of \(.n)'"'"'s daemon (e2e-serve-\(.n)) or of \(.p)'"'"'s in the audit log"
+		   elif .must and (.n as $me | $waiters | index($me)) then "ok \(.n) asked for the slot at \(.asked | hms), \(.p) let go at \(.freed | hms): \(.n) showed drainer.io/state=waiting"
+		   elif .must then "FAIL \(.n) asked for the slot at \(.asked | hms), \(.p) let go at \(.freed | hms), and \(.n) never showed drainer.io/state=waiting"
+		   else "ok \(.n) asked for the slot only at \(.asked | hms), as \(.p) let go (\(.freed | hms)): nothing to wait for" end),
+		  (if any($x[]; .must) then "ok at least one node asked while another held the slot"
+		   else "FAIL no daemon asked for the slot while another node held it: the waiting state was not exercised" end),
+		  # Those that asked 3 s or more before the first holder let go: their first waiting
+		  # patch (refused 409) named it, and so must the Node, written again.
+		  ($order[0] as $h | (leases($h) | map(select(.verb | IN("create", "update", "delete")) | .requestReceivedTimestamp) | max) as $hfreed
+		   | $x[] | select(.asked != null and $hfreed != null and (.asked | ts) + 3 < ($hfreed | ts)) | .n as $n
+		   | if any($nodes[]; .name == $n and .state == "waiting" and (.message | contains("held by " + $h)))
+		     then "ok \($n) asked while \($h) held the slot (until \($hfreed | hms)), and the Node said so (waiting, held by \($h)) though its first patch was refused"
+		     else "FAIL \($n) asked at \(.asked | hms) while \($h) held the slot (until \($hfreed | hms)): no waiting version names \($h) (its first patch, refused 409, not written again?)" end)' "$e2e_tmp/par.audit"
+	jq_checks '[.[] | select((.userAgent | startswith("drainer/")) and .verb == "patch" and .objectRef.resource == "nodes" and .objectRef.subresource == null)]
+		| group_by(.objectRef.name)[] | (sort_by(.requestReceivedTimestamp) | first) as $p
+		| if $p.responseStatus.code == 409 then "ok \($p.objectRef.name): the first Node patch (held by the proxy, the Node labelled meanwhile) was refused 409"
+		  else "FAIL \($p.objectRef.name): the first Node patch was answered \($p.responseStatus.code), not 409: the conflict was not exercised" end' "$e2e_tmp/par.audit"
+fi
+[ "$e2e_failed" = "$waiting_failed" ] || for d in "${daemons[@]}"; do serve_log "$d" 20 'waiting|slots:|requested|: cordon|failed'; done
 if jq -se 'any(.[]; (.state == "waiting" and (.name as $n | .message | test("held by ([^)]*, )?" + $n + "(,|\\))")))
 	or (.state | IN("cordon", "evict-claim-holders", "evict-rest", "wait-released", "stop-drivers", "drained")) and (.message | test("waiting for one of")))' \
 	"$e2e_tmp/nodes.watch" >/dev/null; then
