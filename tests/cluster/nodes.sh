@@ -64,9 +64,11 @@ serializeImagePulls: false
 nodeStatusUpdateFrequency: 10s
 nodeStatusReportFrequency: 1m
 EOF
-	# 1.33 with DRA on (up: dra_gates): the kubelet's DRA manager is behind the gate.
-	if [ -n "${dra_gates:-}" ]; then
-		echo "featureGates: {${dra_gates/=/: }}" >>"$nd/kubelet-config.yaml"
+	# up's kubelet_gates: 1.33 with DRA on (the kubelet's DRA manager is behind its gate),
+	# NodeLifecycleConditions from 1.37. "A=true,B=true" -> "{A: true, B: true}".
+	if [ -n "${kubelet_gates:-}" ]; then
+		local g=${kubelet_gates//=/: }
+		echo "featureGates: {${g//,/, }}" >>"$nd/kubelet-config.yaml"
 	fi
 }
 

@@ -7,7 +7,9 @@
 # before the first eviction and stayed on every version of the Node until the drain
 # was done, through the kubelet's own status updates; once drained, Drained=True and
 # DrainInProgress=False; after the uncordon both False (reason DrainerRestored), the
-# kubelet's conditions untouched; two status patches per drain, two per uncordon.
+# kubelet's conditions untouched; two status patches per drain, two per uncordon. On
+# 1.37 and newer with the gate NodeLifecycleConditions on (checked on the API server and
+# the kubelet).
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_drainer
 node=node-1
@@ -38,6 +40,29 @@ status_patches() {
 		and .objectRef.subresource == "status" and (.userAgent | startswith("drainer/")) and .responseStatus.code == 200)] | length' "$1"
 }
 
+# On 1.37 and newer the cluster runs with the gate on (tests/cluster/up), the API server
+# and every kubelet; it only names the conditions there (nothing in 1.37.2 sets or reads
+# them), which is why any release stores them and the test runs on every release.
+kube_minor=$(echo "${e2e_kube_version:-1.37}" | cut -d. -f2)
+if [ "$kube_minor" -ge 37 ]; then
+	gate_on_apiserver() {
+		local metrics
+		metrics=$("$KUBECTL" get --raw /metrics) || return 1
+		grep -q '^kubernetes_feature_enabled{name="NodeLifecycleConditions",stage="ALPHA"} 1$' <<<"$metrics"
+	}
+	check "Kubernetes $e2e_kube_version: the API server runs with NodeLifecycleConditions on" gate_on_apiserver
+	if [ "$e2e_nodes" = real ]; then
+		# The kubelet's own configuration (/configz), asked as the API server asks kubelets
+		# (its client certificate; the node proxy refuses loopback addresses).
+		gate_on_kubelet() {
+			local at pki=$DRAINER_CLUSTER_DIR/pki
+			at=$("$KUBECTL" get node "$node" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}:{.status.daemonEndpoints.kubeletEndpoint.Port}') || return 1
+			curl -sf --cacert "$pki/ca.crt" --cert "$pki/kubelet-client.crt" --key "$pki/kubelet-client.key" \
+				"https://$at/configz" | jq -e '.kubeletconfig.featureGates.NodeLifecycleConditions == true' >/dev/null
+		}
+		check "... and $node's kubelet" gate_on_kubelet
+	fi
+fi
 echo "  before: $(conditions "$node")"
 node_watch_start "$node" "$e2e_tmp/watch.jsonl"
 drainer_run drain drain "$node" --node-conditions --timeout 90s
