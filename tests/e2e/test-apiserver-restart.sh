@@ -11,7 +11,8 @@
 # from what the API server saw: the safety rules (check_order, check_grace,
 # check_node_invariants over one audit log across the restart), the final
 # state, and the client rate limit (check_rate: no window of drainer's requests
-# beyond burst + qps * length + 1). While the server is down drainer must not
+# beyond burst + qps * length + 1; what was held by a restarted server, or by
+# drainer's first connection from its launch on, placed back). While the server is down drainer must not
 # spin: its CPU time (from /proc) is bounded; its connection attempts (from
 # its -vv log) are printed as a figure.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -266,7 +267,7 @@ clients_restart() {
 # server killed in PHASE for DOWN s; then `drainer uncordon`, with the API server
 # killed in UNDO-PHASE (restore-drivers or uncordon) for UNDO-DOWN s if given.
 drain_kill() {
-	local x=$1 down=$2 ux=${3:-} udown=${4:-} tag=drain-$1 first
+	local x=$1 down=$2 ux=${3:-} udown=${4:-} tag=drain-$1 first launched
 	restarts=()
 	echo "  --- drain: kube-apiserver $([ "${outage_mode:-kill}" = freeze ] && echo frozen || echo killed) in $x for $down s${ux:+; uncordon: killed in $ux for $udown s}"
 	demo || { fail "$x: demo workload"; return; }
@@ -276,6 +277,7 @@ drain_kill() {
 	first=$(audit_lines)
 	wl_start "$e2e_tmp/$tag.watch"
 	echo "  \$ drainer -vv --kube-api-qps $qps --kube-api-burst $burst drain $node --grace-period=0 --timeout ${timeout_s}s  &"
+	launched=$(now_rfc3339)
 	"$DRAINER" -vv --kube-api-qps "$qps" --kube-api-burst "$burst" drain "$node" --grace-period=0 --timeout "${timeout_s}s" \
 		>"$e2e_tmp/$tag.out" 2>"$e2e_tmp/$tag.err" &
 	dpid=$!
@@ -293,7 +295,7 @@ drain_kill() {
 	check_order "$e2e_tmp/$tag.audit" "$e2e_tmp/$tag.classes.json" "$e2e_tmp/$tag.claims.json" "$node"
 	check_grace "$e2e_tmp/$tag.audit" "$e2e_tmp/$tag.classes.json"
 	check_node_invariants "$e2e_tmp/$tag.watch" false
-	check_rate "$e2e_tmp/$tag.all" "$qps" "$burst" drainer/ "$(restarts_json)"
+	check_rate "$e2e_tmp/$tag.all" "$qps" "$burst" drainer/ "$(restarts_json)" "$launched"
 	check_eq "$tag: drainer.io/state=drained" drained "$(node_ann "$node" drainer.io/state)"
 	check_eq "$tag: unschedulable and tainted" "true true" "$(node_unschedulable "$node") $(node_tainted "$node")"
 	check_eq "$tag: no ResourceClaim on $node" "[]" "$(claims_on_node "$node")"
@@ -315,12 +317,13 @@ drain_kill() {
 # (the bucket refilled while restore-drivers waited for the driver): with a burst of
 # 1 at 2 QPS it comes 0.5 s later, so that the kill lands while drainer is still there.
 undo_kill() {
-	local x=$1 down=$2 tag=undo-$1 first qps=$qps burst=$burst
+	local x=$1 down=$2 tag=undo-$1 first launched qps=$qps burst=$burst
 	[ "$x" != uncordon ] || qps=2 burst=1
 	restarts=()
 	first=$(audit_lines)
 	wl_start "$e2e_tmp/$tag.watch"
 	echo "  \$ drainer -vv --kube-api-qps $qps --kube-api-burst $burst uncordon $node --timeout ${timeout_s}s  &"
+	launched=$(now_rfc3339)
 	"$DRAINER" -vv --kube-api-qps "$qps" --kube-api-burst "$burst" uncordon "$node" --timeout "${timeout_s}s" \
 		>"$e2e_tmp/$tag.out" 2>"$e2e_tmp/$tag.err" &
 	dpid=$!
@@ -335,7 +338,7 @@ undo_kill() {
 	echo "  phases seen: $(phases_seen "$e2e_tmp/$tag.watch")"
 	audit_since "$first" "$e2e_tmp/$tag.all"
 	check_node_invariants "$e2e_tmp/$tag.watch" false
-	check_rate "$e2e_tmp/$tag.all" "$qps" "$burst" drainer/ "$(restarts_json)"
+	check_rate "$e2e_tmp/$tag.all" "$qps" "$burst" drainer/ "$(restarts_json)" "$launched"
 	check_eq "$tag: no drainer.io annotation left" "{}" "$(node_drainer_anns "$node")"
 	check_eq "$tag: schedulable, no drain taint" "false false" "$(node_unschedulable "$node") $(node_tainted "$node")"
 	check "$tag: driver Running and Ready, slice published" wait_until 30 node_restored "$node"
@@ -343,7 +346,7 @@ undo_kill() {
 
 # ---- serve -------------------------------------------------------------------------
 serve_kill() { # PHASE DOWN
-	local x=$1 down=$2 tag=serve first sqps=10 sburst=5
+	local x=$1 down=$2 tag=serve first launched sqps=10 sburst=5
 	restarts=()
 	echo "  --- serve: kube-apiserver $([ "${outage_mode:-kill}" = freeze ] && echo frozen || echo killed) in $x for $down s, then the uncordon request"
 	demo || { fail "serve: demo workload"; return; }
@@ -351,6 +354,7 @@ serve_kill() { # PHASE DOWN
 	classify_pods "$e2e_tmp/$tag.pods.json" >"$e2e_tmp/$tag.classes.json"
 	claims_on_node "$node" >"$e2e_tmp/$tag.claims.json"
 	first=$(audit_lines)
+	launched=$(now_rfc3339)
 	serve_start "$tag" --kube-api-qps "$sqps" --kube-api-burst "$sburst" serve --node "$node" --max-parallel 0
 	dpid=$serve_pid
 	check "serve opens its watch on $node" wait_until 20 watch_opened "$first" "metadata.name%3D$node"
@@ -381,7 +385,7 @@ serve_kill() { # PHASE DOWN
 	echo "  phases seen: $(phases_seen "$e2e_tmp/$tag.watch")"
 	check_node_invariants "$e2e_tmp/$tag.watch" false
 	audit_since "$first" "$e2e_tmp/$tag.all"
-	check_rate "$e2e_tmp/$tag.all" "$sqps" "$sburst" drainer/ "$(restarts_json)"
+	check_rate "$e2e_tmp/$tag.all" "$sqps" "$sburst" drainer/ "$(restarts_json)" "$launched"
 	serve_stop "$tag"
 	dpid=
 	check_eq "serve exits 0 on SIGTERM" 0 "$serve_rc"

@@ -223,6 +223,16 @@ expect_fail "check_rate: 20 requests at once after a restart 2 s before (qps 5 b
 { cat "$t/restart.audit" | jq -c '.[]'; for x in 15.000 15.001 15.002 15.003; do line "$(at "$x")" drainer/x get nodes; done; } |
 	jq -s . >"$t/restart-late.audit"
 expect_fail "check_rate: a burst of 4 (burst 2) 3 s after the restarted server's first answer" check_rate "$t/restart-late.audit" 5 2 drainer/ "$restart"
+# The first connection (START = 00:00:20, launch): a client at qps 5 burst 2 sends at
+# 20.05 (2), 20.25, 20.45, ...; a 240 ms handshake makes the first three arrive together
+# at 20.29: 8 requests in 0.96 s, one token too many for the window unless placed back
+# from START. 6 at once at 20.29 are too many from START on too.
+start=2026-01-01T00:00:20.000000Z
+for x in 20.290 20.291 20.292 20.45 20.65 20.85 21.05 21.25; do line "$(at "$x")" drainer/x get nodes; done | jq -s . >"$t/conn.audit"
+expect_pass "check_rate: the burst and the next request held by the first connection's handshake, placed back from the launch" check_rate "$t/conn.audit" 5 2 drainer/ '[]' "$start"
+expect_fail "check_rate: the same without the launch time (8 requests in 0.96 s at qps 5 burst 2)" check_rate "$t/conn.audit" 5 2 drainer/
+for i in 0 1 2 3 4 5; do line "$(at "20.29$i")" drainer/x get nodes; done | jq -s . >"$t/conn-flood.audit"
+expect_fail "check_rate: 6 requests at once 0.29 s after the launch (qps 5 burst 2)" check_rate "$t/conn-flood.audit" 5 2 drainer/ '[]' "$start"
 check "the made-up audit log and kubectl were the only ones used ($AUDIT, $KUBECTL)" \
 	test "${AUDIT#"$t"/}" != "$AUDIT" -a "${KUBECTL#"$t"/}" != "$KUBECTL"
 finish

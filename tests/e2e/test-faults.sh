@@ -66,7 +66,7 @@ labelled() {
 	done <<<"$out"
 	[ "$n" -gt 0 ] || fail "${prefix}no verdict from $1 (nothing checked)"
 }
-# check_proxy_rate FILE QPS BURST: check_rate over the proxy's log (each line is
+# check_proxy_rate FILE QPS BURST [START]: check_rate over the proxy's log (each line is
 # one attempt as drainer sent it, whatever the proxy then did with it). One kind of
 # attempt is not drainer's: libcurl itself sends a request again on a fresh
 # connection when the reused connection it went out on died before any byte of the
@@ -107,7 +107,7 @@ PY
 	elif [ "${extra:-1}" != 0 ]; then
 		fail "proxy log: $extra attempts repeat an Audit-ID more than the 5 times libcurl resends a request"
 	fi
-	labelled "proxy log (${repeats:-?} libcurl resends counted with the attempt they repeat): " check_rate "$1.as-audit" "$2" "$3"
+	labelled "proxy log (${repeats:-?} libcurl resends counted with the attempt they repeat): " check_rate "$1.as-audit" "$2" "$3" drainer/ '[]' "${4:-}"
 }
 # own_resends FILE: how many attempts of drainer follow an unanswered attempt (the
 # proxy reset it, or could not deliver its answer) of the same method and URI, with
@@ -333,7 +333,8 @@ fault_run() { # KIND VERB
 		| map(. as $a | ($a.requestReceivedTimestamp | secs) as $ta
 			| select([$held[] | select(.uri == $a.requestURI and $ta >= .t and $ta <= .until)] | length == 0))' \
 		"$e2e_tmp/$k.audit-all" >"$e2e_tmp/$k.audit-unheld"
-	# The rate rule holds per process (each drainer run has its own token bucket).
+	# The rate rule holds per process (each drainer run has its own token bucket; what
+	# its first connection held, placed back from its launch: check_rate's START).
 	local seg tag from to held
 	for seg in "${segs[@]}"; do
 		read -r tag from to <<<"$seg"
@@ -342,9 +343,9 @@ fault_run() { # KIND VERB
 		held=$(jq --arg f "$from" --arg t "$to" '[.[] | select(.requestReceivedTimestamp >= $f and .requestReceivedTimestamp <= $t)
 			| select(.userAgent | startswith("drainer/")) | .auditID] | unique | length' "$e2e_tmp/$k.audit-all")
 		held=$((held - $(jq '[.[] | select(.userAgent | startswith("drainer/")) | .auditID] | unique | length' "$e2e_tmp/$k.$tag.audit-rate")))
-		labelled "$k $tag: audit log ($held held by the proxy left out): " check_rate "$e2e_tmp/$k.$tag.audit-rate" "$Q" "$B"
+		labelled "$k $tag: audit log ($held held by the proxy left out): " check_rate "$e2e_tmp/$k.$tag.audit-rate" "$Q" "$B" drainer/ '[]' "$from"
 		jq --arg f "$from" --arg t "$to" 'map(select(.t >= $f and .t <= $t))' "$e2e_tmp/$k.proxy.json" >"$e2e_tmp/$k.$tag.proxy-rate"
-		labelled "$k $tag: " check_proxy_rate "$e2e_tmp/$k.$tag.proxy-rate" "$Q" "$B"
+		labelled "$k $tag: " check_proxy_rate "$e2e_tmp/$k.$tag.proxy-rate" "$Q" "$B" "$from"
 		# Retry-After, per process too (the next process may well ask the same at once).
 		case $k in
 		429 | mixed | maintain-mixed)
