@@ -116,6 +116,35 @@ demo() {
 	}
 }
 
+# finalizers_clear NS POD: removes every finalizer of POD (a pod a test held).
+finalizers_clear() {
+	kubectl -n "$1" patch pod "$2" --type=json -p '[{"op":"remove","path":"/metadata/finalizers"}]' >/dev/null 2>&1
+}
+# hold_pod_start: a pod that stays, deleting, once evicted, until hold_pod_release:
+# one replica of e2e-hold (fixtures/hold-deployment.yaml, on node-1) whose running pod
+# ($hold_pod) gets the finalizer e2e.drainer.io/hold (the pod, not the template: the
+# replica that replaces it is free). Two checks; the cleanup deletes the Deployment
+# and releases the pod. hold_pod_deleting: it was deleted and is still there.
+hold_pod=
+hold_pod_start() {
+	kubectl apply -f "$e2e_root/tests/e2e/fixtures/hold-deployment.yaml" >/dev/null
+	e2e_cleanup_hooks+=("kubectl -n demo delete deployment e2e-hold --ignore-not-found >/dev/null 2>&1" "hold_pod_release")
+	check "a pod of e2e-hold runs on node-1" wait_until 60 hold_pod_find
+	check "${hold_pod:-the pod of e2e-hold} gets the finalizer e2e.drainer.io/hold" hold_pod_patch
+}
+hold_pod_patch() {
+	kubectl -n demo patch pod "${hold_pod:-none}" -p '{"metadata":{"finalizers":["e2e.drainer.io/hold"]}}' >/dev/null
+}
+hold_pod_find() {
+	hold_pod=$(kubectl -n demo get pods -l app=e2e-hold --field-selector status.phase=Running -o jsonpath='{.items[0].metadata.name}' 2>/dev/null) || hold_pod=
+	[ -n "$hold_pod" ]
+}
+hold_pod_deleting() { [ -n "$(kubectl -n demo get pod "${hold_pod:-none}" -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null)" ]; }
+hold_pod_release() {
+	[ -z "$hold_pod" ] || finalizers_clear demo "$hold_pod" || true
+	hold_pod=
+}
+
 # drainer_run TAG ARGS...: runs drainer (at most $DRAINER_RUN_TIMEOUT, default 90 s), stdout in
 # $e2e_tmp/TAG.out, stderr in $e2e_tmp/TAG.err. Sets run_rc, run_start (the
 # audit log's line count before the run) and run_secs.

@@ -266,24 +266,8 @@ clients_restart() {
 # In wait-released the drain waits for the evicted pods to be gone, which real
 # kubelets do within a second or two: too short a window to kill the API server in
 # on a loaded machine (the drain was over before the kill). A pod of e2e-hold on
-# the node, held by a finalizer until the API server is back, keeps the drain there.
-hold_pod=
-hold_start() {
-	local i
-	kubectl apply -f "$e2e_root/tests/e2e/fixtures/hold-deployment.yaml" >/dev/null
-	e2e_cleanup_hooks+=("kubectl -n demo delete deployment e2e-hold --ignore-not-found >/dev/null 2>&1" "hold_release")
-	for i in $(seq 600); do
-		hold_pod=$(kubectl -n demo get pods -l app=e2e-hold --field-selector status.phase=Running -o jsonpath='{.items[0].metadata.name}' 2>/dev/null) || hold_pod=
-		[ -z "$hold_pod" ] || break
-		sleep 0.1
-	done
-	check "a pod of e2e-hold runs on $node, held by the finalizer e2e.drainer.io/hold once deleted" hold_patch
-}
-hold_patch() { kubectl -n demo patch pod "${hold_pod:-none}" -p '{"metadata":{"finalizers":["e2e.drainer.io/hold"]}}' >/dev/null; }
-hold_release() {
-	[ -z "$hold_pod" ] || kubectl -n demo patch pod "$hold_pod" --type=json -p '[{"op":"remove","path":"/metadata/finalizers"}]' >/dev/null 2>&1 || true
-	hold_pod=
-}
+# the node, held by a finalizer until the API server is back, keeps the drain there
+# (lib.sh: hold_pod_start).
 
 # drain_kill PHASE DOWN [UNDO-PHASE UNDO-DOWN]: a slowed-down drain, the API
 # server killed in PHASE for DOWN s; then `drainer uncordon`, with the API server
@@ -293,7 +277,7 @@ drain_kill() {
 	restarts=()
 	echo "  --- drain: kube-apiserver $([ "${outage_mode:-kill}" = freeze ] && echo frozen || echo killed) in $x for $down s${ux:+; uncordon: killed in $ux for $udown s}"
 	demo || { fail "$x: demo workload"; return; }
-	[ "$x" != wait-released ] || hold_start
+	[ "$x" != wait-released ] || hold_pod_start
 	pods_on_node "$node" "$e2e_tmp/$tag.pods.json"
 	classify_pods "$e2e_tmp/$tag.pods.json" >"$e2e_tmp/$tag.classes.json"
 	claims_on_node "$node" >"$e2e_tmp/$tag.claims.json"
@@ -309,7 +293,7 @@ drain_kill() {
 	else
 		fail "$tag: the Node never showed $x while drainer ran; phases: $(phases_seen "$e2e_tmp/$tag.watch")"
 	fi
-	[ "$x" != wait-released ] || hold_release
+	[ "$x" != wait-released ] || hold_pod_release
 	finish_drainer "$tag" "$dpid" $((timeout_s + 10))
 	check_rc "$tag: the same drainer process finishes the drain within its --timeout" 0 "$tag"
 	[ "$x" != wait-released ] || kubectl -n demo delete deployment e2e-hold --wait=false >/dev/null

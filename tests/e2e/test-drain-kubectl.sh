@@ -308,14 +308,14 @@ spec:
   terminationGracePeriodSeconds: 1
   containers: [{name: c, image: drainer.test/sleep:dev, args: ["3600"]}]
 YAML
-e2e_cleanup_hooks+=("kubectl -n default patch pod e2e-finalized --type=json -p '[{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}]' >/dev/null 2>&1")
+e2e_cleanup_hooks+=("finalizers_clear default e2e-finalized")
 fin_running() { [ "$(kubectl -n default get pod e2e-finalized -o jsonpath='{.status.phase}')" = Running ]; }
 check "a pod with a finalizer runs on $node" wait_until 60 fin_running
 drainer_run skipwait drain "$node" --force --timeout 60s --skip-wait-for-delete-timeout 3
 check_rc "drain $node --force --skip-wait-for-delete-timeout 3 completes past the pod its finalizer holds" 0 skipwait
 check "... the pod is still there, deleting (its finalizer holds it)" bash -c "[ -n \"\$('$KUBECTL' -n default get pod e2e-finalized -o jsonpath='{.metadata.deletionTimestamp}')\" ]"
 check_eq "... $node drained" drained "$(node_ann "$node" drainer.io/state)"
-kubectl -n default patch pod e2e-finalized --type=json -p '[{"op":"remove","path":"/metadata/finalizers"}]' >/dev/null
+finalizers_clear default e2e-finalized
 drainer_run skipwait-uncordon uncordon "$node"
 check_rc "uncordon $node" 0 skipwait-uncordon
 

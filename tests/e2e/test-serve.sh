@@ -126,33 +126,8 @@ fi
 demo || fail "demo workload"
 # A pod held by a finalizer once it is deleted, so that wait-released lasts until the
 # test has removed the request (a real kubelet ends the demo's pods at once; a 6 s
-# preStop sleep was not always long enough on a loaded machine). The finalizer is
-# patched onto the running pod, not the template: the replica that replaces it is free.
-kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: e2e-held, namespace: demo}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: e2e-held}}
-  template:
-    metadata: {labels: {app: e2e-held}}
-    spec:
-      nodeSelector: {kubernetes.io/hostname: node-1}
-      terminationGracePeriodSeconds: 10
-      containers:
-      - name: app
-        image: registry.example.com/app:v1
-YAML
-e2e_cleanup_hooks+=("kubectl -n demo delete deployment e2e-held --ignore-not-found >/dev/null 2>&1")
-held_running() { [ "$(kubectl -n demo get pods -l app=e2e-held --field-selector status.phase=Running -o name | grep -c .)" = 1 ]; }
-check "a pod of e2e-held runs on node-1" wait_until 60 held_running
-held_pod=$(kubectl -n demo get pods -l app=e2e-held --field-selector status.phase=Running -o jsonpath='{.items[0].metadata.name}')
-held_release() { kubectl -n demo patch pod "$held_pod" --type=json -p '[{"op":"remove","path":"/metadata/finalizers"}]' >/dev/null 2>&1 || true; }
-e2e_cleanup_hooks+=("held_release")
-held_hold() { kubectl -n demo patch pod "$held_pod" -p '{"metadata":{"finalizers":["e2e.drainer.io/hold"]}}' >/dev/null; }
-held_deleting() { [ -n "$(kubectl -n demo get pod "$held_pod" -o jsonpath='{.metadata.deletionTimestamp}')" ]; }
-check "$held_pod gets the finalizer e2e.drainer.io/hold" held_hold
+# preStop sleep was not always long enough on a loaded machine).
+hold_pod_start
 driver_uid=$(driver_pods_json "$node" | jq -r '.items[0].metadata.uid')
 driver_before=$(driver_pod "$node")
 undo_line=$(audit_lines)
@@ -163,15 +138,15 @@ if wait_watch "$e2e_tmp/undo.watch" 60 '.state == "wait-released"'; then
 	kubectl annotate node "$node" drainer.io/request- >/dev/null
 	# The version our patch made (the first without the request) carries the state then.
 	wait_watch "$e2e_tmp/undo.watch" 10 '.request == ""' >/dev/null
-	check "$held_pod was still there (deleting) when the request was removed" held_deleting
-	held_release
+	check "$hold_pod was still there (deleting) when the request was removed" hold_pod_deleting
+	hold_pod_release
 	at=$(jq -rs '[foreach .[] as $v ({seen: false, hit: null}; {seen: (.seen or $v.request == "drain"), hit: (if .seen and $v.request == "" then $v.state else null end)}; .hit // empty)] | first // "?"' "$e2e_tmp/undo.watch")
 	check_eq "the request was removed while the Node said wait-released" wait-released "$at"
 else
 	fail "node-1 never showed wait-released; phases: $(phases_seen "$e2e_tmp/undo.watch")"
 	serve_log a 30
 	kubectl annotate node "$node" drainer.io/request- >/dev/null
-	held_release
+	hold_pod_release
 fi
 if ! check "node-1 back in service after the request was removed (<= 60 s)" wait_until 60 node_restored "$node"; then
 	echo "    annotations: $(node_drainer_anns "$node")"
@@ -189,7 +164,7 @@ audit_window "$undo_line" "$e2e_tmp/undo.audit"
 check_eq "drainer never evicted or deleted the driver pod" "" \
 	"$(drainer_writes "$e2e_tmp/undo.audit" | grep -F " pods" | grep -F "${driver_before}" || true)"
 check_eq "no drainer.io/ annotation left" "{}" "$(node_drainer_anns "$node")"
-kubectl -n demo delete deployment e2e-held --wait=false >/dev/null
+kubectl -n demo delete deployment e2e-hold --wait=false >/dev/null
 
 # ---- 4. per-node scope; $NODE_NAME; the request removed after the drain -----------
 echo "- kubectl annotate node $node2 drainer.io/request=drain (only a daemon for $node runs)"
