@@ -1,7 +1,10 @@
 /* Compact records built from Kubernetes JSON. Each builder runs twice over the
  * borrowed cJSON tree: once to measure, once to fill a single allocation laid
  * out as struct, arrays, strings. Records own nothing else, so free() is
- * enough; they never point into the cJSON tree. */
+ * enough; they never point into the cJSON tree. The JSON is whatever the API
+ * server (and so anyone who may write the object) sent: a builder that takes
+ * another decision on the second pass fails the record (-EBADMSG), it never
+ * writes past the allocation or reaches an assert. */
 #include <assert.h>
 #include <stdalign.h>
 #include <stdio.h>
@@ -18,7 +21,8 @@
 struct packer {
         char *base; /* NULL while measuring */
         size_t off;
-        size_t size; /* allocated bytes, when filling */
+        size_t size;   /* allocated bytes, when filling */
+        bool overflow; /* the fill asked for more than the measure did */
 };
 
 #define PACK_ALIGN alignof(max_align_t)
@@ -36,7 +40,10 @@ static void *pk_array(struct packer *pk, size_t n, size_t elem) {
                 return NULL;
         pk->off = align_up(pk->off);
         if (pk->base) {
-                assert(pk->off + n * elem <= pk->size);
+                if (pk->overflow || n > (pk->size - MIN(pk->off, pk->size)) / elem) {
+                        pk->overflow = true;
+                        return NULL;
+                }
                 p = pk->base + pk->off;
         }
         pk->off += n * elem;
@@ -54,7 +61,10 @@ static const char *pk_str(struct packer *pk, const char *s) {
                 return NULL;
         l = strlen(s) + 1;
         if (pk->base) {
-                assert(pk->off + l <= pk->size);
+                if (pk->overflow || pk->off > pk->size || l > pk->size - pk->off) {
+                        pk->overflow = true;
+                        return NULL;
+                }
                 d = memcpy(pk->base + pk->off, s, l);
         }
         pk->off += l;
@@ -67,28 +77,39 @@ static const char *pk_opt(struct packer *pk, const char *s) {
 }
 
 /* Runs build() to measure, allocates, runs it again to fill. build() must
- * take the same decisions both times: they depend on the JSON only. */
-#define PACK_RECORD(type, obj, ret, build)                                   \
-        ({                                                                   \
-                struct packer _pk = { .off = sizeof(type) };                 \
-                type _tmp = {}, *_rec;                                       \
-                int _r = build(obj, &_pk, &_tmp);                            \
-                if (_r >= 0) {                                               \
-                        size_t _size = _pk.off;                              \
-                        _rec = calloc(1, _size);                             \
-                        if (!_rec)                                           \
-                                _r = -ENOMEM;                                \
-                        else {                                               \
-                                _pk = (struct packer){ .base = (char *)_rec, \
-                                                       .off = sizeof(type),  \
-                                                       .size = _size };      \
-                                _r = build(obj, &_pk, _rec);                 \
-                                assert(_r >= 0 && _pk.off == _size);         \
-                                _rec->alloc_size = _size;                    \
-                                *(ret) = _rec;                               \
-                        }                                                    \
-                }                                                            \
-                _r;                                                          \
+ * take the same decisions both times, from the JSON only, never from what the
+ * record holds so far (it is zero while measuring). Should it not, the record
+ * is refused with -EBADMSG rather than trusted. */
+#define PACK_RECORD(type, obj, ret, build)                                                 \
+        ({                                                                                 \
+                struct packer _pk = { .off = sizeof(type) };                               \
+                type _tmp = {}, *_rec;                                                     \
+                int _r = build(obj, &_pk, &_tmp);                                          \
+                if (_r >= 0) {                                                             \
+                        size_t _size = _pk.off;                                            \
+                        _rec = calloc(1, _size);                                           \
+                        if (!_rec)                                                         \
+                                _r = -ENOMEM;                                              \
+                        else {                                                             \
+                                _pk = (struct packer){ .base = (char *)_rec,               \
+                                                       .off = sizeof(type),                \
+                                                       .size = _size };                    \
+                                _r = build(obj, &_pk, _rec);                               \
+                                if (_r >= 0 && (_pk.overflow || _pk.off != _size)) {       \
+                                        log_debug("%s: the two passes disagree (%zu, %zu " \
+                                                  "bytes), refusing the record",           \
+                                                  #build, _size, _pk.off);                 \
+                                        _r = -EBADMSG;                                     \
+                                }                                                          \
+                                if (_r < 0)                                                \
+                                        free(_rec);                                        \
+                                else {                                                     \
+                                        _rec->alloc_size = _size;                          \
+                                        *(ret) = _rec;                                     \
+                                }                                                          \
+                        }                                                                  \
+                }                                                                          \
+                _r;                                                                        \
         })
 
 /* status.conditions[type==t].status == "True" */
@@ -525,10 +546,14 @@ static int node_build(const cJSON *obj, struct packer *pk, struct node_rec *n) {
         n->unschedulable = json_get_true(spec, "unschedulable");
         n->ready = condition_true(status, "Ready");
         n->not_ready_since_usec = n->ready ? 0 : condition_not_true_since(status, "Ready");
+        /* The first condition of a type counts; a duplicate (anyone who may patch
+         * nodes/status can write one) is ignored. Decided from the JSON, not from
+         * the record, which is empty while measuring. */
+        bool seen[_NODE_CONDITION_MAX] = {};
         cJSON_ArrayForEach(t, json_get_arr(status, "conditions")) {
                 for (size_t c = 0; c < _NODE_CONDITION_MAX; c++)
-                        if (streq_ptr(json_get_str(t, "type"), lifecycle_types[c]) &&
-                            !n->lifecycle[c].status) {
+                        if (!seen[c] && streq_ptr(json_get_str(t, "type"), lifecycle_types[c])) {
+                                seen[c] = true;
                                 n->lifecycle[c].status = pk_opt(pk, json_get_str(t, "status"));
                                 n->lifecycle[c].reason = pk_opt(pk, json_get_str(t, "reason"));
                         }

@@ -3,7 +3,10 @@
  * an error body). The input is one object, a List
  * ("items"), or a watch event ("object"); every builder runs on every object.
  * A record must be one allocation holding every string and array it points
- * to, name what metadata.name says, and work with the helpers that read it. */
+ * to, name what metadata.name says, and work with the helpers that read it.
+ * A Node's lifecycle conditions are those of the first condition of each type,
+ * however often and with whatever values the type repeats (the seeds
+ * node-duplicate-*.json start it there). */
 #include <errno.h>
 
 #include <cjson/cJSON.h>
@@ -141,8 +144,41 @@ static void check_claim(const cJSON *obj, const struct claim_rec *c) {
         }
 }
 
+/* The first status.conditions[] entry of type t, or NULL. */
+static const cJSON *first_condition(const cJSON *obj, const char *t) {
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(obj, "status"), *c;
+        const cJSON *conds = cJSON_GetObjectItemCaseSensitive(st, "conditions");
+
+        if (!cJSON_IsObject(st) || !cJSON_IsArray(conds))
+                return NULL;
+        cJSON_ArrayForEach(c, conds) {
+                const cJSON *type = cJSON_GetObjectItemCaseSensitive(c, "type");
+
+                if (cJSON_IsString(type) && streq(type->valuestring, t))
+                        return c;
+        }
+        return NULL;
+}
+
+static const char *opt_member(const cJSON *obj, const char *key) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+        return cJSON_IsString(v) && *v->valuestring ? v->valuestring : NULL;
+}
+
 static void check_node(const cJSON *obj, const struct node_rec *n) {
         struct span s = SPAN(n);
+
+        for (int c = 0; c < _NODE_CONDITION_MAX; c++) {
+                const char *type = node_lifecycle_condition_type(c);
+                const cJSON *first = first_condition(obj, type);
+
+                check_opt(&s, n->lifecycle[c].status, "node lifecycle status");
+                check_opt(&s, n->lifecycle[c].reason, "node lifecycle reason");
+                fuzz_check(streq_ptr(n->lifecycle[c].status, opt_member(first, "status")) &&
+                                   streq_ptr(n->lifecycle[c].reason, opt_member(first, "reason")),
+                           "node condition %s is not the first of its type", type);
+        }
 
         fuzz_check(node_rec_size(n) == n->alloc_size && n->alloc_size >= sizeof(*n), "node size");
         check_meta(obj, n->name, NULL, false);

@@ -358,6 +358,48 @@ static void test_node(void **state) {
         assert_int_equal(node_rec_size(n), n->alloc_size);
 }
 
+/* A Node whose status carries the lifecycle conditions twice, or with other
+ * values the second time (anyone who may patch nodes/status can write that):
+ * the first of each type counts, the record is whole, nothing aborts. */
+static void test_node_duplicate_conditions(void **state) {
+        static const char *const docs[] = {
+                /* the same condition twice */
+                "{\"metadata\":{\"name\":\"n1\"},\"status\":{\"conditions\":["
+                "{\"type\":\"DrainInProgress\",\"status\":\"True\",\"reason\":\"Drainer\"},"
+                "{\"type\":\"DrainInProgress\",\"status\":\"True\",\"reason\":\"Drainer\"}]}}",
+                /* conflicting values, an empty status first, both types twice */
+                "{\"metadata\":{\"name\":\"n1\"},\"status\":{\"conditions\":["
+                "{\"type\":\"DrainInProgress\",\"status\":\"\",\"reason\":\"\"},"
+                "{\"type\":\"Drained\",\"status\":\"False\",\"reason\":\"Someone\"},"
+                "{\"type\":\"DrainInProgress\",\"status\":\"True\",\"reason\":\"Drainer\"},"
+                "{\"type\":\"Drained\",\"status\":\"True\",\"reason\":\"AnotherLongerReason\"},"
+                "{\"type\":\"Ready\",\"status\":\"True\"},{\"type\":\"Ready\",\"status\":\"False\"}]}}",
+        };
+
+        (void)state;
+        for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+                cJSON *j = cJSON_Parse(docs[i]);
+                _cleanup_(node_rec_freep) struct node_rec *n = NULL;
+
+                assert_non_null(j);
+                assert_int_equal(node_rec_from_json(j, &n), 0);
+                cJSON_Delete(j);
+                assert_int_equal(node_rec_size(n), n->alloc_size);
+                if (i == 0) {
+                        assert_string_equal(n->lifecycle[NODE_CONDITION_DRAIN_IN_PROGRESS].status, "True");
+                        assert_string_equal(n->lifecycle[NODE_CONDITION_DRAIN_IN_PROGRESS].reason,
+                                            "Drainer");
+                        assert_null(n->lifecycle[NODE_CONDITION_DRAINED].status);
+                } else {
+                        assert_null(n->lifecycle[NODE_CONDITION_DRAIN_IN_PROGRESS].status);
+                        assert_string_equal(n->lifecycle[NODE_CONDITION_DRAINED].status, "False");
+                        assert_string_equal(n->lifecycle[NODE_CONDITION_DRAINED].reason, "Someone");
+                        assert_inside(n, n->lifecycle[NODE_CONDITION_DRAINED].reason);
+                        assert_true(n->ready);
+                }
+        }
+}
+
 static void test_slice(void **state) {
         cJSON *j = load("slice.json");
         _cleanup_(slice_rec_freep) struct slice_rec *s = NULL;
@@ -503,6 +545,7 @@ int main(void) {
                 cmocka_unit_test(test_claim_reserved),
                 cmocka_unit_test(test_claim_selector_shapes),
                 cmocka_unit_test(test_node),
+                cmocka_unit_test(test_node_duplicate_conditions),
                 cmocka_unit_test(test_slice),
                 cmocka_unit_test(test_bad_objects),
                 cmocka_unit_test(test_minimal_pod),
