@@ -1,10 +1,14 @@
 /* String-keyed open-addressing hash map with backward-shift deletion (no
- * tombstones), FNV-1a hashing and a hard cap on entries. Owns its key copies
- * and slot array, never the values. */
+ * tombstones), SipHash-1-3 under a key drawn once per process, and a hard cap on
+ * entries. Owns its key copies and slot array, never the values. Keys are names
+ * tenants choose (pods, claims): an unkeyed hash would let them pick names that
+ * all land in one probe run. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "drainer/hashmap.h"
 
@@ -21,14 +25,85 @@ struct hashmap {
         size_t max_entries;
 };
 
-static uint32_t hash_string(const char *s) {
-        uint32_t h = 2166136261u;
+/* SipHash-1-3 (Aumasson and Bernstein; the variant Redis and Python use for
+ * their tables): one compression round per word, three at the end. */
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND(v0, v1, v2, v3)                                          \
+        do {                                                              \
+                v0 += v1, v1 = ROTL(v1, 13), v1 ^= v0, v0 = ROTL(v0, 32); \
+                v2 += v3, v3 = ROTL(v3, 16), v3 ^= v2;                    \
+                v0 += v3, v3 = ROTL(v3, 21), v3 ^= v0;                    \
+                v2 += v1, v1 = ROTL(v1, 17), v1 ^= v2, v2 = ROTL(v2, 32); \
+        } while (0)
 
-        for (; *s; s++) {
-                h ^= (unsigned char)*s;
-                h *= 16777619u;
+static uint64_t siphash13(const uint8_t key[16], const uint8_t *in, size_t len) {
+        uint64_t k0, k1, m, b = (uint64_t)len << 56;
+        uint64_t v0 = 0x736f6d6570736575ull, v1 = 0x646f72616e646f6dull;
+        uint64_t v2 = 0x6c7967656e657261ull, v3 = 0x7465646279746573ull;
+        size_t i, tail = len & 7;
+
+        memcpy(&k0, key, 8);
+        memcpy(&k1, key + 8, 8);
+        v0 ^= k0, v1 ^= k1, v2 ^= k0, v3 ^= k1;
+        for (i = 0; i + 8 <= len; i += 8) {
+                m = 0;
+                for (int j = 7; j >= 0; j--) /* little-endian, whatever the host */
+                        m = m << 8 | in[i + j];
+                v3 ^= m;
+                SIPROUND(v0, v1, v2, v3);
+                v0 ^= m;
         }
-        return h;
+        for (size_t j = tail; j > 0; j--)
+                b |= (uint64_t)in[i + j - 1] << (8 * (j - 1));
+        v3 ^= b;
+        SIPROUND(v0, v1, v2, v3);
+        v0 ^= b;
+        v2 ^= 0xff;
+        SIPROUND(v0, v1, v2, v3);
+        SIPROUND(v0, v1, v2, v3);
+        SIPROUND(v0, v1, v2, v3);
+        return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* The process's key, drawn at the first hash. getrandom() without GRND_NONBLOCK
+ * blocks only before the kernel's pool is initialised; should it fail anyway
+ * (an old kernel, a seccomp filter), the pid and the addresses ASLR placed
+ * still differ per process. */
+static uint8_t hash_key[16];
+static bool hash_key_set;
+
+static void hash_key_init(void) {
+        size_t got = 0;
+
+        while (got < sizeof(hash_key)) {
+                ssize_t n = getrandom(hash_key + got, sizeof(hash_key) - got, 0);
+
+                if (n <= 0) {
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        break;
+                }
+                got += (size_t)n;
+        }
+        if (got < sizeof(hash_key)) {
+                uint64_t a = (uint64_t)(uintptr_t)&got * 0x9e3779b97f4a7c15ull ^
+                             (uint64_t)(uintptr_t)hash_key,
+                         b = (uint64_t)getpid() * 0xbf58476d1ce4e5b9ull ^
+                             (uint64_t)(uintptr_t)&hash_key_init;
+                memcpy(hash_key, &a, 8);
+                memcpy(hash_key + 8, &b, 8);
+        }
+        hash_key_set = true;
+}
+
+uint64_t hashmap_hash(const char *key) {
+        if (!hash_key_set)
+                hash_key_init();
+        return siphash13(hash_key, (const uint8_t *)key, strlen(key));
+}
+
+static uint32_t hash_string(const char *s) {
+        return (uint32_t)hashmap_hash(s);
 }
 
 struct hashmap *hashmap_new(size_t max_entries) {

@@ -1,6 +1,7 @@
 /* UTF-8-safe prefixes, one-line messages, whitespace trimming, a set of strings. */
 #include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,61 @@ char *text_one_line(char *s) {
                 if ((unsigned char)*c < 0x20 || *c == 0x7f)
                         *c = '?';
         return s;
+}
+
+char *text_escape_controls(const char *s, size_t len) {
+        static const char hex[] = "0123456789abcdef";
+        size_t n = 0;
+        char *out, *o;
+
+        /* At most 6 bytes ("\\u0080") for 2 in, 4 ("\\x1b") for 1 in. */
+        if (len > (SIZE_MAX - 1) / 4)
+                return NULL;
+        out = o = malloc(len * 4 + 1);
+        if (!out)
+                return NULL;
+        while (n < len) {
+                unsigned char c = (unsigned char)s[n];
+
+                if ((c < 0x20 && c != '\n') || c == 0x7f) {
+                        *o++ = '\\';
+                        *o++ = 'x';
+                        *o++ = hex[c >> 4];
+                        *o++ = hex[c & 0xf];
+                        n++;
+                } else if (c >= 0xc2 && c <= 0xf4) {
+                        size_t k = c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4, i = 1;
+
+                        while (i < k && n + i < len && ((unsigned char)s[n + i] & 0xc0) == 0x80)
+                                i++;
+                        if (i == k && c == 0xc2 && (unsigned char)s[n + 1] <= 0x9f) {
+                                /* U+0080-U+009F: the C1 controls (CSI is U+009B). */
+                                unsigned char c1 = (unsigned char)s[n + 1];
+
+                                memcpy(o, "\\u00", 4);
+                                o += 4;
+                                *o++ = hex[c1 >> 4];
+                                *o++ = hex[c1 & 0xf];
+                        } else {
+                                /* A whole sequence, or the lead byte of a broken one
+                                 * (what follows is looked at on its own). */
+                                i = i == k ? k : 1;
+                                memcpy(o, s + n, i);
+                                o += i;
+                        }
+                        n += i;
+                } else if (c >= 0x80 && c <= 0x9f) {
+                        /* A stray byte some terminals read as an 8-bit C1 control. */
+                        *o++ = '\\';
+                        *o++ = 'x';
+                        *o++ = hex[c >> 4];
+                        *o++ = hex[c & 0xf];
+                        n++;
+                } else
+                        *o++ = s[n++];
+        }
+        *o = 0;
+        return out;
 }
 
 char *text_strip(char *s) {

@@ -20,6 +20,7 @@
 #include "drainer/selector.h"
 #include "drainer/snapshot.h"
 #include "drainer/state.h"
+#include "drainer/text.h"
 #include "drainer/timesrc.h"
 #include "drainer/verbs.h"
 
@@ -37,10 +38,11 @@ struct status_opts {
 /* A driver drained by `drain --driver` (drainer.io/state.NAME): out of service until
  * `uncordon --driver NAME`. */
 static void print_driver_out(const char *driver, size_t len, const char *phase, void *userdata) {
-        printf("  DRA driver %.*s: out of service (drain --driver, phase %s; back with: drainer uncordon "
-               "NODE "
-               "--driver %.*s)\n",
-               (int)len, driver, strna(phase), (int)len, driver);
+        fprintf(userdata,
+                "  DRA driver %.*s: out of service (drain --driver, phase %s; back with: drainer uncordon "
+                "NODE "
+                "--driver %.*s)\n",
+                (int)len, driver, strna(phase), (int)len, driver);
 }
 
 static void add_driver_out(const char *driver, size_t len, const char *phase, void *userdata) {
@@ -293,24 +295,34 @@ static int print_status(const struct node_input *s, const struct status_opts *o,
                 return 0;
         }
 
-        printf("Node %s: %s%s%s%s\n", n->name, n->ready ? "Ready" : "NotReady",
-               n->unschedulable ? ", cordoned" : ", schedulable", owner ? " by " : "", strempty(owner));
+        /* Text for a terminal: what the API holds (annotation values, taints, names)
+         * is written with its control characters escaped, so that nothing a node's
+         * credential wrote into drainer.io/message can clear or drive the screen. */
+        _cleanup_free_ char *text = NULL, *safe = NULL;
+        size_t text_len = 0;
+        FILE *out = open_memstream(&text, &text_len);
+
+        if (!out)
+                return log_oom();
+        fprintf(out, "Node %s: %s%s%s%s\n", n->name, n->ready ? "Ready" : "NotReady",
+                n->unschedulable ? ", cordoned" : ", schedulable", owner ? " by " : "", strempty(owner));
         for (size_t i = 0; i < n->n_taints; i++)
-                printf("  taint %s%s%s:%s\n", n->taints[i].key, n->taints[i].value ? "=" : "",
-                       strempty(n->taints[i].value), strna(n->taints[i].effect));
+                fprintf(out, "  taint %s%s%s:%s\n", n->taints[i].key, n->taints[i].value ? "=" : "",
+                        strempty(n->taints[i].value), strna(n->taints[i].effect));
         if (n->n_annotations == 0)
-                printf("  drainer: no drain recorded\n");
-        drain_scope_foreach(n, print_driver_out, NULL);
+                fprintf(out, "  drainer: no drain recorded\n");
+        drain_scope_foreach(n, print_driver_out, out);
         for (size_t i = 0; i < n->n_annotations; i++)
-                printf("  %s: %s\n", n->annotations[i].key, n->annotations[i].value);
+                fprintf(out, "  %s: %s\n", n->annotations[i].key, n->annotations[i].value);
 
         if (s->dra_off)
-                printf("  DRA: not served by this cluster (no resource.k8s.io v1, v1beta2 or v1beta1): no "
-                       "claims or slices; a drain is kubectl drain's\n");
+                fprintf(out,
+                        "  DRA: not served by this cluster (no resource.k8s.io v1, v1beta2 or v1beta1): no "
+                        "claims or slices; a drain is kubectl drain's\n");
         else if (s->dra_api)
-                printf("  DRA API: %s\n", s->dra_api);
+                fprintf(out, "  DRA API: %s\n", s->dra_api);
 
-        printf("\nPods (%zu)\n", s->n_pods);
+        fprintf(out, "\nPods (%zu)\n", s->n_pods);
         for (size_t k = 0; k < ELEMENTSOF(class_order); k++) {
                 size_t count = 0;
 
@@ -318,50 +330,58 @@ static int print_status(const struct node_input *s, const struct status_opts *o,
                         count += cls[i] == class_order[k];
                 if (count == 0)
                         continue;
-                printf("  %s: %zu\n", class_title[class_order[k]], count);
+                fprintf(out, "  %s: %zu\n", class_title[class_order[k]], count);
                 for (size_t i = 0; i < s->n_pods; i++) {
                         const struct pod_rec *p = pods[i];
 
                         if (cls[i] != class_order[k])
                                 continue;
-                        printf("    %s/%s  %s%s%s", p->ns, p->name, strna(pod_phase_to_string(p->phase)),
-                               p->ready ? " Ready" : "", p->deleting ? " Terminating" : "");
+                        fprintf(out, "    %s/%s  %s%s%s", p->ns, p->name,
+                                strna(pod_phase_to_string(p->phase)), p->ready ? " Ready" : "",
+                                p->deleting ? " Terminating" : "");
                         if (p->controller)
-                                printf("  %s/%s", strna(p->controller->kind), strna(p->controller->name));
+                                fprintf(out, "  %s/%s", strna(p->controller->kind),
+                                        strna(p->controller->name));
                         for (size_t j = 0; j < p->n_claims; j++)
                                 if (p->claims[j].claim_name)
-                                        printf("%s%s", j == 0 ? "  claims: " : ", ",
-                                               p->claims[j].claim_name);
+                                        fprintf(out, "%s%s", j == 0 ? "  claims: " : ", ",
+                                                p->claims[j].claim_name);
                         if (p->extended_claim_name)
-                                printf("  extended-resource claim: %s", p->extended_claim_name);
-                        printf("\n");
+                                fprintf(out, "  extended-resource claim: %s", p->extended_claim_name);
+                        fprintf(out, "\n");
                 }
         }
 
-        printf("\nResourceClaims on the node (%zu)\n", n_on_node);
+        fprintf(out, "\nResourceClaims on the node (%zu)\n", n_on_node);
         for (size_t i = 0; i < s->n_claims; i++) {
                 const struct claim_rec *c = claims[i];
 
                 if (why[i] == CLAIM_NOT_ON_NODE)
                         continue;
-                printf("  %s/%s  %s%s%s\n", c->ns, c->name, claim_on_node_reason_to_string(why[i]),
-                       c->deleting ? ", deleting" : "",
-                       claim_held_by_driver(c, pods, cls, s->n_pods) ? ", held by the driver" : "");
+                fprintf(out, "  %s/%s  %s%s%s\n", c->ns, c->name, claim_on_node_reason_to_string(why[i]),
+                        c->deleting ? ", deleting" : "",
+                        claim_held_by_driver(c, pods, cls, s->n_pods) ? ", held by the driver" : "");
                 for (size_t j = 0; j < c->n_devices; j++)
-                        printf("    device %s/%s/%s (request %s)\n", strna(c->devices[j].driver),
-                               strna(c->devices[j].pool), strna(c->devices[j].device),
-                               strna(c->devices[j].request));
+                        fprintf(out, "    device %s/%s/%s (request %s)\n", strna(c->devices[j].driver),
+                                strna(c->devices[j].pool), strna(c->devices[j].device),
+                                strna(c->devices[j].request));
                 for (size_t j = 0; j < c->n_reserved; j++)
-                        printf("    reserved for %s %s/%s\n", strna(c->reserved[j].resource), c->ns,
-                               strna(c->reserved[j].name));
+                        fprintf(out, "    reserved for %s %s/%s\n", strna(c->reserved[j].resource), c->ns,
+                                strna(c->reserved[j].name));
         }
-        printf("\nResourceSlices of the node (%zu)\n", s->n_slices);
+        fprintf(out, "\nResourceSlices of the node (%zu)\n", s->n_slices);
         for (size_t i = 0; i < s->n_slices; i++) {
                 const struct slice_rec *sl = s->slices[i];
 
-                printf("  %s  driver %s, pool %s, %zu devices\n", sl->name, sl->driver, sl->pool,
-                       sl->n_devices);
+                fprintf(out, "  %s  driver %s, pool %s, %zu devices\n", sl->name, sl->driver, sl->pool,
+                        sl->n_devices);
         }
+        if (fclose(out) != 0)
+                return log_oom();
+        safe = text_escape_controls(text, text_len);
+        if (!safe)
+                return log_oom();
+        fputs(safe, stdout);
         return 0;
 }
 

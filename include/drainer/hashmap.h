@@ -4,10 +4,15 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct hashmap;
 
 struct hashmap *hashmap_new(size_t max_entries);
+/* The hash the maps of this process use for key: SipHash-1-3 under a key drawn at
+ * random once per process, so that names chosen by tenants cannot be made to
+ * collide ahead of time. Tests use it to build collisions. */
+uint64_t hashmap_hash(const char *key);
 /* Frees the map; calls free_value on each value when not NULL. NULL ok. */
 void hashmap_free(struct hashmap *m, void (*free_value)(void *value));
 

@@ -13,6 +13,13 @@ size_t utf8_prefix(const char *s, size_t max);
  * stay right. NULL ok. Returns s. */
 char *text_one_line(char *s);
 
+/* A copy of the len bytes of s for a terminal: every control character but
+ * '\n' (C0, DEL, the C1 controls U+0080-U+009F, and lone bytes 0x80-0x9f)
+ * written as a visible escape (\x1b, \u009b), so that text read from the API
+ * (an annotation anyone who may patch the Node wrote) cannot drive the
+ * terminal. NULL on out-of-memory. */
+char *text_escape_controls(const char *s, size_t len);
+
 /* Trims ASCII whitespace at both ends of s, in place. Returns s. */
 char *text_strip(char *s);
 

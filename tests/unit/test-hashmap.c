@@ -11,18 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "drainer/hashmap.h"
 
-/* The map's FNV-1a, to build keys that collide on purpose. */
-static uint32_t fnv1a(const char *s) {
-        uint32_t h = 2166136261u;
-
-        for (; *s; s++) {
-                h ^= (unsigned char)*s;
-                h *= 16777619u;
-        }
-        return h;
+/* The map's own hash, to build keys that collide on purpose. */
+static uint32_t map_hash(const char *s) {
+        return (uint32_t)hashmap_hash(s);
 }
 
 static void test_put_get_replace_remove(void **state) {
@@ -65,9 +61,38 @@ static void colliding_keys(uint32_t home, char keys[][32], size_t n) {
                 char k[32];
 
                 snprintf(k, sizeof(k), "ns/pod-%u", i);
-                if ((fnv1a(k) & 15) == home)
+                if ((map_hash(k) & 15) == home)
                         strcpy(keys[found++], k);
         }
+}
+
+/* Each process hashes under a key of its own: the same name lands elsewhere in
+ * another drainer, so nobody can compute colliding names ahead of time. */
+static uint64_t hash_in_child(const char *key) {
+        int fd[2];
+        uint64_t h = 0;
+        pid_t pid;
+
+        assert_int_equal(pipe(fd), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                h = hashmap_hash(key);
+                _exit(write(fd[1], &h, sizeof(h)) == sizeof(h) ? 0 : 1);
+        }
+        close(fd[1]);
+        assert_int_equal(read(fd[0], &h, sizeof(h)), sizeof(h));
+        close(fd[0]);
+        assert_int_equal(waitpid(pid, NULL, 0), pid);
+        return h;
+}
+
+static void test_seeded_per_process(void **state) {
+        uint64_t a = hash_in_child("default/pod-a"), b = hash_in_child("default/pod-a");
+
+        assert_true(a != b);
+        assert_true(hashmap_hash("default/pod-a") == hashmap_hash("default/pod-a"));
+        assert_true(hashmap_hash("default/pod-a") != hashmap_hash("default/pod-b"));
 }
 
 static void test_backward_shift(void **state) {
@@ -204,8 +229,12 @@ static void test_iterate_and_free_values(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_put_get_replace_remove),  cmocka_unit_test(test_backward_shift),
-                cmocka_unit_test(test_against_model),           cmocka_unit_test(test_cap),
+                /* first: no hash yet in this process, so each child draws its own key */
+                cmocka_unit_test(test_seeded_per_process),
+                cmocka_unit_test(test_put_get_replace_remove),
+                cmocka_unit_test(test_backward_shift),
+                cmocka_unit_test(test_against_model),
+                cmocka_unit_test(test_cap),
                 cmocka_unit_test(test_iterate_and_free_values),
         };
 

@@ -6,6 +6,7 @@
 
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "drainer/text.h"
@@ -39,6 +40,27 @@ static void test_one_line(void **state) {
         assert_null(text_one_line(NULL));
 }
 
+static void test_escape_controls(void **state) {
+        /* ESC [ 2 J (clear screen), BEL, CR, DEL, the UTF-8 C1 CSI, a stray 8-bit CSI;
+         * kept: newlines, tabs escaped, and real UTF-8 (é, €, an emoji) whole. */
+        static const char in[] = "a\033[2Jb\007c\rd\x7f|\xc2\x9b"
+                                 "31m|\x9b|\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\n\tz";
+        char *out = text_escape_controls(in, sizeof(in) - 1);
+
+        assert_non_null(out);
+        assert_string_equal(
+                out,
+                "a\\x1b[2Jb\\x07c\\x0dd\\x7f|\\u009b31m|\\x9b|\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\n\\x09z");
+        free(out);
+        /* a broken sequence: the lead byte stays, the stray byte after it is escaped */
+        out = text_escape_controls("\xe2\x82", 2);
+        assert_string_equal(out, "\xe2\\x82");
+        free(out);
+        out = text_escape_controls("", 0);
+        assert_string_equal(out, "");
+        free(out);
+}
+
 static void test_strip(void **state) {
         char a[] = "  token\n", b[] = "\t\r\n ", c[] = "x", d[] = "a b";
 
@@ -53,6 +75,7 @@ int main(void) {
                 cmocka_unit_test(test_utf8_prefix),
                 cmocka_unit_test(test_one_line),
                 cmocka_unit_test(test_strip),
+                cmocka_unit_test(test_escape_controls),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
