@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include "drainer/app.h"
+#include "drainer/kobserver.h"
 #include "drainer/log.h"
+#include "drainer/metrics.h"
 #include "drainer/timesrc.h"
 #include "drainer/transport.h"
 #include "drainer/verbs.h"
@@ -641,6 +643,7 @@ int main(int argc, char **argv) {
                 log_error_errno(r, "Cannot initialize libcurl: %m");
                 return EXIT_ERROR;
         }
+        kube_observer_set(&metrics_kube_observer);
         r = run(argc, argv);
         transport_global_cleanup();
         return r;

@@ -15,10 +15,10 @@
 #include "drainer/client.h"
 #include "drainer/credentials.h"
 #include "drainer/json.h"
+#include "drainer/kobserver.h"
 #include "drainer/kstatus.h"
 #include "drainer/kubeconfig.h"
 #include "drainer/log.h"
-#include "drainer/metrics.h"
 #include "drainer/ratelimit.h"
 #include "drainer/timesrc.h"
 #include "drainer/transport.h"
@@ -215,8 +215,7 @@ static void call_throttle(struct kube_call *call) {
         struct kube_client *c = call->client;
         uint64_t wait = ratelimit_reserve(&c->rl, timesrc_now(c->ts));
 
-        metrics_observe(metrics_family(DRAINER_METRIC_API_RATELIMIT_WAIT), METRIC_LABELS(call_verb(call)),
-                        (double)wait / USEC_PER_SEC);
+        kube_observe_rate_limit(call_verb(call), wait);
         call->state = CALL_WAITING;
         dtimer_start(&call->timer, wait);
 }
@@ -348,18 +347,12 @@ static uint64_t retry_after(const struct http_response *resp, const char *body, 
         return sec > 0 ? (uint64_t)sec * USEC_PER_SEC : 0;
 }
 
-/* Metrics of one finished attempt, and whether the server answered (readiness). */
+/* One finished attempt, to the observer, and whether the server answered (readiness). */
 static void note_answer(struct kube_call *call, int error, long status) {
         struct kube_client *c = call->client;
         uint64_t now = timesrc_now(c->ts);
-        char code[24] = "<error>";
 
-        if (status > 0)
-                snprintf(code, sizeof(code), "%ld", status);
-        metrics_add(metrics_family(DRAINER_METRIC_API_REQUESTS), METRIC_LABELS(call_verb(call), code), 1);
-        if (!call->watch)
-                metrics_observe(metrics_family(DRAINER_METRIC_API_DURATION), METRIC_LABELS(call_verb(call)),
-                                (double)(now - call->sent_at) / USEC_PER_SEC);
+        kube_observe_request(call_verb(call), status > 0 ? status : 0, call->watch, now - call->sent_at);
         if ((error < 0 && error != call->abort_error) || status >= 500) {
                 if (!c->stats.failing_since_usec)
                         c->stats.failing_since_usec = now;

@@ -11,8 +11,8 @@
 #include "drainer/hashmap.h"
 #include "drainer/informer.h"
 #include "drainer/json.h"
+#include "drainer/kobserver.h"
 #include "drainer/log.h"
-#include "drainer/metrics.h"
 #include "drainer/objects.h"
 #include "drainer/timesrc.h"
 
@@ -423,8 +423,7 @@ static int on_watch_event(enum watch_event_type type, const cJSON *object, void 
         struct informer *inf = userdata;
 
         inf->stats.events++;
-        metrics_add(metrics_family(DRAINER_METRIC_WATCH_EVENTS),
-                    METRIC_LABELS(inf->ops->name, strna(watch_event_type_to_string(type))), 1);
+        kube_observe_watch_event(inf->ops->name, strna(watch_event_type_to_string(type)));
         inf->failures = 0;
         inf->watch_got_event = true;
         switch (type) {
@@ -448,11 +447,9 @@ static void on_watch_done(const struct kube_result *res, void *userdata) {
                 inf->state = INF_STOPPED;
                 return;
         }
-        metrics_add(metrics_family(DRAINER_METRIC_WATCH_RESTARTS),
-                    METRIC_LABELS(inf->ops->name, res->error == 0         ? "closed"
-                                                  : res->error == -ESTALE ? "expired"
-                                                                          : "error"),
-                    1);
+        kube_observe_watch_end(inf->ops->name, res->error == 0         ? "closed"
+                                               : res->error == -ESTALE ? "expired"
+                                                                       : "error");
         if (res->error == 0) {
                 /* The server ended the watch (timeoutSeconds): resume at once. A watch
                  * that ends at once with nothing in it (a proxy cutting streams) is

@@ -148,3 +148,8 @@ struct metrics *metrics_default(void);
  * recording functions ignore). */
 struct metric_family *metrics_family(enum drainer_metric id);
 const char *drainer_metric_name(enum drainer_metric id);
+
+/* The kube observer that records requests and watches into the default registry
+ * (drainer_api_*, drainer_watch_*): kube_observer_set(&metrics_kube_observer). */
+struct kube_observer;
+extern const struct kube_observer metrics_kube_observer;

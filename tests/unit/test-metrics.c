@@ -23,6 +23,7 @@
 #include "drainer/client.h"
 #include "drainer/informer.h"
 #include "drainer/json.h"
+#include "drainer/kobserver.h"
 #include "drainer/kubeconfig.h"
 #include "drainer/metrics.h"
 #include "drainer/timesrc.h"
@@ -695,5 +696,7 @@ int main(void) {
                 cmocka_unit_test(test_promtool),
         };
 
+        /* as cmd/ does: requests and watches reach the registry through the observer */
+        kube_observer_set(&metrics_kube_observer);
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
