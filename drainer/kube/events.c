@@ -1,6 +1,7 @@
-/* core/v1 Event bodies about the Node, one per drain transition. Builds JSON
- * with cJSON and returns it; owns nothing, sends nothing (the caller POSTs
- * through the rate-limited client), logs nothing above debug. */
+/* core/v1 Event bodies about a Node (an API object, so built in kube/ beside
+ * the records it reads). Builds JSON with cJSON and returns it; owns nothing,
+ * sends nothing (the caller POSTs through the rate-limited client), logs
+ * nothing above debug. */
 #include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
