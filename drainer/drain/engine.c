@@ -799,7 +799,7 @@ static void write_progress(struct engine *e, const struct node_rec *n) {
         char *body = NULL;
         int r;
 
-        if (!e->message || !e->st.has_phase || e->st.phase < DRAIN_PHASE_CORDON ||
+        if (!e->message || !e->st.has_phase || !drain_phase_changes_node(e->st.phase) ||
             message_is(&e->st, e->message))
                 return;
         at = (e->wrote ? e->wrote_at : e->started_at) + PROGRESS_WRITE_USEC;
@@ -1025,7 +1025,7 @@ static bool apply_out_of_service(struct engine *e, const struct node_rec *n) {
 static void note_readiness(struct engine *e, const struct node_rec *n, enum drain_phase ph) {
         char note[DRAIN_MESSAGE_MAX];
 
-        if (ph < DRAIN_PHASE_CORDON || ph > DRAIN_PHASE_STOP_DRIVERS)
+        if (!drain_phase_in_stage(ph, DRAIN_STAGE_TAKING))
                 return;
         if (!n->ready && !e->said_not_ready) {
                 _cleanup_free_ char *m = NULL;
@@ -1062,7 +1062,7 @@ static void note_readiness(struct engine *e, const struct node_rec *n, enum drai
 static bool uses_rules(const struct engine *e) {
         if (!e->scope)
                 return false;
-        if (e->has_st && e->st.has_phase && e->st.phase >= DRAIN_PHASE_CORDON)
+        if (e->has_st && e->st.has_phase && drain_phase_changes_node(e->st.phase))
                 return !e->st.has_was_unschedulable;
         return e->o.plan.isolation == PLAN_ISOLATE_TAINT_RULE;
 }
@@ -1308,8 +1308,7 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
         /* The eviction rules hold at every eviction of every phase, whatever drainer.io/state
          * says: a phase written by hand must not skip preflight's rules, nor may a pod that
          * came later. (A deleting pod raises none: nothing more is sent for it.) */
-        if (ph >= DRAIN_PHASE_CORDON && ph <= DRAIN_PHASE_STOP_DRIVERS &&
-            plan_eviction_blockers(&e->plan) > 0)
+        if (drain_phase_in_stage(ph, DRAIN_STAGE_TAKING) && plan_eviction_blockers(&e->plan) > 0)
                 return refuse_blockers(e, n, ph);
         /* Drivers are stopped as configured, and that is what the record must say. */
         if ((ph == DRAIN_PHASE_WAIT_RELEASED || ph == DRAIN_PHASE_STOP_DRIVERS) && !e->o.skip_driver_stop &&
@@ -1454,7 +1453,7 @@ static void drive_drain(struct engine *e, const struct node_rec *n) {
         bool chc = ch && evict_group(e, EVICT_GROUP_CLAIM_HOLDERS_CRITICAL);
         bool rest = false;
 
-        if (ph >= DRAIN_PHASE_EVICT_REST && chc) {
+        if (drain_phase_evicts_rest(ph) && chc) {
                 rest = evict_group(e, EVICT_GROUP_REST);
                 rest = rest && evict_group(e, EVICT_GROUP_REST_CRITICAL);
         }
@@ -1630,7 +1629,7 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
                 return patch_node(e, body);
         }
 
-        if (st->phase <= DRAIN_PHASE_PREFLIGHT) {
+        if (!drain_phase_changes_node(st->phase)) {
                 /* Waiting for a slot or refused: drainer changed nothing but annotations. */
                 r = drain_patch_finish(n, false, false, &body);
                 if (r < 0)
@@ -1639,9 +1638,9 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
                 return patch_node(e, body);
         }
         /* Before anything changes: each recorded stop must be one this configuration may undo. */
-        if (st->phase < DRAIN_PHASE_UNCORDON && (rec = undo_refused(e)))
+        if (!drain_phase_drivers_back(st->phase) && (rec = undo_refused(e)))
                 return refuse_record(e, n, rec, false);
-        if (st->phase < DRAIN_PHASE_RESTORE_DRIVERS) {
+        if (!drain_phase_in_stage(st->phase, DRAIN_STAGE_RESTORING)) {
                 /* The move to restore-drivers and its first step, the drain taint's removal,
                  * in one write. */
                 if (!tainted)
@@ -1925,7 +1924,7 @@ static int phase_stage(bool has, enum drain_phase p) {
                 return -1;
         if (p == DRAIN_PHASE_WAITING)
                 return ENGINE_NOTICE_WAITING;
-        return p >= DRAIN_PHASE_RESTORE_DRIVERS ? ENGINE_NOTICE_RESTORE : ENGINE_NOTICE_DRAIN;
+        return drain_phase_in_stage(p, DRAIN_STAGE_RESTORING) ? ENGINE_NOTICE_RESTORE : ENGINE_NOTICE_DRAIN;
 }
 
 static void note_phase(struct engine *e, const struct node_rec *n) {

@@ -232,7 +232,8 @@ enum rollout_step rollout_node_step(const struct rollout_node_input *in, char *m
                          in->target);
                 return ROLLOUT_STEP_WAIT;
         }
-        if (f.phase < DRAIN_PHASE_DRAINED) {
+        if (!drain_phase_in_stage(f.phase, DRAIN_STAGE_DRAINED) &&
+            !drain_phase_in_stage(f.phase, DRAIN_STAGE_RESTORING)) {
                 snprintf(msg, size, "node %s: draining the claims of driver %s (%s)", node, drv,
                          strna(drain_phase_to_string(f.phase)));
                 return ROLLOUT_STEP_DRAIN;

@@ -43,6 +43,68 @@ static const char *const drain_phase_table[_DRAIN_PHASE_MAX] = {
 
 DEFINE_STRING_TABLE_LOOKUP(drain_phase, enum drain_phase, _DRAIN_PHASE_MAX, _DRAIN_PHASE_INVALID)
 
+static const struct drain_phase_info phase_info[_DRAIN_PHASE_MAX] = {
+        [DRAIN_PHASE_WAITING] = { .stage = DRAIN_STAGE_QUEUED, .leaves = "a --max-parallel slot is held" },
+        [DRAIN_PHASE_PREFLIGHT] = { .stage = DRAIN_STAGE_CHECKING,
+                                    .leaves = "no blocker is found (or the drain is refused)" },
+        [DRAIN_PHASE_CORDON] = { .stage = DRAIN_STAGE_TAKING,
+                                 .changes_node = true,
+                                 .leaves = "the node is seen cordoned and tainted" },
+        [DRAIN_PHASE_EVICT_CLAIM_HOLDERS] = { .stage = DRAIN_STAGE_TAKING,
+                                              .changes_node = true,
+                                              .leaves = "every claim holder's eviction is accepted" },
+        [DRAIN_PHASE_EVICT_REST] = { .stage = DRAIN_STAGE_TAKING,
+                                     .changes_node = true,
+                                     .evicts_rest = true,
+                                     .leaves = "every other pod's eviction is accepted" },
+        [DRAIN_PHASE_WAIT_RELEASED] = { .stage = DRAIN_STAGE_TAKING,
+                                        .changes_node = true,
+                                        .evicts_rest = true,
+                                        .leaves = "the evicted pods are gone and no claim is on the node" },
+        [DRAIN_PHASE_STOP_DRIVERS] = { .stage = DRAIN_STAGE_TAKING,
+                                       .changes_node = true,
+                                       .evicts_rest = true,
+                                       .leaves = "the DRA drivers are stopped" },
+        [DRAIN_PHASE_DRAINED] = { .stage = DRAIN_STAGE_DRAINED,
+                                  .changes_node = true,
+                                  .leaves = "an undo is asked for" },
+        [DRAIN_PHASE_RESTORE_DRIVERS] = { .stage = DRAIN_STAGE_RESTORING,
+                                          .changes_node = true,
+                                          .leaves = "every DRA driver is healthy again" },
+        [DRAIN_PHASE_UNCORDON] = { .stage = DRAIN_STAGE_RESTORING,
+                                   .changes_node = true,
+                                   .drivers_back = true,
+                                   .leaves = "the node is uncordoned and drainer's annotations are gone" },
+};
+
+const struct drain_phase_info *drain_phase_info(enum drain_phase p) {
+        return p >= 0 && p < _DRAIN_PHASE_MAX ? &phase_info[p] : NULL;
+}
+
+bool drain_phase_changes_node(enum drain_phase p) {
+        const struct drain_phase_info *i = drain_phase_info(p);
+
+        return i && i->changes_node;
+}
+
+bool drain_phase_evicts_rest(enum drain_phase p) {
+        const struct drain_phase_info *i = drain_phase_info(p);
+
+        return i && i->evicts_rest;
+}
+
+bool drain_phase_drivers_back(enum drain_phase p) {
+        const struct drain_phase_info *i = drain_phase_info(p);
+
+        return i && i->drivers_back;
+}
+
+bool drain_phase_in_stage(enum drain_phase p, enum drain_stage stage) {
+        const struct drain_phase_info *i = drain_phase_info(p);
+
+        return i && i->stage == stage;
+}
+
 /* "none" is never an annotation value: an absent request reads as NONE. */
 static const char *const drain_request_table[_DRAIN_REQUEST_MAX] = {
         [DRAIN_REQUEST_NONE] = "none",
@@ -996,11 +1058,11 @@ static void conditions_wanted(bool has_phase, enum drain_phase phase,
                 };
         const struct condition_want *src = idle;
 
-        if (has_phase && phase >= DRAIN_PHASE_CORDON && phase < DRAIN_PHASE_DRAINED)
+        if (has_phase && drain_phase_in_stage(phase, DRAIN_STAGE_TAKING))
                 src = draining;
-        else if (has_phase && phase == DRAIN_PHASE_DRAINED)
+        else if (has_phase && drain_phase_in_stage(phase, DRAIN_STAGE_DRAINED))
                 src = drained;
-        else if (has_phase && phase > DRAIN_PHASE_DRAINED && phase < _DRAIN_PHASE_MAX)
+        else if (has_phase && drain_phase_in_stage(phase, DRAIN_STAGE_RESTORING))
                 src = restoring;
         memcpy(w, src, sizeof(struct condition_want) * _NODE_CONDITION_MAX);
 }

@@ -56,6 +56,35 @@ enum drain_phase {
 const char *drain_phase_to_string(enum drain_phase p);
 enum drain_phase drain_phase_from_string(const char *s);
 
+/* Where a phase stands in a drain's life. */
+enum drain_stage {
+        DRAIN_STAGE_QUEUED,    /* waiting: nothing changed on the node yet */
+        DRAIN_STAGE_CHECKING,  /* preflight: read-only */
+        DRAIN_STAGE_TAKING,    /* cordon .. stop-drivers: the node is being taken out */
+        DRAIN_STAGE_DRAINED,   /* drained: out of service */
+        DRAIN_STAGE_RESTORING, /* restore-drivers, uncordon: being put back */
+        _DRAIN_STAGE_MAX,
+        _DRAIN_STAGE_INVALID = -EINVAL,
+};
+
+/* What each phase means, read by the engine, the state builders, rollout and
+ * serve instead of comparing phases by their order (DESIGN.md, "The sequence"). */
+struct drain_phase_info {
+        enum drain_stage stage;
+        bool changes_node;  /* drainer may have changed the node beyond annotations (cordon on) */
+        bool evicts_rest;   /* the pods without claims may be evicted (evict-rest .. stop-drivers) */
+        bool drivers_back;  /* the drivers are restored already (uncordon) */
+        const char *leaves; /* when the phase is left, for messages and docs */
+};
+
+/* The entry of p; NULL for a value that is not a phase. */
+const struct drain_phase_info *drain_phase_info(enum drain_phase p);
+/* Shorthands over the table; false for a value that is not a phase. */
+bool drain_phase_changes_node(enum drain_phase p);
+bool drain_phase_evicts_rest(enum drain_phase p);
+bool drain_phase_drivers_back(enum drain_phase p);
+bool drain_phase_in_stage(enum drain_phase p, enum drain_stage stage);
+
 enum drain_request {
         DRAIN_REQUEST_NONE,
         DRAIN_REQUEST_DRAIN,    /* "drain" */

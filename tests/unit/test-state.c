@@ -1176,9 +1176,44 @@ static void test_driver_scope(void **state) {
         assert_non_null(strstr(msg, "longer than the 45 characters"));
 }
 
+/* The phase table: every phase has an entry, the stages follow DESIGN.md's sequence
+ * (queued, checking, taking out, drained, restoring, none going back), and the
+ * shorthands agree with it; no entry for a value that is not a phase. */
+static void test_phase_table(void **state) {
+        enum drain_stage last = DRAIN_STAGE_QUEUED;
+
+        for (int p = 0; p < _DRAIN_PHASE_MAX; p++) {
+                const struct drain_phase_info *i = drain_phase_info(p);
+
+                assert_non_null(i);
+                assert_non_null(i->leaves);
+                assert_true(i->stage >= last);
+                last = i->stage;
+                assert_true(drain_phase_changes_node(p) ==
+                            (i->stage != DRAIN_STAGE_QUEUED && i->stage != DRAIN_STAGE_CHECKING));
+                assert_true(!i->evicts_rest || i->stage == DRAIN_STAGE_TAKING);
+                assert_true(!i->drivers_back || i->stage == DRAIN_STAGE_RESTORING);
+        }
+        assert_true(drain_phase_in_stage(DRAIN_PHASE_WAITING, DRAIN_STAGE_QUEUED));
+        assert_true(drain_phase_in_stage(DRAIN_PHASE_PREFLIGHT, DRAIN_STAGE_CHECKING));
+        assert_true(drain_phase_in_stage(DRAIN_PHASE_CORDON, DRAIN_STAGE_TAKING));
+        assert_true(drain_phase_in_stage(DRAIN_PHASE_STOP_DRIVERS, DRAIN_STAGE_TAKING));
+        assert_true(drain_phase_in_stage(DRAIN_PHASE_DRAINED, DRAIN_STAGE_DRAINED));
+        assert_true(drain_phase_in_stage(DRAIN_PHASE_RESTORE_DRIVERS, DRAIN_STAGE_RESTORING));
+        assert_false(drain_phase_evicts_rest(DRAIN_PHASE_EVICT_CLAIM_HOLDERS));
+        assert_true(drain_phase_evicts_rest(DRAIN_PHASE_EVICT_REST));
+        assert_true(drain_phase_drivers_back(DRAIN_PHASE_UNCORDON));
+        assert_false(drain_phase_drivers_back(DRAIN_PHASE_RESTORE_DRIVERS));
+        assert_null(drain_phase_info(_DRAIN_PHASE_MAX));
+        assert_null(drain_phase_info(_DRAIN_PHASE_INVALID));
+        assert_false(drain_phase_changes_node(_DRAIN_PHASE_INVALID));
+        assert_false(drain_phase_in_stage(_DRAIN_PHASE_MAX, DRAIN_STAGE_QUEUED));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_enums),
+                cmocka_unit_test(test_phase_table),
                 cmocka_unit_test(test_driver_scope),
                 cmocka_unit_test(test_parse_absent),
                 cmocka_unit_test(test_parse_full),
