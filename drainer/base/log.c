@@ -4,6 +4,7 @@
  * material here. */
 #define SD_JOURNAL_SUPPRESS_LOCATION /* we pass the caller's file and line ourselves */
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 
 #include "drainer/log.h"
 #include "drainer/macro.h"
+#include "drainer/text.h"
 
 #define LOG_FIELD_NAME_MAX 64
 
@@ -234,4 +236,28 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
 
         errno = saved;
         return error == 0 ? 0 : -abs(error);
+}
+
+int log_error_message(char **ret_error, int r, const char *what, const char *fmt, ...) {
+        char *m = NULL;
+        va_list ap;
+
+        assert(r < 0);
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        text_one_line(m);
+        log_debug("%s: %s", what, strna(m));
+        if (ret_error)
+                *ret_error = m;
+        else
+                free(m);
+        return r;
+}
+
+int log_error_message_oom(char **ret_error) {
+        if (ret_error)
+                *ret_error = NULL;
+        return -ENOMEM;
 }

@@ -1,7 +1,9 @@
 /* UTF-8-safe prefixes, one-line messages, whitespace trimming, a set of strings. */
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +80,17 @@ char *text_escape_controls(const char *s, size_t len) {
         }
         *o = 0;
         return out;
+}
+
+char *text_printf(const char *fmt, ...) {
+        va_list ap;
+        char *s;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        return r < 0 ? NULL : s;
 }
 
 char *text_strip(char *s) {

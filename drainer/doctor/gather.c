@@ -53,19 +53,6 @@ static int idx_push(size_t **v, size_t *n, size_t x) {
         return 0;
 }
 
-/* asprintf() that returns the string, or NULL when out of memory. */
-static char *strf(const char *fmt, ...) _printf_(1, 2);
-static char *strf(const char *fmt, ...) {
-        va_list ap;
-        char *s;
-        int r;
-
-        va_start(ap, fmt);
-        r = vasprintf(&s, fmt, ap);
-        va_end(ap);
-        return r < 0 ? NULL : s;
-}
-
 /* ---- subjects ---- */
 
 static const char *const doctor_subject_kind_table[_DOCTOR_SUBJECT_KIND_MAX] = {
@@ -354,7 +341,7 @@ static int pod_from_json(const cJSON *obj, struct doctor_pod **ret) {
                 free(p);
                 return r;
         }
-        p->sa = strf("%s/%s", p->rec->ns, sa ? sa : "default");
+        p->sa = text_printf("%s/%s", p->rec->ns, sa ? sa : "default");
         if (!p->sa) {
                 pod_free(p);
                 return -ENOMEM;
@@ -473,11 +460,11 @@ static int add_binding(struct doctor_data *d, bool cluster, const cJSON *item) {
         /* How RBAC's SubjectAccessReview reasons name a binding: ClusterRoleBinding "NAME",
          * RoleBinding "NAME/NAMESPACE" (plugin/pkg/auth/authorizer/rbac). */
         if (cluster) {
-                b->label = strf("ClusterRoleBinding %s -> %s %s", name, rk, rn);
-                b->rbac = strf("ClusterRoleBinding \"%s\"", name);
+                b->label = text_printf("ClusterRoleBinding %s -> %s %s", name, rk, rn);
+                b->rbac = text_printf("ClusterRoleBinding \"%s\"", name);
         } else {
-                b->label = strf("RoleBinding %s/%s -> %s %s", ns, name, rk, rn);
-                b->rbac = strf("RoleBinding \"%s/%s\"", name, ns);
+                b->label = text_printf("RoleBinding %s/%s -> %s %s", ns, name, rk, rn);
+                b->rbac = text_printf("RoleBinding \"%s/%s\"", name, ns);
         }
         if (!b->label || !b->rbac || !b->name || (ns && !b->ns) || !b->role_kind || !b->role_name ||
             array_push(&d->bindings, b) < 0) {
@@ -568,7 +555,7 @@ static int add_system_pod(struct doctor_data *d, const cJSON *item) {
                 if (!c)
                         return -ENOMEM;
                 c->component = strdup(components[i]);
-                c->ns_name = strf("%s/%s", ns, name);
+                c->ns_name = text_printf("%s/%s", ns, name);
                 c->error = doctor_client_conn_from_pod(item, &c->conn);
                 if (!c->component || !c->ns_name || array_push(&d->cp_pods, c) < 0) {
                         cp_pod_free(c);
@@ -1168,8 +1155,8 @@ static void on_list_done(const struct kube_result *res, void *userdata) {
                 if (doctor_list_required(lc->list)) {
                         /* One required read failed: the report cannot be made; stop the rest. */
                         set_error(g, res->error,
-                                  strf("%s: %s", doctor_list_to_string(lc->list),
-                                       res->message ? res->message : strerror(-res->error)));
+                                  text_printf("%s: %s", doctor_list_to_string(lc->list),
+                                              res->message ? res->message : strerror(-res->error)));
                         cancel_calls(g);
                 } else
                         log_debug("%s: %s", doctor_list_to_string(lc->list),
@@ -1197,8 +1184,8 @@ static char *pods_path(const char *ns, const char *param, const char *value) {
                 return NULL;
         if (value && !(ev = kube_query_escape(value)))
                 return NULL;
-        return strf("/api/v1/%s%s%spods%s%s%s", ns ? "namespaces/" : "", ns ? ens : "", ns ? "/" : "",
-                    ev ? "?" : "", ev ? param : "", ev ? ev : "");
+        return text_printf("/api/v1/%s%s%spods%s%s%s", ns ? "namespaces/" : "", ns ? ens : "", ns ? "/" : "",
+                           ev ? "?" : "", ev ? param : "", ev ? ev : "");
 }
 
 /* The driver pods come last: one list per selector. */
@@ -1211,9 +1198,9 @@ static int start_phase1(struct doctor_gather *g, const char *const *selectors) {
 
         paths[DOCTOR_LIST_NODES] = strdup("/api/v1/nodes");
         if (d->dra_api) {
-                paths[DOCTOR_LIST_SLICES] = strf("/apis/%s/resourceslices", d->dra_api);
+                paths[DOCTOR_LIST_SLICES] = text_printf("/apis/%s/resourceslices", d->dra_api);
                 /* Claims cannot be filtered: a consistent, paginated list (served from the watch cache). */
-                paths[DOCTOR_LIST_CLAIMS] = strf("/apis/%s/resourceclaims", d->dra_api);
+                paths[DOCTOR_LIST_CLAIMS] = text_printf("/apis/%s/resourceclaims", d->dra_api);
         } else {
                 /* No DRA API: no slices, no claims (read as empty lists). */
                 paths[DOCTOR_LIST_SLICES] = strdup("");
@@ -1233,7 +1220,8 @@ static int start_phase1(struct doctor_gather *g, const char *const *selectors) {
                 g->lists[g->n_lists] = (struct list_call){ .g = g, .list = l };
                 r = start_list(g, &g->lists[g->n_lists], paths[l]);
                 if (r < 0)
-                        set_error(g, r, strf("Cannot start listing %s: %s", lists[l].what, strerror(-r)));
+                        set_error(g, r,
+                                  text_printf("Cannot start listing %s: %s", lists[l].what, strerror(-r)));
                 else
                         g->n_lists++;
         }
@@ -1244,8 +1232,8 @@ static int start_phase1(struct doctor_gather *g, const char *const *selectors) {
                 r = path ? start_list(g, &g->lists[g->n_lists], path) : -ENOMEM;
                 if (r < 0)
                         set_error(g, r,
-                                  strf("Cannot start listing %s: %s", lists[DOCTOR_LIST_DRIVER_PODS].what,
-                                       strerror(-r)));
+                                  text_printf("Cannot start listing %s: %s",
+                                              lists[DOCTOR_LIST_DRIVER_PODS].what, strerror(-r)));
                 else
                         g->n_lists++;
         }
@@ -1365,7 +1353,7 @@ static void start_phase2(struct doctor_gather *g) {
         g->phase2 = true;
         r = doctor_data_index(d);
         if (r == -ENOENT) {
-                set_error(g, r, strf("node \"%s\" not found", d->node));
+                set_error(g, r, text_printf("node \"%s\" not found", d->node));
                 return;
         }
         if (r < 0) {
@@ -1390,10 +1378,11 @@ static void start_phase2(struct doctor_gather *g) {
                         continue;
                 ens = kube_query_escape(grp->ns);
                 ename = kube_query_escape(grp->name);
-                path = ens && ename ? strf("/apis/apps/v1/namespaces/%s/daemonsets/%s", ens, ename) : NULL;
+                path = ens && ename ? text_printf("/apis/apps/v1/namespaces/%s/daemonsets/%s", ens, ename)
+                                    : NULL;
                 r = path ? kube_get(g->client, path, on_ds_done, c, &c->call) : -ENOMEM;
                 if (r < 0) {
-                        set_error(g, r, r == -ENOMEM ? NULL : strf("Cannot check: %s", strerror(-r)));
+                        set_error(g, r, r == -ENOMEM ? NULL : text_printf("Cannot check: %s", strerror(-r)));
                         break;
                 }
                 c->done = false;
@@ -1404,14 +1393,14 @@ static void start_phase2(struct doctor_gather *g) {
         if (g->error == 0)
                 probe_next(g);
         for (size_t i = 0; g->error == 0 && i < d->cordoned.n; i++) {
-                _cleanup_free_ char *fs = strf("spec.nodeName=%s", d->cordoned.v[i]->node->name);
+                _cleanup_free_ char *fs = text_printf("spec.nodeName=%s", d->cordoned.v[i]->node->name);
                 _cleanup_free_ char *path = fs ? pods_path(NULL, "fieldSelector=", fs) : NULL;
                 struct list_call *lc = &g->cordoned[i];
 
                 *lc = (struct list_call){ .g = g, .list = _DOCTOR_LIST_INVALID, .k = i, .done = true };
                 r = path ? start_list(g, lc, path) : -ENOMEM;
                 if (r < 0) {
-                        set_error(g, r, r == -ENOMEM ? NULL : strf("Cannot check: %s", strerror(-r)));
+                        set_error(g, r, r == -ENOMEM ? NULL : text_printf("Cannot check: %s", strerror(-r)));
                         break;
                 }
                 lc->done = false;
@@ -1440,10 +1429,12 @@ static void on_group_done(const struct kube_result *res, void *userdata) {
                 return gather_unref(g);
         d->dra_api = NULL;
         if (res->error < 0 && res->error != -ENOENT) {
-                set_error(g, res->error,
-                          strf("Cannot read which versions of %s the API server serves (GET /apis/%s): %s",
-                               DOCTOR_DRA_GROUP, DOCTOR_DRA_GROUP,
-                               res->message ? res->message : strerror(-res->error)));
+                set_error(
+                        g, res->error,
+                        text_printf(
+                                "Cannot read which versions of %s the API server serves (GET /apis/%s): %s",
+                                DOCTOR_DRA_GROUP, DOCTOR_DRA_GROUP,
+                                res->message ? res->message : strerror(-res->error)));
                 return gather_unref(g);
         }
         for (size_t k = 0; res->error >= 0 && !d->dra_api && k < ELEMENTSOF(dra_apis); k++)

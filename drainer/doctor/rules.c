@@ -18,19 +18,6 @@
 #include "drainer/objects.h"
 #include "drainer/text.h"
 
-/* asprintf() that returns the string, or NULL when out of memory. */
-static char *strf(const char *fmt, ...) _printf_(1, 2);
-static char *strf(const char *fmt, ...) {
-        va_list ap;
-        char *s;
-        int r;
-
-        va_start(ap, fmt);
-        r = vasprintf(&s, fmt, ap);
-        va_end(ap);
-        return r < 0 ? NULL : s;
-}
-
 static int list_error_finding(const struct doctor_data *d, struct doctor_report *rep, enum doctor_section s,
                               const char *check, enum doctor_list l, const char *fix) {
         struct doctor_finding *f =
@@ -664,19 +651,20 @@ static int check_driver_health(const struct doctor_data *d, struct doctor_report
                                 continue;
                         total++;
                         if (p->rec->phase != POD_RUNNING || !p->rec->ready)
-                                why = strf("%s%s", strna(pod_phase_to_string(p->rec->phase)),
-                                           p->rec->ready ? "" : ", not Ready");
+                                why = text_printf("%s%s", strna(pod_phase_to_string(p->rec->phase)),
+                                                  p->rec->ready ? "" : ", not Ready");
                         else if (p->probed && p->probe_error == -ECONNREFUSED)
-                                why = strf("gRPC health %s:%d refused the connection", p->rec->pod_ip,
-                                           p->rec->grpc_probe_port);
+                                why = text_printf("gRPC health %s:%d refused the connection", p->rec->pod_ip,
+                                                  p->rec->grpc_probe_port);
                         else if (p->probed && p->probe_error < 0) {
                                 warn = true;
-                                why = strf("gRPC health %s:%d not reachable from here (%s)", p->rec->pod_ip,
-                                           p->rec->grpc_probe_port,
-                                           p->probe_message ? p->probe_message : strerror(-p->probe_error));
+                                why = text_printf("gRPC health %s:%d not reachable from here (%s)",
+                                                  p->rec->pod_ip, p->rec->grpc_probe_port,
+                                                  p->probe_message ? p->probe_message
+                                                                   : strerror(-p->probe_error));
                         } else if (p->probed && p->probe_status != HEALTH_SERVING)
-                                why = strf("gRPC health %s",
-                                           strna(health_status_to_string(p->probe_status)));
+                                why = text_printf("gRPC health %s",
+                                                  strna(health_status_to_string(p->probe_status)));
                         probed += p->probed && p->probe_error == 0 && p->probe_status == HEALTH_SERVING;
                         if (!why)
                                 continue;
@@ -694,26 +682,29 @@ static int check_driver_health(const struct doctor_data *d, struct doctor_report
         free(f->message);
         if (bad > 0) {
                 f->status = DOCTOR_FAIL;
-                f->message = strf("%zu of %zu driver pods are not healthy (%s%s): pods with claims cannot "
-                                  "start there and finished ones are not cleaned up",
-                                  bad, total, strna(first), bad > 1 ? ", ..." : "");
+                f->message =
+                        text_printf("%zu of %zu driver pods are not healthy (%s%s): pods with claims cannot "
+                                    "start there and finished ones are not cleaned up",
+                                    bad, total, strna(first), bad > 1 ? ", ..." : "");
                 if (doctor_finding_set_fix(f,
                                            "look at those pods (kubectl describe, logs); the liveness probe "
                                            "should restart a hung driver") < 0)
                         return -ENOMEM;
         } else if (unknown > 0) {
                 f->status = DOCTOR_WARN;
-                f->message = strf("%zu driver pods are Running and Ready, but %zu could not be probed "
-                                  "(%s): doctor runs outside the pod network?",
-                                  total, unknown, strna(first));
+                f->message =
+                        text_printf("%zu driver pods are Running and Ready, but %zu could not be probed "
+                                    "(%s): doctor runs outside the pod network?",
+                                    total, unknown, strna(first));
                 if (doctor_finding_set_fix(f, "run doctor where pod IPs are reachable (a pod, a node) to "
                                               "probe the drivers' gRPC health") < 0)
                         return -ENOMEM;
         } else
-                f->message = strf("%zu driver pods%s%s Running and Ready; %zu answer SERVING on their gRPC "
-                                  "liveness port%s",
-                                  total, d->node ? " on " : "", d->node ? d->node : "", probed,
-                                  probed < total ? " (the others declare none)" : "");
+                f->message = text_printf(
+                        "%zu driver pods%s%s Running and Ready; %zu answer SERVING on their gRPC "
+                        "liveness port%s",
+                        total, d->node ? " on " : "", d->node ? d->node : "", probed,
+                        probed < total ? " (the others declare none)" : "");
         if (!f->message)
                 return -ENOMEM;
         if (doctor_finding_add_detail(f, "pods", (double)total) < 0 ||
@@ -788,24 +779,27 @@ static int check_kubelet_versions(const struct doctor_data *d, struct doctor_rep
         f->message = NULL;
         if (n_old > 0 && have_ds && rollout == DOCTOR_ROLLOUT_SURGE) {
                 f->status = DOCTOR_FAIL;
-                f->message = strf("%zu of %zu nodes of the driver run a kubelet older than 1.33, yet its "
-                                  "DaemonSet surges: two instances of the plugin on such a kubelet break "
-                                  "the driver during every rollout",
-                                  n_old, n_nodes);
+                f->message =
+                        text_printf("%zu of %zu nodes of the driver run a kubelet older than 1.33, yet its "
+                                    "DaemonSet surges: two instances of the plugin on such a kubelet break "
+                                    "the driver during every rollout",
+                                    n_old, n_nodes);
         } else if (n_old > 0) {
                 f->status = DOCTOR_WARN;
-                f->message = strf("a mixed cluster: %zu of %zu nodes of the driver run a kubelet older "
-                                  "than 1.33, where seamless driver upgrades are not available",
-                                  n_old, n_nodes);
+                f->message =
+                        text_printf("a mixed cluster: %zu of %zu nodes of the driver run a kubelet older "
+                                    "than 1.33, where seamless driver upgrades are not available",
+                                    n_old, n_nodes);
         } else if (n_unknown > 0) {
                 f->status = DOCTOR_WARN;
-                f->message = strf("%zu of %zu nodes of the driver report a kubelet version doctor "
-                                  "cannot read",
-                                  n_unknown, n_nodes);
+                f->message = text_printf("%zu of %zu nodes of the driver report a kubelet version doctor "
+                                         "cannot read",
+                                         n_unknown, n_nodes);
         } else
-                f->message = strf("all %zu nodes of the driver run kubelet 1.33 or newer (%s): seamless "
-                                  "upgrades are possible",
-                                  n_nodes, strna(first_ok));
+                f->message =
+                        text_printf("all %zu nodes of the driver run kubelet 1.33 or newer (%s): seamless "
+                                    "upgrades are possible",
+                                    n_nodes, strna(first_ok));
         if (!f->message)
                 goto oom;
         if (n_old > 0 &&
@@ -889,7 +883,7 @@ oom:
 /* The checks of one driver named in ResourceSlices, in the guide's order. */
 static int report_driver(const struct doctor_data *d, struct doctor_report *rep,
                          const struct doctor_driver *dr) {
-        _cleanup_free_ char *subject = strf("driver %s", dr->name);
+        _cleanup_free_ char *subject = text_printf("driver %s", dr->name);
         struct doctor_finding *f;
         int r;
 
@@ -997,12 +991,12 @@ static int check_drain_coverage(const struct doctor_data *d, struct doctor_repor
                 free(uncovered->subject);
                 free(uncovered->message);
                 uncovered->subject = NULL;
-                uncovered->subject = strf("%zu nodes", uncovered->n_objects);
+                uncovered->subject = text_printf("%zu nodes", uncovered->n_objects);
                 uncovered->message =
-                        strf("%zu of %zu nodes with DRA devices have neither a drainer serve "
-                             "daemon nor the drainer guard on all their drivers: a drain there can "
-                             "stop the driver before the claim holders",
-                             uncovered->n_objects, n_dra);
+                        text_printf("%zu of %zu nodes with DRA devices have neither a drainer serve "
+                                    "daemon nor the drainer guard on all their drivers: a drain there can "
+                                    "stop the driver before the claim holders",
+                                    uncovered->n_objects, n_dra);
                 if (!uncovered->subject || !uncovered->message ||
                     doctor_finding_set_fix(uncovered,
                                            "run 'drainer serve' on them (deploy/, or deploy/cluster-mode), "
@@ -1170,10 +1164,10 @@ static int check_cordoned_with_claims(const struct doctor_data *d, struct doctor
                         continue;
                 n_cordoned_claims++;
                 free(f->message);
-                f->message =
-                        strf("cordoned with %zu ResourceClaims still on it: a drain tool that stops the DRA "
-                             "driver now leaves their pods Terminating with devices never freed",
-                             held);
+                f->message = text_printf(
+                        "cordoned with %zu ResourceClaims still on it: a drain tool that stops the DRA "
+                        "driver now leaves their pods Terminating with devices never freed",
+                        held);
                 if (!f->message ||
                     doctor_finding_set_fix(
                             f,

@@ -101,30 +101,8 @@ struct credentials {
         void *close_userdata;
 };
 
-static int set_error(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
-static int set_error(char **ret_error, int r, const char *fmt, ...) {
-        char *m = NULL;
-        va_list ap;
-
-        assert(r < 0);
-        va_start(ap, fmt);
-        if (vasprintf(&m, fmt, ap) < 0)
-                m = NULL;
-        va_end(ap);
-        text_one_line(m);
-        log_debug("credentials: %s", strna(m));
-        if (ret_error)
-                *ret_error = m;
-        else
-                free(m);
-        return r;
-}
-
-static int oom(char **ret_error) {
-        if (ret_error)
-                *ret_error = NULL;
-        return -ENOMEM;
-}
+#define set_error(ret_error, r, ...) log_error_message(ret_error, r, "credentials", __VA_ARGS__)
+#define oom(ret_error)               log_error_message_oom(ret_error)
 
 /* cJSON frees its strings unwiped: wipe every string (and key) of the tree first. */
 static void json_erase_delete(cJSON *j) {

@@ -46,32 +46,8 @@ struct loader {
         char *sources; /* displayed paths joined by ':' */
 };
 
-static int set_error(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
-static int set_error(char **ret_error, int r, const char *fmt, ...) {
-        char *m = NULL;
-        va_list ap;
-
-        assert(r < 0);
-        va_start(ap, fmt);
-        if (vasprintf(&m, fmt, ap) < 0)
-                m = NULL;
-        va_end(ap);
-        /* One line: names and values quoted from the file may hold line breaks. */
-        text_one_line(m);
-
-        log_debug("kubeconfig: %s", strna(m));
-        if (ret_error)
-                *ret_error = m;
-        else
-                free(m);
-        return r;
-}
-
-static int oom(char **ret_error) {
-        if (ret_error)
-                *ret_error = NULL;
-        return -ENOMEM;
-}
+#define set_error(ret_error, r, ...) log_error_message(ret_error, r, "kubeconfig", __VA_ARGS__)
+#define oom(ret_error)               log_error_message_oom(ret_error)
 
 /* ---- small helpers: paths, files, encodings ---- */
 

@@ -77,3 +77,14 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
 
 /* Out of memory: logs and returns -ENOMEM. */
 #define log_oom() log_full_errno(LOG_LEVEL_ERROR, ENOMEM, "Out of memory.")
+
+/* Hands a one-line message about a failure to the caller: formats it, replaces
+ * its control characters (names quoted from a file or an answer may hold line
+ * breaks), logs it at debug level after "what: " and stores it in *ret_error
+ * (freed when ret_error is NULL; NULL when out of memory). Returns r, which must
+ * be negative, so that "return log_error_message(ret_error, -EINVAL, ...)"
+ * reports and returns in one statement. */
+int log_error_message(char **ret_error, int r, const char *what, const char *fmt, ...) _printf_(4, 5);
+/* Out of memory, for a function that hands back a message: *ret_error = NULL,
+ * returns -ENOMEM. */
+int log_error_message_oom(char **ret_error);

@@ -20,6 +20,9 @@ char *text_one_line(char *s);
  * terminal. NULL on out-of-memory. */
 char *text_escape_controls(const char *s, size_t len);
 
+/* asprintf() that returns the string, or NULL when out of memory. */
+char *text_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Trims ASCII whitespace at both ends of s, in place. Returns s. */
 char *text_strip(char *s);
 
