@@ -372,6 +372,10 @@ static int pod_build(const cJSON *obj, struct packer *pk, struct pod_rec *p) {
         return 0;
 }
 
+bool pod_rec_daemonset(const struct pod_rec *p) {
+        return p->controller && streq_ptr(p->controller->kind, "DaemonSet");
+}
+
 int pod_rec_from_json(const cJSON *obj, struct pod_rec **ret) {
         assert(ret);
         return PACK_RECORD(struct pod_rec, obj, ret, pod_build);

@@ -208,6 +208,8 @@ bool pdb_matches_pod(const struct pdb_rec *b, const struct pod_rec *p);
  * of the wrong type (metadata.name; metadata.namespace for pods, claims and leases;
  * spec.driver and spec.pool.name for slices), or -ENOMEM. Fields drainer does
  * not need are ignored, so are optional fields of an unexpected type. */
+/* Whether a DaemonSet is the pod's controller (its controller ownerReference). */
+bool pod_rec_daemonset(const struct pod_rec *p);
 int pod_rec_from_json(const cJSON *obj, struct pod_rec **ret);
 int claim_rec_from_json(const cJSON *obj, struct claim_rec **ret);
 int node_rec_from_json(const cJSON *obj, struct node_rec **ret);

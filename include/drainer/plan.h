@@ -165,6 +165,9 @@ int plan_add_blocker(struct plan *p, enum blocker_kind kind, const struct pod_re
 size_t plan_driver_names(const struct slice_rec *const *slices, size_t n_slices, const char *node,
                          const char **ret, size_t max);
 
+/* The plan's entry of claim ns/name (claims are sorted by namespace and name), or NULL. */
+const struct plan_claim *plan_find_claim(const struct plan *p, const char *ns, const char *name);
+
 /* `drainer plan` output. plan_print_text returns 0, -EIO (write error) or -ENOMEM;
  * plan_to_json returns NULL only when out of memory. JSON: {node, unschedulable,
  * groups: [{name, pods: [{namespace, name, claims: ["ns/name"], pdbs: ["ns/name"],

@@ -1,0 +1,482 @@
+/* The drain plan as text (`drainer plan`, the preflight report) and as JSON
+ * (`-o json`). Reads a built plan; writes only to the FILE or the cJSON tree it
+ * returns. */
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drainer/buf.h"
+#include "drainer/json.h"
+#include "drainer/log.h"
+#include "drainer/plan.h"
+#include "drainer/selector.h"
+#include "drainer/taintrule.h"
+
+/* ---- text ---- */
+
+static void print_devices(FILE *f, const struct claim_rec *c, const char *sep) {
+        for (size_t i = 0; i < c->n_devices; i++)
+                fprintf(f, "%s%s/%s/%s", i > 0 ? sep : "", strna(c->devices[i].driver),
+                        strna(c->devices[i].pool), strna(c->devices[i].device));
+}
+
+static void print_pod_claim(FILE *f, const struct plan *p, const char *ns, const char *name, bool *first) {
+        const struct plan_claim *pc = plan_find_claim(p, ns, name);
+
+        fprintf(f, "%s%s/%s", *first ? "" : ", ", ns, name);
+        *first = false;
+        if (pc && pc->claim->n_devices > 0) {
+                fputs(" (", f);
+                print_devices(f, pc->claim, ", ");
+                fputc(')', f);
+        }
+}
+
+static int nsname_width(const struct plan *p) {
+        size_t w = 0;
+
+        for (size_t i = 0; i < p->n_pods; i++)
+                if (p->pods[i].group != EVICT_GROUP_NONE)
+                        w = MAX(w, strlen(p->pods[i].pod->ns) + 1 + strlen(p->pods[i].pod->name));
+        return (int)MIN(w, (size_t)60);
+}
+
+static void print_group_pods(FILE *f, const struct plan *p, enum evict_group g, int width) {
+        for (size_t i = 0; i < p->n_pods; i++) {
+                const struct plan_pod *pp = &p->pods[i];
+                const struct pod_rec *pod = pp->pod;
+                bool holds = pod_holds_claims(pod), ds = pod_rec_daemonset(pod), first = true;
+                char nsname[512];
+
+                if (pp->group != g)
+                        continue;
+                snprintf(nsname, sizeof nsname, "%s/%s", pod->ns, pod->name);
+                if (!holds && pp->n_pdbs == 0 && !pod->deleting && !ds) {
+                        fprintf(f, "      %s\n", nsname);
+                        continue;
+                }
+                fprintf(f, "      %-*s", width, nsname);
+                if (holds) {
+                        fputs("  claims ", f);
+                        for (size_t j = 0; j < pod->n_claims; j++)
+                                if (pod->claims[j].claim_name)
+                                        print_pod_claim(f, p, pod->ns, pod->claims[j].claim_name, &first);
+                        if (pod->extended_claim_name)
+                                print_pod_claim(f, p, pod->ns, pod->extended_claim_name, &first);
+                }
+                for (size_t j = 0; j < pp->n_pdbs; j++)
+                        fprintf(f, "  (PDB %s/%s allows %d disruption%s)", pp->pdbs[j]->ns,
+                                pp->pdbs[j]->name, pp->pdbs[j]->disruptions_allowed,
+                                pp->pdbs[j]->disruptions_allowed == 1 ? "" : "s");
+                if (ds)
+                        fprintf(f, "  (DaemonSet %s/%s)", pod->ns, strna(pod->controller->name));
+                if (pod->deleting)
+                        fputs("  (deleting)", f);
+                fputc('\n', f);
+        }
+}
+
+static void print_group(FILE *f, const struct plan *p, const char *prefix, enum evict_group g, int width) {
+        size_t n = p->n_per_group[g];
+
+        fprintf(f, "%s (%zu)%s\n", prefix, n, n > 0 ? ":" : "");
+        print_group_pods(f, p, g, width);
+}
+
+static int claim_width(const struct plan *p) {
+        size_t w = 0;
+
+        for (size_t i = 0; i < p->n_claims; i++)
+                w = MAX(w, strlen(p->claims[i].claim->ns) + 1 + strlen(p->claims[i].claim->name));
+        return (int)MIN(w, (size_t)60);
+}
+
+static void print_claim(FILE *f, const struct plan_claim *pc, int width) {
+        const struct claim_rec *c = pc->claim;
+        char nsname[512];
+
+        snprintf(nsname, sizeof nsname, "%s/%s", c->ns, c->name);
+        fprintf(f, "      %-*s  ", width, nsname);
+        if (c->n_reserved == 0)
+                fputs(pc->why == CLAIM_ALLOCATED_NODE_SELECTOR
+                              ? "allocated on the node, reserved for nobody"
+                              : "allocated from a ResourceSlice of the node, "
+                                "reserved for nobody",
+                      f);
+        else {
+                fputs("reserved for ", f);
+                for (size_t i = 0; i < c->n_reserved; i++) {
+                        const struct claim_consumer *r = &c->reserved[i];
+
+                        if (i > 0)
+                                fputs(", ", f);
+                        if (!r->api_group && streq_ptr(r->resource, "pods"))
+                                fprintf(f, "%s/%s", c->ns, strna(r->name));
+                        else
+                                fprintf(f, "%s %s/%s", strna(r->resource), c->ns, strna(r->name));
+                }
+        }
+        if (c->n_devices > 0) {
+                fputs("; devices ", f);
+                print_devices(f, c, ", ");
+        }
+        if (c->deleting)
+                fputs(" (deleting)", f);
+        if (pc->driver_own)
+                fputs(" (DRA driver's own claim: does not hold the drain back)", f);
+        fputc('\n', f);
+}
+
+/* What the strategy will do to the node's driver pods, e.g. "evict ns/a (DaemonSet ns/x)". */
+static int describe_stop(FILE *f, const struct plan *p, const struct plan_options *o) {
+        const struct driver_stop_ops *stop = driver_stop_or_default(o->driver_stop);
+        _cleanup_free_ const struct pod_rec **drivers = calloc(p->n_pods + 1, sizeof(*drivers));
+        size_t n = 0;
+
+        if (!drivers)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n_pods; i++)
+                if (p->pods[i].cls == POD_CLASS_DRIVER)
+                        drivers[n++] = p->pods[i].pod;
+        fprintf(f, " 5. stop DRA drivers (%s): ", stop->name);
+        if (stop->arg_usage && !o->driver_stop_arg)
+                fprintf(f, "(no %s: see the blockers) ", stop->arg_usage);
+        else if (o->driver_stop_arg_from)
+                fprintf(f, "(%s %s from the nodeSelector of %s) ", stop->arg_usage, o->driver_stop_arg,
+                        o->driver_stop_arg_from);
+        stop->describe(o->driver_stop_arg, drivers, n, f);
+        fputc('\n', f);
+        return 0;
+}
+
+int plan_print_text(const struct plan *p, const struct plan_options *o, FILE *f) {
+        const char *was;
+        bool tainted, first, cordoned_before;
+        int width, cwidth;
+
+        assert(p && p->node);
+        assert(o);
+        assert(f);
+
+        tainted = node_rec_find_taint(p->node, DRAIN_TAINT_KEY, DRAIN_TAINT_EFFECT);
+        width = nsname_width(p);
+        cwidth = claim_width(p);
+        /* drainer records whether the node was cordoned before it cordoned it */
+        was = kv_get(p->node->annotations, p->node->n_annotations, DRAINER_ANN_WAS_UNSCHEDULABLE);
+        cordoned_before = was ? streq(was, "true") : p->node->unschedulable;
+
+        fprintf(f, "Plan for node %s (%s%s)\n", p->node->name,
+                p->node->unschedulable ? "already unschedulable" : "schedulable",
+                tainted ? ", drain taint set" : "");
+
+        if (o->n_drivers > 0) {
+                fputs("Scoped to DRA driver", f);
+                for (size_t i = 0; i < o->n_drivers; i++)
+                        fprintf(f, "%s %s", i == 0 ? (o->n_drivers > 1 ? "s" : "") : ",", o->drivers[i]);
+                fprintf(f, " (--driver): %sonly pods holding claims of these drivers' devices are evicted\n",
+                        o->isolation == PLAN_ISOLATE_TAINT_RULE ? "the node stays schedulable; " : "");
+        }
+        if (o->n_drivers > 0 && o->isolation == PLAN_ISOLATE_TAINT_RULE)
+                fprintf(f,
+                        " 1. DeviceTaintRule (%s) %s:%s for each pool of the drivers on the node: no new "
+                        "claim "
+                        "is allocated on their devices here; the node is not cordoned\n",
+                        strna(o->taint_rule_api), TAINT_RULE_TAINT_KEY, TAINT_RULE_TAINT_EFFECT);
+        else
+                fprintf(f, " 1. cordon: spec.unschedulable=true, taint %s:%s%s%s\n", DRAIN_TAINT_KEY,
+                        DRAIN_TAINT_EFFECT,
+                        cordoned_before ? " (cordoned before the drain: uncordon leaves it cordoned)" : "",
+                        o->n_drivers > 0 ? " (fallback: the API server serves no DeviceTaintRule, "
+                                           "resource.k8s.io v1 or v1beta2, so the whole node is cordoned)"
+                                         : "");
+
+        print_group(f, p, " 2. evict claim holders", EVICT_GROUP_CLAIM_HOLDERS, width);
+        print_group(f, p, "    then critical claim holders", EVICT_GROUP_CLAIM_HOLDERS_CRITICAL, width);
+        print_group(f, p, " 3. evict the rest", EVICT_GROUP_REST, width);
+        print_group(f, p, "    then critical pods", EVICT_GROUP_REST_CRITICAL, width);
+
+        fprintf(f,
+                " 4. wait until the pods are gone and no ResourceClaim is on the node (%zu claim%s now)%s\n",
+                p->n_claims_blocking, p->n_claims_blocking == 1 ? "" : "s", p->n_claims > 0 ? ":" : "");
+        for (size_t i = 0; i < p->n_claims; i++)
+                print_claim(f, &p->claims[i], cwidth);
+
+        if (describe_stop(f, p, o) < 0)
+                return -ENOMEM;
+
+        fputs("Stays on the node:", f);
+        first = true;
+        for (size_t i = 0; i < p->n_pods; i++) {
+                const struct plan_pod *pp = &p->pods[i];
+
+                if (pp->group != EVICT_GROUP_NONE)
+                        continue;
+                fprintf(f, "%s %s/%s (%s)", first ? "" : ",", pp->pod->ns, pp->pod->name,
+                        strna(pp->skip_reason));
+                first = false;
+        }
+        fputs(first ? " nothing\n" : "\n", f);
+
+        fputs("PodDisruptionBudgets:", f);
+        for (size_t i = 0; i < p->n_pdbs; i++) {
+                const struct pdb_rec *b = p->pdbs[i];
+
+                fprintf(f, "%s %s/%s: %d disruption%s allowed (%d/%d healthy, %d desired)", i > 0 ? ";" : "",
+                        b->ns, b->name, b->disruptions_allowed, b->disruptions_allowed == 1 ? "" : "s",
+                        b->current_healthy, b->expected_pods, b->desired_healthy);
+        }
+        fputs(p->n_pdbs == 0 ? " none\n" : "\n", f);
+
+        if (p->n_blockers == 0)
+                fputs("Preflight: no blockers\n", f);
+        else {
+                fprintf(f, "Blockers (%zu):\n", p->n_blockers);
+                for (size_t i = 0; i < p->n_blockers; i++)
+                        fprintf(f, "  - %s\n", p->blockers[i].message);
+        }
+
+        return ferror(f) ? -EIO : 0;
+}
+
+/* ---- JSON ---- */
+
+static int add_str(cJSON *o, const char *k, const char *v) {
+        return (v ? cJSON_AddStringToObject(o, k, v) : cJSON_AddNullToObject(o, k)) ? 0 : -ENOMEM;
+}
+
+static int add_num(cJSON *o, const char *k, double v) {
+        return cJSON_AddNumberToObject(o, k, v) ? 0 : -ENOMEM;
+}
+
+static int add_bool(cJSON *o, const char *k, bool v) {
+        return cJSON_AddBoolToObject(o, k, v) ? 0 : -ENOMEM;
+}
+
+static int add_item(cJSON *container, const char *k, cJSON *item) {
+        bool ok;
+
+        if (!item)
+                return -ENOMEM;
+        ok = k ? cJSON_AddItemToObject(container, k, item) : cJSON_AddItemToArray(container, item);
+        if (!ok) {
+                cJSON_Delete(item);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* Appends "ns/name" (or "name" when ns is NULL) to an array. */
+static int push_nsname(cJSON *arr, const char *ns, const char *name) {
+        char buf[512];
+
+        if (ns)
+                snprintf(buf, sizeof buf, "%s/%s", ns, strna(name));
+        else
+                snprintf(buf, sizeof buf, "%s", strna(name));
+        return add_item(arr, NULL, cJSON_CreateString(buf));
+}
+
+static cJSON *new_ns_name(const char *ns, const char *name) {
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+
+        if (!o || add_str(o, "namespace", ns) < 0 || add_str(o, "name", name) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static cJSON *pod_json(const struct plan_pod *pp) {
+        _cleanup_(cJSON_Deletep) cJSON *o = new_ns_name(pp->pod->ns, pp->pod->name);
+        const struct pod_rec *pod = pp->pod;
+        cJSON *claims, *pdbs;
+
+        if (!o)
+                return NULL;
+        claims = cJSON_AddArrayToObject(o, "claims");
+        pdbs = cJSON_AddArrayToObject(o, "pdbs");
+        if (!claims || !pdbs)
+                return NULL;
+        for (size_t i = 0; i < pod->n_claims; i++)
+                if (pod->claims[i].claim_name && push_nsname(claims, pod->ns, pod->claims[i].claim_name) < 0)
+                        return NULL;
+        if (pod->extended_claim_name && push_nsname(claims, pod->ns, pod->extended_claim_name) < 0)
+                return NULL;
+        for (size_t i = 0; i < pp->n_pdbs; i++)
+                if (push_nsname(pdbs, pp->pdbs[i]->ns, pp->pdbs[i]->name) < 0)
+                        return NULL;
+        if (add_bool(o, "deleting", pod->deleting) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static cJSON *claim_json(const struct plan_claim *pc) {
+        const struct claim_rec *c = pc->claim;
+        _cleanup_(cJSON_Deletep) cJSON *o = new_ns_name(c->ns, c->name);
+        cJSON *devices, *reserved;
+
+        if (!o || add_str(o, "reason", claim_on_node_reason_to_string(pc->why)) < 0)
+                return NULL;
+        devices = cJSON_AddArrayToObject(o, "devices");
+        reserved = cJSON_AddArrayToObject(o, "reservedFor");
+        if (!devices || !reserved)
+                return NULL;
+        for (size_t i = 0; i < c->n_devices; i++) {
+                _cleanup_(cJSON_Deletep) cJSON *d = cJSON_CreateObject();
+
+                if (!d || add_str(d, "driver", c->devices[i].driver) < 0 ||
+                    add_str(d, "pool", c->devices[i].pool) < 0 ||
+                    add_str(d, "device", c->devices[i].device) < 0 ||
+                    add_item(devices, NULL, TAKE_PTR(d)) < 0)
+                        return NULL;
+        }
+        for (size_t i = 0; i < c->n_reserved; i++) {
+                const struct claim_consumer *r = &c->reserved[i];
+                char buf[512];
+                int k;
+
+                if (!r->api_group && streq_ptr(r->resource, "pods"))
+                        k = push_nsname(reserved, c->ns, r->name);
+                else {
+                        snprintf(buf, sizeof buf, "%s%s%s %s/%s", strempty(r->api_group),
+                                 r->api_group ? "/" : "", strna(r->resource), c->ns, strna(r->name));
+                        k = push_nsname(reserved, NULL, buf);
+                }
+                if (k < 0)
+                        return NULL;
+        }
+        if (add_bool(o, "driverOwn", pc->driver_own) < 0 || add_bool(o, "deleting", c->deleting) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static int json_groups(cJSON *root, const struct plan *p) {
+        cJSON *groups = cJSON_AddArrayToObject(root, "groups");
+
+        if (!groups)
+                return -ENOMEM;
+        for (enum evict_group g = 0; g < EVICT_GROUP_NONE; g++) {
+                _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+                cJSON *pods;
+
+                if (!o || add_str(o, "name", evict_group_to_string(g)) < 0)
+                        return -ENOMEM;
+                pods = cJSON_AddArrayToObject(o, "pods");
+                if (!pods)
+                        return -ENOMEM;
+                for (size_t i = 0; i < p->n_pods; i++)
+                        if (p->pods[i].group == g && add_item(pods, NULL, pod_json(&p->pods[i])) < 0)
+                                return -ENOMEM;
+                if (add_item(groups, NULL, TAKE_PTR(o)) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static int json_drivers_stays(cJSON *root, const struct plan *p, const struct plan_options *o) {
+        cJSON *drivers = cJSON_AddArrayToObject(root, "drivers"),
+              *stays = cJSON_AddArrayToObject(root, "stays");
+
+        if (!drivers || !stays)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n_pods; i++) {
+                const struct plan_pod *pp = &p->pods[i];
+                const struct pod_rec *pod = pp->pod;
+
+                if (pp->cls == POD_CLASS_DRIVER) {
+                        _cleanup_(cJSON_Deletep) cJSON *d = new_ns_name(pod->ns, pod->name);
+                        char ds[512];
+
+                        if (pod_rec_daemonset(pod))
+                                snprintf(ds, sizeof ds, "%s/%s", pod->ns, strna(pod->controller->name));
+                        if (!d || add_str(d, "strategy", driver_stop_or_default(o->driver_stop)->name) < 0 ||
+                            add_str(d, "daemonset", pod_rec_daemonset(pod) ? ds : NULL) < 0 ||
+                            (o->driver_stop_arg && add_str(d, "arg", o->driver_stop_arg) < 0) ||
+                            (o->driver_stop_arg_from &&
+                             add_str(d, "argFrom", o->driver_stop_arg_from) < 0) ||
+                            (pod->plugin_driver && add_str(d, "driver", pod->plugin_driver) < 0) ||
+                            add_item(drivers, NULL, TAKE_PTR(d)) < 0)
+                                return -ENOMEM;
+                }
+                if (pp->group == EVICT_GROUP_NONE) {
+                        _cleanup_(cJSON_Deletep) cJSON *s = new_ns_name(pod->ns, pod->name);
+
+                        if (!s || add_str(s, "reason", pp->skip_reason) < 0 ||
+                            add_item(stays, NULL, TAKE_PTR(s)) < 0)
+                                return -ENOMEM;
+                }
+        }
+        return 0;
+}
+
+static int json_pdbs_blockers(cJSON *root, const struct plan *p) {
+        cJSON *pdbs = cJSON_AddArrayToObject(root, "pdbs"),
+              *blockers = cJSON_AddArrayToObject(root, "blockers");
+
+        if (!pdbs || !blockers)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n_pdbs; i++) {
+                const struct pdb_rec *b = p->pdbs[i];
+                _cleanup_(cJSON_Deletep) cJSON *o = new_ns_name(b->ns, b->name);
+
+                if (!o || add_num(o, "disruptionsAllowed", b->disruptions_allowed) < 0 ||
+                    add_num(o, "currentHealthy", b->current_healthy) < 0 ||
+                    add_num(o, "desiredHealthy", b->desired_healthy) < 0 ||
+                    add_num(o, "expectedPods", b->expected_pods) < 0 ||
+                    add_item(pdbs, NULL, TAKE_PTR(o)) < 0)
+                        return -ENOMEM;
+        }
+        for (size_t i = 0; i < p->n_blockers; i++) {
+                const struct plan_blocker *b = &p->blockers[i];
+                _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+                char pod[512];
+
+                if (b->pod)
+                        snprintf(pod, sizeof pod, "%s/%s", b->pod->ns, b->pod->name);
+                if (!o || add_str(o, "kind", blocker_kind_to_string(b->kind)) < 0 ||
+                    add_str(o, "pod", b->pod ? pod : NULL) < 0 || add_str(o, "message", b->message) < 0 ||
+                    add_item(blockers, NULL, TAKE_PTR(o)) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+cJSON *plan_to_json(const struct plan *p, const struct plan_options *o) {
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        cJSON *claims;
+
+        assert(p && p->node);
+        assert(o);
+
+        root = cJSON_CreateObject();
+        if (!root || add_str(root, "node", p->node->name) < 0 ||
+            add_bool(root, "unschedulable", p->node->unschedulable) < 0 || json_groups(root, p) < 0)
+                return NULL;
+
+        claims = cJSON_AddArrayToObject(root, "claims");
+        if (!claims)
+                return NULL;
+        for (size_t i = 0; i < p->n_claims; i++)
+                if (add_item(claims, NULL, claim_json(&p->claims[i])) < 0)
+                        return NULL;
+
+        if (o->n_drivers > 0) {
+                cJSON *scope = cJSON_AddObjectToObject(root, "scope"), *drivers;
+
+                if (!scope || !(drivers = cJSON_AddArrayToObject(scope, "drivers")))
+                        return NULL;
+                for (size_t i = 0; i < o->n_drivers; i++)
+                        if (!cJSON_AddItemToArray(drivers, cJSON_CreateString(o->drivers[i])))
+                                return NULL;
+                if (add_str(scope, "isolation",
+                            o->isolation == PLAN_ISOLATE_TAINT_RULE ? "deviceTaintRule" : "cordon") < 0 ||
+                    (o->isolation == PLAN_ISOLATE_TAINT_RULE &&
+                     add_str(scope, "deviceTaintRuleAPI", o->taint_rule_api) < 0))
+                        return NULL;
+        }
+        if (json_drivers_stays(root, p, o) < 0 || json_pdbs_blockers(root, p) < 0 ||
+            add_bool(root, "ok", p->n_blockers == 0) < 0)
+                return NULL;
+        return TAKE_PTR(root);
+}
