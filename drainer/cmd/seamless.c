@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "drainer/client.h"
-#include "drainer/doctor-rules.h"
+#include "drainer/upgrade.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
 #include "drainer/seamless.h"
@@ -171,7 +171,7 @@ int seamless_check(struct app *app, const char *driver, const struct pod_rec *co
                         json_str(it, "status.nodeInfo.kubeletVersion");
                 versions[n_versions++] = v;
         }
-        ret->seamless = doctor_driver_seamless(ds, versions, n_versions, ret->why, sizeof(ret->why)) > 0;
+        ret->seamless = driver_upgrade_seamless(ds, versions, n_versions, ret->why, sizeof(ret->why)) > 0;
         r = 0;
 out:
         for (size_t j = 0; j < n_cand; j++)

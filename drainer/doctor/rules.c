@@ -304,124 +304,11 @@ bool doctor_container_has_guard(const cJSON *podspec, const cJSON *container) {
         return false;
 }
 
-static const char *const rollout_names[_DOCTOR_ROLLOUT_MAX] = {
-        [DOCTOR_ROLLOUT_SURGE] = "RollingUpdate with maxSurge",
-        [DOCTOR_ROLLOUT_NO_SURGE] = "RollingUpdate without maxSurge",
-        [DOCTOR_ROLLOUT_ON_DELETE] = "OnDelete",
-};
-
-const char *doctor_rollout_to_string(enum doctor_rollout r) {
-        return r >= 0 && r < _DOCTOR_ROLLOUT_MAX ? rollout_names[r] : NULL;
-}
-
-enum doctor_rollout doctor_daemonset_rollout(const cJSON *ds, const char **ret_surge) {
-        const char *type = json_str(ds, "spec.updateStrategy.type");
-        const cJSON *surge = json_path(ds, "spec.updateStrategy.rollingUpdate.maxSurge");
-        bool positive = false;
-
-        if (ret_surge)
-                *ret_surge = "0";
-        if (streq_ptr(type, "OnDelete"))
-                return DOCTOR_ROLLOUT_ON_DELETE;
-        if (cJSON_IsNumber(surge)) {
-                positive = surge->valuedouble >= 1;
-                if (ret_surge)
-                        *ret_surge = positive ? "a count" : "0";
-        } else if (cJSON_IsString(surge)) {
-                /* A percentage of the nodes, rounded up by the DaemonSet controller: any
-                 * positive percentage surges at least one pod. */
-                char *end;
-                double v = strtod(surge->valuestring, &end);
-
-                positive = end != surge->valuestring && v > 0 && (*end == '%' || *end == 0);
-                if (ret_surge)
-                        *ret_surge = surge->valuestring;
-        }
-        return positive ? DOCTOR_ROLLOUT_SURGE : DOCTOR_ROLLOUT_NO_SURGE;
-}
-
-int doctor_kubelet_version_parse(const char *v, int *ret_major, int *ret_minor) {
-        long major, minor;
-        char *end;
-
-        if (!v)
-                return -EINVAL;
-        if (*v == 'v' || *v == 'V')
-                v++;
-        if (!isdigit((unsigned char)*v))
-                return -EINVAL;
-        errno = 0;
-        major = strtol(v, &end, 10);
-        if (errno || *end != '.' || !isdigit((unsigned char)end[1]))
-                return -EINVAL;
-        minor = strtol(end + 1, &end, 10);
-        if (errno || major <= 0 || major > 1000 || minor < 0 || minor > 100000)
-                return -EINVAL;
-        /* What follows the minor version: ".patch", "-suffix", "+build", or nothing. */
-        if (*end && *end != '.' && *end != '-' && *end != '+')
-                return -EINVAL;
-        *ret_major = (int)major;
-        *ret_minor = (int)minor;
-        return 0;
-}
-
-int doctor_kubelet_seamless(const char *v) {
-        int major, minor;
-
-        if (doctor_kubelet_version_parse(v, &major, &minor) < 0)
-                return -EINVAL;
-        return major > 1 || (major == 1 && minor >= 33);
-}
-
-int doctor_driver_seamless(const cJSON *ds, const char *const *kubelet_versions, size_t n, char *why,
-                           size_t size) {
-        enum doctor_rollout rollout = doctor_daemonset_rollout(ds, NULL);
-        size_t n_old = 0, n_unknown = 0;
-        const char *old = NULL;
-
-        if (rollout != DOCTOR_ROLLOUT_SURGE) {
-                snprintf(why, size,
-                         "its DaemonSet's updateStrategy is %s: the old plugin stops before the new one "
-                         "starts",
-                         doctor_rollout_to_string(rollout));
-                return 0;
-        }
-        for (size_t i = 0; i < n; i++) {
-                int k = doctor_kubelet_seamless(kubelet_versions[i]);
-
-                if (k == 0 && !old)
-                        old = kubelet_versions[i];
-                n_old += k == 0;
-                n_unknown += k < 0;
-        }
-        if (n_old > 0) {
-                snprintf(why, size,
-                         "%zu of %zu of its nodes run a kubelet older than 1.33 (%s): two plugin "
-                         "instances at once are not supported there",
-                         n_old, n, old);
-                return 0;
-        }
-        if (n_unknown > 0) {
-                snprintf(why, size, "%zu of %zu of its nodes report a kubelet version drainer cannot read",
-                         n_unknown, n);
-                return 0;
-        }
-        if (n == 0) {
-                snprintf(why, size, "none of its nodes is known, so neither are their kubelets");
-                return 0;
-        }
-        snprintf(why, size,
-                 "its DaemonSet is RollingUpdate with maxSurge and all %zu of its nodes run kubelet "
-                 "1.33 or newer: the new plugin starts before the old one stops",
-                 n);
-        return 1;
-}
-
 /* The rollout strategy doctor judges a driver's kubelets against: the last of
  * its DaemonSets read (*ret_have_ds false when none was). */
-static enum doctor_rollout driver_rollout(const struct doctor_data *d, const struct doctor_driver *dr,
-                                          bool *ret_have_ds) {
-        enum doctor_rollout rollout = DOCTOR_ROLLOUT_NO_SURGE;
+static enum daemonset_rollout driver_rollout(const struct doctor_data *d, const struct doctor_driver *dr,
+                                             bool *ret_have_ds) {
+        enum daemonset_rollout rollout = DAEMONSET_ROLLOUT_NO_SURGE;
 
         *ret_have_ds = false;
         for (size_t j = 0; j < dr->n_groups; j++) {
@@ -430,7 +317,7 @@ static enum doctor_rollout driver_rollout(const struct doctor_data *d, const str
                 if (!g->ds)
                         continue;
                 *ret_have_ds = true;
-                rollout = doctor_daemonset_rollout(g->ds, NULL);
+                rollout = daemonset_rollout(g->ds, NULL);
         }
         return rollout;
 }
@@ -548,13 +435,13 @@ static int check_rollout_strategy(const struct doctor_data *d, struct doctor_rep
 
         for (size_t j = 0; j < dr->n_groups; j++) {
                 const struct doctor_group *g = d->groups.v[dr->groups[j]];
-                enum doctor_rollout rollout;
+                enum daemonset_rollout rollout;
                 const char *surge;
 
                 if (!g->ds)
                         continue;
-                rollout = doctor_daemonset_rollout(g->ds, &surge);
-                if (rollout == DOCTOR_ROLLOUT_SURGE)
+                rollout = daemonset_rollout(g->ds, &surge);
+                if (rollout == DAEMONSET_ROLLOUT_SURGE)
                         f = doctor_report_add(rep, DOCTOR_SECTION_SEAMLESS_UPGRADE, DOCTOR_PASS,
                                               "rollout-strategy", subject,
                                               "RollingUpdate with maxSurge %s: the new driver pod starts "
@@ -566,7 +453,7 @@ static int check_rollout_strategy(const struct doctor_data *d, struct doctor_rep
                                 subject,
                                 "%s: every driver update leaves each node without its driver for a "
                                 "while (pods with claims cannot start, cleanup waits)",
-                                doctor_rollout_to_string(rollout));
+                                daemonset_rollout_to_string(rollout));
                         if (f && doctor_finding_set_fix(
                                          f, "if the driver supports seamless upgrades (kubeletplugin "
                                             "RollingUpdate), set updateStrategy.rollingUpdate "
@@ -747,7 +634,7 @@ oom:
 static int check_kubelet_versions(const struct doctor_data *d, struct doctor_report *rep,
                                   const struct doctor_driver *dr, const char *subject) {
         bool have_ds;
-        enum doctor_rollout rollout = driver_rollout(d, dr, &have_ds);
+        enum daemonset_rollout rollout = driver_rollout(d, dr, &have_ds);
         struct doctor_finding *f;
         char **nodes = NULL;
         size_t n_nodes = 0, n_old = 0, n_unknown = 0;
@@ -762,7 +649,7 @@ static int check_kubelet_versions(const struct doctor_data *d, struct doctor_rep
         for (size_t j = 0; j < n_nodes; j++) {
                 const struct node_rec *n = doctor_data_node(d, nodes[j]);
                 const char *v = n ? n->kubelet_version : NULL;
-                int k = doctor_kubelet_seamless(v);
+                int k = kubelet_seamless_upgrades(v);
 
                 if (k > 0) {
                         first_ok = first_ok ? first_ok : v;
@@ -777,7 +664,7 @@ static int check_kubelet_versions(const struct doctor_data *d, struct doctor_rep
         }
         free(f->message);
         f->message = NULL;
-        if (n_old > 0 && have_ds && rollout == DOCTOR_ROLLOUT_SURGE) {
+        if (n_old > 0 && have_ds && rollout == DAEMONSET_ROLLOUT_SURGE) {
                 f->status = DOCTOR_FAIL;
                 f->message =
                         text_printf("%zu of %zu nodes of the driver run a kubelet older than 1.33, yet its "
@@ -804,7 +691,7 @@ static int check_kubelet_versions(const struct doctor_data *d, struct doctor_rep
                 goto oom;
         if (n_old > 0 &&
             doctor_finding_set_fix(f, "upgrade the kubelets of those nodes to 1.33 or newer%s",
-                                   rollout == DOCTOR_ROLLOUT_SURGE && have_ds
+                                   rollout == DAEMONSET_ROLLOUT_SURGE && have_ds
                                            ? ", or roll the driver out without maxSurge until then"
                                            : " before relying on seamless driver upgrades") < 0)
                 goto oom;
@@ -838,17 +725,17 @@ static int check_driver_rollout(const struct doctor_data *d, struct doctor_repor
         }
         for (size_t j = 0; j < dr->n_groups; j++) {
                 const struct doctor_group *g = d->groups.v[dr->groups[j]];
-                enum doctor_rollout rollout;
+                enum daemonset_rollout rollout;
                 char why[512];
 
                 if (!g->ds)
                         continue;
-                rollout = doctor_daemonset_rollout(g->ds, NULL);
-                if (doctor_driver_seamless(g->ds, versions, n_nodes, why, sizeof(why)) > 0)
+                rollout = daemonset_rollout(g->ds, NULL);
+                if (driver_upgrade_seamless(g->ds, versions, n_nodes, why, sizeof(why)) > 0)
                         f = doctor_report_add(rep, DOCTOR_SECTION_SEAMLESS_UPGRADE, DOCTOR_PASS,
                                               "driver-rollout", subject,
                                               "seamless upgrade: %s; no drain is needed to update it", why);
-                else if (rollout == DOCTOR_ROLLOUT_ON_DELETE)
+                else if (rollout == DAEMONSET_ROLLOUT_ON_DELETE)
                         f = doctor_report_add(
                                 rep, DOCTOR_SECTION_SEAMLESS_UPGRADE, DOCTOR_PASS, "driver-rollout", subject,
                                 "no seamless upgrade (%s), and updates wait for a safe rollout: "

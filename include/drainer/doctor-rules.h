@@ -13,6 +13,7 @@
 #include "drainer/doctor-prom.h"
 #include "drainer/doctor-report.h"
 #include "drainer/macro.h"
+#include "drainer/upgrade.h"
 
 /* Every finding of doctor over what gather read (d) and, with --prometheus
  * (prom_url; NULL: not asked), what Prometheus answered (prom), added to rep
@@ -43,37 +44,6 @@ enum doctor_probe doctor_container_liveness(const cJSON *container);
  * sidecar of podspec (an init container with restartPolicy Always) running `drainer
  * guard --listen HOST:PORT` listens on. podspec may be NULL (exec form only). */
 bool doctor_container_has_guard(const cJSON *podspec, const cJSON *container);
-
-enum doctor_rollout {
-        DOCTOR_ROLLOUT_SURGE,    /* RollingUpdate with maxSurge > 0: old and new pod overlap */
-        DOCTOR_ROLLOUT_NO_SURGE, /* RollingUpdate without surge: the old pod goes first */
-        DOCTOR_ROLLOUT_ON_DELETE,
-        _DOCTOR_ROLLOUT_MAX,
-        _DOCTOR_ROLLOUT_INVALID = -EINVAL,
-};
-
-/* "RollingUpdate with maxSurge", "RollingUpdate without maxSurge", "OnDelete" */
-const char *doctor_rollout_to_string(enum doctor_rollout r);
-/* From an apps/v1 DaemonSet: spec.updateStrategy (type defaults to
- * RollingUpdate; maxSurge, an int or a percentage, defaults to 0). *ret_surge
- * (may be NULL) gets maxSurge as written ("0" when unset), borrowed or static. */
-enum doctor_rollout doctor_daemonset_rollout(const cJSON *ds, const char **ret_surge);
-
-/* Parses a kubelet version ("v1.33.2", "v1.32.4-eks-1", "1.34.0+k3s1"): 0 with
- * major and minor, -EINVAL when it cannot (or for "v0.x", the placeholder of
- * untagged builds). */
-int doctor_kubelet_version_parse(const char *v, int *ret_major, int *ret_minor);
-/* Whether a kubelet of this version supports seamless driver upgrades (two
- * plugin instances of one driver at once; kubelet 1.33+): 1 yes, 0 no,
- * -EINVAL unknown. */
-int doctor_kubelet_seamless(const char *v);
-/* Whether a DRA driver gets seamless upgrades, the one decision that doctor
- * (driver-rollout), plan --driver and maintain --driver share: its DaemonSet ds
- * surges (RollingUpdate with maxSurge, doctor_daemonset_rollout) and every kubelet of
- * its nodes (n versions; NULL: unknown) is 1.33 or newer. 1 yes, 0 no; why says
- * which, for people. */
-int doctor_driver_seamless(const cJSON *ds, const char *const *kubelet_versions, size_t n, char *why,
-                           size_t size);
 
 /* ---- Tuning at scale ---- */
 

@@ -1,7 +1,7 @@
-/* Issue 18 item 2, the cluster side: whether the DRA driver of a driver-scoped
+/* The cluster side of a driver-scoped drain's upgrade question: whether the DRA driver of a driver-scoped
  * drain gets seamless upgrades, for `plan --driver` (says so) and `maintain
  * --driver` (runs its command without evicting anything, unless --force-drain).
- * The decision itself is doctor_driver_seamless (doctor-rules.h), the one doctor's
+ * The decision itself is driver_upgrade_seamless (upgrade.h), the one doctor's
  * driver-rollout check makes; this reads what it needs: the driver's DaemonSet
  * (the controller of a driver pod on the node; with several, the one whose pod
  * template names the driver) and the kubelet versions of the nodes its pods run

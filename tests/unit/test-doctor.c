@@ -231,13 +231,13 @@ static void test_rollout(void **state) {
         for_each_case(c, fx) {
                 const char *surge = NULL;
 
-                assert_string_equal(doctor_rollout_to_string(
-                                            doctor_daemonset_rollout(json_path(c, "daemonset"), &surge)),
-                                    json_str(c, "rollout"));
+                assert_string_equal(
+                        daemonset_rollout_to_string(daemonset_rollout(json_path(c, "daemonset"), &surge)),
+                        json_str(c, "rollout"));
                 assert_string_equal(surge, json_str(c, "surge"));
         }
         cJSON_Delete(fx);
-        assert_string_equal(doctor_rollout_to_string(DOCTOR_ROLLOUT_ON_DELETE), "OnDelete");
+        assert_string_equal(daemonset_rollout_to_string(DAEMONSET_ROLLOUT_ON_DELETE), "OnDelete");
 }
 
 static void test_kubelet_version(void **state) {
@@ -257,8 +257,8 @@ static void test_kubelet_version(void **state) {
         int major = 0, minor = 0;
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
-                assert_int_equal(doctor_kubelet_seamless(cases[i].v), cases[i].seamless);
-        assert_int_equal(doctor_kubelet_version_parse("v1.32.4", &major, &minor), 0);
+                assert_int_equal(kubelet_seamless_upgrades(cases[i].v), cases[i].seamless);
+        assert_int_equal(kubelet_version_parse("v1.32.4", &major, &minor), 0);
         assert_int_equal(major, 1);
         assert_int_equal(minor, 32);
 }
@@ -1017,7 +1017,7 @@ static void test_rule_rollout_strategy(void **state) {
 }
 
 /* driver-rollout (issue 18 item 4): drivers without seamless upgrade are pointed at
- * drainer rollout; doctor_driver_seamless is the decision plan and maintain share. */
+ * drainer rollout; driver_upgrade_seamless is the decision plan and maintain share. */
 static void test_rule_driver_rollout(void **state) {
         struct judged j;
         const struct doctor_finding *f;
@@ -1052,13 +1052,13 @@ static void test_driver_seamless(void **state) {
                    *unknown[] = { "v1.37.2", NULL };
         char why[512];
 
-        assert_int_equal(doctor_driver_seamless(surge, ok, 2, why, sizeof(why)), 1);
+        assert_int_equal(driver_upgrade_seamless(surge, ok, 2, why, sizeof(why)), 1);
         assert_non_null(strstr(why, "all 2 of its nodes run kubelet 1.33 or newer"));
-        assert_int_equal(doctor_driver_seamless(surge, old, 2, why, sizeof(why)), 0);
+        assert_int_equal(driver_upgrade_seamless(surge, old, 2, why, sizeof(why)), 0);
         assert_non_null(strstr(why, "1 of 2 of its nodes run a kubelet older than 1.33 (v1.32.4)"));
-        assert_int_equal(doctor_driver_seamless(surge, unknown, 2, why, sizeof(why)), 0);
-        assert_int_equal(doctor_driver_seamless(surge, NULL, 0, why, sizeof(why)), 0);
-        assert_int_equal(doctor_driver_seamless(plain, ok, 2, why, sizeof(why)), 0);
+        assert_int_equal(driver_upgrade_seamless(surge, unknown, 2, why, sizeof(why)), 0);
+        assert_int_equal(driver_upgrade_seamless(surge, NULL, 0, why, sizeof(why)), 0);
+        assert_int_equal(driver_upgrade_seamless(plain, ok, 2, why, sizeof(why)), 0);
         assert_non_null(strstr(why, "updateStrategy is RollingUpdate without maxSurge"));
         cJSON_Delete(surge);
         cJSON_Delete(plain);
