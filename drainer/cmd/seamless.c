@@ -5,11 +5,11 @@
 #include <string.h>
 
 #include "drainer/client.h"
-#include "drainer/upgrade.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
 #include "drainer/seamless.h"
 #include "drainer/text.h"
+#include "drainer/upgrade.h"
 
 #define MAX_CANDIDATES 8
 

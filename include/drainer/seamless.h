@@ -1,5 +1,5 @@
-/* The cluster side of a driver-scoped drain's upgrade question: whether the DRA driver of a driver-scoped
- * drain gets seamless upgrades, for `plan --driver` (says so) and `maintain
+/* The cluster side of the upgrade question: whether the DRA driver of a
+ * driver-scoped drain gets seamless upgrades, for `plan --driver` (says so) and `maintain
  * --driver` (runs its command without evicting anything, unless --force-drain).
  * The decision itself is driver_upgrade_seamless (upgrade.h), the one doctor's
  * driver-rollout check makes; this reads what it needs: the driver's DaemonSet
