@@ -455,7 +455,7 @@ static int run_plan_one(struct app *app, const char *node, struct drain_args *a,
                                  pr.error < 0 ? strerror(-pr.error) : health_status_to_string(pr.status));
                         plan_add_blocker(&p, BLOCKER_DRIVER_UNHEALTHY, pod, m);
                 }
-        /* --driver: whether the driver upgrades seamlessly (issue 18 item 2). */
+        /* --driver: whether the driver upgrades seamlessly */
         if (a->n_drivers > 0 && !s.in.dra_off) {
                 const struct pod_rec **dp = calloc(p.n_pods ? p.n_pods : 1, sizeof(*dp));
                 size_t n_dp = 0;
@@ -1840,7 +1840,7 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                 struct seamless_answer seam = {};
                 int status;
 
-                /* A driver that upgrades seamlessly needs no drain (issue 18 item 2). */
+                /* A driver that upgrades seamlessly needs no drain */
                 if (a.n_drivers > 0 && !a.force_drain) {
                         r = node_seamless(&app, node, &a, &seam);
                         if (r < 0) {

@@ -1,4 +1,4 @@
-/* `drainer rollout NAMESPACE/DAEMONSET` (issue 18 item 3): the decisions of a DRA
+/* `drainer rollout NAMESPACE/DAEMONSET`: the decisions of a DRA
  * driver's rollout across the cluster, node by node, for a driver without seamless
  * upgrade. Pure functions over what was observed (the DaemonSet, its
  * ControllerRevisions, the Node and its pods, claims and slices); the verb

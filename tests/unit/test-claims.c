@@ -437,7 +437,7 @@ static void test_classify(void **state) {
 #undef CLASSIFY
 }
 
-/* Issue 13, item 6: a driver pod is a pod of a DaemonSet (its controller
+/* DESIGN.md "Terms": a driver pod is a pod of a DaemonSet (its controller
  * ownerReference, apps/v1), and with --driver-namespace one of those namespaces;
  * anything else with a driver's labels is ordinary workload. */
 static void test_driver_lookalikes(void **state) {

@@ -1016,7 +1016,7 @@ static void test_rule_rollout_strategy(void **state) {
         judged_done(&j);
 }
 
-/* driver-rollout (issue 18 item 4): drivers without seamless upgrade are pointed at
+/* driver-rollout: drivers without seamless upgrade are pointed at
  * drainer rollout; driver_upgrade_seamless is the decision plan and maintain share. */
 static void test_rule_driver_rollout(void **state) {
         struct judged j;

@@ -1,5 +1,5 @@
 /* The drain engine phase by phase against a small world that reacts only to what
- * the engine sent (issue 15 item 7), over the real client and informers, a fake clock
+ * the engine sent, over the real client and informers, a fake clock
  * and a scripted fake transport. node-1 holds two claim holders (one with a named
  * ResourceClaim, one with a claim made from a template), two workload pods and the
  * DRA driver. The world: a Node PATCH is merged and goes out on the watch; an

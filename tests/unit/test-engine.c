@@ -4,7 +4,7 @@
  * request's end, which after a crash leaves a running pod counted as disrupted for
  * 2 minutes); pods under different budgets, or none, still go out together; a
  * terminal pod being deleted holds the driver stop until it is gone.
- * Issue 13: annotations are requests, never authority: a recorded unit or label key
+ * DESIGN.md "Security": annotations are requests, never authority: a recorded unit or label key
  * the configuration does not name is never touched (refused, with the message on
  * the Node and a DrainerBlocked Event); a unit that fails to start is retried with
  * backoff; a phase written by hand keeps every eviction rule; a pod with a driver's
@@ -523,7 +523,7 @@ static void test_later_group_waits_for_answers_not_watch(void **state) {
         assert_int_equal(evictions(e, rest, &flying), 1);
 }
 
-/* ---- issue 13: annotations are requests, never authority ---- */
+/* ---- annotations are requests, never authority ---- */
 
 /* The fake unit control (struct unit_ops). */
 static int fake_unit_call(struct fake_units *u, const char *unit, bool job, bool start, unit_job_fn jd,
@@ -1095,10 +1095,10 @@ static void test_lookalike_driver_is_workload(void **state) {
         selectors_free(sels, n);
 }
 
-/* A kubelet killed during a drain (issue 14, item 7): the evicted pods stay
+/* A kubelet killed during a drain: the evicted pods stay
  * Terminating until it is back. Once the node is not Ready, what the drain waits for
  * says so, on the Node and in a timeout's message; while it is Ready, it does not. */
-/* Issue 15 item 9: progress reaches the Node at most every 10 s: a run that finds the
+/* Progress reaches the Node at most every 10 s: a run that finds the
  * node waiting writes its message once, 10 s after its start, not at once and not
  * again while it reads the same. */
 static void test_progress_written_once_per_interval(void **state) {
@@ -1234,7 +1234,7 @@ static size_t oos_taint_patches(struct env *e, uint64_t *ret_first_at) {
         return n;
 }
 
-/* Issue 16 item 7 (a): the node goes not Ready during a drain: one DrainerNodeNotReady
+/* --out-of-service, first half: the node goes not Ready during a drain: one DrainerNodeNotReady
  * Event saying its claims will not be released, the drain keeps waiting (no
  * force-deletion, no driver stop), the progress says why; Ready again: a
  * DrainerNodeReady Event, and the note is gone. */

@@ -880,7 +880,7 @@ static void test_patch_finish_keep_cordon_and_request(void **state) {
         assert_null(cJSON_GetObjectItemCaseSensitive(patch, "spec"));
 }
 
-/* Issue 16 item 7: the out-of-service taint is added with drainer.io/out-of-service,
+/* --out-of-service: the out-of-service taint is added with drainer.io/out-of-service,
  * every other taint kept; the restore and the final patch remove it only when that
  * annotation says drainer applied it; a bad value of it is refused with a hint. */
 static void test_patch_out_of_service(void **state) {
