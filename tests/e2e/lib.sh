@@ -43,6 +43,59 @@ kubectl() {
 	fi
 }
 
+# claim_template NS NAME [DEVICECLASS [REQUEST]]: a ResourceClaimTemplate of one device
+# of DEVICECLASS (default gpu.example.com) in request REQUEST (default gpu), as a YAML
+# document ending in "---", to put before a script's own manifests on kubectl's stdin:
+#     { claim_template demo e2e-gpu; cat <<'YAML'; } | kubectl apply -f - >/dev/null
+claim_template() {
+	cat <<YAML
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: $2
+  namespace: $1
+spec:
+  spec:
+    devices:
+      requests:
+      - name: ${4:-gpu}
+        exactly:
+          deviceClassName: ${3:-gpu.example.com}
+---
+YAML
+}
+
+# pdb NS NAME APP minAvailable|maxUnavailable N: a PodDisruptionBudget over the pods
+# labelled app=APP, as a YAML document ending in "---".
+pdb() {
+	cat <<YAML
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: $2
+  namespace: $1
+spec:
+  $4: $5
+  selector:
+    matchLabels: {app: $3}
+---
+YAML
+}
+
+# A TCP port of 127.0.0.1 that nothing listens on, below the ephemeral range (so no
+# outgoing connection holds it either).
+free_port() {
+	local p i
+	for i in $(seq 1 100); do
+		p=$((20000 + RANDOM % 12000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
 # Background processes a helper started: the exit hooks signal a pid only while it
 # is still tracked, so a pid that ended long ago (and may belong to someone else by
 # then: a long test forks thousands of processes) is never signalled.

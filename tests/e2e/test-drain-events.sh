@@ -102,17 +102,7 @@ check_eq "uncordon: drainer's Node patches = the $nphases phases entered + the e
 # 4. A timeout: DrainerFailed (Warning) naming what remained.
 demo || fail "demo workload restored"
 kubectl apply -f "$e2e_root/tests/e2e/fixtures/hold-deployment.yaml" >/dev/null
-kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata:
-  name: e2e-hold
-  namespace: demo
-spec:
-  minAvailable: 1
-  selector:
-    matchLabels: {app: e2e-hold}
-YAML
+pdb demo e2e-hold e2e-hold minAvailable 1 | kubectl apply -f - >/dev/null
 pdb_settled() { [ "$(kubectl -n demo get pdb e2e-hold -o jsonpath='{.status.currentHealthy}/{.status.disruptionsAllowed}')" = 1/0 ]; }
 check "PDB e2e-hold allows 0 disruptions" wait_until 60 pdb_settled
 hold_pod=$(kubectl -n demo get pods -l app=e2e-hold -o jsonpath='{.items[0].metadata.name}')

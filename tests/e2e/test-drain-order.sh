@@ -23,20 +23,7 @@ cleanup_order() {
 e2e_cleanup_hooks+=(cleanup_order)
 
 demo || { fail "demo workload"; finish; exit 1; }
-kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata:
-  name: e2e-ds-gpu
-  namespace: demo
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: gpu.example.com
----
+{ claim_template demo e2e-ds-gpu; cat <<'YAML'; } | kubectl apply -f - >/dev/null
 apiVersion: apps/v1
 kind: DaemonSet
 metadata:

@@ -20,17 +20,7 @@ e2e_cleanup_hooks+=(cleanup_pdb)
 
 demo || { fail "demo workload"; finish; exit 1; }
 kubectl apply -f "$e2e_root/tests/e2e/fixtures/hold-deployment.yaml" >/dev/null
-kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata:
-  name: e2e-budget
-  namespace: demo
-spec:
-  minAvailable: 1
-  selector:
-    matchLabels: {app: e2e-hold}
-YAML
+pdb demo e2e-budget e2e-hold minAvailable 1 | kubectl apply -f - >/dev/null
 hold_running() {
 	[ "$(kubectl -n demo get pods -l app=e2e-hold --field-selector spec.nodeName=node-1 -o json | jq '[.items[] | select(.status.phase == "Running")] | length')" = 1 ]
 }

@@ -114,20 +114,7 @@ scratch_gone() { [ "$(kubectl -n demo get pods -l app=e2e-scratch -o name | wc -
 check "emptyDir pod gone" wait_until 30 scratch_gone
 
 # 5. A claim-holding DaemonSet pod that tolerates the drain taint (it would come back).
-kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata:
-  name: e2e-tol-gpu
-  namespace: demo
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: gpu.example.com
----
+{ claim_template demo e2e-tol-gpu; cat <<'YAML'; } | kubectl apply -f - >/dev/null
 apiVersion: apps/v1
 kind: DaemonSet
 metadata:
@@ -162,17 +149,7 @@ tol_gone() { [ "$(kubectl -n demo get pods -l app=e2e-tolerating -o name | wc -l
 check "tolerating DaemonSet pod gone" wait_until 30 tol_gone
 
 # 6. A pod covered by two PodDisruptionBudgets (the Eviction API would refuse it forever).
-kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata:
-  name: e2e-web2
-  namespace: demo
-spec:
-  maxUnavailable: 1
-  selector:
-    matchLabels: {app: web}
-YAML
+pdb demo e2e-web2 web maxUnavailable 1 | kubectl apply -f - >/dev/null
 sleep 1
 refused two-pdbs "e2e-web2|PodDisruptionBudget|PDB"
 kubectl -n demo delete pdb e2e-web2 >/dev/null

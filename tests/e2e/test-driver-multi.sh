@@ -91,20 +91,7 @@ check "DaemonSet nic-system/nic-driver's pod is a driver pod for drainer (the pl
 
 demo || { fail "demo workload"; finish; exit 1; }
 plain_pods "$node" e2e-plain-a e2e-plain-b
-kubectl apply -f - >/dev/null <<YAML
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata:
-  name: e2e-nic
-  namespace: demo
-spec:
-  spec:
-    devices:
-      requests:
-      - name: nic
-        exactly:
-          deviceClassName: $nic
----
+{ claim_template demo e2e-nic "$nic" nic; cat <<YAML; } | kubectl apply -f - >/dev/null
 apiVersion: apps/v1
 kind: Deployment
 metadata:

@@ -27,17 +27,6 @@ if [ -z "$server" ] || [ -z "$admin_token" ] || ! command -v openssl >/dev/null 
 fi
 t=$e2e_tmp
 node=node-2
-free_port() {
-	local p i
-	for i in $(seq 1 100); do
-		p=$((20000 + RANDOM % 12000)) # below the ephemeral range: no outgoing connection holds it
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	return 1
-}
 exec_kubeconfig() { # FILE PLUGIN
 	cat >"$1" <<EOF
 apiVersion: v1

@@ -31,18 +31,6 @@ done
 
 # ---- helpers ----
 
-# free_port: a TCP port on 127.0.0.1 nobody listens on.
-free_port() {
-	local p i
-	for i in $(seq 1 100); do
-		p=$((20000 + RANDOM % 30000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	return 1
-}
 http_code() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$@"; }
 healthz_ok() { [ "$(curl -fsS --max-time 2 "http://127.0.0.1:$port/healthz")" = ok ]; }
 readyz_ok() { [ "$(http_code "http://127.0.0.1:$port/readyz")" = 200 ]; }

@@ -114,17 +114,7 @@ check_eq "nothing written when every node is on the update revision" "" \
 	"$(drainer_writes "$e2e_tmp/audit-noop.json" | grep -v '^(no request' || true)"
 
 # ---- the workload: one GPU per replica, spread over the nodes, at most one disrupted ----
-kubectl apply -f - >/dev/null <<YAML
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: one-gpu, namespace: $ns}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly: {deviceClassName: gpu.example.com}
----
+{ claim_template "$ns" one-gpu; cat <<YAML; } | kubectl apply -f - >/dev/null
 apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata: {name: ro-gpu, namespace: $ns}

@@ -313,17 +313,7 @@ echo "- 4. drain/uncordon node-3 with --driver-stop systemd:dra-driver.service"
 kubectl delete namespace "$ns" --ignore-not-found --wait=true --timeout=60s >/dev/null 2>&1
 kubectl create namespace "$ns" >/dev/null
 wait_until 30 kubectl -n "$ns" get serviceaccount default
-kubectl apply -f - >/dev/null <<YAML
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: one-gpu, namespace: $ns}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly: {deviceClassName: gpu.example.com}
----
+{ claim_template "$ns" one-gpu; cat <<YAML; } | kubectl apply -f - >/dev/null
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: gpu-node-3, namespace: $ns}
