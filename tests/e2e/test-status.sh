@@ -65,6 +65,47 @@ check_eq "slice of node-1" "node-1" "$(jq -r '.resourceSlices[0].pool' "$out")"
 "$DRAINER" status node-1 >"$e2e_tmp/status.txt"
 check "text output lists every claim" bash -c "jq -r '.claims[].name' '$out' | while read -r c; do grep -q \"/\$c \" '$e2e_tmp/status.txt' || exit 1; done"
 
+# A value anyone who may patch the Node can write (a node's token can: the node policy
+# admits drainer.io/message): clear-screen, a window-title OSC ended by BEL, a CR that
+# would overwrite the line, the C1 CSI. The text output shows them escaped, and carries
+# no control character but newlines; -o json keeps the value as it is.
+msg=$'took over\e[2J\e]0;owned\a\rcheck \xc2\x9b31m done'
+kubectl annotate node node-1 --overwrite "drainer.io/message=$msg" >/dev/null
+"$DRAINER" status node-1 >"$e2e_tmp/status-ctl.txt"
+check_eq "status with a hostile message exits 0" 0 $?
+check "text output has no control character but newlines" \
+	bash -c "! LC_ALL=C grep -q \$'[\x01-\x09\x0b-\x1f\x7f]\\|\xc2[\x80-\x9f]' '$e2e_tmp/status-ctl.txt'"
+check "the message is shown with its escapes visible" \
+	grep -qF 'drainer.io/message: took over\x1b[2J\x1b]0;owned\x07\x0dcheck \u009b31m done' "$e2e_tmp/status-ctl.txt"
+"$DRAINER" status node-1 -o json >"$e2e_tmp/status-ctl.json"
+check_eq "-o json keeps the value as the API holds it" "$msg" \
+	"$(jq -r '.node.drainerAnnotations["drainer.io/message"] // empty' "$e2e_tmp/status-ctl.json")"
+kubectl annotate node node-1 drainer.io/message- >/dev/null
+
+# A Node whose status holds a lifecycle condition twice (anyone who may patch
+# nodes/status can write that; the node policy admits a node's token to): drainer
+# reads it like any other Node, it does not abort (it did, with exit 134).
+dup_cond='{"type":"DrainInProgress","status":"True","reason":"Drainer","message":"e2e duplicate",'
+dup_cond+='"lastTransitionTime":"2026-01-01T00:00:00Z","lastHeartbeatTime":"2026-01-01T00:00:00Z"}'
+drop_dup_conditions() { # removes the DrainInProgress entries of node-2's status, last first
+	local i ops
+	ops=$(kubectl get node node-2 -o json | jq -c '[.status.conditions | to_entries[]
+		| select(.value.type == "DrainInProgress") | .key] | reverse
+		| map({op: "test", path: "/status/conditions/\(.)/type", value: "DrainInProgress"},
+		      {op: "remove", path: "/status/conditions/\(.)"})')
+	[ "$ops" = "[]" ] || kubectl patch node node-2 --subresource=status --type=json -p "$ops" >/dev/null
+}
+e2e_cleanup_hooks+=(drop_dup_conditions)
+kubectl patch node node-2 --subresource=status --type=json \
+	-p "[{\"op\":\"add\",\"path\":\"/status/conditions/-\",\"value\":$dup_cond},{\"op\":\"add\",\"path\":\"/status/conditions/-\",\"value\":$dup_cond}]" >/dev/null
+check_eq "node-2 holds DrainInProgress twice" 2 \
+	"$(kubectl get node node-2 -o json | jq '[.status.conditions[] | select(.type == "DrainInProgress")] | length')"
+"$DRAINER" status node-2 >"$e2e_tmp/status-dup.txt" 2>&1
+check_eq "status of a Node with a condition twice exits 0" 0 $?
+"$DRAINER" status node-2 -o json >"$e2e_tmp/status-dup.json" 2>/dev/null
+check_eq "... and -o json names it" node-2 "$(jq -r '.node.name // empty' "$e2e_tmp/status-dup.json" 2>/dev/null)"
+drop_dup_conditions
+
 # Bad input: documented exit codes and a one-line message.
 "$DRAINER" status no-such-node >/dev/null 2>"$e2e_tmp/err"
 check_eq "unknown node exits 1" 1 $?
