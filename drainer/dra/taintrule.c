@@ -147,17 +147,155 @@ size_t taint_rule_pools(const struct slice_rec *const *slices, size_t n_slices, 
         return n;
 }
 
+/* Node names and driver names are DNS subdomains: lowercase letters, digits, '-' and '.',
+ * so no character could end NODE unambiguously inside a name that must be a DNS
+ * subdomain too ("drainer-NODE-" of node-1 is a prefix of node-1-b's). The length of
+ * NODE in front says where NODE ends: from "drainer-LEN-" a reader takes exactly LEN
+ * characters, so two different nodes' names differ within their first 8 + digits(LEN) +
+ * 1 + LEN characters, and no node's name is a prefix of another's. */
 int taint_rule_name(const char *node, const char *driver, size_t i, char **ret) {
         char *s;
 
         assert(node && driver && ret);
-        if (asprintf(&s, "drainer-%s-%s-%zu", node, driver, i) < 0)
+        if (asprintf(&s, "drainer-%zu-%s-%s-%zu", strlen(node), node, driver, i) < 0)
                 return -ENOMEM;
         if (strlen(s) > 253) {
                 free(s);
                 return -EINVAL;
         }
         *ret = s;
+        return 0;
+}
+
+/* Whether s starts with prefix and the rest is a decimal index. */
+static bool prefix_then_index(const char *s, const char *prefix) {
+        size_t l = strlen(prefix), d;
+
+        if (strncmp(s, prefix, l) != 0)
+                return false;
+        d = strspn(s + l, "0123456789");
+        return d > 0 && d <= 20 && s[l + d] == '\0';
+}
+
+enum taint_rule_naming taint_rule_naming(const char *name, const char *node, const char *driver) {
+        _cleanup_free_ char *current = NULL, *legacy = NULL;
+
+        if (!name || !node || !driver)
+                return TAINT_RULE_NAME_FOREIGN;
+        if (asprintf(&current, "drainer-%zu-%s-%s-", strlen(node), node, driver) < 0) {
+                current = NULL;
+                return TAINT_RULE_NAME_FOREIGN;
+        }
+        if (prefix_then_index(name, current))
+                return TAINT_RULE_NAME_CURRENT;
+        if (asprintf(&legacy, "drainer-%s-%s-", node, driver) < 0) {
+                legacy = NULL;
+                return TAINT_RULE_NAME_FOREIGN;
+        }
+        if (prefix_then_index(name, legacy))
+                return TAINT_RULE_NAME_LEGACY;
+        return TAINT_RULE_NAME_FOREIGN;
+}
+
+static const char *str_at(const cJSON *o, const char *key) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+        return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The first member of o (an object) not in allowed[] whose value is not null, or NULL. */
+static const char *other_member(const cJSON *o, const char *const *allowed, size_t n) {
+        const cJSON *m;
+
+        cJSON_ArrayForEach(m, o) {
+                bool ok = cJSON_IsNull(m);
+
+                for (size_t i = 0; i < n && !ok; i++)
+                        ok = m->string && streq(m->string, allowed[i]);
+                if (!ok)
+                        return m->string ? m->string : "?";
+        }
+        return NULL;
+}
+
+int taint_rule_check(const void *rule_json, const char *name, const char *node, const char *driver,
+                     const char *const *pools, size_t n_pools, char *why, size_t why_size) {
+        static const char *const spec_members[] = { "deviceSelector", "taint" };
+        static const char *const selector_members[] = { "driver", "pool" };
+        static const char *const taint_members[] = { "key", "value", "effect", "timeAdded" };
+        const cJSON *rule = rule_json, *meta, *spec, *sel, *taint;
+        const char *v, *pool, *other;
+        bool pool_ok = false;
+
+        assert(name && node && driver && why && why_size > 0);
+        meta = cJSON_GetObjectItemCaseSensitive(rule, "metadata");
+        spec = cJSON_GetObjectItemCaseSensitive(rule, "spec");
+        sel = cJSON_GetObjectItemCaseSensitive(spec, "deviceSelector");
+        taint = cJSON_GetObjectItemCaseSensitive(spec, "taint");
+        if (!cJSON_IsObject(rule) || !cJSON_IsObject(meta)) {
+                snprintf(why, why_size, "it is not a DeviceTaintRule object");
+                return -EPERM;
+        }
+        if (!streq_ptr(str_at(meta, "name"), name)) {
+                snprintf(why, why_size, "the API server answered with another object (%s)",
+                         strna(str_at(meta, "name")));
+                return -EPERM;
+        }
+        if (taint_rule_naming(name, node, driver) == TAINT_RULE_NAME_FOREIGN) {
+                snprintf(why, why_size, "its name is not drainer's for node %s and driver %s", node, driver);
+                return -EPERM;
+        }
+        if (!str_at(meta, "uid") || !*str_at(meta, "uid")) {
+                snprintf(why, why_size, "it has no uid");
+                return -EPERM;
+        }
+        v = str_at(cJSON_GetObjectItemCaseSensitive(meta, "labels"), TAINT_RULE_LABEL_MANAGED);
+        if (!streq_ptr(v, "drainer")) {
+                snprintf(why, why_size, "its label " TAINT_RULE_LABEL_MANAGED " is %s, not drainer",
+                         strna(v));
+                return -EPERM;
+        }
+        v = str_at(cJSON_GetObjectItemCaseSensitive(meta, "annotations"), TAINT_RULE_ANN_NODE);
+        if (!streq_ptr(v, node)) {
+                snprintf(why, why_size, "its annotation " TAINT_RULE_ANN_NODE " is %s, not %s", strna(v),
+                         node);
+                return -EPERM;
+        }
+        if (!cJSON_IsObject(spec) || !cJSON_IsObject(sel) || !cJSON_IsObject(taint)) {
+                snprintf(why, why_size, "it has no spec.deviceSelector or spec.taint");
+                return -EPERM;
+        }
+        if ((other = other_member(spec, spec_members, ELEMENTSOF(spec_members)))) {
+                snprintf(why, why_size, "its spec has %s, which drainer never writes", other);
+                return -EPERM;
+        }
+        if ((other = other_member(sel, selector_members, ELEMENTSOF(selector_members)))) {
+                snprintf(why, why_size, "its deviceSelector has %s, which drainer never writes", other);
+                return -EPERM;
+        }
+        v = str_at(sel, "driver");
+        if (!streq_ptr(v, driver)) {
+                snprintf(why, why_size, "it selects driver %s, not %s", strna(v), driver);
+                return -EPERM;
+        }
+        pool = str_at(sel, "pool");
+        for (size_t i = 0; pool && i < n_pools && !pool_ok; i++)
+                pool_ok = streq_ptr(pools[i], pool);
+        if (!pool_ok) {
+                snprintf(why, why_size, "it selects pool %s, not a pool of driver %s on node %s",
+                         strna(pool), driver, node);
+                return -EPERM;
+        }
+        if ((other = other_member(taint, taint_members, ELEMENTSOF(taint_members))) ||
+            !streq_ptr(str_at(taint, "key"), TAINT_RULE_TAINT_KEY) ||
+            !streq_ptr(str_at(taint, "effect"), TAINT_RULE_TAINT_EFFECT) ||
+            (str_at(taint, "value") && *str_at(taint, "value")) ||
+            (cJSON_GetObjectItemCaseSensitive(taint, "value") && !str_at(taint, "value") &&
+             !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(taint, "value")))) {
+                snprintf(why, why_size,
+                         "its taint is not " TAINT_RULE_TAINT_KEY ":" TAINT_RULE_TAINT_EFFECT);
+                return -EPERM;
+        }
         return 0;
 }
 

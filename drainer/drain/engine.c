@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "drainer/client.h"
 #include "drainer/engine.h"
 #include "drainer/evictor.h"
@@ -111,9 +113,15 @@ struct engine {
         struct taint_rule_discovery *disc; /* until its answer */
         bool disc_done;
         struct taint_rule_api rule_api;
-        struct kube_call *rule_call; /* the rule POST or DELETE in flight */
+        struct kube_call *rule_call; /* the rule POST, GET or DELETE in flight */
         size_t rules_done;           /* rules created (drain) or deleted (uncordon) by this run */
         bool rules_ok;               /* every rule answered: in place / gone */
+        /* The rule at rules_done: its create answered 409 (what is there is read and
+         * judged before it counts as in place); read (rule_obj the rule as the API server
+         * returned it, NULL: 404, gone). */
+        bool rule_conflict, rule_read;
+        cJSON *rule_obj;  /* owned */
+        char *rules_left; /* uncordon: the rules named on the Node but not drainer's, left alone */
 
         struct engine_held held[MAX_HELD];
         size_t n_held;
@@ -1090,24 +1098,89 @@ static void on_rules_discovered(int error, const struct taint_rule_api *api, voi
         kick(e);
 }
 
-static void on_rule_answer(const struct kube_result *res, void *userdata) {
+static void rule_forget(struct engine *e) {
+        cJSON_Delete(e->rule_obj);
+        e->rule_obj = NULL;
+        e->rule_read = e->rule_conflict = false;
+}
+
+/* A rule request failed: fatal (permissions, a bad request), or retried in 2 s. */
+static void rule_failed(struct engine *e, const struct kube_result *res) {
+        if (res->error == -EACCES || res->error == -EINVAL)
+                return finish(e, res->error, "DeviceTaintRule: %s",
+                              res->message ? res->message : strerror(-res->error));
+        log_debug("DeviceTaintRule request failed: %s, retrying", strna(res->message));
+        retry_at(e, timesrc_now(e->ts) + 2 * USEC_PER_SEC);
+}
+
+static void on_rule_created(const struct kube_result *res, void *userdata) {
         struct engine *e = userdata;
 
         e->rule_call = NULL;
         if (res->error == -ECANCELED)
                 return;
-        /* 409 on a create: the rule is there (an earlier run of this drain made it); 404 on
-         * a delete: it is gone already. */
-        if (res->error < 0 && res->error != -EEXIST && res->error != -EBUSY && res->error != -ENOENT) {
-                if (res->error == -EACCES || res->error == -EINVAL)
-                        return finish(e, res->error, "DeviceTaintRule: %s",
-                                      res->message ? res->message : strerror(-res->error));
-                log_debug("DeviceTaintRule request failed: %s, retrying", strna(res->message));
-                return retry_at(e, timesrc_now(e->ts) + 2 * USEC_PER_SEC);
+        /* 409: a rule of that name is there (an earlier run of this drain made it, or
+         * someone else did): it counts only once read and found to be ours. */
+        if (res->error == -EEXIST || res->error == -EBUSY)
+                e->rule_conflict = true;
+        else if (res->error < 0)
+                return rule_failed(e, res);
+        else
+                e->rules_done++;
+        e->changed = true;
+        kick(e);
+}
+
+static void on_rule_read(const struct kube_result *res, void *userdata) {
+        struct engine *e = userdata;
+
+        e->rule_call = NULL;
+        if (res->error == -ECANCELED)
+                return;
+        if (res->error < 0 && res->error != -ENOENT)
+                return rule_failed(e, res);
+        cJSON_Delete(e->rule_obj);
+        e->rule_obj = res->error == 0 && res->json ? cJSON_Duplicate(res->json, true) : NULL;
+        if (res->error == 0 && !e->rule_obj)
+                return finish(e, -ENOMEM, "out of memory");
+        e->rule_read = true;
+        kick(e);
+}
+
+static void on_rule_deleted(const struct kube_result *res, void *userdata) {
+        struct engine *e = userdata;
+
+        e->rule_call = NULL;
+        if (res->error == -ECANCELED)
+                return;
+        /* 409: the preconditions failed (another object of that name, or the rule changed
+         * since it was read): read it again and judge again. 404: gone already. */
+        if (res->error == -EEXIST || res->error == -EBUSY) {
+                rule_forget(e);
+                return kick(e);
         }
+        if (res->error < 0 && res->error != -ENOENT)
+                return rule_failed(e, res);
+        rule_forget(e);
         e->changed = true;
         e->rules_done++;
         kick(e);
+}
+
+static int read_rule(struct engine *e, const char *name, size_t len) {
+        _cleanup_free_ char *path = NULL;
+
+        if (asprintf(&path, "%s/devicetaintrules/%.*s", e->rule_api.prefix, (int)len, name) < 0)
+                return -ENOMEM;
+        return kube_get(e->client, path, on_rule_read, e, &e->rule_call);
+}
+
+/* The pools of driver on the node (borrowed from the view's slices). */
+static size_t node_pools(struct engine *e, const char *node, const char *driver, struct node_input *in,
+                         const char **pools, size_t max) {
+        if (node_view_collect(e->view, in) < 0)
+                return 0;
+        return taint_rule_pools(in->slices, in->n_slices, node, driver, pools, max);
 }
 
 /* The rules of the scope, in order: for each driver, one per pool of its ResourceSlices
@@ -1168,35 +1241,98 @@ static int rule_names(struct engine *e, const struct node_rec *n, char **ret) {
 
 struct rule_at {
         size_t i, want;
+        const struct node_rec *n;
 };
+
+/* Whether name is in the comma-joined list. */
+static bool listed(const char *list, const char *name) {
+        size_t l = strlen(name);
+
+        for (const char *p = list; p && *p;) {
+                size_t k = strcspn(p, ",");
+
+                if (k == l && strncmp(p, name, l) == 0)
+                        return true;
+                p += k;
+                if (*p == ',')
+                        p++;
+        }
+        return false;
+}
 
 static int create_rule(struct engine *e, const char *name, const char *driver, const char *pool,
                        void *userdata) {
         struct rule_at *at = userdata;
         _cleanup_free_ char *body = NULL, *path = NULL;
+        char why[256];
         int r;
 
         if (at->i++ < at->want)
                 return 0;
+        /* Recorded before it is created (a drain an older drainer recorded under other
+         * names, or pools that changed since): the uncordon deletes what the record names. */
+        if (!listed(e->st.taint_rules, name)) {
+                char *patch = NULL;
+
+                if (asprintf(&body, "%s%s%s", e->st.taint_rules ? e->st.taint_rules : "",
+                             e->st.taint_rules && *e->st.taint_rules ? "," : "", name) < 0) {
+                        body = NULL;
+                        return -ENOMEM;
+                }
+                r = drain_patch_taint_rules(at->n, body, NULL, &patch);
+                if (r < 0)
+                        return r;
+                patch_node(e, patch);
+                return 1;
+        }
+        if (e->rule_conflict && e->rule_read) {
+                const char *pools[1] = { pool };
+
+                /* What holds the name must be exactly what this drain would have made:
+                 * else nothing keeps new claims off the driver's devices. */
+                if (!e->rule_obj) { /* gone since: create it again */
+                        rule_forget(e);
+                } else if (taint_rule_check(e->rule_obj, name, e->o.node, driver, pools, 1, why,
+                                            sizeof(why)) < 0) {
+                        finish(e, -EEXIST,
+                               "DeviceTaintRule %s already exists and is not drainer's rule for driver %s "
+                               "of node %s (%s): nothing keeps new claims off the driver's devices, so the "
+                               "drain stops here; find out who made it, delete it, then run the drain again "
+                               "(or drainer uncordon %s --driver %s)",
+                               name, driver, e->o.node, why, e->o.node, driver);
+                        return -EEXIST;
+                } else {
+                        rule_forget(e);
+                        e->rules_done++;
+                        at->want++;
+                        return 0; /* on to the next one */
+                }
+        }
+        if (e->rule_conflict) {
+                r = read_rule(e, name, strlen(name));
+                return r < 0 ? r : 1;
+        }
         r = taint_rule_body(&e->rule_api, name, e->o.node, driver, pool, &body);
         if (r < 0)
                 return r;
         if (asprintf(&path, "%s/devicetaintrules", e->rule_api.prefix) < 0)
                 return -ENOMEM;
-        r = kube_create(e->client, path, body, on_rule_answer, e, &e->rule_call);
+        r = kube_create(e->client, path, body, on_rule_created, e, &e->rule_call);
         return r < 0 ? r : 1;
 }
 
 /* Creates the scope's rules one after the other; true once each was answered. */
 static bool create_rules(struct engine *e, const struct node_rec *n) {
-        struct rule_at at = { .want = e->rules_done };
+        struct rule_at at = { .want = e->rules_done, .n = n };
         int r;
 
         if (e->rules_ok)
                 return true;
-        if (e->rule_call)
+        if (e->rule_call || e->node_call)
                 return false;
         r = foreach_rule(e, n, create_rule, &at);
+        if (r == -EEXIST && e->finished)
+                return false;
         if (r < 0) {
                 finish(e, r, "cannot create the DeviceTaintRule: %s", strerror(-r));
                 return false;
@@ -1209,11 +1345,130 @@ static bool create_rules(struct engine *e, const struct node_rec *n) {
         return true;
 }
 
-/* Deletes the rules drainer.io/taint-rules names, one after the other; true once each
- * is gone. */
-static bool delete_rules(struct engine *e) {
+/* The rule read for the name drainer.io/taint-rules names is drainer's rule
+ * for this node and one of the scope's drivers (its name, annotation, label, selector of
+ * the driver and a pool of the driver's ResourceSlices on the node, taint): 0, or
+ * -EPERM with why. */
+static int judge_rule(struct engine *e, const char *name, char *why, size_t why_size) {
+        snprintf(why, why_size, "its name is not drainer's for node %s and driver %s", e->o.node,
+                 strna(e->scope));
+        for (size_t d = 0; d < e->o.plan.n_drivers; d++) {
+                const char *driver = e->o.plan.drivers[d], *pools[MAX_RULE_POOLS];
+                struct node_input in = {};
+                size_t np;
+                int r;
+
+                if (taint_rule_naming(name, e->o.node, driver) == TAINT_RULE_NAME_FOREIGN)
+                        continue;
+                np = node_pools(e, e->o.node, driver, &in, pools, MAX_RULE_POOLS);
+                r = taint_rule_check(e->rule_obj, name, e->o.node, driver, pools, np, why, why_size);
+                node_input_done(&in);
+                return r;
+        }
+        return -EPERM;
+}
+
+/* A rule the Node names that is not drainer's: left alone, said (a warning and a
+ * notice naming it), and kept for the final message; the record goes with the rest. */
+static void leave_rule(struct engine *e, const struct node_rec *n, const char *name, const char *why) {
+        _cleanup_free_ char *m = NULL;
+        char *left = NULL;
+
+        if (asprintf(&m,
+                     "DeviceTaintRule %s, named in " DRAINER_ANN_TAINT_RULES ".%s of node %s, is not "
+                     "drainer's rule for this node and driver (%s): left alone, not deleted",
+                     name, strna(e->scope), e->o.node, why) < 0) {
+                m = NULL;
+                return;
+        }
+        log_warning("%s", m);
+        notice(e, n, ENGINE_NOTICE_FOREIGN_RULE, m);
+        if (asprintf(&left, "%s%s%s (%s)", e->rules_left ? e->rules_left : "", e->rules_left ? "; " : "",
+                     name, why) >= 0) {
+                free(e->rules_left);
+                e->rules_left = left;
+        }
+}
+
+/* The i-th name of a comma-joined list (len bytes), or NULL. */
+static const char *nth_name(const char *list, size_t i, size_t *ret_len) {
+        for (const char *p = list; p && *p;) {
+                size_t l = strcspn(p, ",");
+
+                if (i-- == 0) {
+                        *ret_len = l;
+                        return p;
+                }
+                p += l;
+                if (*p == ',')
+                        p++;
+        }
+        return NULL;
+}
+
+/* DeleteOptions with preconditions on uid and resourceVersion (malloc'd), or NULL. */
+static char *delete_preconditions(const char *uid, const char *rv) {
+        cJSON *o = cJSON_CreateObject(), *pre;
+        char *s = NULL;
+
+        if (o && cJSON_AddStringToObject(o, "kind", "DeleteOptions") &&
+            cJSON_AddStringToObject(o, "apiVersion", "v1") &&
+            (pre = cJSON_AddObjectToObject(o, "preconditions")) &&
+            cJSON_AddStringToObject(pre, "uid", uid) &&
+            (!rv || cJSON_AddStringToObject(pre, "resourceVersion", rv)))
+                s = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        return s;
+}
+
+/* One step for the rule the record names at rules_done: read it, judge it, delete it.
+ * 0: done with it (gone, deleted or left alone); 1: a request is out; < 0: finished. */
+static int delete_rule(struct engine *e, const struct node_rec *n, const char *name) {
+        _cleanup_free_ char *path = NULL, *opts = NULL;
+        char why[256];
+        int r;
+
+        if (!e->rule_read) {
+                r = read_rule(e, name, strlen(name));
+                if (r < 0) {
+                        finish(e, r, "cannot read DeviceTaintRule %s: %s", name, strerror(-r));
+                        return r;
+                }
+                set_message(e, "reading DeviceTaintRule %s", name);
+                return 1;
+        }
+        if (!e->rule_obj) /* 404: gone already */
+                return 0;
+        if (judge_rule(e, name, why, sizeof(why)) < 0) {
+                leave_rule(e, n, name, why);
+                return 0;
+        }
+        /* The uid and resourceVersion read are the preconditions: a rule deleted and made
+         * again by someone else in between, or changed since, is read and judged again. */
+        opts = delete_preconditions(json_str(e->rule_obj, "metadata.uid"),
+                                    json_str(e->rule_obj, "metadata.resourceVersion"));
+        if (!opts || asprintf(&path, "%s/devicetaintrules/%s", e->rule_api.prefix, name) < 0) {
+                finish(e, -ENOMEM, "out of memory");
+                return -ENOMEM;
+        }
+        r = kube_delete(e->client, path, opts, on_rule_deleted, e, &e->rule_call);
+        if (r < 0) {
+                finish(e, r, "cannot delete DeviceTaintRule %s: %s", name, strerror(-r));
+                return r;
+        }
+        set_message(e, "deleting DeviceTaintRule %s", name);
+        return 1;
+}
+
+/* Deletes the rules drainer.io/taint-rules names, one after the other, each only once
+ * read back from the API server and found to be drainer's rule for this node and driver
+ * (judge_rule), with its uid and resourceVersion as preconditions. The annotation is no
+ * authority (anyone who may patch the Node writes it): a rule that is not drainer's is
+ * left alone and said, and the record goes with the rest. True once each is gone or
+ * left. */
+static bool delete_rules(struct engine *e, const struct node_rec *n) {
         const char *list = e->st.taint_rules, *p;
-        size_t i = 0;
+        size_t l;
 
         if (e->rules_ok || !list || !*list)
                 return true;
@@ -1226,29 +1481,19 @@ static bool delete_rules(struct engine *e) {
                        list);
                 return false;
         }
-        for (p = list; *p; i++) {
-                size_t l = strcspn(p, ",");
+        while ((p = nth_name(list, e->rules_done, &l))) {
+                _cleanup_free_ char *name = strndup(p, l);
+                int r;
 
-                if (i == e->rules_done) {
-                        _cleanup_free_ char *path = NULL;
-                        int r;
-
-                        if (asprintf(&path, "%s/devicetaintrules/%.*s", e->rule_api.prefix, (int)l, p) < 0) {
-                                finish(e, -ENOMEM, "out of memory");
-                                return false;
-                        }
-                        r = kube_delete(e->client, path, NULL, on_rule_answer, e, &e->rule_call);
-                        if (r < 0) {
-                                finish(e, r, "cannot delete DeviceTaintRule %.*s: %s", (int)l, p,
-                                       strerror(-r));
-                                return false;
-                        }
-                        set_message(e, "deleting DeviceTaintRule %.*s", (int)l, p);
+                if (!name) {
+                        finish(e, -ENOMEM, "out of memory");
                         return false;
                 }
-                p += l;
-                if (*p == ',')
-                        p++;
+                r = delete_rule(e, n, name);
+                if (r != 0)
+                        return false;
+                rule_forget(e);
+                e->rules_done++;
         }
         e->rules_ok = true;
         return true;
@@ -1270,6 +1515,7 @@ static void isolate(struct engine *e, const struct node_rec *n) {
                 return finish(e, r, "cannot build the node patch: %s", strerror(-r));
         e->rules_ok = false;
         e->rules_done = 0;
+        rule_forget(e);
         patch_node(e, body);
 }
 
@@ -1600,8 +1846,10 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
                 bool uncordon;
 
                 if (e->finish_sent && e->scope)
-                        return finish(e, 0, "DRA driver %s of node %s is back in service", e->scope,
-                                      n->name);
+                        return finish(e, 0, "DRA driver %s of node %s is back in service%s%s", e->scope,
+                                      n->name,
+                                      e->rules_left ? "; left alone, not drainer's: DeviceTaintRule " : "",
+                                      strempty(e->rules_left));
                 if (e->scope && !leftovers)
                         return finish(e, 0, "DRA driver %s of node %s is in service; nothing to do",
                                       e->scope, n->name);
@@ -1705,7 +1953,7 @@ static void drive_uncordon(struct engine *e, const struct node_rec *n) {
         /* DRAIN_PHASE_UNCORDON: the DeviceTaintRules go last (the driver is back, its slices
          * published); then one patch clears everything; uncordon only what we cordoned (a
          * drain with rules cordoned nothing). */
-        if (uses_rules(e) && !delete_rules(e))
+        if (uses_rules(e) && !delete_rules(e, n))
                 return;
         {
                 bool uncordon = !uses_rules(e) && (e->o.force_uncordon ||
@@ -2279,6 +2527,8 @@ void engine_free(struct engine *e) {
         free(e->message);
         free(e->final_message);
         free(e->needs_flag);
+        free(e->rules_left);
+        cJSON_Delete(e->rule_obj);
         for (size_t i = 0; i < e->n_m_drivers; i++)
                 free(e->m_drivers[i]);
         free(e);

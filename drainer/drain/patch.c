@@ -584,6 +584,23 @@ int drain_patch_conditions(const struct node_rec *n, bool has_phase, enum drain_
         return *ret ? 1 : -ENOMEM;
 }
 
+int drain_patch_taint_rules(const struct node_rec *n, const char *rules, const char *message, char **ret) {
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        int r;
+
+        assert(ret);
+        r = patch_new(n, &root);
+        if (r < 0)
+                return r;
+        r = set_annotation(root, DRAINER_ANN_TAINT_RULES, rules && *rules ? rules : NULL);
+        if (r < 0)
+                return r;
+        r = message ? set_message(root, message) : 0;
+        if (r < 0)
+                return r;
+        return patch_print(root, ret);
+}
+
 int drain_patch_isolate(const struct node_rec *n, int64_t now_usec, const char *rules, const char *message,
                         char **ret) {
         _cleanup_(cJSON_Deletep) cJSON *root = NULL;

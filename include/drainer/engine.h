@@ -154,9 +154,12 @@ enum engine_notice_kind {
         ENGINE_NOTICE_READY,          /* ... and is Ready again */
         ENGINE_NOTICE_OUT_OF_SERVICE, /* this run applied the out-of-service taint (once) */
         ENGINE_NOTICE_OUT_OF_SERVICE_REMOVED, /* ... an uncordon removes the one drainer applied */
-        ENGINE_NOTICE_DONE,                   /* the goal is reached (result 0) */
-        ENGINE_NOTICE_REFUSED,                /* refused (-EPERM), see engine_summary */
-        ENGINE_NOTICE_FAILED,                 /* gave up: timeout or error */
+        /* an uncordon --driver left alone a DeviceTaintRule the Node's drainer.io/taint-rules
+         * names that is not drainer's rule for the node and driver (never deleted) */
+        ENGINE_NOTICE_FOREIGN_RULE,
+        ENGINE_NOTICE_DONE,    /* the goal is reached (result 0) */
+        ENGINE_NOTICE_REFUSED, /* refused (-EPERM), see engine_summary */
+        ENGINE_NOTICE_FAILED,  /* gave up: timeout or error */
         _ENGINE_NOTICE_KIND_MAX,
 };
 

@@ -20,6 +20,8 @@ struct node_rec;
 #define EVENT_REASON_READY          "DrainerNodeReady"
 /* --out-of-service: drainer applied node.kubernetes.io/out-of-service / removed it */
 #define EVENT_REASON_OUT_OF_SERVICE "DrainerOutOfService"
+/* an object drainer was pointed at (by an annotation) is not its own: left alone */
+#define EVENT_REASON_FOREIGN        "DrainerForeignObject"
 
 #define EVENT_COMPONENT              "drainer"
 /* kubectl and the kubelet put Node events (cluster-scoped object) in "default". */

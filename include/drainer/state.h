@@ -251,3 +251,7 @@ void drain_scope_foreach(const struct node_rec *n,
  * without its record) and the message. The node itself is not touched. */
 int drain_patch_isolate(const struct node_rec *n, int64_t now_usec, const char *rules, const char *message,
                         char **ret);
+/* drainer.io/taint-rules=rules (NULL or "": removed) and the message (unless NULL),
+ * nothing else: a rule about to be created that the record does not name yet (a drain
+ * recorded by an older drainer, or pools that changed since) is recorded first. */
+int drain_patch_taint_rules(const struct node_rec *n, const char *rules, const char *message, char **ret);

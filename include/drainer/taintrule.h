@@ -51,10 +51,34 @@ bool taint_rule_listed(const void *resource_list_json);
 size_t taint_rule_pools(const struct slice_rec *const *slices, size_t n_slices, const char *node,
                         const char *driver, const char **ret, size_t max);
 
-/* The rule's name for (node, driver, pool index i): "drainer-NODE-DRIVER-I", or, if
- * that would be longer than a DNS subdomain allows (253), -EINVAL. Returns 0,
- * -EINVAL or -ENOMEM; *ret malloc'd. */
+/* The rule's name for (node, driver, pool index i): "drainer-LEN-NODE-DRIVER-I", LEN the
+ * length of NODE in decimal, or, if that would be longer than a DNS subdomain allows
+ * (253), -EINVAL. Returns 0, -EINVAL or -ENOMEM; *ret malloc'd. Names of two nodes never
+ * collide (the prefix "drainer-LEN-" says where NODE ends), which the admission policy
+ * drainer-own-node-taintrules (deploy/node-policy.yaml) checks for the caller's node. */
 int taint_rule_name(const char *node, const char *driver, size_t i, char **ret);
+
+enum taint_rule_naming {
+        TAINT_RULE_NAME_FOREIGN, /* not drainer's name for (node, driver) */
+        TAINT_RULE_NAME_CURRENT, /* "drainer-LEN-NODE-DRIVER-I" */
+        /* "drainer-NODE-DRIVER-I", of drainer before the length prefix: a prefix of another
+         * node's names too (node-1 vs node-1-b), so only ever trusted together with the
+         * rule's content (taint_rule_check). */
+        TAINT_RULE_NAME_LEGACY,
+};
+/* Whether name is drainer's name of a rule for (node, driver), I any decimal index. */
+enum taint_rule_naming taint_rule_naming(const char *name, const char *node, const char *driver);
+
+/* Whether rule (a DeviceTaintRule as the API server returned it) is drainer's rule for
+ * node and driver, exactly as taint_rule_body() writes it: metadata.name == name and
+ * drainer's name for (node, driver) (taint_rule_naming), label managed-by=drainer,
+ * annotation drainer.io/node=NODE, a uid, spec.deviceSelector exactly {driver, pool}
+ * with pool one of pools[] (n_pools of them), spec.taint drainer.io/draining:NoSchedule
+ * without a value (timeAdded, which the API server sets, and status are not compared),
+ * and nothing else in spec. Returns 0, or -EPERM with why (a phrase naming the first
+ * difference) filled. */
+int taint_rule_check(const void *rule_json, const char *name, const char *node, const char *driver,
+                     const char *const *pools, size_t n_pools, char *why, size_t why_size);
 /* The DeviceTaintRule as JSON text (malloc'd): apiVersion api->api_version, the name,
  * label managed-by=drainer, annotation drainer.io/node=NODE, deviceSelector {driver,
  * pool}, taint {key drainer.io/draining, effect NoSchedule}. 0 or -ENOMEM. */

@@ -106,6 +106,8 @@ static void test_every_kind(void **state) {
                   EVENT_TYPE_WARNING, EVENT_REASON_OUT_OF_SERVICE, "applied the taint" },
                 { ENGINE_NOTICE_OUT_OF_SERVICE_REMOVED, DRAIN_PHASE_UNCORDON, "removing the taint",
                   EVENT_TYPE_NORMAL, EVENT_REASON_OUT_OF_SERVICE, "removing the taint" },
+                { ENGINE_NOTICE_FOREIGN_RULE, DRAIN_PHASE_UNCORDON, "DeviceTaintRule x: left alone",
+                  EVENT_TYPE_WARNING, EVENT_REASON_FOREIGN, "DeviceTaintRule x: left alone" },
                 { ENGINE_NOTICE_DONE, DRAIN_PHASE_DRAINED, "node-1 drained", EVENT_TYPE_NORMAL,
                   EVENT_REASON_DONE, "node-1 drained" },
                 { ENGINE_NOTICE_REFUSED, DRAIN_PHASE_PREFLIGHT, "refused: 1 blocker", EVENT_TYPE_WARNING,

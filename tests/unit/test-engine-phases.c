@@ -80,7 +80,12 @@
 #define PAUSED       "drainer-paused"
 #define SEEN         1
 #define DONE         2
-enum { EV_PHASE, EV_BLOCKED, EV_FAILED, EV_DONE };
+enum { EV_PHASE, EV_BLOCKED, EV_FAILED, EV_DONE, EV_FOREIGN };
+/* drainer's rule for the driver's pool of node-1 ("drainer-" + strlen("node-1") + ...),
+ * and the name an older drainer gave it */
+#define RULE_NAME   "drainer-6-node-1-" DRIVER "-0"
+#define LEGACY_RULE "drainer-node-1-" DRIVER "-0"
+#define RULES_PATH  "/apis/resource.k8s.io/v1beta2/devicetaintrules"
 
 enum pod_kind { POD_WORK, POD_HOLDER, POD_DRIVER };
 
@@ -155,7 +160,8 @@ struct world {
         unsigned cordons, uncordons, taint_removals, label_pauses, label_restores, records;
         unsigned unit_stops, unit_starts, driver_evictions, repeat_evictions, evictions_sent,
                 grace0_evictions;
-        unsigned events[4];    /* DrainerPhase, DrainerBlocked, DrainerFailed, DrainerDone */
+        unsigned events
+                [5]; /* DrainerPhase, DrainerBlocked, DrainerFailed, DrainerDone, DrainerForeignObject */
         int64_t grace_seconds; /* the run's --grace-period (-1: each pod's own) */
         bool node_conditions;  /* the run's --node-conditions */
         unsigned status_patches;
@@ -165,6 +171,14 @@ struct world {
         bool scoped, rules_served, rule_present;
         unsigned rule_creates, rule_deletes, node_patches;
         bool slice_at_rule_delete;
+        /* every DeviceTaintRule the API server holds (rule_present: RULE_NAME among them),
+         * as it returns them (uid, resourceVersion, timeAdded) */
+        cJSON *rules[8];
+        size_t n_rules;
+        unsigned rule_reads, rule_uids;
+        unsigned rule_deletes_sent, rule_deletes_unconditional, rule_deletes_stale;
+        char deleted_rules[512];  /* the names deleted, space-separated */
+        const char *swap_on_read; /* once read, the rule of this name is replaced by foreign_rule(swap) */
         uint64_t first_rest_eviction, last_holder_answer, driver_stopped_at;
 };
 
@@ -412,7 +426,7 @@ static void on_eviction_sent(struct world *w, const struct fake_request *r) {
 /* An Event the engine posted, counted by its reason. */
 static void on_event(struct world *w, const struct fake_request *r) {
         static const char *const reasons[] = { EVENT_REASON_PHASE, EVENT_REASON_BLOCKED, EVENT_REASON_FAILED,
-                                               EVENT_REASON_DONE };
+                                               EVENT_REASON_DONE, EVENT_REASON_FOREIGN };
         cJSON *ev = fake_api_json(r->body);
         const cJSON *reason = cJSON_GetObjectItemCaseSensitive(ev, "reason");
 
@@ -529,38 +543,139 @@ static const char *json_str_of(const cJSON *j, const char *a, const char *b, con
         return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-/* A DeviceTaintRule created (201, or 409 when it exists) or deleted (200, or 404):
- * answered as the API server would. The rule must select the driver and its pool and
- * say NoSchedule; it is deleted only once the driver's slice is back. */
+static size_t rule_at(struct world *w, const char *name) {
+        for (size_t i = 0; i < w->n_rules; i++)
+                if (streq(json_str_of(w->rules[i], "metadata", "name", NULL), name))
+                        return i;
+        return SIZE_MAX;
+}
+
+/* A rule as the API server holds it: body (taken) with a new uid, a resourceVersion and
+ * the taint's timeAdded, replacing any of its name. */
+static void rule_store(struct world *w, cJSON *body) {
+        const char *name = json_str_of(body, "metadata", "name", NULL);
+        cJSON *meta = cJSON_GetObjectItemCaseSensitive(body, "metadata");
+        cJSON *taint =
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(body, "spec"), "taint");
+        _cleanup_free_ char *uid = test_asprintf("rule-uid-%u", ++w->rule_uids);
+        _cleanup_free_ char *rv = test_asprintf("%u", ++w->rv);
+        size_t i = rule_at(w, name);
+
+        cJSON_AddStringToObject(meta, "uid", uid);
+        cJSON_AddStringToObject(meta, "resourceVersion", rv);
+        if (cJSON_IsObject(taint))
+                cJSON_AddStringToObject(taint, "timeAdded", "2025-06-15T14:00:00Z");
+        if (i != SIZE_MAX) {
+                cJSON_Delete(w->rules[i]);
+                w->rules[i] = body;
+        } else {
+                assert_true(w->n_rules < ELEMENTSOF(w->rules));
+                w->rules[w->n_rules++] = body;
+        }
+        w->rule_present = rule_at(w, RULE_NAME) != SIZE_MAX;
+}
+
+/* A DeviceTaintRule of name as the admission policy would let anyone with the rights
+ * create it: annotation ann, selector driver/pool, effect NoSchedule (NULL: defaults
+ * node-1, DRIVER, node-1: exactly drainer's). */
+static cJSON *rule_json(const char *name, const char *ann, const char *driver, const char *pool) {
+        _cleanup_free_ char *j = test_asprintf(
+                "{\"apiVersion\":\"resource.k8s.io/"
+                "v1beta2\",\"kind\":\"DeviceTaintRule\",\"metadata\":{\"name\":"
+                "\"%s\",\"labels\":{\"app.kubernetes.io/managed-by\":\"drainer\"},\"annotations\":{"
+                "\"drainer.io/node\":\"%s\"}},\"spec\":{\"deviceSelector\":{\"driver\":\"%s\",\"pool\":"
+                "\"%s\"},\"taint\":{\"key\":\"drainer.io/draining\",\"effect\":\"NoSchedule\"}}}",
+                name, ann ? ann : "node-1", driver ? driver : DRIVER, pool ? pool : "node-1");
+
+        return fake_api_json(j);
+}
+
+/* A DeviceTaintRule created (201, or 409 when one of its name exists), read (200 or
+ * 404) or deleted (200, 404, or 409 when its preconditions do not hold): answered as
+ * the API server would. A created rule must select the driver and its pool and say
+ * NoSchedule; drainer's is deleted only once the driver's slice is back. */
 static void on_rule_request(struct world *w, const struct fake_request *r) {
-        const char *rules = "/apis/resource.k8s.io/v1beta2/devicetaintrules";
+        const char *name = strncmp(r->path, RULES_PATH "/", strlen(RULES_PATH "/")) == 0
+                                   ? r->path + strlen(RULES_PATH "/")
+                                   : NULL;
+        size_t at = name ? rule_at(w, name) : SIZE_MAX;
 
         if (streq(r->method, "POST")) {
                 cJSON *b = fake_api_json(r->body);
+                bool exists;
 
-                assert_string_equal(r->path, rules);
+                assert_string_equal(r->path, RULES_PATH);
                 assert_string_equal(cJSON_GetObjectItemCaseSensitive(b, "apiVersion")->valuestring,
                                     "resource.k8s.io/v1beta2");
                 assert_string_equal(json_str_of(b, "spec", "deviceSelector", "driver"), DRIVER);
                 assert_string_equal(json_str_of(b, "spec", "deviceSelector", "pool"), "node-1");
                 assert_string_equal(json_str_of(b, "spec", "taint", "effect"), "NoSchedule");
-                assert_string_equal(json_str_of(b, "metadata", "name", NULL), "drainer-node-1-" DRIVER "-0");
-                cJSON_Delete(b);
-                fake_transport_expect_json(
-                        w->ft, "POST", rules, w->rule_present ? 409 : 201,
-                        w->rule_present ? "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\"}" : "{}");
-                w->rule_present = true;
+                assert_string_equal(json_str_of(b, "metadata", "name", NULL), RULE_NAME);
+                exists = rule_at(w, RULE_NAME) != SIZE_MAX;
+                if (exists) {
+                        cJSON_Delete(b);
+                        fake_transport_expect_json(w->ft, "POST", RULES_PATH, 409,
+                                                   "{\"kind\":\"Status\",\"reason\":\"AlreadyExists\","
+                                                   "\"code\":409}");
+                } else {
+                        _cleanup_free_ char *obj = NULL;
+
+                        rule_store(w, b);
+                        obj = cJSON_PrintUnformatted(w->rules[rule_at(w, RULE_NAME)]);
+                        fake_transport_expect_json(w->ft, "POST", RULES_PATH, 201, obj);
+                }
                 w->rule_creates++;
+        } else if (streq(r->method, "GET")) {
+                _cleanup_free_ char *obj = NULL;
+
+                assert_non_null(name);
+                w->rule_reads++;
+                if (at == SIZE_MAX) {
+                        fake_transport_expect_json(
+                                w->ft, "GET", r->path, 404,
+                                "{\"kind\":\"Status\",\"reason\":\"NotFound\",\"code\":404}");
+                        return;
+                }
+                obj = cJSON_PrintUnformatted(w->rules[at]);
+                fake_transport_expect_json(w->ft, "GET", r->path, 200, obj);
+                if (w->swap_on_read && streq(name, w->swap_on_read)) {
+                        /* deleted and made again by someone else right after the read */
+                        rule_store(w, rule_json(name, "node-2", NULL, "node-2"));
+                        w->swap_on_read = NULL;
+                }
         } else {
+                cJSON *b = fake_api_json(r->body ? r->body : "{}");
+                const char *uid = json_str_of(b, "preconditions", "uid", NULL);
+                const char *rv = json_str_of(b, "preconditions", "resourceVersion", NULL);
+
                 assert_string_equal(r->method, "DELETE");
-                assert_string_equal(r->path,
-                                    "/apis/resource.k8s.io/v1beta2/devicetaintrules/drainer-node-1-" DRIVER
-                                    "-0");
-                fake_transport_expect_json(w->ft, "DELETE", rules, w->rule_present ? 200 : 404, "{}");
-                if (w->rule_present)
-                        w->slice_at_rule_delete = w->slice;
-                w->rule_present = false;
-                w->rule_deletes++;
+                assert_non_null(name);
+                w->rule_deletes_sent++;
+                if (!*uid)
+                        w->rule_deletes_unconditional++;
+                if (at == SIZE_MAX)
+                        fake_transport_expect_json(
+                                w->ft, "DELETE", r->path, 404,
+                                "{\"kind\":\"Status\",\"reason\":\"NotFound\",\"code\":404}");
+                else if ((*uid && !streq(uid, json_str_of(w->rules[at], "metadata", "uid", NULL))) ||
+                         (*rv &&
+                          !streq(rv, json_str_of(w->rules[at], "metadata", "resourceVersion", NULL)))) {
+                        w->rule_deletes_stale++;
+                        fake_transport_expect_json(
+                                w->ft, "DELETE", r->path, 409,
+                                "{\"kind\":\"Status\",\"reason\":\"Conflict\",\"code\":409}");
+                } else {
+                        fake_transport_expect_json(w->ft, "DELETE", r->path, 200, "{}");
+                        if (streq(name, RULE_NAME))
+                                w->slice_at_rule_delete = w->slice;
+                        cJSON_Delete(w->rules[at]);
+                        w->rules[at] = w->rules[--w->n_rules];
+                        w->rule_present = rule_at(w, RULE_NAME) != SIZE_MAX;
+                        w->rule_deletes++;
+                        snprintf(w->deleted_rules + strlen(w->deleted_rules),
+                                 sizeof(w->deleted_rules) - strlen(w->deleted_rules), "%s ", name);
+                }
+                cJSON_Delete(b);
         }
 }
 
@@ -905,6 +1020,8 @@ static int teardown(void **state) {
         test_api_free(w->api);
         selectors_free(w->sels, w->n_sels);
         cJSON_Delete(w->node);
+        for (size_t i = 0; i < w->n_rules; i++)
+                cJSON_Delete(w->rules[i]);
         free(w->handled);
         free(w->message);
         free(w);
@@ -1464,8 +1581,7 @@ static void assert_driver_out(struct world *w) {
                 assert_false(node_tainted(w));
                 assert_int_equal(w->cordons, 0);
                 assert_true(w->rule_present);
-                assert_string_equal(node_ann(w, "drainer.io/taint-rules." DRIVER),
-                                    "drainer-node-1-" DRIVER "-0");
+                assert_string_equal(node_ann(w, "drainer.io/taint-rules." DRIVER), RULE_NAME);
         } else {
                 assert_true(node_unschedulable(w));
                 assert_true(node_tainted(w));
@@ -1583,11 +1699,206 @@ static void test_driver_scoped_drain_resumes(void **state) {
         }
 }
 
+/* ---- DeviceTaintRules: only drainer's own are deleted, a 409 is judged ---- */
+
+static void set_node_ann(struct world *w, const char *key, const char *value) {
+        cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(w->node, "metadata"),
+                                                    "annotations");
+
+        cJSON_DeleteItemFromObjectCaseSensitive(a, key);
+        cJSON_AddStringToObject(a, key, value);
+}
+
+/* A scoped drain with rules of node-1 (--driver-stop label), drained and killed. */
+static void driver_drained(struct world *w) {
+        world_init(w, &driver_stop_label, false);
+        w->scoped = true;
+        w->rules_served = true;
+        run_engine(w, ENGINE_GOAL_DRAIN);
+        run_until(w, 60 * SEC);
+        assert_driver_out(w);
+        kill_engine(w);
+}
+
+/* drainer.io/taint-rules.DRIVER names, besides drainer's own rule (and its own under
+ * the name an older drainer gave it), rules that are not drainer's for node-1 and the
+ * driver, as node-1's own token may write the annotation: an admin's quarantine of a
+ * GPU of node-2, and rules named like drainer's but with another node's annotation,
+ * another pool, another driver, or another node's name (node-1-b's, under the old and
+ * the new scheme). The uncordon reads each back, deletes only drainer's two (each with
+ * its uid and resourceVersion as preconditions), leaves the others alone with a
+ * DrainerForeignObject Event each and names them in its message, and still completes,
+ * the record cleared. */
+static void test_uncordon_deletes_only_drainers_rules(void **state) {
+        struct world *w = *state;
+        static const char *const foreign[] = {
+                "admin-quarantine-bad-gpu",      "drainer-6-node-1-" DRIVER "-1",
+                "drainer-6-node-1-" DRIVER "-2", "drainer-6-node-1-" DRIVER "-3",
+                "drainer-node-1-b-" DRIVER "-0", "drainer-8-node-1-b-" DRIVER "-0",
+        };
+        _cleanup_free_ char *list = NULL;
+
+        driver_drained(w);
+        rule_store(w,
+                   fake_api_json("{\"apiVersion\":\"resource.k8s.io/v1beta2\",\"kind\":\"DeviceTaintRule\","
+                                 "\"metadata\":{\"name\":\"admin-quarantine-bad-gpu\"},\"spec\":{"
+                                 "\"deviceSelector\":{\"driver\":\"" DRIVER "\",\"pool\":\"node-2\","
+                                 "\"device\":\"gpu-3\"},\"taint\":{\"key\":\"example.com/bad\","
+                                 "\"effect\":\"NoExecute\"}}}"));
+        rule_store(w, rule_json(foreign[1], "node-2", NULL, NULL));          /* another node's annotation */
+        rule_store(w, rule_json(foreign[2], NULL, NULL, "node-2"));          /* another pool */
+        rule_store(w, rule_json(foreign[3], NULL, "nic.example.com", NULL)); /* another driver */
+        rule_store(w, rule_json(foreign[4], "node-1-b", NULL, "node-1-b"));  /* node-1-b's, old name */
+        rule_store(w, rule_json(foreign[5], NULL, NULL, NULL));              /* node-1-b's name, else ours */
+        rule_store(w, rule_json(LEGACY_RULE, NULL, NULL, NULL));             /* ours, old name */
+        list = test_asprintf("%s,%s,%s,%s,%s,%s,%s,%s", RULE_NAME, foreign[0], foreign[1], foreign[2],
+                             foreign[3], foreign[4], foreign[5], LEGACY_RULE);
+        set_node_ann(w, "drainer.io/taint-rules." DRIVER, list);
+
+        run_engine(w, ENGINE_GOAL_UNCORDON);
+        run_until(w, 60 * SEC);
+        print_message("  %s\n", strna(w->message));
+        assert_true(w->finished);
+        if (w->result != 0)
+                fail_msg("uncordon --driver ended %d: %s", w->result, strna(w->message));
+        assert_string_equal(w->deleted_rules, RULE_NAME " " LEGACY_RULE " ");
+        assert_int_equal(w->rule_deletes_sent, 2);
+        assert_int_equal(w->rule_deletes_unconditional, 0);
+        assert_int_equal(w->n_rules, ELEMENTSOF(foreign));
+        for (size_t i = 0; i < ELEMENTSOF(foreign); i++) {
+                assert_true(rule_at(w, foreign[i]) != SIZE_MAX);
+                assert_non_null(strstr(w->message, foreign[i]));
+        }
+        assert_int_equal(w->events[EV_FOREIGN], ELEMENTSOF(foreign));
+        assert_int_equal(drainer_annotations(w), 0);
+        assert_true(driver_pod(w)->present && driver_pod(w)->ready);
+}
+
+/* drainer's rule deleted and made again by someone else (another node's) between the
+ * read and the DELETE: the DELETE's uid precondition fails (409), the rule is read again,
+ * found foreign and left alone. */
+static void test_rule_swapped_before_delete(void **state) {
+        struct world *w = *state;
+
+        driver_drained(w);
+        w->swap_on_read = RULE_NAME;
+        run_engine(w, ENGINE_GOAL_UNCORDON);
+        run_until(w, 60 * SEC);
+        print_message("  %s\n", strna(w->message));
+        assert_true(w->finished);
+        assert_int_equal(w->result, 0);
+        assert_int_equal(w->rule_deletes_sent, 1);
+        assert_int_equal(w->rule_deletes_stale, 1);
+        assert_int_equal(w->rule_deletes, 0);
+        assert_int_equal(w->rule_reads, 2);
+        assert_true(w->rule_present);
+        assert_string_equal(
+                json_str_of(w->rules[rule_at(w, RULE_NAME)], "metadata", "annotations", "drainer.io/node"),
+                "node-2");
+        assert_int_equal(w->events[EV_FOREIGN], 1);
+        assert_int_equal(drainer_annotations(w), 0);
+}
+
+/* A 409 on the create: accepted when what holds the name is exactly drainer's rule for
+ * node-1, the driver and its pool (an earlier run's); else (squatted: another node's
+ * annotation and pool, or another driver) the drain fails in cordon naming the rule,
+ * nothing is evicted and the driver not stopped, never reported out of service; its
+ * uncordon leaves the squatted rule alone and completes. */
+static void test_rule_conflict_judged(void **state) {
+        struct world *w = *state;
+        static const struct {
+                const char *ann, *driver, *pool;
+                bool ours;
+        } cases[] = {
+                { NULL, NULL, NULL, true },
+                { "node-1-b", NULL, "node-1-b", false },
+                { NULL, "nic.example.com", NULL, false },
+                { NULL, NULL, "node-2", false },
+        };
+
+        for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
+                if (k > 0)
+                        w = renew(state);
+                world_init(w, &driver_stop_label, false);
+                w->scoped = true;
+                w->rules_served = true;
+                rule_store(w, rule_json(RULE_NAME, cases[k].ann, cases[k].driver, cases[k].pool));
+                run_engine(w, ENGINE_GOAL_DRAIN);
+                run_until(w, 60 * SEC);
+                print_message("  409, %s: %s\n", cases[k].ours ? "drainer's" : "squatted",
+                              strna(w->message));
+                assert_int_equal(w->rule_reads, 1);
+                if (cases[k].ours) {
+                        assert_driver_out(w);
+                        assert_int_equal(w->rule_creates, 1);
+                        continue;
+                }
+                assert_true(w->finished);
+                assert_int_equal(w->result, -EEXIST);
+                assert_non_null(strstr(w->message, "DeviceTaintRule " RULE_NAME " already exists and is not "
+                                                   "drainer's rule"));
+                assert_string_equal(node_ann(w, "drainer.io/state." DRIVER), "cordon");
+                assert_int_equal(w->evictions_sent, 0);
+                assert_int_equal(w->label_pauses, 0);
+                assert_true(driver_pod(w)->present);
+                kill_engine(w);
+
+                run_engine(w, ENGINE_GOAL_UNCORDON);
+                run_until(w, 60 * SEC);
+                print_message("    uncordon: %s\n", strna(w->message));
+                assert_true(w->finished);
+                assert_int_equal(w->result, 0);
+                assert_int_equal(w->rule_deletes_sent, 0);
+                assert_true(w->rule_present);
+                assert_int_equal(w->events[EV_FOREIGN], 1);
+                assert_int_equal(drainer_annotations(w), 0);
+        }
+}
+
+/* A driver drain an older drainer recorded and was killed in (state cordon, its rule
+ * made under the old name): this version records its own name next to the old one before
+ * it creates the rule, drains, and the uncordon deletes both. */
+static void test_legacy_rule_drain_resumed(void **state) {
+        struct world *w = *state;
+
+        world_init(w, &driver_stop_label, false);
+        w->scoped = true;
+        w->rules_served = true;
+        set_node_ann(w, "drainer.io/started-at." DRIVER, "2025-06-15T13:59:00Z");
+        set_node_ann(w, "drainer.io/state." DRIVER, "cordon");
+        set_node_ann(w, "drainer.io/state-since." DRIVER, "2025-06-15T13:59:00Z");
+        set_node_ann(w, "drainer.io/taint-rules." DRIVER, LEGACY_RULE);
+        rule_store(w, rule_json(LEGACY_RULE, NULL, NULL, NULL));
+        run_engine(w, ENGINE_GOAL_DRAIN);
+        run_until(w, 60 * SEC);
+        assert_true(w->finished);
+        if (w->result != 0)
+                fail_msg("drain ended %d: %s", w->result, strna(w->message));
+        assert_string_equal(node_ann(w, "drainer.io/taint-rules." DRIVER), LEGACY_RULE "," RULE_NAME);
+        assert_int_equal(w->rule_creates, 1);
+        assert_true(w->rule_present);
+        kill_engine(w);
+        run_engine(w, ENGINE_GOAL_UNCORDON);
+        run_until(w, 60 * SEC);
+        assert_true(w->finished);
+        if (w->result != 0)
+                fail_msg("uncordon ended %d: %s", w->result, strna(w->message));
+        assert_string_equal(w->deleted_rules, LEGACY_RULE " " RULE_NAME " ");
+        assert_int_equal(w->n_rules, 0);
+        assert_int_equal(w->rule_deletes_unconditional, 0);
+        assert_int_equal(w->events[EV_FOREIGN], 0);
+        assert_int_equal(drainer_annotations(w), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_drain_from_nothing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_driver_scoped_drain, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_driver_scoped_drain_resumes, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_uncordon_deletes_only_drainers_rules, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_rule_swapped_before_delete, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_rule_conflict_judged, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_legacy_rule_drain_resumed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_drain_resumes_from_every_phase, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restore_resumes_from_every_phase, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_uncordon_from_every_drain_phase, setup, teardown),
