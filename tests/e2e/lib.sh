@@ -715,6 +715,34 @@ reset_node() {
 	e2e_no_driver && return 0
 	wait_until 60 driver_running "$1" && { [ "$e2e_dra_api" = off ] || wait_until 60 slice_published "$1"; }
 }
+# mkkc TOKEN FILE: a kubeconfig (mode 0600) with the test cluster's server and CA and only
+# this token (a ServiceAccount's: bound to a pod or a Node, or to nothing).
+mkkc() {
+	local server ca
+	server=$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
+	ca=$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
+	(umask 077 && cat >"$2" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: $server
+    certificate-authority-data: $ca
+users:
+- name: drainer
+  user:
+    token: $1
+contexts:
+- name: drainer
+  context: {cluster: c, user: drainer}
+current-context: drainer
+EOF
+	)
+}
+# rule_prefix NODE: the start of the names of drainer's DeviceTaintRules for NODE,
+# drainer-LEN-NODE- (LEN: the length of NODE; drainer/dra/taintrule.c).
+rule_prefix() { printf 'drainer-%s-%s-' "${#1}" "$1"; }
 # delete_node_events NODE: removes the Events about NODE in namespace default.
 delete_node_events() {
 	kubectl -n default delete events --field-selector "involvedObject.kind=Node,involvedObject.name=$1" >/dev/null 2>&1

@@ -202,7 +202,7 @@ kubectl uncordon node-3 >/dev/null
 
 # --- RBAC: exactly DESIGN.md's verbs (+ PDB reads; Events only in default) -----------
 check_eq "ClusterRole drainer: exactly these rules" \
-	'["/nodes/status:patch","/nodes:get,list,patch,watch","/pods/eviction:create","/pods:get,list,watch","apps/daemonsets:get","policy/poddisruptionbudgets:get,list,watch","resource.k8s.io/devicetaintrules:create,delete","resource.k8s.io/resourceclaims:get,list,watch","resource.k8s.io/resourceslices:get,list,watch"]' \
+	'["/nodes/status:patch","/nodes:get,list,patch,watch","/pods/eviction:create","/pods:get,list,watch","apps/daemonsets:get","policy/poddisruptionbudgets:get,list,watch","resource.k8s.io/devicetaintrules:create,delete,get","resource.k8s.io/resourceclaims:get,list,watch","resource.k8s.io/resourceslices:get,list,watch"]' \
 	"$(kubectl get clusterrole drainer -o json | jq -c '[.rules[] | .apiGroups[] as $g | .resources[] as $r
 		| "\($g)/\($r):\(.verbs | sort | join(","))"] | sort')"
 check_eq "Role drainer-leases (drainer-system): exactly leases get/list/watch/create/update/delete" \
@@ -282,26 +282,7 @@ sar false "create leases in default" '{"verb":"create","group":"coordination.k8s
 sakc=$e2e_tmp/sa.kubeconfig
 server=$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
 ca=$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
-mkkc() { # TOKEN FILE: a kubeconfig with the server, its CA and only this token
-	(umask 077 && cat >"$2" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster:
-    server: $server
-    certificate-authority-data: $ca
-users:
-- name: drainer
-  user:
-    token: $1
-contexts:
-- name: drainer
-  context: {cluster: c, user: drainer}
-current-context: drainer
-EOF
-	)
-}
+# (mkkc TOKEN FILE: lib.sh)
 # A token not bound to any object: it names no node (what `kubectl create token` gives).
 token=$(kubectl -n drainer-system create token drainer --duration=10m)
 check "a token for the drainer ServiceAccount, the server and its CA" test -n "$token" -a -n "$server" -a -n "$ca"
@@ -520,30 +501,56 @@ if kubectl api-resources --api-group resource.k8s.io -o name 2>/dev/null | grep 
 	}
 	kubectl create clusterrole deploy-test-dtr --verb=get,create,delete,update,patch --resource=devicetaintrules.resource.k8s.io >/dev/null
 	kubectl create clusterrolebinding deploy-test-dtr --clusterrole=deploy-test-dtr --serviceaccount=drainer-system:drainer >/dev/null
-	e2e_cleanup_hooks+=("kubectl delete clusterrolebinding,clusterrole deploy-test-dtr --ignore-not-found >/dev/null 2>&1; kubectl delete devicetaintrules drainer-node-2-gpu.example.com-0 drainer-node-1-gpu.example.com-0 --ignore-not-found >/dev/null 2>&1")
+	# drainer's names: drainer-LEN-NODE-DRIVER-I (LEN = the length of NODE); the old
+	# drainer-NODE-DRIVER-I only for deletes
+	own2=drainer-6-node-2-gpu.example.com-0 own1=drainer-6-node-1-gpu.example.com-0
+	old2=drainer-node-2-gpu.example.com-0 old2b=drainer-node-2-b-gpu.example.com-0
+	e2e_cleanup_hooks+=("kubectl delete clusterrolebinding,clusterrole deploy-test-dtr --ignore-not-found >/dev/null 2>&1; kubectl delete devicetaintrules $own2 $own1 $old2 $old2b --ignore-not-found >/dev/null 2>&1")
 	admitted dtr-own "node-2's token: a NoSchedule DeviceTaintRule of pool node-2, as drainer sends it (server dry run)" \
-		rule_create "$n2kc" drainer-node-2-gpu.example.com-0 node-2 node-2 NoSchedule
+		rule_create "$n2kc" "$own2" node-2 node-2 NoSchedule
 	refused dtr-noexecute "node-2's token: the same rule with effect NoExecute" "has the taint drainer.io/draining:NoSchedule" \
-		rule_create "$n2kc" drainer-node-2-gpu.example.com-0 node-2 node-2 NoExecute
+		rule_create "$n2kc" "$own2" node-2 node-2 NoExecute
 	refused dtr-other-pool "node-2's token: a rule of node-1's pool" "may taint only the devices of its own node's pool node-2, not pool node-1" \
-		rule_create "$n2kc" drainer-node-2-gpu.example.com-0 node-2 node-1 NoSchedule
-	refused dtr-other-name "node-2's token: a rule named for node-1" "may create only DeviceTaintRules of its node" \
-		rule_create "$n2kc" drainer-node-1-gpu.example.com-0 node-1 node-1 NoSchedule
+		rule_create "$n2kc" "$own2" node-2 node-1 NoSchedule
+	refused dtr-other-name "node-2's token: a rule named for node-1" "may create only DeviceTaintRules of its node (named drainer-6-node-2-DRIVER-I" \
+		rule_create "$n2kc" "$own1" node-1 node-1 NoSchedule
+	# A node whose name is another's prefix (node-2 of node-2-b): node-2 used to be able to
+	# take node-2-b's rule name (drainer-node-2-b-...) before node-2-b did; the name is
+	# now node-2-b's alone, with its content node-2's own or not.
+	refused dtr-squat "node-2's token: node-2-b's rule name (drainer-8-node-2-b-...), content of node-2" "may create only DeviceTaintRules of its node" \
+		rule_create "$n2kc" drainer-8-node-2-b-gpu.example.com-0 node-2 node-2 NoSchedule
+	refused dtr-squat-old "node-2's token: node-2-b's old-scheme name (drainer-node-2-b-...)" "may create only DeviceTaintRules of its node" \
+		rule_create "$n2kc" "$old2b" node-2 node-2 NoSchedule
+	refused dtr-old-create "node-2's token: creating under the old name drainer-node-2-DRIVER-I" "may create only DeviceTaintRules of its node" \
+		rule_create "$n2kc" "$old2" node-2 node-2 NoSchedule
+	refused dtr-other-driver-name "node-2's token: a name of another driver than its selector's" "may create only DeviceTaintRules of its node" \
+		rule_create "$n2kc" drainer-6-node-2-nic.example.com-0 node-2 node-2 NoSchedule
+	refused dtr-bad-index "node-2's token: a name that does not end in the index" "may create only DeviceTaintRules of its node" \
+		rule_create "$n2kc" drainer-6-node-2-gpu.example.com-0-x node-2 node-2 NoSchedule
 	refused dtr-no-selector "node-2's token: a rule without a pool (every node's devices of the driver)" "selects a driver and a pool" \
-		rule_create "$n2kc" drainer-node-2-gpu.example.com-0 node-2 node-2 NoSchedule '{"driver":"gpu.example.com"}'
+		rule_create "$n2kc" "$own2" node-2 node-2 NoSchedule '{"driver":"gpu.example.com"}'
 	refused dtr-no-driver "node-2's token: a rule without a driver" "selects a driver and a pool" \
-		rule_create "$n2kc" drainer-node-2-gpu.example.com-0 node-2 node-2 NoSchedule '{"pool":"node-2"}'
+		rule_create "$n2kc" drainer-6-node-2--0 node-2 node-2 NoSchedule '{"pool":"node-2"}'
 	refused dtr-nonode "a token naming no node: a rule" "names no node" \
-		rule_create "$sakc" drainer-node-2-gpu.example.com-0 node-2 node-2 NoSchedule
-	# Deletes: real rules (an admin's create), node-2's deleted by node-2's token, node-1's refused.
-	rule drainer-node-2-gpu.example.com-0 node-2 node-2 NoSchedule | kubectl create -f - >/dev/null
-	rule drainer-node-1-gpu.example.com-0 node-1 node-1 NoSchedule | kubectl create -f - >/dev/null
+		rule_create "$sakc" "$own2" node-2 node-2 NoSchedule
+	# Deletes: real rules (an admin's create), node-2's deleted by node-2's token (also under
+	# the old name, with its annotation: a drain an older drainer recorded), node-1's and
+	# node-2-b's refused.
+	for r in "$own2 node-2 node-2" "$own1 node-1 node-1" "$old2 node-2 node-2" "$old2b node-2-b node-2-b"; do
+		# shellcheck disable=SC2086
+		rule $r NoSchedule | kubectl create -f - >/dev/null
+	done
 	refused dtr-update "node-2's token: an update of its own rule" "never updates one" \
-		k2 annotate --dry-run=server devicetaintrule drainer-node-2-gpu.example.com-0 drainer.io/x=1
+		k2 annotate --dry-run=server devicetaintrule "$own2" drainer.io/x=1
 	refused dtr-delete-other "node-2's token: deleting node-1's rule" "may delete only DeviceTaintRules of its node" \
-		k2 delete devicetaintrule drainer-node-1-gpu.example.com-0 --dry-run=server
-	admitted dtr-delete-own "node-2's token: deleting its own rule" k2 delete devicetaintrule drainer-node-2-gpu.example.com-0
-	kubectl delete devicetaintrule drainer-node-1-gpu.example.com-0 >/dev/null
+		k2 delete devicetaintrule "$own1" --dry-run=server
+	refused dtr-delete-prefix "node-2's token: deleting node-2-b's rule of the old name (drainer-node-2-...)" "may delete only DeviceTaintRules of its node" \
+		k2 delete devicetaintrule "$old2b" --dry-run=server
+	admitted dtr-get "node-2's token reads its rule back (get), as drainer does before deleting it" \
+		k2 get devicetaintrule "$own2" -o name
+	admitted dtr-delete-own "node-2's token: deleting its own rule" k2 delete devicetaintrule "$own2"
+	admitted dtr-delete-own-old "node-2's token: deleting its own rule of the old name" k2 delete devicetaintrule "$old2"
+	kubectl delete devicetaintrule "$own1" "$old2b" >/dev/null
 	kubectl delete clusterrolebinding,clusterrole deploy-test-dtr >/dev/null
 else
 	echo "  (the API server serves no DeviceTaintRule: the policy drainer-own-node-taintrules is not exercised)"
@@ -740,7 +747,7 @@ kubectl annotate node node-1 node-3 drainer.io/deploy-test- >/dev/null
 # What the rollout calls (drain/rollout.c, cmd/verb-rollout.c and the engine, node view,
 # slots and announcer it drives): daemonsets get, controllerrevisions list and pods list
 # in the driver's namespace, nodes list/watch/patch, pods/eviction create (the old plugin
-# pod), claims and slices list/watch, devicetaintrules create/delete, leases in the lease
+# pod), claims and slices list/watch, devicetaintrules get/create/delete, leases in the lease
 # namespace, events create in default. All but the revisions are the ClusterRole's
 # already; deploy/rollout adds controllerrevisions list in dra-system, and nothing else.
 RSA=system:serviceaccount:drainer-system:drainer-cluster
@@ -785,7 +792,7 @@ for v in list watch; do rcan yes "$v" pods; done
 for r in resourceclaims.resource.k8s.io resourceslices.resource.k8s.io; do
 	for v in list watch; do rcan yes "$v" "$r"; done
 done
-for v in create delete; do rcan yes "$v" devicetaintrules.resource.k8s.io; done
+for v in get create delete; do rcan yes "$v" devicetaintrules.resource.k8s.io; done
 for v in get list watch create update; do rcan yes "$v" leases.coordination.k8s.io drainer-system; done
 rcan yes create events default
 # and no more: the DaemonSet, its revisions and its pods are never written

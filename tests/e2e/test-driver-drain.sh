@@ -25,7 +25,7 @@ stop=label:gpu.example.com/present
 delete_node_events "$node"
 cleanup_driver_drain() {
 	kubectl -n demo delete pod e2e-plain-a e2e-plain-b --wait=false >/dev/null 2>&1
-	kubectl get devicetaintrules -o name 2>/dev/null | grep "drainer-$node-" | xargs -r kubectl delete >/dev/null 2>&1
+	kubectl get devicetaintrules -o name 2>/dev/null | grep "/$(rule_prefix "$node")" | xargs -r kubectl delete >/dev/null 2>&1
 	reset_node "$node"
 	demo
 }
@@ -116,7 +116,7 @@ if [ "$rules" = 1 ]; then
 	check "the Node was seen paused (label drainer-paused) while the driver was out" grep -q '|drainer-paused$' "$e2e_tmp/node-watch.txt"
 	check_eq "no version of the Node during the drain was unschedulable" "" "$(awk -F'|' '$2 == "true"' "$e2e_tmp/node-watch.txt")"
 	kubectl get devicetaintrules -o json >"$e2e_tmp/rules.json"
-	jq_checks --arg n "$node" --arg d "$drv" '[.items[] | select(.metadata.name | startswith("drainer-\($n)-"))] as $r
+	jq_checks --arg n "$node" --arg d "$drv" --arg p "$(rule_prefix "$node")" '[.items[] | select(.metadata.name | startswith($p))] as $r
 		| if ($r | length) == 1 and $r[0].spec.deviceSelector.driver == $d and $r[0].spec.deviceSelector.pool == $n
 			and $r[0].spec.taint.effect == "NoSchedule"
 		  then "ok one NoSchedule DeviceTaintRule for \($d) pool \($n) while the driver is out (\($r[0].metadata.name))"
@@ -190,7 +190,7 @@ check_eq "no drainer.io/ annotation left" "{}" "$(node_drainer_anns "$node")"
 check_eq "the driver label is back" true "$(kubectl get node "$node" -o json | jq -r '.metadata.labels["gpu.example.com/present"]')"
 check_eq "the node is schedulable" false "$(node_unschedulable "$node")"
 if [ "$rules" = 1 ]; then
-	check_eq "the DeviceTaintRule is gone" 0 "$(kubectl get devicetaintrules -o json | jq --arg n "$node" '[.items[] | select(.metadata.name | startswith("drainer-\($n)-"))] | length')"
+	check_eq "the DeviceTaintRule is gone" 0 "$(kubectl get devicetaintrules -o json | jq --arg p "$(rule_prefix "$node")" '[.items[] | select(.metadata.name | startswith($p))] | length')"
 	# the rule went only after the driver was back: not before its new pod's Ready
 	# condition turned True (the API server's lastTransitionTime, whole seconds)
 	ready_at=$(driver_pods_json "$node" | jq -r '[.items[] | select(.metadata.deletionTimestamp == null) | .status.conditions[]

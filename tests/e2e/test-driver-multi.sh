@@ -47,7 +47,7 @@ nic_slice() {
 	[ "$(kubectl get resourceslices -o json | jq --arg n "$1" '[.items[] | select(.spec.nodeName == $n and .spec.driver == "nic.example.com")] | length')" -ge 1 ]
 }
 rules_of() { # NODE DRIVER: the names of drainer's DeviceTaintRules of the driver on the node
-	kubectl get devicetaintrules -o json | jq -r --arg n "$1" --arg d "$2" '[.items[] | select((.metadata.name | startswith("drainer-\($n)-")) and .spec.deviceSelector.driver == $d) | .metadata.name] | join(",")'
+	kubectl get devicetaintrules -o json | jq -r --arg p "$(rule_prefix "$1")" --arg d "$2" '[.items[] | select((.metadata.name | startswith($p)) and .spec.deviceSelector.driver == $d) | .metadata.name] | join(",")'
 }
 
 # The second driver: applied here unless up did (DRAINER_CLUSTER_NIC_NODES), and removed
@@ -64,7 +64,7 @@ cleanup_multi() {
 	kubectl -n demo delete pod e2e-plain-a e2e-plain-b e2e-gpu-late --wait=false >/dev/null 2>&1
 	kubectl -n demo delete deployment e2e-nic-user --wait=false >/dev/null 2>&1
 	kubectl -n demo delete resourceclaimtemplate e2e-nic >/dev/null 2>&1
-	kubectl get devicetaintrules -o name 2>/dev/null | grep "drainer-$node-" | xargs -r kubectl delete >/dev/null 2>&1
+	kubectl get devicetaintrules -o name 2>/dev/null | grep "/$(rule_prefix "$node")" | xargs -r kubectl delete >/dev/null 2>&1
 	reset_node "$node"
 	if [ "$labelled_nic" = 1 ]; then
 		kubectl label node "$node" nic.example.com/present- >/dev/null 2>&1
@@ -226,7 +226,7 @@ check_eq "during CMD: no gpu driver pod on $node" 0 \
 	"$(jq '[.items[] | select(.metadata.labels["app.kubernetes.io/component"] == "kubeletplugin" and .metadata.namespace == "dra-system")] | length' "$e2e_tmp/during-pods.json")"
 check_eq "during CMD: the nic driver pod the same" "$nic_driver" \
 	"$(jq -r '.items[] | select(.metadata.namespace == "nic-system") | "\(.metadata.namespace)/\(.metadata.name)"' "$e2e_tmp/during-pods.json")"
-jq_checks --arg n "$node" '[.items[] | select(.metadata.name | startswith("drainer-\($n)-"))] as $r
+jq_checks --arg n "$node" --arg p "$(rule_prefix "$node")" '[.items[] | select(.metadata.name | startswith($p))] as $r
 	| if ($r | length) == 1 and $r[0].spec.deviceSelector.driver == "gpu.example.com" and $r[0].spec.deviceSelector.pool == $n
 		and $r[0].spec.taint.effect == "NoSchedule"
 	  then "ok during CMD: one NoSchedule DeviceTaintRule, for gpu.example.com pool \($n) (\($r[0].metadata.name))"
