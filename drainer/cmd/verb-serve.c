@@ -493,6 +493,12 @@ static void reconcile_node(struct server *srv, const struct node_rec *n) {
                 log_error("node %s: cannot start the drain engine: %s", n->name, strerror(-r));
 }
 
+static bool node_known(const char *node, void *userdata) {
+        struct server *srv = userdata;
+
+        return informer_get(srv->nodes, node);
+}
+
 static void serve_reconcile(struct server *srv) {
         const void *rec;
         size_t i = 0, active = 0;
@@ -501,6 +507,10 @@ static void serve_reconcile(struct server *srv) {
                 return;
         while (informer_iterate(srv->nodes, &i, &rec))
                 reconcile_node(srv, rec);
+        /* A deleted Node is never reconciled again: its slot goes now (on the delete event,
+         * and after every relist), or it would be renewed for ever. */
+        if (srv->slots)
+                slots_release_unless(srv->slots, node_known, srv);
         i = 0;
         {
                 const char *key;

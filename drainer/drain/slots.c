@@ -1079,6 +1079,15 @@ void slots_release(struct slots *s, const char *node) {
         settle(n);
 }
 
+void slots_release_unless(struct slots *s, bool (*keep)(const char *node, void *userdata), void *userdata) {
+        assert(s && keep);
+        for (struct slot_node *n = s->nodes; n; n = n->next)
+                if (n->wanted && !keep(n->name, userdata)) {
+                        log_debug("slots: node \"%s\" is gone, releasing its slot", n->name);
+                        slots_release(s, n->name);
+                }
+}
+
 bool slots_held(const struct slots *s, const char *node) {
         for (const struct slot_node *n = s->nodes; n; n = n->next)
                 if (streq(n->name, node))

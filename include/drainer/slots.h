@@ -38,6 +38,9 @@ int slots_new(struct kube_client *client, struct timesrc *ts, const struct slots
 int slots_acquire(struct slots *s, const char *node);
 /* Gives the node's slot back (holderIdentity cleared). No-op if it holds none. */
 void slots_release(struct slots *s, const char *node);
+/* Releases the slot of every node of this process that keep() answers false for (its
+ * Node was deleted: no reconcile of it will ever release it). */
+void slots_release_unless(struct slots *s, bool (*keep)(const char *node, void *userdata), void *userdata);
 bool slots_held(const struct slots *s, const char *node);
 /* "node-1, node-3": the current holders, for the waiting message. Returns a static
  * buffer valid until the next call. */

@@ -745,6 +745,51 @@ static void test_cluster_mode_own_slots(void **state) {
         }
 }
 
+static bool keep_not_node1(const char *node, void *userdata) {
+        int *calls = userdata;
+
+        (*calls)++;
+        return strcmp(node, "node-1") != 0;
+}
+
+/* Cluster mode: node-1's Node is deleted while it holds the only slot. serve no longer
+ * reconciles it, so slots_release_unless() gives its slot back, and node-2, waiting,
+ * takes it (before: renewed for ever, node-2 waited "held by node-1"). */
+static void test_release_unless_gone_node(void **state) {
+        struct env *e = *state;
+        int calls = 0;
+        cJSON *b;
+
+        env_slots(e, 1, true);
+        create_slot0(e);
+        push(e, "ADDED", lease_json(0, "101", "node-1", REAL0, 0));
+        assert_int_equal(slots_acquire(e->slots, "node-2"), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_string_equal(slots_holders(e->slots), "node-1");
+
+        /* Node-2 still exists: nothing happens to it. */
+        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "102", NULL, real_now(e), 0));
+        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "103", "node-2", real_now(e), 1));
+        slots_release_unless(e->slots, keep_not_node1, &calls);
+        assert_int_equal(calls, 2);
+        assert_false(slots_held(e->slots, "node-1"));
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", SLOT0), 2);
+        b = body_of(fake_transport_request(e->api->ft, 3));
+        assert_null(json_path(b, "spec.holderIdentity"));
+        cJSON_Delete(b);
+        assert_int_equal(slots_acquire(e->slots, "node-2"), 1);
+        assert_string_equal(slots_holders(e->slots), "node-2");
+
+        /* Once released, node-1 is not asked about again, and node-2 keeps its slot. */
+        calls = 0;
+        slots_release_unless(e->slots, keep_not_node1, &calls);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(calls, 1);
+        assert_true(slots_held(e->slots, "node-2"));
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", SLOT0), 2);
+}
+
 /* The lease informer runs only while something is wanted or held. */
 static void test_informer_stops_when_nothing_wanted(void **state) {
         struct env *e = *state;
@@ -1017,6 +1062,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_create_5xx_retried, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopts_own_lease, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cluster_mode_own_slots, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_release_unless_gone_node, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_informer_stops_when_nothing_wanted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_release_during_acquire, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_eacces_on_list, setup, teardown),
