@@ -412,17 +412,24 @@ static void test_second_node_waits_for_first(void **state) {
         assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
 }
 
+/* A lease renewed 31 s ago (a 30 s lease) by its holder's clock: expiry is judged on our
+ * own monotonic clock, from when we first saw this version, not from renewTime against
+ * our wall clock. So it is taken one lease duration after we first saw it unchanged. */
 static void test_expired_lease_taken_over(void **state) {
         struct env *e = *state;
         const struct fake_request *q;
         cJSON *b;
 
         env_slots(e, 1, true);
-        /* renewed 31 s ago with a 30 s lease */
-        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "56", "node-1", REAL0, 4));
         start_with(e, "node-1", (char *[]){ lease_json(0, "55", "node-9", REAL0 - 31 * SEC, 3), NULL });
+        assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
+        assert_string_equal(slots_holders(e->slots), "node-9");
+        fake_clock_advance(e->api->clock, 29 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
+
+        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "56", "node-1", real_now(e), 4));
+        fake_clock_advance(e->api->clock, 2 * SEC);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
-        assert_int_equal(e->exists_calls, 0); /* expiry alone decides */
         q = last_request(e);
         assert_string_equal(q->method, "PUT");
         b = body_of(q);
@@ -440,16 +447,50 @@ static void test_lease_expires_while_waiting(void **state) {
         start_with(e, "node-1", (char *[]){ lease_json(0, "55", "node-9", REAL0 - 10 * SEC, 3), NULL });
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
         assert_string_equal(slots_holders(e->slots), "node-9");
-        fake_clock_advance(e->api->clock, 19 * SEC);
+        fake_clock_advance(e->api->clock, 29 * SEC);
         assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
 
-        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "56", "node-1", REAL0 + 21 * SEC, 4));
+        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "56", "node-1", real_now(e), 4));
         fake_clock_advance(e->api->clock, 2 * SEC);
         assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
         /* The holder (dead) no longer counts once expired. */
         assert_string_equal(slots_holders(e->slots), "node-1");
+}
+
+/* Clock skew between nodes. A live holder whose clock runs 10 min behind ours (its
+ * renewTime always "expired" by our wall clock) keeps its slot as long as it renews;
+ * a holder that wrote renewTime 2099 and died holds it one lease duration, not until
+ * 2099. */
+static void test_clock_skew(void **state) {
+        struct env *e = *state;
+        char rv[16];
+        cJSON *b;
+
+        env_slots(e, 1, true);
+        start_with(e, "node-1", (char *[]){ lease_json(0, "55", "node-9", REAL0 - 600 * SEC, 3), NULL });
+        for (int k = 0; k < 6; k++) {
+                fake_clock_advance(e->api->clock, 10 * SEC);
+                snprintf(rv, sizeof(rv), "%d", 56 + k);
+                push(e, "MODIFIED", lease_json(0, rv, "node-9", real_now(e) - 600 * SEC, 3));
+                fake_clock_advance(e->api->clock, 0);
+                assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
+                assert_string_equal(slots_holders(e->slots), "node-9");
+        }
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
+
+        /* It dies after writing renewTime 2099: taken one duration after that version. */
+        push(e, "MODIFIED", lease_json(0, "70", "node-9", INT64_C(4070908800) * 1000000, 3));
+        fake_clock_advance(e->api->clock, 29 * SEC);
+        assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
+        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "71", "node-1", real_now(e), 4));
+        fake_clock_advance(e->api->clock, 2 * SEC);
+        assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
+        b = body_of(last(e, "PUT", SLOT0));
+        assert_string_equal(json_str(b, "metadata.resourceVersion"), "70");
+        cJSON_Delete(b);
 }
 
 static void test_holder_node_gone_callback(void **state) {
@@ -1050,6 +1091,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_second_node_waits_for_first, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_expired_lease_taken_over, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_lease_expires_while_waiting, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_clock_skew, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_holder_node_gone_callback, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_holder_node_gone_get, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_holder_node_exists_get_once, setup, teardown),
