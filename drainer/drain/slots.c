@@ -21,6 +21,9 @@
 
 #define SLOT_PREFIX       "drainer-slot-"
 #define HOLDER_ANNOTATION "drainer.io/holder-process"
+/* Every write names its field manager: the per-node admission policy reads the API
+ * server's clock from that manager's managedFields entry (deploy/node-policy.yaml). */
+#define WRITE_QUERY "?fieldManager=drainer"
 #define DEFAULT_DURATION  (120 * USEC_PER_SEC)
 #define MAX_SLOTS         1024u
 #define MAX_NODES         10000u
@@ -469,7 +472,7 @@ static int watch_start(struct slots *s) {
 static char *lease_path(struct slots *s, int i) {
         char *p;
 
-        return asprintf(&p, "%s/" SLOT_PREFIX "%d", s->leases_path, i) < 0 ? NULL : p;
+        return asprintf(&p, "%s/" SLOT_PREFIX "%d" WRITE_QUERY, s->leases_path, i) < 0 ? NULL : p;
 }
 
 /* The whole Lease, as POST and PUT want it. holder NULL releases it. */
@@ -539,7 +542,11 @@ static int start_write(struct slot_node *n, enum op op, int i, const char *use_r
         int r;
 
         body = lease_body(s, i, use_rv, holder, acquire, timesrc_realtime(s->ts), transitions);
-        path = op == OP_CREATE ? strdup(s->leases_path) : lease_path(s, i);
+        if (op == OP_CREATE) {
+                if (asprintf(&path, "%s" WRITE_QUERY, s->leases_path) < 0)
+                        path = NULL;
+        } else
+                path = lease_path(s, i);
         if (!body || !path)
                 return -ENOMEM;
         r = replace_str(&n->used_rv, use_rv);
