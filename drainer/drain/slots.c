@@ -23,7 +23,7 @@
 #define HOLDER_ANNOTATION "drainer.io/holder-process"
 /* Every write names its field manager: the per-node admission policy reads the API
  * server's clock from that manager's managedFields entry (deploy/node-policy.yaml). */
-#define WRITE_QUERY "?fieldManager=drainer"
+#define WRITE_QUERY       "?fieldManager=drainer"
 #define DEFAULT_DURATION  (120 * USEC_PER_SEC)
 #define MAX_SLOTS         1024u
 #define MAX_NODES         10000u
