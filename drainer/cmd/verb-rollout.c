@@ -425,9 +425,12 @@ static void node_end(struct rnode *rn, int result, const char *fmt, ...) {
                 dtimer_stop(&rn->deadline);
                 dtimer_start(&rn->timer, 0); /* node_release */
         }
-        /* A node that failed keeps its slot: its driver is out of service (the Lease
-         * expires by itself once no process renews it). */
-        if (result == 0 && rn->ro->slots && rn->slot_wanted)
+        /* A node that failed keeps its slot while something of it is out of service (the
+         * Lease expires by itself once no process renews it); one that changed nothing (it
+         * failed before its drain started) gives it back at once. */
+        if (rn->ro->slots && rn->slot_wanted &&
+            (result == 0 ||
+             !rollout_failed_keeps_slot(rn->view ? node_view_node(rn->view) : NULL, rn->ro->driver)))
                 slots_release(rn->ro->slots, rn->name);
 }
 
@@ -627,10 +630,16 @@ static void node_reconcile(struct rnode *rn) {
                         return;
                 }
         }
+        /* The node's --timeout starts now, with its slot: the wait for one is not the node's
+         * step taking long (it would fail a node that never started). */
+        if (!rn->t0) {
+                rn->t0 = now ? now : 1;
+                dtimer_start(&rn->deadline, ro->timeout_usec);
+        }
         if (rn->call || engine_running(rn))
                 return;
         /* A running engine keeps the timeout itself (and says what remained). */
-        if (now - rn->t0 >= ro->timeout_usec) {
+        if (rollout_timed_out(rn->t0, now, ro->timeout_usec)) {
                 /* msg reads "node NODE: what it waits for". */
                 const char *what = strstr(msg, ": ") ? strstr(msg, ": ") + 2 : msg;
 
@@ -723,7 +732,7 @@ static int node_open(struct rnode *rn) {
         struct rollout *ro = rn->ro;
         int r;
 
-        rn->t0 = timesrc_now(ro->app->ts);
+        rn->t0 = 0; /* set when its slot is taken */
         r = dtimer_init(&rn->timer, ro->app->ts, on_node_timer);
         if (r < 0)
                 return r;
@@ -733,7 +742,6 @@ static int node_open(struct rnode *rn) {
                 return r;
         }
         rn->timer_ready = true;
-        dtimer_start(&rn->deadline, ro->timeout_usec);
         r = node_view_new(ro->app->client, ro->app->ts,
                           &(const struct node_view_options){ .node = rn->name }, &h, rn, &rn->view);
         if (r >= 0)

@@ -326,15 +326,19 @@ static bool holders_include(const char *holders, const char *node) {
 }
 
 /* drainer.io/state=waiting with msg (taken) on the Node, once per message: why the
- * drain has not started. */
-static void write_waiting_msg(struct managed *m, const struct node_rec *n, char *msg) {
+ * drain has not started. A Node already in a later phase (a drain resumed, or a phase
+ * written by hand) keeps it: only drainer.io/message says why it waits; "waiting"
+ * would claim that nothing was changed yet. */
+static void write_waiting_msg(struct managed *m, const struct node_rec *n, bool keep_phase, char *msg) {
         char *body = NULL;
 
         if (!msg)
                 return;
         if (m->patch || streq_ptr(msg, m->waiting_msg) ||
             (m->stale_rv && streq_ptr(m->stale_rv, n->resource_version)) ||
-            drain_patch_phase(n, DRAIN_PHASE_WAITING, timesrc_realtime(m->srv->app->ts), msg, &body) < 0) {
+            (keep_phase ? drain_patch_message(n, msg, &body)
+                        : drain_patch_phase(n, DRAIN_PHASE_WAITING, timesrc_realtime(m->srv->app->ts), msg,
+                                            &body)) < 0) {
                 free(msg);
                 return;
         }
@@ -346,12 +350,12 @@ static void write_waiting_msg(struct managed *m, const struct node_rec *n, char 
         send_patch(m, body);
 }
 
-static void write_waiting(struct managed *m, const struct node_rec *n) {
+static void write_waiting(struct managed *m, const struct node_rec *n, bool keep_phase) {
         char *msg;
 
         if (asprintf(&msg, "waiting for one of %u drain slots (held by %s)", m->srv->o.max_parallel,
                      slots_holders(m->srv->slots)) >= 0)
-                write_waiting_msg(m, n, msg);
+                write_waiting_msg(m, n, keep_phase, msg);
 }
 
 static void reconcile_node(struct server *srv, const struct node_rec *n) {
@@ -439,7 +443,12 @@ static void reconcile_node(struct server *srv, const struct node_rec *n) {
         }
         if (m->goal != (enum engine_goal)goal)
                 m->failures = 0;
-        if (goal == ENGINE_GOAL_DRAIN && srv->slots && !(st.has_phase && st.phase != DRAIN_PHASE_WAITING)) {
+        /* A drain in any phase holds a slot before it acts: a phase does not prove one is
+         * held (it may be written by hand, or the slot lost while this daemon was down). A
+         * drain resumed with its Lease still on the server adopts it at once. */
+        if (goal == ENGINE_GOAL_DRAIN && srv->slots) {
+                bool keep_phase = st.has_phase && st.phase != DRAIN_PHASE_WAITING;
+
                 r = slots_acquire(srv->slots, n->name);
                 if (r < 0) {
                         /* No slot, no drain: it waits, and says why on the Node too (whoever
@@ -469,7 +478,7 @@ static void reconcile_node(struct server *srv, const struct node_rec *n) {
                         else if (!m || !streq_ptr(msg, m->waiting_msg))
                                 log_error("node %s: %s", n->name, msg);
                         if (m)
-                                write_waiting_msg(m, n, msg);
+                                write_waiting_msg(m, n, keep_phase, msg);
                         else
                                 free(msg);
                         m->retry_at = now + RETRY_BASE_USEC;
@@ -483,7 +492,7 @@ static void reconcile_node(struct server *srv, const struct node_rec *n) {
                          * node as holder before the create/update call returns. */
                         if (!slots_held(srv->slots, n->name) && holders && *holders &&
                             !holders_include(holders, n->name))
-                                write_waiting(m, n);
+                                write_waiting(m, n, keep_phase);
                         return;
                 }
         }
@@ -491,6 +500,12 @@ static void reconcile_node(struct server *srv, const struct node_rec *n) {
         r = start_engine(m, goal);
         if (r < 0)
                 log_error("node %s: cannot start the drain engine: %s", n->name, strerror(-r));
+}
+
+static bool node_known(const char *node, void *userdata) {
+        struct server *srv = userdata;
+
+        return informer_get(srv->nodes, node);
 }
 
 static void serve_reconcile(struct server *srv) {
@@ -501,6 +516,10 @@ static void serve_reconcile(struct server *srv) {
                 return;
         while (informer_iterate(srv->nodes, &i, &rec))
                 reconcile_node(srv, rec);
+        /* A deleted Node is never reconciled again: its slot goes now (on the delete event,
+         * and after every relist), or it would be renewed for ever. */
+        if (srv->slots)
+                slots_release_unless(srv->slots, node_known, srv);
         i = 0;
         {
                 const char *key;

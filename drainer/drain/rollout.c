@@ -269,3 +269,19 @@ enum rollout_step rollout_node_step(const struct rollout_node_input *in, char *m
                  strna(drain_phase_to_string(f.phase)));
         return ROLLOUT_STEP_RESTORE;
 }
+
+bool rollout_timed_out(uint64_t started, uint64_t now, uint64_t timeout) {
+        return started > 0 && now >= started && now - started >= timeout;
+}
+
+bool rollout_failed_keeps_slot(const struct node_rec *n, const char *driver) {
+        char key[256];
+
+        if (!n)
+                return true; /* cannot tell: keep it, the Lease expires by itself */
+        if (kv_get(n->annotations, n->n_annotations, DRAINER_ANN_STATE))
+                return true;
+        if (snprintf(key, sizeof(key), DRAINER_ANN_STATE ".%s", strempty(driver)) >= (int)sizeof(key))
+                return true;
+        return kv_get(n->annotations, n->n_annotations, key) != NULL;
+}

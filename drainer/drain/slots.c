@@ -21,6 +21,9 @@
 
 #define SLOT_PREFIX       "drainer-slot-"
 #define HOLDER_ANNOTATION "drainer.io/holder-process"
+/* Every write names its field manager: the per-node admission policy reads the API
+ * server's clock from that manager's managedFields entry (deploy/node-policy.yaml). */
+#define WRITE_QUERY       "?fieldManager=drainer"
 #define DEFAULT_DURATION  (120 * USEC_PER_SEC)
 #define MAX_SLOTS         1024u
 #define MAX_NODES         10000u
@@ -81,6 +84,11 @@ struct slot_view {
         int64_t checked_acquire;
         uint64_t checked_at;
         bool holder_gone;
+        /* The version of the lease this process has seen, and when it first saw it (its
+         * own monotonic clock): the holder's tenure is over once it stays unchanged for
+         * the lease duration (see lease_expiry). */
+        char *seen_rv;
+        uint64_t seen_at;
 };
 
 struct lease_watch {
@@ -198,17 +206,42 @@ static uint64_t lease_duration(struct slots *s, const struct lease_rec *rec) {
         return rec->duration_seconds > 0 ? (uint64_t)rec->duration_seconds * USEC_PER_SEC : s->duration_usec;
 }
 
-/* When the holder's tenure ends, by its renewTime (acquireTime if never renewed). */
-static int64_t lease_expiry(struct slots *s, const struct lease_rec *rec) {
-        int64_t t = rec->renew_time_usec ? rec->renew_time_usec : rec->acquire_time_usec;
+/* Notes when this process first saw this version of slot i's lease. */
+static void observe(struct slots *s, int i, const struct lease_rec *rec) {
+        struct slot_view *v = &s->views[i];
 
-        if (!t)
-                return INT64_MIN; /* a holder without times cannot be valid */
-        return t + (int64_t)lease_duration(s, rec);
+        if (!rec->resource_version || streq_ptr(v->seen_rv, rec->resource_version))
+                return;
+        if (replace_str(&v->seen_rv, rec->resource_version) < 0)
+                v->seen_rv = mfree(v->seen_rv); /* then seen again, later: never too early */
+        v->seen_at = timesrc_now(s->ts);
 }
 
-static bool lease_expired(struct slots *s, const struct lease_rec *rec, int64_t now) {
-        return lease_expiry(s, rec) < now;
+/* When the holder's tenure ends, on this process's monotonic clock: a lease duration
+ * after this process first saw the lease's current version. Not renewTime + duration
+ * against our wall clock: renewTime is the holder's wall clock, and between two nodes
+ * clocks differ. With a taker's clock D ahead of the holder's (or the holder's D
+ * behind), a live holder would look expired D early and its slot be taken while it
+ * drains (two drains under --max-parallel 1); D behind, a dead holder's slot would be
+ * waited for D longer; a renewTime of 2099 would hold a slot until then. Observed
+ * this way, as client-go's leader election does (observedTime), skew does not matter:
+ * a holder that renews every third of the duration always changes the version in
+ * time, and a dead one is over at most one duration after we first looked (plus the
+ * watch's delay). The price: a process that starts next to a long-dead lease waits one
+ * duration before it takes it. A holder without times cannot be valid: over at once. */
+static uint64_t lease_expiry(struct slots *s, int i, const struct lease_rec *rec) {
+        struct slot_view *v = &s->views[i];
+
+        if (!rec->renew_time_usec && !rec->acquire_time_usec)
+                return 0;
+        observe(s, i, rec);
+        if (!streq_ptr(v->seen_rv, rec->resource_version))
+                return timesrc_now(s->ts) + lease_duration(s, rec);
+        return v->seen_at + lease_duration(s, rec);
+}
+
+static bool lease_expired(struct slots *s, int i, const struct lease_rec *rec, uint64_t now) {
+        return lease_expiry(s, i, rec) < now;
 }
 
 static struct slot_node *node_find(struct slots *s, const char *name) {
@@ -319,6 +352,8 @@ static void lease_event(struct lease_watch *w, const struct lease_rec *rec, bool
         i = slot_index(rec->name);
         if (i >= 0 && (unsigned)i < s->max) {
                 v = &s->views[i];
+                if (!deleted)
+                        observe(s, i, rec);
                 /* Watch events arrive in order: once ours shows up the cache is as new as our
                  * write; a deletion always comes after it. */
                 if (deleted || streq_ptr(v->own_rv, rec->resource_version))
@@ -437,7 +472,7 @@ static int watch_start(struct slots *s) {
 static char *lease_path(struct slots *s, int i) {
         char *p;
 
-        return asprintf(&p, "%s/" SLOT_PREFIX "%d", s->leases_path, i) < 0 ? NULL : p;
+        return asprintf(&p, "%s/" SLOT_PREFIX "%d" WRITE_QUERY, s->leases_path, i) < 0 ? NULL : p;
 }
 
 /* The whole Lease, as POST and PUT want it. holder NULL releases it. */
@@ -507,7 +542,11 @@ static int start_write(struct slot_node *n, enum op op, int i, const char *use_r
         int r;
 
         body = lease_body(s, i, use_rv, holder, acquire, timesrc_realtime(s->ts), transitions);
-        path = op == OP_CREATE ? strdup(s->leases_path) : lease_path(s, i);
+        if (op == OP_CREATE) {
+                if (asprintf(&path, "%s" WRITE_QUERY, s->leases_path) < 0)
+                        path = NULL;
+        } else
+                path = lease_path(s, i);
         if (!body || !path)
                 return -ENOMEM;
         r = replace_str(&n->used_rv, use_rv);
@@ -595,6 +634,14 @@ static void done_acquire(struct slot_node *n, enum op op, int i, const struct ku
                 if (v->own_rv && streq_ptr(v->own_rv, n->used_rv))
                         v->own_rv = mfree(v->own_rv);
                 return kick(s, KICK_REEVAL);
+        }
+        /* A take of another holder's lease refused as invalid (422): in per-node mode the
+         * admission policy (deploy/node-policy.yaml) judges the holder's tenure by the API
+         * server's clock and its renewTime, which may run a little ahead of ours: not over
+         * yet there. Retried after the backoff, not reported. */
+        if (op == OP_TAKE && r == -EINVAL) {
+                arm_retry(n);
+                return;
         }
         /* A create answering 404: drainer's namespace does not exist; the caller reports it. */
         if (persistent_error(r) || (op == OP_CREATE && r == -ENOENT)) {
@@ -796,11 +843,11 @@ static void on_retry_timer(struct dtimer *t) {
 
 /* ---- choosing a slot ---- */
 
-static void arm_expiry(struct slots *s, int64_t expiry) {
-        int64_t now = timesrc_realtime(s->ts);
-        /* Strictly after: expired means renewTime + duration < now. */
-        uint64_t delay = expiry >= now ? (uint64_t)(expiry - now) + USEC_PER_MSEC : 0;
-        uint64_t due = timesrc_now(s->ts) + delay;
+static void arm_expiry(struct slots *s, uint64_t expiry) {
+        uint64_t now = timesrc_now(s->ts);
+        /* Strictly after: expired means expiry < now. */
+        uint64_t delay = expiry >= now ? expiry - now + USEC_PER_MSEC : 0;
+        uint64_t due = now + delay;
 
         if (!s->expiry_timer.armed || s->expiry_timer.due > due)
                 dtimer_start(&s->expiry_timer, delay);
@@ -859,14 +906,14 @@ static void take(struct slot_node *n, int i, const char *rv, const char *old_hol
  * first absent, free or expired slot, else one whose holder's node is gone. */
 static void try_take(struct slot_node *n) {
         struct slots *s = n->s;
-        int64_t now, earliest = INT64_MAX;
+        uint64_t now, earliest = UINT64_MAX;
         const struct lease_rec *rec;
         bool busy[MAX_SLOTS] = {};
 
         if (s->stopping || !n->wanted || n->slot >= 0 || n->call || n->retry_armed || !s->watch ||
             !s->watch->synced)
                 return;
-        now = timesrc_realtime(s->ts);
+        now = timesrc_now(s->ts);
         /* Slots held or targeted by our nodes, once: cluster mode re-evaluates many nodes. */
         for (struct slot_node *m = s->nodes; m; m = m->next) {
                 if (m->slot >= 0 && (unsigned)m->slot < s->max)
@@ -902,9 +949,9 @@ static void try_take(struct slot_node *n) {
                 }
                 if (!rec->resource_version || streq_ptr(v->distrust_rv, rec->resource_version))
                         continue;
-                if (!rec->holder || lease_expired(s, rec, now) || streq(rec->holder, n->name))
+                if (!rec->holder || lease_expired(s, (int)i, rec, now) || streq(rec->holder, n->name))
                         return take(n, (int)i, rec->resource_version, rec->holder, rec->transitions);
-                earliest = MIN(earliest, lease_expiry(s, rec));
+                earliest = MIN(earliest, lease_expiry(s, (int)i, rec));
         }
 
         for (unsigned i = 0; i < s->max; i++) {
@@ -923,7 +970,7 @@ static void try_take(struct slot_node *n) {
         }
 
         /* All taken: a watch event, or the first expiry, brings the next chance. */
-        if (earliest != INT64_MAX)
+        if (earliest != UINT64_MAX)
                 arm_expiry(s, earliest);
 }
 
@@ -1079,6 +1126,15 @@ void slots_release(struct slots *s, const char *node) {
         settle(n);
 }
 
+void slots_release_unless(struct slots *s, bool (*keep)(const char *node, void *userdata), void *userdata) {
+        assert(s && keep);
+        for (struct slot_node *n = s->nodes; n; n = n->next)
+                if (n->wanted && !keep(n->name, userdata)) {
+                        log_debug("slots: node \"%s\" is gone, releasing its slot", n->name);
+                        slots_release(s, n->name);
+                }
+}
+
 bool slots_held(const struct slots *s, const char *node) {
         for (const struct slot_node *n = s->nodes; n; n = n->next)
                 if (streq(n->name, node))
@@ -1087,7 +1143,7 @@ bool slots_held(const struct slots *s, const char *node) {
 }
 
 const char *slots_holders(struct slots *s) {
-        int64_t now = timesrc_realtime(s->ts);
+        uint64_t now = timesrc_now(s->ts);
         size_t len = 0;
 
         s->holders[0] = 0;
@@ -1101,7 +1157,7 @@ const char *slots_holders(struct slots *s) {
                         h = n->name;
                 else if (!(s->views[i].own_rv && s->views[i].own_free)) {
                         rec = cached(s, (int)i);
-                        if (rec && rec->holder && !lease_expired(s, rec, now))
+                        if (rec && rec->holder && !lease_expired(s, (int)i, rec, now))
                                 h = rec->holder;
                 }
                 if (!h)
@@ -1174,6 +1230,7 @@ void slots_free(struct slots *s) {
                 free(s->views[i].own_rv);
                 free(s->views[i].distrust_rv);
                 free(s->views[i].checked_holder);
+                free(s->views[i].seen_rv);
         }
         dtimer_done(&s->notify_timer);
         dtimer_done(&s->expiry_timer);

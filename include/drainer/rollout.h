@@ -138,3 +138,13 @@ enum rollout_step rollout_node_step(const struct rollout_node_input *in, char *m
 const char *rollout_record_key(const char *driver, char *buf, size_t size);
 /* A merge patch of the Node that sets (hash) or removes (hash NULL) the record. */
 int rollout_patch_record(const char *driver, const char *hash, char **ret);
+
+/* Whether a node's --timeout is over. It counts from started (monotonic µs), when the
+ * node's step started with its drain slot taken; 0 means not started: the wait for a
+ * slot (another node's rollout or drain) counts nothing. */
+bool rollout_timed_out(uint64_t started, uint64_t now, uint64_t timeout);
+/* Whether a node that failed keeps its drain slot: while its Node records a drain of
+ * the driver (drainer.io/state.DRIVER) or of the node (drainer.io/state), something of
+ * it is out of service and the slot says so to every other drainer (until the Lease
+ * expires, once nobody renews it). Otherwise nothing was changed: it gives it back. */
+bool rollout_failed_keeps_slot(const struct node_rec *n, const char *driver);

@@ -2,7 +2,9 @@
  * per slot (drainer-slot-0 .. drainer-slot-N-1) in drainer's namespace, shared by
  * every drainer process of the cluster. A slot's holderIdentity is the NODE it
  * was taken for, so whichever process manages that node renews and releases it.
- * Expired leases and leases whose node no longer exists are taken over. Leases
+ * Expired leases (unchanged for a lease duration, on this process's monotonic clock:
+ * never the holder's renewTime against our wall clock, see slots.c lease_expiry) and
+ * leases whose node no longer exists are taken over. Leases
  * are watched (one informer, started only while some node wants or holds a
  * slot), never polled. */
 #pragma once
@@ -38,6 +40,9 @@ int slots_new(struct kube_client *client, struct timesrc *ts, const struct slots
 int slots_acquire(struct slots *s, const char *node);
 /* Gives the node's slot back (holderIdentity cleared). No-op if it holds none. */
 void slots_release(struct slots *s, const char *node);
+/* Releases the slot of every node of this process that keep() answers false for (its
+ * Node was deleted: no reconcile of it will ever release it). */
+void slots_release_unless(struct slots *s, bool (*keep)(const char *node, void *userdata), void *userdata);
 bool slots_held(const struct slots *s, const char *node);
 /* "node-1, node-3": the current holders, for the waiting message. Returns a static
  * buffer valid until the next call. */

@@ -95,7 +95,7 @@ objects() { # kustomize dir: "Kind/name ..." of what it renders, sorted
 	kubectl kustomize "$1" | "$KUBECTL" create --dry-run=client -f - -o json | jq -rs '.[] | "\(.kind)/\(.metadata.name)"' | sort | tr '\n' ' ' | sed 's/ $//'
 }
 check_eq "deploy/ holds the namespace, the roles, ServiceAccount drainer and its bindings, the node policies, and the DaemonSet" \
-	"ClusterRole/drainer ClusterRoleBinding/drainer DaemonSet/drainer Namespace/drainer-system Role/drainer-events Role/drainer-leases RoleBinding/drainer-events RoleBinding/drainer-leases ServiceAccount/drainer ValidatingAdmissionPolicy/drainer-own-node ValidatingAdmissionPolicy/drainer-own-node-events ValidatingAdmissionPolicy/drainer-own-node-pods ValidatingAdmissionPolicy/drainer-own-node-taintrules ValidatingAdmissionPolicyBinding/drainer-own-node ValidatingAdmissionPolicyBinding/drainer-own-node-events ValidatingAdmissionPolicyBinding/drainer-own-node-pods ValidatingAdmissionPolicyBinding/drainer-own-node-taintrules" \
+	"ClusterRole/drainer ClusterRoleBinding/drainer DaemonSet/drainer Namespace/drainer-system Role/drainer-events Role/drainer-leases RoleBinding/drainer-events RoleBinding/drainer-leases ServiceAccount/drainer ValidatingAdmissionPolicy/drainer-own-node ValidatingAdmissionPolicy/drainer-own-node-events ValidatingAdmissionPolicy/drainer-own-node-leases ValidatingAdmissionPolicy/drainer-own-node-pods ValidatingAdmissionPolicy/drainer-own-node-taintrules ValidatingAdmissionPolicyBinding/drainer-own-node ValidatingAdmissionPolicyBinding/drainer-own-node-events ValidatingAdmissionPolicyBinding/drainer-own-node-leases ValidatingAdmissionPolicyBinding/drainer-own-node-pods ValidatingAdmissionPolicyBinding/drainer-own-node-taintrules" \
 	"$(objects deploy/)"
 check_eq "deploy/cluster-mode holds the namespace, the roles, ServiceAccount drainer-cluster and its bindings, and a Deployment (no DaemonSet, no node policy)" \
 	"ClusterRole/drainer ClusterRoleBinding/drainer-cluster Deployment/drainer Namespace/drainer-system Role/drainer-events Role/drainer-leases RoleBinding/drainer-cluster-events RoleBinding/drainer-cluster-leases ServiceAccount/drainer-cluster" \
@@ -565,6 +565,71 @@ refused delete-other "with pods delete granted, node-2's token: deleting node-1'
 	k2 -n drainer-system delete pod "$pod1" --dry-run=server
 admitted delete-own "... deleting node-2's own pod (server dry run)" k2 -n drainer-system delete pod "$pod2" --dry-run=server
 kubectl delete clusterrolebinding,clusterrole deploy-test-pod-delete >/dev/null
+# Slot Leases (--max-parallel, drainer-own-node-leases): a node's token takes a slot only
+# for its own node, and only a free one or one whose holder's tenure is over; it renews,
+# releases and deletes only what its node holds; no renewTime far ahead, no long lease.
+now_micro() { date -u +%Y-%m-%dT%H:%M:%S.000000Z "$@"; }
+slot_lease() { # NAME HOLDER RENEWTIME [DURATION]: a slot Lease as drainer/drain/slots.c writes it
+	jq -nc --arg n "$1" --arg h "$2" --arg t "$3" --argjson d "${4:-120}" '{apiVersion: "coordination.k8s.io/v1", kind: "Lease",
+		metadata: {name: $n, namespace: "drainer-system", labels: {"app.kubernetes.io/managed-by": "drainer"}},
+		spec: ({leaseDurationSeconds: $d, acquireTime: $t, renewTime: $t, leaseTransitions: 0} + (if $h == "" then {} else {holderIdentity: $h} end))}'
+}
+slot_as() { # NAME HOLDER: the Lease as it is now, with holderIdentity HOLDER ("" releases it) and renewTime now
+	kubectl -n drainer-system get lease "$1" -o json | jq -c --arg h "$2" --arg t "$(now_micro)" 'del(.metadata.managedFields)
+		| .spec.renewTime = $t | if $h == "" then del(.spec.holderIdentity) else .spec.holderIdentity = $h end'
+}
+lease_file() { # JSON CMD...: CMD with JSON in $e2e_tmp/lease.json
+	printf '%s\n' "$1" >"$e2e_tmp/lease.json"
+	shift
+	"$@"
+}
+slot_holder() { kubectl -n drainer-system get lease "$1" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
+e2e_cleanup_hooks+=("kubectl -n drainer-system delete lease drainer-slot-90 drainer-slot-91 drainer-slot-92 --ignore-not-found >/dev/null 2>&1")
+refused lease-for-other "node-1's token: creating drainer-slot-90 held by node-2" "may take a slot only for its own node (holderIdentity node-1) or release one, not hold it for node-2" \
+	lease_file "$(slot_lease drainer-slot-90 node-2 "$(now_micro)")" k1 create --dry-run=server -f "$e2e_tmp/lease.json"
+refused lease-2099 "node-1's token: creating drainer-slot-90 held by node-1 until 2099" "renewTime at most 60 s ahead of the API server" \
+	lease_file "$(slot_lease drainer-slot-90 node-1 2099-01-01T00:00:00.000000Z)" k1 create --dry-run=server -f "$e2e_tmp/lease.json"
+refused lease-long "node-1's token: creating drainer-slot-90 with leaseDurationSeconds 2000000000" "leaseDurationSeconds 1 to 300" \
+	lease_file "$(slot_lease drainer-slot-90 node-1 "$(now_micro)" 2000000000)" k1 create --dry-run=server -f "$e2e_tmp/lease.json"
+refused lease-free "node-1's token: creating drainer-slot-90 free (no holder)" "not create a free one" \
+	lease_file "$(slot_lease drainer-slot-90 '' "$(now_micro)")" k1 create --dry-run=server -f "$e2e_tmp/lease.json"
+refused lease-other-name "node-1's token: a Lease that is not a slot" "may write only the slot Leases drainer-slot-N in drainer-system, not drainer-system/deploy-test" \
+	lease_file "$(slot_lease deploy-test node-1 "$(now_micro)")" k1 create --dry-run=server -f "$e2e_tmp/lease.json"
+admitted lease-own2 "node-2's token: creating drainer-slot-90 held by node-2 (as drainer takes a slot)" \
+	lease_file "$(slot_lease drainer-slot-90 node-2 "$(now_micro)")" k2 create -f "$e2e_tmp/lease.json"
+refused lease-delete-other "node-1's token: deleting drainer-slot-90, which node-2 holds" "may delete only a slot Lease its node holds, not one held by node-2" \
+	k1 -n drainer-system delete lease drainer-slot-90 --dry-run=server
+refused lease-take-other "node-1's token: taking drainer-slot-90 while node-2 holds it" "may not change slot Lease drainer-slot-90 while node node-2 holds it" \
+	lease_file "$(slot_as drainer-slot-90 node-1)" k1 replace --dry-run=server -f "$e2e_tmp/lease.json"
+refused lease-free-other "node-1's token: releasing drainer-slot-90 for node-2" "may not change slot Lease drainer-slot-90 while node node-2 holds it" \
+	lease_file "$(slot_as drainer-slot-90 '')" k1 replace --dry-run=server -f "$e2e_tmp/lease.json"
+# The policy reads the API server's clock from the writer's own managedFields entry
+# (kubectl replace: manager kubectl-replace), which the server stamps: a made-up time a
+# year on, sent for that entry and for another, cannot make node-2's tenure look over.
+refused lease-fake-time "node-1's token: taking it with made-up managedFields times a year ahead" "while node node-2 holds it" \
+	lease_file "$(slot_as drainer-slot-90 node-1 | jq -c --arg t "$(date -u -d '+1 year' +%Y-%m-%dT%H:%M:%SZ)" '.metadata.managedFields = [
+		{manager: "kubectl-replace", operation: "Update", apiVersion: "coordination.k8s.io/v1", time: $t, fieldsType: "FieldsV1", fieldsV1: {"f:spec": {}}},
+		{manager: "x", operation: "Update", apiVersion: "coordination.k8s.io/v1", time: $t, fieldsType: "FieldsV1", fieldsV1: {"f:metadata": {}}}]')" \
+		k1 replace --dry-run=server -f "$e2e_tmp/lease.json"
+check_eq "... drainer-slot-90 is still held by node-2" node-2 "$(slot_holder drainer-slot-90)"
+admitted lease-renew2 "node-2's token: renewing drainer-slot-90" \
+	lease_file "$(slot_as drainer-slot-90 node-2)" k2 replace -f "$e2e_tmp/lease.json"
+admitted lease-release2 "node-2's token: releasing drainer-slot-90 (holderIdentity cleared)" \
+	lease_file "$(slot_as drainer-slot-90 '')" k2 replace -f "$e2e_tmp/lease.json"
+admitted lease-take-free "node-1's token: taking the free drainer-slot-90" \
+	lease_file "$(slot_as drainer-slot-90 node-1)" k1 replace -f "$e2e_tmp/lease.json"
+check_eq "... now held by node-1" node-1 "$(slot_holder drainer-slot-90)"
+admitted lease-delete-own "node-1's token: deleting drainer-slot-90, which its node holds" k1 -n drainer-system delete lease drainer-slot-90
+# A holder whose tenure is over (renewed 10 min ago, 120 s lease): taken over; a live one
+# with renewTime 30 s ahead (a clock a little fast): not.
+slot_lease drainer-slot-91 node-2 "$(now_micro -d '-10 min')" | kubectl create -f - >/dev/null
+admitted lease-take-over "node-1's token: taking drainer-slot-91, held by node-2 but renewed 10 min ago (120 s lease)" \
+	lease_file "$(slot_as drainer-slot-91 node-1)" k1 replace -f "$e2e_tmp/lease.json"
+check_eq "... now held by node-1" node-1 "$(slot_holder drainer-slot-91)"
+slot_lease drainer-slot-92 node-2 "$(now_micro -d '+30 sec')" | kubectl create -f - >/dev/null
+refused lease-take-ahead "node-1's token: taking drainer-slot-92, held by node-2 with renewTime 30 s ahead" "while node node-2 holds it" \
+	lease_file "$(slot_as drainer-slot-92 node-1)" k1 replace --dry-run=server -f "$e2e_tmp/lease.json"
+kubectl -n drainer-system delete lease drainer-slot-91 drainer-slot-92 >/dev/null
 # A token bound to a Node object (the systemd unit's) names its node too.
 mkkc "$(kubectl -n drainer-system create token drainer --bound-object-kind Node --bound-object-name node-3 --duration=10m)" "$n3kc"
 admitted nodebound-own "a token bound to Node node-3: its drainer.io/ annotation on node-3" \
@@ -643,6 +708,10 @@ jq_checks --arg sa "$SA" --arg pod "$p2" '[.[] | select(.userAgent | startswith(
 	   else "FAIL writes as \([$writes[] | "\(.user.username) \(.user.extra["authentication.kubernetes.io/pod-name"])"] | unique | join(", "))" end),
 	  ([$writes[] | select(.objectRef.resource == "nodes" and .objectRef.name != "node-2")] | length) as $other
 	| (if $other == 0 then "ok it patched no other Node" else "FAIL it patched \($other) other Nodes" end),
+	  ([$d[] | select(.objectRef.resource == "leases" and (.verb | IN("create", "update")))] as $lw
+	   | if ($lw | length) >= 2 and ($lw | all(.responseStatus.code < 300))
+	     then "ok its slot Lease (serve'"'"'s default --max-parallel 1): \($lw | length) writes, each admitted by drainer-own-node-leases"
+	     else "FAIL slot Lease writes: \([$lw[] | "\(.verb) \(.objectRef.name) \(.responseStatus.code)"] | join("; "))" end),
 	  ([$d[] | select(.responseStatus.code == 401 or .responseStatus.code == 403)] as $bad
 	   | if ($bad | length) == 0 then "ok serve: no request was refused by RBAC"
 	     else "FAIL refused: \([$bad[] | "\(.verb) \(.requestURI) \(.responseStatus.code)"] | join("; "))" end)' \
@@ -676,7 +745,9 @@ node2_clean() {
 		[ "$(kubectl get node node-2 -o jsonpath='{.metadata.labels.gpu\.example\.com/present}')" = true ]
 }
 start=$(audit_lines)
-"$DRAINER" serve --node node-2 --kubeconfig "$n2kc" --driver-stop label:gpu.example.com/present --metrics-addr "" >"$e2e_tmp/serve-sa.log" 2>&1 &
+# With --max-parallel 1: its slot Lease goes through drainer-own-node-leases too.
+"$DRAINER" serve --node node-2 --kubeconfig "$n2kc" --driver-stop label:gpu.example.com/present --max-parallel 1 \
+	--lease-namespace drainer-system --metrics-addr "" >"$e2e_tmp/serve-sa.log" 2>&1 &
 spid=$!
 track_pid "$spid"
 e2e_cleanup_hooks+=("reap_pid $spid KILL")
@@ -704,6 +775,8 @@ jq_checks --arg sa "$SA" '[.[] | select(.userAgent | startswith("drainer/"))] as
 	  | (if $np >= 4 then "ok serve: \($np) patches of node-2 admitted by the policy" else "FAIL serve: only \($np) admitted patches of node-2" end),
 	  ([$d[] | select(.objectRef.resource == "events" and .verb == "create" and .objectRef.namespace == "default" and .responseStatus.code == 201)] | length) as $ne
 	  | (if $ne >= 2 then "ok serve: \($ne) Events about node-2 admitted in namespace default" else "FAIL serve: \($ne) Events created" end),
+	  ([$d[] | select(.objectRef.resource == "leases" and (.verb | IN("create", "update")) and (.responseStatus.code | IN(200, 201)))] | length) as $nl
+	  | (if $nl >= 2 then "ok serve: \($nl) writes of its slot Lease admitted (taken, renewed or released)" else "FAIL serve: \($nl) admitted Lease writes" end),
 	  ([$d[] | select(.responseStatus.code == 401 or .responseStatus.code == 403 or .responseStatus.code == 422)] as $bad
 	   | if ($bad | length) == 0 then "ok serve: no request was refused (by RBAC or the admission policy)"
 	     else "FAIL refused: \([$bad[] | "\(.verb) \(.requestURI) \(.responseStatus.code)"] | join("; "))" end)' \

@@ -16,7 +16,10 @@
 #    cordon-to-uncordon windows of drainer's own patches never overlap either;
 #  - the other requested nodes show drainer.io/state=waiting with a message naming
 #    the holder; the Lease drainer-slot-0 has one holder at a time, and each node
-#    is out only while it holds the Lease.
+#    is out only while it holds the Lease;
+#  - a phase written by hand (drainer.io/state=cordon with the request) waits for the
+#    slot like any drain: not cordoned, nothing evicted, the phase kept, until the
+#    slot is free.
 # Per-node mode: each daemon runs as its own user (--as, with the admin's group), so
 # the audit log tells whose Lease requests are whose: a node whose daemon asked for
 # the slot a second or more before the node ahead of it let go must have waited.
@@ -360,6 +363,41 @@ if jq -e 'any(.[]; (.userAgent | startswith("drainer/")) and .verb == "patch" an
 else
 	echo "  (the audit policy logs node patches without bodies: the cordon timeline comes from the Node watch above)"
 fi
+
+# 5. A phase written by hand takes no shortcut past --max-parallel (hardening item 5):
+# while node-2 holds the only slot (a Lease the test writes and renews, as a live holder
+# does), node-3 asked to drain with drainer.io/state=cordon already on it must wait:
+# not cordoned, nothing evicted, its phase left as written (only drainer.io/message
+# says why); once the slot is free it drains.
+lease_obj() { # HOLDER: drainer-slot-0 held by HOLDER ("" free), renewed now
+	kubectl -n "$lease_ns" get lease drainer-slot-0 -o json 2>/dev/null | jq -c --arg h "$1" --arg t "$(now_rfc3339)" \
+		'del(.metadata.managedFields) | .spec.renewTime = $t | .spec.leaseDurationSeconds = 120
+		 | if $h == "" then del(.spec.holderIdentity) else .spec.holderIdentity = $h | .spec.acquireTime = $t end'
+}
+lease_obj node-2 | kubectl replace -f - >/dev/null || fail "drainer-slot-0 held by node-2"
+check_eq "drainer-slot-0 is held by node-2 (written by the test)" node-2 "$(kubectl -n "$lease_ns" get lease drainer-slot-0 -o jsonpath='{.spec.holderIdentity}')"
+hw_start=$(audit_lines)
+kubectl annotate --overwrite node node-3 drainer.io/request=drain drainer.io/state=cordon >/dev/null
+echo "- node-2 holds the slot; kubectl annotate node node-3 drainer.io/request=drain drainer.io/state=cordon"
+said_waiting() { node_drainer_anns node-3 | jq -e '.["drainer.io/message"] // "" | test("waiting for one of 1 drain slots \\(held by node-2\\)")' >/dev/null; }
+check "node-3 says it waits for the slot node-2 holds (drainer.io/message)" wait_until 20 said_waiting
+for i in 1 2 3 4 5 6; do
+	sleep 2
+	lease_obj node-2 | kubectl replace -f - >/dev/null 2>&1 # renewed, as a live holder would
+done
+check_eq "12 s later node-3 is still schedulable, untainted, and its phase is the one written (cordon)" "false false cordon" \
+	"$(node_unschedulable node-3) $(node_tainted node-3) $(node_state node-3)"
+sleep 1
+audit_window "$hw_start" "$e2e_tmp/hw.audit"
+jq_checks '[.[] | select((.userAgent | startswith("drainer/")) and .objectRef.subresource == "eviction")] | length as $n
+	| if $n == 0 then "ok no eviction while node-3 waited for the slot" else "FAIL \($n) evictions while node-3 waited for the slot" end' "$e2e_tmp/hw.audit"
+lease_obj "" | kubectl replace -f - >/dev/null || fail "releasing drainer-slot-0"
+echo "- the test releases drainer-slot-0"
+check "node-3 then drains (drainer.io/state=drained)" wait_until 90 state_is node-3 drained
+check_eq "... holding drainer-slot-0" node-3 "$(kubectl -n "$lease_ns" get lease drainer-slot-0 -o jsonpath='{.spec.holderIdentity}')"
+kubectl annotate --overwrite node node-3 drainer.io/request=uncordon >/dev/null
+check "node-3 back in service" wait_until 90 node_restored node-3
+if ! node_restored node-3; then for d in "${daemons[@]}"; do serve_log "$d" 20 'node-3|slots:'; done; fi
 
 for d in "${daemons[@]}"; do
 	serve_stop "$d"

@@ -303,6 +303,40 @@ static void test_new_driver_unhealthy(void **state) {
         world_done(&w);
 }
 
+/* --timeout counts from the node's start with its slot: an hour spent waiting for a slot
+ * (started 0) is no timeout, and from the start it is the whole --timeout. */
+static void test_timeout_from_slot(void **state) {
+        const uint64_t min = 60 * USEC_PER_SEC;
+
+        assert_false(rollout_timed_out(0, 60 * min, 10 * min));
+        assert_false(rollout_timed_out(60 * min, 60 * min, 10 * min));
+        assert_false(rollout_timed_out(60 * min, 70 * min - 1, 10 * min));
+        assert_true(rollout_timed_out(60 * min, 70 * min, 10 * min));
+        assert_false(rollout_timed_out(60 * min, 59 * min, 10 * min)); /* never before it started */
+}
+
+/* A node that failed keeps its slot only while something of it is out of service. */
+static void test_failed_keeps_slot(void **state) {
+        struct world w = {};
+
+        assert_true(rollout_failed_keeps_slot(NULL, DRV));
+        set_node(&w, RECORD);
+        assert_false(rollout_failed_keeps_slot(w.node, DRV)); /* recorded, nothing drained yet */
+        world_done(&w);
+        w = (struct world){};
+        set_node(&w, RECORD "," STATE("evict-claim-holders"));
+        assert_true(rollout_failed_keeps_slot(w.node, DRV));
+        world_done(&w);
+        w = (struct world){};
+        set_node(&w, "\"drainer.io/state\":\"cordon\"");
+        assert_true(rollout_failed_keeps_slot(w.node, DRV));
+        world_done(&w);
+        w = (struct world){};
+        set_node(&w, "\"drainer.io/state.other.example.com\":\"drained\"");
+        assert_false(rollout_failed_keeps_slot(w.node, DRV));
+        world_done(&w);
+}
+
 static void test_skip_and_foreign(void **state) {
         struct world w = {};
         char msg[1024];
@@ -348,9 +382,10 @@ static void test_record_patch(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_preflight),        cmocka_unit_test(test_update_revision),
-                cmocka_unit_test(test_node_sequence),    cmocka_unit_test(test_new_driver_unhealthy),
-                cmocka_unit_test(test_skip_and_foreign), cmocka_unit_test(test_record_patch),
+                cmocka_unit_test(test_preflight),         cmocka_unit_test(test_update_revision),
+                cmocka_unit_test(test_node_sequence),     cmocka_unit_test(test_new_driver_unhealthy),
+                cmocka_unit_test(test_skip_and_foreign),  cmocka_unit_test(test_record_patch),
+                cmocka_unit_test(test_timeout_from_slot), cmocka_unit_test(test_failed_keeps_slot),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -295,7 +295,8 @@ static void test_create_on_empty_namespace(void **state) {
         free(v);
 
         q = last(e, "POST", LEASES);
-        assert_string_equal(q->path, LEASES);
+        /* named field manager: the admission policy reads the server's clock from it */
+        assert_string_equal(q->path, LEASES "?fieldManager=drainer");
         assert_string_equal(fake_request_header(q, "Content-Type"), "application/json");
         b = body_of(q);
         assert_string_equal(json_str(b, "apiVersion"), "coordination.k8s.io/v1");
@@ -356,7 +357,7 @@ static void test_waits_until_released(void **state) {
         assert_string_equal(slots_holders(e->slots), "node-1");
         q = last_request(e);
         assert_string_equal(q->method, "PUT");
-        assert_string_equal(q->path, SLOT0);
+        assert_string_equal(q->path, SLOT0 "?fieldManager=drainer");
         b = body_of(q);
         assert_string_equal(json_str(b, "metadata.resourceVersion"), "92");
         assert_string_equal(json_str(b, "spec.holderIdentity"), "node-1");
@@ -412,17 +413,24 @@ static void test_second_node_waits_for_first(void **state) {
         assert_int_equal(fake_transport_open_streams(e->api->ft), 1);
 }
 
+/* A lease renewed 31 s ago (a 30 s lease) by its holder's clock: expiry is judged on our
+ * own monotonic clock, from when we first saw this version, not from renewTime against
+ * our wall clock. So it is taken one lease duration after we first saw it unchanged. */
 static void test_expired_lease_taken_over(void **state) {
         struct env *e = *state;
         const struct fake_request *q;
         cJSON *b;
 
         env_slots(e, 1, true);
-        /* renewed 31 s ago with a 30 s lease */
-        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "56", "node-1", REAL0, 4));
         start_with(e, "node-1", (char *[]){ lease_json(0, "55", "node-9", REAL0 - 31 * SEC, 3), NULL });
+        assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
+        assert_string_equal(slots_holders(e->slots), "node-9");
+        fake_clock_advance(e->api->clock, 29 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
+
+        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "56", "node-1", real_now(e), 4));
+        fake_clock_advance(e->api->clock, 2 * SEC);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
-        assert_int_equal(e->exists_calls, 0); /* expiry alone decides */
         q = last_request(e);
         assert_string_equal(q->method, "PUT");
         b = body_of(q);
@@ -440,16 +448,50 @@ static void test_lease_expires_while_waiting(void **state) {
         start_with(e, "node-1", (char *[]){ lease_json(0, "55", "node-9", REAL0 - 10 * SEC, 3), NULL });
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
         assert_string_equal(slots_holders(e->slots), "node-9");
-        fake_clock_advance(e->api->clock, 19 * SEC);
+        fake_clock_advance(e->api->clock, 29 * SEC);
         assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
 
-        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "56", "node-1", REAL0 + 21 * SEC, 4));
+        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "56", "node-1", real_now(e), 4));
         fake_clock_advance(e->api->clock, 2 * SEC);
         assert_int_equal(fake_transport_n_requests(e->api->ft), 3);
         assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
         /* The holder (dead) no longer counts once expired. */
         assert_string_equal(slots_holders(e->slots), "node-1");
+}
+
+/* Clock skew between nodes. A live holder whose clock runs 10 min behind ours (its
+ * renewTime always "expired" by our wall clock) keeps its slot as long as it renews;
+ * a holder that wrote renewTime 2099 and died holds it one lease duration, not until
+ * 2099. */
+static void test_clock_skew(void **state) {
+        struct env *e = *state;
+        char rv[16];
+        cJSON *b;
+
+        env_slots(e, 1, true);
+        start_with(e, "node-1", (char *[]){ lease_json(0, "55", "node-9", REAL0 - 600 * SEC, 3), NULL });
+        for (int k = 0; k < 6; k++) {
+                fake_clock_advance(e->api->clock, 10 * SEC);
+                snprintf(rv, sizeof(rv), "%d", 56 + k);
+                push(e, "MODIFIED", lease_json(0, rv, "node-9", real_now(e) - 600 * SEC, 3));
+                fake_clock_advance(e->api->clock, 0);
+                assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
+                assert_string_equal(slots_holders(e->slots), "node-9");
+        }
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
+
+        /* It dies after writing renewTime 2099: taken one duration after that version. */
+        push(e, "MODIFIED", lease_json(0, "70", "node-9", INT64_C(4070908800) * 1000000, 3));
+        fake_clock_advance(e->api->clock, 29 * SEC);
+        assert_int_equal(slots_acquire(e->slots, "node-1"), 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
+        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "71", "node-1", real_now(e), 4));
+        fake_clock_advance(e->api->clock, 2 * SEC);
+        assert_int_equal(slots_acquire(e->slots, "node-1"), 1);
+        b = body_of(last(e, "PUT", SLOT0));
+        assert_string_equal(json_str(b, "metadata.resourceVersion"), "70");
+        cJSON_Delete(b);
 }
 
 static void test_holder_node_gone_callback(void **state) {
@@ -745,6 +787,51 @@ static void test_cluster_mode_own_slots(void **state) {
         }
 }
 
+static bool keep_not_node1(const char *node, void *userdata) {
+        int *calls = userdata;
+
+        (*calls)++;
+        return strcmp(node, "node-1") != 0;
+}
+
+/* Cluster mode: node-1's Node is deleted while it holds the only slot. serve no longer
+ * reconciles it, so slots_release_unless() gives its slot back, and node-2, waiting,
+ * takes it (before: renewed for ever, node-2 waited "held by node-1"). */
+static void test_release_unless_gone_node(void **state) {
+        struct env *e = *state;
+        int calls = 0;
+        cJSON *b;
+
+        env_slots(e, 1, true);
+        create_slot0(e);
+        push(e, "ADDED", lease_json(0, "101", "node-1", REAL0, 0));
+        assert_int_equal(slots_acquire(e->slots, "node-2"), 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_string_equal(slots_holders(e->slots), "node-1");
+
+        /* Node-2 still exists: nothing happens to it. */
+        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "102", NULL, real_now(e), 0));
+        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "103", "node-2", real_now(e), 1));
+        slots_release_unless(e->slots, keep_not_node1, &calls);
+        assert_int_equal(calls, 2);
+        assert_false(slots_held(e->slots, "node-1"));
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", SLOT0), 2);
+        b = body_of(fake_transport_request(e->api->ft, 3));
+        assert_null(json_path(b, "spec.holderIdentity"));
+        cJSON_Delete(b);
+        assert_int_equal(slots_acquire(e->slots, "node-2"), 1);
+        assert_string_equal(slots_holders(e->slots), "node-2");
+
+        /* Once released, node-1 is not asked about again, and node-2 keeps its slot. */
+        calls = 0;
+        slots_release_unless(e->slots, keep_not_node1, &calls);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(calls, 1);
+        assert_true(slots_held(e->slots, "node-2"));
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", SLOT0), 2);
+}
+
 /* The lease informer runs only while something is wanted or held. */
 static void test_informer_stops_when_nothing_wanted(void **state) {
         struct env *e = *state;
@@ -1005,6 +1092,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_second_node_waits_for_first, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_expired_lease_taken_over, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_lease_expires_while_waiting, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_clock_skew, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_holder_node_gone_callback, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_holder_node_gone_get, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_holder_node_exists_get_once, setup, teardown),
@@ -1017,6 +1105,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_create_5xx_retried, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopts_own_lease, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cluster_mode_own_slots, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_release_unless_gone_node, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_informer_stops_when_nothing_wanted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_release_during_acquire, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_eacces_on_list, setup, teardown),
