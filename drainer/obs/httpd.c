@@ -48,6 +48,8 @@ struct conn {
         struct httpd *h;
         int fd; /* borrowed from MHD */
         struct dtimer deadline;
+        bool waiting; /* deadline armed: no request in hand */
+        bool ended;   /* shut down by us; MHD closes it on its next run */
         size_t body_bytes;
         struct conn *prev, *next;
 };
@@ -261,6 +263,16 @@ static struct conn *conn_of(struct MHD_Connection *conn) {
         return ci ? ci->socket_context : NULL;
 }
 
+static void conn_wait(struct conn *c) {
+        c->waiting = true;
+        dtimer_start(&c->deadline, c->h->request_timeout_usec);
+}
+
+static void conn_stop_waiting(struct conn *c) {
+        c->waiting = false;
+        dtimer_stop(&c->deadline);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **req_cls) {
@@ -282,7 +294,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (*upload_data_size > 0) {
                 if (c && (c->body_bytes += *upload_data_size) > BODY_MAX) {
                         /* Answered before the body ends: MHD closes the connection after it. */
-                        dtimer_stop(&c->deadline);
+                        conn_stop_waiting(c);
                         h->requests++;
                         return reply_text(conn, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large\n");
                 }
@@ -292,7 +304,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         /* The request arrived whole: the deadline is met. MHD's idle timeout still
          * closes a connection whose client stops reading the answer. */
         if (c)
-                dtimer_stop(&c->deadline);
+                conn_stop_waiting(c);
         h->requests++;
         if (h->handler)
                 return serve_route(h, conn, url, method, req_cls);
@@ -324,6 +336,8 @@ static void on_conn_deadline(struct dtimer *t) {
         struct conn *c = container_of(t, struct conn, deadline);
 
         c->h->cut_off++;
+        c->waiting = false;
+        c->ended = true;
         log_debug("httpd: a request took longer than %" PRIu64 " s, closing its connection",
                   c->h->request_timeout_usec / USEC_PER_SEC);
         (void)shutdown(c->fd, SHUT_RDWR);
@@ -372,7 +386,7 @@ static void on_mhd_connection(void *cls, struct MHD_Connection *conn, void **soc
         h->conns = c;
         h->n_conns++;
         *socket_context = c;
-        dtimer_start(&c->deadline, h->request_timeout_usec);
+        conn_wait(c);
 }
 
 /* A request ended (answered, or the connection dropped): the next one on this
@@ -383,7 +397,7 @@ static void on_mhd_completed(void *cls, struct MHD_Connection *conn, void **req_
         struct conn *c = conn_of(conn);
 
         if (c && !h->closing && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-                dtimer_start(&c->deadline, h->request_timeout_usec);
+                conn_wait(c);
         if (*req_cls && h->handler && *req_cls != &first_call_marker) {
                 struct httpd_request *req = *req_cls;
 
@@ -396,6 +410,38 @@ static void on_mhd_completed(void *cls, struct MHD_Connection *conn, void **req_
 }
 
 /* ---- the loop ---- */
+
+/* Ends the connections whose client has gone while no request was in hand.
+ *
+ * MHD registers its sockets edge-triggered and, when a read returns less than it
+ * asked for, takes the socket for drained. A half request and the client's close
+ * that reach us together are one edge: MHD reads the bytes and never the end, so
+ * the connection would hold its slot (and its address's share) until the idle
+ * timeout, and a client that sends half a request and closes, over and over, keeps
+ * every other client of its address out. So after each run, every connection
+ * still waiting for its request is peeked: nothing left but the end of the stream
+ * means no request can ever arrive whole on it, and it is shut down, which MHD
+ * sees as an event of its own and closes. A connection with a request in hand (a
+ * suspended long poll whose client half-closed, say) is left alone. At most
+ * max_connections peeks per run. */
+static void end_gone_connections(struct httpd *h) {
+        bool ended = false;
+
+        for (struct conn *c = h->conns; c; c = c->next) {
+                char byte;
+
+                if (!c->waiting || c->ended)
+                        continue;
+                if (recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
+                        continue; /* data MHD has yet to read, nothing yet, or an error MHD will see */
+                c->ended = ended = true;
+                dtimer_stop(&c->deadline);
+                c->waiting = false;
+                (void)shutdown(c->fd, SHUT_RDWR);
+        }
+        if (ended)
+                kick(h);
+}
 
 static void on_timer(uv_timer_t *t);
 
@@ -422,6 +468,7 @@ static void mhd_run(struct httpd *h) {
                 return;
         before = current_connections(h);
         MHD_run(h->daemon);
+        end_gone_connections(h);
         if (current_connections(h) < before)
                 uv_timer_start(&h->timer, on_timer, 0, 0);
         else if (MHD_get_timeout(h->daemon, &t) == MHD_YES)
@@ -464,7 +511,7 @@ void httpd_close(struct httpd *h, void (*close_cb)(void *userdata), void *userda
         h->closing = true;
         /* MHD_stop_daemon() later reports each connection closed, which frees its record. */
         for (struct conn *c = h->conns; c; c = c->next)
-                dtimer_stop(&c->deadline);
+                conn_stop_waiting(c);
         /* MHD may not stop with connections suspended: resumed unanswered, they are
          * dropped (and their records freed) by MHD_stop_daemon(). */
         for (struct httpd_request *req = h->pending; req; req = req->next)
