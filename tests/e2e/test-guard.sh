@@ -20,7 +20,7 @@
 #     4 s + 1 of its deletion; no FailedPreStopHook Event;
 #  C. run directly, the guard tells draining (cordon, each drain taint) from not draining,
 #     gives up with exit 3 naming what is held, and exits 1/2 on bad setups; its server
-#     form answers GET /guard 200 (not draining) or 504 (gave up, naming what is held)
+#     form answers GET /guard 200 (not draining) or 504 (gave up, counting what is held)
 #     and nothing but GET /guard;
 #  D. with the guard, the same drain on up to GUARD_LOAD (20) nodes at once: every driver
 #     pod stays Terminating until its node's claims are released and its claim holders
@@ -702,7 +702,7 @@ if $real_nodes; then
 	# The node drains (taint), its claim holders stay (nobody evicts them); only the
 	# driver pod is evicted, asking for a 12 s grace period. The sidecar's guard reads
 	# its pod's deletionGracePeriodSeconds and answers the preStop's GET 5 s before it
-	# ends (504, naming what was still held); the kubelet then stops the plugin, then
+	# ends (504, counting what was still held); the kubelet then stops the plugin, then
 	# the sidecar: the driver pod is gone within the grace period although the claims
 	# are still on the node.
 	g_untaint "$x"
