@@ -6,7 +6,11 @@
 #    locked /healthz and /metrics up for good);
 #  - at once: 300 idle connections, 300 half-sent requests, 50 oversized requests
 #    (431), 20 clients sending a byte a second (never idle);
-#  - 200 idle connections from the prober's own address.
+#  - 200 idle connections from the prober's own address;
+#  - from the prober's own address, 64 connections held 0.5 s, then 40 half requests
+#    each closed as soon as sent: /healthz answers within 2 s at once after (before,
+#    MHD never saw those closes and the address's share stayed taken for the idle
+#    timeout) and no connection is left in CLOSE-WAIT.
 # After each storm /healthz answers a client with a 10 s timeout (the latency is
 # printed, not asserted) and /readyz says the node watch is synced and the API
 # server answers; the server closed every storm connection itself (idle timeout,
@@ -100,6 +104,24 @@ storm_run idle 200 127.0.0.1
 mv "$e2e_tmp/idle.json" "$e2e_tmp/idle-same.json"
 check "every one was closed by the server" all_closed idle-same
 check "/healthz answers after them" probe "200 idle connections from 127.0.0.1"
+
+echo "== from the prober's own address: 64 connections held 0.5 s, then 40 half requests each closed at once"
+storm_run closing 64 127.0.0.1
+echo "    closing: $(cat "$e2e_tmp/closing.json")"
+# Every 0.5 s for 3 s, each with 2 s (a liveness probe's budget): all answered.
+probes_ok() {
+	local i code bad=0
+	for i in 1 2 3 4 5 6; do
+		code=$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/healthz")
+		[ "$code" = 200 ] || bad=$((bad + 1))
+		sleep 0.5
+	done
+	echo "    /healthz from 127.0.0.1 right after: $bad of 6 probes failed"
+	[ "$bad" = 0 ]
+}
+check "/healthz answers within 2 s from that address right after (6 probes in 3 s)" probes_ok
+check "no connection the client closed is left open (CLOSE-WAIT)" \
+	bash -c "[ \$(ss -Htn state close-wait '( sport = :$port )' | wc -l) = 0 ]"
 
 check "serve is still running" serve_alive serve
 check "/readyz answers 200 (node watch synced, API server answering)" readyz
