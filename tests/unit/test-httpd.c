@@ -867,6 +867,49 @@ static void test_closed_half_requests(void **state) {
         result_done(&r);
 }
 
+/* A prober shares its address with a client that holds that address's whole share
+ * with idle connections (a hostNetwork pod shares the node's address with the
+ * kubelet): the prober's new connection ends the address's oldest connection that
+ * has no request in hand instead of being turned away, and /healthz answers within
+ * 2 s. */
+static void test_prober_shares_address(void **state) {
+        struct fixture *f = *state;
+        int fds[16];
+        size_t closed = 0;
+        char url[128];
+        struct result r = {};
+        struct http_request req = {
+                .method = "GET",
+                .url = url,
+                .timeout_usec = 2 * 1000000,
+                .max_body = 4096,
+        };
+
+        start(f, "127.0.0.1:0", f->m);
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                fds[i] = raw_connect(f, "127.0.0.1");
+        wait_connected(f, fds, ELEMENTSOF(fds));
+        run_for(f, 200);
+        assert_int_equal(httpd_connections(f->h), ELEMENTSOF(fds));
+
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u/healthz", httpd_port(f->h));
+        assert_int_equal(transport_submit(f->t, &req, NULL, on_done, &r, NULL), 0);
+        run_until(f, &r.done, 1);
+        if (r.error)
+                print_message("/healthz while the address holds its share failed: %s\n", strerror(-r.error));
+        assert_int_equal(r.error, 0);
+        assert_int_equal(r.status, 200);
+        result_done(&r);
+        run_for(f, 100);
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
+                if (closed_by_server(fds[i], NULL, 0))
+                        closed++;
+                close(fds[i]);
+        }
+        print_message("idle connections the prober's ended: %zu\n", closed);
+        assert_true(closed >= 1);
+}
+
 static void test_addresses(void **state) {
         struct fixture *f = *state;
         struct httpd *h2 = NULL;
@@ -940,6 +983,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_storm_oversized, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_slow_request, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_closed_half_requests, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_prober_shares_address, setup, teardown),
         };
         int r;
 
