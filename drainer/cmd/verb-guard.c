@@ -4,8 +4,10 @@
  * node and no other claim-holding pod is left; otherwise returns at once. Run as
  * an exec hook it does that once and exits; with --listen it is a native sidecar
  * of the driver's pod and does it for each GET of /guard (the driver container's
- * httpGet preStop hook), answering when it would have exited. Owns its informers
- * for one run (one per request); watches, never polls, and writes nothing. */
+ * httpGet preStop hook), answering when it would have exited: every request in
+ * flight reads one shared view (one list and watch per resource, kept 10 s after
+ * the last request), and an answer gives counts, never the names of other
+ * namespaces' objects. Watches, never polls, and writes nothing. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -31,9 +33,12 @@
 #define GUARD_MAX_NAMES             16 /* names per list in a log line */
 #define GUARD_PATH                  "/guard"
 /* The kubelet sends one request per container whose preStop is the guard; each
- * request is a run of its own (a list and a watch per resource while draining). */
+ * request is a run of its own, all of them on the server's one view. */
 #define GUARD_MAX_CONNECTIONS       8
 #define GUARD_MAX_PER_ADDRESS       4
+/* How long the server keeps its view (and its watches) after the last request:
+ * requests that follow each other read it instead of listing again. */
+#define GUARD_VIEW_KEEP_USEC        (10 * USEC_PER_SEC)
 
 /* What the guard watches once the node turns out to be draining; the Node alone
  * before (all a rolling update needs). */
@@ -73,14 +78,16 @@ struct guard {
         char *own_key;                 /* "ns/name" of this pod, or NULL */
         struct selector **sels;        /* owned */
         size_t n_sels;
-        struct node_view *view; /* owned */
+        struct node_view *view; /* owned; borrowed from srv->view when shared_view */
+        bool shared_view;
         bool view_closed;
         struct dtimer kick, deadline;
         uint64_t started;     /* monotonic µs */
         uint64_t deadline_at; /* monotonic µs */
         bool waiting;         /* the node is draining: pods, claims, slices are watched */
         bool own_pod_checked;
-        char *last_held; /* what the last "waiting" line said */
+        char *last_held;   /* what the last "waiting" line said (names) */
+        char *last_counts; /* the same in counts: what an answer may say */
         bool done;
         int exit_code;
 };
@@ -92,6 +99,10 @@ struct guard_server {
         struct httpd *httpd;        /* owned */
         struct guard *runs;         /* owned, one per request not yet answered or closing */
         unsigned n_runs;
+        struct node_view *view; /* owned: what every run reads; NULL until a request */
+        unsigned views_closing;
+        struct dtimer keep; /* closes the view GUARD_VIEW_KEEP_USEC after the last run */
+        bool view_failed;   /* a list or watch of the view failed: not kept for later runs */
         bool stopping, httpd_closed, done;
         struct dtimer linger; /* on a stop: lets the last answers go out before the close */
         uint64_t stop_at;
@@ -204,9 +215,12 @@ static void add_name(char *buf, size_t size, size_t *count, const char *ns, cons
         (*count)++;
 }
 
-/* What still holds the driver: "2 ResourceClaims on the node (a/x, a/y); 1
- * claim-holding pod (a/p)". Returns 0 when nothing does, 1 with *ret set, or -ENOMEM. */
-static int held_summary(struct guard *g, const struct node_rec *n, char **ret) {
+/* What still holds the driver, named for the log: "2 ResourceClaims on the node
+ * (a/x, a/y); 1 claim-holding pod (a/p)", and counted for an answer (which goes to
+ * whoever can reach the endpoint: never the names of other namespaces' objects):
+ * "2 ResourceClaims on the node; 1 claim-holding pod". Returns 0 when nothing
+ * does, 1 with both set, or -ENOMEM. */
+static int held_summary(struct guard *g, const struct node_rec *n, char **ret_named, char **ret_counts) {
         struct node_input in;
         struct plan_options po = {
                 .driver_selectors = (const struct selector *const *)g->sels,
@@ -220,6 +234,7 @@ static int held_summary(struct guard *g, const struct node_rec *n, char **ret) {
         };
         char claim_names[2048] = "", pod_names[2048] = "";
         size_t n_claims = 0, n_pods = 0;
+        _cleanup_free_ char *named = NULL;
         struct plan p;
         int r;
 
@@ -251,12 +266,16 @@ static int held_summary(struct guard *g, const struct node_rec *n, char **ret) {
         plan_done(&p);
         if (n_claims == 0 && n_pods == 0)
                 return 0;
-        if (asprintf(ret, "%zu ResourceClaim%s on the node%s%s%s%s; %zu claim-holding pod%s%s%s%s%s",
+        if (asprintf(&named, "%zu ResourceClaim%s on the node%s%s%s%s; %zu claim-holding pod%s%s%s%s%s",
                      n_claims, n_claims == 1 ? "" : "s", n_claims ? " (" : "", claim_names,
                      n_claims > GUARD_MAX_NAMES ? ", ..." : "", n_claims ? ")" : "", n_pods,
                      n_pods == 1 ? "" : "s", n_pods ? " (" : "", pod_names,
                      n_pods > GUARD_MAX_NAMES ? ", ..." : "", n_pods ? ")" : "") < 0)
                 return -ENOMEM;
+        if (asprintf(ret_counts, "%zu ResourceClaim%s on the node; %zu claim-holding pod%s", n_claims,
+                     n_claims == 1 ? "" : "s", n_pods, n_pods == 1 ? "" : "s") < 0)
+                return -ENOMEM;
+        *ret_named = TAKE_PTR(named);
         return 1;
 }
 
@@ -298,7 +317,7 @@ static int start_watching(struct guard *g, unsigned parts) {
 }
 
 static void evaluate(struct guard *g) {
-        _cleanup_free_ char *held = NULL;
+        _cleanup_free_ char *held = NULL, *counts = NULL;
         const struct node_rec *n;
         const char *why;
         char buf[256];
@@ -334,12 +353,12 @@ static void evaluate(struct guard *g) {
                 if (start_watching(g, G_DRAINING) < 0)
                         return finish(g, EXIT_ERROR, LOG_LEVEL_ERROR,
                                       "cannot watch the pods, claims and slices of node \"%s\"", n->name);
-                return;
+                /* A shared view may have them already: then no callback is coming. */
         }
         if (!node_view_synced(g->view, G_DRAINING))
                 return;
         check_own_pod(g);
-        r = held_summary(g, n, &held);
+        r = held_summary(g, n, &held, &counts);
         if (r < 0)
                 return finish(g, EXIT_ERROR, LOG_LEVEL_ERROR, "out of memory");
         if (r == 0)
@@ -351,6 +370,8 @@ static void evaluate(struct guard *g) {
                 log_info("waiting: %s", held);
                 free(g->last_held);
                 g->last_held = TAKE_PTR(held);
+                free(g->last_counts);
+                g->last_counts = TAKE_PTR(counts);
         }
 }
 
@@ -366,7 +387,7 @@ static void changed(struct guard *g) {
 
 static void on_deadline(struct dtimer *t) {
         struct guard *g = container_of(t, struct guard, deadline);
-        _cleanup_free_ char *held = NULL;
+        _cleanup_free_ char *held = NULL, *counts = NULL;
         const struct node_rec *n;
         bool synced;
 
@@ -383,15 +404,16 @@ static void on_deadline(struct dtimer *t) {
                 evaluate(g);
                 return;
         }
-        if (held_summary(g, n, &held) < 0)
+        if (held_summary(g, n, &held, &counts) < 0)
                 return finish(g, EXIT_ERROR, LOG_LEVEL_ERROR, "out of memory");
         if (!held) {
                 evaluate(g);
                 return;
         }
+        log_info("still held: %s", held);
         finish(g, EXIT_TIMEOUT, LOG_LEVEL_ERROR,
                "gave up after %.1f s, before the driver pod would be killed: still held: %s",
-               seconds_since(g, g->started), held);
+               seconds_since(g, g->started), counts);
 }
 
 static void on_view_change(struct node_view *v, void *userdata) {
@@ -438,16 +460,17 @@ static void run_free(struct guard *g) {
         selectors_free(g->sels, g->n_sels);
         free(g->own_key);
         free(g->last_held);
+        free(g->last_counts);
         free(g->result);
         free(g);
 }
 
 static void on_report(struct dtimer *t);
 
-/* A run of the guard: watches start now, the deadline counts from now. Returns 0
- * with *ret set (the run may have finished already, e.g. on a bad selector), or
- * -ENOMEM. */
-static int run_new(struct app *a, const struct guard_opts *o, struct guard **ret) {
+/* A run of the guard: watches start now (on shared, the server's view, when given),
+ * the deadline counts from now. Returns 0 with *ret set (the run may have finished
+ * already, e.g. on a bad selector), or -ENOMEM. */
+static int run_new(struct app *a, const struct guard_opts *o, struct node_view *shared, struct guard **ret) {
         static const struct node_view_handlers h = {
                 .on_change = on_view_change,
                 .on_synced = on_view_synced,
@@ -482,13 +505,19 @@ static int run_new(struct app *a, const struct guard_opts *o, struct guard **ret
         if (g->pod_name && *g->pod_name && g->pod_ns && *g->pod_ns &&
             asprintf(&g->own_key, "%s/%s", g->pod_ns, g->pod_name) < 0)
                 g->own_key = NULL;
-        r = node_view_new(a->client, a->ts, &(const struct node_view_options){ .node = o->node }, &h, g,
-                          &g->view);
-        if (r < 0) {
-                finish(g, EXIT_ERROR, LOG_LEVEL_ERROR, "cannot set up the informers: %s", strerror(-r));
-                return 0;
+        if (shared) {
+                g->view = shared;
+                g->shared_view = true;
+        } else {
+                r = node_view_new(a->client, a->ts, &(const struct node_view_options){ .node = o->node }, &h,
+                                  g, &g->view);
+                if (r < 0) {
+                        finish(g, EXIT_ERROR, LOG_LEVEL_ERROR, "cannot set up the informers: %s",
+                               strerror(-r));
+                        return 0;
+                }
+                g->view_closed = false;
         }
-        g->view_closed = false;
         if (o->deadline_usec)
                 d = o->deadline_usec;
         else
@@ -505,6 +534,8 @@ static int run_new(struct app *a, const struct guard_opts *o, struct guard **ret
                          (double)d / (double)USEC_PER_SEC);
         if (start_watching(g, NODE_VIEW_NODE) < 0)
                 finish(g, EXIT_ERROR, LOG_LEVEL_ERROR, "cannot watch node \"%s\"", o->node);
+        else if (node_view_synced(g->view, NODE_VIEW_NODE))
+                changed(g); /* a shared view that has the Node already: no callback is coming */
         return 0;
 }
 
@@ -515,10 +546,11 @@ static void run_stop(struct guard *g, void (*closed)(void *userdata)) {
         dtimer_stop(&g->kick);
         dtimer_stop(&g->deadline);
         dtimer_stop(&g->report);
-        if (g->view) {
+        if (g->view && !g->shared_view) {
                 node_view_close(g->view, closed, g);
                 g->view = NULL;
         } else {
+                g->view = NULL;
                 g->view_closed = true;
         }
 }
@@ -536,8 +568,8 @@ static void on_exec_signal(uv_signal_t *h, int signum) {
 
         if (!g->done)
                 finish(g, EXIT_ERROR, LOG_LEVEL_WARNING, "interrupted by signal %d after %.1f s%s%s", signum,
-                       seconds_since(g, g->started), g->last_held ? ": still held: " : "",
-                       strempty(g->last_held));
+                       seconds_since(g, g->started), g->last_counts ? ": still held: " : "",
+                       strempty(g->last_counts));
 }
 
 static void on_exec_signal_closed(uv_handle_t *h) {
@@ -552,7 +584,7 @@ static int guard_exec(struct app *a, const struct guard_opts *o) {
         struct exec_run e = {};
         int r;
 
-        if (run_new(a, o, &e.g) < 0) {
+        if (run_new(a, o, NULL, &e.g) < 0) {
                 log_oom();
                 return EXIT_ERROR;
         }
@@ -592,8 +624,56 @@ static unsigned status_of(int exit_code) {
 }
 
 static void server_maybe_done(struct guard_server *s) {
-        if (s->stopping && s->httpd_closed && s->n_runs == 0)
+        if (s->stopping && s->httpd_closed && s->n_runs == 0 && !s->view && s->views_closing == 0)
                 s->done = true;
+}
+
+static void on_server_view_closed(void *userdata) {
+        struct guard_server *s = userdata;
+
+        s->views_closing--;
+        server_maybe_done(s);
+}
+
+static void server_close_view(struct guard_server *s) {
+        dtimer_stop(&s->keep);
+        if (!s->view)
+                return;
+        s->views_closing++;
+        node_view_close(s->view, on_server_view_closed, s);
+        s->view = NULL;
+        s->view_failed = false;
+}
+
+static void on_keep(struct dtimer *t) {
+        struct guard_server *s = container_of(t, struct guard_server, keep);
+
+        if (s->n_runs == 0)
+                server_close_view(s);
+}
+
+/* The server's view calls every run that reads it. */
+static void on_server_view_change(struct node_view *v, void *userdata) {
+        for (struct guard *g = ((struct guard_server *)userdata)->runs; g; g = g->next)
+                changed(g);
+}
+
+static void on_server_view_synced(struct node_view *v, unsigned part, void *userdata) {
+        for (struct guard *g = ((struct guard_server *)userdata)->runs; g; g = g->next) {
+                if (part == NODE_VIEW_NODE && !g->waiting)
+                        evaluate(g);
+                else
+                        changed(g);
+        }
+}
+
+static void on_server_view_error(struct node_view *v, unsigned part, int error, const char *message,
+                                 void *userdata) {
+        struct guard_server *s = userdata;
+
+        s->view_failed = true;
+        for (struct guard *g = s->runs; g; g = g->next)
+                on_view_error(v, part, error, message, g);
 }
 
 static void on_run_closed(void *userdata) {
@@ -608,6 +688,9 @@ static void on_run_closed(void *userdata) {
                 g->next->prev = g->prev;
         s->n_runs--;
         run_free(g);
+        /* A view that failed is not kept: the next request lists afresh. */
+        if (s->n_runs == 0 && s->view && !s->stopping)
+                dtimer_start(&s->keep, s->view_failed ? 0 : GUARD_VIEW_KEEP_USEC);
         server_maybe_done(s);
 }
 
@@ -630,14 +713,29 @@ static void on_report(struct dtimer *t) {
 }
 
 static void on_guard_request(void *userdata, struct httpd_request *req) {
+        static const struct node_view_handlers h = {
+                .on_change = on_server_view_change,
+                .on_synced = on_server_view_synced,
+                .on_error = on_server_view_error,
+        };
         struct guard_server *s = userdata;
         struct guard *g;
+        int r = 0;
 
-        if (s->stopping || run_new(s->app, s->o, &g) < 0) {
+        if (!s->stopping && !s->view) {
+                r = node_view_new(s->app->client, s->app->ts,
+                                  &(const struct node_view_options){ .node = s->o->node }, &h, s, &s->view);
+                if (r < 0)
+                        log_error_errno(r, "Cannot set up the informers: %m");
+        }
+        if (s->stopping || r < 0 || run_new(s->app, s->o, s->view, &g) < 0) {
                 (void)httpd_request_reply(req, 503,
-                                          s->stopping ? "the guard is stopping\n" : "out of memory\n");
+                                          s->stopping ? "the guard is stopping\n"
+                                          : r < 0     ? "cannot set up the informers\n"
+                                                      : "out of memory\n");
                 return;
         }
+        dtimer_stop(&s->keep);
         g->srv = s;
         g->req = req;
         g->next = s->runs;
@@ -687,10 +785,11 @@ static void on_server_signal(uv_signal_t *h, int signum) {
                 next = g->next;
                 if (!g->done)
                         finish(g, EXIT_ERROR, LOG_LEVEL_WARNING, "the guard is stopping (signal %d)%s%s",
-                               signum, g->last_held ? ": still held: " : "", strempty(g->last_held));
+                               signum, g->last_counts ? ": still held: " : "", strempty(g->last_counts));
                 if (g->req)
                         run_answer(g);
         }
+        server_close_view(s);
         s->stop_at = timesrc_now(s->app->ts);
         on_linger(&s->linger);
 }
@@ -709,6 +808,11 @@ static int guard_serve(struct app *a, const struct guard_opts *o) {
                 log_oom();
                 return EXIT_ERROR;
         }
+        if (dtimer_init(&s.keep, a->ts, on_keep) < 0) {
+                dtimer_done(&s.linger);
+                log_oom();
+                return EXIT_ERROR;
+        }
         r = httpd_new(&a->loop,
                       &(const struct httpd_options){
                               .address = o->listen,
@@ -723,6 +827,7 @@ static int guard_serve(struct app *a, const struct guard_opts *o) {
         if (r < 0) {
                 log_error_errno(r, "Cannot listen on %s: %m", o->listen);
                 dtimer_done(&s.linger);
+                dtimer_done(&s.keep);
                 return EXIT_ERROR; /* app_done() lets the handles of the failed start close */
         }
         log_info("guarding the DRA driver on node \"%s\": GET %s on %s (port %u) holds until its claims are "
@@ -740,6 +845,7 @@ static int guard_serve(struct app *a, const struct guard_opts *o) {
         while (signals_closed < 2 && uv_run(&a->loop, UV_RUN_ONCE) != 0)
                 ;
         dtimer_done(&s.linger);
+        dtimer_done(&s.keep);
         return EXIT_DONE;
 }
 

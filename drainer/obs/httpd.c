@@ -2,8 +2,9 @@
  * loop: MHD runs in its external epoll mode (no threads), its epoll fd is
  * watched by a uv_poll and its timeout by a uv_timer, and MHD_run() does the
  * work on the loop. Any client may connect (the DaemonSet listens on the pod
- * IP), so connections are capped in all and per address, idle ones time out,
- * and a request must arrive whole within a deadline. Owns the MHD daemon, its
+ * IP), so connections are capped in all and per address (the newest of an
+ * address ends its oldest idle one), one whose client has gone is shut at
+ * once, idle ones time out, and a request must arrive whole within a deadline. Owns the MHD daemon, its
  * listen socket, both handles and one record per connection; borrows the
  * metrics registry and the time source. It logs at debug level only. With a
  * handler it serves that one route instead: each GET of its path suspends its
@@ -48,6 +49,9 @@ struct conn {
         struct httpd *h;
         int fd; /* borrowed from MHD */
         struct dtimer deadline;
+        bool waiting;     /* deadline armed: no request in hand */
+        bool ended;       /* shut down by us; MHD closes it on its next run */
+        uint8_t addr[16]; /* the client's address (IPv4 as v4-mapped IPv6) */
         size_t body_bytes;
         struct conn *prev, *next;
 };
@@ -74,6 +78,7 @@ struct httpd {
         struct conn *conns;      /* owned, one per open connection */
         unsigned n_conns;
         uint64_t request_timeout_usec;
+        unsigned max_per_address;
         uint64_t cut_off; /* connections closed at their request deadline */
         httpd_ready_fn ready;
         void *userdata;
@@ -125,6 +130,7 @@ int httpd_parse_address(const char *address, char **ret_host, uint16_t *ret_port
 static int first_call_marker;
 
 static void kick(struct httpd *h);
+static void conn_end(struct conn *c);
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *ctype, char *body,
                              size_t len, bool owned) {
@@ -261,6 +267,16 @@ static struct conn *conn_of(struct MHD_Connection *conn) {
         return ci ? ci->socket_context : NULL;
 }
 
+static void conn_wait(struct conn *c) {
+        c->waiting = true;
+        dtimer_start(&c->deadline, c->h->request_timeout_usec);
+}
+
+static void conn_stop_waiting(struct conn *c) {
+        c->waiting = false;
+        dtimer_stop(&c->deadline);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **req_cls) {
@@ -282,7 +298,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (*upload_data_size > 0) {
                 if (c && (c->body_bytes += *upload_data_size) > BODY_MAX) {
                         /* Answered before the body ends: MHD closes the connection after it. */
-                        dtimer_stop(&c->deadline);
+                        conn_stop_waiting(c);
                         h->requests++;
                         return reply_text(conn, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large\n");
                 }
@@ -292,7 +308,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         /* The request arrived whole: the deadline is met. MHD's idle timeout still
          * closes a connection whose client stops reading the answer. */
         if (c)
-                dtimer_stop(&c->deadline);
+                conn_stop_waiting(c);
         h->requests++;
         if (h->handler)
                 return serve_route(h, conn, url, method, req_cls);
@@ -326,8 +342,50 @@ static void on_conn_deadline(struct dtimer *t) {
         c->h->cut_off++;
         log_debug("httpd: a request took longer than %" PRIu64 " s, closing its connection",
                   c->h->request_timeout_usec / USEC_PER_SEC);
+        conn_end(c);
+}
+
+/* Shuts a connection down (MHD owns the socket: it sees the end on its next run
+ * and closes it). */
+static void conn_end(struct conn *c) {
+        c->ended = true;
+        c->waiting = false;
+        dtimer_stop(&c->deadline);
         (void)shutdown(c->fd, SHUT_RDWR);
         kick(c->h);
+}
+
+static void addr_of(const struct sockaddr *sa, uint8_t ret[16]) {
+        memset(ret, 0, 16);
+        if (sa && sa->sa_family == AF_INET6)
+                memcpy(ret, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+        else if (sa && sa->sa_family == AF_INET) {
+                ret[10] = ret[11] = 0xff;
+                memcpy(ret + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        }
+}
+
+/* One address may hold max_per_address connections. The one over it ends the
+ * address's oldest connection that has no request in hand, else itself: whoever
+ * holds an address's share with idle or half-sent connections cannot keep out
+ * another client of that address (a hostNetwork pod shares the node's address
+ * with the kubelet's probes), while requests being answered are never cut. */
+static void enforce_share(struct httpd *h, struct conn *c) {
+        struct conn *victim = NULL;
+        unsigned n = 0;
+
+        for (struct conn *o = h->conns; o; o = o->next) {
+                if (o->ended || memcmp(o->addr, c->addr, 16) != 0)
+                        continue;
+                n++;
+                if (o != c && o->waiting)
+                        victim = o; /* the list runs newest first: the last match is the oldest */
+        }
+        if (n <= h->max_per_address)
+                return;
+        log_debug("httpd: an address is over its share of %u connections, ending %s", h->max_per_address,
+                  victim ? "its oldest idle one" : "the new one");
+        conn_end(victim ? victim : c);
 }
 
 static void conn_free(struct conn *c) {
@@ -366,13 +424,16 @@ static void on_mhd_connection(void *cls, struct MHD_Connection *conn, void **soc
         }
         c->h = h;
         c->fd = ci->connect_fd;
+        ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        addr_of(ci ? ci->client_addr : NULL, c->addr);
         c->next = h->conns;
         if (h->conns)
                 h->conns->prev = c;
         h->conns = c;
         h->n_conns++;
         *socket_context = c;
-        dtimer_start(&c->deadline, h->request_timeout_usec);
+        conn_wait(c);
+        enforce_share(h, c);
 }
 
 /* A request ended (answered, or the connection dropped): the next one on this
@@ -383,7 +444,7 @@ static void on_mhd_completed(void *cls, struct MHD_Connection *conn, void **req_
         struct conn *c = conn_of(conn);
 
         if (c && !h->closing && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-                dtimer_start(&c->deadline, h->request_timeout_usec);
+                conn_wait(c);
         if (*req_cls && h->handler && *req_cls != &first_call_marker) {
                 struct httpd_request *req = *req_cls;
 
@@ -396,6 +457,31 @@ static void on_mhd_completed(void *cls, struct MHD_Connection *conn, void **req_
 }
 
 /* ---- the loop ---- */
+
+/* Ends the connections whose client has gone while no request was in hand.
+ *
+ * MHD registers its sockets edge-triggered and, when a read returns less than it
+ * asked for, takes the socket for drained. A half request and the client's close
+ * that reach us together are one edge: MHD reads the bytes and never the end, so
+ * the connection would hold its slot (and its address's share) until the idle
+ * timeout, and a client that sends half a request and closes, over and over, keeps
+ * every other client of its address out. So after each run, every connection
+ * still waiting for its request is peeked: nothing left but the end of the stream
+ * means no request can ever arrive whole on it, and it is shut down, which MHD
+ * sees as an event of its own and closes. A connection with a request in hand (a
+ * suspended long poll whose client half-closed, say) is left alone. At most
+ * max_connections peeks per run. */
+static void end_gone_connections(struct httpd *h) {
+        for (struct conn *c = h->conns; c; c = c->next) {
+                char byte;
+
+                if (!c->waiting || c->ended)
+                        continue;
+                if (recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
+                        continue; /* data MHD has yet to read, nothing yet, or an error MHD will see */
+                conn_end(c);
+        }
+}
 
 static void on_timer(uv_timer_t *t);
 
@@ -422,6 +508,7 @@ static void mhd_run(struct httpd *h) {
                 return;
         before = current_connections(h);
         MHD_run(h->daemon);
+        end_gone_connections(h);
         if (current_connections(h) < before)
                 uv_timer_start(&h->timer, on_timer, 0, 0);
         else if (MHD_get_timeout(h->daemon, &t) == MHD_YES)
@@ -464,7 +551,7 @@ void httpd_close(struct httpd *h, void (*close_cb)(void *userdata), void *userda
         h->closing = true;
         /* MHD_stop_daemon() later reports each connection closed, which frees its record. */
         for (struct conn *c = h->conns; c; c = c->next)
-                dtimer_stop(&c->deadline);
+                conn_stop_waiting(c);
         /* MHD may not stop with connections suspended: resumed unanswered, they are
          * dropped (and their records freed) by MHD_stop_daemon(). */
         for (struct httpd_request *req = h->pending; req; req = req->next)
@@ -554,6 +641,7 @@ int httpd_new(struct uv_loop_s *loop, const struct httpd_options *o, struct http
         h->request_timeout_usec =
                 (o->request_timeout_sec ? o->request_timeout_sec : DEFAULT_REQUEST_TIMEOUT_SEC) *
                 USEC_PER_SEC;
+        h->max_per_address = o->max_per_address ? o->max_per_address : DEFAULT_MAX_PER_ADDRESS;
         h->metrics = o->metrics;
         h->ready = o->ready;
         h->userdata = o->userdata;
@@ -566,18 +654,17 @@ int httpd_new(struct uv_loop_s *loop, const struct httpd_options *o, struct http
         }
         /* MHD_USE_EPOLL without MHD_USE_INTERNAL_POLLING_THREAD: no threads; the epoll
          * fd is ours to poll. Once started, MHD owns the listen socket (MHD_stop_daemon()
-         * closes it); if it does not start, the socket is still ours. A connection over
-         * the per-address limit is accepted and closed at once, so one client (a pod)
-         * cannot take every slot from the kubelet's probes and Prometheus. A request
-         * whose headers outgrow MHD's per-connection memory (32 KiB) gets a 431. */
+         * closes it); if it does not start, the socket is still ours. The per-address
+         * share is ours (enforce_share()), so one client (a pod) cannot take every slot
+         * from the kubelet's probes and Prometheus; MHD's own per-address limit, twice
+         * that, only bounds the connections ended but not yet closed. A request whose
+         * headers outgrow MHD's per-connection memory (32 KiB) gets a 431. */
         h->daemon = MHD_start_daemon(
                 MHD_USE_EPOLL | MHD_USE_ERROR_LOG | (o->handler ? MHD_ALLOW_SUSPEND_RESUME : 0), 0, NULL,
                 NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET,
                 fd, MHD_OPTION_CONNECTION_LIMIT,
                 (unsigned)(o->max_connections ? o->max_connections : DEFAULT_MAX_CONNECTIONS),
-                MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                (unsigned)(o->max_per_address ? o->max_per_address : DEFAULT_MAX_PER_ADDRESS),
-                MHD_OPTION_CONNECTION_TIMEOUT,
+                MHD_OPTION_PER_IP_CONNECTION_LIMIT, 2 * h->max_per_address, MHD_OPTION_CONNECTION_TIMEOUT,
                 (unsigned)(o->timeout_sec ? o->timeout_sec : DEFAULT_TIMEOUT_SEC),
                 MHD_OPTION_NOTIFY_CONNECTION, on_mhd_connection, h, MHD_OPTION_NOTIFY_COMPLETED,
                 on_mhd_completed, h, MHD_OPTION_END);

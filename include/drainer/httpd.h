@@ -40,8 +40,10 @@ struct httpd_options {
         httpd_ready_fn ready;     /* NULL: always ready */
         void *userdata;           /* for ready */
         unsigned max_connections; /* 0 = 64; more wait in the listen backlog */
-        unsigned max_per_address; /* 0 = 16 from one client address; more are closed at once */
-        unsigned timeout_sec;     /* idle connections are closed after this; 0 = 10 */
+        /* 0 = 16 from one client address; a connection over it ends the address's
+         * oldest one that has no request in hand, else is closed at once */
+        unsigned max_per_address;
+        unsigned timeout_sec; /* idle connections are closed after this; 0 = 10 */
         /* A request must arrive whole (headers and body) within this from the
          * connection's start or the end of the previous request on it, else the
          * connection is closed (a client sending a byte now and then is never

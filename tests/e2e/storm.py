@@ -11,6 +11,8 @@ kinds:
   half      send half a request, hold
   big       send a 100 KiB header line; read the answer's status line
   slow      send half a request, then one byte a second (never idle)
+  closing   hold n connections for 0.5 s and close them, then 40 half requests
+            each closed as soon as sent (reports only how long it took)
 """
 import argparse
 import errno
@@ -34,7 +36,7 @@ def connect(src, host, port):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=["short", "idle", "half", "big", "slow"])
+    ap.add_argument("kind", choices=["short", "idle", "half", "big", "slow", "closing"])
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--src", default="127.0.0.2")
@@ -63,6 +65,25 @@ def main():
             for s in wave:
                 s.close()
             done += len(wave)
+        result["seconds"] = round(time.monotonic() - t0, 3)
+        print(json.dumps(result))
+        return
+
+    if a.kind == "closing":
+        held = [connect(a.src, a.host, a.port) for _ in range(a.n)]
+        time.sleep(0.5)
+        for s in held:
+            s.close()
+        for _ in range(40):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((a.src, 0))
+            s.settimeout(2)
+            try:
+                s.connect((a.host, a.port))
+                s.send(b"GET /metrics HTTP/1.1\r\n")
+            except OSError:
+                pass  # turned away at the limit: fine
+            s.close()
         result["seconds"] = round(time.monotonic() - t0, 3)
         print(json.dumps(result))
         return

@@ -6,7 +6,12 @@
 #    locked /healthz and /metrics up for good);
 #  - at once: 300 idle connections, 300 half-sent requests, 50 oversized requests
 #    (431), 20 clients sending a byte a second (never idle);
-#  - 200 idle connections from the prober's own address.
+#  - 200 idle connections from the prober's own address;
+#  - from the prober's own address, 64 connections held 0.5 s, then 40 half requests
+#    each closed as soon as sent: /healthz from that address answers within 2 s
+#    during it and right after (before, the prober was turned away while the storm
+#    held the address's share, and after it, as MHD never saw those closes, until
+#    the idle timeout) and no connection is left in CLOSE-WAIT.
 # After each storm /healthz answers a client with a 10 s timeout (the latency is
 # printed, not asserted) and /readyz says the node watch is synced and the API
 # server answers; the server closed every storm connection itself (idle timeout,
@@ -100,6 +105,30 @@ storm_run idle 200 127.0.0.1
 mv "$e2e_tmp/idle.json" "$e2e_tmp/idle-same.json"
 check "every one was closed by the server" all_closed idle-same
 check "/healthz answers after them" probe "200 idle connections from 127.0.0.1"
+
+echo "== from the prober's own address: 64 connections held 0.5 s, then 40 half requests each closed at once"
+storm_run closing 64 127.0.0.1 &
+closing_pid=$!
+track_pid $closing_pid
+e2e_cleanup_hooks+=("reap_pid $closing_pid KILL")
+# Every 0.5 s for 3 s, from the start of the storm, each with 2 s (a liveness
+# probe's budget): all answered, the storm's connections notwithstanding.
+probes_ok() {
+	local i code bad=0
+	for i in 1 2 3 4 5 6; do
+		code=$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/healthz")
+		[ "$code" = 200 ] || bad=$((bad + 1))
+		sleep 0.5
+	done
+	echo "    /healthz from 127.0.0.1 during and after: $bad of 6 probes failed"
+	[ "$bad" = 0 ]
+}
+check "/healthz answers within 2 s from that address during the storm and right after (6 probes in 3 s)" probes_ok
+wait "$closing_pid"
+untrack_pid "$closing_pid"
+echo "    closing: $(cat "$e2e_tmp/closing.json")"
+check "no connection the client closed is left open (CLOSE-WAIT)" \
+	bash -c "[ \$(ss -Htn state close-wait '( sport = :$port )' | wc -l) = 0 ]"
 
 check "serve is still running" serve_alive serve
 check "/readyz answers 200 (node watch synced, API server answering)" readyz

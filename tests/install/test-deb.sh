@@ -6,7 +6,9 @@
 # their hash (~/.cache/drainer-image/deb-root-*). Never the host's own dpkg database.
 # Checks: dpkg -i succeeds, drainer runs, the unit is enabled the Debian way (the
 # wants symlink and deb-systemd-helper's state), the user exists, the conffiles are
-# registered, the man page and completions are in place; after dpkg --purge the
+# registered, the man page and completions are in place; an account "drainer" the
+# package did not make is refused unless it is a system account, and is never removed
+# on purge (one throw-away root per case); after dpkg --purge the
 # overlay's upper layer holds nothing but dpkg's own log and bookkeeping (every other
 # file changed or added is a leftover), and the host's dpkg database is untouched.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -114,6 +116,63 @@ while read -r line; do
 	*) fail "$line" ;;
 	esac
 done <"$t_tmp/inside.out"
+
+# An account "drainer" the package did not make: each case in a fresh overlay of its
+# own. One that is not a system account (a uid above SYS_UID_MAX, or a login shell),
+# or a group "drainer" without a user drainer (system group or not), makes the install
+# fail before anything is unpacked (so the polkit rule, which grants the user drainer
+# rights, never lands) with a message saying why; a system account an admin made is
+# used and left in place, with its group, on purge.
+accounts() {
+	set -u
+	local c=$1 setup=$2 want=$3 r=$T/root-$1
+	mkdir -p "$T/upper-$c" "$T/work-$c" "$r"
+	mount --make-rprivate /
+	mount -t overlay overlay -o "lowerdir=$BASE,upperdir=$T/upper-$c,workdir=$T/work-$c" "$r" || { echo "FAIL $c: overlay mount"; return; }
+	mount -t proc proc "$r/proc"
+	mount -t tmpfs tmpfs "$r/run"
+	ch() { chroot "$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C "$@"; }
+	ch sh -c "$setup" >/dev/null 2>&1 || echo "FAIL $c: setup: $setup"
+	local pw gr
+	pw=$(ch getent passwd drainer) gr=$(ch getent group drainer)
+	cp "$T/drainer.deb" "$r/tmp/drainer.deb"
+	ch dpkg -i /tmp/drainer.deb >"$T/dpkg-i-$c.log" 2>&1
+	local rc=$?
+	rm -f "$r/tmp/drainer.deb"
+	if [ "$want" = refuse ]; then
+		[ "$rc" != 0 ] && grep -q 'refusing to install' "$T/dpkg-i-$c.log" &&
+			echo "ok $c: dpkg -i refused: $(grep -o 'refusing to install[^(]*' "$T/dpkg-i-$c.log" | head -n 1)" ||
+			echo "FAIL $c: dpkg -i exit $rc: $(tail -n 3 "$T/dpkg-i-$c.log" | tr '\n' ' ')"
+		[ ! -e "$r/usr/share/polkit-1/rules.d/50-drainer.rules" ] && echo "ok $c: nothing unpacked (no polkit rule)" ||
+			echo "FAIL $c: the polkit rule was unpacked"
+	else
+		[ "$rc" = 0 ] && echo "ok $c: dpkg -i succeeds" || echo "FAIL $c: dpkg -i exit $rc: $(tail -n 3 "$T/dpkg-i-$c.log" | tr '\n' ' ')"
+	fi
+	ch dpkg --purge drainer >"$T/dpkg-purge-$c.log" 2>&1 || echo "FAIL $c: dpkg --purge: $(tail -n 3 "$T/dpkg-purge-$c.log" | tr '\n' ' ')"
+	[ "$(ch getent passwd drainer)" = "$pw" ] && echo "ok $c: after purge the user is as before: ${pw:-none}" ||
+		echo "FAIL $c: after purge the user is [$(ch getent passwd drainer)], was [$pw]"
+	[ "$(ch getent group drainer)" = "$gr" ] && echo "ok $c: after purge the group is as before: $gr" ||
+		echo "FAIL $c: after purge the group is [$(ch getent group drainer)], was [$gr]"
+	[ ! -e "$r/var/lib/drainer" ] && echo "ok $c: no /var/lib/drainer left" || echo "FAIL $c: /var/lib/drainer left: $(ls "$r/var/lib/drainer")"
+	umount "$r/run"
+	umount "$r/proc"
+	umount "$r"
+}
+while IFS='|' read -r c setup want; do
+	T=$t_tmp BASE=$base unshare --mount bash -c "$(declare -f accounts); accounts '$c' '$setup' '$want'" >"$t_tmp/accounts.out" 2>&1
+	while read -r line; do
+		case $line in
+		ok*) pass "${line#ok }" ;;
+		*) fail "$line" ;;
+		esac
+	done <"$t_tmp/accounts.out"
+done <<'EOF2'
+login-user|useradd -u 1001 -m -s /bin/bash drainer|refuse
+system-uid-with-shell|useradd -r -u 998 -s /bin/bash drainer|refuse
+non-system-group|groupadd -g 1500 drainer|refuse
+admin-system-user|useradd -r -u 990 -M -d /nonexistent -s /usr/sbin/nologin drainer|use
+admin-system-group|groupadd -r -g 991 drainer|refuse
+EOF2
 
 # What the install and purge left in the upper layer: only dpkg's log and bookkeeping.
 # (A file that an overlay copied up unchanged is no leftover.)
