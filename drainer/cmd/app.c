@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 
-#include "drainer/app.h"
+#include "app.h"
 #include "drainer/client.h"
 #include "drainer/credentials.h"
 #include "drainer/kubeconfig.h"

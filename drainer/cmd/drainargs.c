@@ -8,7 +8,7 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "drainer/drainargs.h"
+#include "drainargs.h"
 #include "drainer/log.h"
 #include "drainer/selector.h"
 #include "drainer/timesrc.h"

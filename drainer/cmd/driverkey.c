@@ -7,14 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/app.h"
+#include "app.h"
 #include "drainer/client.h"
-#include "drainer/driverkey.h"
 #include "drainer/driverstop.h"
 #include "drainer/log.h"
 #include "drainer/plan.h"
-#include "drainer/snapshot.h"
 #include "drainer/state.h"
+#include "driverkey.h"
+#include "snapshot.h"
 
 void drain_args_for_driver(const struct drain_args *a, size_t i, struct drain_args *ret) {
         *ret = *a;

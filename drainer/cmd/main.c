@@ -7,13 +7,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "drainer/app.h"
+#include "app.h"
 #include "drainer/kobserver.h"
 #include "drainer/log.h"
 #include "drainer/metrics.h"
 #include "drainer/timesrc.h"
 #include "drainer/transport.h"
-#include "drainer/verbs.h"
+#include "verbs.h"
 
 #define GLOBAL_HELP                                                                              \
         "Global flags (before or after the verb):\n"                                             \

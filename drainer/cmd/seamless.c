@@ -7,9 +7,9 @@
 #include "drainer/client.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
-#include "drainer/seamless.h"
 #include "drainer/text.h"
 #include "drainer/upgrade.h"
+#include "seamless.h"
 
 #define MAX_CANDIDATES 8
 

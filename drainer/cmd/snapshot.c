@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/app.h"
+#include "app.h"
 #include "drainer/log.h"
 #include "drainer/macro.h"
-#include "drainer/snapshot.h"
+#include "snapshot.h"
 
 static unsigned parts_of(const struct snapshot *s) {
         return NODE_VIEW_ALL & ~(s->with_pdbs ? 0 : NODE_VIEW_PDBS);

@@ -8,16 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/app.h"
+#include "app.h"
+#include "drainargs.h"
 #include "drainer/claims.h"
 #include "drainer/doctor-gather.h"
 #include "drainer/doctor-prom.h"
 #include "drainer/doctor-rules.h"
-#include "drainer/drainargs.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
 #include "drainer/selector.h"
-#include "drainer/verbs.h"
+#include "verbs.h"
 
 /* gather reads at most this many selectors */
 _Static_assert(DOCTOR_DRIVER_SELECTORS_MAX >= MAX_DRIVER_SELECTORS, "doctor: too few driver selectors");

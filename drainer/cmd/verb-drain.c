@@ -10,11 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app.h"
+#include "drainargs.h"
 #include "drainer/announcer.h"
-#include "drainer/app.h"
 #include "drainer/client.h"
-#include "drainer/drainargs.h"
-#include "drainer/driverkey.h"
 #include "drainer/engine.h"
 #include "drainer/health.h"
 #include "drainer/json.h"
@@ -24,13 +23,14 @@
 #include "drainer/nodeset.h"
 #include "drainer/nodeview.h"
 #include "drainer/plan.h"
-#include "drainer/seamless.h"
 #include "drainer/selector.h"
-#include "drainer/snapshot.h"
 #include "drainer/sysbus.h"
 #include "drainer/taintrule.h"
 #include "drainer/timesrc.h"
-#include "drainer/verbs.h"
+#include "driverkey.h"
+#include "seamless.h"
+#include "snapshot.h"
+#include "verbs.h"
 
 /* ---- plan ---- */
 

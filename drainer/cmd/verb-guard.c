@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/app.h"
+#include "app.h"
+#include "drainargs.h"
 #include "drainer/claims.h"
-#include "drainer/drainargs.h"
 #include "drainer/httpd.h"
 #include "drainer/log.h"
 #include "drainer/nodeview.h"
@@ -26,7 +26,7 @@
 #include "drainer/plan.h"
 #include "drainer/selector.h"
 #include "drainer/timesrc.h"
-#include "drainer/verbs.h"
+#include "verbs.h"
 
 #define GUARD_DEFAULT_GRACE_SECONDS 30
 #define GUARD_MARGIN_USEC           (5 * USEC_PER_SEC)

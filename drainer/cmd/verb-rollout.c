@@ -17,11 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app.h"
+#include "drainargs.h"
 #include "drainer/announcer.h"
-#include "drainer/app.h"
 #include "drainer/claims.h"
 #include "drainer/client.h"
-#include "drainer/drainargs.h"
 #include "drainer/driverstop.h"
 #include "drainer/engine.h"
 #include "drainer/health.h"
@@ -34,7 +34,7 @@
 #include "drainer/slots.h"
 #include "drainer/state.h"
 #include "drainer/text.h"
-#include "drainer/verbs.h"
+#include "verbs.h"
 
 #define ROLLOUT_MAX_NODES    10000
 #define DEFAULT_LEASE_NS     "drainer-system"

@@ -11,11 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app.h"
+#include "drainargs.h"
 #include "drainer/announcer.h"
-#include "drainer/app.h"
 #include "drainer/backoff.h"
 #include "drainer/client.h"
-#include "drainer/drainargs.h"
 #include "drainer/engine.h"
 #include "drainer/hashmap.h"
 #include "drainer/httpd.h"
@@ -29,7 +29,7 @@
 #include "drainer/state.h"
 #include "drainer/sysbus.h"
 #include "drainer/timesrc.h"
-#include "drainer/verbs.h"
+#include "verbs.h"
 
 #define DRAINER_ANN_SHUTDOWN_BOOT "drainer.io/shutdown-boot-id"
 #define RETRY_BASE_USEC           (30 * USEC_PER_SEC)

@@ -9,20 +9,20 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "drainer/app.h"
+#include "app.h"
+#include "drainargs.h"
 #include "drainer/claims.h"
 #include "drainer/client.h"
-#include "drainer/drainargs.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
 #include "drainer/nodeview.h"
 #include "drainer/objects.h"
 #include "drainer/selector.h"
-#include "drainer/snapshot.h"
 #include "drainer/state.h"
 #include "drainer/text.h"
 #include "drainer/timesrc.h"
-#include "drainer/verbs.h"
+#include "snapshot.h"
+#include "verbs.h"
 
 /* What status shows: no budgets. */
 #define STATUS_PARTS (NODE_VIEW_ALL & ~NODE_VIEW_PDBS)

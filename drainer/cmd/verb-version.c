@@ -13,12 +13,12 @@
 #include <uv.h>
 #include <yaml.h>
 
+#include "app.h"
 #include "drainer-build.h"
 #include "drainer-version.h"
-#include "drainer/app.h"
 #include "drainer/json.h"
 #include "drainer/log.h"
-#include "drainer/verbs.h"
+#include "verbs.h"
 
 #ifdef NDEBUG
 #define DRAINER_ASSERTS false

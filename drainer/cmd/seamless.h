@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "drainer/app.h"
+#include "app.h"
 #include "drainer/objects.h"
 
 struct seamless_answer {

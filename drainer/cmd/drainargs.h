@@ -9,7 +9,7 @@
 #include "drainer/health.h"
 #include "drainer/plan.h"
 #include "drainer/state.h"
-#include "drainer/verbs.h"
+#include "verbs.h"
 
 #define MAX_DRIVER_SELECTORS  16
 #define MAX_DRIVER_NAMESPACES 16

@@ -3,7 +3,7 @@
  * (its own state keys, its own stop). */
 #pragma once
 
-#include "drainer/drainargs.h"
+#include "drainargs.h"
 
 struct app;
 struct snapshot;

@@ -2,7 +2,7 @@
  * verb) and the global flags parsed so far, and returns an exit code. */
 #pragma once
 
-#include "drainer/app.h"
+#include "app.h"
 
 struct verb {
         const char *name;
