@@ -21,17 +21,6 @@ need_drainer
 node=node-3
 storm=$e2e_root/tests/e2e/storm.py
 
-free_port() {
-	local p i
-	for i in $(seq 1 100); do
-		p=$((20000 + RANDOM % 30000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return 0
-		fi
-	done
-	return 1
-}
 port=$(free_port)
 # probe WHAT: GET /healthz with a 10 s timeout; prints the latency; fails unless 200 "ok".
 probe() {
