@@ -176,26 +176,26 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                 return 0;
         case OPT_GRACE:
                 errno = 0;
-                a->grace = strtoll(arg, &end, 10);
-                if (errno || *end || end == arg || a->grace < -1)
+                a->profile.grace = strtoll(arg, &end, 10);
+                if (errno || *end || end == arg || a->profile.grace < -1)
                         return log_error_errno(EINVAL,
                                                "--grace-period: invalid value \"%s\" (seconds, -1 for "
                                                "each pod's own)",
                                                arg);
                 return 0;
         case OPT_TIMEOUT:
-                if (parse_duration(arg, &a->timeout_usec) < 0)
+                if (parse_duration(arg, &a->profile.timeout_usec) < 0)
                         return log_error_errno(EINVAL,
                                                "--timeout: invalid duration \"%s\" (e.g. 90s, 5m, 1h)", arg);
                 return 0;
         case OPT_EMPTYDIR:
-                a->emptydir = true;
+                a->profile.emptydir = true;
                 return 0;
         case OPT_FORCE:
-                a->force = true;
+                a->profile.force = true;
                 return 0;
         case OPT_DISABLE_EVICTION:
-                a->disable_eviction = true;
+                a->profile.disable_eviction = true;
                 return 0;
         case OPT_DRY_RUN:
                 /* kubectl's values; a bare --dry-run is client, as kubectl's was */
@@ -222,7 +222,7 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                                 "--skip-wait-for-delete-timeout: invalid value \"%s\" (seconds, "
                                 "0: wait for every pod)",
                                 arg);
-                a->skip_wait_for_delete_usec = (uint64_t)v * USEC_PER_SEC;
+                a->profile.skip_wait_for_delete_usec = (uint64_t)v * USEC_PER_SEC;
                 return 0;
         }
         case OPT_IGNORE_DAEMONSETS:
@@ -243,7 +243,7 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
         case OPT_DRIVER_STOP: {
                 char msg[512];
 
-                if (driver_stop_parse(arg, &a->stop, &a->stop_arg, msg, sizeof(msg)) < 0)
+                if (driver_stop_parse(arg, &a->profile.stop, &a->profile.stop_arg, msg, sizeof(msg)) < 0)
                         return log_error_errno(EINVAL, "%s", msg);
                 a->stop_given = true;
                 return 0;
@@ -253,39 +253,40 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
 
                 if (drain_scope_check(arg, msg, sizeof(msg)) < 0)
                         return log_error_errno(EINVAL, "%s", msg);
-                for (size_t i = 0; i < a->n_drivers; i++)
-                        if (streq(a->drivers[i], arg))
+                for (size_t i = 0; i < a->profile.n_drivers; i++)
+                        if (streq(a->profile.drivers[i], arg))
                                 return log_error_errno(EINVAL, "--driver %s: given twice", arg);
-                if (a->n_drivers >= DRIVER_STOP_MAX_DRIVERS)
+                if (a->profile.n_drivers >= DRIVER_STOP_MAX_DRIVERS)
                         return log_error_errno(EINVAL, "--driver: at most %d drivers",
                                                DRIVER_STOP_MAX_DRIVERS);
-                a->drivers[a->n_drivers++] = arg;
-                a->drivers[a->n_drivers] = NULL;
+                a->profile.drivers[a->profile.n_drivers++] = arg;
+                a->profile.drivers[a->profile.n_drivers] = NULL;
                 return 0;
         }
         case OPT_DRIVER_HEALTH:
                 a->health = arg;
                 return 0;
         case OPT_IGNORE_HEALTH:
-                a->ignore_health = true;
+                a->profile.ignore_health = true;
                 return 0;
         case OPT_FORCE_UNCORDON:
-                a->force_uncordon = true;
+                a->profile.force_uncordon = true;
                 return 0;
         case OPT_RESTORE_ON_FAILURE:
-                a->restore_on_failure = true;
+                a->profile.restore_on_failure = true;
                 return 0;
         case OPT_FORCE_DRAIN:
-                a->force_drain = true;
+                a->profile.force_drain = true;
                 return 0;
         case OPT_SKIP_DRIVER_STOP:
-                a->skip_driver_stop = true;
+                a->profile.skip_driver_stop = true;
                 return 0;
         case OPT_NODE_CONDITIONS:
-                a->node_conditions = true;
+                a->profile.node_conditions = true;
                 return 0;
         case OPT_DRIVER_NAMESPACE:
-                return driver_namespace_add(a->driver_namespaces, &a->n_driver_namespaces, arg);
+                return driver_namespace_add(a->profile.driver_namespaces, &a->profile.n_driver_namespaces,
+                                            arg);
         case OPT_CONFIG:
                 a->config = arg; /* read before parsing: config_argv_build() */
                 return 0;
@@ -294,10 +295,7 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
 }
 
 void drain_args_done(struct drain_args *a) {
-        selector_free(a->pod_sel);
-        selectors_free(a->drv_sels, a->n_drv_sels);
-        if (a->has_health)
-                health_target_done(&a->health_target);
+        drain_profile_done(&a->profile);
 }
 
 /* Parses and validates everything before any request is made. Returns 1 to go
@@ -308,8 +306,8 @@ int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain
         int r;
 
         a->verb = argv[0];
-        a->grace = -1;
-        a->stop = driver_stop_or_default(NULL);
+        a->profile.grace = -1;
+        a->profile.stop = driver_stop_or_default(NULL);
         struct option all[64];
         size_t n = 0;
 
@@ -323,57 +321,40 @@ int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain
         r = verb_parse(argc, argv, g, all, on_drain_opt, a);
         if (r <= 0)
                 return r;
-        if (a->pod_selector && selector_parse(a->pod_selector, &a->pod_sel, &err) < 0) {
+        if (a->pod_selector && selector_parse(a->pod_selector, &a->profile.pod_sel, &err) < 0) {
                 log_error("--pod-selector: %s", strna(err));
                 return -EINVAL;
         }
-        r = driver_selectors_parse(a->driver_selectors, a->n_driver_selectors, &a->drv_sels, &a->n_drv_sels);
+        r = driver_selectors_parse(a->driver_selectors, a->n_driver_selectors, &a->profile.drv_sels,
+                                   &a->profile.n_drv_sels);
         if (r < 0)
                 return r;
-        if (a->n_drivers > 0 && a->node_conditions)
+        if (a->profile.n_drivers > 0 && a->profile.node_conditions)
                 return log_error_errno(EINVAL,
                                        "--node-conditions does not apply with --driver: DrainInProgress and "
                                        "Drained say the node is drained, and a driver's drain is not that");
-        if (a->n_drivers > 0 && a->stop == &driver_stop_taint && a->stop_given)
+        if (a->profile.n_drivers > 0 && a->profile.stop == &driver_stop_taint && a->stop_given)
                 /* the drain taint keeps every new pod off the node: not a driver's maintenance */
                 return log_error_errno(EINVAL,
                                        "--driver-stop taint does not apply with --driver: the drain taint "
                                        "keeps every new pod off the node; use --driver-stop label:KEY, "
                                        "systemd:UNIT or none (without --driver-stop: label, KEY from the "
                                        "driver DaemonSet's nodeSelector)");
-        if (a->n_drivers > 0 && !a->stop_given) {
+        if (a->profile.n_drivers > 0 && !a->stop_given) {
                 /* label:KEY, KEY read per driver from its DaemonSet (driverkey.h) */
-                a->stop = &driver_stop_label;
-                a->stop_arg = NULL;
+                a->profile.stop = &driver_stop_label;
+                a->profile.stop_arg = NULL;
                 a->stop_from_daemonset = true;
         }
         if (a->health) {
-                r = health_target_parse(a->health, &a->health_target, &err);
+                r = health_target_parse(a->health, &a->profile.health_target, &err);
                 if (r < 0) {
                         log_error("--driver-health: %s", strna(err));
                         return -EINVAL;
                 }
-                a->has_health = true;
+                a->profile.has_health = true;
         }
         return 1;
-}
-
-void fill_plan_options(const struct drain_args *a, struct plan_options *po) {
-        *po = (struct plan_options){
-                .pod_selector = a->pod_sel,
-                .driver_selectors = (const struct selector *const *)a->drv_sels,
-                .n_driver_selectors = a->n_drv_sels,
-                .driver_namespaces = a->driver_namespaces,
-                .n_driver_namespaces = a->n_driver_namespaces,
-                .force = a->force,
-                .delete_emptydir_data = a->emptydir,
-                .driver_stop = a->stop,
-                .driver_stop_arg = a->stop_arg,
-                .ignore_driver_health = a->ignore_health,
-                .drivers = a->drivers,
-                .n_drivers = a->n_drivers,
-                .isolation = a->n_drivers > 0 ? PLAN_ISOLATE_CORDON_FALLBACK : PLAN_ISOLATE_CORDON,
-        };
 }
 
 int driver_selector_add(const char **v, size_t *n, const char *sel) {

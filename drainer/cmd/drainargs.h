@@ -8,11 +8,12 @@
 
 #include "drainer/health.h"
 #include "drainer/plan.h"
+#include "drainer/profile.h"
 #include "drainer/state.h"
 #include "verbs.h"
 
 #define MAX_DRIVER_SELECTORS  16
-#define MAX_DRIVER_NAMESPACES 16
+#define MAX_DRIVER_NAMESPACES DRAIN_PROFILE_MAX_NAMESPACES
 
 enum {
         OPT_POD_SELECTOR = 0x100,
@@ -40,40 +41,22 @@ enum {
 
 struct drain_args {
         const char *verb;
+        /* what the flags say about how nodes are drained (profile.h); parsed here */
+        struct drain_profile profile;
         const char *pod_selector;
-        int64_t grace;
-        uint64_t timeout_usec;
-        bool emptydir, force, disable_eviction, dry_run, ignore_health, force_uncordon, restore_on_failure,
-                skip_driver_stop;
-        bool force_drain;     /* maintain --driver: drain even when the driver upgrades seamlessly */
-        bool node_conditions; /* --node-conditions: DrainInProgress and Drained on the Node (KEP-5683) */
+        bool dry_run;
         /* --dry-run=server (dry_run is set too): the cordon patch and every eviction sent
          * with dryRun=All, as kubectl drain --dry-run=server; --dry-run (bare) or
          * --dry-run=client: the plan only; --dry-run=none: no dry run */
         bool dry_run_server;
-        uint64_t skip_wait_for_delete_usec; /* --skip-wait-for-delete-timeout N (s); 0: none */
         const char *driver_selectors[MAX_DRIVER_SELECTORS + 1];
         size_t n_driver_selectors;
-        const char *driver_namespaces[MAX_DRIVER_NAMESPACES + 1];
-        size_t n_driver_namespaces;
-        const char *config;                 /* --config FILE (already read: see config_argv_build) */
-        const struct driver_stop_ops *stop; /* --driver-stop NAME (default taint) */
-        const char *stop_arg;               /* ... :ARG, or NULL */
-        bool stop_given;                    /* --driver-stop was given */
-        /* --driver without --driver-stop: label, stop_arg still NULL: each driver's KEY is
-         * read from its DaemonSet before anything runs (driverkey.h) */
+        const char *config; /* --config FILE (already read: see config_argv_build) */
+        bool stop_given;    /* --driver-stop was given */
+        /* --driver without --driver-stop: label, profile.stop_arg still NULL: each driver's
+         * KEY is read from its DaemonSet before anything runs (driverkey.h) */
         bool stop_from_daemonset;
-        /* --driver NAME (repeatable): a drain scoped to these DRA drivers (plan.h) */
-        const char *drivers[DRIVER_STOP_MAX_DRIVERS + 1];
-        size_t n_drivers;
         const char *health;
-
-        /* parsed */
-        struct selector *pod_sel;
-        struct selector **drv_sels;
-        size_t n_drv_sels;
-        struct health_target health_target;
-        bool has_health;
 
         verb_opt_fn more_fn; /* the caller's own flags */
         void *more_ud;
@@ -96,7 +79,6 @@ size_t drain_config_skip(const char *verb, const char **buf, size_t size);
  * `verb`: 1 or 0, with *ret_takes_value set when the next word is its value; -ENOENT
  * for a word that is not a drain flag (a global flag, a positional). */
 int drain_flag_applies(const char *verb, const char *word, bool *ret_takes_value);
-void fill_plan_options(const struct drain_args *a, struct plan_options *po);
 
 /* --driver-selector SEL, for every verb that takes it (the drain verbs, status, guard,
  * doctor): adds SEL to the n of at most MAX_DRIVER_SELECTORS in v (NULL-terminated);

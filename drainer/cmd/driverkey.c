@@ -18,9 +18,7 @@
 
 void drain_args_for_driver(const struct drain_args *a, size_t i, struct drain_args *ret) {
         *ret = *a;
-        ret->drivers[0] = a->drivers[i];
-        ret->drivers[1] = NULL;
-        ret->n_drivers = 1;
+        drain_profile_for_driver(&a->profile, i, &ret->profile);
 }
 
 struct ds_get {
@@ -57,7 +55,7 @@ static char *find_daemonset(const struct snapshot *s, const struct drain_args *a
         int r;
 
         *ret_error = 0;
-        fill_plan_options(a, &po);
+        drain_profile_plan_options(&a->profile, &po);
         po.driver_stop = &driver_stop_label;
         po.driver_stop_arg = NULL;
         r = plan_build(s->node, s->in.pods, s->in.n_pods, s->in.claims, s->in.n_claims, s->in.slices,
@@ -76,7 +74,7 @@ static char *find_daemonset(const struct snapshot *s, const struct drain_args *a
         if (ds || *ret_error < 0)
                 return ds;
         /* The driver is stopped already (a resume, an uncordon): where its record says. */
-        if (drain_scope_view_init(&sv, s->node, a->drivers[0]) < 0)
+        if (drain_scope_view_init(&sv, s->node, a->profile.drivers[0]) < 0)
                 return *ret_error = -ENOMEM, NULL;
         if (drain_state_parse(&sv.node, &st, NULL) < 0)
                 return NULL; /* the engine refuses the nonsense, saying what it is */
@@ -102,7 +100,7 @@ int driver_key_resolve(struct app *app, const struct snapshot *s, const struct d
                              "--driver %s: no DRA driver pod of %s (a DaemonSet's) is on node %s, so no "
                              "DaemonSet's nodeSelector says which label stops it; give --driver-stop "
                              "label:KEY, systemd:UNIT or none",
-                             a->drivers[0], a->drivers[0], s->node->name) < 0)
+                             a->profile.drivers[0], a->profile.drivers[0], s->node->name) < 0)
                         return -ENOMEM;
                 return -EPERM;
         }

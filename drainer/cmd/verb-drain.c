@@ -164,7 +164,7 @@ static int run_server_dry_run(struct app *app, const struct node_rec *node, cons
                 return log_oom();
         for (size_t i = 0; i < p->n_pods; i++) {
                 const struct plan_pod *pp = &p->pods[i];
-                int64_t grace = a->grace;
+                int64_t grace = a->profile.grace;
 
                 if (pp->group == EVICT_GROUP_NONE || pp->pod->deleting) {
                         calls[i].done = true;
@@ -366,8 +366,8 @@ static int run_plan_one(struct app *app, const char *node, struct drain_args *a,
         struct plan p;
         int r;
 
-        fill_plan_options(a, &po);
-        if (a->n_drivers > 0 && (r = plan_discover_rules(app, &po, &disc)) < 0)
+        drain_profile_plan_options(&a->profile, &po);
+        if (a->profile.n_drivers > 0 && (r = plan_discover_rules(app, &po, &disc)) < 0)
                 return r;
         r = snapshot_read(&s);
         if (r < 0) {
@@ -375,12 +375,13 @@ static int run_plan_one(struct app *app, const char *node, struct drain_args *a,
                 return r;
         }
         /* The Node as the drain's scope sees it (--driver: only that driver's keys). */
-        if (drain_scope_view_init(&sv, s.node, a->n_drivers > 0 ? a->drivers[0] : NULL) < 0) {
+        if (drain_scope_view_init(&sv, s.node, a->profile.n_drivers > 0 ? a->profile.drivers[0] : NULL) <
+            0) {
                 snapshot_done(&s);
                 return log_oom();
         }
         pn = &sv.node;
-        conflict = drain_scope_conflict(s.node, a->n_drivers > 0 ? a->drivers[0] : NULL);
+        conflict = drain_scope_conflict(s.node, a->profile.n_drivers > 0 ? a->profile.drivers[0] : NULL);
         if (a->stop_from_daemonset) {
                 /* --driver without --driver-stop: label, KEY from the driver's DaemonSet */
                 r = driver_key_resolve(app, &s, a, &key, &key_from, &key_why);
@@ -426,13 +427,13 @@ static int run_plan_one(struct app *app, const char *node, struct drain_args *a,
                                  "node %s is being drained: a drain of DRA driver %s waits until that drain "
                                  "is "
                                  "undone (drainer uncordon %s)",
-                                 node, a->drivers[0], node);
+                                 node, a->profile.drivers[0], node);
                 plan_add_blocker(&p, BLOCKER_DRAIN_EXCLUSIVE, NULL, m);
         }
         if (key_why)
                 plan_add_blocker(&p, BLOCKER_DRIVER_STOP_KEY, NULL, key_why);
         /* The same health check as the drain's preflight, when an endpoint is configured. */
-        if (a->has_health && !a->ignore_health)
+        if (a->profile.has_health && !a->profile.ignore_health)
                 for (size_t i = 0; i < p.n_pods; i++) {
                         const struct pod_rec *pod = p.pods[i].pod;
                         struct plan_probe pr = {};
@@ -441,7 +442,7 @@ static int run_plan_one(struct app *app, const char *node, struct drain_args *a,
 
                         if (p.pods[i].cls != POD_CLASS_DRIVER || pod->deleting)
                                 continue;
-                        if (health_probe_start(app->transport, &a->health_target, pod->pod_ip,
+                        if (health_probe_start(app->transport, &a->profile.health_target, pod->pod_ip,
                                                5 * USEC_PER_SEC, on_plan_probe, &pr, &hp) < 0)
                                 pr = (struct plan_probe){ .done = true, .error = -EIO };
                         else
@@ -456,7 +457,7 @@ static int run_plan_one(struct app *app, const char *node, struct drain_args *a,
                         plan_add_blocker(&p, BLOCKER_DRIVER_UNHEALTHY, pod, m);
                 }
         /* --driver: whether the driver upgrades seamlessly */
-        if (a->n_drivers > 0 && !s.in.dra_off) {
+        if (a->profile.n_drivers > 0 && !s.in.dra_off) {
                 const struct pod_rec **dp = calloc(p.n_pods ? p.n_pods : 1, sizeof(*dp));
                 size_t n_dp = 0;
 
@@ -468,7 +469,7 @@ static int run_plan_one(struct app *app, const char *node, struct drain_args *a,
                 for (size_t i = 0; i < p.n_pods; i++)
                         if (p.pods[i].cls == POD_CLASS_DRIVER)
                                 dp[n_dp++] = p.pods[i].pod;
-                r = seamless_check(app, a->drivers[0], dp, n_dp, &seam);
+                r = seamless_check(app, a->profile.drivers[0], dp, n_dp, &seam);
                 free(dp);
                 if (r < 0) {
                         plan_done(&p);
@@ -527,12 +528,13 @@ static int run_plan_one(struct app *app, const char *node, struct drain_args *a,
                         printf("Seamless upgrade of %s: yes, %s: to update it, no drain is needed "
                                "('maintain --driver' runs its command without evicting anything; "
                                "--force-drain drains first)\n",
-                               a->drivers[0], seam.why);
+                               a->profile.drivers[0], seam.why);
                 else if (seam_known)
                         printf("Seamless upgrade of %s: no, %s; to update it across the cluster: drainer "
                                "rollout %s --driver %s\n",
-                               a->drivers[0], seam.why,
-                               seam.daemonset[0] ? seam.daemonset : "NAMESPACE/DAEMONSET", a->drivers[0]);
+                               a->profile.drivers[0], seam.why,
+                               seam.daemonset[0] ? seam.daemonset : "NAMESPACE/DAEMONSET",
+                               a->profile.drivers[0]);
         }
         r = r < 0 ? r : (p.n_blockers > 0 ? -EPERM : 0);
         plan_done(&p);
@@ -551,7 +553,7 @@ static int node_seamless(struct app *app, const char *node, struct drain_args *a
         size_t n_dp = 0;
         int r;
 
-        fill_plan_options(a, &po);
+        drain_profile_plan_options(&a->profile, &po);
         r = snapshot_read(&s);
         if (r < 0) {
                 snapshot_done(&s);
@@ -570,7 +572,7 @@ static int node_seamless(struct app *app, const char *node, struct drain_args *a
                                                         .n_namespaces = po.n_driver_namespaces,
                                                 }))
                         dp[n_dp++] = s.in.pods[i];
-        r = seamless_check(app, a->drivers[0], dp, n_dp, ret);
+        r = seamless_check(app, a->profile.drivers[0], dp, n_dp, ret);
         free(dp);
         snapshot_done(&s);
         return r;
@@ -582,9 +584,9 @@ static int run_plan(struct app *app, const char *node, struct drain_args *a, con
                     enum output_format fmt, cJSON *list) {
         int worst = 0;
 
-        if (a->n_drivers <= 1)
+        if (a->profile.n_drivers <= 1)
                 return run_plan_one(app, node, a, oos, fmt, list);
-        for (size_t i = 0; i < a->n_drivers; i++) {
+        for (size_t i = 0; i < a->profile.n_drivers; i++) {
                 struct drain_args one;
                 int r;
 
@@ -637,7 +639,7 @@ struct runner {
         cJSON *ns_terminating; /* "ns/name" of pods met in a namespace being deleted, all runs */
         int argc;              /* the command line as given (before --config) */
         char **argv;
-        char *stop_key; /* --driver without --driver-stop: the label KEY (a->stop_arg) */
+        char *stop_key; /* --driver without --driver-stop: the label KEY (a->profile.profile.stop_arg) */
 };
 
 /* The nodes of one command: one (NODE), or those -l/--selector matched, run
@@ -880,22 +882,7 @@ static void on_fleet_signal(uv_signal_t *h, int signum) {
 /* Starts the engine of rn for one goal; rn->finished once it finished, timed out,
  * failed to start or was interrupted. */
 static int runner_start(struct runner *rn, enum engine_goal goal, uint64_t timeout_usec) {
-        struct engine_options eo = {
-                .node = rn->node,
-                .goal = goal,
-                .grace_seconds = rn->a->grace,
-                .disable_eviction = rn->a->disable_eviction,
-                .skip_wait_for_delete_usec = rn->a->skip_wait_for_delete_usec,
-                .force_uncordon = rn->a->force_uncordon,
-                .node_conditions = rn->a->node_conditions,
-                .skip_driver_stop = rn->a->skip_driver_stop,
-                .driver_health = rn->a->has_health ? &rn->a->health_target : NULL,
-                .timeout_usec = timeout_usec,
-                .units = sysbus_units(rn->bus),
-                .shared = rn->fl->cluster,
-                .out_of_service = rn->oos && rn->oos->on,
-                .out_of_service_after_usec = rn->oos ? rn->oos->after_usec : 0,
-        };
+        struct engine_options eo;
         static const struct engine_callbacks cb = {
                 .on_progress = on_engine_progress,
                 .on_notice = on_engine_notice,
@@ -914,7 +901,12 @@ static int runner_start(struct runner *rn, enum engine_goal goal, uint64_t timeo
                         return rn->result = log_error_errno(r, "Cannot set up the node's Events: %m");
                 }
         }
-        fill_plan_options(rn->a, &eo.plan);
+        drain_profile_engine_options(&rn->a->profile, rn->node, goal, &eo);
+        eo.timeout_usec = timeout_usec;
+        eo.units = sysbus_units(rn->bus);
+        eo.shared = rn->fl->cluster;
+        eo.out_of_service = rn->oos && rn->oos->on;
+        eo.out_of_service_after_usec = rn->oos ? rn->oos->after_usec : 0;
         rn->finished = false;
         rn->started = true;
         rn->result = 0;
@@ -1020,13 +1012,13 @@ static cJSON *summary_json(struct runner *rn, const char *verb, int result, bool
                 cJSON_AddStringToObject(j, "phase", drain_phase_to_string(rn->summary.last_phase));
         else if (result == -EINTR && rn->has_last_phase) /* interrupted: its last progress */
                 cJSON_AddStringToObject(j, "phase", drain_phase_to_string(rn->last_phase));
-        if (rn->a->n_drivers > 0) {
+        if (rn->a->profile.n_drivers > 0) {
                 /* --driver: the drivers, and how new claims were kept off their devices */
                 cJSON *sc = cJSON_AddObjectToObject(j, "scope"),
                       *d = sc ? cJSON_AddArrayToObject(sc, "drivers") : NULL;
 
-                for (size_t i = 0; d && i < rn->a->n_drivers; i++)
-                        cJSON_AddItemToArray(d, cJSON_CreateString(rn->a->drivers[i]));
+                for (size_t i = 0; d && i < rn->a->profile.n_drivers; i++)
+                        cJSON_AddItemToArray(d, cJSON_CreateString(rn->a->profile.drivers[i]));
                 if (sc && rn->summary_valid && rn->summary.isolation < _PLAN_ISOLATION_MAX)
                         cJSON_AddStringToObject(sc, "isolation",
                                                 rn->summary.isolation == PLAN_ISOLATE_TAINT_RULE
@@ -1365,13 +1357,13 @@ static int run_fleet(struct fleet *fl, const char *verb, enum engine_goal goal, 
                         struct runner *rn = &fl->rn[next++];
 
                         rn->cmd_t0 = timesrc_now(fl->app->ts);
-                        if (fl->n > 1 && rn->a->n_drivers == 1)
+                        if (fl->n > 1 && rn->a->profile.n_drivers == 1)
                                 log_info("%s of node %s, DRA driver %s: starting (%zu of %zu)", verb,
-                                         rn->node, rn->a->drivers[0], next, fl->n);
+                                         rn->node, rn->a->profile.drivers[0], next, fl->n);
                         else if (fl->n > 1)
                                 log_info("%s of node %s: starting (%zu of %zu)", verb, rn->node, next,
                                          fl->n);
-                        runner_start(rn, goal, rn->a->timeout_usec);
+                        runner_start(rn, goal, rn->a->profile.timeout_usec);
                         running++;
                 }
                 if (running == 0)
@@ -1478,9 +1470,9 @@ static int resolve_stop_keys(struct fleet *fl, enum output_format fmt) {
                 }
                 r = driver_key_resolve(fl->app, &s, rn->a, &rn->stop_key, &from, &why);
                 if (r >= 0) {
-                        rn->a->stop_arg = rn->stop_key;
+                        rn->a->profile.stop_arg = rn->stop_key;
                         log_info("DRA driver %s of node %s: stopped by label %s (the nodeSelector of %s)",
-                                 rn->a->drivers[0], rn->node, rn->stop_key, from);
+                                 rn->a->profile.drivers[0], rn->node, rn->stop_key, from);
                         continue;
                 }
                 code = r == -EPERM ? EXIT_REFUSED : EXIT_ERROR;
@@ -1494,7 +1486,7 @@ static int resolve_stop_keys(struct fleet *fl, enum output_format fmt) {
                         cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
                         cJSON_AddStringToObject(j, "node", rn->node);
                         cJSON_AddStringToObject(j, "verb", rn->a->verb);
-                        cJSON_AddStringToObject(j, "driver", rn->a->drivers[0]);
+                        cJSON_AddStringToObject(j, "driver", rn->a->profile.drivers[0]);
                         cJSON_AddStringToObject(j, "result", "refused");
                         cJSON_AddBoolToObject(j, "changed", false);
                         cJSON_AddStringToObject(j, "message", strna(why));
@@ -1612,7 +1604,7 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
         else if (o.max_parallel && (is_plan || is_maintain || a.dry_run))
                 r = log_error_errno(EINVAL, "drainer %s: --max-parallel is for drain and uncordon with -l",
                                     verb);
-        else if (a.force_drain && a.n_drivers == 0)
+        else if (a.profile.force_drain && a.profile.n_drivers == 0)
                 r = log_error_errno(EINVAL, "drainer maintain: --force-drain is for --driver (a node drain "
                                             "always drains)");
         else if (o.max_parallel && !o.selector)
@@ -1701,7 +1693,7 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
         if (is_plan || a.dry_run) {
                 /* a list: the nodes of -l, or (NODE) the plans of several --driver */
                 _cleanup_(cJSON_Deletep) cJSON *j =
-                        (o.selector || a.n_drivers > 1) && g->output == OUTPUT_JSON
+                        (o.selector || a.profile.n_drivers > 1) && g->output == OUTPUT_JSON
                                 ? list_json(NULL, verb, o.selector, 0)
                                 : NULL;
                 cJSON *items = j ? cJSON_GetObjectItem(j, "items") : NULL;
@@ -1743,7 +1735,7 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
 
         /* --driver: a run per node and driver, each its own state keys and stop; the
          * drivers of one node run together */
-        n_runs = a.n_drivers > 1 ? a.n_drivers : 1;
+        n_runs = a.profile.n_drivers > 1 ? a.profile.n_drivers : 1;
         runs = calloc((o.selector ? nl.n : 1) * n_runs, sizeof(*runs));
         if (!runs) {
                 code = EXIT_ERROR;
@@ -1763,7 +1755,7 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                 goto out;
         }
         for (size_t i = 0; i < fl.n; i++) {
-                if (a.n_drivers > 1)
+                if (a.profile.n_drivers > 1)
                         drain_args_for_driver(&a, i % n_runs, &runs[i]);
                 else
                         runs[i] = a;
@@ -1794,7 +1786,7 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
          * a container) simply absent. One for every node. */
         r = sysbus_open(&app.loop, &fl.rn[0].bus);
         if (r < 0) {
-                if (a.stop->needs_units) {
+                if (a.profile.stop->needs_units) {
                         log_error_errno(r, "--driver-stop systemd: cannot connect to the system bus: %m");
                         code = EXIT_ERROR;
                         goto out_signals;
@@ -1834,14 +1826,14 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                         print_json(j);
                 }
         } else if (fl.n > 1) {
-                code = run_maintain_fleet(&fl, cmd, a.restore_on_failure, g->output);
+                code = run_maintain_fleet(&fl, cmd, a.profile.restore_on_failure, g->output);
         } else {
                 struct runner *rn = &fl.rn[0];
                 struct seamless_answer seam = {};
                 int status;
 
                 /* A driver that upgrades seamlessly needs no drain */
-                if (a.n_drivers > 0 && !a.force_drain) {
+                if (a.profile.n_drivers > 0 && !a.profile.force_drain) {
                         r = node_seamless(&app, node, &a, &seam);
                         if (r < 0) {
                                 code = EXIT_ERROR;
@@ -1851,7 +1843,7 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                 if (seam.seamless) {
                         log_info("DRA driver %s upgrades seamlessly (%s): running %s without draining "
                                  "anything (--force-drain drains first)",
-                                 a.drivers[0], seam.why, cmd[0]);
+                                 a.profile.drivers[0], seam.why, cmd[0]);
                         status = rn->cmd_status = run_command(&app, cmd);
                         if (status != 0)
                                 log_error("command \"%s\" exited with status %d", cmd[0], status);
@@ -1879,10 +1871,10 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                         }
                         goto out_signals;
                 }
-                if (a.n_drivers > 0 && !a.force_drain)
+                if (a.profile.n_drivers > 0 && !a.profile.force_drain)
                         log_info("DRA driver %s: no seamless upgrade (%s): draining its claims first",
-                                 a.drivers[0], seam.why);
-                r = run_engine(rn, ENGINE_GOAL_DRAIN, a.timeout_usec);
+                                 a.profile.drivers[0], seam.why);
+                r = run_engine(rn, ENGINE_GOAL_DRAIN, a.profile.timeout_usec);
                 r = report_result(rn, "drain", r);
                 if (r == 0) {
                         engine_free(rn->engine);
@@ -1891,14 +1883,14 @@ static int verb_drainlike(int argc, char **argv, struct global_flags *g) {
                         status = rn->cmd_status = run_command(&app, cmd);
                         if (status != 0)
                                 log_error("command \"%s\" exited with status %d%s", cmd[0], status,
-                                          a.restore_on_failure
+                                          a.profile.restore_on_failure
                                                   ? "; restoring the node (--restore-on-failure)"
                                                   : "; the node stays drained (use "
                                                     "--restore-on-failure to restore it anyway)");
                         else
                                 log_info("command \"%s\" succeeded", cmd[0]);
-                        if (status == 0 || a.restore_on_failure) {
-                                r = run_engine(rn, ENGINE_GOAL_UNCORDON, a.timeout_usec);
+                        if (status == 0 || a.profile.restore_on_failure) {
+                                r = run_engine(rn, ENGINE_GOAL_UNCORDON, a.profile.timeout_usec);
                                 r = report_result(rn, "uncordon", r);
                                 if (r == -EPERM)
                                         r = -EEXIST;

@@ -471,14 +471,7 @@ static void on_engine_finished(struct engine *e, const struct engine_summary *s,
 static int engine_run(struct rnode *rn, enum engine_goal goal) {
         struct rollout *ro = rn->ro;
         uint64_t spent = timesrc_now(ro->app->ts) - rn->t0;
-        struct engine_options eo = {
-                .node = rn->name,
-                .goal = goal,
-                .grace_seconds = -1,
-                .driver_health = ro->a.has_health ? &ro->a.health_target : NULL,
-                /* The node's --timeout counts from its start in this run. */
-                .timeout_usec = ro->timeout_usec > spent ? ro->timeout_usec - spent : 1,
-        };
+        struct engine_options eo;
         static const struct engine_callbacks cb = {
                 .on_progress = on_engine_progress,
                 .on_notice = on_engine_notice,
@@ -486,7 +479,10 @@ static int engine_run(struct rnode *rn, enum engine_goal goal) {
         };
         int r;
 
-        fill_plan_options(&ro->a, &eo.plan);
+        /* the rollout's profile: each pod's own grace, the driver's health */
+        drain_profile_engine_options(&ro->a.profile, rn->name, goal, &eo);
+        /* The node's --timeout counts from its start in this run. */
+        eo.timeout_usec = ro->timeout_usec > spent ? ro->timeout_usec - spent : 1;
         if (rn->engine) {
                 if (rn->n_spent == ELEMENTSOF(rn->spent)) {
                         node_end(rn, -E2BIG, "node %s: the engine was restarted too often", rn->name);
@@ -912,7 +908,10 @@ int verb_rollout(int argc, char **argv, struct global_flags *g) {
         struct rollout ro = {
                 .max_parallel = 1,
                 .timeout_usec = DEFAULT_TIMEOUT_USEC,
-                .a = { .verb = "rollout", .grace = -1, .stop = &driver_stop_none, .stop_given = true },
+                .a = { .verb = "rollout",
+                       .profile.grace = -1,
+                       .profile.stop = &driver_stop_none,
+                       .stop_given = true },
         };
         struct app app = {};
         _cleanup_free_ char *ds_arg = NULL;
@@ -950,26 +949,26 @@ int verb_rollout(int argc, char **argv, struct global_flags *g) {
         gethostname(host, sizeof(host) - 1);
         if (!ro.identity)
                 ro.identity = host;
-        ro.a.drivers[0] = ro.driver;
-        ro.a.n_drivers = 1;
+        ro.a.profile.drivers[0] = ro.driver;
+        ro.a.profile.n_drivers = 1;
         if (ro.a.health) {
                 _cleanup_free_ char *err = NULL;
 
-                r = health_target_parse(ro.a.health, &ro.a.health_target, &err);
+                r = health_target_parse(ro.a.health, &ro.a.profile.health_target, &err);
                 if (r < 0) {
                         log_error("--driver-health: %s",
                                   err ? err : "not PORT[/SERVICE] or unix:PATH[#SERVICE]");
                         return EXIT_USAGE;
                 }
-                ro.a.has_health = true;
+                ro.a.profile.has_health = true;
         }
-        if (driver_selectors_parse(ro.a.driver_selectors, ro.a.n_driver_selectors, &ro.a.drv_sels,
-                                   &ro.a.n_drv_sels) < 0)
+        if (driver_selectors_parse(ro.a.driver_selectors, ro.a.n_driver_selectors, &ro.a.profile.drv_sels,
+                                   &ro.a.profile.n_drv_sels) < 0)
                 return EXIT_USAGE;
 
         r = app_init(&app, g);
         if (r < 0) {
-                selectors_free(ro.a.drv_sels, ro.a.n_drv_sels);
+                selectors_free(ro.a.profile.drv_sels, ro.a.profile.n_drv_sels);
                 return EXIT_ERROR;
         }
         ro.app = &app;
@@ -1094,7 +1093,7 @@ out:
         free(ro.nodes);
         free(ro.target);
         cJSON_Delete(ro.ds_json);
-        selectors_free(ro.a.drv_sels, ro.a.n_drv_sels);
+        selectors_free(ro.a.profile.drv_sels, ro.a.profile.n_drv_sels);
         if (app_done(&app) < 0 && code == EXIT_DONE)
                 code = EXIT_ERROR;
         return code;

@@ -271,23 +271,12 @@ static int start_engine(struct managed *m, enum engine_goal goal) {
                 .on_notice = on_engine_notice,
                 .on_finished = on_engine_finished,
         };
-        struct engine_options eo = {
-                .node = m->node,
-                .goal = goal,
-                .grace_seconds = srv->a->grace,
-                .disable_eviction = srv->a->disable_eviction,
-                .skip_wait_for_delete_usec = srv->a->skip_wait_for_delete_usec,
-                .force_uncordon = srv->a->force_uncordon,
-                .node_conditions = srv->a->node_conditions,
-                .skip_driver_stop = srv->a->skip_driver_stop,
-                .driver_health = srv->a->has_health ? &srv->a->health_target : NULL,
-                .timeout_usec = srv->a->timeout_usec,
-                .units = sysbus_units(srv->bus),
-                .shared = srv->cluster,
-        };
+        struct engine_options eo;
         int r;
 
-        fill_plan_options(srv->a, &eo.plan);
+        drain_profile_engine_options(&srv->a->profile, m->node, goal, &eo);
+        eo.units = sysbus_units(srv->bus);
+        eo.shared = srv->cluster;
         engine_free(m->engine);
         m->engine = NULL;
         r = engine_new(srv->app->client, srv->app->transport, srv->app->ts, &eo, &cb, m, &m->engine);
@@ -870,7 +859,7 @@ static int serve_run(struct server *srv) {
         r = sysbus_open(&a->loop, &srv->bus);
         if (r < 0) {
                 srv->bus = NULL;
-                if (srv->o.on_shutdown || srv->a->stop->needs_units)
+                if (srv->o.on_shutdown || srv->a->profile.stop->needs_units)
                         return log_error_errno(r, "Cannot connect to the system bus: %m");
         }
         if (srv->o.on_shutdown) {
