@@ -187,6 +187,32 @@ int app_run_until(struct app *a, const bool *done) {
         return 0;
 }
 
+void app_quit(struct app *a, int exit_code) {
+        if (a->quit)
+                return;
+        a->quit = true;
+        a->exit_code = exit_code;
+}
+
+void app_stopped(struct app *a) {
+        a->stopped = true;
+}
+
+int app_run(struct app *a) {
+        app_run_until(a, &a->quit);
+        if (!a->quit) {
+                log_error("internal error: the verb's work ended without an exit code");
+                app_quit(a, EXIT_ERROR);
+        }
+        return a->exit_code;
+}
+
+void app_run_until_stopped(struct app *a) {
+        while (!a->stopped)
+                if (uv_run(&a->loop, UV_RUN_ONCE) == 0)
+                        break;
+}
+
 static void on_credentials_closed(void *userdata) {
         *(bool *)userdata = true;
 }

@@ -58,6 +58,10 @@ struct app {
         struct dtimer reach;
         bool reach_ready, reach_warned;
         uint64_t reach_warned_at;
+        /* The verb's work is over (app_quit) with this exit code; the verb has closed
+         * what it started (app_stopped). */
+        bool quit, stopped;
+        int exit_code;
 };
 
 /* Loads the configuration and connects the client. Logs a clear one-line error
@@ -68,6 +72,20 @@ int app_init(struct app *a, const struct global_flags *flags);
 int app_run_once(struct app *a);
 /* Runs the loop until *done is true (or nothing is left to run). */
 int app_run_until(struct app *a, const bool *done);
+
+/* The composition root (main.c) alone runs the loop; a verb (verbs.h: struct verb_ops)
+ * starts its work and says when it is over: */
+/* The verb's work is over: the root leaves the loop and asks the verb to stop. The
+ * first call's exit code wins. */
+void app_quit(struct app *a, int exit_code);
+/* The verb closed everything it had on the loop (from its stop, or later). */
+void app_stopped(struct app *a);
+/* The root's loop: runs until app_quit(); a loop that runs dry before that is a
+ * verb that forgot to quit: logged, EXIT_ERROR. Returns the exit code. */
+int app_run(struct app *a);
+/* The root's wait for app_stopped() after the verb's stop (or until nothing is left
+ * on the loop of the verb's). */
+void app_run_until_stopped(struct app *a);
 /* Cancels what is in flight, closes every handle, checks uv_loop_close(). */
 int app_done(struct app *a);
 

@@ -148,6 +148,7 @@ const struct verb verbs[] = {
                 "      --watch                keep watching and reprint on every change (Ctrl-C stops)\n\n"
                 "Exit codes: 0 shown, 1 error (API, configuration, unknown node), 2 bad usage.\n",
                 verb_status,
+                NULL,
         },
         {
                 "plan",
@@ -167,6 +168,7 @@ const struct verb verbs[] = {
                 "(API, configuration, unknown node, malformed drainer annotations, -l matching\n"
                 "no node), 2 bad usage. With -l: the worst of the nodes' (1 over 4 over 0).\n",
                 verb_plan,
+                NULL,
         },
         {
                 "drain",
@@ -196,6 +198,7 @@ const struct verb verbs[] = {
                 "1 error (also interrupted: the state stays on the Node; -l matching no node),\n"
                 "2 bad usage. With -l: the worst of the nodes' (1 over 3 over 4 over 0).\n",
                 verb_drain,
+                NULL,
         },
         {
                 "uncordon",
@@ -244,6 +247,7 @@ const struct verb verbs[] = {
                 "taint; -l matching no node), 2 bad usage. With -l: the worst of the nodes' (1\n"
                 "over 3 over 0).\n",
                 verb_uncordon,
+                NULL,
         },
         {
                 "maintain",
@@ -263,6 +267,7 @@ const struct verb verbs[] = {
                 "\nExit codes: 0 drained, CMD succeeded, restored; 1 CMD failed or error; 3 timed\n"
                 "out; 4 refused by a blocker (CMD not run); 2 bad usage.\n",
                 verb_maintain,
+                NULL,
         },
         {
                 "serve",
@@ -297,6 +302,7 @@ const struct verb verbs[] = {
                 "Exit codes: 0 stopped (SIGTERM, SIGINT), 1 error (API, configuration, a\n"
                 "--metrics-addr that cannot be bound), 2 bad usage.\n",
                 verb_serve,
+                NULL,
         },
         {
                 "guard",
@@ -333,6 +339,7 @@ const struct verb verbs[] = {
                 "Exit codes: 0 the driver may stop (with --listen: stopped by SIGTERM), 3 gave up\n"
                 "before the grace period ended, 1 error (the driver stops), 2 bad usage.\n",
                 verb_guard,
+                NULL,
         },
         {
                 "doctor",
@@ -361,7 +368,8 @@ const struct verb verbs[] = {
                 "Exit codes: 0 no FAIL (WARNs allowed), 5 at least one finding is FAIL, 6 no FAIL\n"
                 "but the cluster serves no DRA API (nothing DRA to audit), 1 error (API,\n"
                 "configuration, unknown --node), 2 bad usage.\n",
-                verb_doctor,
+                NULL,
+                &verb_doctor_ops,
         },
         {
                 "rollout",
@@ -400,6 +408,7 @@ const struct verb verbs[] = {
                 "stopped there; 4 refused (not OnDelete, a node being drained by someone else);\n"
                 "1 error or interrupted (run it again to resume); 2 bad usage.\n",
                 verb_rollout,
+                NULL,
         },
         {
                 "version",
@@ -413,6 +422,7 @@ const struct verb verbs[] = {
                 "runtime}]}.\n\n"
                 "Exit codes: 0 printed, 2 bad usage.\n",
                 verb_version,
+                NULL,
         },
         {},
 };
@@ -575,6 +585,42 @@ int verb_parse(int argc, char **argv, struct global_flags *g, const struct optio
         return 1;
 }
 
+int verb_run_ops(const struct verb *v, int argc, char **argv, struct global_flags *g) {
+        const struct verb_ops *ops = v->ops;
+        _cleanup_free_ void *state = NULL;
+        struct app a;
+        int r;
+
+        state = calloc(1, ops->state_size);
+        if (!state)
+                return log_oom(), EXIT_ERROR;
+        r = ops->parse(argc, argv, g, state);
+        if (r <= 0) {
+                if (ops->free)
+                        ops->free(state);
+                return r < 0 ? EXIT_USAGE : EXIT_DONE;
+        }
+        r = app_init(&a, g);
+        if (r < 0) {
+                app_done(&a);
+                if (ops->free)
+                        ops->free(state);
+                return EXIT_ERROR;
+        }
+        /* The one loop of the process: the verb's work runs on it until app_quit(). */
+        r = ops->start(&a, state);
+        if (r < 0)
+                app_quit(&a, app_exit_code(r));
+        else
+                app_run(&a);
+        ops->stop(&a, state);
+        app_run_until_stopped(&a);
+        if (ops->free)
+                ops->free(state);
+        app_done(&a);
+        return a.exit_code;
+}
+
 static int run(int argc, char **argv) {
         struct global_flags g = {
                 .qps = 20,
@@ -628,7 +674,7 @@ static int run(int argc, char **argv) {
                 for (int j = 1, k = 1; j < argc; j++)
                         if (j != i)
                                 vargv[k++] = argv[j];
-                r = v->run(n, vargv, &g);
+                r = v->ops ? verb_run_ops(v, n, vargv, &g) : v->run(n, vargv, &g);
                 free(vargv);
         }
         return r;

@@ -97,10 +97,14 @@ static int print_report(const struct doctor_data *d, const struct doctor_opts *o
         return ferror(stdout) ? -EIO : 0;
 }
 
-/* ---- the run ---- */
+/* ---- the run: reads and Prometheus's answers in parallel, then the report ---- */
 
-struct run {
+struct doctor_run {
+        struct doctor_opts opts;
+        enum output_format fmt;
+        struct app *app;
         struct doctor_data data;
+        bool data_ready;
         struct doctor_prom_results prom;
         struct doctor_gather *gather; /* while gathering */
         bool gathering, asking;
@@ -108,125 +112,152 @@ struct run {
         char *gather_message;
 };
 
+/* Both answers are in: the report, and the exit code it gives. */
+static int doctor_report(struct doctor_run *run) {
+        struct doctor_report rep = {};
+        int r;
+
+        if (run->prom_error < 0)
+                return log_error_errno(run->prom_error, "--prometheus %s: cannot start a query: %m",
+                                       run->opts.prometheus);
+        if (run->gather_error < 0) {
+                if (run->gather_message)
+                        return log_error_errno(run->gather_error, "%s", run->gather_message);
+                if (run->gather_error == -ENOMEM)
+                        return log_oom();
+                return log_error_errno(run->gather_error, "Cannot check: %m");
+        }
+        r = doctor_rules_run(&run->data, run->opts.prometheus, run->opts.prometheus ? &run->prom : NULL,
+                             &rep);
+        if (r < 0)
+                r = log_oom();
+        else
+                r = print_report(&run->data, &run->opts, &rep, run->fmt);
+        if (r >= 0)
+                r = doctor_report_exit_code(&rep);
+        doctor_report_done(&rep);
+        return r;
+}
+
+static void doctor_maybe_done(struct doctor_run *run) {
+        int r;
+
+        if (run->gathering || run->asking || run->app->quit)
+                return;
+        r = doctor_report(run);
+        app_quit(run->app, r < 0 ? app_exit_code(r) : r);
+}
+
 static void on_gathered(int error, const char *message, void *userdata) {
-        struct run *run = userdata;
+        struct doctor_run *run = userdata;
 
         run->gathering = false;
         run->gather = NULL;
         run->gather_error = error;
         run->gather_message = message ? strdup(message) : NULL;
+        if (run->app->quit) /* stopping */
+                app_stopped(run->app);
+        else
+                doctor_maybe_done(run);
 }
 
 static void on_prom_done(int error, void *userdata) {
-        struct run *run = userdata;
+        struct doctor_run *run = userdata;
 
         run->asking = false;
         run->prom_error = error;
         /* Not every query could be sent: the report cannot be made; stop the reads. */
         if (error < 0 && run->gathering)
                 doctor_gather_cancel(run->gather);
+        doctor_maybe_done(run);
 }
 
-static int run_doctor(struct app *a, const struct doctor_opts *o, enum output_format fmt) {
-        struct run run = {};
-        struct doctor_report rep = {};
-        const char *const *selectors =
-                o->n_driver_selectors > 0 ? o->driver_selectors : claims_default_driver_selectors;
-        int r;
-
-        r = doctor_data_init(&run.data, o->node);
-        if (r < 0)
-                return log_oom();
-        r = doctor_gather_start(a->client, a->transport, &run.data, selectors, on_gathered, &run,
-                                &run.gather);
-        if (r < 0) {
-                r = log_error_errno(r, "Cannot read the cluster: %m");
-                goto out;
-        }
-        run.gathering = true;
-        if (o->prometheus) {
-                r = doctor_prom_start(a->transport, o->prometheus, &run.prom, on_prom_done, &run);
-                if (r < 0) {
-                        log_error_errno(r, "--prometheus %s: cannot start a query: %m", o->prometheus);
-                        doctor_gather_cancel(run.gather);
-                } else
-                        run.asking = true;
-        }
-        /* The reads go on while Prometheus answers. */
-        while (run.gathering || run.asking)
-                if (app_run_once(a) == 0)
-                        break;
-        if (r < 0)
-                goto out;
-        if (run.prom_error < 0) {
-                r = log_error_errno(run.prom_error, "--prometheus %s: cannot start a query: %m",
-                                    o->prometheus);
-                goto out;
-        }
-        if (run.gather_error < 0) {
-                if (run.gather_message)
-                        r = log_error_errno(run.gather_error, "%s", run.gather_message);
-                else if (run.gather_error == -ENOMEM)
-                        r = log_oom();
-                else
-                        r = log_error_errno(run.gather_error, "Cannot check: %m");
-                goto out;
-        }
-        r = doctor_rules_run(&run.data, o->prometheus, o->prometheus ? &run.prom : NULL, &rep);
-        if (r < 0) {
-                r = log_oom();
-                goto out;
-        }
-        r = print_report(&run.data, o, &rep, fmt);
-        if (r < 0)
-                goto out;
-        r = doctor_report_exit_code(&rep);
-out:
-        doctor_report_done(&rep);
-        doctor_prom_results_done(&run.prom);
-        free(run.gather_message);
-        doctor_data_done(&run.data);
-        return r;
-}
-
-int verb_doctor(int argc, char **argv, struct global_flags *g) {
+static int doctor_parse(int argc, char **argv, struct global_flags *g, void *state) {
         static const struct option extra[] = {
                 { "node", required_argument, NULL, 'N' },
                 { "prometheus", required_argument, NULL, 'P' },
                 { "driver-selector", required_argument, NULL, 'D' },
                 {},
         };
-        struct doctor_opts o = {};
-        struct app a;
+        struct doctor_run *run = state;
         int r;
 
-        r = verb_parse(argc, argv, g, extra, on_doctor_opt, &o);
+        r = verb_parse(argc, argv, g, extra, on_doctor_opt, &run->opts);
         if (r <= 0)
-                return r < 0 ? EXIT_USAGE : EXIT_DONE;
+                return r;
         if (argc - optind != 0) {
                 log_error("drainer doctor: unexpected argument \"%s\" (use --node NODE); see 'drainer "
                           "doctor --help'",
                           argv[optind]);
-                return EXIT_USAGE;
+                return -EINVAL;
         }
         /* Checked before any request; gather takes them as strings (its list calls). */
         {
                 struct selector **sels;
                 size_t n;
 
-                if (driver_selectors_parse(o.driver_selectors, o.n_driver_selectors, &sels, &n) < 0)
-                        return EXIT_USAGE;
+                r = driver_selectors_parse(run->opts.driver_selectors, run->opts.n_driver_selectors, &sels,
+                                           &n);
+                if (r < 0)
+                        return r;
                 selectors_free(sels, n);
         }
-
-        r = app_init(&a, g);
-        if (r < 0) {
-                app_done(&a);
-                return EXIT_ERROR;
-        }
-        r = run_doctor(&a, &o, g->output);
-        app_done(&a);
-        if (r < 0)
-                return app_exit_code(r);
-        return r;
+        run->fmt = g->output;
+        return 1;
 }
+
+static int doctor_start(struct app *a, void *state) {
+        struct doctor_run *run = state;
+        const struct doctor_opts *o = &run->opts;
+        const char *const *selectors =
+                o->n_driver_selectors > 0 ? o->driver_selectors : claims_default_driver_selectors;
+        int r;
+
+        run->app = a;
+        r = doctor_data_init(&run->data, o->node);
+        if (r < 0)
+                return log_oom();
+        run->data_ready = true;
+        r = doctor_gather_start(a->client, a->transport, &run->data, selectors, on_gathered, run,
+                                &run->gather);
+        if (r < 0)
+                return log_error_errno(r, "Cannot read the cluster: %m");
+        run->gathering = true;
+        if (o->prometheus) {
+                r = doctor_prom_start(a->transport, o->prometheus, &run->prom, on_prom_done, run);
+                if (r < 0)
+                        /* the reads are cancelled by stop */
+                        return log_error_errno(r, "--prometheus %s: cannot start a query: %m",
+                                               o->prometheus);
+                run->asking = true;
+        }
+        /* The reads go on while Prometheus answers. */
+        return 0;
+}
+
+/* After the report nothing is in flight; after a failed start the reads may be. */
+static void doctor_stop(struct app *a, void *state) {
+        struct doctor_run *run = state;
+
+        if (run->gathering)
+                doctor_gather_cancel(run->gather); /* on_gathered says stopped */
+        else
+                app_stopped(a);
+}
+
+static void doctor_free(void *state) {
+        struct doctor_run *run = state;
+
+        doctor_prom_results_done(&run->prom);
+        free(run->gather_message);
+        if (run->data_ready)
+                doctor_data_done(&run->data);
+}
+
+const struct verb_ops verb_doctor_ops = {
+        .state_size = sizeof(struct doctor_run),
+        .parse = doctor_parse,
+        .start = doctor_start,
+        .stop = doctor_stop,
+        .free = doctor_free,
+};

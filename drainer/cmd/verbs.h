@@ -4,12 +4,38 @@
 
 #include "app.h"
 
+/* A verb that talks to the API server, as the composition root (main.c) runs it:
+ *   parse  argv (argv[0] is the verb) into state (state_size bytes, zeroed): no
+ *          request, no loop. 1 to go on, 0 after --help, negative errno (logged) on
+ *          bad usage (exit 2);
+ *   start  with the app set up: sets the work going on the loop and returns at once
+ *          (a negative errno: logged by the verb, the exit code app_exit_code()'s);
+ *          the verb calls app_quit(a, EXIT_...) when its work is over;
+ *   stop   once, after app_quit() (or a failed start): closes what start made,
+ *          and calls app_stopped(a) once the last of it closed (from within stop
+ *          when nothing is left); the root runs the loop until then;
+ *   free   what parse and start allocated (state itself is the root's). */
+struct verb_ops {
+        size_t state_size;
+        int (*parse)(int argc, char **argv, struct global_flags *g, void *state);
+        int (*start)(struct app *a, void *state);
+        void (*stop)(struct app *a, void *state);
+        void (*free)(void *state);
+};
+
 struct verb {
         const char *name;
         const char *summary;
         const char *usage; /* full --help text of the verb */
+        /* a verb without the API server or the loop (version): runs and returns an exit
+         * code; NULL when ops is set */
         int (*run)(int argc, char **argv, struct global_flags *g);
+        const struct verb_ops *ops;
 };
+
+/* Runs verb v with ops as the composition root: parse, app_init, start, the loop until
+ * app_quit, stop, free. Returns the exit code. */
+int verb_run_ops(const struct verb *v, int argc, char **argv, struct global_flags *g);
 
 const struct verb *verb_find(const char *name);
 extern const struct verb verbs[];
@@ -35,7 +61,7 @@ int verb_drain(int argc, char **argv, struct global_flags *g);
 int verb_uncordon(int argc, char **argv, struct global_flags *g);
 int verb_maintain(int argc, char **argv, struct global_flags *g);
 int verb_serve(int argc, char **argv, struct global_flags *g);
-int verb_doctor(int argc, char **argv, struct global_flags *g);
+extern const struct verb_ops verb_doctor_ops;
 int verb_rollout(int argc, char **argv, struct global_flags *g);
 int verb_guard(int argc, char **argv, struct global_flags *g);
 int verb_version(int argc, char **argv, struct global_flags *g);
