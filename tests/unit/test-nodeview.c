@@ -23,6 +23,7 @@
 #include "drainer/client.h"
 #include "drainer/kubeconfig.h"
 #include "drainer/nodeview.h"
+#include "drainer/snapshot.h"
 #include "drainer/timesrc.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
@@ -418,11 +419,119 @@ static void test_shared_linger(void **state) {
         assert_int_equal(fake_transport_open_streams(e->ft), 1);
 }
 
+/* ---- node_snapshot: the once view behind a done callback ---- */
+
+struct snap_log {
+        unsigned done, closed;
+        int error;
+        char *what;
+        size_t n_pods, n_claims;
+        bool has_node;
+};
+
+static void on_snapshot(struct node_snapshot *s, int error, const char *what, void *userdata) {
+        struct snap_log *l = userdata;
+        const struct node_input *in = node_snapshot_input(s);
+
+        l->done++;
+        l->error = error;
+        l->what = what ? strdup(what) : NULL;
+        if (error == 0) {
+                l->has_node = in->node != NULL;
+                l->n_pods = in->n_pods;
+                l->n_claims = in->n_claims;
+        }
+}
+
+static void on_snapshot_closed(void *userdata) {
+        ((struct snap_log *)userdata)->closed++;
+}
+
+static void close_snapshot(struct env *e, struct node_snapshot *s, struct snap_log *l) {
+        node_snapshot_close(s, on_snapshot_closed, l);
+        assert_int_equal(l->closed, 0); /* never from inside the call */
+        for (int i = 0; i < 50 && !l->closed; i++)
+                run(e, 0, MS);
+        assert_int_equal(l->closed, 1);
+        free(l->what);
+}
+
+static void test_snapshot_read(void **state) {
+        struct env *e = *state;
+        struct snap_log l = {};
+        struct node_snapshot *s;
+        char *node = node_json("node-1", "90");
+
+        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 200, node);
+        free(node);
+        expect_list(e, PODS("node-1"), list_json((char *[]){ pod_json("a", "node-1"), NULL }), false);
+        expect_list(e, CLAIMS, list_json((char *[]){ claim_json("c1"), NULL }), false);
+        expect_list(e, SLICES("node-1"), list_json((char *[]){ NULL }), false);
+        expect_list(e, PDBS, list_json((char *[]){ NULL }), false);
+        assert_int_equal(node_snapshot_start(e->client, e->ts, "node-1", true, on_snapshot, &l, &s), 0);
+        assert_int_equal(l.done, 0);
+        run(e, 100 * MS, MS);
+        assert_int_equal(l.done, 1);
+        assert_int_equal(l.error, 0);
+        assert_true(l.has_node);
+        assert_int_equal(l.n_pods, 1);
+        assert_int_equal(l.n_claims, 1);
+        assert_int_equal(fake_transport_count(e->ft, "GET", PDBS), 1);
+        assert_int_equal(fake_transport_open_streams(e->ft), 0); /* nothing watched */
+        close_snapshot(e, s, &l);
+}
+
+static void test_snapshot_no_node(void **state) {
+        struct env *e = *state;
+        struct snap_log l = {};
+        struct node_snapshot *s;
+
+        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-9", 404,
+                                   "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                                   "\"message\":\"nodes \\\"node-9\\\" not found\",\"reason\":\"NotFound\","
+                                   "\"code\":404}");
+        expect_list(e, PODS("node-9"), list_json((char *[]){ NULL }), false);
+        expect_list(e, CLAIMS, list_json((char *[]){ NULL }), false);
+        expect_list(e, SLICES("node-9"), list_json((char *[]){ NULL }), false);
+        assert_int_equal(node_snapshot_start(e->client, e->ts, "node-9", false, on_snapshot, &l, &s), 0);
+        run(e, 100 * MS, MS);
+        assert_int_equal(l.done, 1);
+        assert_int_equal(l.error, -ENOENT);
+        assert_string_equal(l.what, "node \"node-9\" not found");
+        close_snapshot(e, s, &l);
+}
+
+/* The first failure ends the snapshot, saying which list failed; the rest are stopped. */
+static void test_snapshot_list_fails(void **state) {
+        struct env *e = *state;
+        struct snap_log l = {};
+        struct node_snapshot *s;
+        char *node = node_json("node-1", "90");
+
+        fake_transport_expect_json(e->ft, "GET", "/api/v1/nodes/node-1", 200, node);
+        free(node);
+        expect_list(e, PODS("node-1"), list_json((char *[]){ NULL }), false);
+        fake_transport_expect_json(e->ft, "GET", CLAIMS "?limit=", 403,
+                                   "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                                   "\"message\":\"resourceclaims is forbidden\",\"reason\":\"Forbidden\","
+                                   "\"code\":403}");
+        expect_list(e, SLICES("node-1"), list_json((char *[]){ NULL }), false);
+        assert_int_equal(node_snapshot_start(e->client, e->ts, "node-1", false, on_snapshot, &l, &s), 0);
+        run(e, 100 * MS, MS);
+        assert_int_equal(l.done, 1);
+        assert_int_equal(l.error, -EACCES);
+        assert_non_null(strstr(l.what, "forbidden"));
+        close_snapshot(e, s, &l);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_own_view, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_once_view, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_once_view_no_node, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_snapshot_read, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_snapshot_no_node, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_snapshot_list_fails, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_shared_one_watch_each, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_shared_linger, setup, teardown),
         };
