@@ -228,250 +228,307 @@ static bool refuse_conflict(struct engine *e) {
         return true;
 }
 
-void engine_drive_drain(struct engine *e, const struct node_rec *n) {
-        const struct drain_state *st = &e->st;
-        enum drain_phase ph = st->has_phase ? st->phase : DRAIN_PHASE_PREFLIGHT;
-        const struct driver_stop_record *rec;
-        const struct pod_rec *bad = NULL;
+/* The drain taint and the cordon (kept if already there; someone may have removed
+ * them during the drain). */
+static void patch_cordon(struct engine *e, const struct node_rec *n) {
         char *body = NULL;
-        int r;
+        int r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
+
+        if (r < 0)
+                return engine_finish(e, r, "cannot build the node patch: %s", strerror(-r));
+        engine_patch_node(e, body);
+}
+
+/* The rules that hold in every phase, whatever drainer.io/state says: true when the
+ * run was refused. */
+static bool refused_in_phase(struct engine *e, const struct node_rec *n, enum drain_phase ph) {
+        const struct driver_stop_record *rec;
 
         /* The eviction rules hold at every eviction of every phase, whatever drainer.io/state
          * says: a phase written by hand must not skip preflight's rules, nor may a pod that
          * came later. (A deleting pod raises none: nothing more is sent for it.) */
-        if (drain_phase_in_stage(ph, DRAIN_STAGE_TAKING) && plan_eviction_blockers(&e->plan) > 0)
-                return engine_refuse_blockers(e, n, ph);
+        if (drain_phase_in_stage(ph, DRAIN_STAGE_TAKING) && plan_eviction_blockers(&e->plan) > 0) {
+                engine_refuse_blockers(e, n, ph);
+                return true;
+        }
         /* Drivers are stopped as configured, and that is what the record must say. */
         if ((ph == DRAIN_PHASE_WAIT_RELEASED || ph == DRAIN_PHASE_STOP_DRIVERS) && !e->o.skip_driver_stop &&
-            (rec = engine_stop_not_configured(e)))
-                return engine_refuse_record(e, n, rec, true);
-        note_readiness(e, n, ph);
+            (rec = engine_stop_not_configured(e))) {
+                engine_refuse_record(e, n, rec, true);
+                return true;
+        }
+        return false;
+}
 
-        switch (ph) {
-        case DRAIN_PHASE_WAITING: /* serve got a slot: nothing was changed yet */
-        case DRAIN_PHASE_PREFLIGHT:
-                if (refuse_conflict(e))
-                        return;
-                if (e->plan.n_blockers > 0)
-                        return engine_refuse_preflight(e);
-                r = engine_drivers_probed(e, false, &bad);
+/* Preflight's view of the drivers' health: their pods' health endpoints, then the
+ * strategy's own (systemd: the unit is active). 1: healthy, go on; 0: not yet, or
+ * refused or finished. */
+static int preflight_drivers(struct engine *e) {
+        const struct pod_rec *bad = NULL;
+        int r;
+
+        r = engine_drivers_probed(e, false, &bad);
+        if (r == 0) {
+                engine_set_message(e, "preflight: probing the DRA driver's health");
+                return 0;
+        }
+        if (r < 0) {
+                char m[512];
+
+                snprintf(m, sizeof(m),
+                         "DRA driver pod %s/%s does not answer SERVING on its health endpoint "
+                         "(use --ignore-driver-health to override)",
+                         bad->ns, bad->name);
+                plan_add_blocker(&e->plan, BLOCKER_DRIVER_UNHEALTHY, bad, m);
+                engine_refuse_preflight(e);
+                return 0;
+        }
+        if (e->stop->ops->preflight && !e->o.plan.ignore_driver_health) {
+                struct driver_stop_action a = {};
+
+                r = e->stop->ops->preflight(e->stop, &a);
                 if (r == 0) {
-                        engine_set_message(e, "preflight: probing the DRA driver's health");
-                        return;
+                        engine_set_message(e, "%s", a.message);
+                        return 0;
+                }
+                if (r == -EIO) {
+                        plan_add_blocker(&e->plan, BLOCKER_DRIVER_UNHEALTHY, NULL, a.message);
+                        engine_refuse_preflight(e);
+                        return 0;
                 }
                 if (r < 0) {
-                        char m[512];
-
-                        snprintf(m, sizeof(m),
-                                 "DRA driver pod %s/%s does not answer SERVING on its health endpoint "
-                                 "(use --ignore-driver-health to override)",
-                                 bad->ns, bad->name);
-                        plan_add_blocker(&e->plan, BLOCKER_DRIVER_UNHEALTHY, bad, m);
-                        return engine_refuse_preflight(e);
+                        engine_finish(e, r, "%s", a.message);
+                        return 0;
                 }
-                /* The strategy's own view of the driver's health (systemd: the unit is active). */
-                if (e->stop->ops->preflight && !e->o.plan.ignore_driver_health) {
-                        struct driver_stop_action a = {};
-
-                        r = e->stop->ops->preflight(e->stop, &a);
-                        if (r == 0) {
-                                engine_set_message(e, "%s", a.message);
-                                return;
-                        }
-                        if (r == -EIO) {
-                                plan_add_blocker(&e->plan, BLOCKER_DRIVER_UNHEALTHY, NULL, a.message);
-                                return engine_refuse_preflight(e);
-                        }
-                        if (r < 0)
-                                return engine_finish(e, r, "%s", a.message);
-                }
-                if (engine_uses_rules(e))
-                        return engine_isolate(e, n);
-                if (e->scope)
-                        engine_set_message(
-                                e,
-                                "the API server serves no DeviceTaintRule (resource.k8s.io v1 or v1beta2): "
-                                "cordoning node %s instead (--driver %s)",
-                                n->name, e->scope);
-                else
-                        engine_set_message(e, "cordoning");
-                r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
-                if (r < 0)
-                        return engine_finish(e, r, "cannot build the node patch: %s", strerror(-r));
-                return engine_patch_node(e, body);
-
-        case DRAIN_PHASE_CORDON:
-                if (engine_uses_rules(e)) {
-                        if (!engine_create_rules(e, n))
-                                return;
-                        return engine_patch_phase(e, n, DRAIN_PHASE_EVICT_CLAIM_HOLDERS,
-                                                  "DeviceTaintRules in place; evicting the pods that hold "
-                                                  "ResourceClaims of the driver");
-                }
-                if (!node_cordoned(n)) {
-                        r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
-                        if (r < 0)
-                                return engine_finish(e, r, "cannot build the node patch: %s", strerror(-r));
-                        return engine_patch_node(e, body);
-                }
-                return engine_patch_phase(e, n, DRAIN_PHASE_EVICT_CLAIM_HOLDERS,
-                                          "evicting the pods that hold ResourceClaims");
-
-        case DRAIN_PHASE_RESTORE_DRIVERS:
-        case DRAIN_PHASE_UNCORDON:
-                /* Asked to drain a node that was being restored: cordon again (idempotent). */
-                if (engine_uses_rules(e))
-                        return engine_isolate(e, n);
-                r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
-                if (r < 0)
-                        return engine_finish(e, r, "cannot build the node patch: %s", strerror(-r));
-                return engine_patch_node(e, body);
-
-        case DRAIN_PHASE_DRAINED:
-                /* drainer.io/state=drained is a claim, not a fact (it may be written by hand):
-                 * a node with pods to evict or claims on it, not cordoned, or with a driver pod
-                 * when the strategy removes them, is drained again from the evictions on. */
-                if (!engine_isolated(e, n) ||
-                    pods_left(&e->plan, false) + finished_deleting(&e->plan) - wait_skipped(e) > 0 ||
-                    e->plan.n_claims_blocking > 0 ||
-                    (!e->o.skip_driver_stop && e->stop->ops->removes_driver_pods &&
-                     engine_driver_pods(&e->plan, false) > 0)) {
-                        if (!engine_isolated(e, n)) {
-                                r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
-                                if (r < 0)
-                                        return engine_finish(e, r, "cannot build the node patch: %s",
-                                                             strerror(-r));
-                                return engine_patch_node(e, body);
-                        }
-                        return engine_patch_phase(
-                                e, n, DRAIN_PHASE_EVICT_CLAIM_HOLDERS,
-                                "recorded as drained, but pods, ResourceClaims or DRA drivers are on "
-                                "the node: draining it again");
-                }
-                if (e->scope)
-                        return engine_finish(
-                                e, 0, "DRA driver %s of node %s is out of service%s", e->scope, n->name,
-                                e->o.skip_driver_stop ? " (left running: --skip-driver-stop)"
-                                                      : ": its claims released, the driver stopped");
-                return engine_finish(e, 0, "node %s is drained%s", n->name,
-                                     e->o.skip_driver_stop ? " (drivers left running: --skip-driver-stop)"
-                                                           : " and its DRA drivers are stopped");
-        default:
-                break;
         }
+        return 1;
+}
 
+/* waiting (serve got a slot: nothing was changed yet) and preflight: refused, or the
+ * first change, the cordon (or, driver-scoped, the record of the rules). */
+static void drain_preflight(struct engine *e, const struct node_rec *n) {
+        if (refuse_conflict(e))
+                return;
+        if (e->plan.n_blockers > 0)
+                return engine_refuse_preflight(e);
+        if (preflight_drivers(e) <= 0)
+                return;
+        if (engine_uses_rules(e))
+                return engine_isolate(e, n);
+        if (e->scope)
+                engine_set_message(
+                        e,
+                        "the API server serves no DeviceTaintRule (resource.k8s.io v1 or v1beta2): "
+                        "cordoning node %s instead (--driver %s)",
+                        n->name, e->scope);
+        else
+                engine_set_message(e, "cordoning");
+        patch_cordon(e, n);
+}
+
+/* cordon: left once the rules are in place, or the node is seen cordoned and tainted. */
+static void drain_cordon(struct engine *e, const struct node_rec *n) {
+        if (engine_uses_rules(e)) {
+                if (!engine_create_rules(e, n))
+                        return;
+                return engine_patch_phase(e, n, DRAIN_PHASE_EVICT_CLAIM_HOLDERS,
+                                          "DeviceTaintRules in place; evicting the pods that hold "
+                                          "ResourceClaims of the driver");
+        }
+        if (!node_cordoned(n))
+                return patch_cordon(e, n);
+        engine_patch_phase(e, n, DRAIN_PHASE_EVICT_CLAIM_HOLDERS,
+                           "evicting the pods that hold ResourceClaims");
+}
+
+/* restore-drivers and uncordon: asked to drain a node that was being restored, cordon
+ * again (idempotent). */
+static void drain_again(struct engine *e, const struct node_rec *n) {
+        if (engine_uses_rules(e))
+                return engine_isolate(e, n);
+        patch_cordon(e, n);
+}
+
+/* drained: drainer.io/state=drained is a claim, not a fact (it may be written by hand):
+ * a node with pods to evict or claims on it, not cordoned, or with a driver pod when
+ * the strategy removes them, is drained again from the evictions on. */
+static void drain_check_drained(struct engine *e, const struct node_rec *n) {
+        if (!engine_isolated(e, n) ||
+            pods_left(&e->plan, false) + finished_deleting(&e->plan) - wait_skipped(e) > 0 ||
+            e->plan.n_claims_blocking > 0 ||
+            (!e->o.skip_driver_stop && e->stop->ops->removes_driver_pods &&
+             engine_driver_pods(&e->plan, false) > 0)) {
+                if (!engine_isolated(e, n))
+                        return patch_cordon(e, n);
+                return engine_patch_phase(
+                        e, n, DRAIN_PHASE_EVICT_CLAIM_HOLDERS,
+                        "recorded as drained, but pods, ResourceClaims or DRA drivers are on "
+                        "the node: draining it again");
+        }
+        if (e->scope)
+                return engine_finish(e, 0, "DRA driver %s of node %s is out of service%s", e->scope, n->name,
+                                     e->o.skip_driver_stop ? " (left running: --skip-driver-stop)"
+                                                           : ": its claims released, the driver stopped");
+        engine_finish(e, 0, "node %s is drained%s", n->name,
+                      e->o.skip_driver_stop ? " (drivers left running: --skip-driver-stop)"
+                                            : " and its DRA drivers are stopped");
+}
+
+/* What the evictions of one reconcile left, for the phase that follows them. */
+struct drain_pass {
+        size_t left;                            /* pods the wait still counts */
+        bool released;                          /* none, and no ResourceClaim on the node */
+        bool claim_holders_accepted;            /* every claim holder's eviction accepted */
+        bool rest_accepted;                     /* ... and every other pod's */
+        char not_ready[DRAIN_MESSAGE_MAX];      /* not_ready_note() */
+        char ns_terminating[DRAIN_MESSAGE_MAX]; /* ns_terminating_note() */
+};
+
+/* The phases that evict (evict-claim-holders to stop-drivers): the isolation kept,
+ * --out-of-service, then the evictions of the phase's groups. False when a patch went
+ * out or the run ended: the phase's own step waits for the next reconcile. */
+static bool drain_evict(struct engine *e, const struct node_rec *n, enum drain_phase ph,
+                        struct drain_pass *pass) {
         /* The drain taint must stay for the whole drain: someone may have removed it. */
         if (!engine_isolated(e, n)) {
-                r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
-                if (r < 0)
-                        return engine_finish(e, r, "cannot build the node patch: %s", strerror(-r));
-                return engine_patch_node(e, body);
+                patch_cordon(e, n);
+                return false;
         }
 
         /* A node not Ready long enough, with --out-of-service: the taint first (the
          * evictions of a dead node's pods would wait on budgets its pods no longer count
          * toward). Only while something is left on the node. */
-        size_t left = pods_left(&e->plan, false) + finished_deleting(&e->plan) - wait_skipped(e);
-        bool released = left == 0 && e->plan.n_claims_blocking == 0;
-        char nrnote[DRAIN_MESSAGE_MAX];
-
-        if (!released && e->o.out_of_service && apply_out_of_service(e, n))
-                return;
-        not_ready_note(e, n, nrnote, sizeof(nrnote));
+        pass->left = pods_left(&e->plan, false) + finished_deleting(&e->plan) - wait_skipped(e);
+        pass->released = pass->left == 0 && e->plan.n_claims_blocking == 0;
+        if (!pass->released && e->o.out_of_service && apply_out_of_service(e, n))
+                return false;
+        not_ready_note(e, n, pass->not_ready, sizeof(pass->not_ready));
 
         /* Evictions: claim holders first; critical ones after the others are accepted;
          * the rest once every claim holder is accepted. New pods are evicted too. */
-        bool ch = evict_group(e, EVICT_GROUP_CLAIM_HOLDERS);
-        bool chc = ch && evict_group(e, EVICT_GROUP_CLAIM_HOLDERS_CRITICAL);
-        bool rest = false;
+        pass->claim_holders_accepted = evict_group(e, EVICT_GROUP_CLAIM_HOLDERS) &&
+                                       evict_group(e, EVICT_GROUP_CLAIM_HOLDERS_CRITICAL);
+        pass->rest_accepted = false;
+        if (drain_phase_evicts_rest(ph) && pass->claim_holders_accepted)
+                pass->rest_accepted =
+                        evict_group(e, EVICT_GROUP_REST) && evict_group(e, EVICT_GROUP_REST_CRITICAL);
 
-        if (drain_phase_evicts_rest(ph) && chc) {
-                rest = evict_group(e, EVICT_GROUP_REST);
-                rest = rest && evict_group(e, EVICT_GROUP_REST_CRITICAL);
+        ns_terminating_note(e, pass->ns_terminating, sizeof(pass->ns_terminating));
+        return true;
+}
+
+static void drain_evict_claim_holders(struct engine *e, const struct node_rec *n,
+                                      const struct drain_pass *pass) {
+        engine_set_message(e, "evicting claim holders: %zu left%s%s",
+                           e->plan.n_per_group[EVICT_GROUP_CLAIM_HOLDERS] +
+                                   e->plan.n_per_group[EVICT_GROUP_CLAIM_HOLDERS_CRITICAL],
+                           pass->not_ready, pass->ns_terminating);
+        if (pass->claim_holders_accepted)
+                engine_patch_phase(e, n, DRAIN_PHASE_EVICT_REST, "evicting the remaining workload pods");
+}
+
+static void drain_evict_rest(struct engine *e, const struct node_rec *n, const struct drain_pass *pass) {
+        engine_set_message(e, "evicting the rest: %zu left%s%s",
+                           e->plan.n_per_group[EVICT_GROUP_REST] +
+                                   e->plan.n_per_group[EVICT_GROUP_REST_CRITICAL],
+                           pass->not_ready, pass->ns_terminating);
+        if (pass->claim_holders_accepted && pass->rest_accepted)
+                engine_patch_phase(e, n, DRAIN_PHASE_WAIT_RELEASED,
+                                   "waiting until the evicted pods are gone and no ResourceClaim is on "
+                                   "the node");
+}
+
+/* wait-released and stop-drivers hold the safety condition of DESIGN.md (left and
+ * released, in pass: evictions change no cache before the next reconcile). */
+static void drain_wait_released(struct engine *e, const struct node_rec *n, const struct drain_pass *pass) {
+        engine_set_message(e, "waiting: %zu pods and %zu ResourceClaims left on the node%s%s", pass->left,
+                           e->plan.n_claims_blocking, pass->released ? "" : pass->not_ready,
+                           pass->ns_terminating);
+        if (!pass->released)
+                return;
+        if (e->o.skip_driver_stop)
+                return engine_patch_phase(e, n, DRAIN_PHASE_DRAINED,
+                                          "drained; DRA drivers left running (--skip-driver-stop)");
+        if (e->st.n_stops == 0)
+                return engine_record_driver_stop(e, n, true);
+        engine_patch_phase(e, n, DRAIN_PHASE_STOP_DRIVERS, "stopping the DRA drivers");
+}
+
+static void drain_stop_drivers(struct engine *e, const struct node_rec *n, const struct drain_pass *pass) {
+        struct driver_stop_view v;
+        struct driver_stop_action a = {};
+        char msg[DRIVER_STOP_MESSAGE_MAX] = "";
+
+        /* Nothing is stopped before it is recorded (a phase written by hand may come
+         * without the record). */
+        if (e->st.n_stops == 0)
+                return engine_record_driver_stop(e, n, false);
+        if (!pass->released) {
+                /* Never stop a driver while a claim is on the node: wait (and the pods
+                 * that came back are being evicted, drain_evict). */
+                engine_set_message(e,
+                                   "not stopping the drivers: %zu pods and %zu ResourceClaims are on the "
+                                   "node%s",
+                                   pass->left, e->plan.n_claims_blocking, pass->not_ready);
+                return;
         }
+        v = engine_driver_view(e, n);
+        e->stop->ops->stop(e->stop, &v, &a);
+        switch (a.what) {
+        case DRIVER_STOP_EVICT:
+                evict_group(e, EVICT_GROUP_DRIVERS);
+                break;
+        case DRIVER_STOP_SET_LABEL:
+                return engine_patch_label(e, n, a.key, a.value);
+        case DRIVER_STOP_FAIL:
+                return engine_finish(e, a.error, "%s", a.message);
+        default:
+                break;
+        }
+        if (!e->stop->ops->stopped(e->stop, &v, msg, sizeof(msg))) {
+                engine_set_message(e, "%s", msg);
+                return;
+        }
+        engine_patch_phase(e, n, DRAIN_PHASE_DRAINED,
+                           "drained: no pods, no ResourceClaims, DRA drivers stopped");
+}
 
-        char nsnote[DRAIN_MESSAGE_MAX];
+/* One step of the drain from the phase the Node records (none: preflight). */
+void engine_drive_drain(struct engine *e, const struct node_rec *n) {
+        enum drain_phase ph = e->st.has_phase ? e->st.phase : DRAIN_PHASE_PREFLIGHT;
+        struct drain_pass pass;
 
-        ns_terminating_note(e, nsnote, sizeof(nsnote));
+        if (refused_in_phase(e, n, ph))
+                return;
+        note_readiness(e, n, ph);
+
         switch (ph) {
-        case DRAIN_PHASE_EVICT_CLAIM_HOLDERS:
-                engine_set_message(e, "evicting claim holders: %zu left%s%s",
-                                   e->plan.n_per_group[EVICT_GROUP_CLAIM_HOLDERS] +
-                                           e->plan.n_per_group[EVICT_GROUP_CLAIM_HOLDERS_CRITICAL],
-                                   nrnote, nsnote);
-                if (chc)
-                        return engine_patch_phase(e, n, DRAIN_PHASE_EVICT_REST,
-                                                  "evicting the remaining workload pods");
-                return;
-        case DRAIN_PHASE_EVICT_REST:
-                engine_set_message(e, "evicting the rest: %zu left%s%s",
-                                   e->plan.n_per_group[EVICT_GROUP_REST] +
-                                           e->plan.n_per_group[EVICT_GROUP_REST_CRITICAL],
-                                   nrnote, nsnote);
-                if (chc && rest)
-                        return engine_patch_phase(
-                                e, n, DRAIN_PHASE_WAIT_RELEASED,
-                                "waiting until the evicted pods are gone and no ResourceClaim is on "
-                                "the node");
-                return;
+        case DRAIN_PHASE_WAITING:
+        case DRAIN_PHASE_PREFLIGHT:
+                return drain_preflight(e, n);
+        case DRAIN_PHASE_CORDON:
+                return drain_cordon(e, n);
+        case DRAIN_PHASE_RESTORE_DRIVERS:
+        case DRAIN_PHASE_UNCORDON:
+                return drain_again(e, n);
+        case DRAIN_PHASE_DRAINED:
+                return drain_check_drained(e, n);
         default:
                 break;
         }
 
-        /* wait-released and stop-drivers: the safety condition of DESIGN.md (left and
-         * released, above: evictions change no cache before the next reconcile). */
-
-        if (ph == DRAIN_PHASE_WAIT_RELEASED) {
-                engine_set_message(e, "waiting: %zu pods and %zu ResourceClaims left on the node%s%s", left,
-                                   e->plan.n_claims_blocking, released ? "" : nrnote, nsnote);
-                if (!released)
-                        return;
-                if (e->o.skip_driver_stop)
-                        return engine_patch_phase(e, n, DRAIN_PHASE_DRAINED,
-                                                  "drained; DRA drivers left running (--skip-driver-stop)");
-                if (st->n_stops == 0)
-                        return engine_record_driver_stop(e, n, true);
-                return engine_patch_phase(e, n, DRAIN_PHASE_STOP_DRIVERS, "stopping the DRA drivers");
-        }
-
-        if (ph == DRAIN_PHASE_STOP_DRIVERS) {
-                /* Nothing is stopped before it is recorded (a phase written by hand may come
-                 * without the record). */
-                if (st->n_stops == 0)
-                        return engine_record_driver_stop(e, n, false);
-                if (!released) {
-                        /* Never stop a driver while a claim is on the node: wait (and the pods
-                         * that came back are being evicted above). */
-                        engine_set_message(
-                                e,
-                                "not stopping the drivers: %zu pods and %zu ResourceClaims are on the "
-                                "node%s",
-                                left, e->plan.n_claims_blocking, nrnote);
-                        return;
-                }
-                {
-                        struct driver_stop_view v = engine_driver_view(e, n);
-                        struct driver_stop_action a = {};
-                        char msg[DRIVER_STOP_MESSAGE_MAX] = "";
-
-                        e->stop->ops->stop(e->stop, &v, &a);
-                        switch (a.what) {
-                        case DRIVER_STOP_EVICT:
-                                evict_group(e, EVICT_GROUP_DRIVERS);
-                                break;
-                        case DRIVER_STOP_SET_LABEL:
-                                return engine_patch_label(e, n, a.key, a.value);
-                        case DRIVER_STOP_FAIL:
-                                return engine_finish(e, a.error, "%s", a.message);
-                        default:
-                                break;
-                        }
-                        if (!e->stop->ops->stopped(e->stop, &v, msg, sizeof(msg))) {
-                                engine_set_message(e, "%s", msg);
-                                return;
-                        }
-                }
-                engine_patch_phase(e, n, DRAIN_PHASE_DRAINED,
-                                   "drained: no pods, no ResourceClaims, DRA drivers stopped");
+        if (!drain_evict(e, n, ph, &pass))
+                return;
+        switch (ph) {
+        case DRAIN_PHASE_EVICT_CLAIM_HOLDERS:
+                return drain_evict_claim_holders(e, n, &pass);
+        case DRAIN_PHASE_EVICT_REST:
+                return drain_evict_rest(e, n, &pass);
+        case DRAIN_PHASE_WAIT_RELEASED:
+                return drain_wait_released(e, n, &pass);
+        case DRAIN_PHASE_STOP_DRIVERS:
+                return drain_stop_drivers(e, n, &pass);
+        default:
+                return;
         }
 }
