@@ -222,8 +222,9 @@ void engine_finish(struct engine *e, int result, const char *fmt, ...) {
                 e->summary.out_of_service_by_drainer =
                         e->summary.out_of_service && e->has_st && e->st.out_of_service_usec > 0;
         }
-        for (int p = DRAIN_PHASE_CORDON; p < _DRAIN_PHASE_MAX; p++)
-                e->summary.changed = e->summary.changed || e->summary.phase_seen[p];
+        for (int p = 0; p < _DRAIN_PHASE_MAX; p++)
+                e->summary.changed =
+                        e->summary.changed || (drain_phase_changes_node(p) && e->summary.phase_seen[p]);
         metrics_node(e);
         metrics_finished(e, result, e->summary.total_usec);
 
