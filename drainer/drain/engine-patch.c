@@ -100,6 +100,29 @@ void engine_patch_node(struct engine *e, char *body) {
         patch_node_at(e, false, body);
 }
 
+void engine_patch_phase(struct engine *e, const struct node_rec *n, enum drain_phase p, const char *msg) {
+        char *body = NULL;
+        int r = drain_patch_phase(n, p, timesrc_realtime(e->ts), msg, &body);
+
+        if (r < 0)
+                return engine_finish(e, r, "cannot build the node patch: %s", strerror(-r));
+        engine_patch_node(e, body);
+        if (e->node_call) {
+                e->patching_phase = true;
+                e->patch_phase = p;
+        }
+}
+
+/* A strategy's SET_LABEL (value NULL: remove the label). */
+void engine_patch_label(struct engine *e, const struct node_rec *n, const char *key, const char *value) {
+        char *body = NULL;
+        int r = drain_patch_label(n, key, value, &body);
+
+        if (r < 0)
+                return engine_finish(e, r, "cannot build the node patch: %s", strerror(-r));
+        engine_patch_node(e, body);
+}
+
 /* --node-conditions: the conditions follow the recorded phase before the phase's
  * first action (and once the drain is over); true when a patch went out. */
 bool engine_sync_conditions(struct engine *e, const struct node_rec *n) {
@@ -118,45 +141,6 @@ bool engine_sync_conditions(struct engine *e, const struct node_rec *n) {
                 return false;
         patch_node_at(e, true, body);
         return true;
-}
-
-void engine_patch_phase(struct engine *e, const struct node_rec *n, enum drain_phase p, const char *msg) {
-        char *body = NULL;
-        int r = drain_patch_phase(n, p, timesrc_realtime(e->ts), msg, &body);
-
-        if (r < 0)
-                return engine_finish(e, r, "cannot build the node patch: %s", strerror(-r));
-        engine_patch_node(e, body);
-        if (e->node_call) {
-                e->patching_phase = true;
-                e->patch_phase = p;
-        }
-}
-
-size_t engine_driver_pods(const struct plan *p, bool healthy_only) {
-        size_t n = 0;
-
-        for (size_t i = 0; i < p->n_pods; i++) {
-                const struct pod_rec *pod = p->pods[i].pod;
-
-                if (p->pods[i].cls != POD_CLASS_DRIVER)
-                        continue;
-                if (healthy_only && (pod->deleting || pod->phase != POD_RUNNING || !pod->ready))
-                        continue;
-                n++;
-        }
-        return n;
-}
-
-void engine_refuse_preflight(struct engine *e) {
-        char msg[2048];
-        size_t len = 0;
-
-        len += snprintf(msg, sizeof(msg), "refused by preflight (%zu blocker%s, nothing was changed)",
-                        e->plan.n_blockers, e->plan.n_blockers == 1 ? "" : "s");
-        for (size_t i = 0; i < e->plan.n_blockers && len < sizeof(msg) - 1; i++)
-                len += snprintf(msg + len, sizeof(msg) - len, "; %s", e->plan.blockers[i].message);
-        engine_finish(e, -EPERM, "%s", msg);
 }
 
 /* Whether drainer.io/message already reads msg (cut as drain_patch_message cuts). */
@@ -189,6 +173,54 @@ void engine_write_progress(struct engine *e, const struct node_rec *n) {
         if (r < 0)
                 return engine_finish(e, r, "cannot build the node patch: %s", strerror(-r));
         engine_patch_node(e, body);
+}
+
+/* Whether the cached Node is at least as new as the version our patch produced.
+ * resourceVersions are opaque to clients, but kube-apiserver's are etcd revisions:
+ * when both parse as integers, a larger one is newer. That matters because the watch
+ * may deliver our version AND a later one (a status heartbeat) before the patch's own
+ * answer arrives; waiting for equality would then wait forever. */
+static bool rv_reached(const char *cached, const char *awaited) {
+        char *e1, *e2;
+        unsigned long long a, b;
+
+        if (!cached || !awaited)
+                return true;
+        errno = 0;
+        a = strtoull(cached, &e1, 10);
+        b = strtoull(awaited, &e2, 10);
+        if (errno == 0 && *cached && *awaited && !*e1 && !*e2)
+                return a >= b;
+        return streq(cached, awaited);
+}
+
+bool engine_patch_settled(struct engine *e, const struct node_rec *n) {
+        if (e->node_call)
+                return false; /* one Node patch at a time; its answer schedules the next reconcile */
+        if (e->await_rv) {
+                if (!rv_reached(n->resource_version, e->await_rv))
+                        return false; /* the cache has not caught up with our own patch yet */
+                e->await_rv = mfree(e->await_rv);
+        }
+        if (e->conflict_rv) {
+                if (streq_ptr(n->resource_version, e->conflict_rv) && timesrc_now(e->ts) < e->conflict_until)
+                        return false; /* a patch from this version was refused with 409: wait for a newer one */
+                e->conflict_rv = mfree(e->conflict_rv);
+        }
+        return true;
+}
+
+/* ---- refusals written on the Node ---- */
+
+void engine_refuse_preflight(struct engine *e) {
+        char msg[2048];
+        size_t len = 0;
+
+        len += snprintf(msg, sizeof(msg), "refused by preflight (%zu blocker%s, nothing was changed)",
+                        e->plan.n_blockers, e->plan.n_blockers == 1 ? "" : "s");
+        for (size_t i = 0; i < e->plan.n_blockers && len < sizeof(msg) - 1; i++)
+                len += snprintf(msg + len, sizeof(msg) - len, "; %s", e->plan.blockers[i].message);
+        engine_finish(e, -EPERM, "%s", msg);
 }
 
 /* A refusal after preflight, with the node in a phase of a drain: nothing more is
@@ -336,6 +368,21 @@ void engine_record_driver_stop(struct engine *e, const struct node_rec *n, bool 
         engine_patch_node(e, body);
 }
 
+size_t engine_driver_pods(const struct plan *p, bool healthy_only) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < p->n_pods; i++) {
+                const struct pod_rec *pod = p->pods[i].pod;
+
+                if (p->pods[i].cls != POD_CLASS_DRIVER)
+                        continue;
+                if (healthy_only && (pod->deleting || pod->phase != POD_RUNNING || !pod->ready))
+                        continue;
+                n++;
+        }
+        return n;
+}
+
 /* What the strategy's ops are shown of the node. */
 struct driver_stop_view engine_driver_view(struct engine *e, const struct node_rec *n) {
         return (struct driver_stop_view){
@@ -343,49 +390,4 @@ struct driver_stop_view engine_driver_view(struct engine *e, const struct node_r
                 .driver_pods = engine_driver_pods(&e->plan, false),
                 .driver_pods_ready = engine_driver_pods(&e->plan, true),
         };
-}
-
-/* A strategy's SET_LABEL (value NULL: remove the label). */
-void engine_patch_label(struct engine *e, const struct node_rec *n, const char *key, const char *value) {
-        char *body = NULL;
-        int r = drain_patch_label(n, key, value, &body);
-
-        if (r < 0)
-                return engine_finish(e, r, "cannot build the node patch: %s", strerror(-r));
-        engine_patch_node(e, body);
-}
-
-/* Whether the cached Node is at least as new as the version our patch produced.
- * resourceVersions are opaque to clients, but kube-apiserver's are etcd revisions:
- * when both parse as integers, a larger one is newer. That matters because the watch
- * may deliver our version AND a later one (a status heartbeat) before the patch's own
- * answer arrives; waiting for equality would then wait forever. */
-static bool rv_reached(const char *cached, const char *awaited) {
-        char *e1, *e2;
-        unsigned long long a, b;
-
-        if (!cached || !awaited)
-                return true;
-        errno = 0;
-        a = strtoull(cached, &e1, 10);
-        b = strtoull(awaited, &e2, 10);
-        if (errno == 0 && *cached && *awaited && !*e1 && !*e2)
-                return a >= b;
-        return streq(cached, awaited);
-}
-
-bool engine_patch_settled(struct engine *e, const struct node_rec *n) {
-        if (e->node_call)
-                return false; /* one Node patch at a time; its answer schedules the next reconcile */
-        if (e->await_rv) {
-                if (!rv_reached(n->resource_version, e->await_rv))
-                        return false; /* the cache has not caught up with our own patch yet */
-                e->await_rv = mfree(e->await_rv);
-        }
-        if (e->conflict_rv) {
-                if (streq_ptr(n->resource_version, e->conflict_rv) && timesrc_now(e->ts) < e->conflict_until)
-                        return false; /* a patch from this version was refused with 409: wait for a newer one */
-                e->conflict_rv = mfree(e->conflict_rv);
-        }
-        return true;
 }
