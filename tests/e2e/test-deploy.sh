@@ -569,7 +569,7 @@ kubectl delete clusterrolebinding,clusterrole deploy-test-pod-delete >/dev/null
 # for its own node, and only a free one or one whose holder's tenure is over; it renews,
 # releases and deletes only what its node holds; no renewTime far ahead, no long lease.
 now_micro() { date -u +%Y-%m-%dT%H:%M:%S.000000Z "$@"; }
-slot_lease() { # NAME HOLDER RENEWTIME [DURATION]: a slot Lease as drainer/drain/slots.c writes it
+slot_lease() { # NAME HOLDER RENEWTIME [DURATION]: a slot Lease as drainer/kube/slots.c writes it
 	jq -nc --arg n "$1" --arg h "$2" --arg t "$3" --argjson d "${4:-120}" '{apiVersion: "coordination.k8s.io/v1", kind: "Lease",
 		metadata: {name: $n, namespace: "drainer-system", labels: {"app.kubernetes.io/managed-by": "drainer"}},
 		spec: ({leaseDurationSeconds: $d, acquireTime: $t, renewTime: $t, leaseTransitions: 0} + (if $h == "" then {} else {holderIdentity: $h} end))}'
