@@ -55,7 +55,7 @@ int verb_parse(int argc, char **argv, struct global_flags *g, const struct optio
                void *userdata);
 void verb_help(const struct verb *v);
 
-int verb_status(int argc, char **argv, struct global_flags *g);
+extern const struct verb_ops verb_status_ops;
 int verb_plan(int argc, char **argv, struct global_flags *g);
 int verb_drain(int argc, char **argv, struct global_flags *g);
 int verb_uncordon(int argc, char **argv, struct global_flags *g);
@@ -63,5 +63,5 @@ int verb_maintain(int argc, char **argv, struct global_flags *g);
 int verb_serve(int argc, char **argv, struct global_flags *g);
 extern const struct verb_ops verb_doctor_ops;
 int verb_rollout(int argc, char **argv, struct global_flags *g);
-int verb_guard(int argc, char **argv, struct global_flags *g);
+extern const struct verb_ops verb_guard_ops;
 int verb_version(int argc, char **argv, struct global_flags *g);
