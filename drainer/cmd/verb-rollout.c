@@ -49,7 +49,7 @@ enum stop_stage {
         STOP_DONE,
 };
 
-struct rollout_verb {
+struct rollout_run {
         /* parsed */
         char *ds_arg; /* owned: "NAMESPACE\0DAEMONSET" */
         const char *ds_ns, *ds_name, *driver, *lease_ns, *identity;
@@ -75,7 +75,7 @@ struct rollout_verb {
 };
 
 static int on_rollout_opt(int opt, const char *arg, void *userdata) {
-        struct rollout_verb *ro = userdata;
+        struct rollout_run *run = userdata;
         char msg[256];
         unsigned long v;
         char *end;
@@ -83,12 +83,12 @@ static int on_rollout_opt(int opt, const char *arg, void *userdata) {
 
         switch (opt) {
         case OPT_RO_DRIVER:
-                if (ro->driver)
+                if (run->driver)
                         return log_error_errno(EINVAL,
                                                "--driver: given twice (a rollout updates one driver)");
                 if (drain_scope_check(arg, msg, sizeof(msg)) < 0)
                         return log_error_errno(EINVAL, "--driver: %s", msg);
-                ro->driver = arg;
+                run->driver = arg;
                 return 0;
         case OPT_RO_MAX_PARALLEL:
                 errno = 0;
@@ -96,24 +96,24 @@ static int on_rollout_opt(int opt, const char *arg, void *userdata) {
                 if (errno || end == arg || *end || v < 1 || v > 100)
                         return log_error_errno(EINVAL,
                                                "--max-parallel: \"%s\" is not a number from 1 to 100", arg);
-                ro->max_parallel = (unsigned)v;
+                run->max_parallel = (unsigned)v;
                 return 0;
         case OPT_RO_TIMEOUT:
-                r = parse_duration(arg, &ro->timeout_usec);
-                if (r < 0 || ro->timeout_usec == 0)
+                r = parse_duration(arg, &run->timeout_usec);
+                if (r < 0 || run->timeout_usec == 0)
                         return log_error_errno(
                                 EINVAL, "--timeout: \"%s\" is not a positive duration (90s, 5m)", arg);
                 return 0;
         case OPT_RO_LEASE_NS:
-                ro->lease_ns = arg;
+                run->lease_ns = arg;
                 return 0;
         case OPT_RO_DRIVER_HEALTH:
-                ro->a.health = arg;
+                run->a.health = arg;
                 return 0;
         case OPT_RO_DRIVER_SELECTOR:
-                return driver_selector_add(ro->a.driver_selectors, &ro->a.n_driver_selectors, arg);
+                return driver_selector_add(run->a.driver_selectors, &run->a.n_driver_selectors, arg);
         case OPT_RO_IDENTITY:
-                ro->identity = arg;
+                run->identity = arg;
                 return 0;
         default:
                 return -EINVAL;
@@ -131,62 +131,62 @@ static int rollout_parse(int argc, char **argv, struct global_flags *g, void *st
                 { "identity", required_argument, NULL, OPT_RO_IDENTITY },
                 {},
         };
-        struct rollout_verb *ro = state;
+        struct rollout_run *run = state;
         const char *env_ns = getenv("POD_NAMESPACE");
         char *slash;
         int r;
 
-        ro->max_parallel = 1;
-        ro->timeout_usec = DEFAULT_TIMEOUT_USEC;
-        ro->a = (struct drain_args){
+        run->max_parallel = 1;
+        run->timeout_usec = DEFAULT_TIMEOUT_USEC;
+        run->a = (struct drain_args){
                 .verb = "rollout", .profile.grace = -1, .profile.stop = &driver_stop_none, .stop_given = true
         };
-        r = verb_parse(argc, argv, g, opts, on_rollout_opt, ro);
+        r = verb_parse(argc, argv, g, opts, on_rollout_opt, run);
         if (r <= 0)
                 return r;
         if (optind + 1 != argc) {
                 log_error("rollout: give exactly one NAMESPACE/DAEMONSET (the DRA driver's DaemonSet)");
                 return -EINVAL;
         }
-        ro->ds_arg = strdup(argv[optind]);
-        if (!ro->ds_arg)
+        run->ds_arg = strdup(argv[optind]);
+        if (!run->ds_arg)
                 return log_oom();
-        slash = strchr(ro->ds_arg, '/');
-        if (!slash || slash == ro->ds_arg || !slash[1] || strchr(slash + 1, '/')) {
+        slash = strchr(run->ds_arg, '/');
+        if (!slash || slash == run->ds_arg || !slash[1] || strchr(slash + 1, '/')) {
                 log_error("rollout: \"%s\" is not NAMESPACE/DAEMONSET", argv[optind]);
                 return -EINVAL;
         }
         *slash = 0;
-        ro->ds_ns = ro->ds_arg;
-        ro->ds_name = slash + 1;
-        if (!ro->driver) {
+        run->ds_ns = run->ds_arg;
+        run->ds_name = slash + 1;
+        if (!run->driver) {
                 log_error("rollout: --driver NAME is required (the driver's name as in its ResourceSlices, "
                           "e.g. gpu.example.com)");
                 return -EINVAL;
         }
-        if (!ro->lease_ns)
-                ro->lease_ns = env_ns && *env_ns ? env_ns : DEFAULT_LEASE_NS;
-        gethostname(ro->host, sizeof(ro->host) - 1);
-        if (!ro->identity)
-                ro->identity = ro->host;
-        ro->a.profile.drivers[0] = ro->driver;
-        ro->a.profile.n_drivers = 1;
-        if (ro->a.health) {
+        if (!run->lease_ns)
+                run->lease_ns = env_ns && *env_ns ? env_ns : DEFAULT_LEASE_NS;
+        gethostname(run->host, sizeof(run->host) - 1);
+        if (!run->identity)
+                run->identity = run->host;
+        run->a.profile.drivers[0] = run->driver;
+        run->a.profile.n_drivers = 1;
+        if (run->a.health) {
                 _cleanup_free_ char *err = NULL;
 
-                r = health_target_parse(ro->a.health, &ro->a.profile.health_target, &err);
+                r = health_target_parse(run->a.health, &run->a.profile.health_target, &err);
                 if (r < 0) {
                         log_error("--driver-health: %s",
                                   err ? err : "not PORT[/SERVICE] or unix:PATH[#SERVICE]");
                         return -EINVAL;
                 }
-                ro->a.profile.has_health = true;
+                run->a.profile.has_health = true;
         }
-        r = driver_selectors_parse(ro->a.driver_selectors, ro->a.n_driver_selectors, &ro->a.profile.drv_sels,
-                                   &ro->a.profile.n_drv_sels);
+        r = driver_selectors_parse(run->a.driver_selectors, run->a.n_driver_selectors,
+                                   &run->a.profile.drv_sels, &run->a.profile.n_drv_sels);
         if (r < 0)
                 return -EINVAL;
-        ro->fmt = g->output;
+        run->fmt = g->output;
         return 1;
 }
 
@@ -213,15 +213,15 @@ static cJSON *node_json(const struct driver_rollout_node_status *st) {
 }
 
 /* The worst node decides: an error, else a timeout, else a refusal. */
-static int rollout_exit_code(const struct rollout_verb *ro) {
-        size_t n = driver_rollout_n_nodes(ro->rollout);
+static int rollout_exit_code(const struct rollout_run *run) {
+        size_t n = driver_rollout_n_nodes(run->rollout);
         int code = EXIT_DONE;
 
         for (size_t i = 0; i < n; i++) {
                 struct driver_rollout_node_status st;
                 int c;
 
-                driver_rollout_node_status(ro->rollout, i, &st);
+                driver_rollout_node_status(run->rollout, i, &st);
                 c = st.result == DRIVER_ROLLOUT_TIMEOUT   ? EXIT_TIMEOUT
                     : st.result == DRIVER_ROLLOUT_REFUSED ? EXIT_REFUSED
                     : st.result == DRIVER_ROLLOUT_FAILED  ? EXIT_ERROR
@@ -230,22 +230,22 @@ static int rollout_exit_code(const struct rollout_verb *ro) {
                     (c == EXIT_REFUSED && code == EXIT_DONE))
                         code = c;
         }
-        return ro->interrupted ? EXIT_ERROR : code;
+        return run->interrupted ? EXIT_ERROR : code;
 }
 
-static void print_summary(const struct rollout_verb *ro, int code) {
-        size_t n = driver_rollout_n_nodes(ro->rollout), updated = 0, skipped = 0;
-        const char *target = strna(driver_rollout_revision(ro->rollout));
-        double seconds = (double)(timesrc_now(ro->app->ts) - ro->t0) / USEC_PER_SEC;
+static void print_summary(const struct rollout_run *run, int code) {
+        size_t n = driver_rollout_n_nodes(run->rollout), updated = 0, skipped = 0;
+        const char *target = strna(driver_rollout_revision(run->rollout));
+        double seconds = (double)(timesrc_now(run->app->ts) - run->t0) / USEC_PER_SEC;
 
         for (size_t i = 0; i < n; i++) {
                 struct driver_rollout_node_status st;
 
-                driver_rollout_node_status(ro->rollout, i, &st);
+                driver_rollout_node_status(run->rollout, i, &st);
                 updated += st.result == DRIVER_ROLLOUT_UPDATED;
                 skipped += st.result == DRIVER_ROLLOUT_SKIPPED;
         }
-        if (ro->fmt == OUTPUT_JSON) {
+        if (run->fmt == OUTPUT_JSON) {
                 _cleanup_(cJSON_Deletep) cJSON *j = cJSON_CreateObject();
                 _cleanup_free_ char *out = NULL;
                 cJSON *items = j ? cJSON_AddArrayToObject(j, "nodes") : NULL;
@@ -253,21 +253,21 @@ static void print_summary(const struct rollout_verb *ro, int code) {
 
                 if (!items)
                         return (void)log_oom();
-                snprintf(ds, sizeof(ds), "%s/%s", ro->ds_ns, ro->ds_name);
+                snprintf(ds, sizeof(ds), "%s/%s", run->ds_ns, run->ds_name);
                 cJSON_AddStringToObject(j, "daemonset", ds);
-                cJSON_AddStringToObject(j, "driver", ro->driver);
+                cJSON_AddStringToObject(j, "driver", run->driver);
                 cJSON_AddStringToObject(j, "revision", target);
-                cJSON_AddNumberToObject(j, "maxParallel", ro->max_parallel);
+                cJSON_AddNumberToObject(j, "maxParallel", run->max_parallel);
                 for (size_t i = 0; i < n; i++) {
                         struct driver_rollout_node_status st;
 
-                        driver_rollout_node_status(ro->rollout, i, &st);
+                        driver_rollout_node_status(run->rollout, i, &st);
                         cJSON_AddItemToArray(items, node_json(&st));
                 }
                 cJSON_AddNumberToObject(j, "updated", (double)updated);
                 cJSON_AddNumberToObject(j, "skipped", (double)skipped);
                 cJSON_AddNumberToObject(j, "seconds", seconds);
-                cJSON_AddBoolToObject(j, "interrupted", ro->interrupted);
+                cJSON_AddBoolToObject(j, "interrupted", run->interrupted);
                 cJSON_AddNumberToObject(j, "exitCode", code);
                 out = cJSON_Print(j);
                 if (out)
@@ -275,42 +275,44 @@ static void print_summary(const struct rollout_verb *ro, int code) {
         } else
                 printf("rollout of %s/%s to revision %s: %zu updated, %zu already on it, %zu not done%s "
                        "(%.1f s)\n",
-                       ro->ds_ns, ro->ds_name, target, updated, skipped, n - updated - skipped,
-                       ro->interrupted ? ", interrupted: run it again to resume" : "", seconds);
+                       run->ds_ns, run->ds_name, target, updated, skipped, n - updated - skipped,
+                       run->interrupted ? ", interrupted: run it again to resume" : "", seconds);
         fflush(stdout);
 }
 
 /* The work is over: the summary (once the nodes are known) and the exit code. */
-static void rollout_over(struct rollout_verb *ro) {
+static void rollout_over(struct rollout_run *run) {
         int code;
 
-        if (ro->said)
+        if (run->said)
                 return;
-        ro->said = true;
-        code = rollout_exit_code(ro);
-        if (driver_rollout_revision(ro->rollout))
-                print_summary(ro, code);
-        app_quit(ro->app, code);
+        run->said = true;
+        code = rollout_exit_code(run);
+        if (driver_rollout_revision(run->rollout))
+                print_summary(run, code);
+        app_quit(run->app, code);
 }
 
 /* ---- the runner's callbacks ---- */
 
-static void on_planned(struct driver_rollout *r, const char *revision, size_t n_nodes, void *userdata) {
-        struct rollout_verb *ro = userdata;
+static void on_planned(struct driver_rollout *rollout, const char *revision, size_t n_nodes,
+                       void *userdata) {
+        struct rollout_run *run = userdata;
 
-        if (ro->fmt == OUTPUT_TEXT)
+        if (run->fmt == OUTPUT_TEXT)
                 log_info("rollout of DaemonSet %s/%s (driver %s) to revision %s: %zu nodes, %u at a time",
-                         ro->ds_ns, ro->ds_name, ro->driver, revision, n_nodes, ro->max_parallel);
+                         run->ds_ns, run->ds_name, run->driver, revision, n_nodes, run->max_parallel);
 }
 
-static void on_progress(struct driver_rollout *r, const char *node, const char *message, void *userdata) {
-        struct rollout_verb *ro = userdata;
+static void on_progress(struct driver_rollout *rollout, const char *node, const char *message,
+                        void *userdata) {
+        struct rollout_run *run = userdata;
 
-        if (ro->fmt == OUTPUT_TEXT)
+        if (run->fmt == OUTPUT_TEXT)
                 log_info("%s", message);
 }
 
-static void on_node_done(struct driver_rollout *r, const char *node, int error, const char *message,
+static void on_node_done(struct driver_rollout *rollout, const char *node, int error, const char *message,
                          void *userdata) {
         if (error == 0)
                 log_info("%s", strna(message));
@@ -318,30 +320,30 @@ static void on_node_done(struct driver_rollout *r, const char *node, int error, 
                 log_error("%s", strna(message));
 }
 
-static void on_finished(struct driver_rollout *r, int error, const char *message, void *userdata) {
-        struct rollout_verb *ro = userdata;
+static void on_finished(struct driver_rollout *rollout, int error, const char *message, void *userdata) {
+        struct rollout_run *run = userdata;
 
         if (error < 0) {
                 /* it could not start: said, no summary */
                 log_error("%s", strna(message));
-                ro->said = true;
-                app_quit(ro->app, error == -EPERM ? EXIT_REFUSED : EXIT_ERROR);
+                run->said = true;
+                app_quit(run->app, error == -EPERM ? EXIT_REFUSED : EXIT_ERROR);
                 return;
         }
-        rollout_over(ro);
+        rollout_over(run);
 }
 
 static void on_slots_changed(struct slots *s, void *userdata) {
-        struct rollout_verb *ro = userdata;
+        struct rollout_run *run = userdata;
 
-        driver_rollout_poke(ro->rollout);
+        driver_rollout_poke(run->rollout);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
-        struct rollout_verb *ro = h->data;
+        struct rollout_run *run = h->data;
 
-        ro->interrupted = true;
-        rollout_over(ro);
+        run->interrupted = true;
+        rollout_over(run);
 }
 
 static void on_wait_timer(struct dtimer *t);
@@ -353,50 +355,50 @@ static int rollout_start(struct app *a, void *state) {
                 .on_node_done = on_node_done,
                 .on_finished = on_finished,
         };
-        struct rollout_verb *ro = state;
+        struct rollout_run *run = state;
         int r;
 
-        ro->app = a;
-        ro->t0 = timesrc_now(a->ts);
+        run->app = a;
+        run->t0 = timesrc_now(a->ts);
         if (!isatty(STDERR_FILENO))
                 log_set_timestamps(true);
-        r = dtimer_init(&ro->wait, a->ts, on_wait_timer);
+        r = dtimer_init(&run->wait, a->ts, on_wait_timer);
         if (r < 0)
                 return log_oom();
-        ro->wait_ready = true;
-        uv_signal_init(&a->loop, &ro->sigint);
-        uv_signal_init(&a->loop, &ro->sigterm);
-        ro->sigint.data = ro->sigterm.data = ro;
-        ro->signals_ready = true;
-        uv_signal_start(&ro->sigint, on_signal, SIGINT);
-        uv_signal_start(&ro->sigterm, on_signal, SIGTERM);
+        run->wait_ready = true;
+        uv_signal_init(&a->loop, &run->sigint);
+        uv_signal_init(&a->loop, &run->sigterm);
+        run->sigint.data = run->sigterm.data = run;
+        run->signals_ready = true;
+        uv_signal_start(&run->sigint, on_signal, SIGINT);
+        uv_signal_start(&run->sigterm, on_signal, SIGTERM);
 
-        r = announcer_new(a->client, a->ts, ro->host, &ro->announcer);
+        r = announcer_new(a->client, a->ts, run->host, &run->announcer);
         if (r < 0)
                 return log_oom();
         r = slots_new(a->client, a->ts,
                       &(const struct slots_options){
-                              .ns = ro->lease_ns, .max = ro->max_parallel, .identity = ro->identity },
-                      on_slots_changed, ro, &ro->slots);
+                              .ns = run->lease_ns, .max = run->max_parallel, .identity = run->identity },
+                      on_slots_changed, run, &run->slots);
         if (r < 0)
                 return log_error_errno(r, "Cannot set up drain slots: %m");
         r = driver_rollout_new(a->client, a->ts,
                                &(const struct driver_rollout_options){
-                                       .ds_namespace = ro->ds_ns,
-                                       .ds_name = ro->ds_name,
-                                       .driver = ro->driver,
-                                       .max_parallel = ro->max_parallel,
-                                       .timeout_usec = ro->timeout_usec,
-                                       .profile = &ro->a.profile,
+                                       .ds_namespace = run->ds_ns,
+                                       .ds_name = run->ds_name,
+                                       .driver = run->driver,
+                                       .max_parallel = run->max_parallel,
+                                       .timeout_usec = run->timeout_usec,
+                                       .profile = &run->a.profile,
                                        .transport = a->transport,
-                                       .slots = ro->slots,
-                                       .lease_namespace = ro->lease_ns,
-                                       .announcer = ro->announcer,
+                                       .slots = run->slots,
+                                       .lease_namespace = run->lease_ns,
+                                       .announcer = run->announcer,
                                },
-                               &cb, ro, &ro->rollout);
+                               &cb, run, &run->rollout);
         if (r < 0)
                 return log_error_errno(r, "Cannot set up the rollout: %m");
-        r = driver_rollout_start(ro->rollout);
+        r = driver_rollout_start(run->rollout);
         if (r < 0)
                 return log_error_errno(r, "Cannot start the rollout: %m");
         return 0;
@@ -405,79 +407,80 @@ static int rollout_start(struct app *a, void *state) {
 /* ---- the wind-down: the runner, then the slots (releases given back first, at most
  * 10 s), the Events in flight, the signal handles ---- */
 
-static void stop_next(struct rollout_verb *ro);
+static void stop_next(struct rollout_run *run);
 
 static void on_handle_closed(uv_handle_t *h) {
-        struct rollout_verb *ro = h->data;
+        struct rollout_run *run = h->data;
 
-        if (--ro->handles_closing == 0) {
-                ro->stop_stage = STOP_DONE;
-                app_stopped(ro->app);
+        if (--run->handles_closing == 0) {
+                run->stop_stage = STOP_DONE;
+                app_stopped(run->app);
         }
 }
 
 static void on_wait_timer(struct dtimer *t) {
-        struct rollout_verb *ro = container_of(t, struct rollout_verb, wait);
+        struct rollout_run *run = container_of(t, struct rollout_run, wait);
 
-        stop_next(ro);
+        stop_next(run);
 }
 
 static void on_runner_stopped(void *userdata) {
-        struct rollout_verb *ro = userdata;
+        struct rollout_run *run = userdata;
 
-        ro->stop_stage = STOP_SLOTS_SETTLE;
-        ro->settle_until = timesrc_now(ro->app->ts) + SLOTS_SETTLE_USEC;
-        stop_next(ro);
+        run->stop_stage = STOP_SLOTS_SETTLE;
+        run->settle_until = timesrc_now(run->app->ts) + SLOTS_SETTLE_USEC;
+        stop_next(run);
 }
 
 /* Each stage goes on at once when it can, else checks again a little later. */
-static void stop_next(struct rollout_verb *ro) {
-        switch (ro->stop_stage) {
+static void stop_next(struct rollout_run *run) {
+        switch (run->stop_stage) {
         case STOP_RUNNER:
-                if (ro->rollout) {
-                        driver_rollout_stop(ro->rollout, on_runner_stopped, ro);
+                if (run->rollout) {
+                        driver_rollout_stop(run->rollout, on_runner_stopped, run);
                         return;
                 }
-                ro->stop_stage = STOP_SLOTS_SETTLE;
-                ro->settle_until = timesrc_now(ro->app->ts) + SLOTS_SETTLE_USEC;
+                run->stop_stage = STOP_SLOTS_SETTLE;
+                run->settle_until = timesrc_now(run->app->ts) + SLOTS_SETTLE_USEC;
                 /* fall through */
         case STOP_SLOTS_SETTLE:
-                if (ro->slots && !slots_settled(ro->slots) && timesrc_now(ro->app->ts) < ro->settle_until) {
-                        dtimer_start(&ro->wait, STOP_CHECK_USEC);
+                if (run->slots && !slots_settled(run->slots) &&
+                    timesrc_now(run->app->ts) < run->settle_until) {
+                        dtimer_start(&run->wait, STOP_CHECK_USEC);
                         return;
                 }
-                if (ro->slots)
-                        slots_stop(ro->slots);
-                ro->stop_stage = STOP_SLOTS_IDLE;
+                if (run->slots)
+                        slots_stop(run->slots);
+                run->stop_stage = STOP_SLOTS_IDLE;
                 /* fall through */
         case STOP_SLOTS_IDLE:
-                if (ro->slots && !slots_idle(ro->slots)) {
-                        dtimer_start(&ro->wait, STOP_CHECK_USEC);
+                if (run->slots && !slots_idle(run->slots)) {
+                        dtimer_start(&run->wait, STOP_CHECK_USEC);
                         return;
                 }
-                ro->stop_stage = STOP_ANNOUNCER;
+                run->stop_stage = STOP_ANNOUNCER;
                 /* fall through */
         case STOP_ANNOUNCER:
-                if (ro->announcer && !announcer_idle(ro->announcer)) {
-                        dtimer_start(&ro->wait, STOP_CHECK_USEC);
+                if (run->announcer && !announcer_idle(run->announcer)) {
+                        dtimer_start(&run->wait, STOP_CHECK_USEC);
                         return;
                 }
-                ro->stop_stage = STOP_HANDLES;
+                run->stop_stage = STOP_HANDLES;
                 /* fall through */
         case STOP_HANDLES:
-                if (ro->wait_ready) {
-                        dtimer_done(&ro->wait);
-                        ro->wait_ready = false;
+                if (run->wait_ready) {
+                        dtimer_done(&run->wait);
+                        run->wait_ready = false;
                 }
-                if (!ro->signals_ready) {
-                        ro->stop_stage = STOP_DONE;
-                        app_stopped(ro->app);
+                if (!run->signals_ready) {
+                        run->stop_stage = STOP_DONE;
+                        app_stopped(run->app);
                         return;
                 }
-                ro->signals_ready = false;
-                ro->handles_closing = 2;
-                uv_close((uv_handle_t *)&ro->sigint, on_handle_closed);
-                uv_close((uv_handle_t *)&ro->sigterm, on_handle_closed);
+                run->signals_ready = false;
+                run->handles_closing = 2;
+                uv_close((uv_handle_t *)&run->sigint, on_handle_closed);
+                uv_close((uv_handle_t *)&run->sigterm, on_handle_closed);
                 return;
         case STOP_DONE:
                 return;
@@ -485,29 +488,29 @@ static void stop_next(struct rollout_verb *ro) {
 }
 
 static void rollout_stop(struct app *a, void *state) {
-        struct rollout_verb *ro = state;
+        struct rollout_run *run = state;
 
-        if (!ro->wait_ready) { /* start failed before anything was made */
+        if (!run->wait_ready) { /* start failed before anything was made */
                 app_stopped(a);
                 return;
         }
-        stop_next(ro);
+        stop_next(run);
 }
 
 static void rollout_free(void *state) {
-        struct rollout_verb *ro = state;
+        struct rollout_run *run = state;
 
-        driver_rollout_free(ro->rollout);
-        slots_free(ro->slots);
-        announcer_free(ro->announcer);
-        if (ro->wait_ready)
-                dtimer_done(&ro->wait);
-        drain_profile_done(&ro->a.profile);
-        free(ro->ds_arg);
+        driver_rollout_free(run->rollout);
+        slots_free(run->slots);
+        announcer_free(run->announcer);
+        if (run->wait_ready)
+                dtimer_done(&run->wait);
+        drain_profile_done(&run->a.profile);
+        free(run->ds_arg);
 }
 
 const struct verb_ops verb_rollout_ops = {
-        .state_size = sizeof(struct rollout_verb),
+        .state_size = sizeof(struct rollout_run),
         .parse = rollout_parse,
         .start = rollout_start,
         .stop = rollout_stop,

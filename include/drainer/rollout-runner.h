@@ -51,7 +51,7 @@ enum driver_rollout_result {
 };
 
 /* "not-started", "interrupted", "skipped", "updated", "timeout", "refused", "failed" */
-const char *driver_rollout_result_to_string(enum driver_rollout_result r);
+const char *driver_rollout_result_to_string(enum driver_rollout_result result);
 
 /* One node as the runner left it (strings borrowed: valid until the runner is freed). */
 struct driver_rollout_node_status {
@@ -69,18 +69,20 @@ struct driver_rollout_node_status {
 struct driver_rollout_callbacks {
         /* The DaemonSet was read and checked: revision is the update revision's hash,
          * n_nodes the nodes to visit, in order. */
-        void (*on_planned)(struct driver_rollout *r, const char *revision, size_t n_nodes, void *userdata);
+        void (*on_planned)(struct driver_rollout *rollout, const char *revision, size_t n_nodes,
+                           void *userdata);
         /* A node's progress changed (a new message). */
-        void (*on_progress)(struct driver_rollout *r, const char *node, const char *message, void *userdata);
+        void (*on_progress)(struct driver_rollout *rollout, const char *node, const char *message,
+                            void *userdata);
         /* A node ended: error 0 (updated or skipped) or negative errno; the message says so. */
-        void (*on_node_done)(struct driver_rollout *r, const char *node, int error, const char *message,
-                             void *userdata);
+        void (*on_node_done)(struct driver_rollout *rollout, const char *node, int error,
+                             const char *message, void *userdata);
         /* Once, from the loop: every node was visited, or the first failure stopped the
          * rollout (error 0: each node's status says how it ended), or the rollout could
          * not start (error: -EPERM refused, -ETIMEDOUT the DaemonSet controller never
          * observed the newest spec, another negative errno a read that failed; message
          * says why). Not after driver_rollout_stop(). */
-        void (*on_finished)(struct driver_rollout *r, int error, const char *message, void *userdata);
+        void (*on_finished)(struct driver_rollout *rollout, int error, const char *message, void *userdata);
 };
 
 /* Copies what it needs of o. 0, -EINVAL (a bad option) or -ENOMEM. */
@@ -89,20 +91,20 @@ int driver_rollout_new(struct kube_client *client, struct timesrc *ts,
                        void *userdata, struct driver_rollout **ret);
 /* Reads the DaemonSet, its revisions and nodes, then runs the nodes. Returns at once:
  * 0, or a negative errno (nothing started). */
-int driver_rollout_start(struct driver_rollout *r);
+int driver_rollout_start(struct driver_rollout *rollout);
 /* Something the runner cannot see changed (the drain slots): it re-evaluates. */
-void driver_rollout_poke(struct driver_rollout *r);
+void driver_rollout_poke(struct driver_rollout *rollout);
 /* Stops everything it started (engines, calls, watches, timers): nodes in progress end
  * as interrupted, their Nodes keep their state for the next run. stopped runs once,
  * from the loop (never from inside this call), when the last of it has closed; then
  * the runner may be freed. */
-void driver_rollout_stop(struct driver_rollout *r, void (*stopped)(void *userdata), void *userdata);
+void driver_rollout_stop(struct driver_rollout *rollout, void (*stopped)(void *userdata), void *userdata);
 
-const char *driver_rollout_revision(const struct driver_rollout *r); /* NULL before on_planned */
-size_t driver_rollout_n_nodes(const struct driver_rollout *r);
-void driver_rollout_node_status(const struct driver_rollout *r, size_t i,
+const char *driver_rollout_revision(const struct driver_rollout *rollout); /* NULL before on_planned */
+size_t driver_rollout_n_nodes(const struct driver_rollout *rollout);
+void driver_rollout_node_status(const struct driver_rollout *rollout, size_t i,
                                 struct driver_rollout_node_status *ret);
 
 /* Only once stopped (or never started). NULL ok. */
-void driver_rollout_free(struct driver_rollout *r);
+void driver_rollout_free(struct driver_rollout *rollout);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct driver_rollout *, driver_rollout_free);

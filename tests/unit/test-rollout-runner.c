@@ -102,7 +102,7 @@ struct world {
         unsigned failed_events, writes;
         unsigned max_out; /* most nodes with a drainer.io/ key at once */
 
-        struct driver_rollout *ro;
+        struct driver_rollout *runner;
         bool finished, stopped;
         int error;
         char *message;
@@ -466,7 +466,8 @@ static void step(struct world *w, uint64_t usec) {
 
 /* ---- the runner ---- */
 
-static void on_progress(struct driver_rollout *r, const char *node, const char *message, void *userdata) {
+static void on_progress(struct driver_rollout *rollout, const char *node, const char *message,
+                        void *userdata) {
         struct world *w = userdata;
         struct wnode *n = node_named(w, node);
         size_t i = (size_t)(n - w->nodes);
@@ -474,8 +475,8 @@ static void on_progress(struct driver_rollout *r, const char *node, const char *
 
         assert_non_null(n);
         assert_non_null(message);
-        for (size_t j = 0; j < driver_rollout_n_nodes(r); j++) {
-                driver_rollout_node_status(r, j, &st);
+        for (size_t j = 0; j < driver_rollout_n_nodes(rollout); j++) {
+                driver_rollout_node_status(rollout, j, &st);
                 if (streq(st.name, node) && st.step[0]) {
                         size_t len = strlen(w->steps[i]);
                         const char *last = strrchr(w->steps[i], ' ');
@@ -488,7 +489,7 @@ static void on_progress(struct driver_rollout *r, const char *node, const char *
         }
 }
 
-static void on_node_done(struct driver_rollout *r, const char *node, int error, const char *message,
+static void on_node_done(struct driver_rollout *rollout, const char *node, int error, const char *message,
                          void *userdata) {
         struct world *w = userdata;
 
@@ -496,7 +497,7 @@ static void on_node_done(struct driver_rollout *r, const char *node, int error, 
         w->node_done_calls++;
 }
 
-static void on_finished(struct driver_rollout *r, int error, const char *message, void *userdata) {
+static void on_finished(struct driver_rollout *rollout, int error, const char *message, void *userdata) {
         struct world *w = userdata;
 
         assert_false(w->finished);
@@ -526,9 +527,9 @@ static void runner_start(struct world *w, uint64_t timeout) {
                                                     .transport = fake_transport_base(w->ft),
                                                     .announcer = w->announcer,
                                             },
-                                            &callbacks, w, &w->ro),
+                                            &callbacks, w, &w->runner),
                          0);
-        assert_int_equal(driver_rollout_start(w->ro), 0);
+        assert_int_equal(driver_rollout_start(w->runner), 0);
 }
 
 static void on_stopped(void *userdata) {
@@ -539,13 +540,13 @@ static void on_stopped(void *userdata) {
 
 /* Stopped (as the verb's SIGINT stops it) and freed; what it sent stays done. */
 static void runner_kill(struct world *w) {
-        driver_rollout_stop(w->ro, on_stopped, w);
+        driver_rollout_stop(w->runner, on_stopped, w);
         assert_false(w->stopped); /* from the loop, never from inside the call */
         for (int i = 0; i < 500 && !w->stopped; i++)
                 step(w, 10 * MS);
         assert_true(w->stopped);
-        driver_rollout_free(w->ro);
-        w->ro = NULL;
+        driver_rollout_free(w->runner);
+        w->runner = NULL;
         serve(w);
 }
 
@@ -558,14 +559,14 @@ static void run_until_finished(struct world *w, uint64_t usec) {
 static const char *node_status_step(struct world *w, size_t i) {
         struct driver_rollout_node_status st;
 
-        driver_rollout_node_status(w->ro, i, &st);
+        driver_rollout_node_status(w->runner, i, &st);
         return st.step;
 }
 
 static enum driver_rollout_result node_result(struct world *w, size_t i) {
         struct driver_rollout_node_status st;
 
-        driver_rollout_node_status(w->ro, i, &st);
+        driver_rollout_node_status(w->runner, i, &st);
         return st.result;
 }
 
@@ -610,7 +611,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
         struct world *w = *state;
 
-        if (w->ro)
+        if (w->runner)
                 runner_kill(w);
         for (int i = 0; i < 100 && !announcer_idle(w->announcer); i++)
                 step(w, 10 * MS);
@@ -659,13 +660,13 @@ static void test_every_step_node_by_node(void **state) {
         runner_start(w, TIMEOUT);
         run_until_finished(w, 300 * SEC);
         assert_int_equal(w->error, 0);
-        assert_string_equal(driver_rollout_revision(w->ro), NEW);
-        assert_int_equal(driver_rollout_n_nodes(w->ro), N_NODES);
+        assert_string_equal(driver_rollout_revision(w->runner), NEW);
+        assert_int_equal(driver_rollout_n_nodes(w->runner), N_NODES);
         for (size_t i = 0; i < N_NODES; i++) {
                 struct driver_rollout_node_status st;
                 _cleanup_free_ char *replaced = test_asprintf(NS "/drv-%s-0", w->nodes[i].name);
 
-                driver_rollout_node_status(w->ro, i, &st);
+                driver_rollout_node_status(w->runner, i, &st);
                 assert_int_equal(st.result, DRIVER_ROLLOUT_UPDATED);
                 assert_string_equal(st.name, w->nodes[i].name);
                 assert_string_equal(st.replaced, replaced);
@@ -675,7 +676,8 @@ static void test_every_step_node_by_node(void **state) {
                 /* drain (record, the driver-scoped drain), the old pod evicted, the new one
                  * awaited, the restore */
                 test_assert_contains(w->steps[i], "drain replace wait restore");
-                print_message("  %s: steps \"%s\", %u Node patches, %s\n", w->nodes[i].name, w->steps[i], w->nodes[i].patches, st.message);
+                print_message("  %s: steps \"%s\", %u Node patches, %s\n", w->nodes[i].name, w->steps[i],
+                              w->nodes[i].patches, st.message);
         }
         assert_int_equal(w->node_done_calls, N_NODES);
         assert_all_updated(w);
@@ -690,7 +692,7 @@ static void kill_at(struct world *w, const char *at) {
         runner_start(w, TIMEOUT);
         for (int i = 0; i < 30000 && !seen && !w->finished; i++) {
                 step(w, 10 * MS);
-                seen = driver_rollout_n_nodes(w->ro) > 0 && streq(node_status_step(w, 0), at);
+                seen = driver_rollout_n_nodes(w->runner) > 0 && streq(node_status_step(w, 0), at);
         }
         assert_true(seen);
         runner_kill(w);
@@ -736,7 +738,7 @@ static void test_new_driver_never_healthy(void **state) {
         {
                 struct driver_rollout_node_status st;
 
-                driver_rollout_node_status(w->ro, 0, &st);
+                driver_rollout_node_status(w->runner, 0, &st);
                 assert_int_equal(st.error, -ETIMEDOUT);
                 test_assert_contains(st.message, "the rollout stops here");
         }
@@ -762,7 +764,7 @@ static void test_refused_rolling_update(void **state) {
         run_until_finished(w, 5 * SEC);
         assert_int_equal(w->error, -EPERM);
         test_assert_contains(w->message, "OnDelete");
-        assert_null(driver_rollout_revision(w->ro));
+        assert_null(driver_rollout_revision(w->runner));
         assert_int_equal(w->writes, 0);
         assert_int_equal(fake_transport_count(w->ft, NULL, "/api/v1/nodes"), 0);
 }
@@ -808,7 +810,7 @@ static void test_waits_for_observed_generation(void **state) {
         for (int i = 0; i < 150; i++)
                 step(w, 10 * MS);
         assert_false(w->finished);
-        assert_null(driver_rollout_revision(w->ro));
+        assert_null(driver_rollout_revision(w->runner));
         run_until_finished(w, 300 * SEC);
         assert_int_equal(w->error, 0);
         assert_int_equal(fake_transport_count(w->ft, "GET", DS_PATH), 5);
