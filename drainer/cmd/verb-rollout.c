@@ -287,6 +287,10 @@ static void rollout_over(struct rollout_run *run) {
         if (run->said)
                 return;
         run->said = true;
+        if (!run->rollout) { /* a signal after a start that failed: said already */
+                app_quit(run->app, EXIT_ERROR);
+                return;
+        }
         code = rollout_exit_code(run);
         if (driver_rollout_revision(run->rollout))
                 print_summary(run, code);
