@@ -407,8 +407,8 @@ const struct verb verbs[] = {
                 "(or its drain not done) within --timeout: it stays out of service, the rollout\n"
                 "stopped there; 4 refused (not OnDelete, a node being drained by someone else);\n"
                 "1 error or interrupted (run it again to resume); 2 bad usage.\n",
-                verb_rollout,
                 NULL,
+                &verb_rollout_ops,
         },
         {
                 "version",

@@ -62,6 +62,6 @@ int verb_uncordon(int argc, char **argv, struct global_flags *g);
 int verb_maintain(int argc, char **argv, struct global_flags *g);
 int verb_serve(int argc, char **argv, struct global_flags *g);
 extern const struct verb_ops verb_doctor_ops;
-int verb_rollout(int argc, char **argv, struct global_flags *g);
+extern const struct verb_ops verb_rollout_ops;
 extern const struct verb_ops verb_guard_ops;
 int verb_version(int argc, char **argv, struct global_flags *g);
