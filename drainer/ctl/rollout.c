@@ -235,7 +235,7 @@ static void on_daemonset_read(struct kube_collect *c, void *userdata) {
         if (asprintf(&path, "/apis/apps/v1/namespaces/%s/controllerrevisions", rollout->ds_ns) < 0)
                 return finish(rollout, -ENOMEM, "out of memory");
         rollout->stage = STAGE_READ_REVISIONS;
-        r = kube_collect_list(rollout->client, path, 500, on_revisions_read, rollout, &rollout->read);
+        r = kube_collect_list(rollout->client, path, 500, NULL, on_revisions_read, rollout, &rollout->read);
         if (r < 0)
                 finish(rollout, r, "cannot list the ControllerRevisions of namespace %s: %s", rollout->ds_ns,
                        strerror(-r));
@@ -264,7 +264,7 @@ static void on_revisions_read(struct kube_collect *c, void *userdata) {
         if (asprintf(&path, "/api/v1/namespaces/%s/pods", rollout->ds_ns) < 0)
                 return finish(rollout, -ENOMEM, "out of memory");
         rollout->stage = STAGE_READ_PODS;
-        r = kube_collect_list(rollout->client, path, 500, on_pods_read, rollout, &rollout->read);
+        r = kube_collect_list(rollout->client, path, 500, NULL, on_pods_read, rollout, &rollout->read);
         if (r < 0)
                 finish(rollout, r, "cannot list the pods of namespace %s: %s", rollout->ds_ns, strerror(-r));
 }
@@ -298,7 +298,8 @@ static void on_pods_read(struct kube_collect *c, void *userdata) {
         }
         kube_collect_done(c);
         rollout->stage = STAGE_READ_NODES;
-        r = kube_collect_list(rollout->client, "/api/v1/nodes", 500, on_nodes_read, rollout, &rollout->read);
+        r = kube_collect_list(rollout->client, "/api/v1/nodes", 500, NULL, on_nodes_read, rollout,
+                              &rollout->read);
         if (r < 0)
                 finish(rollout, r, "cannot list the nodes: %s", strerror(-r));
 }
