@@ -60,7 +60,7 @@ int verb_plan(int argc, char **argv, struct global_flags *g);
 int verb_drain(int argc, char **argv, struct global_flags *g);
 int verb_uncordon(int argc, char **argv, struct global_flags *g);
 int verb_maintain(int argc, char **argv, struct global_flags *g);
-int verb_serve(int argc, char **argv, struct global_flags *g);
+extern const struct verb_ops verb_serve_ops;
 extern const struct verb_ops verb_doctor_ops;
 int verb_rollout(int argc, char **argv, struct global_flags *g);
 int verb_guard(int argc, char **argv, struct global_flags *g);
