@@ -321,7 +321,8 @@ static void on_engine_finished(struct engine *e, const struct engine_summary *s,
                 mn->retry_at = timesrc_now(m->ts) + d;
                 ev.kind = DRAIN_MANAGER_FAILED;
                 ev.retry_usec = d;
-                dtimer_start(&m->retry_timer, d);
+                if (!m->stopping)
+                        dtimer_start(&m->retry_timer, d);
         }
         emit(m, ev);
         schedule_reconcile(m);
