@@ -301,8 +301,8 @@ const struct verb verbs[] = {
                 "--driver (they apply to every drain it runs; serve drains whole nodes).\n\n"
                 "Exit codes: 0 stopped (SIGTERM, SIGINT), 1 error (API, configuration, a\n"
                 "--metrics-addr that cannot be bound), 2 bad usage.\n",
-                verb_serve,
                 NULL,
+                &verb_serve_ops,
         },
         {
                 "guard",

@@ -60,7 +60,7 @@ int verb_plan(int argc, char **argv, struct global_flags *g);
 int verb_drain(int argc, char **argv, struct global_flags *g);
 int verb_uncordon(int argc, char **argv, struct global_flags *g);
 int verb_maintain(int argc, char **argv, struct global_flags *g);
-int verb_serve(int argc, char **argv, struct global_flags *g);
+extern const struct verb_ops verb_serve_ops;
 extern const struct verb_ops verb_doctor_ops;
 extern const struct verb_ops verb_rollout_ops;
 extern const struct verb_ops verb_guard_ops;

@@ -1,0 +1,818 @@
+/* The drain manager (manager.h): serve's controller over time. Owns the Node watch
+ * (a cluster view whose claims and budgets every engine borrows), one engine per
+ * node that asks, the slots, the announcer and its own Node patches (the waiting
+ * state, requests made for the caller). Level-triggered: every change schedules one
+ * reconcile of every watched Node. Tells the caller what happened through callbacks;
+ * prints nothing, never runs the loop, never sleeps. */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drainer/announcer.h"
+#include "drainer/backoff.h"
+#include "drainer/client.h"
+#include "drainer/engine.h"
+#include "drainer/hashmap.h"
+#include "drainer/informer.h"
+#include "drainer/log.h"
+#include "drainer/manager.h"
+#include "drainer/nodeview.h"
+#include "drainer/objects.h"
+#include "drainer/profile.h"
+#include "drainer/slots.h"
+#include "drainer/state.h"
+#include "drainer/timesrc.h"
+
+#define RETRY_BASE_USEC    (30 * USEC_PER_SEC)
+#define PATCH_RETRY_USEC   (2 * USEC_PER_SEC) /* a waiting patch that failed, not a 409 */
+#define RETRY_CAP_USEC     (300 * USEC_PER_SEC)
+#define SHARED_LINGER_USEC (30 * USEC_PER_SEC)
+/* Engines winding down: their cancelled calls finish on the next turns of the loop. */
+#define WIND_DOWN_USEC     (50 * USEC_PER_MSEC)
+/* While stopping: how often to look whether everything has ended. */
+#define STOP_POLL_USEC     (5 * USEC_PER_MSEC)
+#define MAX_NODES          100000
+
+/* One node the manager acts for. */
+struct manager_node {
+        struct drain_manager *manager;
+        char *name;
+        struct engine *engine; /* owned; running or finishing */
+        enum engine_goal goal;
+        bool running, stopped;
+        unsigned failures;
+        uint64_t retry_at;               /* monotonic µs; 0 = now */
+        char *waiting_msg;               /* last "waiting" message written, to write it once */
+        struct kube_call *patch;         /* the waiting state */
+        struct kube_call *request_patch; /* a request made for the caller */
+        /* The Node version the waiting patch in flight was made against, and one the API
+         * server refused it on (409: the Node changed since): not written again on that
+         * version, the watch brings the next. */
+        char *patch_rv, *stale_rv;
+        /* Refused because the Node records an action this configuration does not allow:
+         * the drainer.io/ annotations then (refused_key), not retried until they change. */
+        char *refused_key;
+};
+
+struct drain_manager {
+        struct kube_client *client;  /* borrowed */
+        struct transport *transport; /* borrowed */
+        struct timesrc *ts;          /* borrowed */
+        struct drain_manager_options o;
+        const struct drain_manager_callbacks *cb; /* borrowed */
+        void *userdata;
+        /* The Node watch (every node without o.node), and the claims and budgets every
+         * engine borrows while one runs (one watch each, whatever max_parallel). Owned;
+         * nodes is borrowed from it. */
+        struct cluster_view *cluster;
+        struct informer *nodes;
+        bool subscribed;
+        struct hashmap *managed_nodes; /* name -> struct manager_node */
+        struct slots *slots;           /* owned; NULL without max_parallel */
+        struct announcer *announcer;   /* owned: every node's Events */
+        struct dtimer reconcile_timer, retry_timer, stop_timer;
+        bool timers_ready, reconcile_armed, ready, stopping, stopped;
+};
+
+static const char *const event_kind_names[_DRAIN_MANAGER_EVENT_KIND_MAX] = {
+        [DRAIN_MANAGER_READY] = "ready",
+        [DRAIN_MANAGER_IDLE] = "idle",
+        [DRAIN_MANAGER_STARTED] = "started",
+        [DRAIN_MANAGER_SWITCHED] = "switched",
+        [DRAIN_MANAGER_PHASE] = "phase",
+        [DRAIN_MANAGER_DONE] = "done",
+        [DRAIN_MANAGER_REFUSED] = "refused",
+        [DRAIN_MANAGER_FAILED] = "failed",
+        [DRAIN_MANAGER_START_FAILED] = "start-failed",
+        [DRAIN_MANAGER_WAITING] = "waiting",
+        [DRAIN_MANAGER_SLOT_ERROR] = "slot-error",
+        [DRAIN_MANAGER_BAD_STATE] = "bad-state",
+        [DRAIN_MANAGER_PATCH_CONFLICT] = "patch-conflict",
+        [DRAIN_MANAGER_PATCH_FAILED] = "patch-failed",
+        [DRAIN_MANAGER_WATCH_ERROR] = "watch-error",
+};
+
+const char *drain_manager_event_kind_to_string(enum drain_manager_event_kind k) {
+        return k >= 0 && k < _DRAIN_MANAGER_EVENT_KIND_MAX ? event_kind_names[k] : NULL;
+}
+
+size_t drain_manager_running(const struct drain_manager *m) {
+        const char *key;
+        void *v;
+        size_t i = 0, n = 0;
+
+        while (m->managed_nodes && hashmap_iterate(m->managed_nodes, &i, &key, &v))
+                n += ((struct manager_node *)v)->running;
+        return n;
+}
+
+static void emit(struct drain_manager *m, struct drain_manager_event ev) {
+        if (!m->cb || !m->cb->on_event)
+                return;
+        ev.n_running = drain_manager_running(m);
+        m->cb->on_event(m, &ev, m->userdata);
+}
+
+static void reconcile_all(struct drain_manager *m);
+
+static void schedule_reconcile(struct drain_manager *m) {
+        if (m->stopping || m->reconcile_armed)
+                return;
+        m->reconcile_armed = true;
+        dtimer_start(&m->reconcile_timer, 0);
+}
+
+/* Re-evaluates shortly: for engines winding down. */
+static void schedule_reconcile_soon(struct drain_manager *m) {
+        if (!m->stopping && !m->retry_timer.armed)
+                dtimer_start(&m->retry_timer, WIND_DOWN_USEC);
+}
+
+/* Re-evaluates after delay at the latest. */
+static void schedule_retry(struct drain_manager *m, uint64_t delay) {
+        if (m->stopping)
+                return;
+        if (!m->retry_timer.armed || m->retry_timer.due > timesrc_now(m->ts) + delay)
+                dtimer_start(&m->retry_timer, delay);
+}
+
+static void on_reconcile_timer(struct dtimer *t) {
+        struct drain_manager *m = container_of(t, struct drain_manager, reconcile_timer);
+
+        m->reconcile_armed = false;
+        reconcile_all(m);
+}
+
+static void on_retry_timer(struct dtimer *t) {
+        reconcile_all(container_of(t, struct drain_manager, retry_timer));
+}
+
+static void manager_node_free(void *p) {
+        struct manager_node *mn = p;
+
+        if (!mn)
+                return;
+        engine_free(mn->engine);
+        free(mn->name);
+        free(mn->waiting_msg);
+        free(mn->patch_rv);
+        free(mn->stale_rv);
+        free(mn->refused_key);
+        free(mn);
+}
+
+static struct manager_node *manager_node_get(struct drain_manager *m, const char *name) {
+        struct manager_node *mn = hashmap_get(m->managed_nodes, name);
+
+        if (mn)
+                return mn;
+        mn = calloc(1, sizeof(*mn));
+        if (!mn)
+                return NULL;
+        mn->manager = m;
+        mn->name = strdup(name);
+        if (!mn->name || hashmap_put(m->managed_nodes, name, mn, NULL) < 0) {
+                manager_node_free(mn);
+                return NULL;
+        }
+        return mn;
+}
+
+/* ---- the manager's own Node patches (the waiting state, the caller's requests) ---- */
+
+static void on_node_patched(const struct kube_result *res, void *userdata) {
+        struct manager_node *mn = userdata;
+        struct drain_manager *m = mn->manager;
+
+        mn->patch = NULL;
+        if (res->error >= 0 || res->error == -ECANCELED) {
+                mn->patch_rv = mfree(mn->patch_rv);
+                mn->stale_rv = mfree(mn->stale_rv);
+                return schedule_reconcile(m);
+        }
+        /* Not written, so written again: a conflict once the watch shows the newer Node, any
+         * other failure after a pause. */
+        mn->waiting_msg = mfree(mn->waiting_msg);
+        if (res->error == -EBUSY) {
+                emit(m, (struct drain_manager_event){ .kind = DRAIN_MANAGER_PATCH_CONFLICT,
+                                                      .node = mn->name,
+                                                      .error = res->error });
+                free(mn->stale_rv);
+                mn->stale_rv = TAKE_PTR(mn->patch_rv);
+                return schedule_reconcile(m);
+        }
+        emit(m, (struct drain_manager_event){ .kind = DRAIN_MANAGER_PATCH_FAILED,
+                                              .node = mn->name,
+                                              .error = res->error,
+                                              .message = res->message,
+                                              .retry_usec = PATCH_RETRY_USEC });
+        mn->patch_rv = mfree(mn->patch_rv);
+        schedule_retry(m, PATCH_RETRY_USEC);
+}
+
+static int send_patch(struct manager_node *mn, char *body) {
+        _cleanup_free_ char *path = NULL;
+        int r;
+
+        if (!body)
+                return -ENOMEM;
+        if (asprintf(&path, "/api/v1/nodes/%s", mn->name) < 0) {
+                free(body);
+                return -ENOMEM;
+        }
+        r = kube_patch(mn->manager->client, path, KUBE_PATCH_MERGE, body, on_node_patched, mn, &mn->patch);
+        free(body);
+        return r;
+}
+
+static void on_request_patched(const struct kube_result *res, void *userdata) {
+        struct manager_node *mn = userdata;
+
+        mn->request_patch = NULL;
+        if (res->error < 0 && res->error != -ECANCELED)
+                emit(mn->manager, (struct drain_manager_event){ .kind = DRAIN_MANAGER_PATCH_FAILED,
+                                                                .node = mn->name,
+                                                                .error = res->error,
+                                                                .message = res->message });
+        schedule_reconcile(mn->manager);
+}
+
+int drain_manager_patch_node(struct drain_manager *m, const char *name, char *body) {
+        _cleanup_free_ char *path = NULL;
+        struct manager_node *mn;
+        int r;
+
+        if (!body)
+                return -ENOMEM;
+        if (m->stopping) {
+                free(body);
+                return -ESHUTDOWN;
+        }
+        mn = manager_node_get(m, name);
+        if (!mn || asprintf(&path, "/api/v1/nodes/%s", name) < 0) {
+                free(body);
+                return -ENOMEM;
+        }
+        /* One at a time: the Node change its answer brings is when the caller looks again. */
+        if (mn->request_patch) {
+                free(body);
+                return -EBUSY;
+        }
+        r = kube_patch(m->client, path, KUBE_PATCH_MERGE, body, on_request_patched, mn, &mn->request_patch);
+        free(body);
+        return r;
+}
+
+/* ---- engines ---- */
+
+/* What a refusal by configuration depends on: the request, the phase and the record
+ * of the driver stops (not the message, which the refusal itself writes). */
+static char *refusal_key(const struct node_rec *n) {
+        char *k;
+
+        if (!n || asprintf(&k, "%s\n%s\n%s",
+                           strempty(kv_get(n->annotations, n->n_annotations, DRAINER_ANN_REQUEST)),
+                           strempty(kv_get(n->annotations, n->n_annotations, DRAINER_ANN_STATE)),
+                           strempty(kv_get(n->annotations, n->n_annotations, DRAINER_ANN_DRIVER_STOP))) < 0)
+                return NULL;
+        return k;
+}
+
+static void on_engine_phase(struct engine *e, enum drain_phase phase, const char *message, void *userdata) {
+        struct manager_node *mn = userdata;
+
+        emit(mn->manager, (struct drain_manager_event){ .kind = DRAIN_MANAGER_PHASE,
+                                                        .node = mn->name,
+                                                        .goal = mn->goal,
+                                                        .phase = phase,
+                                                        .message = message });
+}
+
+static void on_engine_notice(struct engine *e, const struct engine_notice *n, void *userdata) {
+        struct manager_node *mn = userdata;
+
+        announcer_notice(mn->manager->announcer, n);
+}
+
+static void on_engine_finished(struct engine *e, const struct engine_summary *s, void *userdata) {
+        struct manager_node *mn = userdata;
+        struct drain_manager *m = mn->manager;
+        struct drain_manager_event ev = {
+                .node = mn->name, .goal = mn->goal, .error = s->result, .message = s->message, .summary = s
+        };
+
+        mn->running = false;
+        mn->refused_key = mfree(mn->refused_key);
+        if (s->result == 0) {
+                mn->failures = 0;
+                ev.kind = DRAIN_MANAGER_DONE;
+        } else if (s->result == -EPERM && s->needs_flag &&
+                   (mn->refused_key = refusal_key(informer_get(m->nodes, mn->name)))) {
+                /* Retrying cannot help: only another configuration (a restart with
+                 * s->needs_flag) or other annotations can. Reported once (the engine wrote
+                 * drainer.io/message, the announcer a DrainerBlocked Event); wait for a change. */
+                ev.kind = DRAIN_MANAGER_REFUSED;
+        } else {
+                /* Without jitter: one engine per node, restarted at most every 30 s. */
+                uint64_t d = backoff_exponential(RETRY_BASE_USEC, RETRY_CAP_USEC, ++mn->failures);
+
+                mn->retry_at = timesrc_now(m->ts) + d;
+                ev.kind = DRAIN_MANAGER_FAILED;
+                ev.retry_usec = d;
+                if (!m->stopping)
+                        dtimer_start(&m->retry_timer, d);
+        }
+        emit(m, ev);
+        schedule_reconcile(m);
+}
+
+static int start_engine(struct manager_node *mn, enum engine_goal goal) {
+        struct drain_manager *m = mn->manager;
+        static const struct engine_callbacks cb = {
+                .on_phase = on_engine_phase,
+                .on_notice = on_engine_notice,
+                .on_finished = on_engine_finished,
+        };
+        struct engine_options eo;
+        int r;
+
+        drain_profile_engine_options(m->o.profile, mn->name, goal, &eo);
+        eo.units = m->o.units;
+        eo.shared = m->cluster;
+        engine_free(mn->engine);
+        mn->engine = NULL;
+        r = engine_new(m->client, m->transport, m->ts, &eo, &cb, mn, &mn->engine);
+        if (r < 0)
+                return r;
+        mn->stopped = false;
+        mn->goal = goal;
+        mn->running = true;
+        emit(m,
+             (struct drain_manager_event){ .kind = DRAIN_MANAGER_STARTED, .node = mn->name, .goal = goal });
+        r = engine_start(mn->engine);
+        if (r < 0)
+                mn->running = false;
+        return r;
+}
+
+/* What the node's annotations ask for: -1 nothing, else an engine goal. */
+static int desired_goal(const struct drain_state *st) {
+        if (st->request == DRAIN_REQUEST_DRAIN)
+                return st->has_phase && st->phase == DRAIN_PHASE_DRAINED ? -1 : ENGINE_GOAL_DRAIN;
+        if (st->request == DRAIN_REQUEST_UNCORDON)
+                return ENGINE_GOAL_UNCORDON;
+        /* No request but state left: the request was removed during a drain, which means undo. */
+        if (st->has_phase)
+                return ENGINE_GOAL_UNCORDON;
+        return -1;
+}
+
+/* Whether node is one of the ", "-separated holders. */
+static bool holders_include(const char *holders, const char *node) {
+        size_t len = strlen(node);
+
+        for (const char *p = holders; (p = strstr(p, node)); p += len)
+                if ((p == holders || p[-1] == ' ') && (p[len] == ',' || p[len] == 0))
+                        return true;
+        return false;
+}
+
+/* drainer.io/state=waiting with msg (taken) on the Node, once per message: why the
+ * drain has not started. A Node already in a later phase (a drain resumed, or a phase
+ * written by hand) keeps it: only drainer.io/message says why it waits; "waiting"
+ * would claim that nothing was changed yet. */
+static void write_waiting_msg(struct manager_node *mn, const struct node_rec *n, bool keep_phase,
+                              char *msg) {
+        struct drain_manager *m = mn->manager;
+        char *body = NULL;
+
+        if (!msg)
+                return;
+        if (mn->patch || streq_ptr(msg, mn->waiting_msg) ||
+            (mn->stale_rv && streq_ptr(mn->stale_rv, n->resource_version)) ||
+            (keep_phase
+                     ? drain_patch_message(n, msg, &body)
+                     : drain_patch_phase(n, DRAIN_PHASE_WAITING, timesrc_realtime(m->ts), msg, &body)) < 0) {
+                free(msg);
+                return;
+        }
+        free(mn->patch_rv);
+        mn->patch_rv = n->resource_version ? strdup(n->resource_version) : NULL;
+        free(mn->waiting_msg);
+        mn->waiting_msg = msg;
+        emit(m, (struct drain_manager_event){
+                        .kind = DRAIN_MANAGER_WAITING, .node = mn->name, .message = mn->waiting_msg });
+        (void)send_patch(mn, body);
+}
+
+static void write_waiting(struct manager_node *mn, const struct node_rec *n, bool keep_phase) {
+        char *msg;
+
+        if (asprintf(&msg, "waiting for one of %u drain slots (held by %s)", mn->manager->o.max_parallel,
+                     slots_holders(mn->manager->slots)) >= 0)
+                write_waiting_msg(mn, n, keep_phase, msg);
+}
+
+/* No slot, no drain: the node waits, and says why on the Node too (whoever annotated
+ * it reads there, not the daemon's log), once per reason. */
+static void slot_failed(struct manager_node *mn, const struct node_rec *n, bool keep_phase, int error) {
+        struct drain_manager *m = mn->manager;
+        const char *ns = m->o.lease_namespace;
+        char *msg = NULL;
+        int k;
+
+        if (error == -ENOENT)
+                k = asprintf(&msg,
+                             "cannot take a drain slot: namespace %s not found (the Leases "
+                             "drainer-slot-* of --max-parallel %u live there): create it, "
+                             "name another with --lease-namespace, or give --max-parallel 0 "
+                             "for no limit",
+                             ns, m->o.max_parallel);
+        else if (error == -EACCES)
+                k = asprintf(&msg,
+                             "cannot take a drain slot: forbidden to write Leases in "
+                             "namespace %s (grant leases get/list/watch/create/update there, "
+                             "as deploy/ does, or give --max-parallel 0 for no limit)",
+                             ns);
+        else
+                k = asprintf(&msg, "cannot take a drain slot (Leases in namespace %s): %s", ns,
+                             strerror(-error));
+        if (k < 0)
+                msg = NULL;
+        else if (!streq_ptr(msg, mn->waiting_msg))
+                emit(m, (struct drain_manager_event){ .kind = DRAIN_MANAGER_SLOT_ERROR,
+                                                      .node = mn->name,
+                                                      .error = error,
+                                                      .message = msg,
+                                                      .retry_usec = RETRY_BASE_USEC });
+        write_waiting_msg(mn, n, keep_phase, msg);
+        mn->retry_at = timesrc_now(m->ts) + RETRY_BASE_USEC;
+        dtimer_start(&m->retry_timer, RETRY_BASE_USEC);
+}
+
+static void reconcile_node(struct drain_manager *m, const struct node_rec *n) {
+        _cleanup_(drain_state_done) struct drain_state st = {};
+        _cleanup_free_ char *err = NULL;
+        struct manager_node *mn = hashmap_get(m->managed_nodes, n->name);
+        uint64_t now = timesrc_now(m->ts);
+        int goal, r;
+
+        if (mn && mn->engine && !mn->running && !mn->stopped) {
+                /* A finished engine watches nothing more: its pods, slices, and its hold on the
+                 * shared claims and budgets, go (a drained node waits with one Node watch). */
+                engine_stop(mn->engine);
+                mn->stopped = true;
+        }
+        if (drain_state_parse(n, &st, &err) < 0) {
+                /* The engine's run reports this on the Node (message, Event); here just once. */
+                if (!mn || !mn->waiting_msg || !streq(mn->waiting_msg, err ? err : "")) {
+                        emit(m, (struct drain_manager_event){
+                                        .kind = DRAIN_MANAGER_BAD_STATE, .node = n->name, .message = err });
+                        if ((mn = manager_node_get(m, n->name))) {
+                                free(mn->waiting_msg);
+                                mn->waiting_msg = err ? strdup(err) : NULL;
+                        }
+                }
+                return;
+        }
+        goal = desired_goal(&st);
+
+        /* Slots: held from the first change until the node is back in service. */
+        if (m->slots && (st.has_phase && st.phase != DRAIN_PHASE_WAITING))
+                (void)slots_acquire(m->slots, n->name); /* keeps it renewed */
+        if (m->slots && goal < 0 && !st.has_phase && slots_held(m->slots, n->name))
+                slots_release(m->slots, n->name);
+
+        if (goal < 0) {
+                if (mn && !mn->running && !mn->patch && !mn->request_patch) {
+                        /* Done with this node: forget it (keeps the map small with every node). */
+                        if (mn->engine && !mn->stopped) {
+                                engine_stop(mn->engine);
+                                mn->stopped = true;
+                        }
+                        if (!mn->engine || engine_idle(mn->engine))
+                                manager_node_free(hashmap_remove(m->managed_nodes, n->name));
+                        else
+                                schedule_reconcile_soon(m);
+                }
+                return;
+        }
+        if (!mn && !(mn = manager_node_get(m, n->name)))
+                return;
+        if (mn->running) {
+                if (mn->goal != (enum engine_goal)goal) {
+                        /* The request changed under a running engine: stop it, start the other later. */
+                        emit(m, (struct drain_manager_event){
+                                        .kind = DRAIN_MANAGER_SWITCHED, .node = n->name, .goal = goal });
+                        engine_stop(mn->engine);
+                        mn->stopped = true;
+                        mn->running = false;
+                        mn->retry_at = 0;
+                        schedule_reconcile_soon(m);
+                }
+                return;
+        }
+        if (mn->engine && !mn->stopped) {
+                /* A finished engine still watches: stop it before starting the next. */
+                engine_stop(mn->engine);
+                mn->stopped = true;
+        }
+        if (mn->engine && !engine_idle(mn->engine)) {
+                schedule_reconcile_soon(m);
+                return; /* the previous engine is still winding down */
+        }
+        if (mn->refused_key) {
+                _cleanup_free_ char *key = refusal_key(n);
+
+                if (!key || streq(key, mn->refused_key))
+                        return; /* nothing changed that could make it allowed */
+                mn->refused_key = mfree(mn->refused_key);
+                mn->failures = 0;
+                mn->retry_at = 0;
+        }
+        if (mn->goal == (enum engine_goal)goal && mn->retry_at > now) {
+                dtimer_start(&m->retry_timer, mn->retry_at - now);
+                return;
+        }
+        if (mn->goal != (enum engine_goal)goal)
+                mn->failures = 0;
+        /* A drain in any phase holds a slot before it acts: a phase does not prove one is
+         * held (it may be written by hand, or the slot lost while this daemon was down). A
+         * drain resumed with its Lease still on the server adopts it at once. */
+        if (goal == ENGINE_GOAL_DRAIN && m->slots) {
+                bool keep_phase = st.has_phase && st.phase != DRAIN_PHASE_WAITING;
+
+                r = slots_acquire(m->slots, n->name);
+                if (r < 0)
+                        return slot_failed(mn, n, keep_phase, r);
+                if (r == 0) {
+                        const char *holders = slots_holders(m->slots);
+
+                        /* Not while our own attempt is landing: the lease watch may show the
+                         * node as holder before the create/update call returns. */
+                        if (!slots_held(m->slots, n->name) && holders && *holders &&
+                            !holders_include(holders, n->name))
+                                write_waiting(mn, n, keep_phase);
+                        return;
+                }
+        }
+        mn->retry_at = 0;
+        r = start_engine(mn, goal);
+        if (r < 0)
+                emit(m, (struct drain_manager_event){ .kind = DRAIN_MANAGER_START_FAILED,
+                                                      .node = n->name,
+                                                      .goal = goal,
+                                                      .error = r });
+}
+
+static bool node_known(const char *node, void *userdata) {
+        struct drain_manager *m = userdata;
+
+        return informer_get(m->nodes, node);
+}
+
+static void reconcile_all(struct drain_manager *m) {
+        const void *rec;
+        size_t i = 0;
+
+        if (m->stopping || !m->nodes || !informer_synced(m->nodes))
+                return;
+        while (informer_iterate(m->nodes, &i, &rec))
+                reconcile_node(m, rec);
+        /* A deleted Node is never reconciled again: its slot goes now (on the delete event,
+         * and after every relist), or it would be renewed for ever. */
+        if (m->slots)
+                slots_release_unless(m->slots, node_known, m);
+        if (!m->ready) {
+                m->ready = true;
+                emit(m, (struct drain_manager_event){ .kind = DRAIN_MANAGER_READY,
+                                                      .n_nodes = informer_size(m->nodes) });
+        }
+        if (drain_manager_running(m) == 0)
+                emit(m, (struct drain_manager_event){ .kind = DRAIN_MANAGER_IDLE });
+}
+
+/* ---- the Node watch ---- */
+
+static void on_node_change(struct informer *inf, const void *rec, void *userdata) {
+        struct drain_manager *m = userdata;
+
+        if (rec && m->cb && m->cb->on_node && !m->stopping)
+                m->cb->on_node(m, rec, m->userdata);
+        schedule_reconcile(m);
+}
+
+static void on_node_update(struct informer *inf, const void *old, const void *rec, void *userdata) {
+        on_node_change(inf, rec, userdata);
+}
+
+static void on_node_delete(struct informer *inf, const void *rec, void *userdata) {
+        schedule_reconcile(userdata);
+}
+
+static void on_nodes_synced(struct informer *inf, void *userdata) {
+        schedule_reconcile(userdata);
+}
+
+static void on_nodes_error(struct informer *inf, int error, const char *message, void *userdata) {
+        emit(userdata, (struct drain_manager_event){
+                               .kind = DRAIN_MANAGER_WATCH_ERROR, .error = error, .message = message });
+}
+
+/* With every Node cached the slots ask the cache; for one node they ask the API. */
+static int node_exists(const char *node, void *userdata) {
+        struct drain_manager *m = userdata;
+
+        return m->nodes && informer_get(m->nodes, node) ? 1 : 0;
+}
+
+static void on_slots_changed(struct slots *s, void *userdata) {
+        schedule_reconcile(userdata);
+}
+
+/* ---- lifecycle ---- */
+
+static void on_stop_timer(struct dtimer *t);
+
+int drain_manager_new(struct kube_client *client, struct transport *transport, struct timesrc *ts,
+                      const struct drain_manager_options *o, const struct drain_manager_callbacks *cb,
+                      void *userdata, struct drain_manager **ret) {
+        static const struct informer_handlers h = {
+                .on_add = on_node_change,
+                .on_update = on_node_update,
+                .on_delete = on_node_delete,
+                .on_synced = on_nodes_synced,
+                .on_error = on_nodes_error,
+        };
+        _cleanup_(drain_manager_freep) struct drain_manager *m = NULL;
+        _cleanup_free_ char *fs = NULL;
+        int r;
+
+        assert(o && o->profile);
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        *m = (struct drain_manager){
+                .client = client, .transport = transport, .ts = ts, .o = *o, .cb = cb, .userdata = userdata
+        };
+        m->managed_nodes = hashmap_new(MAX_NODES);
+        if (!m->managed_nodes)
+                return -ENOMEM;
+        r = announcer_new(client, ts, o->identity, &m->announcer);
+        if (r < 0)
+                return r;
+        if (o->node && asprintf(&fs, "metadata.name=%s", o->node) < 0)
+                return -ENOMEM;
+        /* With every node the next drain or restore is seconds away: claims and budgets stay
+         * watched a while after the last engine, so that it borrows a warm cache instead of
+         * listing every claim again. A manager of one node that is done lets go of them at once. */
+        r = cluster_view_new(client, ts,
+                             &(const struct cluster_view_options){
+                                     .nodes_field_selector = fs,
+                                     .linger_usec = o->node ? 0 : SHARED_LINGER_USEC,
+                             },
+                             &m->cluster);
+        if (r < 0)
+                return r;
+        r = cluster_view_subscribe_nodes(m->cluster, &h, m);
+        if (r < 0)
+                return r;
+        m->subscribed = true;
+        if ((r = dtimer_init(&m->reconcile_timer, ts, on_reconcile_timer)) < 0)
+                return r;
+        if ((r = dtimer_init(&m->retry_timer, ts, on_retry_timer)) < 0 ||
+            (r = dtimer_init(&m->stop_timer, ts, on_stop_timer)) < 0) {
+                /* the three go together */
+                dtimer_done(&m->reconcile_timer);
+                if (m->retry_timer.src)
+                        dtimer_done(&m->retry_timer);
+                return r;
+        }
+        m->timers_ready = true;
+        if (o->max_parallel > 0) {
+                struct slots_options so = {
+                        .ns = o->lease_namespace,
+                        .max = o->max_parallel,
+                        .identity = o->identity,
+                        .lease_duration_usec = o->lease_duration_usec,
+                        .node_exists = o->node ? NULL : node_exists,
+                };
+
+                r = slots_new(client, ts, &so, on_slots_changed, m, &m->slots);
+                if (r < 0)
+                        return r;
+        }
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+int drain_manager_start(struct drain_manager *m) {
+        int r;
+
+        r = cluster_view_start(m->cluster);
+        if (r < 0)
+                return r;
+        m->nodes = cluster_view_nodes(m->cluster);
+        return 0;
+}
+
+bool drain_manager_synced(const struct drain_manager *m) {
+        return m->nodes && !m->stopping && informer_synced(m->nodes);
+}
+
+const struct node_rec *drain_manager_node(const struct drain_manager *m, const char *name) {
+        return m->nodes ? informer_get(m->nodes, name) : NULL;
+}
+
+static void on_cluster_closed(void *userdata) {
+        struct drain_manager *m = userdata;
+
+        m->cluster = NULL;
+        m->stopped = true;
+        if (m->cb && m->cb->on_stopped)
+                m->cb->on_stopped(m, m->userdata);
+}
+
+static bool everything_idle(struct drain_manager *m) {
+        const char *key;
+        void *v;
+        size_t i = 0;
+
+        if ((m->slots && !slots_idle(m->slots)) || !announcer_idle(m->announcer))
+                return false;
+        while (hashmap_iterate(m->managed_nodes, &i, &key, &v)) {
+                struct manager_node *mn = v;
+
+                if ((mn->engine && !engine_idle(mn->engine)) || mn->patch || mn->request_patch)
+                        return false;
+        }
+        return true;
+}
+
+/* Stopping: once the engines, patches, Events and slots have ended, the engines go
+ * (nobody borrows from the cluster view any more) and the view closes. */
+static void on_stop_timer(struct dtimer *t) {
+        struct drain_manager *m = container_of(t, struct drain_manager, stop_timer);
+
+        if (!everything_idle(m)) {
+                dtimer_start(t, STOP_POLL_USEC);
+                return;
+        }
+        hashmap_free(m->managed_nodes, manager_node_free);
+        m->managed_nodes = NULL;
+        m->nodes = NULL;
+        if (m->subscribed) {
+                cluster_view_unsubscribe_nodes(m->cluster, m);
+                m->subscribed = false;
+        }
+        cluster_view_close(m->cluster, on_cluster_closed, m);
+}
+
+void drain_manager_stop(struct drain_manager *m) {
+        const char *key;
+        void *v;
+        size_t i = 0;
+
+        if (m->stopping)
+                return;
+        m->stopping = true;
+        while (hashmap_iterate(m->managed_nodes, &i, &key, &v)) {
+                struct manager_node *mn = v;
+
+                if (mn->engine)
+                        engine_stop(mn->engine);
+                mn->running = false;
+                if (mn->patch)
+                        kube_call_cancel(mn->patch);
+                if (mn->request_patch)
+                        kube_call_cancel(mn->request_patch);
+        }
+        if (m->slots)
+                slots_stop(m->slots);
+        dtimer_stop(&m->reconcile_timer);
+        m->reconcile_armed = false;
+        dtimer_stop(&m->retry_timer);
+        dtimer_start(&m->stop_timer, 0);
+}
+
+void drain_manager_free(struct drain_manager *m) {
+        if (!m)
+                return;
+        /* Freed without a stop that ended (a failed new): nothing of it ran on the loop. */
+        hashmap_free(m->managed_nodes, manager_node_free);
+        if (m->cluster) {
+                if (m->subscribed)
+                        cluster_view_unsubscribe_nodes(m->cluster, m);
+                cluster_view_close(m->cluster, NULL, NULL);
+        }
+        slots_free(m->slots);
+        if (m->timers_ready) {
+                dtimer_done(&m->reconcile_timer);
+                dtimer_done(&m->retry_timer);
+                dtimer_done(&m->stop_timer);
+        }
+        announcer_free(m->announcer);
+        free(m);
+}

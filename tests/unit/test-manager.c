@@ -1,0 +1,695 @@
+/* The drain manager (ctl/manager.c) over the real client, informers, engines and
+ * slots, a fake clock and a scripted fake transport, never sleeping. The API server
+ * is a small world that answers every request from what it holds: Nodes (a PATCH is
+ * merged, with its resourceVersion precondition, and goes out on the watch), the
+ * slot Leases (create, replace with a resourceVersion precondition, 409 on a race),
+ * no pods, claims, slices or budgets, and Events (recorded). Covered: a request
+ * drains the node (the annotations as the API server holds them); an uncordon
+ * request restores it; with one slot and two nodes asked, the second waits (and
+ * says so on its Node) until the first is back in service; a refusal by
+ * configuration is reported once, not on every reconcile, and retried only when the
+ * Node's drainer.io/ annotations change; a deleted Node's slot is released; stop
+ * ends everything and calls back. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "drainer/client.h"
+#include "drainer/driverstop.h"
+#include "drainer/json.h"
+#include "drainer/manager.h"
+#include "drainer/profile.h"
+#include "drainer/timesrc.h"
+#include "fakes/fake-apiserver.h"
+#include "fakes/fake-clock.h"
+#include "fakes/fake-transport.h"
+#include "fakes/test-env.h"
+
+#define MS  USEC_PER_MSEC
+#define SEC USEC_PER_SEC
+
+#define NS         "drainer-system"
+#define LEASES     "/apis/coordination.k8s.io/v1/namespaces/" NS "/leases"
+#define NODES_PATH "/api/v1/nodes"
+#define MAX_NODES  4
+#define MAX_LEASES 4
+#define MAX_LINES  512
+
+struct world {
+        struct test_api *api;
+        struct fake_clock *clock;
+        struct fake_transport *ft;
+        unsigned rv;
+        cJSON *nodes[MAX_NODES];   /* as the API server holds them; NULL: deleted */
+        cJSON *leases[MAX_LEASES]; /* drainer-slot-N; NULL: none */
+        size_t n_handled;          /* requests answered so far, in order */
+        struct drain_profile profile;
+        struct drain_manager *manager;
+        bool stopped;
+        /* "kind node" of every manager event, "Reason node" of every Event posted */
+        char lines[MAX_LINES][128];
+        size_t n_lines;
+        char events[MAX_LINES][128];
+        size_t n_events;
+        /* the most nodes seen in a phase past waiting at once (the slot's promise) */
+        size_t most_out_of_service;
+};
+
+/* ---- the world's objects ---- */
+
+static cJSON *node_new(struct world *w, const char *name, const char *annotations) {
+        char *s =
+                test_asprintf("{\"metadata\":{\"name\":\"%s\",\"uid\":\"uid-%s\",\"resourceVersion\":\"%u\","
+                              "\"labels\":{\"kubernetes.io/hostname\":\"%s\"},\"annotations\":{%s}},"
+                              "\"spec\":{},\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":"
+                              "\"True\"}]}}",
+                              name, name, ++w->rv, name, annotations ? annotations : "");
+        cJSON *j = fake_api_json(s);
+
+        free(s);
+        return j;
+}
+
+static cJSON *node_named(struct world *w, const char *name) {
+        for (size_t i = 0; i < MAX_NODES; i++)
+                if (w->nodes[i] && streq(json_str(w->nodes[i], "metadata.name"), name))
+                        return w->nodes[i];
+        return NULL;
+}
+
+static const char *ann(struct world *w, const char *node, const char *key) {
+        cJSON *n = node_named(w, node);
+        const cJSON *a = n ? json_path(n, "metadata.annotations") : NULL;
+        const cJSON *v = a ? cJSON_GetObjectItemCaseSensitive(a, key) : NULL;
+
+        return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static bool cordoned(struct world *w, const char *node) {
+        const cJSON *u = json_path(node_named(w, node), "spec.unschedulable");
+
+        return cJSON_IsTrue(u);
+}
+
+static bool tainted(struct world *w, const char *node) {
+        const cJSON *t;
+
+        cJSON_ArrayForEach(t, json_path(node_named(w, node),
+                                        "spec.taints")) if (streq_ptr(json_str(t, "key"),
+                                                                      "drainer.io/draining")) return true;
+        return false;
+}
+
+static void set_rv(struct world *w, cJSON *obj) {
+        cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
+        char v[16];
+
+        snprintf(v, sizeof(v), "%u", ++w->rv);
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
+        cJSON_AddStringToObject(meta, "resourceVersion", v);
+}
+
+/* A watch event of obj to every open watch of path_prefix. */
+static void push(struct world *w, const char *path_prefix, const char *type, const cJSON *obj) {
+        _cleanup_free_ char *o = cJSON_PrintUnformatted(obj);
+        _cleanup_free_ char *ev = fake_api_watch_event(type, o);
+
+        fake_transport_push(w->ft, path_prefix, ev);
+}
+
+/* The Node changed by the world itself (a user's kubectl): on the watch. */
+static void node_changed(struct world *w, cJSON *n) {
+        set_rv(w, n);
+        push(w, NODES_PATH "?", "MODIFIED", n);
+}
+
+static void set_ann(struct world *w, const char *node, const char *key, const char *value) {
+        cJSON *n = node_named(w, node);
+        cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(n, "metadata"),
+                                                    "annotations");
+
+        assert_non_null(a);
+        cJSON_DeleteItemFromObjectCaseSensitive(a, key);
+        if (value)
+                cJSON_AddStringToObject(a, key, value);
+        node_changed(w, n);
+}
+
+static void delete_node(struct world *w, const char *node) {
+        for (size_t i = 0; i < MAX_NODES; i++)
+                if (w->nodes[i] && streq(json_str(w->nodes[i], "metadata.name"), node)) {
+                        push(w, NODES_PATH "?", "DELETED", w->nodes[i]);
+                        cJSON_Delete(w->nodes[i]);
+                        w->nodes[i] = NULL;
+                        return;
+                }
+        fail_msg("no node %s", node);
+}
+
+static const char *lease_holder(struct world *w, int slot) {
+        return w->leases[slot] ? json_str(w->leases[slot], "spec.holderIdentity") : NULL;
+}
+
+/* ---- answers ---- */
+
+static void reply(struct world *w, const struct fake_request *r, long status, const char *body) {
+        fake_transport_expect_json(w->ft, r->method, r->path, status, body);
+}
+
+static void reply_obj(struct world *w, const struct fake_request *r, long status, const cJSON *obj) {
+        _cleanup_free_ char *s = cJSON_PrintUnformatted(obj);
+
+        reply(w, r, status, s);
+}
+
+static void reply_status(struct world *w, const struct fake_request *r, long code, const char *reason) {
+        _cleanup_free_ char *s =
+                test_asprintf("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":"
+                              "\"Failure\",\"message\":\"%s\",\"reason\":\"%s\",\"code\":%ld}",
+                              reason, reason, code);
+
+        reply(w, r, code, s);
+}
+
+static void reply_list(struct world *w, const struct fake_request *r, const char *kind, cJSON *const *objs,
+                       size_t n, const char *only_name) {
+        char *items[MAX_NODES + MAX_LEASES];
+        size_t k = 0;
+        _cleanup_free_ char *body = NULL;
+
+        for (size_t i = 0; i < n; i++)
+                if (objs[i] && (!only_name || streq(json_str(objs[i], "metadata.name"), only_name)))
+                        items[k++] = cJSON_PrintUnformatted(objs[i]);
+        body = fake_api_list(kind, w->rv, items, k);
+        reply(w, r, 200, body);
+}
+
+/* The name after prefix + "/" in path, up to '?' or '/' (malloc'd). */
+static char *name_in(const char *path, const char *prefix) {
+        const char *p = path + strlen(prefix) + 1;
+
+        return strndup(p, strcspn(p, "?/"));
+}
+
+static void on_node_request(struct world *w, const struct fake_request *r) {
+        _cleanup_free_ char *name = NULL, *selector = NULL;
+        _cleanup_(cJSON_Deletep) cJSON *patch = NULL;
+        const char *want_rv;
+        cJSON *n;
+
+        if (r->path[strlen(NODES_PATH)] == '?') {
+                if (fake_request_has_param(r, "watch"))
+                        return (void)fake_transport_expect(w->ft, r->method, r->path,
+                                                           &(struct fake_reply){ .hold_open = true });
+                selector = fake_request_param(r, "fieldSelector");
+                return reply_list(w, r, "NodeList", w->nodes, MAX_NODES,
+                                  selector ? strchr(selector, 'D') + 1 : NULL); /* metadata.name%3DNAME */
+        }
+        name = name_in(r->path, NODES_PATH);
+        n = node_named(w, name);
+        if (!n)
+                return reply_status(w, r, 404, "NotFound");
+        if (streq(r->method, "GET"))
+                return reply_obj(w, r, 200, n);
+        assert_string_equal(r->method, "PATCH");
+        patch = fake_api_json(r->body);
+        want_rv = json_str(patch, "metadata.resourceVersion");
+        if (want_rv && !streq(want_rv, json_str(n, "metadata.resourceVersion")))
+                return reply_status(w, r, 409, "Conflict");
+        fake_api_merge_patch(n, patch);
+        set_rv(w, n);
+        reply_obj(w, r, 200, n);
+        push(w, NODES_PATH "?", "MODIFIED", n);
+}
+
+static int slot_of(const char *name) {
+        int i;
+
+        assert_int_equal(sscanf(name, "drainer-slot-%d", &i), 1);
+        assert_true(i >= 0 && i < MAX_LEASES);
+        return i;
+}
+
+static void on_lease_request(struct world *w, const struct fake_request *r) {
+        _cleanup_(cJSON_Deletep) cJSON *body = NULL;
+        _cleanup_free_ char *name = NULL;
+        const char *want_rv;
+        int i;
+
+        if (streq(r->method, "GET") && r->path[strlen(LEASES)] == '?') {
+                if (fake_request_has_param(r, "watch"))
+                        return (void)fake_transport_expect(w->ft, r->method, r->path,
+                                                           &(struct fake_reply){ .hold_open = true });
+                return reply_list(w, r, "LeaseList", w->leases, MAX_LEASES, NULL);
+        }
+        if (streq(r->method, "POST")) {
+                body = fake_api_json(r->body);
+                i = slot_of(json_str(body, "metadata.name"));
+                if (w->leases[i])
+                        return reply_status(w, r, 409, "AlreadyExists");
+                w->leases[i] = TAKE_PTR(body);
+                set_rv(w, w->leases[i]);
+                reply_obj(w, r, 201, w->leases[i]);
+                return push(w, LEASES "?", "ADDED", w->leases[i]);
+        }
+        name = name_in(r->path, LEASES);
+        i = slot_of(name);
+        if (!w->leases[i])
+                return reply_status(w, r, 404, "NotFound");
+        if (streq(r->method, "GET"))
+                return reply_obj(w, r, 200, w->leases[i]);
+        if (streq(r->method, "DELETE")) {
+                reply(w, r, 200, "{\"kind\":\"Status\",\"status\":\"Success\"}");
+                push(w, LEASES "?", "DELETED", w->leases[i]);
+                cJSON_Delete(w->leases[i]);
+                w->leases[i] = NULL;
+                return;
+        }
+        assert_string_equal(r->method, "PUT");
+        body = fake_api_json(r->body);
+        want_rv = json_str(body, "metadata.resourceVersion");
+        if (!want_rv || !streq(want_rv, json_str(w->leases[i], "metadata.resourceVersion")))
+                return reply_status(w, r, 409, "Conflict");
+        cJSON_Delete(w->leases[i]);
+        w->leases[i] = TAKE_PTR(body);
+        set_rv(w, w->leases[i]);
+        reply_obj(w, r, 200, w->leases[i]);
+        push(w, LEASES "?", "MODIFIED", w->leases[i]);
+}
+
+static bool starts_with(const char *s, const char *prefix) {
+        return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Every request not answered yet, in order: each gets its answer now (delivered on
+ * the clock's next turn). */
+static void answer(struct world *w) {
+        while (w->n_handled < fake_transport_n_requests(w->ft)) {
+                const struct fake_request *r = fake_transport_request(w->ft, w->n_handled++);
+
+                if (starts_with(r->path, NODES_PATH "/") || starts_with(r->path, NODES_PATH "?"))
+                        on_node_request(w, r);
+                else if (starts_with(r->path, LEASES))
+                        on_lease_request(w, r);
+                else if (starts_with(r->path, "/api/v1/namespaces/default/events")) {
+                        _cleanup_(cJSON_Deletep) cJSON *b = fake_api_json(r->body);
+
+                        assert_true(w->n_events < MAX_LINES);
+                        snprintf(w->events[w->n_events++], sizeof(w->events[0]), "%s %s",
+                                 json_str(b, "reason"), json_str(b, "involvedObject.name"));
+                        reply(w, r, 201, "{}");
+                } else if (streq(r->method, "GET") &&
+                           (starts_with(r->path, "/api/v1/pods?") ||
+                            starts_with(r->path, "/apis/resource.k8s.io/v1/resourceclaims?") ||
+                            starts_with(r->path, "/apis/resource.k8s.io/v1/resourceslices?") ||
+                            starts_with(r->path, "/apis/policy/v1/poddisruptionbudgets?"))) {
+                        if (fake_request_has_param(r, "watch"))
+                                fake_transport_expect(w->ft, r->method, r->path,
+                                                      &(struct fake_reply){ .hold_open = true });
+                        else
+                                reply_list(w, r, "List", NULL, 0, NULL);
+                } else
+                        fail_msg("unexpected request %s %s", r->method, r->path);
+        }
+}
+
+/* How many nodes are out of service (a phase past waiting, or cordoned) now. */
+static size_t out_of_service(struct world *w) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < MAX_NODES; i++) {
+                const char *name = w->nodes[i] ? json_str(w->nodes[i], "metadata.name") : NULL;
+                const char *st = name ? ann(w, name, "drainer.io/state") : NULL;
+
+                if (name && ((st && !streq(st, "waiting")) || cordoned(w, name)))
+                        n++;
+        }
+        return n;
+}
+
+static void step(struct world *w, uint64_t usec) {
+        answer(w);
+        fake_clock_advance(w->clock, 0);
+        answer(w);
+        fake_clock_advance(w->clock, usec);
+        w->most_out_of_service = MAX(w->most_out_of_service, out_of_service(w));
+}
+
+/* Runs until done(w, arg) holds (true) or limit passes (false). */
+static bool run_until(struct world *w, bool (*done)(struct world *w, const char *arg), const char *arg,
+                      uint64_t limit) {
+        for (uint64_t t = 0; t < limit; t += 10 * MS) {
+                if (done(w, arg))
+                        return true;
+                step(w, 10 * MS);
+        }
+        return done(w, arg);
+}
+
+static void run_for(struct world *w, uint64_t usec) {
+        for (uint64_t t = 0; t < usec; t += 10 * MS)
+                step(w, 10 * MS);
+}
+
+static bool is_drained(struct world *w, const char *node) {
+        return streq_ptr(ann(w, node, "drainer.io/state"), "drained");
+}
+
+static bool is_in_service(struct world *w, const char *node) {
+        return !ann(w, node, "drainer.io/state") && !cordoned(w, node) && !tainted(w, node);
+}
+
+/* ---- the manager ---- */
+
+static void on_event(struct drain_manager *m, const struct drain_manager_event *ev, void *userdata) {
+        struct world *w = userdata;
+
+        if (ev->kind == DRAIN_MANAGER_IDLE || ev->kind == DRAIN_MANAGER_PHASE)
+                return; /* every reconcile, every phase: not what these tests count */
+        assert_true(w->n_lines < MAX_LINES);
+        snprintf(w->lines[w->n_lines++], sizeof(w->lines[0]), "%s %s",
+                 drain_manager_event_kind_to_string(ev->kind), ev->node ? ev->node : "-");
+}
+
+static void on_stopped(struct drain_manager *m, void *userdata) {
+        struct world *w = userdata;
+
+        assert_false(w->stopped);
+        w->stopped = true;
+}
+
+static size_t count(char (*lines)[128], size_t n, const char *line) {
+        size_t k = 0;
+
+        for (size_t i = 0; i < n; i++)
+                k += streq(lines[i], line);
+        return k;
+}
+
+static size_t lines_with(struct world *w, const char *line) {
+        return count(w->lines, w->n_lines, line);
+}
+
+static size_t events_with(struct world *w, const char *line) {
+        return count(w->events, w->n_events, line);
+}
+
+static void start_manager(struct world *w, unsigned max_parallel) {
+        static const struct drain_manager_callbacks cb = { .on_event = on_event, .on_stopped = on_stopped };
+
+        assert_int_equal(drain_manager_new(w->api->client, fake_transport_base(w->ft), w->api->ts,
+                                           &(struct drain_manager_options){
+                                                   .profile = &w->profile,
+                                                   .max_parallel = max_parallel,
+                                                   .lease_namespace = NS,
+                                                   .identity = "test-host",
+                                           },
+                                           &cb, w, &w->manager),
+                         0);
+        assert_int_equal(drain_manager_start(w->manager), 0);
+        step(w, 0);
+        assert_true(drain_manager_synced(w->manager));
+        assert_int_equal(lines_with(w, "ready -"), 1);
+}
+
+static void add_node(struct world *w, const char *name, const char *annotations) {
+        for (size_t i = 0; i < MAX_NODES; i++)
+                if (!w->nodes[i]) {
+                        w->nodes[i] = node_new(w, name, annotations);
+                        return;
+                }
+        fail_msg("too many nodes");
+}
+
+static int setup(void **state) {
+        struct world *w = calloc(1, sizeof(*w));
+
+        assert_non_null(w);
+        w->api = test_api_new(&(struct test_api_options){ .user_yaml = "    token: manager-token\n" });
+        w->clock = w->api->clock;
+        w->ft = w->api->ft;
+        w->rv = 100;
+        w->profile = (struct drain_profile){ .grace = -1, .stop = &driver_stop_taint };
+        *state = w;
+        return 0;
+}
+
+static int teardown(void **state) {
+        struct world *w = *state;
+
+        if (w->manager) {
+                drain_manager_stop(w->manager);
+                assert_false(w->stopped); /* never from within stop */
+                for (int i = 0; i < 200 && !w->stopped; i++)
+                        step(w, 5 * MS);
+                assert_true(w->stopped);
+                drain_manager_free(w->manager);
+        }
+        for (int i = 0; i < 20 && fake_transport_in_flight(w->ft) > 0; i++)
+                step(w, 0);
+        assert_int_equal(kube_client_calls_in_flight(w->api->client), 0);
+        test_api_free(w->api);
+        for (size_t i = 0; i < MAX_NODES; i++)
+                cJSON_Delete(w->nodes[i]);
+        for (size_t i = 0; i < MAX_LEASES; i++)
+                cJSON_Delete(w->leases[i]);
+        free(w);
+        return 0;
+}
+
+/* ---- tests ---- */
+
+/* An idle manager sends nothing but the Node watch. */
+static void test_idle(void **state) {
+        struct world *w = *state;
+
+        add_node(w, "node-1", NULL);
+        start_manager(w, 1);
+        run_for(w, 10 * SEC);
+        assert_int_equal(fake_transport_n_requests(w->ft), 2); /* list, watch */
+        assert_int_equal(fake_transport_count(w->ft, "GET", NODES_PATH "?"), 2);
+        assert_true(is_in_service(w, "node-1"));
+        assert_int_equal(w->n_events, 0);
+}
+
+/* A request drains: the engine runs to drained; the Node says so. */
+static void test_request_drains(void **state) {
+        struct world *w = *state;
+
+        add_node(w, "node-1", "\"drainer.io/request\":\"drain\"");
+        add_node(w, "node-2", NULL);
+        start_manager(w, 0);
+        assert_true(run_until(w, is_drained, "node-1", 60 * SEC));
+        step(w, 0);
+        assert_true(cordoned(w, "node-1"));
+        assert_true(tainted(w, "node-1"));
+        assert_string_equal(ann(w, "node-1", "drainer.io/request"), "drain");
+        assert_string_equal(ann(w, "node-1", "drainer.io/was-unschedulable"), "false");
+        assert_int_equal(lines_with(w, "started node-1"), 1);
+        assert_int_equal(lines_with(w, "done node-1"), 1);
+        assert_int_equal(events_with(w, "DrainerDone node-1"), 1);
+        /* node-2 asked nothing: untouched */
+        assert_true(is_in_service(w, "node-2"));
+        assert_int_equal(fake_transport_count(w->ft, "PATCH", NODES_PATH "/node-2"), 0);
+        /* drained and done: no engine runs, nothing more is sent */
+        assert_int_equal(drain_manager_running(w->manager), 0);
+        {
+                size_t patches = fake_transport_count(w->ft, "PATCH", NULL);
+
+                run_for(w, 5 * 60 * SEC);
+                assert_int_equal(lines_with(w, "started node-1"), 1);
+                assert_int_equal(fake_transport_count(w->ft, "PATCH", NULL), patches);
+        }
+}
+
+static bool finished_restore(struct world *w, const char *node) {
+        return is_in_service(w, node) && !ann(w, node, "drainer.io/request");
+}
+
+/* An uncordon request undoes the drain: the node back in service, drainer's
+ * annotations gone; removing the request does the same. */
+static void test_undo_restores(void **state) {
+        struct world *w = *state;
+
+        add_node(w, "node-1", "\"drainer.io/request\":\"drain\"");
+        start_manager(w, 0);
+        assert_true(run_until(w, is_drained, "node-1", 60 * SEC));
+        set_ann(w, "node-1", "drainer.io/request", "uncordon");
+        assert_true(run_until(w, finished_restore, "node-1", 60 * SEC));
+        assert_int_equal(lines_with(w, "done node-1"), 2);
+        assert_null(ann(w, "node-1", "drainer.io/was-unschedulable"));
+
+        /* again, and this time the request is removed */
+        set_ann(w, "node-1", "drainer.io/request", "drain");
+        assert_true(run_until(w, is_drained, "node-1", 60 * SEC));
+        set_ann(w, "node-1", "drainer.io/request", NULL);
+        assert_true(run_until(w, finished_restore, "node-1", 60 * SEC));
+        assert_int_equal(lines_with(w, "started node-1"), 4);
+        assert_int_equal(lines_with(w, "done node-1"), 4);
+}
+
+static bool waits_for_slot(struct world *w, const char *node) {
+        const char *msg = ann(w, node, "drainer.io/message");
+
+        return streq_ptr(ann(w, node, "drainer.io/state"), "waiting") && msg &&
+               strstr(msg, "waiting for one of 1 drain slots");
+}
+
+/* One slot, two nodes asked: the second waits (and its Node says so) until the first
+ * is back in service and its slot free; never are both out of service. */
+static void test_slot_wait_and_release(void **state) {
+        struct world *w = *state;
+        const char *first, *second;
+
+        add_node(w, "node-1", "\"drainer.io/request\":\"drain\"");
+        add_node(w, "node-2", "\"drainer.io/request\":\"drain\"");
+        start_manager(w, 1);
+        run_for(w, 30 * SEC);
+        first = is_drained(w, "node-1") ? "node-1" : "node-2";
+        second = streq(first, "node-1") ? "node-2" : "node-1";
+        assert_true(is_drained(w, first));
+        assert_true(waits_for_slot(w, second));
+        assert_false(cordoned(w, second));
+        assert_string_equal(lease_holder(w, 0), first);
+        assert_null(w->leases[1]);
+        assert_int_equal(lines_with(w, "waiting node-1") + lines_with(w, "waiting node-2"), 1);
+        {
+                char line[64];
+
+                snprintf(line, sizeof(line), "started %s", second);
+                assert_int_equal(lines_with(w, line), 0);
+        }
+
+        /* The first restored: its slot goes to the second, which drains. */
+        set_ann(w, first, "drainer.io/request", "uncordon");
+        assert_true(run_until(w, finished_restore, first, 60 * SEC));
+        assert_true(run_until(w, is_drained, second, 60 * SEC));
+        assert_string_equal(lease_holder(w, 0), second);
+        assert_true(is_in_service(w, first));
+        assert_int_equal(w->most_out_of_service, 1);
+}
+
+/* driver-stop records a unit this configuration (taint) does not allow: refused, and
+ * reported once, however often the manager reconciles, until the annotations change. */
+static void test_refusal_reported_once(void **state) {
+        struct world *w = *state;
+
+        add_node(w, "node-1",
+                 "\"drainer.io/request\":\"uncordon\",\"drainer.io/state\":\"restore-drivers\","
+                 "\"drainer.io/was-unschedulable\":\"false\",\"drainer.io/"
+                 "started-at\":\"2025-06-15T14:00:00Z\","
+                 "\"drainer.io/state-since\":\"2025-06-15T14:00:01Z\",\"drainer.io/driver-stop\":"
+                 "\"[{\\\"strategy\\\":\\\"systemd\\\",\\\"unit\\\":\\\"reboot.target\\\"}]\"");
+        add_node(w, "node-2", NULL);
+        start_manager(w, 0);
+        run_for(w, 5 * SEC);
+        assert_int_equal(lines_with(w, "started node-1"), 1);
+        assert_int_equal(lines_with(w, "refused node-1"), 1);
+        assert_int_equal(events_with(w, "DrainerBlocked node-1"), 1);
+        test_assert_contains(ann(w, "node-1", "drainer.io/message"), "reboot.target");
+
+        /* Reconciles: other Nodes change, this one's labels change, time passes beyond
+         * every retry. Nothing new is tried or reported. */
+        for (int i = 0; i < 5; i++) {
+                cJSON *n2 = node_named(w, "node-2");
+                cJSON *n1 = node_named(w, "node-1");
+
+                cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(
+                                                cJSON_GetObjectItemCaseSensitive(n2, "metadata"), "labels"),
+                                        i % 2 ? "a" : "b", "x");
+                node_changed(w, n2);
+                node_changed(w, n1);
+                run_for(w, 2 * 60 * SEC);
+        }
+        assert_int_equal(lines_with(w, "started node-1"), 1);
+        assert_int_equal(lines_with(w, "refused node-1"), 1);
+        assert_int_equal(lines_with(w, "failed node-1"), 0);
+        assert_int_equal(events_with(w, "DrainerBlocked node-1"), 1);
+
+        /* The record changes (an admin reset it): tried again at once. */
+        set_ann(w, "node-1", "drainer.io/driver-stop", NULL);
+        run_for(w, 1 * SEC);
+        assert_int_equal(lines_with(w, "started node-1"), 2);
+}
+
+static bool slot_free(struct world *w, const char *unused) {
+        return w->leases[0] && !lease_holder(w, 0);
+}
+
+/* A drained node deleted: its slot is released (no reconcile of it will ever come),
+ * and the node waiting for it drains. */
+static void test_deleted_node_releases_slot(void **state) {
+        struct world *w = *state;
+
+        add_node(w, "node-1", "\"drainer.io/request\":\"drain\"");
+        start_manager(w, 1);
+        assert_true(run_until(w, is_drained, "node-1", 60 * SEC));
+        assert_string_equal(lease_holder(w, 0), "node-1");
+        add_node(w, "node-2", "\"drainer.io/request\":\"drain\"");
+        push(w, NODES_PATH "?", "ADDED", node_named(w, "node-2"));
+        assert_true(run_until(w, waits_for_slot, "node-2", 10 * SEC));
+
+        delete_node(w, "node-1");
+        assert_true(run_until(w, is_drained, "node-2", 60 * SEC));
+        assert_string_equal(lease_holder(w, 0), "node-2");
+        /* the slot went back free in between (released, then taken), never expired */
+        assert_true(fake_clock_now(w->clock) < TEST_API_T0 + 120 * SEC);
+}
+
+/* A deleted node's slot is released even when nobody waits for it. */
+static void test_deleted_node_slot_freed(void **state) {
+        struct world *w = *state;
+
+        add_node(w, "node-1", "\"drainer.io/request\":\"drain\"");
+        start_manager(w, 1);
+        assert_true(run_until(w, is_drained, "node-1", 60 * SEC));
+        delete_node(w, "node-1");
+        assert_true(run_until(w, slot_free, NULL, 5 * SEC));
+        assert_int_equal(drain_manager_running(w->manager), 0);
+}
+
+/* Stopped during a drain: the engine stops where it is (the Node keeps its phase), every
+ * call ends, on_stopped comes from the loop. */
+static void test_stop_during_drain(void **state) {
+        struct world *w = *state;
+
+        add_node(w, "node-1", "\"drainer.io/request\":\"drain\"");
+        start_manager(w, 1);
+        step(w, 0);
+        step(w, 0);
+        assert_int_equal(drain_manager_running(w->manager), 1);
+        /* teardown stops it and checks every call ended */
+}
+
+static void test_event_kind_names(void **state) {
+        for (int k = 0; k < _DRAIN_MANAGER_EVENT_KIND_MAX; k++)
+                assert_non_null(drain_manager_event_kind_to_string(k));
+        assert_null(drain_manager_event_kind_to_string(_DRAIN_MANAGER_EVENT_KIND_MAX));
+        assert_null(drain_manager_event_kind_to_string(-1));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_idle, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_request_drains, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_undo_restores, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_slot_wait_and_release, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_refusal_reported_once, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_deleted_node_releases_slot, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_deleted_node_slot_freed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stop_during_drain, setup, teardown),
+                cmocka_unit_test(test_event_kind_names),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
