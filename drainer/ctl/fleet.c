@@ -252,7 +252,8 @@ static void on_settle(struct dtimer *t) {
                         continue;
                 if (m->engine)
                         engine_stop(m->engine); /* a finished engine is stopped: a no-op */
-                if ((m->engine && !engine_idle(m->engine)) || (m->announcer && !announcer_idle(m->announcer))) {
+                if ((m->engine && !engine_idle(m->engine)) ||
+                    (m->announcer && !announcer_idle(m->announcer))) {
                         waiting = true;
                         continue;
                 }

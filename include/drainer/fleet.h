@@ -44,7 +44,7 @@ struct fleet_node {
         const char *node;                    /* borrowed */
         const struct drain_profile *profile; /* borrowed */
         enum engine_goal goal;               /* the goal of the engine now running, or of the last one */
-        bool started;                        /* this goal's engine was started (false: an interrupt came first) */
+        bool started; /* this goal's engine was started (false: an interrupt came first) */
         /* The last goal's end: 0, -ETIMEDOUT, -EPERM (refused: summary says by what), -EINTR
          * (interrupted: drain_fleet_stop), or another error (message says which). */
         int result;
@@ -74,8 +74,8 @@ struct fleet_node {
 struct drain_fleet_callbacks {
         /* The engine of n is about to start for n->goal. */
         void (*on_node_start)(struct drain_fleet *f, const struct fleet_node *n, void *userdata);
-        void (*on_progress)(struct drain_fleet *f, const struct fleet_node *n, const struct engine_progress *p,
-                            void *userdata);
+        void (*on_progress)(struct drain_fleet *f, const struct fleet_node *n,
+                            const struct engine_progress *p, void *userdata);
         void (*on_trail)(struct drain_fleet *f, const struct fleet_node *n, const struct engine_trail *t,
                          void *userdata);
         /* n's goal ended: its engine idle, its Events posted (or, n->started false, it was
@@ -93,13 +93,13 @@ struct drain_fleet_options {
         enum fleet_goal goal;
         const struct fleet_run *runs; /* copied (the strings and profiles stay borrowed) */
         size_t n_runs;
-        unsigned max_parallel;     /* runs at once; 0: 1 */
-        char *const *command;      /* maintain: argv, NULL-terminated (borrowed) */
-        bool restore_on_failure;   /* maintain: restore after a failed command too */
-        struct units units;        /* the systemd:UNIT strategy's unit control; ops NULL: none */
-        bool share_informers;      /* one watch of Nodes, claims and budgets for every run (-l) */
-        uint64_t linger_usec;      /* ... kept this long after a run let go (the next borrows it warm) */
-        bool out_of_service;       /* engine.h's, for every drain */
+        unsigned max_parallel;   /* runs at once; 0: 1 */
+        char *const *command;    /* maintain: argv, NULL-terminated (borrowed) */
+        bool restore_on_failure; /* maintain: restore after a failed command too */
+        struct units units;      /* the systemd:UNIT strategy's unit control; ops NULL: none */
+        bool share_informers;    /* one watch of Nodes, claims and budgets for every run (-l) */
+        uint64_t linger_usec;    /* ... kept this long after a run let go (the next borrows it warm) */
+        bool out_of_service;     /* engine.h's, for every drain */
         uint64_t out_of_service_after_usec;
         const char *instance; /* this process in the Events (the host name); copied */
 };
