@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "drainer/driverkey.h"
 #include "drainer/json.h"
 #include "drainer/plan.h"
 #include "drainer/selector.h"
@@ -1281,8 +1282,110 @@ static void test_text(void **state) {
         scenario_free(&s);
 }
 
+/* ---- driver_key_read: the label key of a driver drain, read from its DaemonSet ---- */
+
+struct key_answer {
+        unsigned done;
+        int error;
+        char key[128], from[128], why[512];
+};
+
+static void on_key(int error, const char *key, const char *from, const char *why, void *userdata) {
+        struct key_answer *a = userdata;
+
+        a->done++;
+        a->error = error;
+        snprintf(a->key, sizeof(a->key), "%s", key ? key : "");
+        snprintf(a->from, sizeof(a->from), "%s", from ? from : "");
+        snprintf(a->why, sizeof(a->why), "%s", why ? why : "");
+}
+
+static void read_key(struct scenario *s, struct test_api *t, struct key_answer *a) {
+        static const char *const drivers[] = { "gpu.example.com", NULL };
+        struct drain_profile p = {
+                .drv_sels = s->driver_selectors,
+                .n_drv_sels = s->n_driver_selectors,
+                .drivers = { drivers[0], NULL },
+                .n_drivers = 1,
+                .stop = &driver_stop_label,
+        };
+        struct node_input in = {
+                .node = s->node,
+                .pods = (const struct pod_rec **)s->pods,
+                .n_pods = s->n_pods,
+                .claims = (const struct claim_rec **)s->claims,
+                .n_claims = s->n_claims,
+                .slices = (const struct slice_rec **)s->slices,
+                .n_slices = s->n_slices,
+        };
+        struct driver_key_read *k;
+
+        assert_int_equal(driver_key_read_start(t->client, t->ts, &in, &p, on_key, a, &k), 0);
+        assert_int_equal(a->done, 0); /* never from inside the start */
+        fake_clock_advance(t->clock, 0);
+        assert_int_equal(a->done, 1);
+}
+
+static void test_driver_key_read(void **state) {
+        struct test_api *t = test_api_new(NULL);
+        struct key_answer a = {};
+        struct scenario s;
+
+        scenario_load(&s);
+        scenario_build(&s);
+        fake_transport_expect_json(
+                t->ft, "GET", "/apis/apps/v1/namespaces/dra-system/daemonsets/dra-driver", 200,
+                "{\"kind\":\"DaemonSet\",\"spec\":{\"template\":{\"spec\":{\"nodeSelector\":"
+                "{\"gpu.example.com/present\":\"true\"}}}}}");
+        read_key(&s, t, &a);
+        assert_int_equal(a.error, 0);
+        assert_string_equal(a.key, "gpu.example.com/present");
+        assert_string_equal(a.from, "DaemonSet dra-system/dra-driver");
+        scenario_free(&s);
+        test_api_free(t);
+}
+
+/* No driver pod of a DaemonSet's and no recorded stop: refused, no request. */
+static void test_driver_key_no_pod(void **state) {
+        struct test_api *t = test_api_new(NULL);
+        struct key_answer a = {};
+        struct scenario s;
+
+        scenario_load(&s);
+        doc_remove(&s, "pods", "dra-system", "dra-driver-abc");
+        scenario_build(&s);
+        read_key(&s, t, &a);
+        assert_int_equal(a.error, -EPERM);
+        assert_non_null(strstr(a.why, "no DRA driver pod of gpu.example.com"));
+        assert_int_equal(fake_transport_n_requests(t->ft), 0);
+        scenario_free(&s);
+        test_api_free(t);
+}
+
+/* The DaemonSet cannot be read: the error, and which read failed. */
+static void test_driver_key_read_fails(void **state) {
+        struct test_api *t = test_api_new(NULL);
+        struct key_answer a = {};
+        struct scenario s;
+
+        scenario_load(&s);
+        scenario_build(&s);
+        fake_transport_expect_json(
+                t->ft, "GET", "/apis/apps/v1/namespaces/dra-system/daemonsets/dra-driver", 404,
+                "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"NotFound\","
+                "\"message\":\"daemonsets.apps \\\"dra-driver\\\" not found\",\"code\":404}");
+        read_key(&s, t, &a);
+        assert_int_equal(a.error, -ENOENT);
+        assert_non_null(strstr(a.why, "cannot read DaemonSet dra-system/dra-driver"));
+        scenario_free(&s);
+        test_api_free(t);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_driver_key_read),
+                cmocka_unit_test(test_driver_key_no_pod),
+                cmocka_unit_test(test_driver_key_read_fails),
                 cmocka_unit_test(test_groups_and_order),
                 cmocka_unit_test(test_group_names),
                 cmocka_unit_test(test_claims),
