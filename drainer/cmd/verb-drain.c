@@ -2016,7 +2016,6 @@ static int drainlike_parse(int argc, char **argv, struct global_flags *g, void *
         v->verb = argv[0];
         v->argc = argc;
         v->argv = argv;
-        v->fmt = g->output;
         v->is_plan = streq(v->verb, "plan");
         v->is_maintain = streq(v->verb, "maintain");
         v->o = (struct drainlike_opts){ .oos = { .after_usec = OUT_OF_SERVICE_AFTER_DEFAULT } };
@@ -2030,6 +2029,7 @@ static int drainlike_parse(int argc, char **argv, struct global_flags *g, void *
         r = parse_drain_args(v->c.argc, v->c.argv, g, &v->a,
                              takes_oos ? drainlike_oos_options : drainlike_options, on_drainlike_opt, &v->o);
         v->a_ready = true;
+        v->fmt = g->output; /* -o may come after the verb */
         if (r > 0 && v->o.oos.after_given && !v->o.oos.on) {
                 log_error("--out-of-service-after: only with --out-of-service (never implied)");
                 r = -EINVAL;
