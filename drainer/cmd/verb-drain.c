@@ -1,9 +1,9 @@
 /* `drainer plan|drain|uncordon|maintain`: the four verbs as the composition root runs
  * them (verbs.h: parse, start, stop, free): option parsing shared by the four, the
- * plan (and the server dry run) read asynchronously, and the display of the fleet
- * runner's progress (ctl/fleet.c: a live block on a terminal, timestamped lines
- * otherwise, the audit trail on stdout, a JSON summary with -o json) with the exit
- * codes. Never runs the loop; owns nothing beyond one command's lifetime. */
+ * node list of -l, and the display of the fleet runner's progress (ctl/fleet.c: a live
+ * block on a terminal, timestamped lines otherwise, the audit trail on stdout, a JSON
+ * summary with -o json) with the exit codes; the plans are verb-plan.c's. Never runs
+ * the loop; owns nothing beyond one command's lifetime. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -32,43 +32,15 @@
 #include "drainer/sysbus.h"
 #include "drainer/taintrule.h"
 #include "drainer/timesrc.h"
+#include "drainverb.h"
 #include "driverkey.h"
 #include "verbs.h"
 
-struct drain_verb;
-
-/* ---- --dry-run=server ---- */
-
-/* One request of a server dry run and its answer. */
-struct dry_call {
-        struct plan_job *job;
-        struct kube_call *call;
-        bool done;
-        int error;
-        long status;
-        bool ns_terminating;
-        char *message;
-};
-
-static const char *dry_outcome(const struct dry_call *c) {
-        return c->error == 0 || c->error == -ENOENT ? "evicted"
-               : c->ns_terminating                  ? "namespace-terminating"
-               : c->error == -EAGAIN                ? "held"
-                                                    : "failed";
-}
 /* --out-of-service and --out-of-service-after: drain, maintain and plan only (serve
  * does not take them: see on_oos_opt). */
 enum {
         OPT_OUT_OF_SERVICE = 0x210, /* (0x200.. are the fleet's, below) */
         OPT_OUT_OF_SERVICE_AFTER,
-};
-
-#define OUT_OF_SERVICE_AFTER_DEFAULT (5 * 60 * USEC_PER_SEC)
-
-struct oos_args {
-        bool on;
-        bool after_given;
-        uint64_t after_usec;
 };
 
 static int on_oos_opt(int opt, const char *arg, void *userdata) {
@@ -91,10 +63,6 @@ static int on_oos_opt(int opt, const char *arg, void *userdata) {
 }
 
 /* Whether argv (the command line as typed, before --config) names the flag. */
-static bool out_of_service_tainted_node(const struct node_rec *n) {
-        return node_rec_find_taint(n, OUT_OF_SERVICE_TAINT_KEY, OUT_OF_SERVICE_TAINT_EFFECT) != NULL;
-}
-
 static bool argv_has_flag(int argc, char **argv, const char *flag) {
         size_t l = strlen(flag);
 
@@ -104,79 +72,12 @@ static bool argv_has_flag(int argc, char **argv, const char *flag) {
         return false;
 }
 
-/* What the plan says of the node's readiness and of --out-of-service. */
-static void plan_print_readiness(const struct node_rec *n, const struct oos_args *oos, FILE *f) {
-        char since[64] = "?", due[64] = "?";
-
-        if (n->not_ready_since_usec > 0) {
-                (void)timesrc_format_rfc3339(n->not_ready_since_usec, since, sizeof(since));
-                (void)timesrc_format_rfc3339(n->not_ready_since_usec + (int64_t)oos->after_usec, due,
-                                             sizeof(due));
-        }
-        if (!n->ready)
-                fprintf(f,
-                        "\nNode %s is not Ready (since %s): its kubelet is down or not reporting, so it "
-                        "can neither\nterminate the evicted pods nor unprepare their ResourceClaims: "
-                        "they are not released until it is back.\n",
-                        n->name, since);
-        if (!oos->on)
-                return;
-        fprintf(f,
-                "\nOut of service (--out-of-service, for a machine that is off): once the node has been "
-                "not Ready\nfor %.0f s (--out-of-service-after, from its Ready condition's "
-                "lastTransitionTime), drainer applies\nthe taint " OUT_OF_SERVICE_TAINT_KEY
-                "=" OUT_OF_SERVICE_TAINT_VALUE ":" OUT_OF_SERVICE_TAINT_EFFECT ": the control plane "
-                "then deletes\nthe node's pods and releases their ResourceClaims WITHOUT the kubelet's "
-                "unprepare. 'drainer uncordon'\nremoves the taint once the node is Ready again. Now: ",
-                (double)oos->after_usec / USEC_PER_SEC);
-        if (out_of_service_tainted_node(n))
-                fprintf(f, "the node already has that taint.\n");
-        else if (n->ready)
-                fprintf(f, "the node is Ready: the taint is not applied while it is.\n");
-        else if (n->not_ready_since_usec > 0)
-                fprintf(f, "not Ready since %s: the taint would go on at %s.\n", since, due);
-        else
-                fprintf(f, "not Ready since an unknown time: the taint is not applied until the Ready "
-                           "condition says since when.\n");
-}
-
-static void plan_json_readiness(cJSON *j, const struct node_rec *n, const struct oos_args *oos) {
-        char buf[64];
-        cJSON *o;
-
-        cJSON_AddBoolToObject(j, "nodeReady", n->ready);
-        if (!n->ready && n->not_ready_since_usec > 0 &&
-            timesrc_format_rfc3339(n->not_ready_since_usec, buf, sizeof(buf)) >= 0)
-                cJSON_AddStringToObject(j, "nodeNotReadySince", buf);
-        if (!oos->on)
-                return;
-        o = cJSON_AddObjectToObject(j, "outOfService");
-        if (!o)
-                return;
-        cJSON_AddStringToObject(o, "taint",
-                                OUT_OF_SERVICE_TAINT_KEY "=" OUT_OF_SERVICE_TAINT_VALUE
-                                                         ":" OUT_OF_SERVICE_TAINT_EFFECT);
-        cJSON_AddNumberToObject(o, "afterSeconds", (double)oos->after_usec / USEC_PER_SEC);
-        cJSON_AddBoolToObject(o, "tainted", out_of_service_tainted_node(n));
-        if (!n->ready && n->not_ready_since_usec > 0 &&
-            timesrc_format_rfc3339(n->not_ready_since_usec + (int64_t)oos->after_usec, buf, sizeof(buf)) >=
-                    0)
-                cJSON_AddStringToObject(o, "dueAt", buf);
-}
-
 /* The flags of plan, drain, uncordon and maintain beyond the shared ones (kept
  * here: serve has a --max-parallel of its own, across the cluster). */
 enum {
         OPT_NODE_SELECTOR = 'l', /* a lower-case letter: -l too */
         OPT_FLEET_MAX_PARALLEL = 0x200,
         OPT_METRICS_IN_OUTPUT,
-};
-
-struct drainlike_opts {
-        const char *selector;
-        unsigned max_parallel; /* 0: not given */
-        bool metrics;
-        struct oos_args oos; /* --out-of-service (not uncordon's) */
 };
 
 static int on_drainlike_opt(int opt, const char *arg, void *userdata) {
@@ -199,115 +100,6 @@ static int on_drainlike_opt(int opt, const char *arg, void *userdata) {
         return on_oos_opt(opt, arg, &o->oos);
 }
 
-/* How long the shared claims and budgets stay watched after a node's engine let go:
- * the next node of -l starts at once and borrows a warm cache. */
-#define FLEET_LINGER_USEC (10 * USEC_PER_SEC)
-
-/* The -o json summary's schema: 1 since the metrics left it (--metrics-in-output). */
-#define SUMMARY_SCHEMA_VERSION 1
-
-/* One plan (node and driver) being read: the reads one after the other, each from
- * the loop (the DeviceTaintRule discovery, the snapshot, the driver's label key, the
- * health probes, the seamless check), then the output or the server dry run. */
-struct plan_job {
-        struct drain_verb *v;
-        const char *node;
-        struct drain_args args; /* the command's, or scoped to one driver */
-        cJSON *list;            /* -l or several --driver with -o json: its items */
-        struct plan_options po;
-        struct taint_rule_discovery *disc;
-        struct node_snapshot *snap;
-        const struct node_input *in; /* the snapshot's */
-        struct drain_scope_view sv;
-        bool sv_ready;
-        const char *conflict;
-        struct driver_key_read *key_read;
-        char *key, *key_from, *key_why;
-        struct plan p;
-        bool p_ready;
-        size_t probe_at; /* the next pod of p to probe */
-        struct health_probe *probe;
-        struct seamless_check *seam_check;
-        struct seamless_answer seam;
-        bool seam_known;
-        struct dry_call cordon;
-        struct dry_call *calls; /* one per pod of p */
-        size_t calls_left;
-};
-
-/* The display of one run of the fleet (fleet.h's fleet_node is what the fleet knows). */
-struct run_display {
-        bool active;         /* its engine runs: its part of the live block is drawn */
-        bool has_last_phase; /* the last progress drawn */
-        enum drain_phase last_phase;
-        char *last_line;
-        char *block; /* its part of the live block (terminal) */
-        int block_lines;
-        int code;    /* its exit code, once reported */
-        cJSON *json; /* its -o json summary, once reported */
-        char *rerun; /* refused by a recorded action: the command to run with the flag */
-};
-
-struct drain_verb {
-        /* parse */
-        struct drain_args a;
-        bool a_ready;
-        struct config_argv c;
-        bool c_ready;
-        struct drainlike_opts o;
-        const char *verb, *node;
-        char **cmd;
-        bool is_plan, is_maintain;
-        int argc; /* the command line as given (before --config), for the rerun line */
-        char **argv;
-        enum output_format fmt;
-
-        struct app *app;
-        bool stopping, stopped;
-        unsigned in_flight; /* callbacks still to come: reads, closes, the fleet, a command */
-        int code;
-
-        /* -l: the nodes */
-        struct kube_call *list_call;
-        char **names;
-        size_t n_names;
-        char *list_message;
-
-        /* plan: one job at a time, the nodes (or NODE) times the drivers */
-        struct plan_job *job;
-        size_t plan_node, plan_driver;
-        int plan_node_worst; /* this node's worst result over its drivers */
-        cJSON *plan_doc;     /* -o json with a list */
-        size_t plan_items_before;
-
-        /* drain, uncordon, maintain: a run per node and driver */
-        struct drain_args *runs;
-        struct fleet_run *fleet_runs;
-        char **stop_keys;
-        size_t n_runs, runs_per_node;
-        struct run_display *disp;
-        size_t key_at; /* --driver without --driver-stop: the next run whose key is read */
-        struct node_snapshot *snap;
-        bool snap_reading;
-        const char *snap_node;
-        struct driver_key_read *key_read;
-        int keys_worst;
-        struct seamless_check *seam_check;
-        struct seamless_answer seam;
-        struct sysbus *bus;
-        uv_signal_t sigint, sigterm;
-        bool signals;
-        struct drain_fleet *fleet;
-        bool fleet_running;
-        int stage_worst; /* the worst exit code of the goal now running */
-        int maintain_r;  /* maintain of one run: its result as the old sequence gave it */
-        int command_status;
-        bool tty;   /* stderr is a terminal: one live block for every running node */
-        bool trail; /* stdout is not a terminal (text output): a line per eviction and claim */
-        int drawn_lines;
-        uint64_t last_draw;
-};
-
 /* ---- what is in flight ---- */
 
 static void maybe_stopped(struct drain_verb *v) {
@@ -318,7 +110,7 @@ static void maybe_stopped(struct drain_verb *v) {
 }
 
 /* A callback came: false if the verb is stopping (the callback then does nothing more). */
-static bool op_ended(struct drain_verb *v) {
+bool drain_verb_op_ended(struct drain_verb *v) {
         v->in_flight--;
         if (!v->stopping)
                 return true;
@@ -326,7 +118,7 @@ static bool op_ended(struct drain_verb *v) {
         return false;
 }
 
-static void quit(struct drain_verb *v, int code) {
+void drain_verb_quit(struct drain_verb *v, int code) {
         app_quit(v->app, code);
 }
 
@@ -337,14 +129,14 @@ static void on_snapshot_closed(void *userdata) {
         maybe_stopped(v);
 }
 
-static void close_snapshot(struct drain_verb *v, struct node_snapshot *s) {
+void drain_verb_close_snapshot(struct drain_verb *v, struct node_snapshot *s) {
         if (!s)
                 return;
         v->in_flight++;
         node_snapshot_close(s, on_snapshot_closed, v);
 }
 
-static void print_json(cJSON *j) {
+void drain_verb_print_json(cJSON *j) {
         _cleanup_free_ char *out = j ? cJSON_Print(j) : NULL;
 
         if (out)
@@ -353,7 +145,7 @@ static void print_json(cJSON *j) {
                 log_oom();
 }
 
-static int exit_code_for(int r) {
+int drain_verb_exit_code(int r) {
         switch (r) {
         case 0:
                 return EXIT_DONE;
@@ -366,7 +158,7 @@ static int exit_code_for(int r) {
         }
 }
 
-static cJSON *list_json(struct drain_verb *v, const char *verb, unsigned max_parallel, int code) {
+cJSON *drain_verb_list_json(struct drain_verb *v, const char *verb, unsigned max_parallel, int code) {
         cJSON *j = cJSON_CreateObject();
 
         cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
@@ -378,641 +170,6 @@ static cJSON *list_json(struct drain_verb *v, const char *verb, unsigned max_par
         cJSON_AddArrayToObject(j, "items");
         cJSON_AddNumberToObject(j, "exitCode", code);
         return j;
-}
-
-/* ---- plan: one node (and driver), read asynchronously ---- */
-
-static void plan_job_done(struct plan_job *job, int r);
-static void plan_step_key(struct plan_job *job);
-static void plan_step_build(struct plan_job *job);
-static void plan_step_probe(struct plan_job *job);
-static void plan_step_seamless(struct plan_job *job);
-static void plan_step_output(struct plan_job *job);
-
-static void plan_job_free(struct plan_job *job) {
-        struct drain_verb *v = job->v;
-
-        close_snapshot(v, job->snap);
-        if (job->sv_ready)
-                drain_scope_view_done(&job->sv);
-        if (job->p_ready)
-                plan_done(&job->p);
-        for (size_t i = 0; job->calls && i < job->p.n_pods; i++)
-                free(job->calls[i].message);
-        free(job->calls);
-        free(job->cordon.message);
-        free(job->key);
-        free(job->key_from);
-        free(job->key_why);
-        free(job);
-}
-
-static void on_plan_discovered(int error, const struct taint_rule_api *api, void *userdata) {
-        struct plan_job *job = userdata;
-
-        job->disc = NULL;
-        if (!op_ended(job->v))
-                return;
-        if (error < 0) {
-                plan_job_done(job, log_error_errno(error,
-                                                   "cannot ask the API server whether it serves "
-                                                   "DeviceTaintRules: %s",
-                                                   strerror(-error)));
-                return;
-        }
-        job->po.isolation = api->served ? PLAN_ISOLATE_TAINT_RULE : PLAN_ISOLATE_CORDON_FALLBACK;
-        job->po.taint_rule_api = api->served ? api->api_version : NULL;
-        plan_step_key(job);
-}
-
-static void on_plan_snapshot(struct node_snapshot *s, int error, const char *what, void *userdata) {
-        struct plan_job *job = userdata;
-        const char *drv = job->args.profile.n_drivers > 0 ? job->args.profile.drivers[0] : NULL;
-
-        if (!op_ended(job->v))
-                return;
-        if (error < 0) {
-                plan_job_done(job, log_error_errno(error, "%s", strna(what)));
-                return;
-        }
-        job->in = node_snapshot_input(s);
-        /* The Node as the drain's scope sees it (--driver: only that driver's keys). */
-        if (drain_scope_view_init(&job->sv, job->in->node, drv) < 0) {
-                plan_job_done(job, log_oom());
-                return;
-        }
-        job->sv_ready = true;
-        job->conflict = drain_scope_conflict(job->in->node, drv);
-        if (job->args.profile.n_drivers > 0) {
-                /* --driver: where the API server serves DeviceTaintRules (the engine asks the
-                 * same at its start) */
-                int r = taint_rule_discover(job->v->app->client, on_plan_discovered, job, &job->disc);
-
-                if (r < 0) {
-                        plan_job_done(job, log_error_errno(r, "Cannot start the API requests: %m"));
-                        return;
-                }
-                job->v->in_flight++;
-                return;
-        }
-        plan_step_key(job);
-}
-
-static void on_plan_key(int error, const char *key, const char *from, const char *why, void *userdata) {
-        struct plan_job *job = userdata;
-
-        job->key_read = NULL;
-        if (!op_ended(job->v))
-                return;
-        if (error < 0 && error != -EPERM) {
-                plan_job_done(job, error == -ENOMEM ? log_oom() : log_error_errno(error, "%s", strna(why)));
-                return;
-        }
-        if ((key && !(job->key = strdup(key))) || (from && !(job->key_from = strdup(from))) ||
-            (why && !(job->key_why = strdup(why)))) {
-                plan_job_done(job, log_oom());
-                return;
-        }
-        job->po.driver_stop_arg = job->key;
-        job->po.driver_stop_arg_from = job->key_from;
-        plan_step_build(job);
-}
-
-/* --driver without --driver-stop: label, KEY from the driver's DaemonSet. */
-static void plan_step_key(struct plan_job *job) {
-        int r;
-
-        if (!job->args.stop_from_daemonset) {
-                plan_step_build(job);
-                return;
-        }
-        r = driver_key_read_start(job->v->app->client, job->v->app->ts, job->in, &job->args.profile,
-                                  on_plan_key, job, &job->key_read);
-        if (r < 0) {
-                plan_job_done(job, r == -ENOMEM ? log_oom()
-                                                : log_error_errno(r, "Cannot start the API requests: %m"));
-                return;
-        }
-        job->v->in_flight++;
-}
-
-static void plan_step_build(struct plan_job *job) {
-        const struct node_rec *pn = &job->sv.node;
-        const char *node = job->node;
-        int r;
-
-        {
-                /* The same refusal as drain's: a plan over nonsense state would mislead. */
-                _cleanup_(drain_state_done) struct drain_state st = {};
-                _cleanup_free_ char *err = NULL;
-
-                r = drain_state_parse(pn, &st, &err);
-                if (r < 0) {
-                        log_error("%s", err ? err : "malformed drainer annotations");
-                        plan_job_done(job, r);
-                        return;
-                }
-        }
-        if (job->in->dra_off)
-                job->po.n_driver_selectors = 0; /* no DRA API: no drivers (as the drain's, engine.c) */
-        r = plan_build(pn, job->in->pods, job->in->n_pods, job->in->claims, job->in->n_claims,
-                       job->in->slices, job->in->n_slices, job->in->pdbs, job->in->n_pdbs, &job->po,
-                       &job->p);
-        if (r < 0) {
-                plan_job_done(job, log_oom());
-                return;
-        }
-        job->p_ready = true;
-        /* A node drain and a driver drain of the same node exclude each other (engine.c). */
-        if (job->conflict) {
-                char m[512];
-
-                if (*job->conflict)
-                        snprintf(m, sizeof(m),
-                                 "DRA driver %s of node %s is out of service (a driver drain): a node drain "
-                                 "waits until it is back (drainer uncordon %s --driver %s)",
-                                 job->conflict, node, node, job->conflict);
-                else
-                        snprintf(m, sizeof(m),
-                                 "node %s is being drained: a drain of DRA driver %s waits until that drain "
-                                 "is "
-                                 "undone (drainer uncordon %s)",
-                                 node, job->args.profile.drivers[0], node);
-                plan_add_blocker(&job->p, BLOCKER_DRAIN_EXCLUSIVE, NULL, m);
-        }
-        if (job->key_why)
-                plan_add_blocker(&job->p, BLOCKER_DRIVER_STOP_KEY, NULL, job->key_why);
-        plan_step_probe(job);
-}
-
-static void plan_probe_result(struct plan_job *job, const struct pod_rec *pod, int error,
-                              enum health_status status) {
-        char m[512];
-
-        if (error == 0 && status == HEALTH_SERVING)
-                return;
-        snprintf(m, sizeof(m),
-                 "DRA driver pod %s/%s does not answer SERVING on its health endpoint: %s "
-                 "(use --ignore-driver-health to override)",
-                 pod->ns, pod->name, error < 0 ? strerror(-error) : health_status_to_string(status));
-        plan_add_blocker(&job->p, BLOCKER_DRIVER_UNHEALTHY, pod, m);
-}
-
-static void on_plan_probe(int error, enum health_status status, const char *message, void *userdata) {
-        struct plan_job *job = userdata;
-
-        job->probe = NULL;
-        if (!op_ended(job->v))
-                return;
-        plan_probe_result(job, job->p.pods[job->probe_at].pod, error, status);
-        job->probe_at++;
-        plan_step_probe(job);
-}
-
-/* The same health check as the drain's preflight, when an endpoint is configured: one
- * driver pod at a time. */
-static void plan_step_probe(struct plan_job *job) {
-        const struct drain_profile *pr = &job->args.profile;
-
-        for (; pr->has_health && !pr->ignore_health && job->probe_at < job->p.n_pods; job->probe_at++) {
-                const struct pod_rec *pod = job->p.pods[job->probe_at].pod;
-
-                if (job->p.pods[job->probe_at].cls != POD_CLASS_DRIVER || pod->deleting)
-                        continue;
-                if (health_probe_start(job->v->app->transport, &pr->health_target, pod->pod_ip,
-                                       5 * USEC_PER_SEC, on_plan_probe, job, &job->probe) < 0) {
-                        plan_probe_result(job, pod, -EIO, HEALTH_UNKNOWN);
-                        continue;
-                }
-                job->v->in_flight++;
-                return;
-        }
-        plan_step_seamless(job);
-}
-
-static void on_plan_seamless(int error, const char *what, const struct seamless_answer *ans,
-                             void *userdata) {
-        struct plan_job *job = userdata;
-
-        job->seam_check = NULL;
-        if (!op_ended(job->v))
-                return;
-        if (error < 0) {
-                plan_job_done(job, log_error_errno(error, "%s", strna(what)));
-                return;
-        }
-        job->seam = *ans;
-        job->seam_known = true;
-        plan_step_output(job);
-}
-
-/* The node's driver pods (DaemonSet-controlled, by the profile's selectors). */
-static int driver_pods(const struct node_input *in, const struct plan_options *po,
-                       const struct pod_rec ***ret, size_t *ret_n) {
-        const struct pod_rec **dp = calloc(in->n_pods ? in->n_pods : 1, sizeof(*dp));
-        size_t n = 0;
-
-        if (!dp)
-                return -ENOMEM;
-        for (size_t i = 0; i < in->n_pods; i++)
-                if (pod_is_driver(in->pods[i], &(const struct driver_filter){
-                                                       .selectors = po->driver_selectors,
-                                                       .n_selectors = po->n_driver_selectors,
-                                                       .namespaces = po->driver_namespaces,
-                                                       .n_namespaces = po->n_driver_namespaces,
-                                               }))
-                        dp[n++] = in->pods[i];
-        *ret = dp;
-        *ret_n = n;
-        return 0;
-}
-
-/* --driver: whether the driver upgrades seamlessly */
-static void plan_step_seamless(struct plan_job *job) {
-        const struct pod_rec **dp;
-        size_t n_dp = 0;
-        int r;
-
-        if (job->args.profile.n_drivers == 0 || job->in->dra_off) {
-                plan_step_output(job);
-                return;
-        }
-        dp = calloc(job->p.n_pods ? job->p.n_pods : 1, sizeof(*dp));
-        if (!dp) {
-                plan_job_done(job, log_oom());
-                return;
-        }
-        for (size_t i = 0; i < job->p.n_pods; i++)
-                if (job->p.pods[i].cls == POD_CLASS_DRIVER)
-                        dp[n_dp++] = job->p.pods[i].pod;
-        r = seamless_check_start(job->v->app->client, job->v->app->ts, job->args.profile.drivers[0], dp,
-                                 n_dp, on_plan_seamless, job, &job->seam_check);
-        free(dp);
-        if (r < 0) {
-                plan_job_done(job, r == -ENOMEM ? log_oom()
-                                                : log_error_errno(r, "Cannot start the API requests: %m"));
-                return;
-        }
-        job->v->in_flight++;
-}
-
-/* The server dry run's answers are in: printed as kubectl prints them. */
-static void dry_run_report(struct plan_job *job) {
-        const struct plan *p = &job->p;
-        const struct node_rec *node = &job->sv.node;
-        enum output_format fmt = job->v->fmt;
-        _cleanup_(cJSON_Deletep) cJSON *j = fmt == OUTPUT_JSON ? cJSON_CreateObject() : NULL;
-        cJSON *pods = NULL;
-        size_t failed = 0;
-
-        if (j) {
-                cJSON_AddStringToObject(j, "node", node->name);
-                cJSON_AddStringToObject(j, "dryRun", "server");
-                cJSON_AddBoolToObject(j, "cordoned", true);
-                pods = cJSON_AddArrayToObject(j, "evictions");
-        }
-        for (size_t i = 0; i < p->n_pods; i++) {
-                const struct plan_pod *pp = &p->pods[i];
-                const struct dry_call *c = &job->calls[i];
-                const char *outcome;
-
-                if (pp->group == EVICT_GROUP_NONE || pp->pod->deleting)
-                        continue;
-                outcome = dry_outcome(c);
-                failed += streq(outcome, "failed");
-                if (j) {
-                        cJSON *o = cJSON_CreateObject();
-
-                        cJSON_AddStringToObject(o, "namespace", pp->pod->ns);
-                        cJSON_AddStringToObject(o, "name", pp->pod->name);
-                        cJSON_AddStringToObject(o, "group", evict_group_to_string(pp->group));
-                        cJSON_AddStringToObject(o, "result", outcome);
-                        if (c->error < 0 && c->error != -ENOENT)
-                                cJSON_AddStringToObject(o, "message",
-                                                        c->message ? c->message : strerror(-c->error));
-                        cJSON_AddItemToArray(pods, o);
-                } else if (streq(outcome, "evicted"))
-                        printf("pod/%s evicted (server dry run)\n", pp->pod->name);
-                else
-                        printf("pod/%s %s (server dry run): %s\n", pp->pod->name,
-                               streq(outcome, "held")                    ? "eviction held by a budget"
-                               : streq(outcome, "namespace-terminating") ? "in a namespace being deleted"
-                                                                         : "eviction failed",
-                               c->message ? c->message : strerror(-c->error));
-        }
-        if (j) {
-                cJSON *stays = cJSON_AddArrayToObject(j, "stays");
-
-                for (size_t i = 0; i < p->n_pods; i++)
-                        if (p->pods[i].group == EVICT_GROUP_NONE) {
-                                cJSON *o = cJSON_CreateObject();
-
-                                cJSON_AddStringToObject(o, "namespace", p->pods[i].pod->ns);
-                                cJSON_AddStringToObject(o, "name", p->pods[i].pod->name);
-                                cJSON_AddStringToObject(o, "reason", strna(p->pods[i].skip_reason));
-                                cJSON_AddItemToArray(stays, o);
-                        }
-                cJSON_AddBoolToObject(j, "ok", failed == 0);
-                if (job->list)
-                        cJSON_AddItemToArray(job->list, TAKE_PTR(j));
-                else
-                        print_json(j);
-        } else
-                printf("node/%s drained (server dry run)%s\n", node->name,
-                       failed ? ", with failed evictions" : "");
-        plan_job_done(job, failed ? -EIO : 0);
-}
-
-static void on_dry_answer(const struct kube_result *res, void *userdata) {
-        struct dry_call *c = userdata;
-        struct plan_job *job = c->job;
-
-        c->call = NULL;
-        c->done = true;
-        c->error = res->error;
-        c->status = res->status;
-        c->ns_terminating =
-                res->error == -EACCES && kube_status_has_cause(res->status_body, "NamespaceTerminating");
-        c->message = res->message ? strdup(res->message) : NULL;
-        if (!op_ended(job->v))
-                return;
-        if (c != &job->cordon) {
-                if (--job->calls_left == 0)
-                        dry_run_report(job);
-                return;
-        }
-        if (c->error < 0) {
-                plan_job_done(job, log_error_errno(c->error, "cordoning node %s (server dry run) failed: %s",
-                                                   job->sv.node.name,
-                                                   c->message ? c->message : strerror(-c->error)));
-                return;
-        }
-        if (job->v->fmt != OUTPUT_JSON)
-                printf("node/%s cordoned (server dry run)\n", job->sv.node.name);
-        /* an eviction of every pod the plan evicts, all at once */
-        job->calls = calloc(MAX(job->p.n_pods, 1u), sizeof(*job->calls));
-        if (!job->calls) {
-                plan_job_done(job, log_oom());
-                return;
-        }
-        job->calls_left = 1; /* until every eviction is sent */
-        for (size_t i = 0; i < job->p.n_pods; i++) {
-                const struct plan_pod *pp = &job->p.pods[i];
-                int64_t grace = job->args.profile.grace;
-                int r;
-
-                job->calls[i].job = job;
-                if (pp->group == EVICT_GROUP_NONE || pp->pod->deleting) {
-                        job->calls[i].done = true;
-                        continue;
-                }
-                if (grace == 0 && pp->cls == POD_CLASS_CLAIM_HOLDER)
-                        grace = 1; /* never 0 for a claim holder, as the drain sends */
-                if (grace == 0 && pp->cls == POD_CLASS_DRIVER)
-                        grace = -1; /* nor for a DRA driver pod: its own, as the drain sends */
-                if (job->v->fmt != OUTPUT_JSON)
-                        printf("evicting pod %s/%s (server dry run)\n", pp->pod->ns, pp->pod->name);
-                r = kube_evict(job->v->app->client, pp->pod->ns, pp->pod->name, grace, true, on_dry_answer,
-                               &job->calls[i], &job->calls[i].call);
-                if (r < 0) {
-                        job->calls[i].done = true;
-                        job->calls[i].error = r;
-                        continue;
-                }
-                job->v->in_flight++;
-                job->calls_left++;
-        }
-        if (--job->calls_left == 0)
-                dry_run_report(job);
-}
-
-/* kubectl drain --dry-run=server: the cordon patch the drain would send and an
- * eviction of every pod the plan evicts (its groups in order, the driver pods too
- * when the strategy evicts them), each with dryRun=All: the API server runs its
- * admission, budgets and validation, and persists nothing. Printed as kubectl
- * prints it ("evicting pod NS/NAME (server dry run)"). A 429 (a budget says not
- * now) or a namespace being deleted is reported, not retried (no state moves in a
- * dry run); any other error is exit 1. */
-static void plan_server_dry_run(struct plan_job *job) {
-        const struct node_rec *node = &job->sv.node;
-        _cleanup_free_ char *ename = kube_query_escape(node->name), *path = NULL, *body = NULL;
-        int r;
-
-        if (!ename || asprintf(&path, "/api/v1/nodes/%s?dryRun=All", ename) < 0) {
-                plan_job_done(job, log_oom());
-                return;
-        }
-        r = drain_patch_cordon(node, timesrc_realtime(job->v->app->ts), &body);
-        if (r < 0) {
-                plan_job_done(
-                        job, log_error_errno(r, "cannot build the cordon patch of node %s: %m", node->name));
-                return;
-        }
-        job->cordon.job = job;
-        r = kube_patch(job->v->app->client, path, KUBE_PATCH_MERGE, body, on_dry_answer, &job->cordon,
-                       &job->cordon.call);
-        if (r < 0) {
-                plan_job_done(job,
-                              log_error_errno(r, "cannot send the cordon patch of node %s: %m", node->name));
-                return;
-        }
-        job->v->in_flight++;
-}
-
-static void plan_step_output(struct plan_job *job) {
-        const struct drain_args *a = &job->args;
-        const struct node_input *in = job->in;
-        struct plan *p = &job->p;
-        const struct oos_args *oos = &job->v->o.oos;
-        int r = 0;
-
-        if (a->dry_run_server && p->n_blockers == 0) {
-                plan_server_dry_run(job);
-                return;
-        }
-        if (a->dry_run_server)
-                log_error("refused (nothing sent to the server): the drain would be refused by the "
-                          "blockers below");
-        if (job->v->fmt == OUTPUT_JSON) {
-                _cleanup_(cJSON_Deletep) cJSON *j = plan_to_json(p, &job->po);
-
-                if (j && in->dra_api)
-                        cJSON_AddStringToObject(j, "draApi", in->dra_api);
-                else if (j)
-                        cJSON_AddNullToObject(j, "draApi");
-                if (j) {
-                        cJSON_AddBoolToObject(j, "draServed", !in->dra_off);
-                        plan_json_readiness(j, in->node, oos);
-                }
-                if (j && job->seam_known) {
-                        cJSON *o = cJSON_AddObjectToObject(j, "seamlessUpgrade");
-
-                        if (o) {
-                                cJSON_AddBoolToObject(o, "seamless", job->seam.seamless);
-                                if (job->seam.daemonset[0])
-                                        cJSON_AddStringToObject(o, "daemonset", job->seam.daemonset);
-                                cJSON_AddStringToObject(o, "reason", job->seam.why);
-                        }
-                }
-                if (j && job->list)
-                        cJSON_AddItemToArray(job->list, TAKE_PTR(j));
-                else if (!j)
-                        r = log_oom();
-                else
-                        print_json(j);
-        } else {
-                if (in->dra_off)
-                        printf("DRA: not served by this cluster (no resource.k8s.io v1, v1beta2 or "
-                               "v1beta1): "
-                               "drained as kubectl drain would, without claim logic\n");
-                else if (in->dra_api)
-                        printf("DRA API: %s\n", in->dra_api);
-                r = plan_print_text(p, &job->po, stdout);
-                plan_print_readiness(in->node, oos, stdout);
-                if (job->seam_known && job->seam.seamless)
-                        printf("Seamless upgrade of %s: yes, %s: to update it, no drain is needed "
-                               "('maintain --driver' runs its command without evicting anything; "
-                               "--force-drain drains first)\n",
-                               a->profile.drivers[0], job->seam.why);
-                else if (job->seam_known)
-                        printf("Seamless upgrade of %s: no, %s; to update it across the cluster: drainer "
-                               "rollout %s --driver %s\n",
-                               a->profile.drivers[0], job->seam.why,
-                               job->seam.daemonset[0] ? job->seam.daemonset : "NAMESPACE/DAEMONSET",
-                               a->profile.drivers[0]);
-        }
-        plan_job_done(job, r < 0 ? r : (p->n_blockers > 0 ? -EPERM : 0));
-}
-
-/* One node's plan (or server dry run) for a node drain or one driver's. With list (-l,
- * -o json), its JSON goes there instead of stdout. */
-static int plan_job_start(struct drain_verb *v, const char *node, const struct drain_args *args,
-                          cJSON *list) {
-        struct plan_job *job = calloc(1, sizeof(*job));
-        int r;
-
-        if (!job)
-                return log_oom();
-        job->v = v;
-        job->node = node;
-        job->args = *args;
-        job->list = list;
-        drain_profile_plan_options(&job->args.profile, &job->po);
-        r = node_snapshot_start(v->app->client, v->app->ts, node, true, on_plan_snapshot, job, &job->snap);
-        if (r < 0) {
-                free(job);
-                return log_error_errno(r, "Cannot start the API requests: %m");
-        }
-        v->in_flight++;
-        v->job = job;
-        return 0;
-}
-
-/* Stops what the job is waiting for (its callback then says the verb is stopping). */
-static void plan_job_cancel(struct plan_job *job) {
-        if (job->disc)
-                taint_rule_discovery_cancel(job->disc);
-        if (job->key_read)
-                driver_key_read_cancel(job->key_read);
-        if (job->probe)
-                health_probe_cancel(job->probe);
-        if (job->seam_check)
-                seamless_check_cancel(job->seam_check);
-        if (job->cordon.call)
-                kube_call_cancel(job->cordon.call);
-        for (size_t i = 0; job->calls && i < job->p.n_pods; i++)
-                if (job->calls[i].call)
-                        kube_call_cancel(job->calls[i].call);
-}
-
-/* ---- plan: every node (NODE or -l's) times every --driver, one at a time ---- */
-
-static size_t plan_n_nodes(const struct drain_verb *v) {
-        return v->o.selector ? v->n_names : 1;
-}
-
-static size_t plan_n_drivers(const struct drain_verb *v) {
-        return v->a.profile.n_drivers > 1 ? v->a.profile.n_drivers : 1;
-}
-
-static void plans_next(struct drain_verb *v);
-
-/* A node's plans are all done: its exit code, and its entry in the list. */
-static void plan_node_done(struct drain_verb *v) {
-        cJSON *items = v->plan_doc ? cJSON_GetObjectItem(v->plan_doc, "items") : NULL;
-        int c1 = exit_code_for(v->plan_node_worst);
-
-        v->code = nodeset_worst_exit(v->code, c1);
-        if (items && v->o.selector) {
-                if ((size_t)cJSON_GetArraySize(items) == v->plan_items_before) {
-                        cJSON *e = cJSON_CreateObject();
-
-                        cJSON_AddStringToObject(e, "node", v->names[v->plan_node]);
-                        cJSON_AddStringToObject(e, "result", "error");
-                        cJSON_AddItemToArray(items, e);
-                }
-                cJSON_AddNumberToObject(cJSON_GetArrayItem(items, cJSON_GetArraySize(items) - 1), "exitCode",
-                                        c1);
-        }
-        v->plan_node++;
-        v->plan_driver = 0;
-        v->plan_node_worst = 0;
-}
-
-static void plan_job_done(struct plan_job *job, int r) {
-        struct drain_verb *v = job->v;
-
-        v->job = NULL;
-        plan_job_free(job);
-        /* the worst of the drivers' plans: a failure over a refusal */
-        if (plan_n_drivers(v) == 1)
-                v->plan_node_worst = r;
-        else if (r < 0 && (v->plan_node_worst == 0 || v->plan_node_worst == -EPERM))
-                v->plan_node_worst = r;
-        if (++v->plan_driver >= plan_n_drivers(v))
-                plan_node_done(v);
-        plans_next(v);
-}
-
-static void plans_next(struct drain_verb *v) {
-        while (v->plan_node < plan_n_nodes(v)) {
-                const char *node = v->o.selector ? v->names[v->plan_node] : v->node;
-                cJSON *items = v->plan_doc ? cJSON_GetObjectItem(v->plan_doc, "items") : NULL;
-                struct drain_args one;
-                int r;
-
-                if (v->plan_driver == 0) {
-                        if (v->fmt != OUTPUT_JSON && v->plan_node > 0)
-                                putchar('\n');
-                        v->plan_items_before = items ? (size_t)cJSON_GetArraySize(items) : 0;
-                } else if (v->fmt != OUTPUT_JSON)
-                        putchar('\n');
-                if (v->a.profile.n_drivers > 1)
-                        drain_args_for_driver(&v->a, v->plan_driver, &one);
-                else
-                        one = v->a;
-                r = plan_job_start(v, node, &one, items);
-                if (r >= 0)
-                        return;
-                /* nothing started: this plan failed */
-                if (plan_n_drivers(v) == 1 || v->plan_node_worst == 0 || v->plan_node_worst == -EPERM)
-                        v->plan_node_worst = r;
-                if (++v->plan_driver >= plan_n_drivers(v))
-                        plan_node_done(v);
-        }
-        if (v->plan_doc) {
-                cJSON_SetNumberValue(cJSON_GetObjectItem(v->plan_doc, "exitCode"), v->code);
-                print_json(v->plan_doc);
-        }
-        quit(v, v->code);
-}
-
-static void plans_start(struct drain_verb *v) {
-        /* a list: the nodes of -l, or (NODE) the plans of several --driver */
-        if ((v->o.selector || v->a.profile.n_drivers > 1) && v->fmt == OUTPUT_JSON)
-                v->plan_doc = list_json(v, v->verb, 0, 0);
-        v->code = EXIT_DONE;
-        plans_next(v);
 }
 
 /* ---- the display of the runs ---- */
@@ -1481,7 +638,7 @@ static void on_run_done(struct drain_fleet *f, const struct fleet_node *n, void 
         r = report_result(v, n, verb, n->result);
         if (n->goal == ENGINE_GOAL_UNCORDON && r == -EPERM)
                 r = -EEXIST; /* not a refusal by a blocker: exit 1 */
-        d->code = exit_code_for(r);
+        d->code = drain_verb_exit_code(r);
         if (v->is_maintain && v->n_runs == 1)
                 v->maintain_r = r;
         if (v->fmt == OUTPUT_JSON) {
@@ -1530,7 +687,7 @@ static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
         int code = v->stage_worst;
 
         v->fleet_running = false;
-        if (!op_ended(v))
+        if (!drain_verb_op_ended(v))
                 return;
         if (v->is_maintain && v->command_status > 0 && code == EXIT_DONE)
                 code = EXIT_ERROR; /* restored after a failed command (or not restored at all) */
@@ -1542,30 +699,30 @@ static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
 
                 if (r == 0 && v->command_status > 0)
                         r = -ECHILD;
-                code = exit_code_for(r);
+                code = drain_verb_exit_code(r);
                 if (v->fmt == OUTPUT_JSON) {
                         if (r == -ECHILD || !d->json) {
                                 cJSON_Delete(d->json);
                                 d->json = summary_json(v, n, v->verb, r, false);
                         }
                         cJSON_AddNumberToObject(d->json, "exitCode", code);
-                        print_json(d->json);
+                        drain_verb_print_json(d->json);
                 }
         } else if (v->fmt == OUTPUT_JSON && !runs_listed(v)) {
                 cJSON_AddNumberToObject(v->disp[0].json, "exitCode", v->disp[0].code);
-                print_json(v->disp[0].json);
+                drain_verb_print_json(v->disp[0].json);
         } else if (v->fmt == OUTPUT_JSON) {
                 /* a List: the nodes of -l, or the drivers of several --driver */
-                _cleanup_(cJSON_Deletep) cJSON *j = list_json(v, v->verb, max_parallel, code);
+                _cleanup_(cJSON_Deletep) cJSON *j = drain_verb_list_json(v, v->verb, max_parallel, code);
                 cJSON *items = cJSON_GetObjectItem(j, "items");
 
                 for (size_t i = 0; i < v->n_runs; i++)
                         if (v->disp[i].json)
                                 cJSON_AddItemToArray(items, TAKE_PTR(v->disp[i].json));
                 add_client_figures(j, v->app, v->o.metrics);
-                print_json(j);
+                drain_verb_print_json(j);
         }
-        quit(v, code);
+        drain_verb_quit(v, code);
 }
 
 /* SIGINT, SIGTERM: every node's run ends where it is (its state is on its Node, the
@@ -1629,13 +786,13 @@ static void fleet_start(struct drain_verb *v) {
                             &cb, v, &v->fleet);
         if (r < 0) {
                 log_error_errno(r, "Cannot set up the drain: %m");
-                quit(v, EXIT_ERROR);
+                drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
         r = drain_fleet_start(v->fleet);
         if (r < 0) {
                 log_error_errno(r, "Cannot start watching the nodes: %m");
-                quit(v, EXIT_ERROR);
+                drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
         v->fleet_running = true;
@@ -1646,7 +803,7 @@ static void on_seamless_command_done(int status, int error, void *userdata) {
         struct drain_verb *v = userdata;
         int code = status == 0 ? EXIT_DONE : EXIT_ERROR;
 
-        if (!op_ended(v))
+        if (!drain_verb_op_ended(v))
                 return;
         if (error < 0)
                 log_error("cannot run \"%s\": %s", v->cmd[0], uv_strerror(error));
@@ -1671,9 +828,9 @@ static void on_seamless_command_done(int status, int error, void *userdata) {
                         cJSON_AddStringToObject(sj, "reason", v->seam.why);
                         cJSON_AddNumberToObject(j, "exitCode", code);
                 }
-                print_json(j);
+                drain_verb_print_json(j);
         }
-        quit(v, code);
+        drain_verb_quit(v, code);
 }
 
 static void on_maintain_seamless(int error, const char *what, const struct seamless_answer *ans,
@@ -1682,11 +839,11 @@ static void on_maintain_seamless(int error, const char *what, const struct seaml
         int r;
 
         v->seam_check = NULL;
-        if (!op_ended(v))
+        if (!drain_verb_op_ended(v))
                 return;
         if (error < 0) {
                 log_error_errno(error, "%s", strna(what));
-                quit(v, EXIT_ERROR);
+                drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
         v->seam = *ans;
@@ -1704,7 +861,7 @@ static void on_maintain_seamless(int error, const char *what, const struct seaml
         r = fleet_command_spawn(&v->app->loop, v->cmd, on_seamless_command_done, v);
         if (r < 0) {
                 log_oom();
-                quit(v, EXIT_ERROR);
+                drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
         v->in_flight++;
@@ -1718,27 +875,27 @@ static void on_maintain_snapshot(struct node_snapshot *s, int error, const char 
         int r;
 
         v->snap_reading = false;
-        if (!op_ended(v))
+        if (!drain_verb_op_ended(v))
                 return;
         if (error < 0) {
                 log_error_errno(error, "%s", strna(what));
-                quit(v, EXIT_ERROR);
+                drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
         drain_profile_plan_options(&v->a.profile, &po);
-        r = driver_pods(node_snapshot_input(s), &po, &dp, &n_dp);
+        r = drain_verb_driver_pods(node_snapshot_input(s), &po, &dp, &n_dp);
         if (r >= 0)
                 r = seamless_check_start(v->app->client, v->app->ts, v->a.profile.drivers[0], dp, n_dp,
                                          on_maintain_seamless, v, &v->seam_check);
         free(dp);
         v->snap = NULL;
-        close_snapshot(v, s);
+        drain_verb_close_snapshot(v, s);
         if (r < 0) {
                 if (r == -ENOMEM)
                         log_oom();
                 else
                         log_error_errno(r, "Cannot start the API requests: %m");
-                quit(v, EXIT_ERROR);
+                drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
         v->in_flight++;
@@ -1764,7 +921,7 @@ static void runs_go(struct drain_verb *v) {
                 v->bus = NULL;
                 if (v->a.profile.stop->needs_units) {
                         log_error_errno(r, "--driver-stop systemd: cannot connect to the system bus: %m");
-                        quit(v, EXIT_ERROR);
+                        drain_verb_quit(v, EXIT_ERROR);
                         return;
                 }
         }
@@ -1773,7 +930,7 @@ static void runs_go(struct drain_verb *v) {
                                         &v->snap);
                 if (r < 0) {
                         log_error_errno(r, "Cannot start the API requests: %m");
-                        quit(v, EXIT_ERROR);
+                        drain_verb_quit(v, EXIT_ERROR);
                         return;
                 }
                 v->snap_reading = true;
@@ -1792,13 +949,13 @@ static void on_run_key(int error, const char *key, const char *from, const char 
         int code;
 
         v->key_read = NULL;
-        if (!op_ended(v))
+        if (!drain_verb_op_ended(v))
                 return;
         if (error >= 0) {
                 v->stop_keys[v->key_at] = strdup(key);
                 if (!v->stop_keys[v->key_at]) {
                         log_oom();
-                        quit(v, EXIT_ERROR);
+                        drain_verb_quit(v, EXIT_ERROR);
                         return;
                 }
                 a->profile.stop_arg = v->stop_keys[v->key_at];
@@ -1821,7 +978,7 @@ static void on_run_key(int error, const char *key, const char *from, const char 
                         cJSON_AddBoolToObject(j, "changed", false);
                         cJSON_AddStringToObject(j, "message", strna(why));
                         cJSON_AddNumberToObject(j, "exitCode", code);
-                        print_json(j);
+                        drain_verb_print_json(j);
                 }
                 v->keys_worst = nodeset_worst_exit(v->keys_worst, code);
         }
@@ -1834,18 +991,18 @@ static void on_keys_snapshot(struct node_snapshot *s, int error, const char *wha
         int r;
 
         v->snap_reading = false;
-        if (!op_ended(v))
+        if (!drain_verb_op_ended(v))
                 return;
         if (error < 0) {
                 log_error_errno(error, "%s", strna(what));
-                quit(v, EXIT_ERROR);
+                drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
         r = driver_key_read_start(v->app->client, v->app->ts, node_snapshot_input(s),
                                   &v->runs[v->key_at].profile, on_run_key, v, &v->key_read);
         if (r < 0) {
                 log_error_errno(r, "Cannot start the API requests: %m");
-                quit(v, EXIT_ERROR);
+                drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
         v->in_flight++;
@@ -1858,9 +1015,9 @@ static void keys_next(struct drain_verb *v) {
         int r;
 
         if (v->key_at >= v->n_runs) {
-                close_snapshot(v, TAKE_PTR(v->snap));
+                drain_verb_close_snapshot(v, TAKE_PTR(v->snap));
                 if (v->keys_worst != EXIT_DONE) {
-                        quit(v, v->keys_worst);
+                        drain_verb_quit(v, v->keys_worst);
                         return;
                 }
                 runs_go(v);
@@ -1871,19 +1028,19 @@ static void keys_next(struct drain_verb *v) {
                                           &v->runs[v->key_at].profile, on_run_key, v, &v->key_read);
                 if (r < 0) {
                         log_error_errno(r, "Cannot start the API requests: %m");
-                        quit(v, EXIT_ERROR);
+                        drain_verb_quit(v, EXIT_ERROR);
                         return;
                 }
                 v->in_flight++;
                 return;
         }
-        close_snapshot(v, TAKE_PTR(v->snap));
+        drain_verb_close_snapshot(v, TAKE_PTR(v->snap));
         v->snap_node = v->fleet_runs[v->key_at].node;
         r = node_snapshot_start(v->app->client, v->app->ts, v->snap_node, false, on_keys_snapshot, v,
                                 &v->snap);
         if (r < 0) {
                 log_error_errno(r, "Cannot start the API requests: %m");
-                quit(v, EXIT_ERROR);
+                drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
         v->snap_reading = true;
@@ -1903,7 +1060,7 @@ static void runs_start(struct drain_verb *v) {
         v->disp = calloc(v->n_runs, sizeof(*v->disp));
         if (!v->runs || !v->fleet_runs || !v->stop_keys || !v->disp) {
                 log_oom();
-                quit(v, EXIT_ERROR);
+                drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
         v->tty = isatty(STDERR_FILENO);
@@ -1932,7 +1089,7 @@ static void runs_start(struct drain_verb *v) {
 static void on_node_page_error(struct drain_verb *v, int error) {
         log_error_errno(error, "cannot list the nodes matching \"%s\": %s", v->o.selector,
                         v->list_message ? v->list_message : strerror(-error));
-        quit(v, EXIT_ERROR);
+        drain_verb_quit(v, EXIT_ERROR);
 }
 
 static int on_node_page(const cJSON *items, void *userdata) {
@@ -1947,7 +1104,7 @@ static void on_node_list(const struct kube_result *res, void *userdata) {
         struct drain_verb *v = userdata;
 
         v->list_call = NULL;
-        if (!op_ended(v))
+        if (!drain_verb_op_ended(v))
                 return;
         if (res->error < 0) {
                 v->list_message = res->message ? strdup(res->message) : NULL;
@@ -1967,12 +1124,12 @@ static void nodes_known(struct drain_verb *v) {
                           "was changed)",
                           v->o.selector);
                 if (v->fmt == OUTPUT_JSON) {
-                        _cleanup_(cJSON_Deletep) cJSON *j = list_json(v, v->verb, 0, EXIT_ERROR);
+                        _cleanup_(cJSON_Deletep) cJSON *j = drain_verb_list_json(v, v->verb, 0, EXIT_ERROR);
 
                         cJSON_AddStringToObject(j, "message", "no node matches the label selector");
-                        print_json(j);
+                        drain_verb_print_json(j);
                 }
-                quit(v, EXIT_ERROR);
+                drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
         if (v->o.selector) {
@@ -1987,7 +1144,7 @@ static void nodes_known(struct drain_verb *v) {
                          len >= sizeof(names) - 1 ? " ..." : "");
         }
         if (v->is_plan || v->a.dry_run)
-                plans_start(v);
+                drain_verb_plans_start(v);
         else
                 runs_start(v);
 }
@@ -2125,18 +1282,18 @@ static void drainlike_stop(struct app *a, void *state) {
         if (v->list_call)
                 kube_call_cancel(v->list_call);
         if (v->job) {
-                plan_job_cancel(v->job);
+                drain_verb_plan_cancel(v->job);
                 if (v->job->snap && !v->job->in) {
                         /* still reading: closing it ends the read (its done never runs) */
                         v->in_flight--;
-                        close_snapshot(v, TAKE_PTR(v->job->snap));
+                        drain_verb_close_snapshot(v, TAKE_PTR(v->job->snap));
                 }
         }
         if (v->snap && v->snap_reading) {
                 v->in_flight--;
                 v->snap_reading = false;
         }
-        close_snapshot(v, TAKE_PTR(v->snap));
+        drain_verb_close_snapshot(v, TAKE_PTR(v->snap));
         if (v->key_read)
                 driver_key_read_cancel(v->key_read);
         if (v->seam_check)
@@ -2160,7 +1317,7 @@ static void drainlike_free(void *state) {
         struct drain_verb *v = state;
 
         if (v->job)
-                plan_job_free(v->job);
+                drain_verb_plan_free(v->job);
         cJSON_Delete(v->plan_doc);
         drain_fleet_free(v->fleet);
         for (size_t i = 0; v->disp && i < v->n_runs; i++) {
