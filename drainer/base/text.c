@@ -129,3 +129,23 @@ void strv_free_n(char **v, size_t n) {
                 free(v[i]);
         free(v);
 }
+
+size_t strv_sorted_insert(const char **v, size_t n, size_t max, const char *s) {
+        size_t at;
+
+        for (at = 0; at < n; at++) {
+                int c = strcmp(s, v[at]);
+
+                if (c == 0)
+                        return n;
+                if (c < 0)
+                        break;
+        }
+        if (at >= max)
+                return n;
+        if (n == max)
+                n--; /* the last drops out */
+        memmove(v + at + 1, v + at, (n - at) * sizeof(*v));
+        v[at] = s;
+        return n + 1;
+}

@@ -147,8 +147,8 @@ const struct verb verbs[] = {
                 "      --driver-namespace NS  DRA driver pods run only in NS (repeatable)\n"
                 "      --watch                keep watching and reprint on every change (Ctrl-C stops)\n\n"
                 "Exit codes: 0 shown, 1 error (API, configuration, unknown node), 2 bad usage.\n",
-                verb_status,
                 NULL,
+                &verb_status_ops,
         },
         {
                 "plan",
@@ -338,8 +338,8 @@ const struct verb verbs[] = {
                 "                                  $(POD_IP):PORT, where the kubelet connects)\n\n"
                 "Exit codes: 0 the driver may stop (with --listen: stopped by SIGTERM), 3 gave up\n"
                 "before the grace period ended, 1 error (the driver stops), 2 bad usage.\n",
-                verb_guard,
                 NULL,
+                &verb_guard_ops,
         },
         {
                 "doctor",
@@ -407,8 +407,8 @@ const struct verb verbs[] = {
                 "(or its drain not done) within --timeout: it stays out of service, the rollout\n"
                 "stopped there; 4 refused (not OnDelete, a node being drained by someone else);\n"
                 "1 error or interrupted (run it again to resume); 2 bad usage.\n",
-                verb_rollout,
                 NULL,
+                &verb_rollout_ops,
         },
         {
                 "version",

@@ -1,6 +1,9 @@
 /* `drainer status NODE`: one read-only snapshot of a node as a drain sees it
  * (snapshot.h: the Node, its pods, the node's ResourceSlices and all
- * ResourceClaims, listed concurrently), classified; --watch keeps a node view. */
+ * ResourceClaims, listed concurrently), classified; --watch keeps a node view.
+ * A verb_ops verb: it starts the reads and prints when they are in; the composition
+ * root runs the loop. */
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -18,10 +21,10 @@
 #include "drainer/nodeview.h"
 #include "drainer/objects.h"
 #include "drainer/selector.h"
+#include "drainer/snapshot.h"
 #include "drainer/state.h"
 #include "drainer/text.h"
 #include "drainer/timesrc.h"
-#include "snapshot.h"
 #include "verbs.h"
 
 /* What status shows: no budgets. */
@@ -385,58 +388,80 @@ static int print_status(const struct node_input *s, const struct status_opts *o,
         return 0;
 }
 
-/* --watch: the same view, kept current by a node view's informers; reprinted (at
- * most every 250 ms) whenever one of them changes. */
-struct watcher {
-        struct app *app;
-        const struct status_opts *opts;
+/* One status, as the composition root runs it (verbs.h): the one-shot snapshot, or
+ * with --watch a node view kept current by its informers, reprinted (at most every
+ * 250 ms) whenever one of them changes until SIGINT or SIGTERM. */
+struct status_run {
+        struct status_opts opts;
         enum output_format fmt;
         const char *node_name;
-        struct node_view *view;
-        bool view_closed;
+        struct app *app;                /* borrowed */
+        struct node_snapshot *snapshot; /* owned, until closed */
+        /* --watch */
+        struct node_view *view; /* owned, until closed */
         struct dtimer debounce;
+        bool debounce_ready;
         uv_signal_t sigint, sigterm;
-        bool done, tty;
-        int closing; /* signal handles not closed yet */
-        int error;
+        bool signals_ready, tty;
+        unsigned closing; /* handles and views whose close has not called back yet */
 };
 
-static bool watcher_synced(struct watcher *w) {
-        return node_view_synced(w->view, STATUS_PARTS);
+static void status_closed_one(struct status_run *run) {
+        assert(run->closing > 0);
+        if (--run->closing == 0)
+                app_stopped(run->app);
+}
+
+static void on_snapshot_done(struct node_snapshot *s, int error, const char *what, void *userdata) {
+        struct status_run *run = userdata;
+        int r;
+
+        if (error < 0)
+                r = error == -ENOMEM && !what ? log_oom() : log_error_errno(error, "%s", strna(what));
+        else
+                r = print_status(node_snapshot_input(s), &run->opts, run->fmt, false);
+        app_quit(run->app, r < 0 ? app_exit_code(r) : EXIT_DONE);
+}
+
+static void on_snapshot_closed(void *userdata) {
+        status_closed_one(userdata);
+}
+
+static bool watcher_synced(struct status_run *run) {
+        return node_view_synced(run->view, STATUS_PARTS);
 }
 
 static void on_debounce(struct dtimer *t) {
-        struct watcher *w = container_of(t, struct watcher, debounce);
+        struct status_run *run = container_of(t, struct status_run, debounce);
         _cleanup_(node_input_done) struct node_input v = {};
         char when[32];
 
-        if (w->done || !watcher_synced(w))
+        if (run->app->quit || !watcher_synced(run))
                 return;
-        if (node_view_collect(w->view, &v) < 0) {
-                w->error = log_oom();
-                w->done = true;
+        if (node_view_collect(run->view, &v) < 0) {
+                app_quit(run->app, app_exit_code(log_oom()));
                 return;
         }
-        if (timesrc_format_rfc3339(timesrc_realtime(w->app->ts), when, sizeof(when)) < 0)
+        if (timesrc_format_rfc3339(timesrc_realtime(run->app->ts), when, sizeof(when)) < 0)
                 strcpy(when, "?");
         if (!v.node) {
-                if (w->fmt == OUTPUT_JSON)
+                if (run->fmt == OUTPUT_JSON)
                         printf("{\"time\":\"%s\",\"node\":null}\n", when);
                 else
                         printf("%s--- %s\nnode \"%s\" not found (waiting for it)\n",
-                               w->tty ? "\033[H\033[2J" : "", when, w->node_name);
+                               run->tty ? "\033[H\033[2J" : "", when, run->node_name);
                 fflush(stdout);
                 return;
         }
-        if (w->fmt != OUTPUT_JSON)
-                printf("%s--- %s\n", w->tty ? "\033[H\033[2J" : "", when);
-        print_status(&v, w->opts, w->fmt, true);
+        if (run->fmt != OUTPUT_JSON)
+                printf("%s--- %s\n", run->tty ? "\033[H\033[2J" : "", when);
+        print_status(&v, &run->opts, run->fmt, true);
         fflush(stdout);
 }
 
-static void changed(struct watcher *w) {
-        if (!w->debounce.armed && watcher_synced(w))
-                dtimer_start(&w->debounce, 250 * USEC_PER_MSEC);
+static void changed(struct status_run *run) {
+        if (!run->app->quit && !run->debounce.armed && watcher_synced(run))
+                dtimer_start(&run->debounce, 250 * USEC_PER_MSEC);
 }
 
 static void on_view_change(struct node_view *v, void *userdata) {
@@ -452,111 +477,133 @@ static void on_view_error(struct node_view *v, unsigned part, int error, const c
 }
 
 static void on_view_closed(void *userdata) {
-        ((struct watcher *)userdata)->view_closed = true;
+        status_closed_one(userdata);
 }
 
 static void on_signal_closed(uv_handle_t *h) {
-        struct watcher *w = h->data;
-
-        w->closing--;
+        status_closed_one(h->data);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
-        struct watcher *w = h->data;
+        struct status_run *run = h->data;
 
-        w->done = true;
+        app_quit(run->app, EXIT_DONE);
 }
 
-static int run_watch(struct app *a, const char *node, const struct status_opts *o, enum output_format fmt) {
+static int start_watch(struct status_run *run) {
         static const struct node_view_handlers h = {
                 .on_change = on_view_change,
                 .on_synced = on_view_synced,
                 .on_error = on_view_error,
         };
-        struct watcher w = {
-                .app = a, .opts = o, .fmt = fmt, .node_name = node, .tty = isatty(STDOUT_FILENO)
-        };
-        int r = 0;
+        struct app *a = run->app;
+        int r;
 
-        r = dtimer_init(&w.debounce, a->ts, on_debounce);
+        run->tty = isatty(STDOUT_FILENO);
+        r = dtimer_init(&run->debounce, a->ts, on_debounce);
         if (r < 0)
                 return log_oom();
-        r = node_view_new(a->client, a->ts, &(const struct node_view_options){ .node = node }, &h, &w,
-                          &w.view);
+        run->debounce_ready = true;
+        r = node_view_new(a->client, a->ts, &(const struct node_view_options){ .node = run->node_name }, &h,
+                          run, &run->view);
         if (r >= 0)
-                r = node_view_start(w.view, STATUS_PARTS);
+                r = node_view_start(run->view, STATUS_PARTS);
         if (r < 0)
-                log_error_errno(r, "Cannot start watching: %m");
-        else {
-                uv_signal_init(&a->loop, &w.sigint);
-                uv_signal_init(&a->loop, &w.sigterm);
-                w.sigint.data = w.sigterm.data = &w;
-                uv_signal_start(&w.sigint, on_signal, SIGINT);
-                uv_signal_start(&w.sigterm, on_signal, SIGTERM);
-                w.closing = 2;
-                app_run_until(a, &w.done);
-                /* The handles live on this stack frame: wait until libuv is done with them. */
-                uv_close((uv_handle_t *)&w.sigint, on_signal_closed);
-                uv_close((uv_handle_t *)&w.sigterm, on_signal_closed);
-                while (w.closing > 0 && uv_run(&a->loop, UV_RUN_ONCE) != 0)
-                        ;
-                r = w.error;
-        }
-        /* Let the cancelled list/watch calls finish before the view goes. */
-        if (w.view) {
-                node_view_close(w.view, on_view_closed, &w);
-                while (!w.view_closed && uv_run(&a->loop, UV_RUN_ONCE) != 0)
-                        ;
-        }
-        dtimer_done(&w.debounce);
-        return r;
+                return log_error_errno(r, "Cannot start watching: %m");
+        uv_signal_init(&a->loop, &run->sigint);
+        uv_signal_init(&a->loop, &run->sigterm);
+        run->sigint.data = run->sigterm.data = run;
+        run->signals_ready = true;
+        uv_signal_start(&run->sigint, on_signal, SIGINT);
+        uv_signal_start(&run->sigterm, on_signal, SIGTERM);
+        return 0;
 }
 
-int verb_status(int argc, char **argv, struct global_flags *g) {
+static int status_parse(int argc, char **argv, struct global_flags *g, void *state) {
         static const struct option extra[] = {
                 { "driver-selector", required_argument, NULL, 'D' },
                 { "driver-namespace", required_argument, NULL, 'S' },
                 { "watch", no_argument, NULL, 'W' },
                 {},
         };
-        struct status_opts o = {};
-        struct app a;
-        struct snapshot s = {};
+        struct status_run *run = state;
         int r;
 
-        r = verb_parse(argc, argv, g, extra, on_status_opt, &o);
+        r = verb_parse(argc, argv, g, extra, on_status_opt, &run->opts);
         if (r <= 0)
-                return r < 0 ? EXIT_USAGE : EXIT_DONE;
+                return r;
         if (argc - optind != 1) {
                 log_error("drainer status: expected exactly one NODE argument; see 'drainer status --help'");
-                return EXIT_USAGE;
+                return -EINVAL;
         }
-        s.node_name = argv[optind];
-        if (o.n_driver_selectors > 0) {
+        run->node_name = argv[optind];
+        if (run->opts.n_driver_selectors > 0) {
                 struct selector **sels;
                 size_t n;
 
                 /* Validate before any request is made. */
-                if (driver_selectors_parse(o.driver_selectors, o.n_driver_selectors, &sels, &n) < 0)
-                        return EXIT_USAGE;
+                r = driver_selectors_parse(run->opts.driver_selectors, run->opts.n_driver_selectors, &sels,
+                                           &n);
+                if (r < 0)
+                        return r;
                 selectors_free(sels, n);
         }
-
-        r = app_init(&a, g);
-        if (r < 0) {
-                app_done(&a);
-                return EXIT_ERROR;
-        }
-        if (o.watch) {
-                r = run_watch(&a, s.node_name, &o, g->output);
-                app_done(&a);
-                return r < 0 ? app_exit_code(r) : EXIT_DONE;
-        }
-        s.app = &a;
-        r = snapshot_read(&s);
-        if (r >= 0)
-                r = print_status(&s.in, &o, g->output, false);
-        snapshot_done(&s);
-        app_done(&a);
-        return r < 0 ? app_exit_code(r) : EXIT_DONE;
+        run->fmt = g->output;
+        return 1;
 }
+
+static int status_start(struct app *a, void *state) {
+        struct status_run *run = state;
+        int r;
+
+        run->app = a;
+        if (run->opts.watch)
+                return start_watch(run);
+        r = node_snapshot_start(a->client, a->ts, run->node_name, false, on_snapshot_done, run,
+                                &run->snapshot);
+        if (r < 0)
+                return log_error_errno(r, "Cannot start the API requests: %m");
+        return 0;
+}
+
+/* Closes what start made: the snapshot, or the view and the signal handles; the root
+ * hears app_stopped() once the last of them called back. */
+static void status_stop(struct app *a, void *state) {
+        struct status_run *run = state;
+
+        run->closing = 1; /* this call's own, so that no close completes the stop early */
+        if (run->debounce_ready)
+                dtimer_stop(&run->debounce);
+        if (run->snapshot) {
+                run->closing++;
+                node_snapshot_close(run->snapshot, on_snapshot_closed, run);
+                run->snapshot = NULL;
+        }
+        if (run->view) {
+                run->closing++;
+                node_view_close(run->view, on_view_closed, run);
+                run->view = NULL;
+        }
+        if (run->signals_ready) {
+                run->closing += 2;
+                uv_close((uv_handle_t *)&run->sigint, on_signal_closed);
+                uv_close((uv_handle_t *)&run->sigterm, on_signal_closed);
+                run->signals_ready = false;
+        }
+        status_closed_one(run);
+}
+
+static void status_free(void *state) {
+        struct status_run *run = state;
+
+        if (run->debounce_ready)
+                dtimer_done(&run->debounce);
+}
+
+const struct verb_ops verb_status_ops = {
+        .state_size = sizeof(struct status_run),
+        .parse = status_parse,
+        .start = status_start,
+        .stop = status_stop,
+        .free = status_free,
+};

@@ -55,13 +55,13 @@ int verb_parse(int argc, char **argv, struct global_flags *g, const struct optio
                void *userdata);
 void verb_help(const struct verb *v);
 
-int verb_status(int argc, char **argv, struct global_flags *g);
+extern const struct verb_ops verb_status_ops;
 extern const struct verb_ops verb_plan_ops;
 extern const struct verb_ops verb_drain_ops;
 extern const struct verb_ops verb_uncordon_ops;
 extern const struct verb_ops verb_maintain_ops;
 int verb_serve(int argc, char **argv, struct global_flags *g);
 extern const struct verb_ops verb_doctor_ops;
-int verb_rollout(int argc, char **argv, struct global_flags *g);
-int verb_guard(int argc, char **argv, struct global_flags *g);
+extern const struct verb_ops verb_rollout_ops;
+extern const struct verb_ops verb_guard_ops;
 int verb_version(int argc, char **argv, struct global_flags *g);

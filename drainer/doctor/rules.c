@@ -38,9 +38,27 @@ static int list_error_finding(const struct doctor_data *d, struct doctor_report 
 /* dra-api-writers: only cluster admins, the control plane and DRA drivers may
  * write DeviceClasses and ResourceSlices, as the API server answers for every
  * other subject of a (Cluster)RoleBinding. */
-static int check_dra_api_writers(const struct doctor_data *d, struct doctor_report *rep) {
+/* Without the bindings there are no subjects to ask about: dra-api-writers says
+ * which list failed, claim-users says nothing more. */
+static bool bindings_missing(const struct doctor_data *d, enum doctor_list *ret) {
+        if (d->lists[DOCTOR_LIST_CLUSTER_ROLE_BINDINGS].error < 0)
+                *ret = DOCTOR_LIST_CLUSTER_ROLE_BINDINGS;
+        else if (d->lists[DOCTOR_LIST_ROLE_BINDINGS].error < 0)
+                *ret = DOCTOR_LIST_ROLE_BINDINGS;
+        else
+                return false;
+        return true;
+}
+
+static int check_dra_api_writers(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_data *d = in->data;
         size_t asked = 0, exempt[_DOCTOR_SUBJECT_ROLE_MAX] = {}, writers = 0;
         struct doctor_finding *f;
+        enum doctor_list missing;
+
+        if (bindings_missing(d, &missing))
+                return list_error_finding(d, rep, DOCTOR_SECTION_PERMISSIONS, "dra-api-writers", missing,
+                                          RBAC_FIX);
 
         if (d->sar_failed > 0) {
                 f = doctor_report_add(
@@ -133,9 +151,14 @@ static int check_dra_api_writers(const struct doctor_data *d, struct doctor_repo
 
 /* claim-users: who may create ResourceClaims and ResourceClaimTemplates:
  * namespaced, as the guide expects. */
-static int check_claim_users(const struct doctor_data *d, struct doctor_report *rep) {
+static int check_claim_users(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_data *d = in->data;
         size_t wide = 0, namespaced = 0;
         struct doctor_finding *f;
+        enum doctor_list missing;
+
+        if (bindings_missing(d, &missing))
+                return 0;
 
         for (size_t i = 0; i < d->subjects.n; i++) {
                 const struct doctor_subject_ent *e = d->subjects.v[i];
@@ -202,23 +225,6 @@ static int check_claim_users(const struct doctor_data *d, struct doctor_report *
                 }
         }
         return 0;
-}
-
-static int report_permissions(const struct doctor_data *d, struct doctor_report *rep) {
-        int r;
-
-        /* Without the bindings there are no subjects to ask about. */
-        if (d->lists[DOCTOR_LIST_CLUSTER_ROLE_BINDINGS].error < 0 ||
-            d->lists[DOCTOR_LIST_ROLE_BINDINGS].error < 0)
-                return list_error_finding(d, rep, DOCTOR_SECTION_PERMISSIONS, "dra-api-writers",
-                                          d->lists[DOCTOR_LIST_CLUSTER_ROLE_BINDINGS].error < 0
-                                                  ? DOCTOR_LIST_CLUSTER_ROLE_BINDINGS
-                                                  : DOCTOR_LIST_ROLE_BINDINGS,
-                                          RBAC_FIX);
-        r = check_dra_api_writers(d, rep);
-        if (r >= 0)
-                r = check_claim_users(d, rep);
-        return r;
 }
 
 /* ---- Driver deployment ---- */
@@ -323,10 +329,26 @@ static enum daemonset_rollout driver_rollout(const struct doctor_data *d, const 
 }
 
 /* driver-daemonset: the driver's deployment, a DaemonSet found through its pods. */
-static int check_driver_daemonset(const struct doctor_data *d, struct doctor_report *rep,
-                                  const struct doctor_driver *dr, const char *subject) {
+static int check_driver_daemonset(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_data *d = in->data;
+        const struct doctor_driver *dr = in->driver;
+        const char *subject = in->subject;
         struct doctor_finding *f;
 
+        if (!dr) {
+                f = doctor_report_add(rep, DOCTOR_SECTION_DRIVER, DOCTOR_PASS, "driver-daemonset", "",
+                                      "no ResourceSlice names a DRA driver: nothing "
+                                      "to check");
+                return f ? 0 : -ENOMEM;
+        }
+        if (dr->n_nodes == 0) {
+                f = doctor_report_add(
+                        rep, DOCTOR_SECTION_DRIVER, DOCTOR_PASS, "driver-daemonset", subject,
+                        "publishes no node-local ResourceSlices (%zu network-attached or all-node "
+                        "slices): no kubelet plugin to check",
+                        dr->n_slices);
+                return f ? 0 : -ENOMEM;
+        }
         if (dr->n_groups == 0) {
                 f = doctor_report_add(
                         rep, DOCTOR_SECTION_DRIVER, DOCTOR_WARN, "driver-daemonset", subject,
@@ -375,8 +397,14 @@ static int check_driver_daemonset(const struct doctor_data *d, struct doctor_rep
 }
 
 /* liveness-probe: a container of each DaemonSet has one, gRPC preferred. */
-static int check_liveness_probe(const struct doctor_data *d, struct doctor_report *rep,
-                                const struct doctor_driver *dr, const char *subject) {
+static int check_liveness_probe(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_data *d = in->data;
+        const struct doctor_driver *dr = in->driver;
+        const char *subject = in->subject;
+
+        /* Nothing to check without a node-local slice: driver-daemonset says so. */
+        if (!dr || dr->n_nodes == 0)
+                return 0;
         struct doctor_finding *f;
 
         for (size_t j = 0; j < dr->n_groups; j++) {
@@ -429,8 +457,14 @@ static int check_liveness_probe(const struct doctor_data *d, struct doctor_repor
 }
 
 /* rollout-strategy: old and new plugin side by side during a rollout (seamless upgrade). */
-static int check_rollout_strategy(const struct doctor_data *d, struct doctor_report *rep,
-                                  const struct doctor_driver *dr, const char *subject) {
+static int check_rollout_strategy(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_data *d = in->data;
+        const struct doctor_driver *dr = in->driver;
+        const char *subject = in->subject;
+
+        /* Nothing to check without a node-local slice: driver-daemonset says so. */
+        if (!dr || dr->n_nodes == 0)
+                return 0;
         struct doctor_finding *f;
 
         for (size_t j = 0; j < dr->n_groups; j++) {
@@ -468,8 +502,14 @@ static int check_rollout_strategy(const struct doctor_data *d, struct doctor_rep
 
 /* drain-guard: the drainer guard as preStop hook, so that other drain tools
  * cannot stop the driver too early. */
-static int check_drain_guard(const struct doctor_data *d, struct doctor_report *rep,
-                             const struct doctor_driver *dr, const char *subject) {
+static int check_drain_guard(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_data *d = in->data;
+        const struct doctor_driver *dr = in->driver;
+        const char *subject = in->subject;
+
+        /* Nothing to check without a node-local slice: driver-daemonset says so. */
+        if (!dr || dr->n_nodes == 0)
+                return 0;
         struct doctor_finding *f;
 
         for (size_t j = 0; j < dr->n_groups; j++) {
@@ -515,8 +555,14 @@ static int check_drain_guard(const struct doctor_data *d, struct doctor_report *
 
 /* driver-health: its pods now, Running and Ready, and SERVING where they
  * declare a gRPC liveness port. */
-static int check_driver_health(const struct doctor_data *d, struct doctor_report *rep,
-                               const struct doctor_driver *dr, const char *subject) {
+static int check_driver_health(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_data *d = in->data;
+        const struct doctor_driver *dr = in->driver;
+        const char *subject = in->subject;
+
+        /* Nothing to check without a node-local slice: driver-daemonset says so. */
+        if (!dr || dr->n_nodes == 0)
+                return 0;
         size_t total = 0, probed = 0, bad = 0, unknown = 0;
         _cleanup_free_ char *first = NULL;
         struct doctor_finding *f;
@@ -631,8 +677,14 @@ oom:
 
 /* kubelet-versions: seamless upgrades need kubelet 1.33+ on every node where
  * the driver runs. */
-static int check_kubelet_versions(const struct doctor_data *d, struct doctor_report *rep,
-                                  const struct doctor_driver *dr, const char *subject) {
+static int check_kubelet_versions(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_data *d = in->data;
+        const struct doctor_driver *dr = in->driver;
+        const char *subject = in->subject;
+
+        /* Nothing to check without a node-local slice: driver-daemonset says so. */
+        if (!dr || dr->n_nodes == 0)
+                return 0;
         bool have_ds;
         enum daemonset_rollout rollout = driver_rollout(d, dr, &have_ds);
         struct doctor_finding *f;
@@ -705,8 +757,14 @@ oom:
 /* driver-rollout: how a driver without seamless upgrade is updated safely: with
  * updateStrategy OnDelete and `drainer rollout`, which drains each node's claims of
  * the driver before its plugin is replaced. */
-static int check_driver_rollout(const struct doctor_data *d, struct doctor_report *rep,
-                                const struct doctor_driver *dr, const char *subject) {
+static int check_driver_rollout(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_data *d = in->data;
+        const struct doctor_driver *dr = in->driver;
+        const char *subject = in->subject;
+
+        /* Nothing to check without a node-local slice: driver-daemonset says so. */
+        if (!dr || dr->n_nodes == 0)
+                return 0;
         _cleanup_free_ const char **versions = NULL;
         struct doctor_finding *f;
         char **nodes = NULL;
@@ -767,39 +825,6 @@ oom:
         return -ENOMEM;
 }
 
-/* The checks of one driver named in ResourceSlices, in the guide's order. */
-static int report_driver(const struct doctor_data *d, struct doctor_report *rep,
-                         const struct doctor_driver *dr) {
-        _cleanup_free_ char *subject = text_printf("driver %s", dr->name);
-        struct doctor_finding *f;
-        int r;
-
-        if (!subject)
-                return -ENOMEM;
-        if (dr->n_nodes == 0) {
-                f = doctor_report_add(
-                        rep, DOCTOR_SECTION_DRIVER, DOCTOR_PASS, "driver-daemonset", subject,
-                        "publishes no node-local ResourceSlices (%zu network-attached or all-node "
-                        "slices): no kubelet plugin to check",
-                        dr->n_slices);
-                return f ? 0 : -ENOMEM;
-        }
-        r = check_driver_daemonset(d, rep, dr, subject);
-        if (r >= 0)
-                r = check_liveness_probe(d, rep, dr, subject);
-        if (r >= 0)
-                r = check_rollout_strategy(d, rep, dr, subject);
-        if (r >= 0)
-                r = check_drain_guard(d, rep, dr, subject);
-        if (r >= 0)
-                r = check_driver_health(d, rep, dr, subject);
-        if (r >= 0)
-                r = check_kubelet_versions(d, rep, dr, subject);
-        if (r >= 0)
-                r = check_driver_rollout(d, rep, dr, subject);
-        return r;
-}
-
 /* ---- Drain ---- */
 
 static bool node_has_dra(const struct doctor_data *d, const char *node) {
@@ -824,7 +849,8 @@ static bool group_has_guard(const struct doctor_group *g) {
 
 /* drain-coverage: every node with DRA devices has a drainer serve daemon (on
  * the node, or one in cluster mode) or the drainer guard on all its drivers. */
-static int check_drain_coverage(const struct doctor_data *d, struct doctor_report *rep) {
+static int check_drain_coverage(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_data *d = in->data;
         struct doctor_finding *uncovered = NULL, *f;
         size_t n_dra = 0, by_serve = 0, by_guard = 0;
         const struct doctor_pod *cluster_mode = NULL;
@@ -944,7 +970,8 @@ static int unfinished_driver_drain(const struct node_rec *n, const char *drv, st
 
 /* unfinished-drain: drainer state left on a node: the node's drain, and each DRA
  * driver's (its own keys, drainer.io/KEY.NAME). */
-static int check_unfinished_drain(const struct doctor_data *d, struct doctor_report *rep) {
+static int check_unfinished_drain(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_data *d = in->data;
         struct doctor_finding *f;
         size_t n_unfinished = 0;
         int r;
@@ -1006,7 +1033,8 @@ static int check_unfinished_drain(const struct doctor_data *d, struct doctor_rep
 
 /* cordoned-with-claims: a cordoned node, outside a drainer drain, with
  * ResourceClaims still on it (DESIGN.md's rule, dra/claims.c). */
-static int check_cordoned_with_claims(const struct doctor_data *d, struct doctor_report *rep) {
+static int check_cordoned_with_claims(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_data *d = in->data;
         struct doctor_finding *f;
         size_t n_cordoned_claims = 0;
 
@@ -1073,16 +1101,6 @@ static int check_cordoned_with_claims(const struct doctor_data *d, struct doctor
                         return -ENOMEM;
         }
         return 0;
-}
-
-static int report_drain(const struct doctor_data *d, struct doctor_report *rep) {
-        int r = check_drain_coverage(d, rep);
-
-        if (r >= 0)
-                r = check_unfinished_drain(d, rep);
-        if (r >= 0)
-                r = check_cordoned_with_claims(d, rep);
-        return r;
 }
 
 /* ---- Tuning at scale ---- */
@@ -1186,8 +1204,11 @@ details:
         return 0;
 }
 
-static int report_tuning(const struct doctor_data *d, const char *prom_url,
-                         const struct doctor_prom_results *prom, struct doctor_report *rep) {
+/* client-qps: kube-controller-manager's and kube-scheduler's client settings against
+ * the guide's floor (or, without their static pods, whether Prometheus can tell). */
+static int check_client_qps(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_data *d = in->data;
+        const char *prom_url = in->prom_url;
         static const char *const components[] = { "kube-controller-manager", "kube-scheduler" };
         int r;
 
@@ -1228,11 +1249,6 @@ static int report_tuning(const struct doctor_data *d, const char *prom_url,
                 }
                 r = doctor_report_client_qps(rep, components[i], NULL, NULL, d->nodes.n, d->claims.n,
                                              prom_url);
-                if (r < 0)
-                        return r;
-        }
-        if (prom_url) {
-                r = doctor_report_prometheus(rep, prom_url, prom);
                 if (r < 0)
                         return r;
         }
@@ -1512,27 +1528,40 @@ static int report_prepare(struct doctor_report *r, const char *url, const char *
         return 0;
 }
 
-int doctor_report_prometheus(struct doctor_report *r, const char *url, const struct doctor_prom_results *m) {
-        const char *kerr = m->error_kubelet ? m->error_kubelet : m->error_plugin;
-        int k;
+static int check_workqueue(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        return report_workqueue(rep, in->prom_url, in->prom);
+}
 
-        k = report_workqueue(r, url, m);
-        if (k >= 0)
-                k = report_scheduler(r, url, m);
-        if (k >= 0)
-                k = report_prepare(r, url, "NodePrepareResources", m->kubelet_prepare, m->plugin_prepare,
-                                   kerr, DOCTOR_Q_KUBELET_PREPARE, DOCTOR_Q_PLUGIN_PREPARE);
-        if (k >= 0)
-                k = report_prepare(r, url, "NodeUnprepareResources", m->kubelet_unprepare,
-                                   m->plugin_unprepare, kerr, DOCTOR_Q_KUBELET_UNPREPARE,
-                                   DOCTOR_Q_PLUGIN_UNPREPARE);
-        return k;
+static int check_scheduling_latency(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        return report_scheduler(rep, in->prom_url, in->prom);
+}
+
+/* The kubelet's error, else the plugin's: either makes both latencies unknown. */
+static const char *kubelet_error(const struct doctor_prom_results *m) {
+        return m->error_kubelet ? m->error_kubelet : m->error_plugin;
+}
+
+static int check_prepare_latency(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_prom_results *m = in->prom;
+
+        return report_prepare(rep, in->prom_url, "NodePrepareResources", m->kubelet_prepare,
+                              m->plugin_prepare, kubelet_error(m), DOCTOR_Q_KUBELET_PREPARE,
+                              DOCTOR_Q_PLUGIN_PREPARE);
+}
+
+static int check_unprepare_latency(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_prom_results *m = in->prom;
+
+        return report_prepare(rep, in->prom_url, "NodeUnprepareResources", m->kubelet_unprepare,
+                              m->plugin_unprepare, kubelet_error(m), DOCTOR_Q_KUBELET_UNPREPARE,
+                              DOCTOR_Q_PLUGIN_UNPREPARE);
 }
 
 /* dra-api: which DRA API the cluster serves. None is its own finding (WARN: the
  * practices are about DRA, which this cluster does not have) and its own exit code,
  * DOCTOR_EXIT_NO_DRA, so a script tells "nothing to audit" from "all good". */
-static int report_dra_api(const struct doctor_data *d, struct doctor_report *rep) {
+static int check_dra_api(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_data *d = in->data;
         struct doctor_finding *f;
 
         if (d->dra_api)
@@ -1556,27 +1585,96 @@ static int report_dra_api(const struct doctor_data *d, struct doctor_report *rep
         return f ? 0 : -ENOMEM;
 }
 
+/* ---- the table ---- */
+
+/* Every rule, in the order of the guide's page (findings are sorted by section, then
+ * by status, then in this order): a new rule is one check function and one entry. The
+ * rules that need a driver run one driver after the other (all of the first
+ * driver's, then the next's). */
+const struct doctor_rule doctor_rules[] = {
+        { "dra-api", DOCTOR_SECTION_DRIVER, DOCTOR_RULE_NEEDS_DATA, check_dra_api },
+        { "dra-api-writers", DOCTOR_SECTION_PERMISSIONS, DOCTOR_RULE_NEEDS_DATA, check_dra_api_writers },
+        { "claim-users", DOCTOR_SECTION_PERMISSIONS, DOCTOR_RULE_NEEDS_DATA, check_claim_users },
+        { "driver-daemonset", DOCTOR_SECTION_DRIVER, DOCTOR_RULE_NEEDS_DATA | DOCTOR_RULE_NEEDS_DRIVER,
+          check_driver_daemonset },
+        { "liveness-probe", DOCTOR_SECTION_LIVENESS, DOCTOR_RULE_NEEDS_DATA | DOCTOR_RULE_NEEDS_DRIVER,
+          check_liveness_probe },
+        { "rollout-strategy", DOCTOR_SECTION_SEAMLESS_UPGRADE,
+          DOCTOR_RULE_NEEDS_DATA | DOCTOR_RULE_NEEDS_DRIVER, check_rollout_strategy },
+        { "drain-guard", DOCTOR_SECTION_DRAIN, DOCTOR_RULE_NEEDS_DATA | DOCTOR_RULE_NEEDS_DRIVER,
+          check_drain_guard },
+        { "driver-health", DOCTOR_SECTION_LIVENESS, DOCTOR_RULE_NEEDS_DATA | DOCTOR_RULE_NEEDS_DRIVER,
+          check_driver_health },
+        { "kubelet-versions", DOCTOR_SECTION_SEAMLESS_UPGRADE,
+          DOCTOR_RULE_NEEDS_DATA | DOCTOR_RULE_NEEDS_DRIVER, check_kubelet_versions },
+        { "driver-rollout", DOCTOR_SECTION_SEAMLESS_UPGRADE,
+          DOCTOR_RULE_NEEDS_DATA | DOCTOR_RULE_NEEDS_DRIVER, check_driver_rollout },
+        { "drain-coverage", DOCTOR_SECTION_DRAIN, DOCTOR_RULE_NEEDS_DATA, check_drain_coverage },
+        { "unfinished-drain", DOCTOR_SECTION_DRAIN, DOCTOR_RULE_NEEDS_DATA, check_unfinished_drain },
+        { "cordoned-with-claims", DOCTOR_SECTION_DRAIN, DOCTOR_RULE_NEEDS_DATA, check_cordoned_with_claims },
+        { "client-qps", DOCTOR_SECTION_TUNING, DOCTOR_RULE_NEEDS_DATA, check_client_qps },
+        { "resource-claim-workqueue", DOCTOR_SECTION_KCM_METRICS, DOCTOR_RULE_NEEDS_PROMETHEUS,
+          check_workqueue },
+        { "scheduling-latency", DOCTOR_SECTION_SCHEDULER_METRICS, DOCTOR_RULE_NEEDS_PROMETHEUS,
+          check_scheduling_latency },
+        { "prepare-latency", DOCTOR_SECTION_KUBELET_METRICS, DOCTOR_RULE_NEEDS_PROMETHEUS,
+          check_prepare_latency },
+        { "unprepare-latency", DOCTOR_SECTION_KUBELET_METRICS, DOCTOR_RULE_NEEDS_PROMETHEUS,
+          check_unprepare_latency },
+};
+
+const size_t doctor_rules_n = ELEMENTSOF(doctor_rules);
+
+int doctor_report_prometheus(struct doctor_report *r, const char *url, const struct doctor_prom_results *m) {
+        const struct doctor_rule_input in = { .prom_url = url, .prom = m, .subject = "" };
+        int k = 0;
+
+        for (size_t i = 0; k >= 0 && i < doctor_rules_n; i++)
+                if (doctor_rules[i].needs & DOCTOR_RULE_NEEDS_PROMETHEUS)
+                        k = doctor_rules[i].check(&in, r);
+        return k;
+}
+
+/* The rules [first, end) that need a driver, for each driver in turn (once with none
+ * when no ResourceSlice names one). */
+static int run_driver_rules(size_t first, size_t end, struct doctor_rule_input in,
+                            struct doctor_report *rep) {
+        const struct doctor_data *d = in.data;
+        int r = 0;
+
+        for (size_t k = 0; r >= 0 && k < MAX(d->drivers.n, (size_t)1); k++) {
+                _cleanup_free_ char *subject = NULL;
+
+                if (d->drivers.n > 0) {
+                        in.driver = d->drivers.v[k];
+                        subject = text_printf("driver %s", in.driver->name);
+                        if (!subject)
+                                return -ENOMEM;
+                        in.subject = subject;
+                }
+                for (size_t i = first; r >= 0 && i < end; i++)
+                        r = doctor_rules[i].check(&in, rep);
+        }
+        return r;
+}
+
 int doctor_rules_run(const struct doctor_data *d, const char *prom_url,
                      const struct doctor_prom_results *prom, struct doctor_report *rep) {
-        int r;
+        const struct doctor_rule_input in = { .data = d, .prom_url = prom_url, .prom = prom, .subject = "" };
+        int r = 0;
 
-        r = report_dra_api(d, rep);
-        if (r >= 0)
-                r = report_permissions(d, rep);
-        for (size_t i = 0; r >= 0 && i < d->drivers.n; i++)
-                r = report_driver(d, rep, d->drivers.v[i]);
-        if (r >= 0 && d->drivers.n == 0) {
-                struct doctor_finding *f =
-                        doctor_report_add(rep, DOCTOR_SECTION_DRIVER, DOCTOR_PASS, "driver-daemonset", "",
-                                          "no ResourceSlice names a DRA driver: nothing "
-                                          "to check");
+        for (size_t i = 0; r >= 0 && i < doctor_rules_n;) {
+                const struct doctor_rule *rule = &doctor_rules[i];
+                size_t end = i + 1;
 
-                r = f ? 0 : -ENOMEM;
+                if (rule->needs & DOCTOR_RULE_NEEDS_DRIVER) {
+                        while (end < doctor_rules_n && (doctor_rules[end].needs & DOCTOR_RULE_NEEDS_DRIVER))
+                                end++;
+                        r = run_driver_rules(i, end, in, rep);
+                } else if (!(rule->needs & DOCTOR_RULE_NEEDS_PROMETHEUS) || prom_url)
+                        r = rule->check(&in, rep);
+                i = end;
         }
-        if (r >= 0)
-                r = report_drain(d, rep);
-        if (r >= 0)
-                r = report_tuning(d, prom_url, prom, rep);
         if (r >= 0)
                 doctor_report_sort(rep);
         return r;

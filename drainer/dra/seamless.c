@@ -74,9 +74,9 @@ static int read_next(struct seamless_check *s) {
                 ns = json_str(s->ds, "metadata.namespace");
                 if (asprintf(&path, "/api/v1/namespaces/%s/pods", strna(ns)) < 0)
                         return -ENOMEM;
-                return kube_collect_list(s->client, path, 500, on_read, s, &s->read);
+                return kube_collect_list(s->client, path, 500, "0", on_read, s, &s->read);
         case STEP_NODES:
-                return kube_collect_list(s->client, "/api/v1/nodes", 500, on_read, s, &s->read);
+                return kube_collect_list(s->client, "/api/v1/nodes", 500, "0", on_read, s, &s->read);
         }
         return -EINVAL;
 }

@@ -13,6 +13,7 @@
 #include "drainer/log.h"
 #include "drainer/objects.h"
 #include "drainer/taintrule.h"
+#include "drainer/text.h"
 
 /* Newest first: v1 from 1.37 (GA), v1beta2 in 1.36 (gate and runtime-config). v1alpha3
  * (1.33-1.35, alpha) is not used: an alpha API is no promise. */
@@ -123,26 +124,10 @@ size_t taint_rule_pools(const struct slice_rec *const *slices, size_t n_slices, 
         assert(slices || n_slices == 0);
         for (size_t i = 0; i < n_slices; i++) {
                 const struct slice_rec *s = slices[i];
-                size_t at;
-                bool dup = false;
 
                 if (!s || !s->pool || !streq_ptr(s->driver, driver) || !streq_ptr(s->node_name, node))
                         continue;
-                for (at = 0; at < n; at++) {
-                        int c = strcmp(s->pool, ret[at]);
-
-                        if (c == 0)
-                                dup = true;
-                        if (c <= 0)
-                                break;
-                }
-                if (dup || at >= max)
-                        continue;
-                if (n == max)
-                        n--;
-                memmove(ret + at + 1, ret + at, (n - at) * sizeof(*ret));
-                ret[at] = s->pool;
-                n++;
+                n = strv_sorted_insert(ret, n, max, s->pool);
         }
         return n;
 }

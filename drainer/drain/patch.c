@@ -225,7 +225,12 @@ static int patch_print(const cJSON *root, char **ret) {
         return 0;
 }
 
-int drain_patch_cordon(const struct node_rec *n, int64_t now_usec, char **ret) {
+/* The start of a drain, in ONE patch: started-at (kept if set, else now), state=cordon,
+ * state-since=now and the message; a node drain (cordon) also records who cordoned
+ * and cordons and taints the node, a driver-scoped one (!cordon) records its
+ * DeviceTaintRules instead and leaves the node itself alone. */
+static int patch_start(const struct node_rec *n, int64_t now_usec, bool cordon, const char *rules,
+                       const char *message, char **ret) {
         _cleanup_(cJSON_Deletep) cJSON *root = NULL;
         const char *v;
         int64_t t;
@@ -238,19 +243,22 @@ int drain_patch_cordon(const struct node_rec *n, int64_t now_usec, char **ret) {
 
         /* Who cordoned is recorded once: after a crash between two attempts the
          * node is already unschedulable by our hand and must not read as the user's. */
-        v = kv_get(n->annotations, n->n_annotations, DRAINER_ANN_WAS_UNSCHEDULABLE);
-        if (v && !streq(v, "true") && !streq(v, "false"))
-                return log_debug_errno(EBADMSG, "node \"%s\": bad %s, not cordoning", n->name,
-                                       DRAINER_ANN_WAS_UNSCHEDULABLE);
-        if (!v) {
-                r = set_annotation(root, DRAINER_ANN_WAS_UNSCHEDULABLE, n->unschedulable ? "true" : "false");
-                if (r < 0)
-                        return r;
+        if (cordon) {
+                v = kv_get(n->annotations, n->n_annotations, DRAINER_ANN_WAS_UNSCHEDULABLE);
+                if (v && !streq(v, "true") && !streq(v, "false"))
+                        return log_debug_errno(EBADMSG, "node \"%s\": bad %s, not cordoning", n->name,
+                                               DRAINER_ANN_WAS_UNSCHEDULABLE);
+                if (!v) {
+                        r = set_annotation(root, DRAINER_ANN_WAS_UNSCHEDULABLE,
+                                           n->unschedulable ? "true" : "false");
+                        if (r < 0)
+                                return r;
+                }
         }
         v = kv_get(n->annotations, n->n_annotations, DRAINER_ANN_STARTED_AT);
         if (v && (timesrc_parse_rfc3339(v, &t) < 0 || t <= 0))
-                return log_debug_errno(EBADMSG, "node \"%s\": bad %s, not cordoning", n->name,
-                                       DRAINER_ANN_STARTED_AT);
+                return log_debug_errno(EBADMSG, "node \"%s\": bad %s, not starting the drain",
+                                       strna(n->name), DRAINER_ANN_STARTED_AT);
         if (!v) {
                 r = set_time_annotation(root, DRAINER_ANN_STARTED_AT, now_usec);
                 if (r < 0)
@@ -259,17 +267,28 @@ int drain_patch_cordon(const struct node_rec *n, int64_t now_usec, char **ret) {
         r = set_phase(root, DRAIN_PHASE_CORDON, now_usec);
         if (r < 0)
                 return r;
-        /* A message from before (e.g. serve's "waiting for a slot") is over now. */
-        r = set_annotation(root, DRAINER_ANN_MESSAGE, "cordoned; evicting next");
+        if (!cordon) {
+                r = set_annotation(root, DRAINER_ANN_TAINT_RULES, rules && *rules ? rules : NULL);
+                if (r < 0)
+                        return r;
+        }
+        r = set_message(root, message);
         if (r < 0)
                 return r;
-        r = set_unschedulable(root, true);
-        if (r < 0)
-                return r;
-        r = set_drain_taint(root, n, true);
-        if (r < 0)
-                return r;
+        if (cordon) {
+                r = set_unschedulable(root, true);
+                if (r < 0)
+                        return r;
+                r = set_drain_taint(root, n, true);
+                if (r < 0)
+                        return r;
+        }
         return patch_print(root, ret);
+}
+
+int drain_patch_cordon(const struct node_rec *n, int64_t now_usec, char **ret) {
+        /* A message from before (e.g. serve's "waiting for a slot") is over now. */
+        return patch_start(n, now_usec, true, NULL, "cordoned; evicting next", ret);
 }
 
 int drain_patch_phase(const struct node_rec *n, enum drain_phase phase, int64_t now_usec,
@@ -603,31 +622,5 @@ int drain_patch_taint_rules(const struct node_rec *n, const char *rules, const c
 
 int drain_patch_isolate(const struct node_rec *n, int64_t now_usec, const char *rules, const char *message,
                         char **ret) {
-        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
-        const char *v;
-        int64_t t;
-        int r;
-
-        assert(ret);
-        r = patch_new(n, &root);
-        if (r < 0)
-                return r;
-        v = kv_get(n->annotations, n->n_annotations, DRAINER_ANN_STARTED_AT);
-        if (!v) {
-                r = set_time_annotation(root, DRAINER_ANN_STARTED_AT, now_usec);
-                if (r < 0)
-                        return r;
-        } else if (timesrc_parse_rfc3339(v, &t) < 0)
-                return log_debug_errno(EBADMSG, "node \"%s\": bad %s", strna(n->name),
-                                       DRAINER_ANN_STARTED_AT);
-        r = set_phase(root, DRAIN_PHASE_CORDON, now_usec);
-        if (r < 0)
-                return r;
-        r = set_annotation(root, DRAINER_ANN_TAINT_RULES, rules && *rules ? rules : NULL);
-        if (r < 0)
-                return r;
-        r = set_message(root, message);
-        if (r < 0)
-                return r;
-        return patch_print(root, ret);
+        return patch_start(n, now_usec, false, rules, message, ret);
 }

@@ -18,6 +18,7 @@
 #include "drainer/plan.h"
 #include "drainer/selector.h"
 #include "drainer/taintrule.h"
+#include "drainer/text.h"
 
 /* ---- names ---- */
 
@@ -596,29 +597,9 @@ size_t plan_driver_names(const struct slice_rec *const *slices, size_t n_slices,
         assert(ret || max == 0);
 
         for (size_t i = 0; i < n_slices; i++) {
-                const char *d;
-                size_t at;
-                bool dup = false;
-
                 if (!slices[i] || !slices[i]->driver || !streq_ptr(slices[i]->node_name, node))
                         continue;
-                d = slices[i]->driver;
-                /* insertion into a sorted array, keeping the first max names */
-                for (at = 0; at < n; at++) {
-                        int c = strcmp(d, ret[at]);
-
-                        if (c == 0)
-                                dup = true;
-                        if (c <= 0)
-                                break;
-                }
-                if (dup || at >= max)
-                        continue;
-                if (n == max)
-                        n--; /* drop the last */
-                memmove(ret + at + 1, ret + at, (n - at) * sizeof(*ret));
-                ret[at] = d;
-                n++;
+                n = strv_sorted_insert(ret, n, max, slices[i]->driver);
         }
         return n;
 }

@@ -487,7 +487,7 @@ int drain_state_parse(const struct node_rec *n, struct drain_state *ret, char **
         v = kv_get(a, na, DRAINER_ANN_STATE);
         if (v) {
                 s.phase = drain_phase_from_string(v);
-                if (s.phase < 0)
+                if (!drain_phase_info(s.phase))
                         return bad_annotation(n, DRAINER_ANN_STATE, v,
                                               "is not a drainer phase (" PHASE_LIST ")", HINT_RESET_STATE,
                                               ret_error);

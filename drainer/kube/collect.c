@@ -53,8 +53,8 @@ int kube_collect_get(struct kube_client *client, const char *path, kube_collect_
         return r;
 }
 
-int kube_collect_list(struct kube_client *client, const char *path, unsigned limit, kube_collect_fn done,
-                      void *userdata, struct kube_collect *c) {
+int kube_collect_list(struct kube_client *client, const char *path, unsigned limit, const char *rv,
+                      kube_collect_fn done, void *userdata, struct kube_collect *c) {
         int r;
 
         collect_init(c, done, userdata);
@@ -63,7 +63,7 @@ int kube_collect_list(struct kube_client *client, const char *path, unsigned lim
                 c->running = false;
                 return -ENOMEM;
         }
-        r = kube_list(client, path, limit, "0", on_page, on_collected, c, &c->call);
+        r = kube_list(client, path, limit, rv, on_page, on_collected, c, &c->call);
         if (r < 0) {
                 c->running = false;
                 cJSON_Delete(c->items);

@@ -323,7 +323,7 @@ static int pod_build(const cJSON *obj, struct packer *pk, struct pod_rec *p) {
                         p->phase = POD_PENDING;
                 else {
                         p->phase = pod_phase_from_string(phase);
-                        if (p->phase < 0)
+                        if (p->phase == _POD_PHASE_INVALID)
                                 p->phase = POD_UNKNOWN;
                 }
         }

@@ -33,9 +33,11 @@ struct kube_collect {
 /* GET path into c->json. 0, or a negative errno (nothing started, done never runs). */
 int kube_collect_get(struct kube_client *client, const char *path, kube_collect_fn done, void *userdata,
                      struct kube_collect *c);
-/* Lists path (every page of limit items, from the watch cache) into c->items. */
-int kube_collect_list(struct kube_client *client, const char *path, unsigned limit, kube_collect_fn done,
-                      void *userdata, struct kube_collect *c);
+/* Lists path (every page of limit items) into c->items. rv "0" reads the watch cache
+ * (cheap, possibly behind); NULL a consistent list from etcd (what a decision right
+ * after a write needs). */
+int kube_collect_list(struct kube_client *client, const char *path, unsigned limit, const char *rv,
+                      kube_collect_fn done, void *userdata, struct kube_collect *c);
 /* Stops a running read: done runs later with -ECANCELED. */
 void kube_collect_cancel(struct kube_collect *c);
 /* Frees the answer (not while running); the collect may be started again. */

@@ -21,6 +21,41 @@
 int doctor_rules_run(const struct doctor_data *d, const char *prom_url,
                      const struct doctor_prom_results *prom, struct doctor_report *rep);
 
+/* ---- the rules, as a table ---- */
+
+/* What a rule reads. */
+enum {
+        DOCTOR_RULE_NEEDS_DATA = 1u << 0, /* what gather read (struct doctor_data) */
+        /* one DRA driver named in ResourceSlices: the rule runs once per driver (once
+         * with driver NULL when there is none) */
+        DOCTOR_RULE_NEEDS_DRIVER = 1u << 1,
+        /* Prometheus's answers: the rule runs only with --prometheus */
+        DOCTOR_RULE_NEEDS_PROMETHEUS = 1u << 2,
+};
+
+/* What a rule's check is given; what it does not need may be NULL. */
+struct doctor_rule_input {
+        const struct doctor_data *data;
+        const char *prom_url;                   /* NULL: --prometheus not given */
+        const struct doctor_prom_results *prom; /* NULL without prom_url */
+        const struct doctor_driver *driver;     /* DOCTOR_RULE_NEEDS_DRIVER: this driver, or NULL */
+        const char *subject;                    /* "driver NAME" with a driver, else "" */
+};
+
+/* One rule: the check its findings carry as their id, the section of the guide it
+ * names, what it reads (DOCTOR_RULE_NEEDS_*), and its check, which adds its findings
+ * to rep: 0, or -ENOMEM. */
+struct doctor_rule {
+        const char *id;
+        enum doctor_section section;
+        unsigned needs;
+        int (*check)(const struct doctor_rule_input *in, struct doctor_report *rep);
+};
+
+/* Every rule, in the guide's order; doctor_rules_run() runs them in it. */
+extern const struct doctor_rule doctor_rules[];
+extern const size_t doctor_rules_n;
+
 /* ---- Driver deployment ---- */
 
 enum doctor_probe {

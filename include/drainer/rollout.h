@@ -1,8 +1,8 @@
 /* `drainer rollout NAMESPACE/DAEMONSET`: the decisions of a DRA
  * driver's rollout across the cluster, node by node, for a driver without seamless
  * upgrade. Pure functions over what was observed (the DaemonSet, its
- * ControllerRevisions, the Node and its pods, claims and slices); the verb
- * (cmd/verb-rollout.c) carries the steps out with the engine (the driver-scoped drain
+ * ControllerRevisions, the Node and its pods, claims and slices); the rollout runner
+ * (ctl/rollout.c, rollout-runner.h) carries the steps out with the engine (the driver-scoped drain
  * and restore of --driver), the Eviction API and the drain slots.
  *
  * One node's rollout, each step level-triggered from the Node's state, so that a

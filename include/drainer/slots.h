@@ -3,7 +3,7 @@
  * every drainer process of the cluster. A slot's holderIdentity is the NODE it
  * was taken for, so whichever process manages that node renews and releases it.
  * Expired leases (unchanged for a lease duration, on this process's monotonic clock:
- * never the holder's renewTime against our wall clock, see slots.c lease_expiry) and
+ * never the holder's renewTime against our wall clock, see slots-lease.c slots_lease_expiry) and
  * leases whose node no longer exists are taken over. Leases
  * are watched (one informer, started only while some node wants or holds a
  * slot), never polled. */

@@ -9,6 +9,7 @@
 
 #include "drainer/driverstop.h" /* struct driver_stop_record, DRAIN_TAINT_KEY */
 #include "drainer/macro.h"
+#include "drainer/objects.h" /* struct node_rec */
 
 struct node_rec;
 

@@ -31,3 +31,8 @@ char *text_strip(char *s);
 int strv_push_unique(char ***v, size_t *n, const char *s);
 /* Frees the n strings of v and v. NULL ok. */
 void strv_free_n(char **v, size_t n);
+/* Inserts s (borrowed) into the n strings of v, sorted by strcmp() and unique, of at
+ * most max: a string already there is not added again, and into a full v it goes
+ * only if it sorts before the last, which then drops out (so v keeps the max
+ * smallest). Returns the new count. This function can't fail. */
+size_t strv_sorted_insert(const char **v, size_t n, size_t max, const char *s);

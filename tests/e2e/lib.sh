@@ -412,9 +412,10 @@ jq_checks() {
 	[ "$verdicts" -gt 0 ] || fail "${FUNCNAME[1]:-a check}: no verdict at all (nothing to check)"
 }
 
-# check_order AUDIT PODS CLAIMS NODE [RELEASER]: rule 1 of issue 4 over an audit window
-# (audit_window), the classified pods of NODE before the drain (classify_pods)
-# and the claims on NODE before it (claims_on_node):
+# check_order AUDIT PODS CLAIMS NODE [RELEASER]: the order rule (claim holders
+# first, DRA drivers last) over an audit window (audit_window), the classified pods
+# of NODE before the drain (classify_pods) and the claims on NODE before it
+# (claims_on_node):
 #  - every claim holder and every other workload pod was evicted (or deleted) by
 #    drainer; mirror pods and DaemonSet pods without claims were not;
 #  - every eviction request for a non-critical claim holder was answered before
@@ -499,7 +500,7 @@ check_order() {
 	   end))' "$1"
 }
 
-# check_grace AUDIT PODS: rule 5 of issue 4: every eviction or DELETE drainer
+# check_grace AUDIT PODS: the grace rule: every eviction or DELETE drainer
 # sent for a claim holder (of the classified PODS) asked for a grace period
 # other than 0 (Eviction deleteOptions.gracePeriodSeconds, DeleteOptions
 # gracePeriodSeconds; absent = the pod's own), and each such pod was then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13, items 1, 2 and 6, against the real control plane: an annotation is a
+# Against the real control plane: an annotation is a
 # request, never authority (anyone with nodes/patch can write drainer.io/ ones, any
 # pod creator can choose labels). On node-2, with a tenant's namespace:
 #  6. a pod with a DRA driver's labels that no DaemonSet controls (a Deployment's,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 7, item 1 (the apiserver half): kube-apiserver SIGKILLed and restarted
-# inside each phase. For each drain phase X (cordon .. stop-drivers) a
+# The API server going away (test-faults has the faults short of that):
+# kube-apiserver SIGKILLed and restarted inside each phase. For each drain phase X (cordon .. stop-drivers) a
 # `drainer drain` slowed down by the client rate limit runs; as soon as a watch
 # on the Node shows drainer.io/state=X the API server is killed, kept down for a
 # few seconds (2-10, varied), and started again exactly as tests/cluster/up did

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7, item 2 (crash and resume): SIGKILL drainer at CRASH_KILLS (30) random
+# Crash and resume: SIGKILL drainer at CRASH_KILLS (30) random
 # moments across `drain`, `uncordon`, `maintain` and `serve`, restart the same verb
 # (for serve: a new daemon) and require that it ends in the right state:
 #  - drain: exit 0, drainer.io/state=drained, no ResourceClaim on node-1, no driver

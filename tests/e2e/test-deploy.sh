@@ -22,7 +22,7 @@
 # drainer-cluster, which the policy does not confine; the example's
 # ValidatingAdmissionPolicy keeps a driver to its own node's ResourceSlices.
 #
-# On real nodes (issues 14 and 17) the DaemonSet's pods run the image deploy/image/build
+# On real nodes the DaemonSet's pods run the image deploy/image/build
 # makes (build/drainer-image.oci.tar, localhost/drainer:VERSION, unpacked and run by
 # drainer-cri; the pods report its manifest digest as their imageID), and `drainer serve`
 # in node-2's pod, with its in-cluster identity from the projected token (the audit log
@@ -34,7 +34,7 @@
 # otherwise deploy/image/build runs. DRAINER_E2E_POD_IMAGE=drainer.test/drainer:dev
 # runs the build's drainer (the cluster's guard-drainer, e.g. the ASan build) instead.
 # On simulated nodes `drainer serve` runs here with the ServiceAccount's token.
-# deploy/rollout (issue 18): drainer-cluster may do what `drainer rollout` calls (can-i
+# deploy/rollout: drainer-cluster may do what `drainer rollout` calls (can-i
 # for each verb) and no more (no write of the DaemonSet, its revisions or its pods, no
 # ControllerRevisions outside the driver's namespace); without it the rollout fails on the
 # ControllerRevisions list (403), with it a no-op rollout with drainer-cluster's token
@@ -408,7 +408,7 @@ refused remove-taint "node-2's token: removing someone else's taint from node-2"
 	k2 taint --dry-run=server node node-2 deploy-test:NoSchedule-
 refused noexecute "node-2's token: drainer.io/draining with effect NoExecute" "has no value and the effect NoSchedule" \
 	k2 taint --dry-run=server node node-2 drainer.io/draining:NoExecute
-# --out-of-service (issue 16 item 7): upstream's non-graceful shutdown taint only as drainer
+# --out-of-service: upstream's non-graceful shutdown taint only as drainer
 # applies it (nodeshutdown:NoExecute, with drainer.io/out-of-service) and never on a Ready node.
 refused oos-ready "node-2's token: node.kubernetes.io/out-of-service on node-2 while it is Ready" \
 	"may add the taint node.kubernetes.io/out-of-service only while the Node is not Ready" \
@@ -425,7 +425,7 @@ refused owner "node-2's token: an ownerReference on node-2 (the garbage collecto
 	k2 patch --dry-run=server node node-2 --type merge -p '{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"00000000-0000-0000-0000-000000000001"}]}}'
 refused provider "node-2's token: spec.providerID of node-2" "may change only unschedulable and the drainer.io/draining taint" \
 	k2 patch --dry-run=server node node-2 --type merge -p '{"spec":{"providerID":"deploy-test://x"}}'
-# --node-conditions (issue 16 item 9): through nodes/status, only DrainInProgress and
+# --node-conditions: through nodes/status, only DrainInProgress and
 # Drained, with drainer's reasons, on its own Node; nothing else of the status.
 cond() { # TYPE STATUS REASON: a strategic merge patch of one node condition
 	printf '{"status":{"conditions":[{"type":"%s","status":"%s","reason":"%s","message":"deploy-test"}]}}' "$1" "$2" "$3"
@@ -569,7 +569,7 @@ kubectl delete clusterrolebinding,clusterrole deploy-test-pod-delete >/dev/null
 # for its own node, and only a free one or one whose holder's tenure is over; it renews,
 # releases and deletes only what its node holds; no renewTime far ahead, no long lease.
 now_micro() { date -u +%Y-%m-%dT%H:%M:%S.000000Z "$@"; }
-slot_lease() { # NAME HOLDER RENEWTIME [DURATION]: a slot Lease as drainer/drain/slots.c writes it
+slot_lease() { # NAME HOLDER RENEWTIME [DURATION]: a slot Lease as drainer/kube/slots.c writes it
 	jq -nc --arg n "$1" --arg h "$2" --arg t "$3" --argjson d "${4:-120}" '{apiVersion: "coordination.k8s.io/v1", kind: "Lease",
 		metadata: {name: $n, namespace: "drainer-system", labels: {"app.kubernetes.io/managed-by": "drainer"}},
 		spec: ({leaseDurationSeconds: $d, acquireTime: $t, renewTime: $t, leaseTransitions: 0} + (if $h == "" then {} else {holderIdentity: $h} end))}'

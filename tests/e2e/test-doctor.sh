@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# drainer doctor against the real control plane (issue 9). The cluster is shared
+# drainer doctor against the real control plane. The cluster is shared
 # with other tests, so this script makes its own bad state and undoes it:
 #  - a ClusterRoleBinding that lets an ordinary user (doctor-test-alice) write
 #    ResourceSlices; besides it, a namespaced RoleBinding of the same ClusterRole

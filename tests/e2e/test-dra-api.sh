@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16, item 3: every DRA API version, and none. Run on a cluster of
+# Every DRA API version drainer reads, and none. Run on a cluster of
 # DRAINER_CLUSTER_DRA_API=v1beta2, v1beta1 or off (tests/cluster/up; simulated
 # nodes: 1.36's kubelet, scheduler and resourceclaim controller speak v1 only, see
 # up), as tests/run-all does, one cluster per setting. On v1 it runs too.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4, rule 8 (bad input): an unknown node is exit 1 with a clear message
+# Bad input: an unknown node is exit 1 with a clear message
 # and no write; drainer.io/ annotations edited by hand into nonsense are refused
 # with exit 1 (never a crash) by drain, uncordon and maintain, the message says
 # how to reset, nothing is written to the Node or the pods, and following the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4, rule 3: a node that was cordoned before drainer touched it is still
+# A node that was cordoned before drainer touched it is still
 # cordoned after `drainer uncordon` and after `drainer maintain` (also when the
 # command fails, with --restore-on-failure), while a node drainer cordoned
 # itself is uncordoned again. Also maintain's contract: CMD runs while the node

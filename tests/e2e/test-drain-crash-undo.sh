@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4, rule 6 (crash safety), uncordon and maintain:
+# Crash safety of uncordon and maintain:
 #  - uncordon SIGKILLed in restore-drivers (held there: the simulator reports the
 #    restored driver pod not Ready, and drainer must wait for Ready before it
 #    uncordons); run again once the driver is Ready: it finishes, the node is

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4, rule 6 (crash safety), drain: for each drain phase X, start
+# Crash safety of drain: for each drain phase X, start
 # `drain --grace-period=0` slowed down by the client rate limit, SIGKILL it as soon
 # as a watch on the Node shows drainer.io/state=X, run the same drain again: it
 # continues from the Node's annotations and finishes (exit 0). Over both runs:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4, rule 7 (Events), as issue 15 item 9 made it: what an admin acts on
+# Events: what an admin acts on
 # posts an Event on the Node (namespace default, involvedObject the Node), so
 # `kubectl describe node` tells the story: one DrainerPhase (Normal) when a drain
 # starts and one when a restore starts (not one per phase), DrainerDone (Normal)

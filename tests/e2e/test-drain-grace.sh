@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4, rule 5: a claim-holding pod is never deleted with grace period 0,
+# A claim-holding pod is never deleted with grace period 0,
 # whatever the flags. `drain --grace-period=0` and `drain --disable-eviction
 # --grace-period=0 --force` on node-1 with the demo workload: from the audit log
 # (evictions and pod DELETEs are logged with their request bodies, see the audit

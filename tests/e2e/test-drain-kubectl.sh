@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16: kubectl drain's behaviour and habits, against the real control plane.
+# kubectl drain's behaviour and habits, against the real control plane.
 #
 # 1. A namespace being deleted (node-3): its pod is still on the node while the
 #    namespace is Terminating (a ValidatingAdmissionPolicy of this test keeps the
@@ -355,7 +355,7 @@ check_eq "... its only request: the Node list with that labelSelector" "list nod
 	"$(jq -r '.[] | select(.userAgent | startswith("drainer/")) | "\(.verb) \(.objectRef.resource) \(.requestURI | capture("(?<q>labelSelector=[^&]*)").q)"' "$e2e_tmp/sel-none.audit")"
 
 # A budget that allows no disruption holds node-1 in evict-rest.
-kubectl apply -f - >/dev/null <<YAML
+{ pdb default e2e-sel-hold e2e-sel-hold maxUnavailable 0; cat <<YAML; } | kubectl apply -f - >/dev/null
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: e2e-sel-hold, namespace: default}
@@ -368,11 +368,6 @@ spec:
       nodeSelector: {kubernetes.io/hostname: node-1}
       terminationGracePeriodSeconds: 1
       containers: [{name: c, image: drainer.test/sleep:dev, args: ["3600"]}]
----
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: e2e-sel-hold, namespace: default}
-spec: {maxUnavailable: 0, selector: {matchLabels: {app: e2e-sel-hold}}}
 YAML
 hold_runs() { [ "$(kubectl -n default get pods -l app=e2e-sel-hold -o json | jq '[.items[] | select(.status.phase == "Running")] | length')" = 1 ]; }
 check "a pod under a budget of maxUnavailable 0 runs on node-1" wait_until 60 hold_runs

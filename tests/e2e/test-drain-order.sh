@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4, rule 1 (order): drainer drain node-1 with the demo workload (claims
+# The order of a drain: drainer drain node-1 with the demo workload (claims
 # from a template, one user-created claim shared by two StatefulSet pods) plus a
 # claim-holding DaemonSet on node-1 (ResourceClaimTemplate, system-cluster-critical).
 # From the audit log: every eviction of a claim holder precedes every eviction of

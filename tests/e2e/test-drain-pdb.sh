@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4, rule 2 (PodDisruptionBudgets): a PDB that allows no disruption of a
+# PodDisruptionBudgets: a PDB that allows no disruption of a
 # claim-less pod on node-1 holds its eviction back. `drain --timeout 20s` exits 3
 # after about 20 s, naming the PDB and what remained; the audit log shows the
 # eviction retried with 429 answers, spaced by a backoff (fewer than 20 tries in

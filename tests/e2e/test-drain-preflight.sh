@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4, rule 4 (preflight): drain refuses with exit 4, before anything on the
+# Preflight: drain refuses with exit 4, before anything on the
 # cluster changes, when the DRA driver is unhealthy (grpc health NOT_SERVING with
 # --driver-health, or its pod not Ready), a pod has no controller (no --force), a
 # pod has emptyDir data (no --delete-emptydir-data), a claim-holding DaemonSet pod

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 item 1 (--driver NAME): a drain of one DRA driver of node-1, on real nodes.
+# --driver NAME: a drain of one DRA driver of node-1, on real nodes.
 # node-1 runs the demo's claim holders of gpu.example.com and two plain pods.
 # drain node-1 --driver gpu.example.com --driver-stop label:gpu.example.com/present
 # (the key of the driver DaemonSet's nodeSelector) must, from the API server's record:

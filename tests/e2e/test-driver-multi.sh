@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18's acceptance for driver drains, on real nodes with two DRA drivers on node-1:
+# Driver drains (plan, maintain, drain and uncordon --driver), on real nodes with two DRA drivers on node-1:
 # gpu.example.com (the demo's claim holders) and nic.example.com (the second test
 # driver, tests/cluster/manifests/dra-driver-nic.yaml: this script applies it and labels
 # node-1 nic.example.com/present=true unless DRAINER_CLUSTER_NIC_NODES did, and removes

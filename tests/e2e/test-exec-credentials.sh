@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13, items 4 and 5: exec credential plugins against the real API server.
+# Exec credential plugins against the real API server.
 #  A. Rotating client certificates: the plugin signs a fresh client certificate with
 #     the cluster's CA on every run (CN drainer-e2e-exec-N, group system:masters),
 #     valid for 8 s, and says it expires after 3 s. `drainer serve` runs for more than

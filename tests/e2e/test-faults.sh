@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7, item 1: drainer behind a fault-injecting proxy (tests/cluster/faultproxy)
+# drainer behind a fault-injecting proxy (tests/cluster/faultproxy)
 # that answers 429 with Retry-After, 500 and 503, resets streams and
 # connections (before the request reaches the API server, and after, losing the
 # answer), stalls requests, sends bodies slowly and cuts watch streams in the

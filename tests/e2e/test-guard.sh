@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# drainer guard (issues 8 and 17) against the real control plane and real kubelets: it
+# drainer guard against the real control plane and real kubelets: it
 # holds a DRA driver pod while its node is drained by someone else, installed on the
 # dra-driver DaemonSet with the deploy/driver-guard component: a native sidecar
 # (`drainer guard --listen $(POD_IP):9465`, an init container with restartPolicy
@@ -185,25 +185,19 @@ spec:
 EOF
 }
 g_apply_workload() { # NODES...
-	local n
+	local n sep=
 	{
 		cat <<EOF
 apiVersion: v1
 kind: Namespace
 metadata: {name: $ns}
 ---
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: gpu, namespace: $ns}
-spec:
-  spec:
-    devices:
-      requests:
-      - {name: gpu, exactly: {deviceClassName: gpu.example.com}}
 EOF
+		claim_template "$ns" gpu
 		for n in "$@"; do
-			echo "---"
+			printf '%s' "$sep"
 			g_workload "$n"
+			sep=$'---\n'
 		done
 	} | kubectl apply -f - >/dev/null
 }

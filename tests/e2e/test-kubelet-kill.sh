@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14, item 7: a real kubelet SIGKILLed during a drain. drainer drains node-1
+# A real kubelet SIGKILLed during a drain. drainer drains node-1
 # (the demo workload), slowed by its client rate limit; as soon as a watch on the
 # Node shows evict-claim-holders, node-1's kubelet is SIGKILLed (its runtime and
 # containers keep running, as when a kubelet crashes on a machine). Judged from the
@@ -15,7 +15,7 @@
 #    then continues from the Node's record and completes (exit 0), in the safe order
 #    (check_order over both runs, rule 5 for the claim holders), and the message no
 #    longer names the kubelet; uncordon puts the node back.
-# Issue 16 item 7 (a): while the node is not Ready the API server also gets a Warning
+# A node that is not Ready: while the node is not Ready the API server also gets a Warning
 # Event DrainerNodeNotReady (its claims are not released), the interrupted run's -o json
 # says nodeReady false with that message, and a DrainerNodeReady Event follows the
 # kubelet's return.

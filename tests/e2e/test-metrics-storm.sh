@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13, item 3: the metrics endpoint of a real `drainer serve` survives
+# The metrics endpoint of a real `drainer serve` survives
 # connection storms (tests/e2e/storm.py, all on loopback, each storm from a
 # loopback source address of its own as a pod of the cluster would be):
 #  - 500 connections that connect and close at once (before the fix, 32 of them

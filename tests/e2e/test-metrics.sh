@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6: `drainer serve --metrics-addr` against the real control plane.
+# `drainer serve --metrics-addr` against the real control plane.
 #  - deploy/monitoring: the PrometheusRule passes `promtool check rules` and the
 #    `promtool test rules` cases of every alert; every dashboard query parses.
 #  - /healthz 200; /readyz 200 once the node watch synced; 404 and 405 otherwise.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16 item 9: --node-conditions mirrors a drain in the Node lifecycle conditions of
+# --node-conditions mirrors a drain in the Node lifecycle conditions of
 # KEP-5683 (Kubernetes 1.37, gate NodeLifecycleConditions; the conditions are plain
 # NodeConditions that "the admin is responsible for setting and clearing", so any
 # release stores them), as upstream tools will read them. From what the API server

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 item 3 (drainer rollout NAMESPACE/DAEMONSET): the test driver gpu.example.com
+# drainer rollout NAMESPACE/DAEMONSET: the test driver gpu.example.com
 # rolled out to a new revision across the 3 real nodes, 1 at a time, with a claim-holding
 # Deployment (3 replicas spread over the nodes, PodDisruptionBudget minAvailable 2) that
 # keeps replicas running throughout. From the API server's record (audit log, and watches
@@ -114,14 +114,7 @@ check_eq "nothing written when every node is on the update revision" "" \
 	"$(drainer_writes "$e2e_tmp/audit-noop.json" | grep -v '^(no request' || true)"
 
 # ---- the workload: one GPU per replica, spread over the nodes, at most one disrupted ----
-{ claim_template "$ns" one-gpu; cat <<YAML; } | kubectl apply -f - >/dev/null
-apiVersion: policy/v1
-kind: PodDisruptionBudget
-metadata: {name: ro-gpu, namespace: $ns}
-spec:
-  minAvailable: 2
-  selector: {matchLabels: {app: ro-gpu}}
----
+{ claim_template "$ns" one-gpu; pdb "$ns" ro-gpu ro-gpu minAvailable 2; cat <<YAML; } | kubectl apply -f - >/dev/null
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: ro-gpu, namespace: $ns}

@@ -115,7 +115,7 @@ check "... and the token is not in the warning" bash -c "! grep -qF -- '$token' 
 drainer_run https --kubeconfig "$KUBECONFIG" status "$node"
 check "no such warning over https://" bash -c "! grep -qi 'unencrypted' '$t/https.err'"
 # An API server that does not answer (a closed port): no verb waits without saying
-# why (issue 16 item 3). drain, uncordon and status at once, each stopped after 9 s:
+# why. drain, uncordon and status at once, each stopped after 9 s:
 # each has said by then that it cannot reach the server, naming it and the error; the
 # drain and the uncordon, stopped, say they changed nothing.
 closed_port=$((20000 + RANDOM % 30000))

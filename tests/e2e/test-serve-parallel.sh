@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 5, acceptance 2, and issue 16 item 8 (safe default): one `drainer serve
+# Parallel serve daemons and their safe default: one `drainer serve
 # --node NODE` per node, as the DaemonSet runs them, with no --max-parallel (its
 # default is 1), and `kubectl annotate nodes --all drainer.io/request=drain` (claim
 # workloads on each: the demo on node-1, two one-GPU pods pinned to node-2 and to
@@ -54,20 +54,12 @@ kubectl create namespace "$lease_ns" >/dev/null
 kubectl create namespace "$ns" >/dev/null
 wait_until 30 kubectl -n "$ns" get serviceaccount default
 {
-	cat <<YAML
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: one-gpu, namespace: $ns}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly: {deviceClassName: gpu.example.com}
-YAML
+	claim_template "$ns" one-gpu
+	doc_sep=
 	for n in node-2 node-3; do
+		printf '%s' "$doc_sep"
+		doc_sep=$'---\n'
 		cat <<YAML
----
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: gpu-$n, namespace: $ns}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 5, acceptance 4 (systemd), against the real control plane. There is no
+# drainer serve under systemd, against the real control plane. There is no
 # systemd as PID 1 here, so drainer gets a real NOTIFY_SOCKET (a python3 listener
 # recording every datagram with its sender's pid) and a private dbus-daemon as its
 # system bus ($DBUS_SYSTEM_BUS_ADDRESS) with fake-systemd (tests/unit/fakes), the
@@ -21,7 +21,7 @@
 #     (StopUnit after the node's claims were released; the driver pod is left
 #     alone); drainer uncordon without that flag refuses (exit 1, prints the command
 #     with the flag, starts nothing), with --config FILE naming the unit it starts it.
-#  5. (issue 13, item 1) kubectl annotate node node-3 drainer.io/state=restore-drivers
+#  5. (an annotation is no authority) kubectl annotate node node-3 drainer.io/state=restore-drivers
 #     'drainer.io/driver-stop=[{"strategy":"systemd","unit":"reboot.target"}]': no
 #     StartUnit(reboot.target) on the bus (the stand-in has that unit and would
 #     start it) from uncordon (default flags, another unit, a --config file) nor from

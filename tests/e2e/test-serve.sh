@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 5, `drainer serve` per node (acceptance 1 and the idle cost), against the
+# `drainer serve` per node (a drain on request, and the idle cost), against the
 # real control plane with the demo workload on node-1. Everything is asserted on
 # what the API server holds (Nodes, pods, claims, slices, Events) and on its
 # audit log, not on drainer's output:

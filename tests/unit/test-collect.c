@@ -56,9 +56,9 @@ static void test_list_pages(void **state) {
         fake_transport_expect_json(a->ft, "GET", "/api/v1/pods?", 200,
                                    "{\"kind\":\"PodList\",\"metadata\":{},"
                                    "\"items\":[{\"metadata\":{\"name\":\"c\"}}]}");
-        assert_int_equal(
-                kube_collect_list(a->client, "/api/v1/pods?labelSelector=app%3Dx", 2, on_done, &seen, &c),
-                0);
+        assert_int_equal(kube_collect_list(a->client, "/api/v1/pods?labelSelector=app%3Dx", 2, "0", on_done,
+                                           &seen, &c),
+                         0);
         for (int i = 0; i < 10 && n_done == 0; i++)
                 fake_clock_advance(a->clock, 0);
         assert_int_equal(n_done, 1);
@@ -99,7 +99,7 @@ static void test_cancel(void **state) {
         fake_transport_expect(
                 a->ft, "GET", "/api/v1/nodes",
                 &(const struct fake_reply){ .body = "{\"items\":[]}", .delay_usec = 10 * USEC_PER_SEC });
-        assert_int_equal(kube_collect_list(a->client, "/api/v1/nodes", 500, on_done, &seen, &c), 0);
+        assert_int_equal(kube_collect_list(a->client, "/api/v1/nodes", 500, NULL, on_done, &seen, &c), 0);
         kube_collect_cancel(&c);
         assert_int_equal(n_done, 0);
         fake_clock_advance(a->clock, 0);

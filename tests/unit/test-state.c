@@ -643,6 +643,46 @@ static void test_patch_cordon_taint_with_value(void **state) {
         assert_null(json_path(patch, "spec.taints"));
 }
 
+/* The start of a driver-scoped drain: the same start as the cordon's, with the rules
+ * recorded instead of the node cordoned. */
+static void test_patch_isolate(void **state) {
+        _cleanup_(node_rec_freep) struct node_rec *n =
+                node_json("{'metadata':{'name':'node-1','resourceVersion':'100','annotations':{"
+                          "'drainer.io/message':'old'}}}");
+        _cleanup_(node_rec_freep) struct node_rec *again =
+                node_with(DRAINER_ANN_STARTED_AT, "2025-09-02T11:00:00Z", NULL);
+        _cleanup_(node_rec_freep) struct node_rec *bad_time =
+                node_with(DRAINER_ANN_STARTED_AT, "soon", NULL);
+        /* 0 is "absent" to drain_state_parse: never a start drainer wrote */
+        _cleanup_(node_rec_freep) struct node_rec *zero_time =
+                node_with(DRAINER_ANN_STARTED_AT, "1970-01-01T00:00:00Z", NULL);
+        _cleanup_(cJSON_Deletep) cJSON *patch = NULL, *patch2 = NULL;
+        _cleanup_free_ char *text = NULL, *text2 = NULL;
+        char *out = NULL;
+
+        assert_int_equal(drain_patch_isolate(n, NOW_USEC, "r-1,r-2", "keeping new claims off", &text), 0);
+        patch = parse_patch(text);
+        assert_rv(patch, "100");
+        assert_ann_string(patch, DRAINER_ANN_STARTED_AT, NOW_RFC);
+        assert_ann_string(patch, DRAINER_ANN_STATE, "cordon");
+        assert_ann_string(patch, DRAINER_ANN_STATE_SINCE, NOW_RFC);
+        assert_ann_string(patch, DRAINER_ANN_TAINT_RULES, "r-1,r-2");
+        assert_ann_string(patch, DRAINER_ANN_MESSAGE, "keeping new claims off");
+        assert_ann_absent(patch, DRAINER_ANN_WAS_UNSCHEDULABLE);
+        assert_null(json_path(patch, "spec"));
+
+        assert_int_equal(drain_patch_isolate(again, NOW_USEC, "", "m", &text2), 0);
+        patch2 = parse_patch(text2);
+        assert_ann_absent(patch2, DRAINER_ANN_STARTED_AT);
+        assert_ann_string(patch2, DRAINER_ANN_STATE, "cordon");
+        assert_ann_null(patch2, DRAINER_ANN_TAINT_RULES);
+
+        assert_int_equal(drain_patch_isolate(bad_time, NOW_USEC, "r", "m", &out), -EBADMSG);
+        assert_int_equal(drain_patch_isolate(zero_time, NOW_USEC, "r", "m", &out), -EBADMSG);
+        assert_int_equal(drain_patch_cordon(zero_time, NOW_USEC, &out), -EBADMSG);
+        assert_null(out);
+}
+
 static void test_patch_cordon_refuses(void **state) {
         _cleanup_(node_rec_freep) struct node_rec *bad =
                 node_with(DRAINER_ANN_WAS_UNSCHEDULABLE, "maybe", NULL);
@@ -1233,6 +1273,7 @@ int main(void) {
                 cmocka_unit_test(test_patch_cordon_again),
                 cmocka_unit_test(test_patch_cordon_taint_with_value),
                 cmocka_unit_test(test_patch_cordon_refuses),
+                cmocka_unit_test(test_patch_isolate),
                 cmocka_unit_test(test_patch_phase),
                 cmocka_unit_test(test_patch_message),
                 cmocka_unit_test(test_patch_label),

@@ -1,4 +1,4 @@
-/* text: UTF-8-safe prefixes (never a cut sequence), one-line messages, trimming. */
+/* text: UTF-8-safe prefixes (never a cut sequence), one-line messages, trimming, the sorted unique insert. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -70,12 +70,50 @@ static void test_strip(void **state) {
         assert_string_equal(text_strip(d), "a b");
 }
 
+/* The sorted unique insert the DeviceTaintRule pools and the DRA driver names of a
+ * node are collected with: sorted, no duplicate, the max smallest kept. */
+static void test_strv_sorted_insert(void **state) {
+        const char *v[3] = {};
+        size_t n = 0;
+
+        n = strv_sorted_insert(v, n, 3, "m");
+        n = strv_sorted_insert(v, n, 3, "c");
+        n = strv_sorted_insert(v, n, 3, "x");
+        assert_int_equal(n, 3);
+        assert_string_equal(v[0], "c");
+        assert_string_equal(v[1], "m");
+        assert_string_equal(v[2], "x");
+        /* there already: not again */
+        assert_int_equal(strv_sorted_insert(v, n, 3, "m"), 3);
+        assert_string_equal(v[1], "m");
+        assert_string_equal(v[2], "x");
+        /* full: the largest drops out for a smaller one, a larger one stays out */
+        n = strv_sorted_insert(v, n, 3, "a");
+        assert_int_equal(n, 3);
+        assert_string_equal(v[0], "a");
+        assert_string_equal(v[1], "c");
+        assert_string_equal(v[2], "m");
+        assert_int_equal(strv_sorted_insert(v, n, 3, "z"), 3);
+        assert_string_equal(v[2], "m");
+        n = strv_sorted_insert(v, n, 3, "d");
+        assert_string_equal(v[2], "d");
+        /* nothing fits in nothing */
+        assert_int_equal(strv_sorted_insert(v, 0, 0, "a"), 0);
+        /* one slot: the smallest seen */
+        n = strv_sorted_insert(v, 0, 1, "k");
+        n = strv_sorted_insert(v, n, 1, "b");
+        n = strv_sorted_insert(v, n, 1, "q");
+        assert_int_equal(n, 1);
+        assert_string_equal(v[0], "b");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_utf8_prefix),
                 cmocka_unit_test(test_one_line),
                 cmocka_unit_test(test_strip),
                 cmocka_unit_test(test_escape_controls),
+                cmocka_unit_test(test_strv_sorted_insert),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,9 +1,10 @@
 /* Drain slots for --max-parallel: one coordination.k8s.io/v1 Lease per slot,
- * shared by every drainer process of the cluster (see slots.h). Owns one lease
- * informer (running only while a node of this process wants or holds a slot),
- * the per-node create/take/renew/release calls and their timers. Never polls:
- * it acts on lease events, on its own answers, and on the one deadline when
- * the first slot held elsewhere expires. Logs at debug level only. */
+ * shared by every drainer process of the cluster (see slots.h). This file owns
+ * the per-node create/take/renew/release calls and their timers, the choice of a
+ * slot and the notify timer; the Lease objects and the lease informer are
+ * slots-lease.c's. Never polls: it acts on lease events, on its own answers, and
+ * on the one deadline when the first slot held elsewhere expires. Logs at debug
+ * level only; asserts only its callers' mistakes, never what a Lease says. */
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
@@ -11,172 +12,14 @@
 #include <string.h>
 
 #include "drainer/backoff.h"
-#include "drainer/client.h"
-#include "drainer/informer.h"
-#include "drainer/json.h"
 #include "drainer/log.h"
-#include "drainer/objects.h"
-#include "drainer/slots.h"
-#include "drainer/timesrc.h"
-
-#define SLOT_PREFIX       "drainer-slot-"
-#define HOLDER_ANNOTATION "drainer.io/holder-process"
-/* Every write names its field manager: the per-node admission policy reads the API
- * server's clock from that manager's managedFields entry (deploy/node-policy.yaml). */
-#define WRITE_QUERY       "?fieldManager=drainer"
-#define DEFAULT_DURATION  (120 * USEC_PER_SEC)
-#define MAX_SLOTS         1024u
-#define MAX_NODES         10000u
-#define MAX_LEASES        10000u /* objects in drainer's namespace the informer may cache */
-#define RETRY_BASE_USEC   (1 * USEC_PER_SEC)
-#define RETRY_CAP_USEC    (60 * USEC_PER_SEC)
-#define RELEASE_ATTEMPTS  5u
-#define HOLDERS_CAP       1024u
-
-enum {
-        KICK_CHANGED = 1 << 0, /* tell the caller */
-        KICK_REEVAL = 1 << 1,  /* waiting nodes try again */
-        KICK_GC = 1 << 2,      /* drop nodes that are done; stop the informer when none is left */
-};
-
-enum op {
-        OP_NONE,
-        OP_CREATE,    /* POST a new lease */
-        OP_TAKE,      /* PUT over a free, expired or orphaned lease */
-        OP_RENEW,     /* PUT renewTime of our lease */
-        OP_RELEASE,   /* PUT with holderIdentity cleared */
-        OP_NODECHECK, /* GET the holder's Node */
-};
-
-/* A node of this process that wants or holds a slot. */
-struct slot_node {
-        struct slots *s; /* borrowed */
-        struct slot_node *next;
-        char *name;
-        bool wanted; /* between slots_acquire() and slots_release() */
-        int slot;    /* the slot this node holds on the server, as far as we know; -1 if none */
-        char *rv;    /* resourceVersion of that lease after our last write (or as adopted) */
-        int64_t acquire_time, transitions;
-        struct kube_call *call; /* at most one in flight */
-        enum op op;             /* of call */
-        int target;             /* slot of call */
-        char *used_rv;          /* resourceVersion a PUT was made from (to distrust on 409) */
-        char *check_holder;     /* OP_NODECHECK: whose node */
-        int64_t check_acquire;
-        int error; /* persistent error shown by slots_acquire() until the retry timer */
-        unsigned failures;
-        bool verify;      /* renew as soon as the call in flight ends */
-        bool retry_armed; /* backoff after a failed acquire or release */
-        struct dtimer renew_timer, retry_timer;
-};
-
-/* What this process knows about a slot beyond the informer's cache. */
-struct slot_view {
-        /* Our last successful write, until the cache shows it (the watch lags). */
-        char *own_rv;
-        bool own_free; /* ... which released the slot */
-        int64_t own_transitions;
-        /* A cached version a write was refused for (409): stale, wait for the next event. */
-        char *distrust_rv;
-        bool distrust_absent; /* create said AlreadyExists while the cache had nothing */
-        /* Whether the holder's Node exists, asked once per tenure and lease duration. */
-        char *checked_holder;
-        int64_t checked_acquire;
-        uint64_t checked_at;
-        bool holder_gone;
-        /* The version of the lease this process has seen, and when it first saw it (its
-         * own monotonic clock): the holder's tenure is over once it stays unchanged for
-         * the lease duration (see lease_expiry). */
-        char *seen_rv;
-        uint64_t seen_at;
-};
-
-struct lease_watch {
-        struct slots *s; /* borrowed */
-        struct lease_watch *next;
-        struct informer *inf; /* owned */
-        bool synced;
-        int error; /* persistent list/watch error (RBAC), until the next sync or event */
-};
-
-struct slots {
-        struct kube_client *client; /* borrowed */
-        struct timesrc *ts;         /* borrowed */
-        char *ns, *identity, *leases_path;
-        unsigned max;
-        uint64_t duration_usec;
-        int (*node_exists)(const char *node, void *userdata);
-        slots_changed_fn changed;
-        void *userdata;
-
-        struct slot_view *views; /* owned, max entries */
-        struct slot_node *nodes; /* owned */
-        size_t n_nodes;
-        struct lease_watch *watch;   /* running, or NULL while nothing is wanted */
-        struct lease_watch *retired; /* stopped, freed once idle */
-
-        struct dtimer notify_timer, expiry_timer;
-        unsigned pending; /* KICK_* for notify_timer */
-        bool stopping;
-        char holders[HOLDERS_CAP];
-};
+#include "slots-int.h"
 
 static void try_take(struct slot_node *n);
+
 static void settle(struct slot_node *n);
 
 /* ---- small helpers ---- */
-
-static int replace_str(char **p, const char *v) {
-        char *c = NULL;
-
-        if (v && !(c = strdup(v)))
-                return -ENOMEM;
-        free(*p);
-        *p = c;
-        return 0;
-}
-
-/* "drainer-slot-<i>" without leading zeros -> i, else -1. */
-static int slot_index(const char *name) {
-        const char *p;
-        unsigned long v = 0;
-
-        if (!name || strncmp(name, SLOT_PREFIX, strlen(SLOT_PREFIX)) != 0)
-                return -1;
-        p = name + strlen(SLOT_PREFIX);
-        if (!*p || (p[0] == '0' && p[1]) || strlen(p) > 6)
-                return -1;
-        for (; *p; p++) {
-                if (*p < '0' || *p > '9')
-                        return -1;
-                v = v * 10 + (unsigned long)(*p - '0');
-        }
-        return (int)v;
-}
-
-static bool persistent_error(int error) {
-        /* What waiting cannot fix: RBAC, a request the server refuses as invalid. */
-        return error == -EACCES || error == -EPERM || error == -EINVAL;
-}
-
-/* A MicroTime: "2026-11-29T15:00:00.123456Z" (the API server wants the six digits). */
-static int format_micro(int64_t usec, char *buf, size_t size) {
-        int64_t frac = usec % (int64_t)USEC_PER_SEC;
-        char sec[32];
-        size_t l;
-        int r;
-
-        if (frac < 0)
-                frac += (int64_t)USEC_PER_SEC;
-        r = timesrc_format_rfc3339(usec, sec, sizeof(sec));
-        if (r < 0)
-                return r;
-        l = strlen(sec);
-        assert(l > 0 && sec[l - 1] == 'Z');
-        sec[l - 1] = 0;
-        r = snprintf(buf, size, "%s.%06lldZ", sec, (long long)frac);
-        return r < 0 || (size_t)r >= size ? -ENOBUFS : 0;
-}
 
 /* Without jitter: a lease retry is one request per node, and its cap moves with the
  * lease duration. */
@@ -184,64 +27,12 @@ static uint64_t backoff(unsigned failures, uint64_t cap) {
         return backoff_exponential(RETRY_BASE_USEC, cap, failures);
 }
 
-static void kick(struct slots *s, unsigned what) {
+void slots_notify_later(struct slots *s, unsigned what) {
         if (s->stopping)
                 return;
         s->pending |= what;
         if (!s->notify_timer.armed)
                 dtimer_start(&s->notify_timer, 0);
-}
-
-static const struct lease_rec *cached(struct slots *s, int i) {
-        char key[512];
-
-        if (!s->watch || !s->watch->synced)
-                return NULL;
-        if (snprintf(key, sizeof(key), "%s/" SLOT_PREFIX "%d", s->ns, i) >= (int)sizeof(key))
-                return NULL;
-        return informer_get(s->watch->inf, key);
-}
-
-static uint64_t lease_duration(struct slots *s, const struct lease_rec *rec) {
-        return rec->duration_seconds > 0 ? (uint64_t)rec->duration_seconds * USEC_PER_SEC : s->duration_usec;
-}
-
-/* Notes when this process first saw this version of slot i's lease. */
-static void observe(struct slots *s, int i, const struct lease_rec *rec) {
-        struct slot_view *v = &s->views[i];
-
-        if (!rec->resource_version || streq_ptr(v->seen_rv, rec->resource_version))
-                return;
-        if (replace_str(&v->seen_rv, rec->resource_version) < 0)
-                v->seen_rv = mfree(v->seen_rv); /* then seen again, later: never too early */
-        v->seen_at = timesrc_now(s->ts);
-}
-
-/* When the holder's tenure ends, on this process's monotonic clock: a lease duration
- * after this process first saw the lease's current version. Not renewTime + duration
- * against our wall clock: renewTime is the holder's wall clock, and between two nodes
- * clocks differ. With a taker's clock D ahead of the holder's (or the holder's D
- * behind), a live holder would look expired D early and its slot be taken while it
- * drains (two drains under --max-parallel 1); D behind, a dead holder's slot would be
- * waited for D longer; a renewTime of 2099 would hold a slot until then. Observed
- * this way, as client-go's leader election does (observedTime), skew does not matter:
- * a holder that renews every third of the duration always changes the version in
- * time, and a dead one is over at most one duration after we first looked (plus the
- * watch's delay). The price: a process that starts next to a long-dead lease waits one
- * duration before it takes it. A holder without times cannot be valid: over at once. */
-static uint64_t lease_expiry(struct slots *s, int i, const struct lease_rec *rec) {
-        struct slot_view *v = &s->views[i];
-
-        if (!rec->renew_time_usec && !rec->acquire_time_usec)
-                return 0;
-        observe(s, i, rec);
-        if (!streq_ptr(v->seen_rv, rec->resource_version))
-                return timesrc_now(s->ts) + lease_duration(s, rec);
-        return v->seen_at + lease_duration(s, rec);
-}
-
-static bool lease_expired(struct slots *s, int i, const struct lease_rec *rec, uint64_t now) {
-        return lease_expiry(s, i, rec) < now;
 }
 
 static struct slot_node *node_find(struct slots *s, const char *name) {
@@ -251,7 +42,7 @@ static struct slot_node *node_find(struct slots *s, const char *name) {
         return NULL;
 }
 
-static struct slot_node *slot_holder(struct slots *s, int i) {
+struct slot_node *slots_holder_of(struct slots *s, int i) {
         for (struct slot_node *n = s->nodes; n; n = n->next)
                 if (n->slot == i)
                         return n;
@@ -272,6 +63,7 @@ static void node_free(struct slot_node *n) {
 }
 
 static void on_renew_timer(struct dtimer *t);
+
 static void on_retry_timer(struct dtimer *t);
 
 static int node_new(struct slots *s, const char *name, struct slot_node **ret) {
@@ -305,210 +97,7 @@ static int node_new(struct slots *s, const char *name, struct slot_node **ret) {
         return 0;
 }
 
-/* ---- the lease informer ---- */
-
-static void watch_free(struct lease_watch *w) {
-        if (!w)
-                return;
-        informer_free(w->inf);
-        free(w);
-}
-
-static void watch_retire(struct slots *s) {
-        struct lease_watch *w = s->watch;
-
-        if (!w)
-                return;
-        log_debug("slots: nothing wanted, stopping the lease watch in \"%s\"", s->ns);
-        s->watch = NULL;
-        informer_stop(w->inf);
-        w->next = s->retired;
-        s->retired = w;
-}
-
-static void reap_retired(struct slots *s) {
-        struct lease_watch **p = &s->retired;
-
-        while (*p) {
-                struct lease_watch *w = *p;
-
-                if (informer_idle(w->inf)) {
-                        *p = w->next;
-                        watch_free(w);
-                } else
-                        p = &w->next;
-        }
-}
-
-static void lease_event(struct lease_watch *w, const struct lease_rec *rec, bool deleted) {
-        struct slots *s = w->s;
-        struct slot_node *n;
-        struct slot_view *v;
-        int i;
-
-        if (w != s->watch)
-                return;
-        w->error = 0;
-        i = slot_index(rec->name);
-        if (i >= 0 && (unsigned)i < s->max) {
-                v = &s->views[i];
-                if (!deleted)
-                        observe(s, i, rec);
-                /* Watch events arrive in order: once ours shows up the cache is as new as our
-                 * write; a deletion always comes after it. */
-                if (deleted || streq_ptr(v->own_rv, rec->resource_version))
-                        v->own_rv = mfree(v->own_rv);
-                v->distrust_absent = false;
-                n = slot_holder(s, i);
-                if (n && n->wanted && !v->own_rv && (deleted || !streq_ptr(rec->holder, n->name))) {
-                        /* Someone else wrote our slot (or the event is older than we think):
-                         * renewing at once tells which; a 409 means it is lost. */
-                        log_debug("slots: lease \"%s/%s\" changed under \"%s\", verifying", s->ns, rec->name,
-                                  n->name);
-                        if (n->call)
-                                n->verify = true;
-                        else
-                                dtimer_start(&n->renew_timer, 0);
-                }
-        }
-        kick(s, KICK_CHANGED | KICK_REEVAL);
-}
-
-static void on_lease_add(struct informer *inf, const void *rec, void *userdata) {
-        lease_event(userdata, rec, false);
-}
-
-static void on_lease_update(struct informer *inf, const void *old_rec, const void *rec, void *userdata) {
-        lease_event(userdata, rec, false);
-}
-
-static void on_lease_delete(struct informer *inf, const void *rec, void *userdata) {
-        lease_event(userdata, rec, true);
-}
-
-static void on_lease_synced(struct informer *inf, void *userdata) {
-        struct lease_watch *w = userdata;
-        struct slots *s = w->s;
-
-        if (w != s->watch)
-                return;
-        w->synced = true;
-        w->error = 0;
-        /* A fresh list from etcd: it is at least as new as our writes. */
-        for (unsigned i = 0; i < s->max; i++)
-                s->views[i].own_rv = mfree(s->views[i].own_rv);
-        for (struct slot_node *n = s->nodes; n; n = n->next) {
-                const struct lease_rec *rec;
-
-                if (n->slot < 0 || !n->wanted)
-                        continue;
-                rec = cached(s, n->slot);
-                if (!rec || !streq_ptr(rec->holder, n->name)) {
-                        if (n->call)
-                                n->verify = true;
-                        else
-                                dtimer_start(&n->renew_timer, 0);
-                }
-        }
-        kick(s, KICK_CHANGED | KICK_REEVAL);
-}
-
-static void on_lease_error(struct informer *inf, int error, const char *message, void *userdata) {
-        struct lease_watch *w = userdata;
-        struct slots *s = w->s;
-
-        if (w != s->watch)
-                return;
-        log_debug("slots: lease watch in \"%s\": %s", s->ns, message ? message : strerror(-error));
-        /* Before the first sync nothing works without it (RBAC for leases missing): tell the
-         * caller. Later failures of the watch only delay news; the informer retries. */
-        if (!w->synced && persistent_error(error) && w->error != error) {
-                w->error = error;
-                kick(s, KICK_CHANGED);
-        }
-}
-
-static const struct informer_handlers lease_handlers = {
-        .on_add = on_lease_add,
-        .on_update = on_lease_update,
-        .on_delete = on_lease_delete,
-        .on_synced = on_lease_synced,
-        .on_error = on_lease_error,
-};
-
-static int watch_start(struct slots *s) {
-        struct lease_watch *w;
-        int r;
-
-        if (s->watch)
-                return 0;
-        w = calloc(1, sizeof(*w));
-        if (!w)
-                return -ENOMEM;
-        w->s = s;
-        r = informer_new(s->client, s->ts,
-                         &(struct informer_options){
-                                 .kind = INFORMER_LEASES,
-                                 .namespace = s->ns,
-                                 .max_objects = MAX_LEASES,
-                         },
-                         &lease_handlers, w, &w->inf);
-        if (r < 0) {
-                free(w);
-                return r;
-        }
-        r = informer_start(w->inf);
-        if (r < 0) {
-                watch_free(w);
-                return r;
-        }
-        log_debug("slots: watching leases in \"%s\"", s->ns);
-        s->watch = w;
-        return 0;
-}
-
 /* ---- calls ---- */
-
-static char *lease_path(struct slots *s, int i) {
-        char *p;
-
-        return asprintf(&p, "%s/" SLOT_PREFIX "%d" WRITE_QUERY, s->leases_path, i) < 0 ? NULL : p;
-}
-
-/* The whole Lease, as POST and PUT want it. holder NULL releases it. */
-static char *lease_body(struct slots *s, int i, const char *rv, const char *holder, int64_t acquire,
-                        int64_t renew, int64_t transitions) {
-        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
-        char name[64], ta[48], tr[48];
-        cJSON *meta, *spec, *labels, *ann;
-        bool ok;
-
-        if (!o)
-                return NULL;
-        snprintf(name, sizeof(name), SLOT_PREFIX "%d", i);
-        if ((acquire && format_micro(acquire, ta, sizeof(ta)) < 0) ||
-            format_micro(renew, tr, sizeof(tr)) < 0)
-                return NULL;
-        ok = cJSON_AddStringToObject(o, "apiVersion", "coordination.k8s.io/v1") &&
-             cJSON_AddStringToObject(o, "kind", "Lease") &&
-             (meta = cJSON_AddObjectToObject(o, "metadata")) &&
-             cJSON_AddStringToObject(meta, "name", name) &&
-             cJSON_AddStringToObject(meta, "namespace", s->ns) &&
-             (!rv || cJSON_AddStringToObject(meta, "resourceVersion", rv)) &&
-             (labels = cJSON_AddObjectToObject(meta, "labels")) &&
-             cJSON_AddStringToObject(labels, "app.kubernetes.io/managed-by", "drainer") &&
-             (!holder || !s->identity ||
-              ((ann = cJSON_AddObjectToObject(meta, "annotations")) &&
-               cJSON_AddStringToObject(ann, HOLDER_ANNOTATION, s->identity))) &&
-             (spec = cJSON_AddObjectToObject(o, "spec")) &&
-             (!holder || cJSON_AddStringToObject(spec, "holderIdentity", holder)) &&
-             cJSON_AddNumberToObject(spec, "leaseDurationSeconds",
-                                     (double)MAX(s->duration_usec / USEC_PER_SEC, 1)) &&
-             (!acquire || cJSON_AddStringToObject(spec, "acquireTime", ta)) &&
-             cJSON_AddStringToObject(spec, "renewTime", tr) &&
-             cJSON_AddNumberToObject(spec, "leaseTransitions", (double)transitions);
-        return ok ? cJSON_PrintUnformatted(o) : NULL;
-}
 
 static void on_call_done(const struct kube_result *res, void *userdata);
 
@@ -541,12 +130,12 @@ static int start_write(struct slot_node *n, enum op op, int i, const char *use_r
         _cleanup_free_ char *path = NULL, *body = NULL;
         int r;
 
-        body = lease_body(s, i, use_rv, holder, acquire, timesrc_realtime(s->ts), transitions);
+        body = slots_lease_body(s, i, use_rv, holder, acquire, timesrc_realtime(s->ts), transitions);
         if (op == OP_CREATE) {
                 if (asprintf(&path, "%s" WRITE_QUERY, s->leases_path) < 0)
                         path = NULL;
         } else
-                path = lease_path(s, i);
+                path = slots_lease_path(s, i);
         if (!body || !path)
                 return -ENOMEM;
         r = replace_str(&n->used_rv, use_rv);
@@ -586,26 +175,13 @@ static int hold(struct slot_node *n, int i, const struct lease_rec *rec) {
         return 0;
 }
 
-static int parse_answer(const struct kube_result *res, struct lease_rec **ret) {
-        int r;
-
-        if (!res->json)
-                return -EBADMSG;
-        r = lease_rec_from_json(res->json, ret);
-        if (r >= 0 && !(*ret)->resource_version) {
-                lease_rec_free(*ret);
-                return -EBADMSG;
-        }
-        return r;
-}
-
 static void done_acquire(struct slot_node *n, enum op op, int i, const struct kube_result *res) {
         struct slots *s = n->s;
         _cleanup_(lease_rec_freep) struct lease_rec *rec = NULL;
         int r = res->error;
 
         if (r >= 0)
-                r = parse_answer(res, &rec);
+                r = slots_lease_parse(res, &rec);
         if (r >= 0)
                 r = hold(n, i, rec);
         if (r >= 0) {
@@ -614,7 +190,7 @@ static void done_acquire(struct slot_node *n, enum op op, int i, const struct ku
                 n->error = 0;
                 dtimer_start(&n->renew_timer, s->duration_usec / 3);
                 log_debug("slots: \"%s\" holds \"%s/" SLOT_PREFIX "%d\"", n->name, s->ns, i);
-                return kick(s, KICK_CHANGED);
+                return slots_notify_later(s, NOTIFY_CHANGED);
         }
 
         log_debug("slots: %s \"%s/" SLOT_PREFIX "%d\" for \"%s\" failed: %s%s%s",
@@ -628,12 +204,12 @@ static void done_acquire(struct slot_node *n, enum op op, int i, const struct ku
                 struct slot_view *v = &s->views[i];
 
                 if (op == OP_CREATE)
-                        v->distrust_absent = !cached(s, i);
+                        v->distrust_absent = !slots_cached(s, i);
                 else if (replace_str(&v->distrust_rv, n->used_rv) < 0)
                         v->distrust_rv = mfree(v->distrust_rv);
                 if (v->own_rv && streq_ptr(v->own_rv, n->used_rv))
                         v->own_rv = mfree(v->own_rv);
-                return kick(s, KICK_REEVAL);
+                return slots_notify_later(s, NOTIFY_REEVAL);
         }
         /* A take of another holder's lease refused as invalid (422): in per-node mode the
          * admission policy (deploy/node-policy.yaml) judges the holder's tenure by the API
@@ -646,7 +222,7 @@ static void done_acquire(struct slot_node *n, enum op op, int i, const struct ku
         /* A create answering 404: drainer's namespace does not exist; the caller reports it. */
         if (persistent_error(r) || (op == OP_CREATE && r == -ENOENT)) {
                 n->error = r;
-                kick(s, KICK_CHANGED);
+                slots_notify_later(s, NOTIFY_CHANGED);
         }
         arm_retry(n);
 }
@@ -663,7 +239,7 @@ static void lost(struct slot_node *n, const char *why) {
         n->slot = -1;
         n->rv = mfree(n->rv);
         n->verify = false;
-        kick(s, KICK_CHANGED | KICK_REEVAL | KICK_GC);
+        slots_notify_later(s, NOTIFY_CHANGED | NOTIFY_REEVAL | NOTIFY_GC);
 }
 
 static void done_renew(struct slot_node *n, int i, const struct kube_result *res) {
@@ -674,7 +250,7 @@ static void done_renew(struct slot_node *n, int i, const struct kube_result *res
         if (n->slot != i)
                 return;
         if (r >= 0)
-                r = parse_answer(res, &rec);
+                r = slots_lease_parse(res, &rec);
         if (r >= 0 && streq_ptr(rec->holder, n->name))
                 r = hold(n, i, rec);
         else if (r >= 0)
@@ -705,7 +281,7 @@ static void done_release(struct slot_node *n, int i, const struct kube_result *r
 
         if (n->slot != i)
                 return;
-        if (r >= 0 && parse_answer(res, &rec) >= 0)
+        if (r >= 0 && slots_lease_parse(res, &rec) >= 0)
                 record_write(s, i, rec, true);
         if (r >= 0 || r == -EBUSY || r == -EEXIST || r == -ENOENT || ++n->failures >= RELEASE_ATTEMPTS) {
                 /* Released; or not ours any more; or given up: the lease then expires by itself. */
@@ -714,7 +290,7 @@ static void done_release(struct slot_node *n, int i, const struct kube_result *r
                 n->slot = -1;
                 n->rv = mfree(n->rv);
                 n->failures = 0;
-                return kick(s, KICK_CHANGED | KICK_REEVAL | KICK_GC);
+                return slots_notify_later(s, NOTIFY_CHANGED | NOTIFY_REEVAL | NOTIFY_GC);
         }
         n->retry_armed = true;
         dtimer_start(&n->retry_timer, backoff(n->failures, RETRY_CAP_USEC));
@@ -791,7 +367,7 @@ static void start_release(struct slot_node *n) {
                 /* Cannot even ask: the lease expires by itself. */
                 n->slot = -1;
                 n->rv = mfree(n->rv);
-                kick(n->s, KICK_CHANGED | KICK_REEVAL | KICK_GC);
+                slots_notify_later(n->s, NOTIFY_CHANGED | NOTIFY_REEVAL | NOTIFY_GC);
         }
 }
 
@@ -812,7 +388,7 @@ static void settle(struct slot_node *n) {
                 return;
         }
         if (n->slot < 0 && !n->wanted)
-                kick(s, KICK_GC);
+                slots_notify_later(s, NOTIFY_GC);
 }
 
 static void on_renew_timer(struct dtimer *t) {
@@ -835,7 +411,7 @@ static void on_retry_timer(struct dtimer *t) {
                 return;
         if (n->error < 0) {
                 n->error = 0;
-                kick(n->s, KICK_CHANGED);
+                slots_notify_later(n->s, NOTIFY_CHANGED);
         }
         settle(n);
         try_take(n);
@@ -925,12 +501,12 @@ static void try_take(struct slot_node *n) {
         for (unsigned i = 0; i < s->max; i++) {
                 struct slot_view *v = &s->views[i];
 
-                rec = cached(s, (int)i);
+                rec = slots_cached(s, (int)i);
                 if (!rec || !streq_ptr(rec->holder, n->name) || busy[i] || v->own_rv ||
                     streq_ptr(v->distrust_rv, rec->resource_version) || !rec->resource_version)
                         continue;
                 if (adopt(n, (int)i, rec) >= 0)
-                        return kick(s, KICK_CHANGED);
+                        return slots_notify_later(s, NOTIFY_CHANGED);
         }
 
         for (unsigned i = 0; i < s->max; i++) {
@@ -941,7 +517,7 @@ static void try_take(struct slot_node *n) {
                 if (v->own_rv && v->own_free)
                         /* We released it and the cache has not caught up yet. */
                         return take(n, (int)i, v->own_rv, NULL, v->own_transitions);
-                rec = cached(s, (int)i);
+                rec = slots_cached(s, (int)i);
                 if (!rec) {
                         if (v->distrust_absent)
                                 continue;
@@ -949,16 +525,16 @@ static void try_take(struct slot_node *n) {
                 }
                 if (!rec->resource_version || streq_ptr(v->distrust_rv, rec->resource_version))
                         continue;
-                if (!rec->holder || lease_expired(s, (int)i, rec, now) || streq(rec->holder, n->name))
+                if (!rec->holder || slots_lease_expired(s, (int)i, rec, now) || streq(rec->holder, n->name))
                         return take(n, (int)i, rec->resource_version, rec->holder, rec->transitions);
-                earliest = MIN(earliest, lease_expiry(s, (int)i, rec));
+                earliest = MIN(earliest, slots_lease_expiry(s, (int)i, rec));
         }
 
         for (unsigned i = 0; i < s->max; i++) {
                 struct slot_view *v = &s->views[i];
                 int r;
 
-                rec = cached(s, (int)i);
+                rec = slots_cached(s, (int)i);
                 if (busy[i] || !rec || !rec->holder || !rec->resource_version ||
                     streq_ptr(v->distrust_rv, rec->resource_version))
                         continue;
@@ -997,10 +573,10 @@ static void gc(struct slots *s) {
                         p = &n->next;
         }
         if (!s->nodes)
-                watch_retire(s);
+                slots_watch_retire(s);
         if (!anyone_waiting(s))
                 dtimer_stop(&s->expiry_timer);
-        reap_retired(s);
+        slots_reap_retired(s);
 }
 
 static void on_notify_timer(struct dtimer *t) {
@@ -1011,17 +587,17 @@ static void on_notify_timer(struct dtimer *t) {
         if (s->stopping)
                 return;
         gc(s);
-        if (what & KICK_REEVAL)
+        if (what & NOTIFY_REEVAL)
                 for (struct slot_node *n = s->nodes; n; n = n->next)
                         try_take(n);
-        if ((what & KICK_CHANGED) && s->changed)
+        if ((what & NOTIFY_CHANGED) && s->changed)
                 s->changed(s, s->userdata);
 }
 
 static void on_expiry_timer(struct dtimer *t) {
         struct slots *s = container_of(t, struct slots, expiry_timer);
 
-        kick(s, KICK_REEVAL | KICK_CHANGED);
+        slots_notify_later(s, NOTIFY_REEVAL | NOTIFY_CHANGED);
 }
 
 /* ---- API ---- */
@@ -1100,7 +676,7 @@ int slots_acquire(struct slots *s, const char *node) {
                         dtimer_start(&n->renew_timer, 0);
                 return 1;
         }
-        r = watch_start(s);
+        r = slots_watch_start(s);
         if (r < 0)
                 return r;
         if (n->error < 0)
@@ -1148,7 +724,7 @@ const char *slots_holders(struct slots *s) {
 
         s->holders[0] = 0;
         for (unsigned i = 0; i < s->max; i++) {
-                const struct slot_node *n = slot_holder(s, (int)i);
+                const struct slot_node *n = slots_holder_of(s, (int)i);
                 const struct lease_rec *rec;
                 const char *h = NULL;
                 int k;
@@ -1156,8 +732,8 @@ const char *slots_holders(struct slots *s) {
                 if (n)
                         h = n->name;
                 else if (!(s->views[i].own_rv && s->views[i].own_free)) {
-                        rec = cached(s, (int)i);
-                        if (rec && rec->holder && !lease_expired(s, (int)i, rec, now))
+                        rec = slots_cached(s, (int)i);
+                        if (rec && rec->holder && !slots_lease_expired(s, (int)i, rec, now))
                                 h = rec->holder;
                 }
                 if (!h)
@@ -1185,7 +761,7 @@ void slots_stop(struct slots *s) {
                 dtimer_stop(&n->retry_timer);
                 n->retry_armed = false;
         }
-        watch_retire(s);
+        slots_watch_retire(s);
         dtimer_stop(&s->notify_timer);
         dtimer_stop(&s->expiry_timer);
 }
@@ -1219,12 +795,12 @@ void slots_free(struct slots *s) {
                 s->nodes = n->next;
                 node_free(n);
         }
-        watch_free(s->watch);
+        slots_watch_free(s->watch);
         while (s->retired) {
                 struct lease_watch *w = s->retired;
 
                 s->retired = w->next;
-                watch_free(w);
+                slots_watch_free(w);
         }
         for (unsigned i = 0; i < s->max; i++) {
                 free(s->views[i].own_rv);
