@@ -167,8 +167,8 @@ const struct verb verbs[] = {
                 "\nExit codes: 0 the drain would go ahead, 4 a blocker would refuse it, 1 error\n"
                 "(API, configuration, unknown node, malformed drainer annotations, -l matching\n"
                 "no node), 2 bad usage. With -l: the worst of the nodes' (1 over 4 over 0).\n",
-                verb_plan,
                 NULL,
+                &verb_plan_ops,
         },
         {
                 "drain",
@@ -197,8 +197,8 @@ const struct verb verbs[] = {
                 "\nExit codes: 0 drained, 3 timed out (a rerun resumes), 4 refused by a blocker,\n"
                 "1 error (also interrupted: the state stays on the Node; -l matching no node),\n"
                 "2 bad usage. With -l: the worst of the nodes' (1 over 3 over 4 over 0).\n",
-                verb_drain,
                 NULL,
+                &verb_drain_ops,
         },
         {
                 "uncordon",
@@ -246,8 +246,8 @@ const struct verb verbs[] = {
                 "this configuration does not allow; a node not Ready with drainer's out-of-service\n"
                 "taint; -l matching no node), 2 bad usage. With -l: the worst of the nodes' (1\n"
                 "over 3 over 0).\n",
-                verb_uncordon,
                 NULL,
+                &verb_uncordon_ops,
         },
         {
                 "maintain",
@@ -266,8 +266,8 @@ const struct verb verbs[] = {
                 "      --metrics-in-output       -o json: add the figures of /metrics (\"metrics\")\n"
                 "\nExit codes: 0 drained, CMD succeeded, restored; 1 CMD failed or error; 3 timed\n"
                 "out; 4 refused by a blocker (CMD not run); 2 bad usage.\n",
-                verb_maintain,
                 NULL,
+                &verb_maintain_ops,
         },
         {
                 "serve",

@@ -56,10 +56,10 @@ int verb_parse(int argc, char **argv, struct global_flags *g, const struct optio
 void verb_help(const struct verb *v);
 
 extern const struct verb_ops verb_status_ops;
-int verb_plan(int argc, char **argv, struct global_flags *g);
-int verb_drain(int argc, char **argv, struct global_flags *g);
-int verb_uncordon(int argc, char **argv, struct global_flags *g);
-int verb_maintain(int argc, char **argv, struct global_flags *g);
+extern const struct verb_ops verb_plan_ops;
+extern const struct verb_ops verb_drain_ops;
+extern const struct verb_ops verb_uncordon_ops;
+extern const struct verb_ops verb_maintain_ops;
 extern const struct verb_ops verb_serve_ops;
 extern const struct verb_ops verb_doctor_ops;
 extern const struct verb_ops verb_rollout_ops;
