@@ -294,6 +294,11 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
         return a->more_fn ? a->more_fn(opt, arg, a->more_ud) : -EINVAL;
 }
 
+void drain_args_for_driver(const struct drain_args *a, size_t i, struct drain_args *ret) {
+        *ret = *a;
+        drain_profile_for_driver(&a->profile, i, &ret->profile);
+}
+
 void drain_args_done(struct drain_args *a) {
         drain_profile_done(&a->profile);
 }

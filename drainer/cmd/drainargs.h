@@ -114,3 +114,7 @@ int config_argv_build(int argc, char **argv, const char *const *skip, struct con
 void config_argv_done(struct config_argv *c);
 /* The config keys of serve's own flags (node, all-nodes, ...): NULL-terminated. */
 extern const char *const serve_config_keys[];
+
+/* The run of driver i of a: a shallow copy scoped to that driver alone (borrowing
+ * everything of a, so never drain_args_done() on it). */
+void drain_args_for_driver(const struct drain_args *a, size_t i, struct drain_args *ret);

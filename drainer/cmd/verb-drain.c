@@ -33,7 +33,6 @@
 #include "drainer/taintrule.h"
 #include "drainer/timesrc.h"
 #include "drainverb.h"
-#include "driverkey.h"
 #include "verbs.h"
 
 /* --out-of-service and --out-of-service-after: drain, maintain and plan only (serve

@@ -32,7 +32,6 @@
 #include "drainer/taintrule.h"
 #include "drainer/timesrc.h"
 #include "drainverb.h"
-#include "driverkey.h"
 #include "verbs.h"
 
 static const char *dry_outcome(const struct dry_call *c) {
