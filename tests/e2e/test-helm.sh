@@ -71,7 +71,7 @@ check_eq "every node policy matches exactly system:serviceaccount:$ns:drainer, n
 check_eq "the DaemonSet: serve --node \$(NODE_NAME) --metrics-addr [::]:9464 (dual-stack), system-node-critical, ServiceAccount drainer" \
 	'serve --node $(NODE_NAME) --metrics-addr [::]:9464|system-node-critical|drainer' \
 	"$(jq -r '.[] | select(.kind == "DaemonSet") | .spec.template.spec | "\(.containers[0].args | join(" "))|\(.priorityClassName)|\(.serviceAccountName)"' "$e2e_tmp/node.json")"
-helm template "$rel" "$chart" -n "$ns" --set mode=cluster --set priorityClassQuota.enabled=true >"$e2e_tmp/cluster.yaml" 2>&1
+helm template "$rel" "$chart" -n "$ns" --set mode=cluster --set priorityClassQuota.enabled=true >"$e2e_tmp/cluster.yaml" 2>"$e2e_tmp/cluster.err"
 check_eq "helm template --set mode=cluster --set priorityClassQuota.enabled=true" 0 $?
 check_eq "cluster mode: ServiceAccount drainer-cluster, a Deployment, a ResourceQuota for system-cluster-critical, no node policy" \
 	"ClusterRole/-/$rel ClusterRoleBinding/-/$rel Deployment/$ns/$rel ResourceQuota/$ns/$rel-critical-pods Role/default/$rel-events Role/$ns/$rel-leases RoleBinding/default/$rel-events RoleBinding/$ns/$rel-leases ServiceAccount/$ns/drainer-cluster|[\"system-cluster-critical\"]|system-cluster-critical" \
