@@ -574,12 +574,17 @@ static int listen_socket(const char *host, uint16_t port, int *ret_fd, uint16_t 
         struct addrinfo *res = NULL;
         char sport[8];
         int r, fd = -1, err = -EADDRNOTAVAIL;
+        /* "" and "::" ("[::]:PORT") are every address: "::" with IPv4 v4-mapped
+         * (IPV6_V6ONLY off, whatever net.ipv6.bindv6only says), tried first; IPv4's
+         * 0.0.0.0 where the host has no IPv6. So one address works on IPv4-only,
+         * IPv6-only and dual-stack pods. */
+        bool any = !*host || streq(host, "::");
 
         snprintf(sport, sizeof(sport), "%u", port);
-        if (!*host)
-                hints.ai_family = AF_INET6; /* every address: "::" with v4-mapped, tried first */
-        r = getaddrinfo(*host ? host : NULL, sport, &hints, &res);
-        if (r != 0 && !*host) {
+        if (any)
+                hints.ai_family = AF_INET6;
+        r = getaddrinfo(any ? NULL : host, sport, &hints, &res);
+        if (r != 0 && any) {
                 hints.ai_family = AF_UNSPEC;
                 r = getaddrinfo(NULL, sport, &hints, &res);
         }
@@ -594,7 +599,7 @@ static int listen_socket(const char *host, uint16_t port, int *ret_fd, uint16_t 
                         continue;
                 }
                 (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-                if (ai->ai_family == AF_INET6 && !*host)
+                if (ai->ai_family == AF_INET6 && any)
                         (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
                 if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, LISTEN_BACKLOG) == 0)
                         break;

@@ -31,9 +31,10 @@ struct httpd_request;
 typedef void (*httpd_handler_fn)(void *userdata, struct httpd_request *req);
 
 struct httpd_options {
-        /* "HOST:PORT": "127.0.0.1:9464", "[::1]:9464", "localhost:9464", or ":9464" for
-         * every address (IPv6 and IPv4 when the host has IPv6). Port 0: any free port
-         * (httpd_port() tells which). */
+        /* "HOST:PORT": "127.0.0.1:9464", "[::1]:9464", "localhost:9464", or "[::]:9464"
+         * (the same as ":9464") for every address: IPv6 and IPv4 (v4-mapped, whatever
+         * net.ipv6.bindv6only says), IPv4 alone where the host has no IPv6. Port 0: any
+         * free port (httpd_port() tells which). */
         const char *address;
         struct metrics *metrics;  /* borrowed; NULL: metrics_default() */
         struct timesrc *ts;       /* borrowed, required: the request deadlines */

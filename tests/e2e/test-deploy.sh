@@ -29,7 +29,7 @@
 # names the pod the token is bound to) and NODE_NAME from the downward API (it watches
 # its own Node), drains and restores node-2 through `kubectl annotate`; its metrics are
 # scraped from each pod's IP. The nodes have no network namespaces (every pod binds on
-# the host's loopback), so an overlay binds /metrics to $(POD_IP) instead of 0.0.0.0.
+# the host's loopback), so an overlay binds /metrics to $(POD_IP) instead of [::].
 # DRAINER_E2E_IMAGE names an archive built earlier (tests/run-all's image step);
 # otherwise deploy/image/build runs. DRAINER_E2E_POD_IMAGE=drainer.test/drainer:dev
 # runs the build's drainer (the cluster's guard-drainer, e.g. the ASan build) instead.
@@ -165,7 +165,7 @@ jq_checks '.spec.template.spec as $s | $s.containers[0] as $c
 	   else "FAIL pod security context: \($s.securityContext) \($c.securityContext)" end),
 	  (if ($c.env | map(select(.name == "NODE_NAME" and .valueFrom.fieldRef.fieldPath == "spec.nodeName")) | length) == 1
 	   then "ok NODE_NAME from spec.nodeName" else "FAIL no NODE_NAME from spec.nodeName" end),
-	  (if $c.args == ["serve", "--node", "$(NODE_NAME)", "--metrics-addr", "0.0.0.0:9464"] then "ok runs serve --node $(NODE_NAME) --metrics-addr 0.0.0.0:9464" else "FAIL args \($c.args)" end),
+	  (if $c.args == ["serve", "--node", "$(NODE_NAME)", "--metrics-addr", "[::]:9464"] then "ok runs serve --node $(NODE_NAME) --metrics-addr [::]:9464 (IPv6 and IPv4)" else "FAIL args \($c.args)" end),
 	  (if $s.serviceAccountName == "drainer" then "ok ServiceAccount drainer" else "FAIL serviceAccountName \($s.serviceAccountName)" end)' \
 	<(kubectl kustomize deploy/ | "$KUBECTL" create --dry-run=client -f - -o json | jq -s '.[] | select(.kind == "DaemonSet")')
 if $real_nodes; then
@@ -797,7 +797,7 @@ cm_running() {
 }
 wait_until 60 cm_running
 check "cluster mode: one drainer pod runs" cm_running
-check_eq "cluster mode: serve --all-nodes --max-parallel 2, /metrics on the pod IP (deploy/monitoring)" '["serve","--all-nodes","--max-parallel","2","--metrics-addr","0.0.0.0:9464"]' \
+check_eq "cluster mode: serve --all-nodes --max-parallel 2, /metrics on the pod IP (deploy/monitoring)" '["serve","--all-nodes","--max-parallel","2","--metrics-addr","[::]:9464"]' \
 	"$(kubectl kustomize deploy/cluster-mode | "$KUBECTL" create --dry-run=client -f - -o json | jq -cs '.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0].args')"
 check_eq "cluster mode: its pod runs as ServiceAccount drainer-cluster" drainer-cluster \
 	"$(kubectl -n drainer-system get pods -l app.kubernetes.io/component=controller -o json | jq -r '[.items[] | select(.metadata.deletionTimestamp == null)][0].spec.serviceAccountName')"

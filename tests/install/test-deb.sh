@@ -6,7 +6,9 @@
 # their hash (~/.cache/drainer-image/deb-root-*). Never the host's own dpkg database.
 # Checks: dpkg -i succeeds, drainer runs, the unit is enabled the Debian way (the
 # wants symlink and deb-systemd-helper's state), the user exists, the conffiles are
-# registered, the man page and completions are in place; an account "drainer" the
+# registered (the polkit rule among them, under /etc, granting no unit as shipped),
+# drainer.path is enabled, the man page and completions are in place; purge removes
+# the admin's /etc/drainer/kubeconfig and the directory without a warning; an account "drainer" the
 # package did not make is refused unless it is a system account, and is never removed
 # on purge (one throw-away root per case); after dpkg --purge the
 # overlay's upper layer holds nothing but dpkg's own log and bookkeeping (every other
@@ -85,9 +87,16 @@ inside() {
 	ch sh -c 'kubectl-drainer --help | head -n 1' | grep -q '^drainer ' && echo "ok kubectl-drainer runs drainer" || echo "FAIL kubectl-drainer"
 	[ "$(ch dpkg-query -W -f '${Status}' drainer)" = "install ok installed" ] && echo "ok dpkg: install ok installed" || echo "FAIL dpkg status"
 	cf=$(ch dpkg-query -W -f '${Conffiles}' drainer | awk '{print $1}' | sort | tr '\n' ' ')
-	[ "$cf" = "/etc/default/drainer /etc/drainer/drainer.yaml " ] && echo "ok conffiles: $cf" || echo "FAIL conffiles: $cf"
+	[ "$cf" = "/etc/default/drainer /etc/drainer/drainer.yaml /etc/polkit-1/rules.d/50-drainer.rules " ] &&
+		echo "ok conffiles (the polkit rule under /etc: an admin's unit list survives upgrades): $cf" || echo "FAIL conffiles: $cf"
+	grep -q '^    var DRIVER_UNITS = \[\];$' "$r/etc/polkit-1/rules.d/50-drainer.rules" 2>/dev/null && ! grep -q 'example-dra-driver' "$r/etc/polkit-1/rules.d/50-drainer.rules" &&
+		echo "ok the polkit rule grants no unit as shipped (DRIVER_UNITS = [])" || echo "FAIL the polkit rule grants units as shipped, or is not under /etc: $(grep -rh 'DRIVER_UNITS =' "$r/etc/polkit-1" "$r/usr/share/polkit-1" 2>/dev/null)"
 	[ "$(readlink "$r/etc/systemd/system/multi-user.target.wants/drainer.service")" = /lib/systemd/system/drainer.service ] &&
 		echo "ok drainer.service enabled (multi-user.target.wants symlink)" || echo "FAIL drainer.service not enabled: $(ls -la "$r/etc/systemd/system/multi-user.target.wants/" 2>&1 | tr '\n' ' ')"
+	[ "$(readlink "$r/etc/systemd/system/paths.target.wants/drainer.path")" = /lib/systemd/system/drainer.path ] &&
+		grep -qx 'PathExists=/etc/drainer/kubeconfig' "$r/lib/systemd/system/drainer.path" &&
+		echo "ok drainer.path enabled (paths.target.wants symlink): starts drainer.service once /etc/drainer/kubeconfig exists" ||
+		echo "FAIL drainer.path not enabled: $(ls -la "$r/etc/systemd/system/paths.target.wants/" 2>&1 | tr '\n' ' ')"
 	ls "$r/var/lib/systemd/deb-systemd-helper-enabled/drainer.service.dsh-also" >/dev/null 2>&1 &&
 		echo "ok deb-systemd-helper state recorded" || echo "FAIL no deb-systemd-helper state"
 	u=$(ch getent passwd drainer)
@@ -95,13 +104,18 @@ inside() {
 	uid=$(echo "$u" | cut -d: -f3)
 	[ -n "$uid" ] && [ "$uid" -lt 1000 ] && echo "ok uid $uid is a system uid" || echo "FAIL uid $uid"
 	for f in /usr/share/man/man1/drainer.1.gz /usr/share/bash-completion/completions/drainer /usr/share/zsh/vendor-completions/_drainer \
-		/usr/lib/sysusers.d/drainer.conf /usr/share/polkit-1/rules.d/50-drainer.rules /lib/systemd/system/drainer-maintain@.service; do
+		/usr/lib/sysusers.d/drainer.conf /etc/polkit-1/rules.d/50-drainer.rules /lib/systemd/system/drainer-maintain@.service; do
 		[ -f "$r$f" ] || echo "FAIL missing $f"
 	done
 	echo "ok man page, completions, sysusers, polkit rule, maintain unit installed"
 	grep -q '^ExecStart=/usr/bin/drainer serve' "$r/lib/systemd/system/drainer.service" && echo "ok the unit runs /usr/bin/drainer" || echo "FAIL ExecStart"
-	# remove, then purge
+	# The admin's credentials, as the README says to install them; then remove, then purge.
+	(umask 077 && echo 'apiVersion: v1' >"$r/etc/drainer/kubeconfig")
 	if ch dpkg --purge drainer >"$T/dpkg-purge.log" 2>&1; then echo "ok dpkg --purge drainer"; else echo "FAIL dpkg --purge: $(tail -n 5 "$T/dpkg-purge.log" | tr '\n' ' ')"; fi
+	[ ! -e "$r/etc/drainer" ] && echo "ok purge removed /etc/drainer/kubeconfig (a live token) and /etc/drainer" ||
+		echo "FAIL after purge /etc/drainer holds: $(ls -A "$r/etc/drainer" | tr '\n' ' ')"
+	grep -qi 'warning' "$T/dpkg-purge.log" && echo "FAIL dpkg --purge warns: $(grep -i warning "$T/dpkg-purge.log" | head -n 2 | tr '\n' ' ')" ||
+		echo "ok dpkg --purge prints no warning"
 	[ -z "$(ch dpkg-query -W -f '${Status}' drainer 2>/dev/null)" ] && echo "ok dpkg knows no drainer any more" || echo "FAIL dpkg still lists drainer"
 	ch getent passwd drainer >/dev/null && echo "FAIL user drainer left" || echo "ok user drainer removed"
 	umount "$r/run"
@@ -143,7 +157,7 @@ accounts() {
 		[ "$rc" != 0 ] && grep -q 'refusing to install' "$T/dpkg-i-$c.log" &&
 			echo "ok $c: dpkg -i refused: $(grep -o 'refusing to install[^(]*' "$T/dpkg-i-$c.log" | head -n 1)" ||
 			echo "FAIL $c: dpkg -i exit $rc: $(tail -n 3 "$T/dpkg-i-$c.log" | tr '\n' ' ')"
-		[ ! -e "$r/usr/share/polkit-1/rules.d/50-drainer.rules" ] && echo "ok $c: nothing unpacked (no polkit rule)" ||
+		[ ! -e "$r/etc/polkit-1/rules.d/50-drainer.rules" ] && echo "ok $c: nothing unpacked (no polkit rule)" ||
 			echo "FAIL $c: the polkit rule was unpacked"
 	else
 		[ "$rc" = 0 ] && echo "ok $c: dpkg -i succeeds" || echo "FAIL $c: dpkg -i exit $rc: $(tail -n 3 "$T/dpkg-i-$c.log" | tr '\n' ' ')"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # meson dist makes a source tarball that builds, and the build is reproducible from it:
 #  - `meson dist` (xz) of HEAD holds .dist-version (the revision and its commit time,
-#    written by deploy/packaging/version-info --dist) and no .git;
+#    written by deploy/packaging/version-info --dist), LICENSE (Apache-2.0) and no .git;
 #  - unpacked at another path, outside any git tree, deploy/image/build builds it
 #    (meson setup + ninja of the release build, the man page and completions,
 #    meson install, and the image); its drainer reports HEAD's revision and commit time;
@@ -30,6 +30,8 @@ check "the tarball $tarball" test -s "$tarball"
 echo "    $(($(stat -c %s "$tarball") / 1024)) KiB, $(tar -tJf "$tarball" | wc -l) entries"
 check_eq "the tarball holds .dist-version with HEAD's revision" "revision=$head_rev" "$(tar -xJOf "$tarball" "drainer-$version/.dist-version" 2>/dev/null | head -n 1)"
 check_eq "the tarball holds no .git" "" "$(tar -tJf "$tarball" | grep -E '(^|/)\.git(/|$)' | head -n 1)"
+check "the tarball holds LICENSE, the Apache License 2.0 every artifact names" \
+	bash -c "tar -xJOf '$tarball' 'drainer-$version/LICENSE' 2>/dev/null | grep -q 'Apache License' && tar -xJOf '$tarball' 'drainer-$version/LICENSE' | grep -q 'Version 2.0, January 2004'"
 # the same files as HEAD's tree (+ .dist-version)
 check_eq "the tarball holds exactly HEAD's files and .dist-version" \
 	"$( (git ls-tree -r --name-only HEAD; echo .dist-version) | sort)" \

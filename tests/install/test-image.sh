@@ -204,7 +204,7 @@ for d in deploy deploy/cluster-mode; do
 		| ([$s.spec.selector | to_entries[] | $l[.key] == .value] | all) as $selects
 		| ([$w.spec.template.spec.containers[].ports[]? | select(.name == $s.spec.ports[0].targetPort) | .containerPort] | first) as $port
 		| ([$w.spec.template.spec.containers[].args[]?] | join(" ")) as $args
-		| "\($selects) \($port) \($args | test("--metrics-addr 0.0.0.0:\($port)"))"')
+		| "\($selects) \($port) \($args | test("--metrics-addr \\[::\\]:\($port)"))"')
 	check_eq "Service drainer-metrics selects the pods of $d on port 'metrics' = the --metrics-addr port" "true 9464 true" "$got"
 done
 check_eq "ServiceMonitor selects the Service (labels, namespace) and scrapes its port 'metrics'" "true true metrics" \

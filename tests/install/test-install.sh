@@ -41,7 +41,9 @@ $P/bin/kubectl-drainer
 $P/bin/kubectl_complete-drainer
 $P/etc/default/drainer
 $P/etc/drainer/drainer.yaml
+$P/etc/polkit-1/rules.d/50-drainer.rules
 $P/lib/systemd/system/drainer-maintain@.service
+$P/lib/systemd/system/drainer.path
 $P/lib/systemd/system/drainer.service
 $P/lib/sysusers.d/drainer.conf
 $P/share/bash-completion/completions/drainer
@@ -51,7 +53,6 @@ $P/share/doc/drainer/examples/logind-drainer.conf
 $P/share/man/man1/drainer.1
 $P/share/man/man1/kubectl-drainer.1
 $P/share/man/man1/kubectl_complete-drainer.1
-$P/share/polkit-1/rules.d/50-drainer.rules
 $P/share/zsh/site-functions/_drainer"
 if [ "$prefix" = /usr ]; then
 	pass "prefix /usr: the file list is checked for other prefixes"

@@ -967,6 +967,47 @@ static void test_addresses(void **state) {
                 print_message("no IPv6 loopback here (%s), skipping that part\n", strerror(-r));
 }
 
+/* "[::]:PORT" is every address, IPv4 too: a pod's probes and Prometheus reach it on
+ * IPv4-only, IPv6-only and dual-stack clusters. Dual-stack even where
+ * net.ipv6.bindv6only=1 (the test run in a network namespace with it set shows that). */
+static void get_from(struct fixture *f, const char *host, struct result *r) {
+        char url[128];
+        struct http_request req = {
+                .method = "GET",
+                .url = url,
+                .timeout_usec = 5 * 1000000,
+                .max_body = 1024 * 1024,
+        };
+
+        snprintf(url, sizeof(url), "http://%s:%u/healthz", host, httpd_port(f->h));
+        assert_int_equal(transport_submit(f->t, &req, NULL, on_done, r, NULL), 0);
+        run_until(f, &r->done, 1);
+}
+
+static void test_any_address(void **state) {
+        struct fixture *f = *state;
+        struct result r = {};
+        char *host = NULL;
+        uint16_t port = 0;
+
+        assert_int_equal(httpd_parse_address("[::]:9464", &host, &port), 0);
+        assert_string_equal(host, "::");
+        assert_int_equal(port, 9464);
+        free(host);
+
+        start(f, "[::]:0", f->m);
+        get_from(f, "127.0.0.1", &r);
+        assert_int_equal(r.error, 0);
+        assert_int_equal(r.status, 200);
+        result_done(&r);
+        get_from(f, "[::1]", &r);
+        if (r.error == 0)
+                assert_int_equal(r.status, 200);
+        else
+                print_message("no IPv6 loopback here, the IPv4 part only\n");
+        result_done(&r);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_endpoints, setup, teardown),
@@ -976,6 +1017,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_many, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_close_with_open_connection, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_addresses, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_any_address, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_storm_short_lived, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_storm_idle, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_storm_idle_same_address, setup, teardown),
