@@ -3,9 +3,9 @@
  * caller's time source). */
 #include <assert.h>
 
-#include "drainer/backoff.h"
-#include "drainer/macro.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/backoff.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/timesrc.h"
 
 static uint64_t splitmix64(uint64_t *state) {
         uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "drainer/buf.h"
+#include "drainer/base/buf.h"
 
 /* The first allocation of a buffer; later ones double. */
 #define BUF_MIN_ALLOC 4096

@@ -10,7 +10,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "drainer/hashmap.h"
+#include "drainer/base/hashmap.h"
 
 struct slot {
         char *key; /* NULL = empty */

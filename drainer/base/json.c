@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "drainer/json.h"
+#include "drainer/base/json.h"
 
 const cJSON *json_get(const cJSON *o, const char *key) {
         return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;

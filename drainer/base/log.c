@@ -16,9 +16,9 @@
 
 #include <systemd/sd-journal.h>
 
-#include "drainer/log.h"
-#include "drainer/macro.h"
-#include "drainer/text.h"
+#include "drainer/base/log.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/text.h"
 
 #define LOG_FIELD_NAME_MAX 64
 

@@ -11,10 +11,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "drainer/buf.h"
-#include "drainer/log.h"
-#include "drainer/selector.h"
-#include "drainer/text.h"
+#include "drainer/base/buf.h"
+#include "drainer/base/log.h"
+#include "drainer/base/selector.h"
+#include "drainer/base/text.h"
 
 enum op {
         OP_EXISTS,

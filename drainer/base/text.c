@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/text.h"
+#include "drainer/base/text.h"
 
 size_t utf8_prefix(const char *s, size_t max) {
         size_t l = strnlen(s, max + 1);

@@ -8,8 +8,8 @@
 #include <time.h>
 #include <uv.h>
 
-#include "drainer/macro.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/timesrc.h"
 
 struct timesrc_uv {
         struct timesrc base;

@@ -7,12 +7,12 @@
 #include <sys/prctl.h>
 
 #include "app.h"
-#include "drainer/client.h"
-#include "drainer/credentials.h"
-#include "drainer/kubeconfig.h"
-#include "drainer/log.h"
-#include "drainer/timesrc.h"
-#include "drainer/transport.h"
+#include "drainer/base/log.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/credentials.h"
+#include "drainer/kube/kubeconfig.h"
+#include "drainer/kube/transport.h"
 
 struct initial_wait {
         struct credentials_wait w;

@@ -5,9 +5,9 @@
 #include <stdbool.h>
 #include <uv.h>
 
-#include "drainer/client.h"
-#include "drainer/macro.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/client.h"
 
 /* Exit codes, documented in `drainer --help` and the README. */
 enum {

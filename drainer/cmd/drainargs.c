@@ -9,9 +9,9 @@
 #include <yaml.h>
 
 #include "drainargs.h"
-#include "drainer/log.h"
-#include "drainer/selector.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/log.h"
+#include "drainer/base/selector.h"
+#include "drainer/base/timesrc.h"
 
 int parse_duration(const char *s, uint64_t *ret) {
         return timesrc_parse_duration(s, ret);

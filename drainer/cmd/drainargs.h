@@ -6,10 +6,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "drainer/health.h"
-#include "drainer/plan.h"
-#include "drainer/profile.h"
-#include "drainer/state.h"
+#include "drainer/ctl/profile.h"
+#include "drainer/dra/health.h"
+#include "drainer/drain/plan.h"
+#include "drainer/drain/state.h"
 #include "verbs.h"
 
 #define MAX_DRIVER_SELECTORS  16

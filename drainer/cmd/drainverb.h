@@ -12,10 +12,10 @@
 
 #include "app.h"
 #include "drainargs.h"
-#include "drainer/fleet.h"
-#include "drainer/plan.h"
-#include "drainer/seamless.h"
-#include "drainer/state.h"
+#include "drainer/ctl/fleet.h"
+#include "drainer/dra/seamless.h"
+#include "drainer/drain/plan.h"
+#include "drainer/drain/state.h"
 
 struct drain_verb;
 struct node_snapshot;

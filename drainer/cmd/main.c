@@ -8,11 +8,11 @@
 #include <unistd.h>
 
 #include "app.h"
-#include "drainer/kobserver.h"
-#include "drainer/log.h"
-#include "drainer/metrics.h"
-#include "drainer/timesrc.h"
-#include "drainer/transport.h"
+#include "drainer/base/log.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/kobserver.h"
+#include "drainer/kube/transport.h"
+#include "drainer/obs/metrics.h"
 #include "verbs.h"
 
 #define GLOBAL_HELP                                                                              \

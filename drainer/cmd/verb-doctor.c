@@ -10,13 +10,13 @@
 
 #include "app.h"
 #include "drainargs.h"
-#include "drainer/claims.h"
-#include "drainer/doctor-gather.h"
-#include "drainer/doctor-prom.h"
-#include "drainer/doctor-rules.h"
-#include "drainer/json.h"
-#include "drainer/log.h"
-#include "drainer/selector.h"
+#include "drainer/base/json.h"
+#include "drainer/base/log.h"
+#include "drainer/base/selector.h"
+#include "drainer/doctor/doctor-gather.h"
+#include "drainer/doctor/doctor-prom.h"
+#include "drainer/doctor/doctor-rules.h"
+#include "drainer/dra/claims.h"
 #include "verbs.h"
 
 /* gather reads at most this many selectors */

@@ -18,12 +18,12 @@
 
 #include "app.h"
 #include "drainargs.h"
-#include "drainer/guard.h"
-#include "drainer/httpd.h"
-#include "drainer/log.h"
-#include "drainer/nodeview.h"
-#include "drainer/selector.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/log.h"
+#include "drainer/base/selector.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/ctl/guard.h"
+#include "drainer/dra/nodeview.h"
+#include "drainer/obs/httpd.h"
 #include "verbs.h"
 
 #define GUARD_PATH             "/guard"

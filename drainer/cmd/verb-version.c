@@ -16,8 +16,8 @@
 #include "app.h"
 #include "drainer-build.h"
 #include "drainer-version.h"
-#include "drainer/json.h"
-#include "drainer/log.h"
+#include "drainer/base/json.h"
+#include "drainer/base/log.h"
 #include "verbs.h"
 
 #ifdef NDEBUG

@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/announcer.h"
-#include "drainer/client.h"
-#include "drainer/events.h"
-#include "drainer/log.h"
-#include "drainer/state.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/log.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/ctl/announcer.h"
+#include "drainer/drain/state.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/events.h"
 
 struct announcer {
         struct kube_client *client; /* borrowed */

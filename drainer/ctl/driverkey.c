@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/collect.h"
-#include "drainer/driverkey.h"
-#include "drainer/driverstop.h"
-#include "drainer/log.h"
-#include "drainer/plan.h"
-#include "drainer/state.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/log.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/ctl/driverkey.h"
+#include "drainer/dra/driverstop.h"
+#include "drainer/drain/plan.h"
+#include "drainer/drain/state.h"
+#include "drainer/kube/collect.h"
 
 struct driver_key_read {
         struct kube_collect read;

@@ -8,13 +8,13 @@
 #include <string.h>
 #include <uv.h>
 
-#include "drainer/announcer.h"
-#include "drainer/client.h"
-#include "drainer/engine.h"
-#include "drainer/fleet.h"
-#include "drainer/log.h"
-#include "drainer/nodeview.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/log.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/ctl/announcer.h"
+#include "drainer/ctl/fleet.h"
+#include "drainer/dra/nodeview.h"
+#include "drainer/drain/engine.h"
+#include "drainer/kube/client.h"
 
 /* How often a run that ended is looked at until its engine is idle and its Events
  * are posted (the engine and the announcer say so only when asked). */

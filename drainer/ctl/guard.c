@@ -10,12 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/guard.h"
-#include "drainer/macro.h"
-#include "drainer/nodeview.h"
-#include "drainer/objects.h"
-#include "drainer/plan.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/ctl/guard.h"
+#include "drainer/dra/nodeview.h"
+#include "drainer/drain/plan.h"
+#include "drainer/kube/objects.h"
 
 #define GUARD_MARGIN_USEC (5 * USEC_PER_SEC)
 #define GUARD_MAX_NAMES   16 /* names per list in a line */

@@ -10,20 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/announcer.h"
-#include "drainer/backoff.h"
-#include "drainer/client.h"
-#include "drainer/engine.h"
-#include "drainer/hashmap.h"
-#include "drainer/informer.h"
-#include "drainer/log.h"
-#include "drainer/manager.h"
-#include "drainer/nodeview.h"
-#include "drainer/objects.h"
-#include "drainer/profile.h"
-#include "drainer/slots.h"
-#include "drainer/state.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/backoff.h"
+#include "drainer/base/hashmap.h"
+#include "drainer/base/log.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/ctl/announcer.h"
+#include "drainer/ctl/manager.h"
+#include "drainer/ctl/profile.h"
+#include "drainer/dra/nodeview.h"
+#include "drainer/drain/engine.h"
+#include "drainer/drain/state.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/informer.h"
+#include "drainer/kube/objects.h"
+#include "drainer/kube/slots.h"
 
 #define RETRY_BASE_USEC    (30 * USEC_PER_SEC)
 #define PATCH_RETRY_USEC   (2 * USEC_PER_SEC) /* a waiting patch that failed, not a 409 */

@@ -1,8 +1,8 @@
 /* The drain profile (profile.h) and the one place it becomes engine options. */
 #include <string.h>
 
-#include "drainer/profile.h"
-#include "drainer/selector.h"
+#include "drainer/base/selector.h"
+#include "drainer/ctl/profile.h"
 
 void drain_profile_plan_options(const struct drain_profile *p, struct plan_options *ret) {
         *ret = (struct plan_options){

@@ -12,20 +12,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/announcer.h"
-#include "drainer/client.h"
-#include "drainer/collect.h"
-#include "drainer/engine.h"
-#include "drainer/json.h"
-#include "drainer/log.h"
-#include "drainer/nodeview.h"
-#include "drainer/profile.h"
-#include "drainer/rollout-runner.h"
-#include "drainer/rollout.h"
-#include "drainer/slots.h"
-#include "drainer/state.h"
-#include "drainer/text.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/json.h"
+#include "drainer/base/log.h"
+#include "drainer/base/text.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/ctl/announcer.h"
+#include "drainer/ctl/profile.h"
+#include "drainer/ctl/rollout-runner.h"
+#include "drainer/dra/nodeview.h"
+#include "drainer/drain/engine.h"
+#include "drainer/drain/rollout.h"
+#include "drainer/drain/state.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/collect.h"
+#include "drainer/kube/slots.h"
 
 #define ROLLOUT_MAX_NODES     10000
 #define EVICT_RETRY_USEC      (5 * USEC_PER_SEC)

@@ -11,14 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/client.h"
-#include "drainer/doctor-gather.h"
-#include "drainer/hashmap.h"
-#include "drainer/health.h"
-#include "drainer/json.h"
-#include "drainer/log.h"
-#include "drainer/objects.h"
-#include "drainer/text.h"
+#include "drainer/base/hashmap.h"
+#include "drainer/base/json.h"
+#include "drainer/base/log.h"
+#include "drainer/base/text.h"
+#include "drainer/doctor/doctor-gather.h"
+#include "drainer/dra/health.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/objects.h"
 
 #define MAX_INFLIGHT       32 /* SubjectAccessReviews and health probes at once */
 #define PROBE_TIMEOUT_USEC (UINT64_C(3) * 1000000)

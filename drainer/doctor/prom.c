@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/client.h"
-#include "drainer/doctor-prom.h"
-#include "drainer/json.h"
-#include "drainer/transport.h"
+#include "drainer/base/json.h"
+#include "drainer/doctor/doctor-prom.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/transport.h"
 
 #define PROM_TIMEOUT_USEC (UINT64_C(15) * 1000000)
 #define PROM_MAX_BODY     (8u << 20)

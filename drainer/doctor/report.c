@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/doctor-report.h"
-#include "drainer/json.h"
+#include "drainer/base/json.h"
+#include "drainer/doctor/doctor-report.h"
 
 static const char *const doctor_status_table[_DOCTOR_STATUS_MAX] = {
         [DOCTOR_PASS] = "PASS",

@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/claims.h"
-#include "drainer/doctor-rules.h"
-#include "drainer/health.h"
-#include "drainer/json.h"
-#include "drainer/objects.h"
-#include "drainer/text.h"
+#include "drainer/base/json.h"
+#include "drainer/base/text.h"
+#include "drainer/doctor/doctor-rules.h"
+#include "drainer/dra/claims.h"
+#include "drainer/dra/health.h"
+#include "drainer/kube/objects.h"
 
 static int list_error_finding(const struct doctor_data *d, struct doctor_report *rep, enum doctor_section s,
                               const char *check, enum doctor_list l, const char *fix) {

@@ -4,7 +4,7 @@
 #include <assert.h>
 #include <string.h>
 
-#include "drainer/claims.h"
+#include "drainer/dra/claims.h"
 
 const char *const claims_default_driver_selectors[] = {
         "app.kubernetes.io/component=kubeletplugin",

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/driverstop.h"
-#include "drainer/objects.h"
+#include "drainer/dra/driverstop.h"
+#include "drainer/kube/objects.h"
 
 const struct driver_stop_ops *const driver_stop_strategies[] = {
         &driver_stop_taint, &driver_stop_label, &driver_stop_systemd, &driver_stop_none, NULL,

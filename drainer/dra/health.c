@@ -12,11 +12,11 @@
 #include <string.h>
 #include <sys/un.h>
 
-#include "drainer/buf.h"
-#include "drainer/health.h"
-#include "drainer/log.h"
-#include "drainer/macro.h"
-#include "drainer/transport.h"
+#include "drainer/base/buf.h"
+#include "drainer/base/log.h"
+#include "drainer/base/macro.h"
+#include "drainer/dra/health.h"
+#include "drainer/kube/transport.h"
 
 #define SERVICE_DEFAULT  "liveness"
 #define CHECK_PATH       "/grpc.health.v1.Health/Check"

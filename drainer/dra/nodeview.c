@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/buf.h"
-#include "drainer/log.h"
-#include "drainer/nodeview.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/buf.h"
+#include "drainer/base/log.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/dra/nodeview.h"
 
 #define N_PARTS         5
 /* While closing: how often to look whether the cancelled calls have ended. */

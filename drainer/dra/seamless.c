@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/collect.h"
-#include "drainer/json.h"
-#include "drainer/log.h"
-#include "drainer/seamless.h"
-#include "drainer/text.h"
-#include "drainer/timesrc.h"
-#include "drainer/upgrade.h"
+#include "drainer/base/json.h"
+#include "drainer/base/log.h"
+#include "drainer/base/text.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/dra/seamless.h"
+#include "drainer/dra/upgrade.h"
+#include "drainer/kube/collect.h"
 
 #define MAX_CANDIDATES 8
 

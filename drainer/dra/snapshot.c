@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/log.h"
-#include "drainer/macro.h"
-#include "drainer/snapshot.h"
+#include "drainer/base/log.h"
+#include "drainer/base/macro.h"
+#include "drainer/dra/snapshot.h"
 
 struct node_snapshot {
         char *node_name;

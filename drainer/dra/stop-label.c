@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/driverstop.h"
-#include "drainer/objects.h"
-#include "drainer/selector.h"
+#include "drainer/base/selector.h"
+#include "drainer/dra/driverstop.h"
+#include "drainer/kube/objects.h"
 
 static const char *label_of(const struct node_rec *n, const char *key) {
         return kv_get(n->labels, n->n_labels, key);

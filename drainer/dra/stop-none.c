@@ -2,7 +2,7 @@
  * stop, nothing to undo, no state. */
 #include <stdio.h>
 
-#include "drainer/driverstop.h"
+#include "drainer/dra/driverstop.h"
 
 static void none_describe(const char *arg, const struct pod_rec *const *drivers, size_t n, FILE *f) {
         fputs("nothing (--driver-stop none)", f);

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/driverstop.h"
-#include "drainer/log.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/log.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/dra/driverstop.h"
 
 /* A failed unit job or state query is retried after 1, 2, 4 ... s, at most this long. */
 #define UNIT_RETRY_BASE_USEC (1 * USEC_PER_SEC)

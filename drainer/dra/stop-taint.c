@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "drainer/driverstop.h"
-#include "drainer/objects.h"
+#include "drainer/dra/driverstop.h"
+#include "drainer/kube/objects.h"
 
 static const struct node_taint drain_taint = { .key = DRAIN_TAINT_KEY, .effect = DRAIN_TAINT_EFFECT };
 

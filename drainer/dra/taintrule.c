@@ -9,11 +9,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "drainer/client.h"
-#include "drainer/log.h"
-#include "drainer/objects.h"
-#include "drainer/taintrule.h"
-#include "drainer/text.h"
+#include "drainer/base/log.h"
+#include "drainer/base/text.h"
+#include "drainer/dra/taintrule.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/objects.h"
 
 /* Newest first: v1 from 1.37 (GA), v1beta2 in 1.36 (gate and runtime-config). v1alpha3
  * (1.33-1.35, alpha) is not used: an alpha API is no promise. */

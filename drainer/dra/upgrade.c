@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "drainer/json.h"
-#include "drainer/macro.h"
-#include "drainer/upgrade.h"
+#include "drainer/base/json.h"
+#include "drainer/base/macro.h"
+#include "drainer/dra/upgrade.h"
 
 static const char *const rollout_names[_DAEMONSET_ROLLOUT_MAX] = {
         [DAEMONSET_ROLLOUT_SURGE] = "RollingUpdate with maxSurge",

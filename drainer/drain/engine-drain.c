@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/log.h"
+#include "drainer/base/log.h"
 #include "engine-int.h"
 
 /* What a wait for pods to go adds when the node is not Ready: its kubelet is down,

@@ -11,16 +11,16 @@
 
 #include <cjson/cJSON.h>
 
-#include "drainer/client.h"
-#include "drainer/engine.h"
-#include "drainer/evictor.h"
-#include "drainer/hashmap.h"
-#include "drainer/health.h"
-#include "drainer/macro.h"
-#include "drainer/nodeview.h"
-#include "drainer/objects.h"
-#include "drainer/taintrule.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/hashmap.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/dra/health.h"
+#include "drainer/dra/nodeview.h"
+#include "drainer/dra/taintrule.h"
+#include "drainer/drain/engine.h"
+#include "drainer/drain/evictor.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/objects.h"
 
 #define HEALTH_RECHECK_USEC (2 * USEC_PER_SEC)
 #define HEALTH_TIMEOUT_USEC (5 * USEC_PER_SEC)

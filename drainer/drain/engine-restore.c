@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/log.h"
+#include "drainer/base/log.h"
 #include "engine-int.h"
 
 /* ---- health probes ---- */

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/json.h"
-#include "drainer/log.h"
+#include "drainer/base/json.h"
+#include "drainer/base/log.h"
 #include "engine-int.h"
 
 /* ---- driver-scoped drains: DeviceTaintRules (--driver) ---- */

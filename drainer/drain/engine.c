@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/json.h"
-#include "drainer/log.h"
-#include "drainer/metrics.h"
+#include "drainer/base/json.h"
+#include "drainer/base/log.h"
+#include "drainer/obs/metrics.h"
 #include "engine-int.h"
 
 static void reconcile(struct engine *e);

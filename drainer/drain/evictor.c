@@ -9,15 +9,15 @@
 
 #include <cjson/cJSON.h>
 
-#include "drainer/backoff.h"
-#include "drainer/client.h"
-#include "drainer/evictor.h"
-#include "drainer/hashmap.h"
-#include "drainer/json.h"
-#include "drainer/kstatus.h"
-#include "drainer/log.h"
-#include "drainer/metrics.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/backoff.h"
+#include "drainer/base/hashmap.h"
+#include "drainer/base/json.h"
+#include "drainer/base/log.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/drain/evictor.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/kstatus.h"
+#include "drainer/obs/metrics.h"
 
 #define MAX_EVICTIONS 100000
 

@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/client.h"
-#include "drainer/json.h"
-#include "drainer/macro.h"
-#include "drainer/nodeset.h"
-#include "drainer/selector.h"
+#include "drainer/base/json.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/selector.h"
+#include "drainer/drain/nodeset.h"
+#include "drainer/kube/client.h"
 
 int nodeset_list_path(const char *selector, char **ret_path, char **ret_error) {
         _cleanup_(selector_freep) struct selector *s = NULL;

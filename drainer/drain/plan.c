@@ -12,13 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/buf.h"
-#include "drainer/json.h"
-#include "drainer/log.h"
-#include "drainer/plan.h"
-#include "drainer/selector.h"
-#include "drainer/taintrule.h"
-#include "drainer/text.h"
+#include "drainer/base/buf.h"
+#include "drainer/base/json.h"
+#include "drainer/base/log.h"
+#include "drainer/base/selector.h"
+#include "drainer/base/text.h"
+#include "drainer/dra/taintrule.h"
+#include "drainer/drain/plan.h"
 
 /* ---- names ---- */
 

@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/claims.h"
-#include "drainer/json.h"
-#include "drainer/macro.h"
-#include "drainer/rollout.h"
-#include "drainer/state.h"
+#include "drainer/base/json.h"
+#include "drainer/base/macro.h"
+#include "drainer/dra/claims.h"
+#include "drainer/drain/rollout.h"
+#include "drainer/drain/state.h"
 
 static const char *const step_names[_ROLLOUT_STEP_MAX] = {
         [ROLLOUT_STEP_DONE] = "done",       [ROLLOUT_STEP_DRAIN] = "drain",

@@ -10,10 +10,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "drainer/json.h"
-#include "drainer/macro.h"
-#include "drainer/objects.h"
-#include "drainer/state.h"
+#include "drainer/base/json.h"
+#include "drainer/base/macro.h"
+#include "drainer/drain/state.h"
+#include "drainer/kube/objects.h"
 #include "state-int.h"
 
 /* ---- driver-scoped state ---- */

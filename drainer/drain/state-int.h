@@ -6,7 +6,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "drainer/state.h"
+#include "drainer/drain/state.h"
 
 /* DRA driver names (ResourceSlice spec.driver) are DNS subdomains of at most 63. */
 #define DRIVER_NAME_MAX 63

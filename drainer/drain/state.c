@@ -11,13 +11,13 @@
 
 #include <cjson/cJSON.h>
 
-#include "drainer/json.h"
-#include "drainer/log.h"
-#include "drainer/objects.h"
-#include "drainer/selector.h"
-#include "drainer/state.h"
-#include "drainer/text.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/json.h"
+#include "drainer/base/log.h"
+#include "drainer/base/selector.h"
+#include "drainer/base/text.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/drain/state.h"
+#include "drainer/kube/objects.h"
 #include "state-int.h"
 
 #define STRINGIFY_(x) #x

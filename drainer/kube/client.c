@@ -10,18 +10,18 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "drainer/backoff.h"
-#include "drainer/buf.h"
-#include "drainer/client.h"
-#include "drainer/credentials.h"
-#include "drainer/json.h"
-#include "drainer/kobserver.h"
-#include "drainer/kstatus.h"
-#include "drainer/kubeconfig.h"
-#include "drainer/log.h"
-#include "drainer/ratelimit.h"
-#include "drainer/timesrc.h"
-#include "drainer/transport.h"
+#include "drainer/base/backoff.h"
+#include "drainer/base/buf.h"
+#include "drainer/base/json.h"
+#include "drainer/base/log.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/credentials.h"
+#include "drainer/kube/kobserver.h"
+#include "drainer/kube/kstatus.h"
+#include "drainer/kube/kubeconfig.h"
+#include "drainer/kube/ratelimit.h"
+#include "drainer/kube/transport.h"
 
 /* Resends of a call the server went away from without answering (a stream refused
  * by GOAWAY, a dropped connection: see transport.h), as Go's HTTP/2 transport does;

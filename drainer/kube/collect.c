@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/client.h"
-#include "drainer/collect.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/collect.h"
 
 static void on_collected(const struct kube_result *res, void *userdata) {
         struct kube_collect *c = userdata;

@@ -25,14 +25,14 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
-#include "drainer/backoff.h"
-#include "drainer/buf.h"
-#include "drainer/credentials.h"
-#include "drainer/json.h"
-#include "drainer/log.h"
-#include "drainer/macro.h"
-#include "drainer/text.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/backoff.h"
+#include "drainer/base/buf.h"
+#include "drainer/base/json.h"
+#include "drainer/base/log.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/text.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/credentials.h"
 
 extern char **environ;
 

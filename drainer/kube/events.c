@@ -11,12 +11,12 @@
 
 #include <cjson/cJSON.h>
 
-#include "drainer/events.h"
-#include "drainer/json.h"
-#include "drainer/macro.h"
-#include "drainer/objects.h"
-#include "drainer/text.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/json.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/text.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/events.h"
+#include "drainer/kube/objects.h"
 
 /* Adds obj[key] = the first at most max bytes of value. */
 static bool add_prefix(cJSON *obj, const char *key, const char *value, size_t max) {

@@ -6,15 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/backoff.h"
-#include "drainer/client.h"
-#include "drainer/hashmap.h"
-#include "drainer/informer.h"
-#include "drainer/json.h"
-#include "drainer/kobserver.h"
-#include "drainer/log.h"
-#include "drainer/objects.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/backoff.h"
+#include "drainer/base/hashmap.h"
+#include "drainer/base/json.h"
+#include "drainer/base/log.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/informer.h"
+#include "drainer/kube/kobserver.h"
+#include "drainer/kube/objects.h"
 
 /* A watch that lasted this long without error counts as healthy when it ends. */
 #define WATCH_MIN_HEALTHY_USEC (1 * USEC_PER_SEC)

@@ -3,8 +3,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "drainer/kstatus.h"
-#include "drainer/macro.h"
+#include "drainer/base/macro.h"
+#include "drainer/kube/kstatus.h"
 
 int http_status_to_errno(long status) {
         if (status >= 200 && status < 300)

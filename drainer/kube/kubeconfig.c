@@ -18,10 +18,10 @@
 #include <cjson/cJSON.h>
 #include <yaml.h>
 
-#include "drainer/buf.h"
-#include "drainer/kubeconfig.h"
-#include "drainer/log.h"
-#include "drainer/text.h"
+#include "drainer/base/buf.h"
+#include "drainer/base/log.h"
+#include "drainer/base/text.h"
+#include "drainer/kube/kubeconfig.h"
 
 #define YAML_TO_JSON_NODES_MAX 10000
 #define YAML_TO_JSON_DEPTH_MAX 64

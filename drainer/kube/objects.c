@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/json.h"
-#include "drainer/log.h"
-#include "drainer/objects.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/json.h"
+#include "drainer/base/log.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/objects.h"
 
 /* ---- packing ---- */
 

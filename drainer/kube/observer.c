@@ -2,7 +2,7 @@
  * requests and watches. Holds one borrowed pointer; keeps no figures itself. */
 #include <stddef.h>
 
-#include "drainer/kobserver.h"
+#include "drainer/kube/kobserver.h"
 
 static const struct kube_observer *observer;
 

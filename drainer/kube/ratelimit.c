@@ -3,8 +3,8 @@
  * credit and is told how long to wait. Pure arithmetic over a given "now". */
 #include <math.h>
 
-#include "drainer/ratelimit.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/ratelimit.h"
 
 void ratelimit_init(struct ratelimit *rl, double qps, int burst, uint64_t now) {
         *rl = (struct ratelimit){

@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/client.h"
-#include "drainer/informer.h"
-#include "drainer/objects.h"
-#include "drainer/slots.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/informer.h"
+#include "drainer/kube/objects.h"
+#include "drainer/kube/slots.h"
 
 #define SLOT_PREFIX "drainer-slot-"
 

@@ -10,8 +10,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "drainer/json.h"
-#include "drainer/log.h"
+#include "drainer/base/json.h"
+#include "drainer/base/log.h"
 #include "slots-int.h"
 
 /* "drainer-slot-<i>" without leading zeros -> i, else -1. */

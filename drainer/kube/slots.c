@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/backoff.h"
-#include "drainer/log.h"
+#include "drainer/base/backoff.h"
+#include "drainer/base/log.h"
 #include "slots-int.h"
 
 static void try_take(struct slot_node *n);

@@ -16,10 +16,10 @@
 #include <curl/curl.h>
 #include <uv.h>
 
-#include "drainer/buf.h"
-#include "drainer/log.h"
-#include "drainer/macro.h"
-#include "drainer/transport.h"
+#include "drainer/base/buf.h"
+#include "drainer/base/log.h"
+#include "drainer/base/macro.h"
+#include "drainer/kube/transport.h"
 
 #define CONNECT_TIMEOUT_MS_DEFAULT 10000L
 #define IDLE_TIMEOUT_SEC_DEFAULT   300L

@@ -6,8 +6,8 @@
 #include <assert.h>
 #include <string.h>
 
-#include "drainer/log.h"
-#include "drainer/watchdec.h"
+#include "drainer/base/log.h"
+#include "drainer/kube/watchdec.h"
 
 static const char *const watch_event_type_table[_WATCH_EVENT_TYPE_MAX] = {
         [WATCH_ADDED] = "ADDED",       [WATCH_MODIFIED] = "MODIFIED", [WATCH_DELETED] = "DELETED",

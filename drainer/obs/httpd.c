@@ -24,11 +24,11 @@
 #include <microhttpd.h>
 #include <uv.h>
 
-#include "drainer/httpd.h"
-#include "drainer/log.h"
-#include "drainer/macro.h"
-#include "drainer/metrics.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/log.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/obs/httpd.h"
+#include "drainer/obs/metrics.h"
 
 #define DEFAULT_MAX_CONNECTIONS     64
 #define DEFAULT_MAX_PER_ADDRESS     16

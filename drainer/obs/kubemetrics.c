@@ -3,10 +3,10 @@
  * drainer_watch_* series. cmd/ sets it at start; nothing here talks to the API. */
 #include <stdio.h>
 
-#include "drainer/kobserver.h"
-#include "drainer/macro.h"
-#include "drainer/metrics.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/kobserver.h"
+#include "drainer/obs/metrics.h"
 
 static void on_request_done(const char *verb, long status, bool watch, uint64_t duration_usec) {
         char code[24] = "<error>";

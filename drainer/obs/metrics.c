@@ -13,9 +13,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "drainer/buf.h"
-#include "drainer/hashmap.h"
-#include "drainer/metrics.h"
+#include "drainer/base/buf.h"
+#include "drainer/base/hashmap.h"
+#include "drainer/obs/metrics.h"
 
 #define DEFAULT_MAX_FAMILIES 256
 #define DEFAULT_MAX_SERIES   20000

@@ -11,9 +11,9 @@
 #include <systemd/sd-daemon.h>
 #include <uv.h>
 
-#include "drainer/log.h"
-#include "drainer/macro.h"
-#include "drainer/notify.h"
+#include "drainer/base/log.h"
+#include "drainer/base/macro.h"
+#include "drainer/sys/notify.h"
 
 /* STATUS= is one line for `systemctl status`; longer text is cut. */
 #define STATUS_MAX 512

@@ -15,9 +15,9 @@
 #include <systemd/sd-bus.h>
 #include <uv.h>
 
-#include "drainer/log.h"
-#include "drainer/macro.h"
-#include "drainer/sysbus.h"
+#include "drainer/base/log.h"
+#include "drainer/base/macro.h"
+#include "drainer/sys/sysbus.h"
 
 #define SYSTEMD_DEST    "org.freedesktop.systemd1"
 #define SYSTEMD_PATH    "/org/freedesktop/systemd1"

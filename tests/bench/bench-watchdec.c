@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "drainer/objects.h"
-#include "drainer/watchdec.h"
+#include "drainer/kube/objects.h"
+#include "drainer/kube/watchdec.h"
 
 #define POOL  4096 /* distinct events in the in-memory stream, replayed */
 #define CHUNK 16384

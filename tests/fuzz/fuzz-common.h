@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "drainer/log.h"
+#include "drainer/base/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -38,9 +38,9 @@
 
 #include <uv.h>
 
-#include "drainer/credentials.h"
-#include "drainer/kubeconfig.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/credentials.h"
+#include "drainer/kube/kubeconfig.h"
 #include "fuzz-common.h"
 
 #define SECRET_TOKEN_FILE "fuzz-secret-token-file-7c1e93d0a5"

@@ -11,9 +11,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "drainer/kstatus.h"
-#include "drainer/objects.h"
-#include "drainer/selector.h"
+#include "drainer/base/selector.h"
+#include "drainer/kube/kstatus.h"
+#include "drainer/kube/objects.h"
 #include "fuzz-common.h"
 
 #define MAX_OBJECTS 64

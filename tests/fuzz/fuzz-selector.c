@@ -6,7 +6,7 @@
  * a one-line message. */
 #include <errno.h>
 
-#include "drainer/selector.h"
+#include "drainer/base/selector.h"
 #include "fuzz-common.h"
 
 #define MAX_LABELS 32

@@ -14,8 +14,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "drainer/objects.h"
-#include "drainer/state.h"
+#include "drainer/drain/state.h"
+#include "drainer/kube/objects.h"
 #include "fuzz-common.h"
 
 #define NOW_USEC 1767225600123456LL /* 2026-01-01T00:00:00.123456Z */

@@ -8,8 +8,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "drainer/kstatus.h"
-#include "drainer/watchdec.h"
+#include "drainer/kube/kstatus.h"
+#include "drainer/kube/watchdec.h"
 #include "fuzz-common.h"
 
 #define MAX_TRACE 256

@@ -12,10 +12,10 @@
 
 #include <cmocka.h>
 
-#include "drainer/announcer.h"
-#include "drainer/events.h"
-#include "drainer/json.h"
-#include "drainer/objects.h"
+#include "drainer/base/json.h"
+#include "drainer/ctl/announcer.h"
+#include "drainer/kube/events.h"
+#include "drainer/kube/objects.h"
 #include "fakes/test-env.h"
 
 #define EVENTS "/api/v1/namespaces/default/events"

@@ -8,8 +8,8 @@
 
 #include <cmocka.h>
 
-#include "drainer/backoff.h"
-#include "drainer/macro.h"
+#include "drainer/base/backoff.h"
+#include "drainer/base/macro.h"
 #include "fakes/fake-clock.h"
 
 #define SEC UINT64_C(1000000)

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "drainer/buf.h"
+#include "drainer/base/buf.h"
 #include "fakes/test-env.h"
 
 static void test_append_cap(void **state) {

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "drainer/claims.h"
+#include "drainer/dra/claims.h"
 #include "fakes/test-env.h"
 
 static cJSON *load(const char *name) {

@@ -18,10 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "drainer/client.h"
-#include "drainer/json.h"
-#include "drainer/kubeconfig.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/json.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/kubeconfig.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
 #include "fakes/test-env.h"

@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "drainer/collect.h"
-#include "drainer/json.h"
+#include "drainer/base/json.h"
+#include "drainer/kube/collect.h"
 #include "fakes/test-env.h"
 
 static unsigned n_done;

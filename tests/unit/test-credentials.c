@@ -24,10 +24,10 @@
 
 #include <uv.h>
 
-#include "drainer/credentials.h"
-#include "drainer/kubeconfig.h"
-#include "drainer/macro.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/credentials.h"
+#include "drainer/kube/kubeconfig.h"
 #include "fakes/fake-clock.h"
 #include "fakes/test-env.h"
 

@@ -12,7 +12,7 @@
 
 #include <string.h>
 
-#include "drainer/doctor-rules.h"
+#include "drainer/doctor/doctor-rules.h"
 
 static void test_table_entries(void **state) {
         assert_true(doctor_rules_n > 0);

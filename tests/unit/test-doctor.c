@@ -16,17 +16,17 @@
 
 #include <cmocka.h>
 
-#include "drainer/claims.h"
-#include "drainer/client.h"
-#include "drainer/doctor-gather.h"
-#include "drainer/doctor-rules.h"
-#include "drainer/health.h"
-#include "drainer/json.h"
-#include "drainer/kstatus.h"
-#include "drainer/kubeconfig.h"
-#include "drainer/objects.h"
-#include "drainer/timesrc.h"
-#include "drainer/transport.h"
+#include "drainer/base/json.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/doctor/doctor-gather.h"
+#include "drainer/doctor/doctor-rules.h"
+#include "drainer/dra/claims.h"
+#include "drainer/dra/health.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/kstatus.h"
+#include "drainer/kube/kubeconfig.h"
+#include "drainer/kube/objects.h"
+#include "drainer/kube/transport.h"
 
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"

@@ -11,9 +11,9 @@
 
 #include <cmocka.h>
 
-#include "drainer/events.h"
-#include "drainer/json.h"
-#include "drainer/objects.h"
+#include "drainer/base/json.h"
+#include "drainer/kube/events.h"
+#include "drainer/kube/objects.h"
 
 /* 2025-09-02T12:00:00Z */
 #define NOW_USEC INT64_C(1756814400000000)

@@ -21,11 +21,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "drainer/client.h"
-#include "drainer/evictor.h"
-#include "drainer/kubeconfig.h"
-#include "drainer/plan.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/drain/evictor.h"
+#include "drainer/drain/plan.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/kubeconfig.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
 #include "fakes/test-env.h"

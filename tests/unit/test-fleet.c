@@ -26,13 +26,13 @@
 
 #include <cjson/cJSON.h>
 
-#include "drainer/claims.h"
-#include "drainer/client.h"
-#include "drainer/driverstop.h"
-#include "drainer/fleet.h"
-#include "drainer/profile.h"
-#include "drainer/selector.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/selector.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/ctl/fleet.h"
+#include "drainer/ctl/profile.h"
+#include "drainer/dra/claims.h"
+#include "drainer/dra/driverstop.h"
+#include "drainer/kube/client.h"
 #include "fakes/fake-apiserver.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/guard.h"
-#include "drainer/nodeview.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/ctl/guard.h"
+#include "drainer/dra/nodeview.h"
 #include "fakes/fake-apiserver.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "drainer/hashmap.h"
+#include "drainer/base/hashmap.h"
 
 /* The map's own hash, to build keys that collide on purpose. */
 static uint32_t map_hash(const char *s) {

@@ -24,10 +24,10 @@
 #include <microhttpd.h>
 #include <uv.h>
 
-#include "drainer/health.h"
-#include "drainer/log.h"
-#include "drainer/macro.h"
-#include "drainer/transport.h"
+#include "drainer/base/log.h"
+#include "drainer/base/macro.h"
+#include "drainer/dra/health.h"
+#include "drainer/kube/transport.h"
 
 /* ---- parsing ---- */
 

@@ -26,11 +26,11 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "drainer/httpd.h"
-#include "drainer/macro.h"
-#include "drainer/metrics.h"
-#include "drainer/timesrc.h"
-#include "drainer/transport.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/transport.h"
+#include "drainer/obs/httpd.h"
+#include "drainer/obs/metrics.h"
 
 struct fixture {
         uv_loop_t loop;

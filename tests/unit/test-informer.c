@@ -14,11 +14,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "drainer/client.h"
-#include "drainer/informer.h"
-#include "drainer/kubeconfig.h"
-#include "drainer/objects.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/informer.h"
+#include "drainer/kube/kubeconfig.h"
+#include "drainer/kube/objects.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
 #include "fakes/test-env.h"

@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <math.h>
 
-#include "drainer/json.h"
+#include "drainer/base/json.h"
 
 static const char *const doc =
         "{\"metadata\": {\"name\": \"n\", \"namespace\": \"\", \"uid\": 7,"

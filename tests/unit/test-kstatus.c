@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "drainer/kstatus.h"
+#include "drainer/kube/kstatus.h"
 
 static void test_http(void **state) {
         assert_int_equal(http_status_to_errno(200), 0);

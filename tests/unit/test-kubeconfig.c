@@ -18,8 +18,8 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "drainer/kubeconfig.h"
-#include "drainer/macro.h"
+#include "drainer/base/macro.h"
+#include "drainer/kube/kubeconfig.h"
 #include "fakes/test-env.h"
 
 #define FIXDIR FIXTURES "/kubeconfig"

@@ -24,12 +24,12 @@
 
 #include <cjson/cJSON.h>
 
-#include "drainer/client.h"
-#include "drainer/driverstop.h"
-#include "drainer/json.h"
-#include "drainer/manager.h"
-#include "drainer/profile.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/json.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/ctl/manager.h"
+#include "drainer/ctl/profile.h"
+#include "drainer/dra/driverstop.h"
+#include "drainer/kube/client.h"
 #include "fakes/fake-apiserver.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"

@@ -20,13 +20,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "drainer/client.h"
-#include "drainer/informer.h"
-#include "drainer/json.h"
-#include "drainer/kobserver.h"
-#include "drainer/kubeconfig.h"
-#include "drainer/metrics.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/json.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/informer.h"
+#include "drainer/kube/kobserver.h"
+#include "drainer/kube/kubeconfig.h"
+#include "drainer/obs/metrics.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
 #include "fakes/test-env.h"

@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "drainer/macro.h"
-#include "drainer/nodeset.h"
+#include "drainer/base/macro.h"
+#include "drainer/drain/nodeset.h"
 
 static void check_path(const char *sel, const char *want) {
         char *path = NULL, *err = NULL;

@@ -20,11 +20,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "drainer/client.h"
-#include "drainer/kubeconfig.h"
-#include "drainer/nodeview.h"
-#include "drainer/snapshot.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/dra/nodeview.h"
+#include "drainer/dra/snapshot.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/kubeconfig.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
 #include "fakes/test-env.h"

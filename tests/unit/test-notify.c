@@ -23,9 +23,9 @@
 #include <cmocka.h>
 #include <uv.h>
 
-#include "drainer/log.h"
-#include "drainer/macro.h"
-#include "drainer/notify.h"
+#include "drainer/base/log.h"
+#include "drainer/base/macro.h"
+#include "drainer/sys/notify.h"
 
 #define MSGS_MAX 64
 

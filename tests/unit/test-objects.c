@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "drainer/objects.h"
+#include "drainer/kube/objects.h"
 #include "fakes/test-env.h"
 
 static cJSON *load(const char *name) {

@@ -14,10 +14,10 @@
 
 #include <cmocka.h>
 
-#include "drainer/driverkey.h"
-#include "drainer/json.h"
-#include "drainer/plan.h"
-#include "drainer/selector.h"
+#include "drainer/base/json.h"
+#include "drainer/base/selector.h"
+#include "drainer/ctl/driverkey.h"
+#include "drainer/drain/plan.h"
 #include "fakes/test-env.h"
 
 static cJSON *load(const char *name) {

@@ -11,10 +11,10 @@
 
 #include <cmocka.h>
 
-#include "drainer/macro.h"
-#include "drainer/profile.h"
-#include "drainer/selector.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/selector.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/ctl/profile.h"
 
 static void test_engine_options(void **state) {
         struct drain_profile p = {

@@ -7,8 +7,8 @@
 
 #include <cmocka.h>
 
-#include "drainer/ratelimit.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/ratelimit.h"
 
 #define MS USEC_PER_MSEC
 

@@ -16,9 +16,9 @@
 
 #include <cmocka.h>
 
-#include "drainer/json.h"
-#include "drainer/objects.h"
-#include "drainer/rollout.h"
+#include "drainer/base/json.h"
+#include "drainer/drain/rollout.h"
+#include "drainer/kube/objects.h"
 #include "fakes/test-env.h"
 
 #define DS_UID "ds-uid-1"

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "drainer/seamless.h"
+#include "drainer/dra/seamless.h"
 #include "fakes/test-env.h"
 
 #define DS_PATH "/apis/apps/v1/namespaces/dra/daemonsets/gpu-plugin"

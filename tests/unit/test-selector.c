@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "drainer/selector.h"
+#include "drainer/base/selector.h"
 
 /* Parses s, checks its canonical form. */
 static void roundtrip(const char *s, const char *canonical) {

@@ -18,13 +18,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "drainer/client.h"
-#include "drainer/informer.h"
-#include "drainer/json.h"
-#include "drainer/kubeconfig.h"
-#include "drainer/objects.h"
-#include "drainer/slots.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/json.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/informer.h"
+#include "drainer/kube/kubeconfig.h"
+#include "drainer/kube/objects.h"
+#include "drainer/kube/slots.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
 #include "fakes/test-env.h"

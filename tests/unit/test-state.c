@@ -12,10 +12,10 @@
 
 #include <cmocka.h>
 
-#include "drainer/json.h"
-#include "drainer/objects.h"
-#include "drainer/state.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/json.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/drain/state.h"
+#include "drainer/kube/objects.h"
 #include "fakes/test-env.h"
 
 /* 2025-09-02T12:00:00Z */

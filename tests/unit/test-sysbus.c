@@ -25,8 +25,8 @@
 #include <systemd/sd-bus.h>
 #include <uv.h>
 
-#include "drainer/macro.h"
-#include "drainer/sysbus.h"
+#include "drainer/base/macro.h"
+#include "drainer/sys/sysbus.h"
 
 #ifndef FAKE_SYSTEMD
 #error "FAKE_SYSTEMD must name the fake-systemd executable"

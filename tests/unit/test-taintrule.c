@@ -16,8 +16,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "drainer/macro.h"
-#include "drainer/taintrule.h"
+#include "drainer/base/macro.h"
+#include "drainer/dra/taintrule.h"
 
 #define DRIVER "gpu.example.com"
 

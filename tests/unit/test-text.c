@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drainer/text.h"
+#include "drainer/base/text.h"
 
 static void test_utf8_prefix(void **state) {
         /* "é" is 2 bytes, "€" 3, "𝄞" 4. */

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <uv.h>
 
-#include "drainer/macro.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/timesrc.h"
 
 #define T_2024 INT64_C(1718454645) /* 2024-06-15T12:30:45Z */
 

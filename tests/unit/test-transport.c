@@ -26,9 +26,9 @@
 #include <microhttpd.h>
 #include <uv.h>
 
-#include "drainer/log.h"
-#include "drainer/macro.h"
-#include "drainer/transport.h"
+#include "drainer/base/log.h"
+#include "drainer/base/macro.h"
+#include "drainer/kube/transport.h"
 #include "fakes/test-env.h"
 
 #define BIG_LEN       ((size_t)2 << 20)

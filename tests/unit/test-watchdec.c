@@ -12,9 +12,9 @@
 
 #include <cmocka.h>
 
-#include "drainer/kstatus.h"
-#include "drainer/macro.h"
-#include "drainer/watchdec.h"
+#include "drainer/base/macro.h"
+#include "drainer/kube/kstatus.h"
+#include "drainer/kube/watchdec.h"
 
 #define MAX_SEEN 16
 

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "drainer/macro.h"
+#include "drainer/base/macro.h"
 #include "fakes/fake-clock.h"
 
 struct fake_timer {

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "drainer/timesrc.h"
+#include "drainer/base/timesrc.h"
 
 struct fake_clock;
 

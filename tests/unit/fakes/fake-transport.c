@@ -7,8 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "drainer/macro.h"
-#include "drainer/timesrc.h"
+#include "drainer/base/macro.h"
+#include "drainer/base/timesrc.h"
 #include "fakes/fake-transport.h"
 
 struct expectation {

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "drainer/transport.h"
+#include "drainer/kube/transport.h"
 
 struct timesrc;
 struct fake_transport;

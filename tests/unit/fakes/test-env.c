@@ -17,9 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "drainer/client.h"
-#include "drainer/credentials.h"
-#include "drainer/kubeconfig.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/credentials.h"
+#include "drainer/kube/kubeconfig.h"
 #include "fakes/test-env.h"
 
 #ifndef FIXTURES

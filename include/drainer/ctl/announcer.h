@@ -1,0 +1,29 @@
+/* What an admin acts on, as Kubernetes Events on the Node: the caller's side of the
+ * engine's notices (engine.h's on_notice), shared by drain, uncordon, maintain and
+ * serve. Which notice becomes which Event (reason, type, wording) is decided here;
+ * the bodies are events.h's, posted through the rate-limited client, best effort.
+ * Owns the Events in flight: a caller waits for announcer_idle() before it exits (a
+ * free before that lets them finish into nothing). */
+#pragma once
+
+#include <stdbool.h>
+
+#include "drainer/base/macro.h"
+#include "drainer/drain/engine.h"
+
+struct kube_client;
+struct timesrc;
+struct announcer;
+
+/* instance: this process's name in the Events (source.host, reportingInstance: the
+ * host name, serve's --identity); copied; NULL leaves it out. Returns 0 or -ENOMEM. */
+int announcer_new(struct kube_client *client, struct timesrc *ts, const char *instance,
+                  struct announcer **ret);
+/* Posts the Event for notice n, if it is one (every kind is, today). A failure to build
+ * or to post is logged at debug level and changes nothing. */
+void announcer_notice(struct announcer *a, const struct engine_notice *n);
+/* No Event in flight. */
+bool announcer_idle(const struct announcer *a);
+/* With Events in flight the memory goes with the last of them (their answers ignored). */
+void announcer_free(struct announcer *a);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct announcer *, announcer_free);

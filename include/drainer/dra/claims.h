@@ -1,0 +1,87 @@
+/* The DRA rules of DESIGN.md "Terms" over compact records: which pods hold
+ * claims, which ResourceClaims are on a node, and how drainer classifies the
+ * pods of a node. Pure functions; no I/O. */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "drainer/base/selector.h"
+#include "drainer/kube/objects.h"
+
+/* A pod holds claims if it references a ResourceClaim by name, or a template
+ * whose generated claim is named in status.resourceClaimStatuses, or has
+ * status.extendedResourceClaimStatus. A template claim not generated yet (or
+ * not needed: nil resourceClaimName) does not count. */
+bool pod_holds_claims(const struct pod_rec *p);
+
+/* Whether claim c is reserved for pod p (reservedFor entry of resource "pods"
+ * in the core group whose uid is p's; by name when the entry has no uid; and
+ * p must be in the claim's namespace). */
+bool claim_reserved_by_pod(const struct claim_rec *c, const struct pod_rec *p);
+
+enum claim_on_node_reason {
+        CLAIM_NOT_ON_NODE,
+        CLAIM_RESERVED_BY_NODE_POD,    /* reservedFor names a pod bound to the node */
+        CLAIM_ALLOCATED_NODE_SELECTOR, /* allocation.nodeSelector is metadata.name In [node] */
+        CLAIM_ALLOCATED_NODE_SLICE,    /* a device's (driver, pool) is a slice with nodeName == node */
+        _CLAIM_ON_NODE_REASON_MAX,
+        _CLAIM_ON_NODE_REASON_INVALID = -EINVAL,
+};
+
+/* "not-on-node", "reserved-by-node-pod", "allocated-node-selector", "allocated-node-slice" */
+const char *claim_on_node_reason_to_string(enum claim_on_node_reason r);
+enum claim_on_node_reason claim_on_node_reason_from_string(const char *s);
+
+/* Is c on node, and why (the first reason in the order of the enum)? pods:
+ * the pods bound to the node (a pod whose spec.nodeName is another node is
+ * ignored, so passing more is harmless); slices: known ResourceSlices (only
+ * those with spec.nodeName == node matter). A network-attached allocation
+ * (no selector or another selector, no node slice) is not on the node unless
+ * reserved by one of its pods. Arrays may be NULL when their count is 0. */
+enum claim_on_node_reason claim_on_node(const struct claim_rec *c, const char *node,
+                                        const struct pod_rec *const *pods, size_t n_pods,
+                                        const struct slice_rec *const *slices, size_t n_slices);
+
+enum pod_class {
+        POD_CLASS_DRIVER,       /* runs a DRA kubelet plugin (pod_is_driver) */
+        POD_CLASS_MIRROR,       /* static pod's mirror: the API cannot evict it */
+        POD_CLASS_DAEMONSET,    /* controller is a DaemonSet, holds no claims */
+        POD_CLASS_CLAIM_HOLDER, /* holds claims (DaemonSet pods included: a blocker later) */
+        POD_CLASS_WORKLOAD,     /* everything else */
+        POD_CLASS_FINISHED,     /* Succeeded or Failed: nothing to evict */
+        _POD_CLASS_MAX,
+        _POD_CLASS_INVALID = -EINVAL,
+};
+
+/* "driver", "mirror", "daemonset", "claim-holder", "workload", "finished" */
+const char *pod_class_to_string(enum pod_class c);
+enum pod_class pod_class_from_string(const char *s);
+
+/* Which pods are DRA driver pods (DESIGN.md "Terms"): those a DaemonSet controls
+ * (controller ownerReference kind DaemonSet, apiVersion apps/v1) that match one of
+ * the selectors and, when namespaces are given, run in one of them. A pod with a
+ * driver's labels that no DaemonSet controls, or outside those namespaces, is not
+ * a driver: it is ordinary workload. Selectors: n parsed selectors (NULL entries
+ * are skipped; an empty selector matches every pod, so callers should refuse one). */
+struct driver_filter {
+        const struct selector *const *selectors;
+        size_t n_selectors;
+        const char *const *namespaces; /* --driver-namespace; none: any namespace */
+        size_t n_namespaces;
+};
+
+/* f NULL: no pod is a driver. */
+bool pod_is_driver(const struct pod_rec *p, const struct driver_filter *f);
+
+/* Checks in this order: driver (pod_is_driver), mirror, finished, claim holder,
+ * DaemonSet, workload. */
+enum pod_class pod_classify(const struct pod_rec *p, const struct driver_filter *f);
+
+/* Label selectors of the well-known DRA kubelet plugin pods, NULL-terminated:
+ * app.kubernetes.io/component=kubeletplugin (dra-example-driver and others),
+ * nvidia-dra-driver-gpu-component=kubelet-plugin,
+ * dra-driver-nvidia-gpu-component=kubelet-plugin. Parse with
+ * selectors_parse_strv(). */
+extern const char *const claims_default_driver_selectors[];
