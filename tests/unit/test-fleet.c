@@ -141,20 +141,8 @@ static void push(struct world *w, const char *watch, const char *type, char *obj
 }
 
 static void on_node_patch(struct world *w, struct wnode *n, const struct fake_request *r) {
-        cJSON *patch = fake_api_json(r->body), *meta;
-        char v[32], *obj;
+        char *obj = fake_api_patch_node_at(w->ft, n->node_path, n->node, &w->rv, r->body);
 
-        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(patch, "metadata"),
-                                                "resourceVersion");
-        fake_api_merge_patch(n->node, patch);
-        cJSON_Delete(patch);
-        meta = cJSON_GetObjectItemCaseSensitive(n->node, "metadata");
-        snprintf(v, sizeof(v), "%u", ++w->rv);
-        cJSON_DeleteItemFromObjectCaseSensitive(meta, "resourceVersion");
-        cJSON_AddStringToObject(meta, "resourceVersion", v);
-        obj = cJSON_PrintUnformatted(n->node);
-        assert_non_null(obj);
-        fake_transport_expect_json(w->ft, "PATCH", n->node_path, 200, obj);
         n->patches++;
         push(w, n->nodes_path, "MODIFIED", obj);
 }

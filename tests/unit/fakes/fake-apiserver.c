@@ -82,6 +82,11 @@ cJSON *fake_api_json(const char *s) {
 }
 
 char *fake_api_patch_node(struct fake_transport *ft, cJSON *node, unsigned *rv, const char *body) {
+        return fake_api_patch_node_at(ft, FAKE_API_NODE, node, rv, body);
+}
+
+char *fake_api_patch_node_at(struct fake_transport *ft, const char *path, cJSON *node, unsigned *rv,
+                             const char *body) {
         cJSON *patch = fake_api_json(body), *meta;
         char v[32], *obj;
 
@@ -96,7 +101,7 @@ char *fake_api_patch_node(struct fake_transport *ft, cJSON *node, unsigned *rv, 
         cJSON_AddStringToObject(meta, "resourceVersion", v);
         obj = cJSON_PrintUnformatted(node);
         assert_non_null(obj);
-        fake_transport_expect_json(ft, "PATCH", FAKE_API_NODE, 200, obj);
+        fake_transport_expect_json(ft, "PATCH", path, 200, obj);
         return obj;
 }
 

@@ -55,6 +55,9 @@ char *fake_api_watch_event(const char *type, const char *obj);
  * transport then answers the next PATCH of FAKE_API_NODE with it. Returns the new Node's
  * JSON (malloc'd), for the watch. */
 char *fake_api_patch_node(struct fake_transport *ft, cJSON *node, unsigned *rv, const char *body);
+/* The same for the Node at path (a world of several nodes). */
+char *fake_api_patch_node_at(struct fake_transport *ft, const char *path, cJSON *node, unsigned *rv,
+                             const char *body);
 
 /* Parsed (fails the test on bad JSON). */
 cJSON *fake_api_json(const char *s);
