@@ -125,6 +125,26 @@ finish() {
 }
 
 # wait_until SECONDS command...: polls every 0.2 s.
+# admission_refused TAG WHAT PATTERN CMD...: CMD fails with PATTERN in its error (a
+# ValidatingAdmissionPolicy's message); its output in $e2e_tmp/TAG.{out,err}.
+admission_refused() {
+	local tag=$1 what=$2 pat=$3
+	shift 3
+	if "$@" >"$e2e_tmp/$tag.out" 2>"$e2e_tmp/$tag.err"; then
+		fail "$what: admitted"
+	elif grep -q -- "$pat" "$e2e_tmp/$tag.err"; then
+		pass "$what: refused ($(grep -o "ValidatingAdmissionPolicy '[^']*'" "$e2e_tmp/$tag.err" | head -n 1))"
+	else
+		fail "$what: refused, but not with [$pat]: $(head -c 400 "$e2e_tmp/$tag.err")"
+	fi
+}
+# admission_admitted TAG WHAT CMD...: CMD succeeds.
+admission_admitted() {
+	local tag=$1 what=$2
+	shift 2
+	if "$@" >"$e2e_tmp/$tag.out" 2>"$e2e_tmp/$tag.err"; then pass "$what"; else fail "$what: $(head -c 400 "$e2e_tmp/$tag.err")"; fi
+}
+
 wait_until() {
 	local end=$((SECONDS + $1))
 	shift

@@ -353,25 +353,8 @@ jq_checks --arg pod "$pod2" '.status.userInfo as $u
 	  then "ok SelfSubjectReview of the token bound to \($pod): user.extra node-name [node-2], pod-name [\($pod)]"
 	  else "FAIL SelfSubjectReview of the token bound to \($pod): \($u | tostring)" end' "$e2e_tmp/whoami2.json"
 
-# refused TAG WHAT PATTERN CMD...: CMD fails with PATTERN in its error (a ValidatingAdmissionPolicy's message).
 # (The refused writes are server dry runs: the admission policies see them as any
 # other request, and if one were admitted it would still change nothing.)
-refused() {
-	local tag=$1 what=$2 pat=$3
-	shift 3
-	if "$@" >"$e2e_tmp/$tag.out" 2>"$e2e_tmp/$tag.err"; then
-		fail "$what: admitted"
-	elif grep -q -- "$pat" "$e2e_tmp/$tag.err"; then
-		pass "$what: refused ($(grep -o "ValidatingAdmissionPolicy '[^']*'" "$e2e_tmp/$tag.err" | head -n 1))"
-	else
-		fail "$what: refused, but not with [$pat]: $(head -c 400 "$e2e_tmp/$tag.err")"
-	fi
-}
-admitted() { # TAG WHAT CMD...
-	local tag=$1 what=$2
-	shift 2
-	if "$@" >"$e2e_tmp/$tag.out" 2>"$e2e_tmp/$tag.err"; then pass "$what"; else fail "$what: $(head -c 400 "$e2e_tmp/$tag.err")"; fi
-}
 e2e_cleanup_hooks+=("kubectl taint node node-2 deploy-test:NoSchedule- >/dev/null 2>&1; kubectl annotate node node-1 node-2 node-3 drainer.io/deploy-test- >/dev/null 2>&1")
 policy_start=$(audit_lines)
 before1=$(node_fingerprint node-1)
@@ -382,7 +365,7 @@ before3=$(node_fingerprint node-3)
 kubectl taint node node-2 deploy-test=keep:NoSchedule --overwrite >/dev/null
 cordon_patch=$(kubectl get node node-2 -o json | jq -c '{metadata: {annotations: {"drainer.io/deploy-test": "1"}},
 	spec: {unschedulable: true, taints: ((.spec.taints // []) + [{key: "drainer.io/draining", effect: "NoSchedule"}])}}')
-admitted own-cordon "node-2's token: a merge patch of its own Node's drainer.io/ annotation, unschedulable and drainer.io/draining:NoSchedule is admitted" \
+admission_admitted own-cordon "node-2's token: a merge patch of its own Node's drainer.io/ annotation, unschedulable and drainer.io/draining:NoSchedule is admitted" \
 	k2 patch node node-2 --type merge -p "$cordon_patch"
 check_eq "... and node-2 is cordoned, tainted, annotated (the other taint kept)" "true true 1 true" \
 	"$(kubectl get node node-2 -o json | jq -r '"\(.spec.unschedulable) \([.spec.taints[] | select(.key == "drainer.io/draining" and .effect == "NoSchedule")] | length == 1) \(.metadata.annotations["drainer.io/deploy-test"]) \([.spec.taints[] | select(.key == "deploy-test")] | length == 1)"')"
@@ -394,36 +377,36 @@ node_guarded() {
 		taints: [.spec.taints // [] | .[] | select(.key != "node.kubernetes.io/unschedulable") | {key, value, effect}]}'
 }
 guarded2=$(node_guarded node-2)
-refused other-node "node-2's token: the same drainer.io/ annotation on node-1" "may change only Node node-2, not node-1" \
+admission_refused other-node "node-2's token: the same drainer.io/ annotation on node-1" "may change only Node node-2, not node-1" \
 	k2 annotate --dry-run=server node node-1 drainer.io/deploy-test=1
 # (not `kubectl cordon`: it exits 0 when its patch is refused)
-refused other-cordon "node-2's token: cordoning node-1" "may change only Node node-2, not node-1" \
+admission_refused other-cordon "node-2's token: cordoning node-1" "may change only Node node-2, not node-1" \
 	k2 patch --dry-run=server node node-1 --type merge -p '{"spec":{"unschedulable":true}}'
-refused other-uncordon "node-2's token: uncordoning node-3 (cordoned by an admin)" "may change only Node node-2, not node-3" \
+admission_refused other-uncordon "node-2's token: uncordoning node-3 (cordoned by an admin)" "may change only Node node-2, not node-3" \
 	k2 patch --dry-run=server node node-3 --type merge -p '{"spec":{"unschedulable":false}}'
 
-refused other-taint "node-2's token: another taint on node-2" "may add or remove only the taint drainer.io/draining:NoSchedule" \
+admission_refused other-taint "node-2's token: another taint on node-2" "may add or remove only the taint drainer.io/draining:NoSchedule" \
 	k2 taint --dry-run=server node node-2 deploy-test-2=x:NoExecute
-refused remove-taint "node-2's token: removing someone else's taint from node-2" "may add or remove only the taint drainer.io/draining:NoSchedule" \
+admission_refused remove-taint "node-2's token: removing someone else's taint from node-2" "may add or remove only the taint drainer.io/draining:NoSchedule" \
 	k2 taint --dry-run=server node node-2 deploy-test:NoSchedule-
-refused noexecute "node-2's token: drainer.io/draining with effect NoExecute" "has no value and the effect NoSchedule" \
+admission_refused noexecute "node-2's token: drainer.io/draining with effect NoExecute" "has no value and the effect NoSchedule" \
 	k2 taint --dry-run=server node node-2 drainer.io/draining:NoExecute
 # --out-of-service: upstream's non-graceful shutdown taint only as drainer
 # applies it (nodeshutdown:NoExecute, with drainer.io/out-of-service) and never on a Ready node.
-refused oos-ready "node-2's token: node.kubernetes.io/out-of-service on node-2 while it is Ready" \
+admission_refused oos-ready "node-2's token: node.kubernetes.io/out-of-service on node-2 while it is Ready" \
 	"may add the taint node.kubernetes.io/out-of-service only while the Node is not Ready" \
 	k2 patch --dry-run=server node node-2 --type merge -p "$(kubectl get node node-2 -o json | jq -c '{metadata: {annotations: {"drainer.io/out-of-service": "2026-01-01T00:00:00Z"}},
 		spec: {taints: ((.spec.taints // []) + [{key: "node.kubernetes.io/out-of-service", value: "nodeshutdown", effect: "NoExecute"}])}}')"
-refused oos-value "node-2's token: node.kubernetes.io/out-of-service with another value" "is nodeshutdown:NoExecute" \
+admission_refused oos-value "node-2's token: node.kubernetes.io/out-of-service with another value" "is nodeshutdown:NoExecute" \
 	k2 taint --dry-run=server node node-2 node.kubernetes.io/out-of-service=x:NoExecute
-refused other-label "node-2's token: a label on node-2" "may change no label" k2 label --dry-run=server node node-2 deploy-test=1
-refused driver-label "node-2's token: the driver's label, while the policy's parameter names none" "may change no label" \
+admission_refused other-label "node-2's token: a label on node-2" "may change no label" k2 label --dry-run=server node node-2 deploy-test=1
+admission_refused driver-label "node-2's token: the driver's label, while the policy's parameter names none" "may change no label" \
 	k2 label --dry-run=server node node-2 gpu.example.com/present=drainer-paused --overwrite
-refused other-ann "node-2's token: an annotation outside drainer.io/ on node-2" "may change only drainer.io/ annotations, not deploy-test.example.com/x" \
+admission_refused other-ann "node-2's token: an annotation outside drainer.io/ on node-2" "may change only drainer.io/ annotations, not deploy-test.example.com/x" \
 	k2 annotate --dry-run=server node node-2 deploy-test.example.com/x=1
-refused owner "node-2's token: an ownerReference on node-2 (the garbage collector would delete the Node)" "finalizers or ownerReferences" \
+admission_refused owner "node-2's token: an ownerReference on node-2 (the garbage collector would delete the Node)" "finalizers or ownerReferences" \
 	k2 patch --dry-run=server node node-2 --type merge -p '{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"gone","uid":"00000000-0000-0000-0000-000000000001"}]}}'
-refused provider "node-2's token: spec.providerID of node-2" "may change only unschedulable and the drainer.io/draining taint" \
+admission_refused provider "node-2's token: spec.providerID of node-2" "may change only unschedulable and the drainer.io/draining taint" \
 	k2 patch --dry-run=server node node-2 --type merge -p '{"spec":{"providerID":"deploy-test://x"}}'
 # --node-conditions: through nodes/status, only DrainInProgress and
 # Drained, with drainer's reasons, on its own Node; nothing else of the status.
@@ -441,15 +424,15 @@ status_patch() {
 		-o "$e2e_tmp/status-patch.body" -w '%{http_code}' "$server/api/v1/nodes/$2/status?dryRun=All") || return 1
 	[ "$code" = 200 ] || { jq -r '.message // .' "$e2e_tmp/status-patch.body" >&2; return 1; }
 }
-admitted own-conditions "node-2's token: DrainInProgress on its own Node through nodes/status (server dry run)" \
+admission_admitted own-conditions "node-2's token: DrainInProgress on its own Node through nodes/status (server dry run)" \
 	status_patch "$n2kc" node-2 "$(cond DrainInProgress True DrainerDraining)"
-refused other-conditions "node-2's token: DrainInProgress on node-1" "may change only Node node-2, not node-1" \
+admission_refused other-conditions "node-2's token: DrainInProgress on node-1" "may change only Node node-2, not node-1" \
 	status_patch "$n2kc" node-1 "$(cond DrainInProgress True DrainerDraining)"
-refused ready-condition "node-2's token: the kubelet's Ready condition of node-2" "may change only the conditions DrainInProgress and Drained" \
+admission_refused ready-condition "node-2's token: the kubelet's Ready condition of node-2" "may change only the conditions DrainInProgress and Drained" \
 	status_patch "$n2kc" node-2 "$(cond Ready False DrainerDraining)"
-refused condition-reason "node-2's token: Drained with a reason not drainer's" "with a reason" \
+admission_refused condition-reason "node-2's token: Drained with a reason not drainer's" "with a reason" \
 	status_patch "$n2kc" node-2 "$(cond Drained True SomeoneElse)"
-refused allocatable "node-2's token: the allocatable of node-2" "may change only the conditions DrainInProgress and Drained" \
+admission_refused allocatable "node-2's token: the allocatable of node-2" "may change only the conditions DrainInProgress and Drained" \
 	status_patch "$n2kc" node-2 '{"status":{"allocatable":{"pods":"1000"}}}'
 check_eq "node-1 is as it was" "$before1" "$(node_fingerprint node-1)"
 check_eq "node-3 is as it was (still cordoned)" "$before3" "$(node_fingerprint node-3)"
@@ -460,31 +443,31 @@ check_eq "node-2 kept no change of a refused request" "$guarded2" "$(node_guarde
 kubectl annotate namespace drainer-system drainer.io/driver-stop-label=gpu.example.com/present --overwrite >/dev/null
 label_admitted() { k2 label node node-2 gpu.example.com/present=drainer-paused --overwrite; }
 wait_until 20 label_admitted
-admitted label-set "with driver-stop-label gpu.example.com/present: node-2's token may set that label on node-2" label_admitted
-admitted label-back "... and put it back" k2 label node node-2 gpu.example.com/present=true --overwrite
-refused label-other "... but still no other label" "may change only the label gpu.example.com/present" k2 label --dry-run=server node node-2 deploy-test=1
-refused label-node1 "... and not on node-1" "may change only Node node-2" k2 label --dry-run=server node node-1 gpu.example.com/present=drainer-paused --overwrite
-admitted own-undo "node-2's token: uncordon, drainer.io/draining removed, annotation removed" \
+admission_admitted label-set "with driver-stop-label gpu.example.com/present: node-2's token may set that label on node-2" label_admitted
+admission_admitted label-back "... and put it back" k2 label node node-2 gpu.example.com/present=true --overwrite
+admission_refused label-other "... but still no other label" "may change only the label gpu.example.com/present" k2 label --dry-run=server node node-2 deploy-test=1
+admission_refused label-node1 "... and not on node-1" "may change only Node node-2" k2 label --dry-run=server node node-1 gpu.example.com/present=drainer-paused --overwrite
+admission_admitted own-undo "node-2's token: uncordon, drainer.io/draining removed, annotation removed" \
 	k2 patch node node-2 --type merge -p "$(kubectl get node node-2 -o json | jq -c '{metadata: {annotations: {"drainer.io/deploy-test": null}},
 		spec: {unschedulable: false, taints: [.spec.taints[] | select(.key != "drainer.io/draining")]}}')"
 # Events: only about its own Node.
 event() { # NODE: an Event about NODE, as drainer posts it
 	printf '{"apiVersion":"v1","kind":"Event","metadata":{"generateName":"deploy-test-","namespace":"default"},"involvedObject":{"apiVersion":"v1","kind":"Node","name":"%s"},"reason":"DrainerPhase","message":"deploy-test","type":"Normal","source":{"component":"drainer"},"reportingComponent":"drainer"}' "$1"
 }
-admitted own-event "node-2's token: an Event about node-2 in namespace default (server dry run)" \
+admission_admitted own-event "node-2's token: an Event about node-2 in namespace default (server dry run)" \
 	bash -c "$(declare -f event); event node-2 | '$KUBECTL' --kubeconfig '$n2kc' create -f - --dry-run=server"
-refused other-event "node-2's token: an Event about node-1" "may only post Events about Node node-2" \
+admission_refused other-event "node-2's token: an Event about node-1" "may only post Events about Node node-2" \
 	bash -c "$(declare -f event); event node-1 | '$KUBECTL' --kubeconfig '$n2kc' create -f - --dry-run=server"
 # Evictions: the policy cannot see the pod's node; it can refuse grace period 0.
 evict() { # KUBECONFIG POD [DELETE-OPTIONS-JSON]: a server dry-run eviction of a drainer-system pod
 	printf '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"%s","namespace":"drainer-system"}%s}' "$2" "${3:+,\"deleteOptions\":$3}" |
 		"$KUBECTL" --kubeconfig "$1" create --raw "/api/v1/namespaces/drainer-system/pods/$2/eviction?dryRun=All" -f -
 }
-refused grace0 "node-2's token: an eviction with grace period 0" "may not evict with grace period 0" evict "$n2kc" "$pod2" '{"gracePeriodSeconds":0}'
-admitted evict-own "node-2's token: an eviction of a pod on node-2 (server dry run)" evict "$n2kc" "$pod2"
-admitted evict-other "node-2's token: an eviction of a pod on node-1 is admitted too (server dry run): an Eviction names no node, so this is not confined" \
+admission_refused grace0 "node-2's token: an eviction with grace period 0" "may not evict with grace period 0" evict "$n2kc" "$pod2" '{"gracePeriodSeconds":0}'
+admission_admitted evict-own "node-2's token: an eviction of a pod on node-2 (server dry run)" evict "$n2kc" "$pod2"
+admission_admitted evict-other "node-2's token: an eviction of a pod on node-1 is admitted too (server dry run): an Eviction names no node, so this is not confined" \
 	evict "$n2kc" "$pod1" '{"gracePeriodSeconds":5}'
-refused evict-nonode "a token naming no node: an eviction" "names no node" evict "$sakc" "$pod2"
+admission_refused evict-nonode "a token naming no node: an eviction" "names no node" evict "$sakc" "$pod2"
 # DeviceTaintRules (--driver): created as drainer sends them (drainer/dra/taintrule.c) for
 # its own node's pool with NoSchedule, deleted only if its own; anything else refused.
 if kubectl api-resources --api-group resource.k8s.io -o name 2>/dev/null | grep -qx devicetaintrules.resource.k8s.io; then
@@ -506,32 +489,32 @@ if kubectl api-resources --api-group resource.k8s.io -o name 2>/dev/null | grep 
 	own2=drainer-6-node-2-gpu.example.com-0 own1=drainer-6-node-1-gpu.example.com-0
 	old2=drainer-node-2-gpu.example.com-0 old2b=drainer-node-2-b-gpu.example.com-0
 	e2e_cleanup_hooks+=("kubectl delete clusterrolebinding,clusterrole deploy-test-dtr --ignore-not-found >/dev/null 2>&1; kubectl delete devicetaintrules $own2 $own1 $old2 $old2b --ignore-not-found >/dev/null 2>&1")
-	admitted dtr-own "node-2's token: a NoSchedule DeviceTaintRule of pool node-2, as drainer sends it (server dry run)" \
+	admission_admitted dtr-own "node-2's token: a NoSchedule DeviceTaintRule of pool node-2, as drainer sends it (server dry run)" \
 		rule_create "$n2kc" "$own2" node-2 node-2 NoSchedule
-	refused dtr-noexecute "node-2's token: the same rule with effect NoExecute" "has the taint drainer.io/draining:NoSchedule" \
+	admission_refused dtr-noexecute "node-2's token: the same rule with effect NoExecute" "has the taint drainer.io/draining:NoSchedule" \
 		rule_create "$n2kc" "$own2" node-2 node-2 NoExecute
-	refused dtr-other-pool "node-2's token: a rule of node-1's pool" "may taint only the devices of its own node's pool node-2, not pool node-1" \
+	admission_refused dtr-other-pool "node-2's token: a rule of node-1's pool" "may taint only the devices of its own node's pool node-2, not pool node-1" \
 		rule_create "$n2kc" "$own2" node-2 node-1 NoSchedule
-	refused dtr-other-name "node-2's token: a rule named for node-1" "may create only DeviceTaintRules of its node (named drainer-6-node-2-DRIVER-I" \
+	admission_refused dtr-other-name "node-2's token: a rule named for node-1" "may create only DeviceTaintRules of its node (named drainer-6-node-2-DRIVER-I" \
 		rule_create "$n2kc" "$own1" node-1 node-1 NoSchedule
 	# A node whose name is another's prefix (node-2 of node-2-b): node-2 used to be able to
 	# take node-2-b's rule name (drainer-node-2-b-...) before node-2-b did; the name is
 	# now node-2-b's alone, with its content node-2's own or not.
-	refused dtr-squat "node-2's token: node-2-b's rule name (drainer-8-node-2-b-...), content of node-2" "may create only DeviceTaintRules of its node" \
+	admission_refused dtr-squat "node-2's token: node-2-b's rule name (drainer-8-node-2-b-...), content of node-2" "may create only DeviceTaintRules of its node" \
 		rule_create "$n2kc" drainer-8-node-2-b-gpu.example.com-0 node-2 node-2 NoSchedule
-	refused dtr-squat-old "node-2's token: node-2-b's old-scheme name (drainer-node-2-b-...)" "may create only DeviceTaintRules of its node" \
+	admission_refused dtr-squat-old "node-2's token: node-2-b's old-scheme name (drainer-node-2-b-...)" "may create only DeviceTaintRules of its node" \
 		rule_create "$n2kc" "$old2b" node-2 node-2 NoSchedule
-	refused dtr-old-create "node-2's token: creating under the old name drainer-node-2-DRIVER-I" "may create only DeviceTaintRules of its node" \
+	admission_refused dtr-old-create "node-2's token: creating under the old name drainer-node-2-DRIVER-I" "may create only DeviceTaintRules of its node" \
 		rule_create "$n2kc" "$old2" node-2 node-2 NoSchedule
-	refused dtr-other-driver-name "node-2's token: a name of another driver than its selector's" "may create only DeviceTaintRules of its node" \
+	admission_refused dtr-other-driver-name "node-2's token: a name of another driver than its selector's" "may create only DeviceTaintRules of its node" \
 		rule_create "$n2kc" drainer-6-node-2-nic.example.com-0 node-2 node-2 NoSchedule
-	refused dtr-bad-index "node-2's token: a name that does not end in the index" "may create only DeviceTaintRules of its node" \
+	admission_refused dtr-bad-index "node-2's token: a name that does not end in the index" "may create only DeviceTaintRules of its node" \
 		rule_create "$n2kc" drainer-6-node-2-gpu.example.com-0-x node-2 node-2 NoSchedule
-	refused dtr-no-selector "node-2's token: a rule without a pool (every node's devices of the driver)" "selects a driver and a pool" \
+	admission_refused dtr-no-selector "node-2's token: a rule without a pool (every node's devices of the driver)" "selects a driver and a pool" \
 		rule_create "$n2kc" "$own2" node-2 node-2 NoSchedule '{"driver":"gpu.example.com"}'
-	refused dtr-no-driver "node-2's token: a rule without a driver" "selects a driver and a pool" \
+	admission_refused dtr-no-driver "node-2's token: a rule without a driver" "selects a driver and a pool" \
 		rule_create "$n2kc" drainer-6-node-2--0 node-2 node-2 NoSchedule '{"pool":"node-2"}'
-	refused dtr-nonode "a token naming no node: a rule" "names no node" \
+	admission_refused dtr-nonode "a token naming no node: a rule" "names no node" \
 		rule_create "$sakc" "$own2" node-2 node-2 NoSchedule
 	# Deletes: real rules (an admin's create), node-2's deleted by node-2's token (also under
 	# the old name, with its annotation: a drain an older drainer recorded), node-1's and
@@ -540,16 +523,16 @@ if kubectl api-resources --api-group resource.k8s.io -o name 2>/dev/null | grep 
 		# shellcheck disable=SC2086
 		rule $r NoSchedule | kubectl create -f - >/dev/null
 	done
-	refused dtr-update "node-2's token: an update of its own rule" "never updates one" \
+	admission_refused dtr-update "node-2's token: an update of its own rule" "never updates one" \
 		k2 annotate --dry-run=server devicetaintrule "$own2" drainer.io/x=1
-	refused dtr-delete-other "node-2's token: deleting node-1's rule" "may delete only DeviceTaintRules of its node" \
+	admission_refused dtr-delete-other "node-2's token: deleting node-1's rule" "may delete only DeviceTaintRules of its node" \
 		k2 delete devicetaintrule "$own1" --dry-run=server
-	refused dtr-delete-prefix "node-2's token: deleting node-2-b's rule of the old name (drainer-node-2-...)" "may delete only DeviceTaintRules of its node" \
+	admission_refused dtr-delete-prefix "node-2's token: deleting node-2-b's rule of the old name (drainer-node-2-...)" "may delete only DeviceTaintRules of its node" \
 		k2 delete devicetaintrule "$old2b" --dry-run=server
-	admitted dtr-get "node-2's token reads its rule back (get), as drainer does before deleting it" \
+	admission_admitted dtr-get "node-2's token reads its rule back (get), as drainer does before deleting it" \
 		k2 get devicetaintrule "$own2" -o name
-	admitted dtr-delete-own "node-2's token: deleting its own rule" k2 delete devicetaintrule "$own2"
-	admitted dtr-delete-own-old "node-2's token: deleting its own rule of the old name" k2 delete devicetaintrule "$old2"
+	admission_admitted dtr-delete-own "node-2's token: deleting its own rule" k2 delete devicetaintrule "$own2"
+	admission_admitted dtr-delete-own-old "node-2's token: deleting its own rule of the old name" k2 delete devicetaintrule "$old2"
 	kubectl delete devicetaintrule "$own1" "$old2b" >/dev/null
 	kubectl delete clusterrolebinding,clusterrole deploy-test-dtr >/dev/null
 else
@@ -561,9 +544,9 @@ kubectl create clusterrolebinding deploy-test-pod-delete --clusterrole=deploy-te
 e2e_cleanup_hooks+=("kubectl delete clusterrolebinding,clusterrole deploy-test-pod-delete --ignore-not-found >/dev/null 2>&1")
 delete_allowed() { [ "$(kubectl auth can-i delete pods -n drainer-system --as="$SA" 2>/dev/null)" = yes ]; }
 wait_until 10 delete_allowed
-refused delete-other "with pods delete granted, node-2's token: deleting node-1's pod" "may delete only pods on node node-2, not drainer-system/$pod1 on node-1" \
+admission_refused delete-other "with pods delete granted, node-2's token: deleting node-1's pod" "may delete only pods on node node-2, not drainer-system/$pod1 on node-1" \
 	k2 -n drainer-system delete pod "$pod1" --dry-run=server
-admitted delete-own "... deleting node-2's own pod (server dry run)" k2 -n drainer-system delete pod "$pod2" --dry-run=server
+admission_admitted delete-own "... deleting node-2's own pod (server dry run)" k2 -n drainer-system delete pod "$pod2" --dry-run=server
 kubectl delete clusterrolebinding,clusterrole deploy-test-pod-delete >/dev/null
 # Slot Leases (--max-parallel, drainer-own-node-leases): a node's token takes a slot only
 # for its own node, and only a free one or one whose holder's tenure is over; it renews,
@@ -585,61 +568,61 @@ lease_file() { # JSON CMD...: CMD with JSON in $e2e_tmp/lease.json
 }
 slot_holder() { kubectl -n drainer-system get lease "$1" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
 e2e_cleanup_hooks+=("kubectl -n drainer-system delete lease drainer-slot-90 drainer-slot-91 drainer-slot-92 --ignore-not-found >/dev/null 2>&1")
-refused lease-for-other "node-1's token: creating drainer-slot-90 held by node-2" "may take a slot only for its own node (holderIdentity node-1) or release one, not hold it for node-2" \
+admission_refused lease-for-other "node-1's token: creating drainer-slot-90 held by node-2" "may take a slot only for its own node (holderIdentity node-1) or release one, not hold it for node-2" \
 	lease_file "$(slot_lease drainer-slot-90 node-2 "$(now_micro)")" k1 create --dry-run=server -f "$e2e_tmp/lease.json"
-refused lease-2099 "node-1's token: creating drainer-slot-90 held by node-1 until 2099" "renewTime at most 60 s ahead of the API server" \
+admission_refused lease-2099 "node-1's token: creating drainer-slot-90 held by node-1 until 2099" "renewTime at most 60 s ahead of the API server" \
 	lease_file "$(slot_lease drainer-slot-90 node-1 2099-01-01T00:00:00.000000Z)" k1 create --dry-run=server -f "$e2e_tmp/lease.json"
-refused lease-long "node-1's token: creating drainer-slot-90 with leaseDurationSeconds 2000000000" "leaseDurationSeconds 1 to 300" \
+admission_refused lease-long "node-1's token: creating drainer-slot-90 with leaseDurationSeconds 2000000000" "leaseDurationSeconds 1 to 300" \
 	lease_file "$(slot_lease drainer-slot-90 node-1 "$(now_micro)" 2000000000)" k1 create --dry-run=server -f "$e2e_tmp/lease.json"
-refused lease-free "node-1's token: creating drainer-slot-90 free (no holder)" "not create a free one" \
+admission_refused lease-free "node-1's token: creating drainer-slot-90 free (no holder)" "not create a free one" \
 	lease_file "$(slot_lease drainer-slot-90 '' "$(now_micro)")" k1 create --dry-run=server -f "$e2e_tmp/lease.json"
-refused lease-other-name "node-1's token: a Lease that is not a slot" "may write only the slot Leases drainer-slot-N in drainer-system, not drainer-system/deploy-test" \
+admission_refused lease-other-name "node-1's token: a Lease that is not a slot" "may write only the slot Leases drainer-slot-N in drainer-system, not drainer-system/deploy-test" \
 	lease_file "$(slot_lease deploy-test node-1 "$(now_micro)")" k1 create --dry-run=server -f "$e2e_tmp/lease.json"
-admitted lease-own2 "node-2's token: creating drainer-slot-90 held by node-2 (as drainer takes a slot)" \
+admission_admitted lease-own2 "node-2's token: creating drainer-slot-90 held by node-2 (as drainer takes a slot)" \
 	lease_file "$(slot_lease drainer-slot-90 node-2 "$(now_micro)")" k2 create -f "$e2e_tmp/lease.json"
-refused lease-delete-other "node-1's token: deleting drainer-slot-90, which node-2 holds" "may delete only a slot Lease its node holds, not one held by node-2" \
+admission_refused lease-delete-other "node-1's token: deleting drainer-slot-90, which node-2 holds" "may delete only a slot Lease its node holds, not one held by node-2" \
 	k1 -n drainer-system delete lease drainer-slot-90 --dry-run=server
-refused lease-take-other "node-1's token: taking drainer-slot-90 while node-2 holds it" "may not change slot Lease drainer-slot-90 while node node-2 holds it" \
+admission_refused lease-take-other "node-1's token: taking drainer-slot-90 while node-2 holds it" "may not change slot Lease drainer-slot-90 while node node-2 holds it" \
 	lease_file "$(slot_as drainer-slot-90 node-1)" k1 replace --dry-run=server -f "$e2e_tmp/lease.json"
-refused lease-free-other "node-1's token: releasing drainer-slot-90 for node-2" "may not change slot Lease drainer-slot-90 while node node-2 holds it" \
+admission_refused lease-free-other "node-1's token: releasing drainer-slot-90 for node-2" "may not change slot Lease drainer-slot-90 while node node-2 holds it" \
 	lease_file "$(slot_as drainer-slot-90 '')" k1 replace --dry-run=server -f "$e2e_tmp/lease.json"
 # The policy reads the API server's clock from the writer's own managedFields entry
 # (kubectl replace: manager kubectl-replace), which the server stamps: a made-up time a
 # year on, sent for that entry and for another, cannot make node-2's tenure look over.
-refused lease-fake-time "node-1's token: taking it with made-up managedFields times a year ahead" "while node node-2 holds it" \
+admission_refused lease-fake-time "node-1's token: taking it with made-up managedFields times a year ahead" "while node node-2 holds it" \
 	lease_file "$(slot_as drainer-slot-90 node-1 | jq -c --arg t "$(date -u -d '+1 year' +%Y-%m-%dT%H:%M:%SZ)" '.metadata.managedFields = [
 		{manager: "kubectl-replace", operation: "Update", apiVersion: "coordination.k8s.io/v1", time: $t, fieldsType: "FieldsV1", fieldsV1: {"f:spec": {}}},
 		{manager: "x", operation: "Update", apiVersion: "coordination.k8s.io/v1", time: $t, fieldsType: "FieldsV1", fieldsV1: {"f:metadata": {}}}]')" \
 		k1 replace --dry-run=server -f "$e2e_tmp/lease.json"
 check_eq "... drainer-slot-90 is still held by node-2" node-2 "$(slot_holder drainer-slot-90)"
-admitted lease-renew2 "node-2's token: renewing drainer-slot-90" \
+admission_admitted lease-renew2 "node-2's token: renewing drainer-slot-90" \
 	lease_file "$(slot_as drainer-slot-90 node-2)" k2 replace -f "$e2e_tmp/lease.json"
-admitted lease-release2 "node-2's token: releasing drainer-slot-90 (holderIdentity cleared)" \
+admission_admitted lease-release2 "node-2's token: releasing drainer-slot-90 (holderIdentity cleared)" \
 	lease_file "$(slot_as drainer-slot-90 '')" k2 replace -f "$e2e_tmp/lease.json"
-admitted lease-take-free "node-1's token: taking the free drainer-slot-90" \
+admission_admitted lease-take-free "node-1's token: taking the free drainer-slot-90" \
 	lease_file "$(slot_as drainer-slot-90 node-1)" k1 replace -f "$e2e_tmp/lease.json"
 check_eq "... now held by node-1" node-1 "$(slot_holder drainer-slot-90)"
-admitted lease-delete-own "node-1's token: deleting drainer-slot-90, which its node holds" k1 -n drainer-system delete lease drainer-slot-90
+admission_admitted lease-delete-own "node-1's token: deleting drainer-slot-90, which its node holds" k1 -n drainer-system delete lease drainer-slot-90
 # A holder whose tenure is over (renewed 10 min ago, 120 s lease): taken over; a live one
 # with renewTime 30 s ahead (a clock a little fast): not.
 slot_lease drainer-slot-91 node-2 "$(now_micro -d '-10 min')" | kubectl create -f - >/dev/null
-admitted lease-take-over "node-1's token: taking drainer-slot-91, held by node-2 but renewed 10 min ago (120 s lease)" \
+admission_admitted lease-take-over "node-1's token: taking drainer-slot-91, held by node-2 but renewed 10 min ago (120 s lease)" \
 	lease_file "$(slot_as drainer-slot-91 node-1)" k1 replace -f "$e2e_tmp/lease.json"
 check_eq "... now held by node-1" node-1 "$(slot_holder drainer-slot-91)"
 slot_lease drainer-slot-92 node-2 "$(now_micro -d '+30 sec')" | kubectl create -f - >/dev/null
-refused lease-take-ahead "node-1's token: taking drainer-slot-92, held by node-2 with renewTime 30 s ahead" "while node node-2 holds it" \
+admission_refused lease-take-ahead "node-1's token: taking drainer-slot-92, held by node-2 with renewTime 30 s ahead" "while node node-2 holds it" \
 	lease_file "$(slot_as drainer-slot-92 node-1)" k1 replace --dry-run=server -f "$e2e_tmp/lease.json"
 kubectl -n drainer-system delete lease drainer-slot-91 drainer-slot-92 >/dev/null
 # A token bound to a Node object (the systemd unit's) names its node too.
 mkkc "$(kubectl -n drainer-system create token drainer --bound-object-kind Node --bound-object-name node-3 --duration=10m)" "$n3kc"
-admitted nodebound-own "a token bound to Node node-3: its drainer.io/ annotation on node-3" \
+admission_admitted nodebound-own "a token bound to Node node-3: its drainer.io/ annotation on node-3" \
 	"$KUBECTL" --kubeconfig "$n3kc" annotate node node-3 drainer.io/deploy-test=1
-refused nodebound-other "... but not on node-1" "may change only Node node-3, not node-1" \
+admission_refused nodebound-other "... but not on node-1" "may change only Node node-3, not node-1" \
 	"$KUBECTL" --kubeconfig "$n3kc" annotate --dry-run=server node node-1 drainer.io/deploy-test=1
 kubectl annotate node node-3 drainer.io/deploy-test- >/dev/null
 # node-1's own token works on node-1 (the policy is not "node-2 only").
-admitted node1-own "node-1's token: its drainer.io/ annotation on node-1" k1 annotate node node-1 drainer.io/deploy-test=1
-refused node1-other "node-1's token: the same on node-2" "may change only Node node-1, not node-2" k1 annotate --dry-run=server node node-2 drainer.io/deploy-test=1
+admission_admitted node1-own "node-1's token: its drainer.io/ annotation on node-1" k1 annotate node node-1 drainer.io/deploy-test=1
+admission_refused node1-other "node-1's token: the same on node-2" "may change only Node node-1, not node-2" k1 annotate --dry-run=server node node-2 drainer.io/deploy-test=1
 kubectl annotate node node-1 drainer.io/deploy-test- >/dev/null
 kubectl taint node node-2 deploy-test:NoSchedule- >/dev/null
 kubectl annotate namespace drainer-system drainer.io/driver-stop-label= --overwrite >/dev/null
@@ -806,9 +789,9 @@ check_eq "cluster mode: the per-node ServiceAccount and its policies are gone" "
 # drainer-cluster is not confined to a node (nor are its tokens bound to one).
 ckc=$e2e_tmp/cluster.kubeconfig
 mkkc "$(kubectl -n drainer-system create token drainer-cluster --duration=10m)" "$ckc"
-admitted cm-n1 "cluster mode: drainer-cluster's token may annotate node-1" "$KUBECTL" --kubeconfig "$ckc" annotate node node-1 drainer.io/deploy-test=1
-admitted cm-n3 "... and node-3" "$KUBECTL" --kubeconfig "$ckc" annotate node node-3 drainer.io/deploy-test=1
-admitted cm-ev "... and post Events about any Node (server dry run)" \
+admission_admitted cm-n1 "cluster mode: drainer-cluster's token may annotate node-1" "$KUBECTL" --kubeconfig "$ckc" annotate node node-1 drainer.io/deploy-test=1
+admission_admitted cm-n3 "... and node-3" "$KUBECTL" --kubeconfig "$ckc" annotate node node-3 drainer.io/deploy-test=1
+admission_admitted cm-ev "... and post Events about any Node (server dry run)" \
 	bash -c "$(declare -f event); event node-3 | '$KUBECTL' --kubeconfig '$ckc' create -f - --dry-run=server"
 check_eq "cluster mode: drainer-cluster has the ClusterRole's rights, and Events only in default" "yes yes no" \
 	"$(for a in "patch nodes" "create events -n default" "create events -n demo"; do

@@ -107,34 +107,17 @@ else
 fi
 
 # --- the node policy, with tokens of the release's ServiceAccount ------------------------
-# refused TAG WHAT PATTERN CMD...: CMD fails with PATTERN in its error (a policy's message).
-refused() {
-	local tag=$1 what=$2 pat=$3
-	shift 3
-	if "$@" >"$e2e_tmp/$tag.out" 2>"$e2e_tmp/$tag.err"; then
-		fail "$what: admitted"
-	elif grep -q -- "$pat" "$e2e_tmp/$tag.err"; then
-		pass "$what: refused ($(grep -o "ValidatingAdmissionPolicy '[^']*'" "$e2e_tmp/$tag.err" | head -n 1))"
-	else
-		fail "$what: refused, but not with [$pat]: $(head -c 400 "$e2e_tmp/$tag.err")"
-	fi
-}
-admitted() { # TAG WHAT CMD...
-	local tag=$1 what=$2
-	shift 2
-	if "$@" >"$e2e_tmp/$tag.out" 2>"$e2e_tmp/$tag.err"; then pass "$what"; else fail "$what: $(head -c 400 "$e2e_tmp/$tag.err")"; fi
-}
 policy_proof() { # NAMESPACE WHERE: node-2's token of NAMESPACE/drainer on node-2 (admitted) and node-1 (refused)
 	local pns=$1 where=$2 kc=$e2e_tmp/$1-node2.kubeconfig nonode=$e2e_tmp/$1-nonode.kubeconfig
 	mkkc "$(kubectl -n "$pns" create token drainer --bound-object-kind Node --bound-object-name node-2 --duration=10m)" "$kc"
 	mkkc "$(kubectl -n "$pns" create token drainer --duration=10m)" "$nonode"
 	# (the API server sees a new policy a moment after it is created)
 	wait_until 30 bash -c "! '$KUBECTL' --kubeconfig '$kc' annotate --dry-run=server node node-1 drainer.io/helm-test=1"
-	admitted "$pns-own" "$where: node-2's token of $pns/drainer annotates node-2 (drainer.io/, server dry run)" \
+	admission_admitted "$pns-own" "$where: node-2's token of $pns/drainer annotates node-2 (drainer.io/, server dry run)" \
 		"$KUBECTL" --kubeconfig "$kc" annotate --dry-run=server node node-2 drainer.io/helm-test=1
-	refused "$pns-other" "$where: node-2's token of $pns/drainer patching node-1" "may change only Node node-2, not node-1" \
+	admission_refused "$pns-other" "$where: node-2's token of $pns/drainer patching node-1" "may change only Node node-2, not node-1" \
 		"$KUBECTL" --kubeconfig "$kc" annotate --dry-run=server node node-1 drainer.io/helm-test=1
-	refused "$pns-nonode" "$where: a token of $pns/drainer naming no node annotating node-2" "names no node" \
+	admission_refused "$pns-nonode" "$where: a token of $pns/drainer naming no node annotating node-2" "names no node" \
 		"$KUBECTL" --kubeconfig "$nonode" annotate --dry-run=server node node-2 drainer.io/helm-test=1
 }
 policy_proof "$ns" "chart"
@@ -207,10 +190,10 @@ check_eq "kubectl apply -k the overlay (namespace: $kns)" 0 $?
 policy_proof "$kns" "kustomize namespace: $kns"
 # The binding's parameter is the overlay's Namespace: were it still drainer-system (not
 # there), the policy would refuse every write of every Node, the admin's and the kubelets'.
-admitted "$kns-admin" "kustomize namespace: $kns: the admin annotates node-1 (the policy's parameter, Namespace $kns, is found)" \
+admission_admitted "$kns-admin" "kustomize namespace: $kns: the admin annotates node-1 (the policy's parameter, Namespace $kns, is found)" \
 	kubectl annotate --dry-run=server node node-1 drainer.io/helm-test=1
 # The slot Leases policy follows the namespace too (RBAC lets ops/drainer write any Lease in $kns).
-refused "$kns-lease" "kustomize namespace: $kns: node-2's token of $kns/drainer creating a Lease in $kns that is not a slot" \
+admission_refused "$kns-lease" "kustomize namespace: $kns: node-2's token of $kns/drainer creating a Lease in $kns that is not a slot" \
 	"may write only the slot Leases drainer-slot-N in $kns, not $kns/helm-test" \
 	"$KUBECTL" --kubeconfig "$e2e_tmp/$kns-node2.kubeconfig" -n "$kns" create --dry-run=server -f - <<-YAML
 	apiVersion: coordination.k8s.io/v1
