@@ -62,6 +62,11 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 nodeStatusUpdateFrequency: 10s
+# A pod whose sync failed without an error the pod worker backs off on (a claim the DRA
+# driver cannot prepare yet: "driver ... is not registered" while the driver pod restarts)
+# is synced again only at this interval (1m by default, +-50%): the tests restart drivers
+# under bound claim holders often, and would wait up to 90 s each time.
+syncFrequency: 10s
 nodeStatusReportFrequency: 1m
 EOF
 	# up's kubelet_gates: 1.33 with DRA on (the kubelet's DRA manager is behind its gate),
