@@ -904,6 +904,8 @@ static void on_prep_key(struct drain_preparation *p, size_t i, int error, const 
         const char *node = v->fleet_runs[i].node;
         int code;
 
+        if (v->app->quit)
+                return;
         if (error >= 0) {
                 v->stop_keys[i] = strdup(key);
                 if (!v->stop_keys[i]) {
@@ -942,6 +944,8 @@ static void on_prep_key(struct drain_preparation *p, size_t i, int error, const 
 static void on_prep_keys_done(struct drain_preparation *p, int error, const char *message, void *userdata) {
         struct drain_verb *v = userdata;
 
+        if (v->app->quit)
+                return; /* out of memory on the way: quit already */
         if (error < 0) {
                 prep_error(error, message);
                 drain_verb_quit(v, EXIT_ERROR);
