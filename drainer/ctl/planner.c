@@ -63,10 +63,11 @@ static void step_seamless(struct planner *p);
 static void planner_free(struct planner *p) {
         if (p->sv_ready)
                 drain_scope_view_done(&p->sv);
-        if (p->plan_ready)
-                plan_done(&p->res.plan);
+        /* (before plan_done(), which forgets how many pods there were) */
         for (size_t i = 0; p->res.evicts && i < p->res.plan.n_pods; i++)
                 free(p->res.evicts[i].message);
+        if (p->plan_ready)
+                plan_done(&p->res.plan);
         free(p->res.evicts);
         free(p->calls);
         free(p->res.cordon.message);
