@@ -21,22 +21,9 @@ struct drain_verb;
 struct node_snapshot;
 struct node_input;
 struct kube_call;
-struct taint_rule_discovery;
-struct driver_key_read;
-struct health_probe;
-struct seamless_check;
+struct planner;
+struct drain_preparation;
 struct sysbus;
-
-/* One request of a server dry run and its answer. */
-struct dry_call {
-        struct plan_job *job;
-        struct kube_call *call;
-        bool done;
-        int error;
-        long status;
-        bool ns_terminating;
-        char *message;
-};
 
 #define OUT_OF_SERVICE_AFTER_DEFAULT (5 * 60 * USEC_PER_SEC)
 
@@ -60,33 +47,14 @@ struct drainlike_opts {
 /* The -o json summary's schema: 1 since the metrics left it (--metrics-in-output). */
 #define SUMMARY_SCHEMA_VERSION 1
 
-/* One plan (node and driver) being read: the reads one after the other, each from
- * the loop (the DeviceTaintRule discovery, the snapshot, the driver's label key, the
- * health probes, the seamless check), then the output or the server dry run. */
+/* One plan (node and driver): the planner's (ctl/planner.h), then its output or its
+ * server dry run. */
 struct plan_job {
         struct drain_verb *v;
         const char *node;
         struct drain_args args; /* the command's, or scoped to one driver */
         cJSON *list;            /* -l or several --driver with -o json: its items */
-        struct plan_options po;
-        struct taint_rule_discovery *disc;
-        struct node_snapshot *snap;
-        const struct node_input *in; /* the snapshot's */
-        struct drain_scope_view sv;
-        bool sv_ready;
-        const char *conflict;
-        struct driver_key_read *key_read;
-        char *key, *key_from, *key_why;
-        struct plan p;
-        bool p_ready;
-        size_t probe_at; /* the next pod of p to probe */
-        struct health_probe *probe;
-        struct seamless_check *seam_check;
-        struct seamless_answer seam;
-        bool seam_known;
-        struct dry_call cordon;
-        struct dry_call *calls; /* one per pod of p */
-        size_t calls_left;
+        struct planner *pl;     /* owned, until closed */
 };
 
 /* The display of one run of the fleet (fleet.h's fleet_node is what the fleet knows). */
@@ -121,11 +89,11 @@ struct drain_verb {
         unsigned in_flight; /* callbacks still to come: reads, closes, the fleet, a command */
         int code;
 
-        /* -l: the nodes */
-        struct kube_call *list_call;
-        char **names;
+        /* the preparation (ctl/preparation.h): -l's nodes, the runs' keys, maintain's
+         * seamless check */
+        struct drain_preparation *prep;
+        char **names; /* -l: the nodes */
         size_t n_names;
-        char *list_message;
 
         /* plan: one job at a time, the nodes (or NODE) times the drivers */
         struct plan_job *job;
@@ -140,13 +108,7 @@ struct drain_verb {
         char **stop_keys;
         size_t n_runs, runs_per_node;
         struct run_display *disp;
-        size_t key_at; /* --driver without --driver-stop: the next run whose key is read */
-        struct node_snapshot *snap;
-        bool snap_reading;
-        const char *snap_node;
-        struct driver_key_read *key_read;
-        int keys_worst;
-        struct seamless_check *seam_check;
+        int keys_worst; /* --driver without --driver-stop: the worst of the key reads */
         struct seamless_answer seam;
         struct sysbus *bus;
         uv_signal_t sigint, sigterm;
@@ -167,8 +129,6 @@ struct drain_verb {
  * then does nothing more). */
 bool drain_verb_op_ended(struct drain_verb *v);
 void drain_verb_quit(struct drain_verb *v, int code);
-/* Closes s (NULL ok); the verb's stop waits for it. */
-void drain_verb_close_snapshot(struct drain_verb *v, struct node_snapshot *s);
 void drain_verb_print_json(cJSON *j);
 int drain_verb_exit_code(int r);
 /* A -o json List (selector: the verb's -l); max_parallel 0: left out. */
@@ -177,9 +137,6 @@ cJSON *drain_verb_list_json(struct drain_verb *v, const char *verb, unsigned max
 /* verb-plan.c */
 /* The plans of every node (NODE or -l's) and --driver, one at a time; then quits. */
 void drain_verb_plans_start(struct drain_verb *v);
-/* Stops what the plan waits for (its callbacks then see the verb stopping). */
+/* Closes the plan's planner (none of its callbacks runs after this). */
 void drain_verb_plan_cancel(struct plan_job *job);
 void drain_verb_plan_free(struct plan_job *job);
-/* The node's driver pods (DaemonSet-controlled, by the plan options' selectors). */
-int drain_verb_driver_pods(const struct node_input *in, const struct plan_options *po,
-                           const struct pod_rec ***ret, size_t *ret_n);

@@ -20,6 +20,7 @@
 #include "drainer/base/timesrc.h"
 #include "drainer/ctl/driverkey.h"
 #include "drainer/ctl/fleet.h"
+#include "drainer/ctl/preparation.h"
 #include "drainer/dra/health.h"
 #include "drainer/dra/nodeview.h"
 #include "drainer/dra/seamless.h"
@@ -119,20 +120,6 @@ bool drain_verb_op_ended(struct drain_verb *v) {
 
 void drain_verb_quit(struct drain_verb *v, int code) {
         app_quit(v->app, code);
-}
-
-static void on_snapshot_closed(void *userdata) {
-        struct drain_verb *v = userdata;
-
-        v->in_flight--;
-        maybe_stopped(v);
-}
-
-void drain_verb_close_snapshot(struct drain_verb *v, struct node_snapshot *s) {
-        if (!s)
-                return;
-        v->in_flight++;
-        node_snapshot_close(s, on_snapshot_closed, v);
 }
 
 void drain_verb_print_json(cJSON *j) {
@@ -750,6 +737,13 @@ static void on_signal_closed(uv_handle_t *h) {
         maybe_stopped(v);
 }
 
+static void on_prep_closed(void *userdata) {
+        struct drain_verb *v = userdata;
+
+        v->in_flight--;
+        maybe_stopped(v);
+}
+
 static void fleet_start(struct drain_verb *v) {
         static const struct drain_fleet_callbacks cb = {
                 .on_node_start = on_run_start,
@@ -832,16 +826,18 @@ static void on_seamless_command_done(int status, int error, void *userdata) {
         drain_verb_quit(v, code);
 }
 
-static void on_maintain_seamless(int error, const char *what, const struct seamless_answer *ans,
-                                 void *userdata) {
+/* The preparation (ctl/preparation.c) of the runs, as the verb reports it. */
+static int prep_error(int error, const char *message) {
+        return message ? log_error_errno(error, "%s", message) : log_oom();
+}
+
+static void on_prep_seamless(struct drain_preparation *p, int error, const char *message,
+                             const struct seamless_answer *ans, void *userdata) {
         struct drain_verb *v = userdata;
         int r;
 
-        v->seam_check = NULL;
-        if (!drain_verb_op_ended(v))
-                return;
         if (error < 0) {
-                log_error_errno(error, "%s", strna(what));
+                prep_error(error, message);
                 drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
@@ -860,40 +856,6 @@ static void on_maintain_seamless(int error, const char *what, const struct seaml
         r = fleet_command_spawn(&v->app->loop, v->cmd, on_seamless_command_done, v);
         if (r < 0) {
                 log_oom();
-                drain_verb_quit(v, EXIT_ERROR);
-                return;
-        }
-        v->in_flight++;
-}
-
-static void on_maintain_snapshot(struct node_snapshot *s, int error, const char *what, void *userdata) {
-        struct drain_verb *v = userdata;
-        const struct pod_rec **dp = NULL;
-        struct plan_options po;
-        size_t n_dp;
-        int r;
-
-        v->snap_reading = false;
-        if (!drain_verb_op_ended(v))
-                return;
-        if (error < 0) {
-                log_error_errno(error, "%s", strna(what));
-                drain_verb_quit(v, EXIT_ERROR);
-                return;
-        }
-        drain_profile_plan_options(&v->a.profile, &po);
-        r = drain_verb_driver_pods(node_snapshot_input(s), &po, &dp, &n_dp);
-        if (r >= 0)
-                r = seamless_check_start(v->app->client, v->app->ts, v->a.profile.drivers[0], dp, n_dp,
-                                         on_maintain_seamless, v, &v->seam_check);
-        free(dp);
-        v->snap = NULL;
-        drain_verb_close_snapshot(v, s);
-        if (r < 0) {
-                if (r == -ENOMEM)
-                        log_oom();
-                else
-                        log_error_errno(r, "Cannot start the API requests: %m");
                 drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
@@ -925,125 +887,75 @@ static void runs_go(struct drain_verb *v) {
                 }
         }
         if (v->is_maintain && v->n_runs == 1 && v->a.profile.n_drivers > 0 && !v->a.profile.force_drain) {
-                r = node_snapshot_start(v->app->client, v->app->ts, v->node, false, on_maintain_snapshot, v,
-                                        &v->snap);
+                r = drain_preparation_check_seamless(v->prep, v->node, &v->a.profile);
                 if (r < 0) {
                         log_error_errno(r, "Cannot start the API requests: %m");
                         drain_verb_quit(v, EXIT_ERROR);
-                        return;
                 }
-                v->snap_reading = true;
-                v->in_flight++;
                 return;
         }
         fleet_start(v);
 }
 
-static void keys_next(struct drain_verb *v);
-
-static void on_run_key(int error, const char *key, const char *from, const char *why, void *userdata) {
+static void on_prep_key(struct drain_preparation *p, size_t i, int error, const char *key, const char *from,
+                        const char *why, void *userdata) {
         struct drain_verb *v = userdata;
-        struct drain_args *a = &v->runs[v->key_at];
-        const char *node = v->fleet_runs[v->key_at].node;
+        struct drain_args *a = &v->runs[i];
+        const char *node = v->fleet_runs[i].node;
         int code;
 
-        v->key_read = NULL;
-        if (!drain_verb_op_ended(v))
+        if (v->app->quit)
                 return;
         if (error >= 0) {
-                v->stop_keys[v->key_at] = strdup(key);
-                if (!v->stop_keys[v->key_at]) {
+                v->stop_keys[i] = strdup(key);
+                if (!v->stop_keys[i]) {
                         log_oom();
                         drain_verb_quit(v, EXIT_ERROR);
                         return;
                 }
-                a->profile.stop_arg = v->stop_keys[v->key_at];
+                a->profile.stop_arg = v->stop_keys[i];
                 log_info("DRA driver %s of node %s: stopped by label %s (the nodeSelector of %s)",
                          a->profile.drivers[0], node, key, from);
-        } else {
-                code = error == -EPERM ? EXIT_REFUSED : EXIT_ERROR;
-                if (error == -ENOMEM)
-                        log_oom();
-                else
-                        log_error("%s: refused, nothing was changed: %s", a->verb, strna(why));
-                if (v->fmt == OUTPUT_JSON && v->keys_worst == EXIT_DONE) {
-                        _cleanup_(cJSON_Deletep) cJSON *j = cJSON_CreateObject();
-
-                        cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
-                        cJSON_AddStringToObject(j, "node", node);
-                        cJSON_AddStringToObject(j, "verb", a->verb);
-                        cJSON_AddStringToObject(j, "driver", a->profile.drivers[0]);
-                        cJSON_AddStringToObject(j, "result", "refused");
-                        cJSON_AddBoolToObject(j, "changed", false);
-                        cJSON_AddStringToObject(j, "message", strna(why));
-                        cJSON_AddNumberToObject(j, "exitCode", code);
-                        drain_verb_print_json(j);
-                }
-                v->keys_worst = nodeset_worst_exit(v->keys_worst, code);
+                return;
         }
-        v->key_at++;
-        keys_next(v);
+        code = error == -EPERM ? EXIT_REFUSED : EXIT_ERROR;
+        if (error == -ENOMEM)
+                log_oom();
+        else
+                log_error("%s: refused, nothing was changed: %s", a->verb, strna(why));
+        if (v->fmt == OUTPUT_JSON && v->keys_worst == EXIT_DONE) {
+                _cleanup_(cJSON_Deletep) cJSON *j = cJSON_CreateObject();
+
+                cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
+                cJSON_AddStringToObject(j, "node", node);
+                cJSON_AddStringToObject(j, "verb", a->verb);
+                cJSON_AddStringToObject(j, "driver", a->profile.drivers[0]);
+                cJSON_AddStringToObject(j, "result", "refused");
+                cJSON_AddBoolToObject(j, "changed", false);
+                cJSON_AddStringToObject(j, "message", strna(why));
+                cJSON_AddNumberToObject(j, "exitCode", code);
+                drain_verb_print_json(j);
+        }
+        v->keys_worst = nodeset_worst_exit(v->keys_worst, code);
 }
 
-static void on_keys_snapshot(struct node_snapshot *s, int error, const char *what, void *userdata) {
+/* --driver without --driver-stop: every run's KEY is in; a run with no single key
+ * refuses the whole command (exit 4), saying why. */
+static void on_prep_keys_done(struct drain_preparation *p, int error, const char *message, void *userdata) {
         struct drain_verb *v = userdata;
-        int r;
 
-        v->snap_reading = false;
-        if (!drain_verb_op_ended(v))
-                return;
+        if (v->app->quit)
+                return; /* out of memory on the way: quit already */
         if (error < 0) {
-                log_error_errno(error, "%s", strna(what));
+                prep_error(error, message);
                 drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
-        r = driver_key_read_start(v->app->client, v->app->ts, node_snapshot_input(s),
-                                  &v->runs[v->key_at].profile, on_run_key, v, &v->key_read);
-        if (r < 0) {
-                log_error_errno(r, "Cannot start the API requests: %m");
-                drain_verb_quit(v, EXIT_ERROR);
+        if (v->keys_worst != EXIT_DONE) {
+                drain_verb_quit(v, v->keys_worst);
                 return;
         }
-        v->in_flight++;
-}
-
-/* --driver without --driver-stop: each run's label KEY from its driver's DaemonSet
- * (driverkey.h), before anything is changed, one node's snapshot for its runs; a run
- * with no single key refuses the whole command (exit 4), saying why. */
-static void keys_next(struct drain_verb *v) {
-        int r;
-
-        if (v->key_at >= v->n_runs) {
-                drain_verb_close_snapshot(v, TAKE_PTR(v->snap));
-                if (v->keys_worst != EXIT_DONE) {
-                        drain_verb_quit(v, v->keys_worst);
-                        return;
-                }
-                runs_go(v);
-                return;
-        }
-        if (v->snap && streq(v->snap_node, v->fleet_runs[v->key_at].node)) {
-                r = driver_key_read_start(v->app->client, v->app->ts, node_snapshot_input(v->snap),
-                                          &v->runs[v->key_at].profile, on_run_key, v, &v->key_read);
-                if (r < 0) {
-                        log_error_errno(r, "Cannot start the API requests: %m");
-                        drain_verb_quit(v, EXIT_ERROR);
-                        return;
-                }
-                v->in_flight++;
-                return;
-        }
-        drain_verb_close_snapshot(v, TAKE_PTR(v->snap));
-        v->snap_node = v->fleet_runs[v->key_at].node;
-        r = node_snapshot_start(v->app->client, v->app->ts, v->snap_node, false, on_keys_snapshot, v,
-                                &v->snap);
-        if (r < 0) {
-                log_error_errno(r, "Cannot start the API requests: %m");
-                drain_verb_quit(v, EXIT_ERROR);
-                return;
-        }
-        v->snap_reading = true;
-        v->in_flight++;
+        runs_go(v);
 }
 
 /* A run per node and driver (--driver: each its own state keys and stop); the drivers
@@ -1076,8 +988,15 @@ static void runs_start(struct drain_verb *v) {
                 };
         }
         if (v->a.stop_from_daemonset) {
+                /* each run's label KEY from its driver's DaemonSet (driverkey.h), before
+                 * anything is changed */
+                int r = drain_preparation_read_keys(v->prep, v->fleet_runs, v->n_runs);
+
                 v->keys_worst = EXIT_DONE;
-                keys_next(v);
+                if (r < 0) {
+                        log_error_errno(r, "Cannot start the API requests: %m");
+                        drain_verb_quit(v, EXIT_ERROR);
+                }
                 return;
         }
         runs_go(v);
@@ -1085,32 +1004,20 @@ static void runs_start(struct drain_verb *v) {
 
 /* ---- the verbs ---- */
 
-static void on_node_page_error(struct drain_verb *v, int error) {
-        log_error_errno(error, "cannot list the nodes matching \"%s\": %s", v->o.selector,
-                        v->list_message ? v->list_message : strerror(-error));
-        drain_verb_quit(v, EXIT_ERROR);
-}
-
-static int on_node_page(const cJSON *items, void *userdata) {
-        struct drain_verb *v = userdata;
-
-        return nodeset_add_page(items, &v->names, &v->n_names);
-}
-
 static void nodes_known(struct drain_verb *v);
 
-static void on_node_list(const struct kube_result *res, void *userdata) {
+static void on_prep_nodes(struct drain_preparation *p, int error, const char *message, char **names,
+                          size_t n, void *userdata) {
         struct drain_verb *v = userdata;
 
-        v->list_call = NULL;
-        if (!drain_verb_op_ended(v))
-                return;
-        if (res->error < 0) {
-                v->list_message = res->message ? strdup(res->message) : NULL;
-                on_node_page_error(v, res->error);
+        if (error < 0) {
+                log_error_errno(error, "cannot list the nodes matching \"%s\": %s", v->o.selector,
+                                message ? message : strerror(-error));
+                drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
-        nodeset_sort(v->names, &v->n_names);
+        v->names = names;
+        v->n_names = n;
         nodes_known(v);
 }
 
@@ -1251,23 +1158,31 @@ static int drainlike_parse(int argc, char **argv, struct global_flags *g, void *
 }
 
 static int drainlike_start(struct app *a, void *state) {
+
+        static const struct preparation_callbacks cb = {
+                .on_nodes = on_prep_nodes,
+                .on_key = on_prep_key,
+                .on_keys_done = on_prep_keys_done,
+                .on_seamless = on_prep_seamless,
+        };
         struct drain_verb *v = state;
-        _cleanup_free_ char *path = NULL, *err = NULL;
         int r;
 
         v->app = a;
+        r = drain_preparation_new(a->client, a->ts, &cb, v, &v->prep);
+        if (r < 0)
+                return log_oom();
+        v->in_flight++; /* until the preparation is closed */
         if (!v->o.selector) {
                 nodes_known(v);
                 return 0;
         }
-        /* The names of the Nodes matching -l SELECTOR, sorted. */
-        r = nodeset_list_path(v->o.selector, &path, &err);
-        if (r < 0)
-                return r == -ENOMEM ? log_oom() : log_error_errno(r, "-l/--selector: %s", strna(err));
-        r = kube_list(a->client, path, 500, NULL, on_node_page, on_node_list, v, &v->list_call);
+        /* The names of the Nodes matching -l SELECTOR (validated by parse), sorted. */
+        r = drain_preparation_list_nodes(v->prep, v->o.selector);
+        if (r == -ENOMEM)
+                return log_oom();
         if (r < 0)
                 return log_error_errno(r, "cannot list the nodes matching \"%s\": %m", v->o.selector);
-        v->in_flight++;
         return 0;
 }
 
@@ -1278,25 +1193,8 @@ static void drainlike_stop(struct app *a, void *state) {
 
         v->app = a;
         v->stopping = true;
-        if (v->list_call)
-                kube_call_cancel(v->list_call);
-        if (v->job) {
+        if (v->job)
                 drain_verb_plan_cancel(v->job);
-                if (v->job->snap && !v->job->in) {
-                        /* still reading: closing it ends the read (its done never runs) */
-                        v->in_flight--;
-                        drain_verb_close_snapshot(v, TAKE_PTR(v->job->snap));
-                }
-        }
-        if (v->snap && v->snap_reading) {
-                v->in_flight--;
-                v->snap_reading = false;
-        }
-        drain_verb_close_snapshot(v, TAKE_PTR(v->snap));
-        if (v->key_read)
-                driver_key_read_cancel(v->key_read);
-        if (v->seam_check)
-                seamless_check_cancel(v->seam_check);
         if (v->fleet_running)
                 drain_fleet_stop(v->fleet); /* on_finished follows */
         if (v->signals) {
@@ -1309,6 +1207,8 @@ static void drainlike_stop(struct app *a, void *state) {
                 v->in_flight++;
                 sysbus_close(v->bus, on_bus_closed, v);
         }
+        /* last: its closed may come at once (nothing of it in flight) */
+        drain_preparation_close(TAKE_PTR(v->prep), on_prep_closed, v);
         maybe_stopped(v);
 }
 
@@ -1332,7 +1232,6 @@ static void drainlike_free(void *state) {
         free(v->fleet_runs);
         free(v->runs);
         nodeset_free(v->names, v->n_names);
-        free(v->list_message);
         if (v->a_ready)
                 drain_args_done(&v->a);
         if (v->c_ready)

@@ -1,0 +1,479 @@
+/* The planner (planner.h): one node's plan read step by step from the loop (snapshot,
+ * DeviceTaintRule discovery, label key, health probes, seamless check), and kubectl's
+ * server dry run of it. Owns its snapshot, its reads and the dry run's answers; writes
+ * nothing that persists, prints nothing. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drainer/base/log.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/ctl/driverkey.h"
+#include "drainer/ctl/planner.h"
+#include "drainer/dra/health.h"
+#include "drainer/dra/snapshot.h"
+#include "drainer/dra/taintrule.h"
+#include "drainer/drain/state.h"
+#include "drainer/kube/client.h"
+#include "drainer/kube/kstatus.h"
+
+struct eviction_call {
+        struct planner *p;
+        struct kube_call *call;
+        struct planner_answer *a;
+};
+
+struct planner {
+        struct kube_client *client;  /* borrowed */
+        struct transport *transport; /* borrowed */
+        struct timesrc *ts;          /* borrowed */
+        struct planner_options o;    /* borrowed strings and profile */
+        const struct planner_callbacks *cb;
+        void *userdata;
+
+        struct planner_result res;
+        struct node_snapshot *snap; /* owned, until closed */
+        bool snap_reading;
+        struct drain_scope_view sv;
+        bool sv_ready, plan_ready;
+        const char *conflict;
+        struct taint_rule_discovery *disc;
+        struct driver_key_read *key_read;
+        char *key, *key_from, *key_why;
+        size_t probe_at; /* the next pod of the plan to probe */
+        struct health_probe *probe;
+        struct seamless_check *seam_check;
+        struct kube_call *cordon_call;
+        struct eviction_call *calls; /* one per pod of the plan */
+        size_t calls_left;
+
+        unsigned pending; /* callbacks still to come (reads, cancels, the snapshot's close) */
+        bool closing;
+        void (*closed)(void *userdata);
+        void *closed_userdata;
+};
+
+static void step_key(struct planner *p);
+static void step_build(struct planner *p);
+static void step_probe(struct planner *p);
+static void step_seamless(struct planner *p);
+
+static void planner_free(struct planner *p) {
+        if (p->sv_ready)
+                drain_scope_view_done(&p->sv);
+        /* (before plan_done(), which forgets how many pods there were) */
+        for (size_t i = 0; p->res.evicts && i < p->res.plan.n_pods; i++)
+                free(p->res.evicts[i].message);
+        if (p->plan_ready)
+                plan_done(&p->res.plan);
+        free(p->res.evicts);
+        free(p->calls);
+        free(p->res.cordon.message);
+        free(p->key);
+        free(p->key_from);
+        free(p->key_why);
+        free(p);
+}
+
+static void maybe_closed(struct planner *p) {
+        if (p->closing && p->pending == 0) {
+                if (p->closed)
+                        p->closed(p->closed_userdata);
+                planner_free(p);
+        }
+}
+
+/* A callback came: false if the planner is closing (the callback then does nothing more). */
+static bool op_ended(struct planner *p) {
+        p->pending--;
+        if (!p->closing)
+                return true;
+        maybe_closed(p);
+        return false;
+}
+
+static void ready(struct planner *p, int error, const char *fmt, ...) _printf_(3, 4);
+static void ready(struct planner *p, int error, const char *fmt, ...) {
+        _cleanup_free_ char *m = NULL;
+        va_list ap;
+
+        if (fmt) {
+                va_start(ap, fmt);
+                if (vasprintf(&m, fmt, ap) < 0)
+                        m = NULL;
+                va_end(ap);
+        }
+        p->cb->on_ready(p, error, m, p->userdata);
+}
+
+static void on_discovered(int error, const struct taint_rule_api *api, void *userdata) {
+        struct planner *p = userdata;
+
+        p->disc = NULL;
+        if (!op_ended(p))
+                return;
+        if (error < 0)
+                return ready(p, error, "cannot ask the API server whether it serves DeviceTaintRules: %s",
+                             strerror(-error));
+        p->res.po.isolation = api->served ? PLAN_ISOLATE_TAINT_RULE : PLAN_ISOLATE_CORDON_FALLBACK;
+        p->res.po.taint_rule_api = api->served ? api->api_version : NULL;
+        step_key(p);
+}
+
+static void on_snapshot(struct node_snapshot *s, int error, const char *what, void *userdata) {
+        struct planner *p = userdata;
+        const struct drain_profile *pr = p->o.profile;
+        const char *drv = pr->n_drivers > 0 ? pr->drivers[0] : NULL;
+        int r;
+
+        p->snap_reading = false;
+        if (!op_ended(p))
+                return;
+        if (error < 0)
+                return ready(p, error, "%s", strna(what));
+        p->res.in = node_snapshot_input(s);
+        /* The Node as the drain's scope sees it (--driver: only that driver's keys). */
+        if (drain_scope_view_init(&p->sv, p->res.in->node, drv) < 0)
+                return ready(p, -ENOMEM, NULL);
+        p->sv_ready = true;
+        p->res.node = &p->sv.node;
+        p->conflict = drain_scope_conflict(p->res.in->node, drv);
+        if (pr->n_drivers == 0)
+                return step_key(p);
+        /* --driver: where the API server serves DeviceTaintRules (the engine asks the same
+         * at its start) */
+        r = taint_rule_discover(p->client, on_discovered, p, &p->disc);
+        if (r < 0)
+                return ready(p, r, "Cannot start the API requests: %s", strerror(-r));
+        p->pending++;
+}
+
+static void on_key(int error, const char *key, const char *from, const char *why, void *userdata) {
+        struct planner *p = userdata;
+
+        p->key_read = NULL;
+        if (!op_ended(p))
+                return;
+        if (error < 0 && error != -EPERM)
+                return error == -ENOMEM ? ready(p, error, NULL) : ready(p, error, "%s", strna(why));
+        if ((key && !(p->key = strdup(key))) || (from && !(p->key_from = strdup(from))) ||
+            (why && !(p->key_why = strdup(why))))
+                return ready(p, -ENOMEM, NULL);
+        p->res.po.driver_stop_arg = p->key;
+        p->res.po.driver_stop_arg_from = p->key_from;
+        step_build(p);
+}
+
+/* --driver without --driver-stop: label, KEY from the driver's DaemonSet. */
+static void step_key(struct planner *p) {
+        int r;
+
+        if (!p->o.key_from_daemonset)
+                return step_build(p);
+        r = driver_key_read_start(p->client, p->ts, p->res.in, p->o.profile, on_key, p, &p->key_read);
+        if (r == -ENOMEM)
+                return ready(p, r, NULL);
+        if (r < 0)
+                return ready(p, r, "Cannot start the API requests: %s", strerror(-r));
+        p->pending++;
+}
+
+static void step_build(struct planner *p) {
+        const struct node_input *in = p->res.in;
+        const char *node = p->o.node;
+        int r;
+
+        {
+                /* The same refusal as drain's: a plan over nonsense state would mislead. */
+                _cleanup_(drain_state_done) struct drain_state st = {};
+                _cleanup_free_ char *err = NULL;
+
+                r = drain_state_parse(&p->sv.node, &st, &err);
+                if (r < 0)
+                        return ready(p, r, "%s", err ? err : "malformed drainer annotations");
+        }
+        if (in->dra_off)
+                p->res.po.n_driver_selectors = 0; /* no DRA API: no drivers (as the drain's, engine.c) */
+        r = plan_build(&p->sv.node, in->pods, in->n_pods, in->claims, in->n_claims, in->slices, in->n_slices,
+                       in->pdbs, in->n_pdbs, &p->res.po, &p->res.plan);
+        if (r < 0)
+                return ready(p, -ENOMEM, NULL);
+        p->plan_ready = true;
+        /* A node drain and a driver drain of the same node exclude each other (engine.c). */
+        if (p->conflict) {
+                char m[512];
+
+                if (*p->conflict)
+                        snprintf(m, sizeof(m),
+                                 "DRA driver %s of node %s is out of service (a driver drain): a node drain "
+                                 "waits until it is back (drainer uncordon %s --driver %s)",
+                                 p->conflict, node, node, p->conflict);
+                else
+                        snprintf(m, sizeof(m),
+                                 "node %s is being drained: a drain of DRA driver %s waits until that drain "
+                                 "is "
+                                 "undone (drainer uncordon %s)",
+                                 node, p->o.profile->drivers[0], node);
+                plan_add_blocker(&p->res.plan, BLOCKER_DRAIN_EXCLUSIVE, NULL, m);
+        }
+        if (p->key_why)
+                plan_add_blocker(&p->res.plan, BLOCKER_DRIVER_STOP_KEY, NULL, p->key_why);
+        step_probe(p);
+}
+
+static void probe_result(struct planner *p, const struct pod_rec *pod, int error,
+                         enum health_status status) {
+        char m[512];
+
+        if (error == 0 && status == HEALTH_SERVING)
+                return;
+        snprintf(m, sizeof(m),
+                 "DRA driver pod %s/%s does not answer SERVING on its health endpoint: %s "
+                 "(use --ignore-driver-health to override)",
+                 pod->ns, pod->name, error < 0 ? strerror(-error) : health_status_to_string(status));
+        plan_add_blocker(&p->res.plan, BLOCKER_DRIVER_UNHEALTHY, pod, m);
+}
+
+static void on_probe(int error, enum health_status status, const char *message, void *userdata) {
+        struct planner *p = userdata;
+
+        p->probe = NULL;
+        if (!op_ended(p))
+                return;
+        probe_result(p, p->res.plan.pods[p->probe_at].pod, error, status);
+        p->probe_at++;
+        step_probe(p);
+}
+
+/* The same health check as the drain's preflight, when an endpoint is configured: one
+ * driver pod at a time. */
+static void step_probe(struct planner *p) {
+        const struct drain_profile *pr = p->o.profile;
+        const struct plan *pl = &p->res.plan;
+
+        for (; pr->has_health && !pr->ignore_health && p->probe_at < pl->n_pods; p->probe_at++) {
+                const struct pod_rec *pod = pl->pods[p->probe_at].pod;
+
+                if (pl->pods[p->probe_at].cls != POD_CLASS_DRIVER || pod->deleting)
+                        continue;
+                if (health_probe_start(p->transport, &pr->health_target, pod->pod_ip, 5 * USEC_PER_SEC,
+                                       on_probe, p, &p->probe) < 0) {
+                        probe_result(p, pod, -EIO, HEALTH_UNKNOWN);
+                        continue;
+                }
+                p->pending++;
+                return;
+        }
+        step_seamless(p);
+}
+
+static void on_seamless(int error, const char *what, const struct seamless_answer *ans, void *userdata) {
+        struct planner *p = userdata;
+
+        p->seam_check = NULL;
+        if (!op_ended(p))
+                return;
+        if (error < 0)
+                return ready(p, error, "%s", strna(what));
+        p->res.seam = *ans;
+        p->res.seam_known = true;
+        ready(p, 0, NULL);
+}
+
+/* --driver: whether the driver upgrades seamlessly */
+static void step_seamless(struct planner *p) {
+        const struct plan *pl = &p->res.plan;
+        const struct pod_rec **dp;
+        size_t n_dp = 0;
+        int r;
+
+        if (p->o.profile->n_drivers == 0 || p->res.in->dra_off)
+                return ready(p, 0, NULL);
+        dp = calloc(pl->n_pods ? pl->n_pods : 1, sizeof(*dp));
+        if (!dp)
+                return ready(p, -ENOMEM, NULL);
+        for (size_t i = 0; i < pl->n_pods; i++)
+                if (pl->pods[i].cls == POD_CLASS_DRIVER)
+                        dp[n_dp++] = pl->pods[i].pod;
+        r = seamless_check_start(p->client, p->ts, p->o.profile->drivers[0], dp, n_dp, on_seamless, p,
+                                 &p->seam_check);
+        free(dp);
+        if (r == -ENOMEM)
+                return ready(p, r, NULL);
+        if (r < 0)
+                return ready(p, r, "Cannot start the API requests: %s", strerror(-r));
+        p->pending++;
+}
+
+int planner_new(struct kube_client *client, struct transport *transport, struct timesrc *ts,
+                const struct planner_options *o, const struct planner_callbacks *cb, void *userdata,
+                struct planner **ret) {
+        struct planner *p = calloc(1, sizeof(*p));
+        int r;
+
+        if (!p)
+                return -ENOMEM;
+        *p = (struct planner){
+                .client = client,
+                .transport = transport,
+                .ts = ts,
+                .o = *o,
+                .cb = cb,
+                .userdata = userdata,
+        };
+        drain_profile_plan_options(o->profile, &p->res.po);
+        r = node_snapshot_start(client, ts, o->node, true, on_snapshot, p, &p->snap);
+        if (r < 0) {
+                free(p);
+                return r;
+        }
+        p->snap_reading = true;
+        p->pending++;
+        *ret = p;
+        return 0;
+}
+
+struct planner_result *planner_result(struct planner *p) {
+        return &p->res;
+}
+
+/* ---- the server dry run ---- */
+
+static void answer_set(struct planner_answer *a, const struct kube_result *res) {
+        a->done = true;
+        a->error = res->error;
+        a->status = res->status;
+        a->ns_terminating =
+                res->error == -EACCES && kube_status_has_cause(res->status_body, "NamespaceTerminating");
+        a->message = res->message ? strdup(res->message) : NULL;
+}
+
+static void on_eviction_answer(const struct kube_result *res, void *userdata) {
+        struct eviction_call *c = userdata;
+        struct planner *p = c->p;
+
+        c->call = NULL;
+        answer_set(c->a, res);
+        if (!op_ended(p))
+                return;
+        if (--p->calls_left == 0)
+                p->cb->on_dry_run_done(p, 0, p->userdata);
+}
+
+static void on_cordon_answer(const struct kube_result *res, void *userdata) {
+        struct planner *p = userdata;
+        const struct plan *pl = &p->res.plan;
+
+        p->cordon_call = NULL;
+        answer_set(&p->res.cordon, res);
+        if (!op_ended(p))
+                return;
+        p->cb->on_cordoned(p, p->res.cordon.error, p->userdata);
+        if (p->res.cordon.error < 0 || p->closing)
+                return;
+        /* an eviction of every pod the plan evicts, all at once */
+        p->res.evicts = calloc(MAX(pl->n_pods, 1u), sizeof(*p->res.evicts));
+        p->calls = calloc(MAX(pl->n_pods, 1u), sizeof(*p->calls));
+        if (!p->res.evicts || !p->calls)
+                return p->cb->on_dry_run_done(p, -ENOMEM, p->userdata);
+        p->calls_left = 1; /* until every eviction is sent */
+        for (size_t i = 0; i < pl->n_pods && !p->closing; i++) {
+                const struct plan_pod *pp = &pl->pods[i];
+                int64_t grace = p->o.profile->grace;
+                int r;
+
+                p->calls[i] = (struct eviction_call){ .p = p, .a = &p->res.evicts[i] };
+                if (pp->group == EVICT_GROUP_NONE || pp->pod->deleting) {
+                        p->res.evicts[i].done = true;
+                        continue;
+                }
+                if (grace == 0 && pp->cls == POD_CLASS_CLAIM_HOLDER)
+                        grace = 1; /* never 0 for a claim holder, as the drain sends */
+                if (grace == 0 && pp->cls == POD_CLASS_DRIVER)
+                        grace = -1; /* nor for a DRA driver pod: its own, as the drain sends */
+                if (p->cb->on_evicting)
+                        p->cb->on_evicting(p, pp->pod, p->userdata);
+                r = kube_evict(p->client, pp->pod->ns, pp->pod->name, grace, true, on_eviction_answer,
+                               &p->calls[i], &p->calls[i].call);
+                if (r < 0) {
+                        p->res.evicts[i].done = true;
+                        p->res.evicts[i].error = r;
+                        continue;
+                }
+                p->pending++;
+                p->calls_left++;
+        }
+        if (--p->calls_left == 0 && !p->closing)
+                p->cb->on_dry_run_done(p, 0, p->userdata);
+}
+
+/* kubectl drain --dry-run=server: the cordon patch the drain would send, then (once it
+ * is answered) an eviction of every pod the plan evicts (its groups in order, the
+ * driver pods too when the strategy evicts them), each with dryRun=All: the API server
+ * runs its admission, budgets and validation, and persists nothing. A 429 or a
+ * namespace being deleted is an answer, not retried (no state moves in a dry run). */
+int planner_dry_run(struct planner *p, char **ret_message) {
+        const struct node_rec *node = p->res.node;
+        _cleanup_free_ char *ename = kube_query_escape(node->name), *path = NULL, *body = NULL;
+        int r;
+
+        *ret_message = NULL;
+        if (!ename || asprintf(&path, "/api/v1/nodes/%s?dryRun=All", ename) < 0)
+                return -ENOMEM;
+        r = drain_patch_cordon(node, timesrc_realtime(p->ts), &body);
+        if (r < 0) {
+                if (asprintf(ret_message, "cannot build the cordon patch of node %s: %s", node->name,
+                             strerror(-r)) < 0)
+                        *ret_message = NULL;
+                return r;
+        }
+        r = kube_patch(p->client, path, KUBE_PATCH_MERGE, body, on_cordon_answer, p, &p->cordon_call);
+        if (r < 0) {
+                if (asprintf(ret_message, "cannot send the cordon patch of node %s: %s", node->name,
+                             strerror(-r)) < 0)
+                        *ret_message = NULL;
+                return r;
+        }
+        p->pending++;
+        return 0;
+}
+
+static void on_snapshot_closed(void *userdata) {
+        struct planner *p = userdata;
+
+        p->pending--;
+        maybe_closed(p);
+}
+
+void planner_close(struct planner *p, void (*closed)(void *userdata), void *userdata) {
+        if (!p)
+                return;
+        p->closing = true;
+        p->closed = closed;
+        p->closed_userdata = userdata;
+        if (p->disc)
+                taint_rule_discovery_cancel(p->disc);
+        if (p->key_read)
+                driver_key_read_cancel(p->key_read);
+        if (p->probe)
+                health_probe_cancel(p->probe);
+        if (p->seam_check)
+                seamless_check_cancel(p->seam_check);
+        if (p->cordon_call)
+                kube_call_cancel(p->cordon_call);
+        for (size_t i = 0; p->calls && i < p->res.plan.n_pods; i++)
+                if (p->calls[i].call)
+                        kube_call_cancel(p->calls[i].call);
+        if (p->snap_reading) {
+                /* still reading: closing it ends the read (its done never runs) */
+                p->snap_reading = false;
+                p->pending--;
+        }
+        if (p->snap) {
+                p->pending++;
+                node_snapshot_close(TAKE_PTR(p->snap), on_snapshot_closed, p);
+        }
+        maybe_closed(p);
+}

@@ -1,0 +1,333 @@
+/* planner: one node's plan read step by step on the fake API server and the fake clock
+ * (ctl/planner.c, what `drainer plan` and `drain --dry-run` show). Covered: a node
+ * drain's plan (no discovery asked); --driver on a server without DeviceTaintRules (the
+ * cordon fallback, the seamless answer without a DaemonSet); the label KEY read when
+ * no driver pod names a DaemonSet (a blocker, not a failure); a discovery that fails
+ * (the error and its message, no plan); a close mid-way (no callback after it, every
+ * read ended, closed once from the loop); the server dry run (the cordon patch and each
+ * eviction with dryRun=All, a budget's 429 kept as the answer). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drainer/base/selector.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/ctl/planner.h"
+#include "drainer/ctl/profile.h"
+#include "drainer/dra/claims.h"
+#include "drainer/dra/driverstop.h"
+#include "drainer/kube/client.h"
+#include "fakes/fake-apiserver.h"
+#include "fakes/fake-clock.h"
+#include "fakes/fake-transport.h"
+#include "fakes/test-env.h"
+
+#define MS USEC_PER_MSEC
+
+#define NODE_GET "/api/v1/nodes/node-1"
+#define SLICES   "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Dnode-1"
+#define DRIVER   "gpu.example.com"
+
+struct env {
+        struct test_api *api;
+        struct selector **sels;
+        size_t n_sels;
+        struct drain_profile profile;
+        struct planner *pl;
+        unsigned ready, cordoned, evicting, dry_done, closed;
+        int error, cordon_error, dry_error;
+        char message[512];
+};
+
+static int setup(void **state) {
+        struct env *e = calloc(1, sizeof(*e));
+
+        assert_non_null(e);
+        e->api = test_api_new(&(struct test_api_options){ .user_yaml = "    token: planner-token\n" });
+        assert_int_equal(selectors_parse_strv(claims_default_driver_selectors, &e->sels, &e->n_sels, NULL),
+                         0);
+        e->profile = (struct drain_profile){
+                .drv_sels = e->sels,
+                .n_drv_sels = e->n_sels,
+                .grace = -1,
+                .stop = &driver_stop_taint,
+        };
+        *state = e;
+        return 0;
+}
+
+static void run(struct env *e, uint64_t usec) {
+        for (uint64_t t = 0; t <= usec; t += MS) {
+                fake_transport_deliver(e->api->ft);
+                fake_clock_advance(e->api->clock, MS);
+        }
+        fake_transport_deliver(e->api->ft);
+}
+
+static void on_closed(void *userdata) {
+        ((struct env *)userdata)->closed++;
+}
+
+static void close_planner(struct env *e) {
+        planner_close(TAKE_PTR(e->pl), on_closed, e);
+        assert_int_equal(e->closed, 0); /* never from inside the call */
+        for (int i = 0; i < 100 && !e->closed; i++)
+                run(e, 0);
+        assert_int_equal(e->closed, 1);
+}
+
+static int teardown(void **state) {
+        struct env *e = *state;
+
+        if (e->pl)
+                close_planner(e);
+        run(e, 10 * MS);
+        test_api_free(e->api);
+        selectors_free(e->sels, e->n_sels);
+        free(e);
+        return 0;
+}
+
+static void on_ready(struct planner *p, int error, const char *message, void *userdata) {
+        struct env *e = userdata;
+
+        e->ready++;
+        e->error = error;
+        snprintf(e->message, sizeof(e->message), "%s", message ? message : "");
+}
+
+static void on_cordoned(struct planner *p, int error, void *userdata) {
+        struct env *e = userdata;
+
+        e->cordoned++;
+        e->cordon_error = error;
+}
+
+static void on_evicting(struct planner *p, const struct pod_rec *pod, void *userdata) {
+        ((struct env *)userdata)->evicting++;
+}
+
+static void on_dry_run_done(struct planner *p, int error, void *userdata) {
+        struct env *e = userdata;
+
+        e->dry_done++;
+        e->dry_error = error;
+}
+
+static const struct planner_callbacks callbacks = {
+        .on_ready = on_ready,
+        .on_cordoned = on_cordoned,
+        .on_evicting = on_evicting,
+        .on_dry_run_done = on_dry_run_done,
+};
+
+static void expect_list(struct env *e, const char *path, const char *kind, char **items) {
+        _cleanup_free_ char *prefix = test_asprintf("%s%slimit=", path, strchr(path, '?') ? "&" : "?");
+        _cleanup_free_ char *body = fake_api_list_strv(kind, items);
+
+        fake_transport_expect_json(e->api->ft, "GET", prefix, 200, body);
+}
+
+/* node-1 with the pods given (NULL-terminated, malloc'd, taken), no claims, no slices. */
+static void expect_snapshot(struct env *e, char **pods) {
+        _cleanup_free_ char *node = test_asprintf(
+                "{\"metadata\":{\"name\":\"node-1\",\"uid\":\"" FAKE_API_NODE_UID "\","
+                "\"resourceVersion\":\"90\"},\"spec\":{},\"status\":{\"conditions\":[{\"type\":"
+                "\"Ready\",\"status\":\"True\"}]}}");
+
+        fake_transport_expect_json(e->api->ft, "GET", NODE_GET, 200, node);
+        expect_list(e, FAKE_API_PODS, "PodList", pods);
+        expect_list(e, FAKE_API_CLAIMS, "ResourceClaimList", (char *[]){ NULL });
+        expect_list(e, SLICES, "ResourceSliceList", (char *[]){ NULL });
+        expect_list(e, FAKE_API_PDBS, "PodDisruptionBudgetList", (char *[]){ NULL });
+}
+
+static char *web_pod(const char *name) {
+        return fake_api_pod(&(struct fake_pod){
+                .name = name, .meta = FAKE_OWNED_BY_RS("web-rs", "rs-web"), .ready = "True" });
+}
+
+static void start(struct env *e, bool key_from_daemonset) {
+        assert_int_equal(planner_new(e->api->client, fake_transport_base(e->api->ft), e->api->ts,
+                                     &(const struct planner_options){
+                                             .node = "node-1",
+                                             .profile = &e->profile,
+                                             .key_from_daemonset = key_from_daemonset,
+                                     },
+                                     &callbacks, e, &e->pl),
+                         0);
+        assert_int_equal(e->ready, 0); /* never from inside the call */
+}
+
+/* A node drain: the snapshot, the plan; nothing asked of resource.k8s.io discovery. */
+static void test_node_plan(void **state) {
+        struct env *e = *state;
+        struct planner_result *res;
+
+        expect_snapshot(e, (char *[]){ web_pod("web-1"), web_pod("web-2"), NULL });
+        start(e, false);
+        run(e, 100 * MS);
+        assert_int_equal(e->ready, 1);
+        assert_int_equal(e->error, 0);
+        res = planner_result(e->pl);
+        assert_string_equal(res->node->name, "node-1");
+        assert_int_equal(res->plan.n_pods, 2);
+        assert_int_equal(res->plan.n_blockers, 0);
+        assert_false(res->seam_known);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", "/apis/resource.k8s.io/v1beta2"), 0);
+        for (size_t i = 0; i < fake_transport_n_requests(e->api->ft); i++)
+                assert_false(streq(fake_transport_request(e->api->ft, i)->path, "/apis/resource.k8s.io/v1"));
+}
+
+/* --driver on a server that serves no DeviceTaintRule: the cordon fallback; no driver
+ * pod on the node: the seamless answer comes without a read. */
+static void test_driver_without_taint_rules(void **state) {
+        struct env *e = *state;
+        struct planner_result *res;
+
+        e->profile.drivers[0] = DRIVER;
+        e->profile.n_drivers = 1;
+        expect_snapshot(e, (char *[]){ web_pod("web-1"), NULL });
+        fake_transport_expect_json(e->api->ft, "GET", "/apis/resource.k8s.io/v1", 200,
+                                   "{\"kind\":\"APIResourceList\",\"resources\":[{\"name\":"
+                                   "\"resourceclaims\"}]}");
+        fake_transport_expect_json(e->api->ft, "GET", "/apis/resource.k8s.io/v1beta2", 404,
+                                   "{\"kind\":\"Status\",\"code\":404}");
+        start(e, false);
+        run(e, 100 * MS);
+        assert_int_equal(e->ready, 1);
+        assert_int_equal(e->error, 0);
+        res = planner_result(e->pl);
+        assert_int_equal(res->po.isolation, PLAN_ISOLATE_CORDON_FALLBACK);
+        assert_null(res->po.taint_rule_api);
+        assert_true(res->seam_known);
+        assert_false(res->seam.seamless);
+        assert_int_equal(fake_transport_count(e->api->ft, "GET", "/apis/resource.k8s.io/v1beta2"), 1);
+}
+
+/* --driver without --driver-stop, no driver pod (so no DaemonSet) on the node: the KEY
+ * cannot be read, which the plan shows as a blocker; the plan is still built. */
+static void test_key_unknown_is_a_blocker(void **state) {
+        struct env *e = *state;
+        struct planner_result *res;
+        bool found = false;
+
+        e->profile.drivers[0] = DRIVER;
+        e->profile.n_drivers = 1;
+        e->profile.stop = &driver_stop_label;
+        expect_snapshot(e, (char *[]){ web_pod("web-1"), NULL });
+        fake_transport_expect_json(e->api->ft, "GET", "/apis/resource.k8s.io/v1", 200,
+                                   "{\"kind\":\"APIResourceList\",\"resources\":[{\"name\":"
+                                   "\"devicetaintrules\"}]}");
+        start(e, true);
+        run(e, 100 * MS);
+        assert_int_equal(e->ready, 1);
+        assert_int_equal(e->error, 0);
+        res = planner_result(e->pl);
+        assert_int_equal(res->po.isolation, PLAN_ISOLATE_TAINT_RULE);
+        for (size_t i = 0; i < res->plan.n_blockers; i++)
+                found |= res->plan.blockers[i].kind == BLOCKER_DRIVER_STOP_KEY;
+        assert_true(found);
+}
+
+/* A discovery that fails: the error and what failed, no plan. */
+static void test_discovery_fails(void **state) {
+        struct env *e = *state;
+
+        e->profile.drivers[0] = DRIVER;
+        e->profile.n_drivers = 1;
+        expect_snapshot(e, (char *[]){ web_pod("web-1"), NULL });
+        fake_transport_expect_json(e->api->ft, "GET", "/apis/resource.k8s.io/v1", 403,
+                                   "{\"kind\":\"Status\",\"code\":403,\"message\":\"forbidden\"}");
+        start(e, false);
+        run(e, 100 * MS);
+        assert_int_equal(e->ready, 1);
+        assert_int_equal(e->error, -EACCES);
+        test_assert_contains(e->message, "cannot ask the API server whether it serves DeviceTaintRules");
+}
+
+/* Closed while the snapshot still reads (the node's GET unanswered): no on_ready after
+ * it, every read ended, closed once, from the loop. */
+static void test_close_midway(void **state) {
+        struct env *e = *state;
+
+        fake_transport_expect(
+                e->api->ft, "GET", NODE_GET,
+                &(struct fake_reply){ .status = 200, .body = "{}", .delay_usec = 60 * 1000 * MS });
+        expect_list(e, FAKE_API_PODS, "PodList", (char *[]){ NULL });
+        expect_list(e, FAKE_API_CLAIMS, "ResourceClaimList", (char *[]){ NULL });
+        expect_list(e, SLICES, "ResourceSliceList", (char *[]){ NULL });
+        expect_list(e, FAKE_API_PDBS, "PodDisruptionBudgetList", (char *[]){ NULL });
+        start(e, false);
+        run(e, 50 * MS);
+        assert_int_equal(e->ready, 0);
+        close_planner(e);
+        run(e, 100 * MS);
+        assert_int_equal(e->ready, 0);
+        assert_int_equal(fake_transport_in_flight(e->api->ft), 0);
+}
+
+/* The server dry run: the cordon patch, then every eviction, all with dryRun=All; a
+ * budget's 429 is the answer (held), not retried. */
+static void test_server_dry_run(void **state) {
+        struct env *e = *state;
+        struct planner_result *res;
+        _cleanup_free_ char *m = NULL;
+        size_t held = 0, evicted = 0;
+
+        expect_snapshot(e, (char *[]){ web_pod("web-1"), web_pod("web-2"), NULL });
+        start(e, false);
+        run(e, 100 * MS);
+        assert_int_equal(e->error, 0);
+        fake_transport_expect_json(e->api->ft, "PATCH", NODE_GET "?dryRun=All", 200, "{}");
+        fake_transport_expect_json(e->api->ft, "POST", FAKE_API_EVICTION "web-1/eviction", 201,
+                                   "{\"kind\":\"Status\",\"status\":\"Success\"}");
+        fake_transport_expect_json(e->api->ft, "POST", FAKE_API_EVICTION "web-2/eviction", 429,
+                                   "{\"kind\":\"Status\",\"code\":429,\"message\":\"Cannot evict pod as it "
+                                   "would violate the pod's disruption budget.\"}");
+        assert_int_equal(planner_dry_run(e->pl, &m), 0);
+        run(e, 100 * MS);
+        assert_int_equal(e->cordoned, 1);
+        assert_int_equal(e->cordon_error, 0);
+        assert_int_equal(e->evicting, 2);
+        assert_int_equal(e->dry_done, 1);
+        assert_int_equal(e->dry_error, 0);
+        res = planner_result(e->pl);
+        for (size_t i = 0; i < res->plan.n_pods; i++) {
+                assert_true(res->evicts[i].done);
+                held += res->evicts[i].error == -EAGAIN;
+                evicted += res->evicts[i].error == 0;
+        }
+        assert_int_equal(held, 1);
+        assert_int_equal(evicted, 1);
+        for (size_t i = 0; i < fake_transport_n_requests(e->api->ft); i++) {
+                const struct fake_request *r = fake_transport_request(e->api->ft, i);
+
+                if (streq(r->method, "PATCH"))
+                        assert_true(fake_request_has_param(r, "dryRun"));
+                else if (streq(r->method, "POST")) /* the Eviction's DeleteOptions */
+                        test_assert_contains(r->body, "\"dryRun\":[\"All\"]");
+        }
+        assert_int_equal(fake_transport_count(e->api->ft, "POST", FAKE_API_EVICTION), 2);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_node_plan, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_driver_without_taint_rules, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_key_unknown_is_a_blocker, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_discovery_fails, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_close_midway, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_server_dry_run, setup, teardown),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
