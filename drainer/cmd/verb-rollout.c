@@ -27,7 +27,6 @@
 #define DEFAULT_LEASE_NS     "drainer-system"
 #define DEFAULT_TIMEOUT_USEC (10 * 60 * USEC_PER_SEC)
 #define SLOTS_SETTLE_USEC    (10 * USEC_PER_SEC)
-#define STOP_CHECK_USEC      (10 * USEC_PER_MSEC)
 
 enum {
         OPT_RO_DRIVER = 0x200,
@@ -42,8 +41,7 @@ enum {
 /* What the verb winds down after the runner, in order. */
 enum stop_stage {
         STOP_RUNNER,
-        STOP_SLOTS_SETTLE, /* the releases of nodes that ended well reach the server */
-        STOP_SLOTS_IDLE,
+        STOP_SLOTS, /* the releases of nodes that ended well reach the server, then the calls end */
         STOP_ANNOUNCER,
         STOP_HANDLES,
         STOP_DONE,
@@ -68,10 +66,9 @@ struct rollout_run {
         unsigned handles_closing;
         bool interrupted, said;
         uint64_t t0;
-        struct dtimer wait; /* the wind-down's checks */
+        struct dtimer wait; /* the wind-down's next stage, on a turn of its own */
         bool wait_ready;
         enum stop_stage stop_stage;
-        uint64_t settle_until;
 };
 
 static int on_rollout_opt(int opt, const char *arg, void *userdata) {
@@ -351,6 +348,7 @@ static void on_signal(uv_signal_t *h, int signum) {
 }
 
 static void on_wait_timer(struct dtimer *t);
+static void on_announcer_idle(void *userdata);
 
 static int rollout_start(struct app *a, void *state) {
         static const struct driver_rollout_callbacks cb = {
@@ -380,6 +378,7 @@ static int rollout_start(struct app *a, void *state) {
         r = announcer_new(a->client, a->ts, run->host, &run->announcer);
         if (r < 0)
                 return log_oom();
+        announcer_set_idle_fn(run->announcer, on_announcer_idle, run);
         r = slots_new(a->client, a->ts,
                       &(const struct slots_options){
                               .ns = run->lease_ns, .max = run->max_parallel, .identity = run->identity },
@@ -431,12 +430,26 @@ static void on_wait_timer(struct dtimer *t) {
 static void on_runner_stopped(void *userdata) {
         struct rollout_run *run = userdata;
 
-        run->stop_stage = STOP_SLOTS_SETTLE;
-        run->settle_until = timesrc_now(run->app->ts) + SLOTS_SETTLE_USEC;
+        run->stop_stage = STOP_SLOTS;
         stop_next(run);
 }
 
-/* Each stage goes on at once when it can, else checks again a little later. */
+static void on_slots_closed(struct slots *s, void *userdata) {
+        struct rollout_run *run = userdata;
+
+        run->stop_stage = STOP_ANNOUNCER;
+        dtimer_start(&run->wait, 0); /* not from inside the slots' own callback */
+}
+
+static void on_announcer_idle(void *userdata) {
+        struct rollout_run *run = userdata;
+
+        if (run->stop_stage == STOP_ANNOUNCER)
+                dtimer_start(&run->wait, 0);
+}
+
+/* Each stage goes on at once when it can, else when what it waits for says it ended
+ * (the runner's, the slots' and the announcer's callbacks): nothing ticks meanwhile. */
 static void stop_next(struct rollout_run *run) {
         switch (run->stop_stage) {
         case STOP_RUNNER:
@@ -444,31 +457,18 @@ static void stop_next(struct rollout_run *run) {
                         driver_rollout_stop(run->rollout, on_runner_stopped, run);
                         return;
                 }
-                run->stop_stage = STOP_SLOTS_SETTLE;
-                run->settle_until = timesrc_now(run->app->ts) + SLOTS_SETTLE_USEC;
+                run->stop_stage = STOP_SLOTS;
                 /* fall through */
-        case STOP_SLOTS_SETTLE:
-                if (run->slots && !slots_settled(run->slots) &&
-                    timesrc_now(run->app->ts) < run->settle_until) {
-                        dtimer_start(&run->wait, STOP_CHECK_USEC);
-                        return;
-                }
-                if (run->slots)
-                        slots_stop(run->slots);
-                run->stop_stage = STOP_SLOTS_IDLE;
-                /* fall through */
-        case STOP_SLOTS_IDLE:
-                if (run->slots && !slots_idle(run->slots)) {
-                        dtimer_start(&run->wait, STOP_CHECK_USEC);
+        case STOP_SLOTS:
+                if (run->slots) {
+                        slots_close(run->slots, SLOTS_SETTLE_USEC, on_slots_closed, run);
                         return;
                 }
                 run->stop_stage = STOP_ANNOUNCER;
                 /* fall through */
         case STOP_ANNOUNCER:
-                if (run->announcer && !announcer_idle(run->announcer)) {
-                        dtimer_start(&run->wait, STOP_CHECK_USEC);
-                        return;
-                }
+                if (run->announcer && !announcer_idle(run->announcer))
+                        return; /* on_announcer_idle comes with the last answer */
                 run->stop_stage = STOP_HANDLES;
                 /* fall through */
         case STOP_HANDLES:

@@ -21,6 +21,8 @@ struct announcer {
         char *instance;             /* owned; NULL: none */
         size_t in_flight;
         bool freed; /* announcer_free() ran with Events in flight: the last one frees it */
+        void (*idle)(void *userdata);
+        void *idle_userdata;
 };
 
 /* Each notice's Event: what an admin acts on (DESIGN.md's reasons). */
@@ -63,8 +65,12 @@ static void on_event_done(const struct kube_result *res, void *userdata) {
         a->in_flight--;
         if (res->error < 0 && res->error != -ECANCELED)
                 log_debug("posting an Event failed: %s, ignoring", strna(res->message));
-        if (a->freed && a->in_flight == 0)
+        if (a->in_flight > 0)
+                return;
+        if (a->freed)
                 announcer_free(a);
+        else if (a->idle)
+                a->idle(a->idle_userdata);
 }
 
 void announcer_notice(struct announcer *a, const struct engine_notice *n) {
@@ -94,6 +100,11 @@ void announcer_notice(struct announcer *a, const struct engine_notice *n) {
 
 bool announcer_idle(const struct announcer *a) {
         return !a || a->in_flight == 0;
+}
+
+void announcer_set_idle_fn(struct announcer *a, void (*idle)(void *userdata), void *userdata) {
+        a->idle = idle;
+        a->idle_userdata = userdata;
 }
 
 /* Freed with Events in flight (an error path that did not wait), it goes with the last

@@ -16,10 +16,6 @@
 #include "drainer/drain/engine.h"
 #include "drainer/kube/client.h"
 
-/* How often a run that ended is looked at until its engine is idle and its Events
- * are posted (the engine and the announcer say so only when asked). */
-#define SETTLE_TICK_USEC (5 * USEC_PER_MSEC)
-
 enum member_state {
         MEMBER_WAITING,  /* not started in this stage */
         MEMBER_RUNNING,  /* its engine runs */
@@ -63,7 +59,7 @@ struct drain_fleet {
         bool interrupted;
         bool command_running;
         struct dtimer step;   /* schedules from the loop */
-        struct dtimer settle; /* looks at settling members */
+        struct dtimer settle; /* looks at settling members, once something of them ended */
         bool timers_ready;
         struct cluster_view *cluster; /* owned: -l's shared informers */
 };
@@ -75,9 +71,12 @@ static void step_soon(struct drain_fleet *f) {
                 dtimer_start(&f->step, 0);
 }
 
+/* A run ended, or its engine went idle, or its last Event answered: the settling
+ * members are looked at on the next turn (never from inside their callbacks, which
+ * must not see their engine freed). Nothing wakes while they wait. */
 static void settle_soon(struct drain_fleet *f) {
         if (!f->settle.armed)
-                dtimer_start(&f->settle, SETTLE_TICK_USEC);
+                dtimer_start(&f->settle, 0);
 }
 
 /* ---- one run's engine ---- */
@@ -150,6 +149,20 @@ static void add_ns_terminating(struct fleet_member *m, const struct engine_held 
         m->pub.ns_terminating = v;
 }
 
+static void on_engine_idle(struct engine *e, void *userdata) {
+        struct fleet_member *m = userdata;
+
+        if (m->state == MEMBER_SETTLING)
+                settle_soon(m->fleet);
+}
+
+static void on_announcer_idle(void *userdata) {
+        struct fleet_member *m = userdata;
+
+        if (m->state == MEMBER_SETTLING)
+                settle_soon(m->fleet);
+}
+
 static void on_engine_finished(struct engine *e, const struct engine_summary *s, void *userdata) {
         struct fleet_member *m = userdata;
         struct engine_summary *t = &m->pub.total;
@@ -195,6 +208,7 @@ static void start_member(struct drain_fleet *f, struct fleet_member *m, enum eng
                 .on_notice = on_engine_notice,
                 .on_trail = on_engine_trail,
                 .on_finished = on_engine_finished,
+                .on_idle = on_engine_idle,
         };
         struct engine_options eo;
         uint64_t now = timesrc_now(f->ts);
@@ -219,6 +233,7 @@ static void start_member(struct drain_fleet *f, struct fleet_member *m, enum eng
                         member_failed(m, r, "Cannot set up the node's Events");
                         return;
                 }
+                announcer_set_idle_fn(m->announcer, on_announcer_idle, m);
         }
         drain_profile_engine_options(m->pub.profile, m->pub.node, goal, &eo);
         eo.timeout_usec = m->pub.profile->timeout_usec;
@@ -239,10 +254,11 @@ static void start_member(struct drain_fleet *f, struct fleet_member *m, enum eng
         }
 }
 
-/* Members whose engine ended: reported once the engine is idle and the Events posted. */
+/* Members whose engine ended: reported once the engine is idle and the Events posted.
+ * One still busy is looked at again when its engine's on_idle or its announcer's last
+ * answer says so. */
 static void on_settle(struct dtimer *t) {
         struct drain_fleet *f = container_of(t, struct drain_fleet, settle);
-        bool waiting = false;
 
         for (size_t i = 0; i < f->n; i++) {
                 struct fleet_member *m = &f->members[i];
@@ -253,10 +269,8 @@ static void on_settle(struct dtimer *t) {
                 if (m->engine)
                         engine_stop(m->engine); /* a finished engine is stopped: a no-op */
                 if ((m->engine && !engine_idle(m->engine)) ||
-                    (m->announcer && !announcer_idle(m->announcer))) {
-                        waiting = true;
+                    (m->announcer && !announcer_idle(m->announcer)))
                         continue;
-                }
                 /* interrupted: the phase the Node shows, even one written after the last progress */
                 if (m->pub.result == -EINTR && m->engine && engine_node_phase(m->engine, &ph)) {
                         m->pub.phase = ph;
@@ -271,8 +285,6 @@ static void on_settle(struct dtimer *t) {
                 m->engine = NULL;
                 m->pub.summary.plan = NULL;
         }
-        if (waiting)
-                settle_soon(f);
         schedule_nodes(f);
 }
 

@@ -30,9 +30,7 @@
 #define RETRY_CAP_USEC     (300 * USEC_PER_SEC)
 #define SHARED_LINGER_USEC (30 * USEC_PER_SEC)
 /* Engines winding down: their cancelled calls finish on the next turns of the loop. */
-#define WIND_DOWN_USEC     (50 * USEC_PER_MSEC)
 /* While stopping: how often to look whether everything has ended. */
-#define STOP_POLL_USEC     (5 * USEC_PER_MSEC)
 #define MAX_NODES          100000
 
 /* One node the manager acts for. */
@@ -69,6 +67,8 @@ struct drain_manager {
         struct cluster_view *cluster;
         struct informer *nodes;
         bool subscribed;
+        bool closing;                  /* stopping, everything idle: the cluster view closes */
+        bool slots_closed;             /* stopping: the slots' calls and watch ended */
         struct hashmap *managed_nodes; /* name -> struct manager_node */
         struct slots *slots;           /* owned; NULL without max_parallel */
         struct announcer *announcer;   /* owned: every node's Events */
@@ -124,10 +124,12 @@ static void schedule_reconcile(struct drain_manager *m) {
         dtimer_start(&m->reconcile_timer, 0);
 }
 
-/* Re-evaluates shortly: for engines winding down. */
-static void schedule_reconcile_soon(struct drain_manager *m) {
-        if (!m->stopping && !m->retry_timer.armed)
-                dtimer_start(&m->retry_timer, WIND_DOWN_USEC);
+/* Stopping: something the stop waits for ended (an engine went idle, a patch, the
+ * last Event or the slots' last call answered): look again on the next turn. Nothing
+ * wakes in between. */
+static void stop_check_soon(struct drain_manager *m) {
+        if (m->stopping && !m->closing && !m->stop_timer.armed)
+                dtimer_start(&m->stop_timer, 0);
 }
 
 /* Re-evaluates after delay at the latest. */
@@ -187,6 +189,7 @@ static void on_node_patched(const struct kube_result *res, void *userdata) {
         struct drain_manager *m = mn->manager;
 
         mn->patch = NULL;
+        stop_check_soon(m);
         if (res->error >= 0 || res->error == -ECANCELED) {
                 mn->patch_rv = mfree(mn->patch_rv);
                 mn->stale_rv = mfree(mn->stale_rv);
@@ -231,6 +234,7 @@ static void on_request_patched(const struct kube_result *res, void *userdata) {
         struct manager_node *mn = userdata;
 
         mn->request_patch = NULL;
+        stop_check_soon(mn->manager);
         if (res->error < 0 && res->error != -ECANCELED)
                 emit(mn->manager, (struct drain_manager_event){ .kind = DRAIN_MANAGER_PATCH_FAILED,
                                                                 .node = mn->name,
@@ -328,12 +332,21 @@ static void on_engine_finished(struct engine *e, const struct engine_summary *s,
         schedule_reconcile(m);
 }
 
+/* A stopped engine wound down: the node can be forgotten or its next engine start. */
+static void on_engine_idle(struct engine *e, void *userdata) {
+        struct manager_node *mn = userdata;
+
+        schedule_reconcile(mn->manager);
+        stop_check_soon(mn->manager);
+}
+
 static int start_engine(struct manager_node *mn, enum engine_goal goal) {
         struct drain_manager *m = mn->manager;
         static const struct engine_callbacks cb = {
                 .on_phase = on_engine_phase,
                 .on_notice = on_engine_notice,
                 .on_finished = on_engine_finished,
+                .on_idle = on_engine_idle,
         };
         struct engine_options eo;
         int r;
@@ -492,10 +505,9 @@ static void reconcile_node(struct drain_manager *m, const struct node_rec *n) {
                                 engine_stop(mn->engine);
                                 mn->stopped = true;
                         }
+                        /* else forgotten once on_engine_idle says it wound down */
                         if (!mn->engine || engine_idle(mn->engine))
                                 manager_node_free(hashmap_remove(m->managed_nodes, n->name));
-                        else
-                                schedule_reconcile_soon(m);
                 }
                 return;
         }
@@ -509,8 +521,7 @@ static void reconcile_node(struct drain_manager *m, const struct node_rec *n) {
                         engine_stop(mn->engine);
                         mn->stopped = true;
                         mn->running = false;
-                        mn->retry_at = 0;
-                        schedule_reconcile_soon(m);
+                        mn->retry_at = 0; /* the other starts once on_engine_idle comes */
                 }
                 return;
         }
@@ -519,10 +530,8 @@ static void reconcile_node(struct drain_manager *m, const struct node_rec *n) {
                 engine_stop(mn->engine);
                 mn->stopped = true;
         }
-        if (mn->engine && !engine_idle(mn->engine)) {
-                schedule_reconcile_soon(m);
-                return; /* the previous engine is still winding down */
-        }
+        if (mn->engine && !engine_idle(mn->engine))
+                return; /* the previous engine is still winding down: on_engine_idle comes */
         if (mn->refused_key) {
                 _cleanup_free_ char *key = refusal_key(n);
 
@@ -632,6 +641,17 @@ static void on_slots_changed(struct slots *s, void *userdata) {
         schedule_reconcile(userdata);
 }
 
+static void on_slots_closed(struct slots *s, void *userdata) {
+        struct drain_manager *m = userdata;
+
+        m->slots_closed = true;
+        stop_check_soon(m);
+}
+
+static void on_announcer_idle(void *userdata) {
+        stop_check_soon(userdata);
+}
+
 /* ---- lifecycle ---- */
 
 static void on_stop_timer(struct dtimer *t);
@@ -663,6 +683,7 @@ int drain_manager_new(struct kube_client *client, struct transport *transport, s
         r = announcer_new(client, ts, o->identity, &m->announcer);
         if (r < 0)
                 return r;
+        announcer_set_idle_fn(m->announcer, on_announcer_idle, m);
         if (o->node && asprintf(&fs, "metadata.name=%s", o->node) < 0)
                 return -ENOMEM;
         /* With every node the next drain or restore is seconds away: claims and budgets stay
@@ -740,7 +761,7 @@ static bool everything_idle(struct drain_manager *m) {
         void *v;
         size_t i = 0;
 
-        if ((m->slots && !slots_idle(m->slots)) || !announcer_idle(m->announcer))
+        if ((m->slots && !m->slots_closed) || !announcer_idle(m->announcer))
                 return false;
         while (hashmap_iterate(m->managed_nodes, &i, &key, &v)) {
                 struct manager_node *mn = v;
@@ -752,14 +773,14 @@ static bool everything_idle(struct drain_manager *m) {
 }
 
 /* Stopping: once the engines, patches, Events and slots have ended, the engines go
- * (nobody borrows from the cluster view any more) and the view closes. */
+ * (nobody borrows from the cluster view any more) and the view closes. Looked at after
+ * the stop and after each of those ended (stop_check_soon), never on a tick. */
 static void on_stop_timer(struct dtimer *t) {
         struct drain_manager *m = container_of(t, struct drain_manager, stop_timer);
 
-        if (!everything_idle(m)) {
-                dtimer_start(t, STOP_POLL_USEC);
+        if (!everything_idle(m))
                 return;
-        }
+        m->closing = true;
         hashmap_free(m->managed_nodes, manager_node_free);
         m->managed_nodes = NULL;
         m->nodes = NULL;
@@ -790,7 +811,7 @@ void drain_manager_stop(struct drain_manager *m) {
                         kube_call_cancel(mn->request_patch);
         }
         if (m->slots)
-                slots_stop(m->slots);
+                slots_close(m->slots, 0, on_slots_closed, m);
         dtimer_stop(&m->reconcile_timer);
         m->reconcile_armed = false;
         dtimer_stop(&m->retry_timer);

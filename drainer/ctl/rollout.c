@@ -31,7 +31,6 @@
 #define EVICT_RETRY_USEC      (5 * USEC_PER_SEC)
 #define DAEMONSET_RETRY_USEC  (500 * USEC_PER_MSEC)
 #define DAEMONSET_MAX_RETRIES 20
-#define CLOSE_CHECK_USEC      (10 * USEC_PER_MSEC)
 #define MAX_SPENT_ENGINES     8
 
 /* Where the runner stands. */
@@ -158,6 +157,7 @@ static void on_finish_timer(struct dtimer *t) {
 
 /* ---- the reads at the start: the DaemonSet, its update revision, its nodes ---- */
 
+static void close_check_soon(struct driver_rollout *rollout);
 static void on_daemonset_read(struct kube_collect *c, void *userdata);
 static void on_revisions_read(struct kube_collect *c, void *userdata);
 static void on_pods_read(struct kube_collect *c, void *userdata);
@@ -208,6 +208,8 @@ static void on_daemonset_read(struct kube_collect *c, void *userdata) {
         char msg[1024];
         int r;
 
+        close_check_soon(rollout); /* stopping: this read was what it waited for */
+
         if (asprintf(&what, "read DaemonSet %s/%s", rollout->ds_ns, rollout->ds_name) < 0)
                 what = NULL;
         if (!read_ok(rollout, c, what ? what : "read the DaemonSet"))
@@ -247,6 +249,8 @@ static void on_revisions_read(struct kube_collect *c, void *userdata) {
         const char *hash = NULL;
         int r;
 
+        close_check_soon(rollout); /* stopping: this read was what it waited for */
+
         if (asprintf(&what, "list the ControllerRevisions of namespace %s", rollout->ds_ns) < 0)
                 what = NULL;
         if (!read_ok(rollout, c, what ? what : "list the ControllerRevisions"))
@@ -276,6 +280,8 @@ static void on_pods_read(struct kube_collect *c, void *userdata) {
         _cleanup_free_ char *what = NULL;
         const cJSON *it;
         int r;
+
+        close_check_soon(rollout); /* stopping: this read was what it waited for */
 
         if (asprintf(&what, "list the pods of namespace %s", rollout->ds_ns) < 0)
                 what = NULL;
@@ -312,6 +318,8 @@ static void on_nodes_read(struct kube_collect *c, void *userdata) {
         struct driver_rollout *rollout = userdata;
         const cJSON *it;
         char key[256], skey[256];
+
+        close_check_soon(rollout); /* stopping: this read was what it waited for */
 
         if (!read_ok(rollout, c, "list the nodes"))
                 return;
@@ -395,6 +403,7 @@ static void on_view_closed(void *userdata) {
 
         assert(rollout->views_closing > 0);
         rollout->views_closing--;
+        close_check_soon(rollout);
 }
 
 /* A node that ended lets go of its watches (from the loop, not from inside the
@@ -518,6 +527,13 @@ static void on_engine_finished(struct engine *e, const struct engine_summary *s,
         reconcile(rollout);
 }
 
+/* A stopped engine (running, replaced or spent) has nothing in flight any more. */
+static void on_engine_idle(struct engine *e, void *userdata) {
+        struct rollout_node *node = userdata;
+
+        close_check_soon(node->rollout);
+}
+
 static int engine_run(struct rollout_node *node, enum engine_goal goal) {
         struct driver_rollout *rollout = node->rollout;
         uint64_t spent = timesrc_now(rollout->ts) - node->t0;
@@ -526,6 +542,7 @@ static int engine_run(struct rollout_node *node, enum engine_goal goal) {
                 .on_progress = on_engine_progress,
                 .on_notice = on_engine_notice,
                 .on_finished = on_engine_finished,
+                .on_idle = on_engine_idle,
         };
         int r;
 
@@ -560,6 +577,7 @@ static void on_call_done(const struct kube_result *res, void *userdata) {
 
         node->call = NULL;
         node->call_cancelled = false;
+        close_check_soon(node->rollout);
         if (res->error == -ECANCELED || !running(node->rollout))
                 return;
         if (res->error < 0 && res->error != -ENOENT) {
@@ -939,15 +957,18 @@ static bool all_closed(struct driver_rollout *rollout) {
         return true;
 }
 
+/* Stopping: something all_closed() waits for ended (a read, a call, a view's close,
+ * an engine's on_idle): look again on the next turn. Nothing ticks in between. */
+static void close_check_soon(struct driver_rollout *rollout) {
+        if (rollout->stage == STAGE_STOPPING && !rollout->close.armed)
+                dtimer_start(&rollout->close, 0);
+}
+
 static void on_close_timer(struct dtimer *t) {
         struct driver_rollout *rollout = container_of(t, struct driver_rollout, close);
 
-        if (rollout->stage != STAGE_STOPPING)
+        if (rollout->stage != STAGE_STOPPING || !all_closed(rollout))
                 return;
-        if (!all_closed(rollout)) {
-                dtimer_start(&rollout->close, CLOSE_CHECK_USEC);
-                return;
-        }
         rollout->stage = STAGE_STOPPED;
         if (rollout->stopped)
                 rollout->stopped(rollout->stopped_userdata);

@@ -13,9 +13,7 @@
 #include "drainer/base/timesrc.h"
 #include "drainer/dra/nodeview.h"
 
-#define N_PARTS         5
-/* While closing: how often to look whether the cancelled calls have ended. */
-#define CLOSE_POLL_USEC (1 * USEC_PER_MSEC)
+#define N_PARTS 5
 
 static const char *const part_names[N_PARTS] = {
         "node", "pods", "resourceclaims", "resourceslices", "poddisruptionbudgets",
@@ -159,12 +157,22 @@ static void on_shared_error(struct informer *inf, int error, const char *message
                 if (s->h->on_error) s->h->on_error(inf, error, message, s->userdata));
 }
 
+static void cluster_timer_arm(struct cluster_view *cv, uint64_t after);
+
+/* A stopped shared informer's last call ended: free it, or finish a close, now. */
+static void on_shared_stopped(struct informer *inf, void *userdata) {
+        struct shared *sh = userdata;
+
+        cluster_timer_arm(sh->cv, 0);
+}
+
 static const struct informer_handlers shared_handlers = {
         .on_add = on_shared_add,
         .on_update = on_shared_update,
         .on_delete = on_shared_delete,
         .on_synced = on_shared_synced,
         .on_error = on_shared_error,
+        .on_stopped = on_shared_stopped,
 };
 
 /* A fresh informer for a shared part (a restarted one must not show an old cache as synced). */
@@ -239,7 +247,8 @@ static void on_cluster_timer(struct dtimer *t) {
                 if (!cv->closing && sh->inf && sh->users == 0 && part_kinds[i] != INFORMER_NODES) {
                         if (now - sh->idle_since >= cv->o.linger_usec) {
                                 log_debug("no drain needs %s any more: not watching them", part_names[i]);
-                                (void)retire(sh);
+                                if (retire(sh) >= 0)
+                                        next = now; /* freed on the next turn if nothing was in flight */
                         } else
                                 next = MIN(next, sh->idle_since + cv->o.linger_usec);
                 }
@@ -260,9 +269,8 @@ static void on_cluster_timer(struct dtimer *t) {
                         cb(ud);
                 return;
         }
-        if (busy)
-                cluster_timer_arm(cv, CLOSE_POLL_USEC);
-        else if (next != UINT64_MAX)
+        /* busy: on_shared_stopped comes back when a stopped informer's call ended */
+        if (next != UINT64_MAX)
                 cluster_timer_arm(cv, next - now);
 }
 
@@ -431,6 +439,14 @@ static void on_part_synced(struct informer *inf, void *userdata) {
                 p->v->h.on_synced(p->v, p->part, p->v->userdata);
 }
 
+/* One of the view's own informers, stopped by a close, ended its last call. */
+static void on_part_stopped(struct informer *inf, void *userdata) {
+        struct view_part *p = userdata;
+
+        if (p->v->closing && !p->v->timer.armed)
+                dtimer_start(&p->v->timer, 0);
+}
+
 static void on_part_error(struct informer *inf, int error, const char *message, void *userdata) {
         struct view_part *p = userdata;
 
@@ -444,6 +460,7 @@ static const struct informer_handlers part_handlers = {
         .on_delete = on_part_change,
         .on_synced = on_part_synced,
         .on_error = on_part_error,
+        .on_stopped = on_part_stopped,
 };
 
 static void view_free(struct node_view *v) {
@@ -472,7 +489,7 @@ static void on_view_timer(struct dtimer *t) {
                 void *ud = v->close_ud;
 
                 if (!own_idle(v))
-                        return dtimer_start(&v->timer, CLOSE_POLL_USEC);
+                        return; /* on_part_stopped comes back when the last call ended */
                 view_free(v);
                 if (cb)
                         cb(ud);

@@ -53,6 +53,8 @@ struct engine {
         bool view_closing;
         bool pdbs_failed; /* budgets could not be listed: the drain goes on without them */
         struct dtimer reconcile_timer, retry, deadline, stop_wait;
+        struct dtimer idle_timer; /* tells on_idle, on the turn after the last call ended */
+        bool idle_told;
         bool reconcile_armed;
 
         struct evictor *evictor; /* owned */
@@ -138,6 +140,8 @@ struct engine {
 void engine_set_message(struct engine *e, const char *fmt, ...) _printf_(2, 3);
 /* A reconcile on the next turn of the loop (once, however often asked). */
 void engine_schedule_reconcile(struct engine *e);
+/* Something of a stopped engine ended: if that was the last, on_idle follows (once). */
+void engine_note_idle(struct engine *e);
 /* Arms the retry timer for the earliest of its current due time and at (monotonic µs). */
 void engine_retry_at(struct engine *e, uint64_t at);
 /* A notice of kind about node n in the current phase, to the caller's on_notice. */

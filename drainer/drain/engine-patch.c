@@ -19,6 +19,7 @@ static void on_node_patched(const struct kube_result *res, void *userdata) {
         const char *rv;
 
         e->node_call = NULL;
+        engine_note_idle(e);
         if (e->patching_phase && res->error == 0) {
                 e->has_written_phase = true;
                 e->written_phase = e->patch_phase;

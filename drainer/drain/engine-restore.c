@@ -17,6 +17,7 @@ static void on_probe_done(int error, enum health_status status, const char *mess
         struct probe_result *pr;
 
         e->probe = NULL;
+        engine_note_idle(e);
         if (error == -ECANCELED) {
                 e->probe_uid = mfree(e->probe_uid);
                 return;

@@ -38,6 +38,7 @@ static void on_rules_discovered(int error, const struct taint_rule_api *api, voi
         struct engine *e = userdata;
 
         e->disc = NULL;
+        engine_note_idle(e);
         if (error == -ECANCELED)
                 return;
         if (error < 0)
@@ -75,6 +76,7 @@ static void on_rule_created(const struct kube_result *res, void *userdata) {
         struct engine *e = userdata;
 
         e->rule_call = NULL;
+        engine_note_idle(e);
         if (res->error == -ECANCELED)
                 return;
         /* 409: a rule of that name is there (an earlier run of this drain made it, or
@@ -93,6 +95,7 @@ static void on_rule_read(const struct kube_result *res, void *userdata) {
         struct engine *e = userdata;
 
         e->rule_call = NULL;
+        engine_note_idle(e);
         if (res->error == -ECANCELED)
                 return;
         if (res->error < 0 && res->error != -ENOENT)
@@ -109,6 +112,7 @@ static void on_rule_deleted(const struct kube_result *res, void *userdata) {
         struct engine *e = userdata;
 
         e->rule_call = NULL;
+        engine_note_idle(e);
         if (res->error == -ECANCELED)
                 return;
         /* 409: the preconditions failed (another object of that name, or the rule changed

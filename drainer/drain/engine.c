@@ -39,6 +39,22 @@ void engine_schedule_reconcile(struct engine *e) {
         dtimer_start(&e->reconcile_timer, 0);
 }
 
+void engine_note_idle(struct engine *e) {
+        if (!e->stopping || e->idle_told || e->idle_timer.armed || !e->idle_timer.src || !engine_idle(e))
+                return;
+        dtimer_start(&e->idle_timer, 0);
+}
+
+static void on_idle_timer(struct dtimer *t) {
+        struct engine *e = container_of(t, struct engine, idle_timer);
+
+        if (e->idle_told || !engine_idle(e))
+                return;
+        e->idle_told = true;
+        if (e->cb.on_idle)
+                e->cb.on_idle(e, e->userdata); /* last: it may free the engine */
+}
+
 static void on_reconcile_timer(struct dtimer *t) {
         struct engine *e = container_of(t, struct engine, reconcile_timer);
 
@@ -305,6 +321,7 @@ static void trail(struct engine *e, enum engine_trail_kind kind, const char *ns,
 static void on_evictor_answer(struct evictor *v, const struct evictor_answer *a, void *userdata) {
         struct engine *e = userdata;
 
+        engine_note_idle(e);
         if (a->error == -EACCES)
                 return engine_finish(e, a->error, "evicting %s/%s is forbidden: %s", a->ns, a->name,
                                      strna(a->reason));
@@ -320,6 +337,10 @@ static void on_evictor_answer(struct evictor *v, const struct evictor_answer *a,
 
 static void on_evictor_due(struct evictor *v, void *userdata) {
         engine_schedule_reconcile(userdata);
+}
+
+static void on_evictor_idle(struct evictor *v, void *userdata) {
+        engine_note_idle(userdata);
 }
 
 struct driver_keys {
@@ -672,6 +693,7 @@ static void on_view_closed(void *userdata) {
         struct engine *e = userdata;
 
         e->view = NULL;
+        engine_note_idle(e);
 }
 
 static void on_stop_changed(void *userdata) {
@@ -720,7 +742,8 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
                         &(const struct evictor_options){ .grace_seconds = o->grace_seconds,
                                                          .disable_eviction = o->disable_eviction },
                         &(const struct evictor_callbacks){ .on_answer = on_evictor_answer,
-                                                           .on_due = on_evictor_due },
+                                                           .on_due = on_evictor_due,
+                                                           .on_idle = on_evictor_idle },
                         e, &e->evictor);
         if (r < 0) {
                 engine_free(e);
@@ -745,7 +768,8 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
         if ((r = dtimer_init(&e->reconcile_timer, ts, on_reconcile_timer)) < 0 ||
             (r = dtimer_init(&e->retry, ts, on_retry_timer)) < 0 ||
             (r = dtimer_init(&e->deadline, ts, on_deadline)) < 0 ||
-            (r = dtimer_init(&e->stop_wait, ts, on_stop_wait)) < 0) {
+            (r = dtimer_init(&e->stop_wait, ts, on_stop_wait)) < 0 ||
+            (r = dtimer_init(&e->idle_timer, ts, on_idle_timer)) < 0) {
                 engine_free(e);
                 return r;
         }
@@ -792,8 +816,8 @@ void engine_stop(struct engine *e) {
          * after it wrote its next phase says that phase, the one a rerun resumes). */
         if (e->node_call && !stopped && e->reconcile_timer.src)
                 dtimer_start(&e->stop_wait, STOP_WAIT_USEC);
-        else if (e->node_call)
-                kube_call_cancel(e->node_call);
+        else if (e->node_call && !e->stop_wait.armed)
+                kube_call_cancel(e->node_call); /* a later stop leaves that wait alone */
         if (e->rule_call)
                 kube_call_cancel(e->rule_call);
         taint_rule_discovery_cancel(e->disc);
@@ -801,6 +825,7 @@ void engine_stop(struct engine *e) {
                 evictor_cancel(e->evictor);
         if (e->probe)
                 health_probe_cancel(e->probe);
+        engine_note_idle(e);
 }
 
 bool engine_node_phase(const struct engine *e, enum drain_phase *ret) {
@@ -831,6 +856,8 @@ void engine_free(struct engine *e) {
                 dtimer_done(&e->retry);
                 dtimer_done(&e->deadline);
                 dtimer_done(&e->stop_wait);
+                if (e->idle_timer.src)
+                        dtimer_done(&e->idle_timer);
         }
         evictor_free(e->evictor);
         hashmap_free(e->probes, free);

@@ -116,8 +116,11 @@ static void on_evicted(const struct kube_result *res, void *userdata) {
         struct evictor *v = ev->v;
 
         ev->call = NULL;
-        if (res->error == -ECANCELED)
+        if (res->error == -ECANCELED) {
+                if (v->cb.on_idle && evictor_idle(v))
+                        v->cb.on_idle(v, v->userdata);
                 return;
+        }
         count_answer(res);
         ev->pdb = res->status == 429;
         free(ev->reason);

@@ -289,6 +289,12 @@ static bool list_not_found(struct informer *inf) {
         return true;
 }
 
+/* The call a stop cancelled ended: last, as the owner may free the informer. */
+static void tell_stopped(struct informer *inf) {
+        if (inf->stopping && inf->h.on_stopped)
+                inf->h.on_stopped(inf, inf->userdata);
+}
+
 static void on_list_done(const struct kube_result *res, void *userdata) {
         struct informer *inf = userdata;
 
@@ -297,7 +303,7 @@ static void on_list_done(const struct kube_result *res, void *userdata) {
                 hashmap_free(inf->fresh, inf->ops->free);
                 inf->fresh = NULL;
                 inf->state = INF_STOPPED;
-                return;
+                return tell_stopped(inf);
         }
         if (res->error == -ENOENT && !inf->opts.name && list_not_found(inf))
                 return;
@@ -445,7 +451,7 @@ static void on_watch_done(const struct kube_result *res, void *userdata) {
         inf->call = NULL;
         if (inf->stopping || res->error == -ECANCELED) {
                 inf->state = INF_STOPPED;
-                return;
+                return tell_stopped(inf);
         }
         kube_observe_watch_end(inf->ops->name, res->error == 0         ? "closed"
                                                : res->error == -ESTALE ? "expired"

@@ -123,6 +123,12 @@ struct slots {
         struct lease_watch *retired; /* stopped, freed once idle */
 
         struct dtimer notify_timer, expiry_timer;
+        /* slots_close(): settle until close_deadline, stop, then close_done once idle */
+        struct dtimer close_timer;
+        bool closing;
+        uint64_t close_deadline;
+        void (*close_done)(struct slots *s, void *userdata);
+        void *close_userdata;
         unsigned pending; /* NOTIFY_* for notify_timer */
         bool stopping;
         char holders[HOLDERS_CAP];
@@ -147,6 +153,8 @@ static inline bool persistent_error(int error) {
 
 /* Runs the notify timer's work (NOTIFY_*) on the next turn of the loop. */
 void slots_notify_later(struct slots *s, unsigned what);
+/* A call, retry or the lease watch ended: a slots_close() looks again. */
+void slots_tell_quiet(struct slots *s);
 /* The node of this process that holds slot i, or NULL. */
 struct slot_node *slots_holder_of(struct slots *s, int i);
 

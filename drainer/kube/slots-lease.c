@@ -226,12 +226,20 @@ static void on_lease_error(struct informer *inf, int error, const char *message,
         }
 }
 
+/* A stopped watch's last call ended: the slots may be idle now. */
+static void on_lease_stopped(struct informer *inf, void *userdata) {
+        struct lease_watch *w = userdata;
+
+        slots_tell_quiet(w->s);
+}
+
 static const struct informer_handlers lease_handlers = {
         .on_add = on_lease_add,
         .on_update = on_lease_update,
         .on_delete = on_lease_delete,
         .on_synced = on_lease_synced,
         .on_error = on_lease_error,
+        .on_stopped = on_lease_stopped,
 };
 
 int slots_watch_start(struct slots *s) {

@@ -65,6 +65,7 @@ static void node_free(struct slot_node *n) {
 static void on_renew_timer(struct dtimer *t);
 
 static void on_retry_timer(struct dtimer *t);
+static void on_close_timer(struct dtimer *t);
 
 static int node_new(struct slots *s, const char *name, struct slot_node **ret) {
         struct slot_node *n;
@@ -325,7 +326,7 @@ static void on_call_done(const struct kube_result *res, void *userdata) {
                 n->check_holder = mfree(n->check_holder);
                 if (!s->stopping)
                         settle(n);
-                return;
+                return slots_tell_quiet(s);
         }
         switch (op) {
         case OP_CREATE:
@@ -345,6 +346,7 @@ static void on_call_done(const struct kube_result *res, void *userdata) {
                 assert(false);
         }
         settle(n);
+        slots_tell_quiet(s);
 }
 
 static void start_renew(struct slot_node *n) {
@@ -415,6 +417,7 @@ static void on_retry_timer(struct dtimer *t) {
         }
         settle(n);
         try_take(n);
+        slots_tell_quiet(n->s);
 }
 
 /* ---- choosing a slot ---- */
@@ -641,6 +644,12 @@ int slots_new(struct kube_client *client, struct timesrc *ts, const struct slots
                 dtimer_done(&s->notify_timer);
                 goto fail;
         }
+        r = dtimer_init(&s->close_timer, ts, on_close_timer);
+        if (r < 0) {
+                dtimer_done(&s->notify_timer);
+                dtimer_done(&s->expiry_timer);
+                goto fail;
+        }
         *ret = s;
         return 0;
 fail:
@@ -766,6 +775,41 @@ void slots_stop(struct slots *s) {
         dtimer_stop(&s->expiry_timer);
 }
 
+void slots_tell_quiet(struct slots *s) {
+        if (s->closing && (s->stopping ? slots_idle(s) : slots_settled(s)))
+                dtimer_start(&s->close_timer, 0);
+}
+
+static void on_close_timer(struct dtimer *t) {
+        struct slots *s = container_of(t, struct slots, close_timer);
+        void (*done)(struct slots *, void *) = s->close_done;
+
+        if (!s->stopping) {
+                uint64_t now = timesrc_now(s->ts);
+
+                if (!slots_settled(s) && now < s->close_deadline)
+                        return dtimer_start(&s->close_timer, s->close_deadline - now);
+                slots_stop(s);
+        }
+        if (!slots_idle(s) || !done)
+                return; /* the last cancelled call, or the watch's end, comes back here */
+        s->close_done = NULL;
+        done(s, s->close_userdata); /* last: it may free s */
+}
+
+void slots_close(struct slots *s, uint64_t settle_usec, void (*done)(struct slots *s, void *userdata),
+                 void *userdata) {
+        if (s->closing)
+                return;
+        s->closing = true;
+        s->close_done = done;
+        s->close_userdata = userdata;
+        s->close_deadline = timesrc_now(s->ts) + settle_usec;
+        if (settle_usec == 0)
+                slots_stop(s);
+        dtimer_start(&s->close_timer, 0);
+}
+
 bool slots_settled(const struct slots *s) {
         for (const struct slot_node *n = s->nodes; n; n = n->next)
                 if (n->call || n->retry_armed)
@@ -810,6 +854,7 @@ void slots_free(struct slots *s) {
         }
         dtimer_done(&s->notify_timer);
         dtimer_done(&s->expiry_timer);
+        dtimer_done(&s->close_timer);
         free(s->views);
         free(s->ns);
         free(s->identity);

@@ -81,6 +81,10 @@ struct world {
         bool command_running;
         int command_status, command_error;
         bool stop_in_evict_rest; /* interrupt once a node's pod is being evicted */
+        /* once a node's pod is being evicted, its next Node PATCH is left unanswered and
+         * the fleet stopped: held, its request's index */
+        bool hold_patch_in_evict_rest, hold_patches, held;
+        size_t held_index;
 };
 
 /* ---- the world ---- */
@@ -159,7 +163,12 @@ static void serve_requests(struct world *w) {
 
                         if (strstr(r->path, n->name))
                                 n->requested = true;
-                        if (streq(r->method, "PATCH") && streq(r->path, n->node_path))
+                        if (streq(r->method, "PATCH") && streq(r->path, n->node_path) && w->hold_patches &&
+                            !w->held) {
+                                w->held = true;
+                                w->held_index = w->handled;
+                                drain_fleet_stop(w->fleet);
+                        } else if (streq(r->method, "PATCH") && streq(r->path, n->node_path))
                                 on_node_patch(w, n, r);
                         else if (streq(r->method, "POST") && strncmp(r->path, pod, strlen(pod)) == 0) {
                                 n->evictions++;
@@ -236,6 +245,8 @@ static void on_progress(struct drain_fleet *f, const struct fleet_node *n, const
                         void *userdata) {
         struct world *w = userdata;
 
+        if (w->hold_patch_in_evict_rest && p->has_phase && p->phase == DRAIN_PHASE_EVICT_REST)
+                w->hold_patches = true;
         if (w->stop_in_evict_rest && p->has_phase && p->phase == DRAIN_PHASE_EVICT_REST) {
                 w->stop_in_evict_rest = false;
                 drain_fleet_stop(f);
@@ -498,6 +509,57 @@ static void test_interrupt(void **state) {
         assert_int_equal(w->max_running, 1);
 }
 
+/* A stop while the engine's Node patch is in flight: the run is reported exactly when
+ * that patch answers (its phase is what the Node shows), and nothing wakes while it
+ * waits: the one timer armed is the engine's deadline for the answer, none fires. */
+static void test_stop_waits_for_node_patch(void **state) {
+        struct world *w = *state;
+        struct fleet_run run = { .node = "node-1", .profile = &w->profile };
+        const struct fleet_node *fn;
+        uint64_t fired, t;
+
+        add_node(w, false);
+        w->hold_patch_in_evict_rest = true;
+        assert_int_equal(drain_fleet_new(w->api->client, fake_transport_base(w->ft), w->api->ts, &w->loop,
+                                         &(const struct drain_fleet_options){ .goal = FLEET_GOAL_DRAIN,
+                                                                              .runs = &run,
+                                                                              .n_runs = 1,
+                                                                              .max_parallel = 1,
+                                                                              .instance = "test" },
+                                         &callbacks, w, &w->fleet),
+                         0);
+        assert_int_equal(drain_fleet_start(w->fleet), 0);
+        for (uint64_t i = 0; i < 60 * SEC && !w->held; i += 10 * MS)
+                step(w, 10 * MS);
+        assert_true(w->held);
+        assert_true(drain_fleet_interrupted(w->fleet));
+        /* the stop's cancelled calls end */
+        for (int i = 0; i < 10; i++)
+                step(w, 1 * MS);
+        assert_false(w->finished);
+        assert_false(logged(w, "done drain node-1 -4"));
+        assert_int_equal(fake_clock_armed(w->clock), 1);
+        fired = fake_clock_fired(w->clock);
+        for (int i = 0; i < 100; i++)
+                step(w, 10 * MS);
+        assert_int_equal(fake_clock_fired(w->clock), fired);
+        assert_false(w->finished);
+        assert_int_equal(fake_clock_armed(w->clock), 1);
+
+        /* The patch answers: the run is reported at that moment, in the phase it wrote. */
+        t = fake_clock_now(w->clock);
+        on_node_patch(w, &w->nodes[0], fake_transport_request(w->ft, w->held_index));
+        for (int i = 0; i < 10 && !w->finished; i++)
+                step(w, 0);
+        assert_true(w->finished);
+        assert_int_equal(fake_clock_now(w->clock), t);
+        assert_true(logged(w, "done drain node-1 -4"));
+        fn = drain_fleet_node(w->fleet, 0);
+        assert_true(fn->has_phase);
+        assert_string_equal(node_ann(&w->nodes[0], "drainer.io/state"), drain_phase_to_string(fn->phase));
+        assert_int_equal(fake_clock_armed(w->clock), 0);
+}
+
 static char *const cmd_ok[] = { "/bin/sh", "-c", "exit 0", NULL };
 static char *const cmd_fails[] = { "/bin/sh", "-c", "exit 3", NULL };
 
@@ -617,6 +679,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_max_parallel, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_one_node_fails, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_interrupt, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stop_waits_for_node_patch, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_maintain, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_maintain_failing_command, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_maintain_failing_command_restored, setup, teardown),

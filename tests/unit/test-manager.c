@@ -56,6 +56,9 @@ struct world {
         struct drain_profile profile;
         struct drain_manager *manager;
         bool stopped;
+        const char *hold_event; /* an Event of this reason is left unanswered: held_event */
+        bool event_held;
+        size_t held_event; /* its request's index */
         /* "kind node" of every manager event, "Reason node" of every Event posted */
         char lines[MAX_LINES][128];
         size_t n_lines;
@@ -307,7 +310,12 @@ static void answer(struct world *w) {
                         assert_true(w->n_events < MAX_LINES);
                         snprintf(w->events[w->n_events++], sizeof(w->events[0]), "%s %s",
                                  json_str(b, "reason"), json_str(b, "involvedObject.name"));
-                        reply(w, r, 201, "{}");
+                        if (w->hold_event && streq_ptr(json_str(b, "reason"), w->hold_event) &&
+                            !w->event_held) {
+                                w->event_held = true;
+                                w->held_event = w->n_handled - 1;
+                        } else
+                                reply(w, r, 201, "{}");
                 } else if (streq(r->method, "GET") &&
                            (starts_with(r->path, "/api/v1/pods?") ||
                             starts_with(r->path, "/apis/resource.k8s.io/v1/resourceclaims?") ||
@@ -671,6 +679,39 @@ static void test_stop_during_drain(void **state) {
         /* teardown stops it and checks every call ended */
 }
 
+static bool event_held(struct world *w, const char *arg) {
+        return w->event_held;
+}
+
+/* Stopped while an Event is in flight: on_stopped comes exactly when it answers, and
+ * nothing wakes while the stop waits for it (no timer fires). */
+static void test_stop_waits_for_event(void **state) {
+        struct world *w = *state;
+        uint64_t fired, t;
+
+        add_node(w, "node-1", "\"drainer.io/request\":\"drain\"");
+        w->hold_event = "DrainerDone";
+        start_manager(w, 1);
+        assert_true(run_until(w, event_held, NULL, 60 * SEC));
+        drain_manager_stop(w->manager);
+        for (int i = 0; i < 10; i++)
+                step(w, 1 * MS);
+        assert_false(w->stopped);
+        fired = fake_clock_fired(w->clock);
+        run_for(w, 1 * SEC);
+        assert_int_equal(fake_clock_fired(w->clock), fired);
+        assert_false(w->stopped);
+
+        t = fake_clock_now(w->clock);
+        reply(w, fake_transport_request(w->ft, w->held_event), 201, "{}");
+        for (int i = 0; i < 10 && !w->stopped; i++)
+                step(w, 0);
+        assert_true(w->stopped);
+        assert_int_equal(fake_clock_now(w->clock), t);
+        drain_manager_free(w->manager);
+        w->manager = NULL;
+}
+
 static void test_event_kind_names(void **state) {
         for (int k = 0; k < _DRAIN_MANAGER_EVENT_KIND_MAX; k++)
                 assert_non_null(drain_manager_event_kind_to_string(k));
@@ -688,6 +729,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_deleted_node_releases_slot, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_deleted_node_slot_freed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_during_drain, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stop_waits_for_event, setup, teardown),
                 cmocka_unit_test(test_event_kind_names),
         };
 

@@ -72,6 +72,8 @@ struct env {
         int changed;
         const char *gone[4]; /* nodes node_exists() calls deleted */
         int exists_calls;
+        int closed;         /* slots_close()'s done calls */
+        uint64_t closed_at; /* ... the last one's time */
 };
 
 static int node_exists(const char *node, void *userdata) {
@@ -951,6 +953,70 @@ static void test_stop_in_flight(void **state) {
         assert_true(slots_idle(e->slots));
 }
 
+static void on_closed(struct slots *s, void *userdata) {
+        struct env *e = userdata;
+
+        e->closed++;
+        e->closed_at = fake_clock_now(e->api->clock);
+}
+
+/* A process's end with a release in flight: slots_close() waits for its answer (the
+ * slot is given back, not left to expire), then stops the watch and is done exactly
+ * when that answer came. Nothing of it wakes while it waits: only the settle deadline
+ * is armed, and no timer fires. */
+static void test_close_waits_for_release(void **state) {
+        struct env *e = *state;
+        uint64_t fired, t;
+
+        env_slots(e, 1, true);
+        create_slot0(e);
+        slots_release(e->slots, "node-1");
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_unmatched(e->api->ft), 1); /* the release's PUT */
+        assert_false(slots_settled(e->slots));
+
+        t = fake_clock_now(e->api->clock);
+        slots_close(e->slots, 10 * SEC, on_closed, e);
+        assert_int_equal(e->closed, 0); /* never from inside the call */
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(e->closed, 0);
+        assert_int_equal(fake_clock_next_due(e->api->clock), t + 10 * SEC);
+        fired = fake_clock_fired(e->api->clock);
+        fake_clock_advance(e->api->clock, 2 * SEC);
+        assert_int_equal(fake_clock_fired(e->api->clock), fired); /* nothing polled */
+        assert_int_equal(e->closed, 0);
+
+        /* The release answers: the watch stops, and the close is done at that moment. */
+        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "102", NULL, real_now(e), 0));
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(e->closed, 1);
+        assert_int_equal(e->closed_at, t + 2 * SEC);
+        assert_true(slots_idle(e->slots));
+        assert_int_equal(fake_clock_armed(e->api->clock), 0);
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", SLOT0), 1);
+}
+
+/* No answer within the settle time: stopped at the deadline (the release cancelled),
+ * done once the cancelled calls ended. */
+static void test_close_deadline(void **state) {
+        struct env *e = *state;
+        uint64_t t;
+
+        env_slots(e, 1, true);
+        create_slot0(e);
+        slots_release(e->slots, "node-1");
+        fake_clock_advance(e->api->clock, 0);
+        t = fake_clock_now(e->api->clock);
+        slots_close(e->slots, 10 * SEC, on_closed, e);
+        fake_clock_advance(e->api->clock, 10 * SEC - 1);
+        assert_int_equal(e->closed, 0);
+        fake_clock_advance(e->api->clock, 1);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(e->closed, 1);
+        assert_int_equal(e->closed_at, t + 10 * SEC);
+        assert_true(slots_idle(e->slots));
+}
+
 static void test_options(void **state) {
         struct env *e = *state;
         struct slots *s;
@@ -1111,6 +1177,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_eacces_on_list, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_eacces_on_create, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_in_flight, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_close_waits_for_release, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_close_deadline, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_options, setup, teardown),
                 cmocka_unit_test(test_lease_rec),
                 cmocka_unit_test_setup_teardown(test_informer_namespace, setup, teardown),

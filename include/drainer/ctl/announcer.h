@@ -24,6 +24,9 @@ int announcer_new(struct kube_client *client, struct timesrc *ts, const char *in
 void announcer_notice(struct announcer *a, const struct engine_notice *n);
 /* No Event in flight. */
 bool announcer_idle(const struct announcer *a);
+/* idle(userdata) runs each time the last Event in flight answers (announcer_idle() turned
+ * true), from that answer's callback: a caller that found it busy waits for it. NULL: none. */
+void announcer_set_idle_fn(struct announcer *a, void (*idle)(void *userdata), void *userdata);
 /* With Events in flight the memory goes with the last of them (their answers ignored). */
 void announcer_free(struct announcer *a);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct announcer *, announcer_free);

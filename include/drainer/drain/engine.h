@@ -185,13 +185,18 @@ struct engine_callbacks {
         void (*on_notice)(struct engine *e, const struct engine_notice *n, void *userdata);
         /* Once: the goal is reached (result 0) or the engine gave up. The engine is stopped. */
         void (*on_finished)(struct engine *e, const struct engine_summary *s, void *userdata);
+        /* After engine_stop(): once, when nothing of the engine is in flight any more
+         * (engine_idle()), on a later turn of the loop than the stop and the answer that
+         * ended last. The engine may be freed from it. */
+        void (*on_idle)(struct engine *e, void *userdata);
 };
 
 int engine_new(struct kube_client *client, struct transport *transport, struct timesrc *ts,
                const struct engine_options *o, const struct engine_callbacks *cb, void *userdata,
                struct engine **ret);
 int engine_start(struct engine *e);
-/* Stops informers, timers and calls (results: -ECANCELED). Free once engine_idle(). */
+/* Stops informers, timers and calls (results: -ECANCELED); a Node patch in flight is
+ * given up to 3 s to answer. Free once engine_idle(): on_idle says when. */
 void engine_stop(struct engine *e);
 bool engine_idle(const struct engine *e);
 /* The phase the Node shows as far as the engine knows: the one its last answered

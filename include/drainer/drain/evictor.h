@@ -42,6 +42,9 @@ struct evictor_callbacks {
         void (*on_answer)(struct evictor *v, const struct evictor_answer *a, void *userdata);
         /* A held eviction may go out again: call evictor_evict(). */
         void (*on_due)(struct evictor *v, void *userdata);
+        /* After evictor_cancel(): a cancelled request ended and none is left
+         * (evictor_idle()), from that request's callback. */
+        void (*on_idle)(struct evictor *v, void *userdata);
 };
 
 int evictor_new(struct kube_client *client, struct timesrc *ts, const struct evictor_options *o,

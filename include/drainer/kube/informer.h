@@ -39,6 +39,10 @@ struct informer_handlers {
         /* A list or watch failed; the informer retries by itself with backoff.
          * message is the server's Status message, or NULL. */
         void (*on_error)(struct informer *inf, int error, const char *message, void *userdata);
+        /* After informer_stop(): its call in flight ended (informer_idle() turned true),
+         * from that call's callback; the informer may be freed from it. Not called when
+         * nothing was in flight at the stop. */
+        void (*on_stopped)(struct informer *inf, void *userdata);
 };
 
 struct informer_options {

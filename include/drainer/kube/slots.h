@@ -54,5 +54,11 @@ bool slots_settled(const struct slots *s);
 /* Cancels calls, stops the informer and timers; free once slots_idle(). */
 void slots_stop(struct slots *s);
 bool slots_idle(const struct slots *s);
+/* The end of a process's slots: waits at most settle_usec for slots_settled() (the
+ * releases given back to the server), then slots_stop(), then done(s, userdata) once
+ * idle: on a later turn of the loop, woken by the answers, the watch's end and the
+ * deadline, never by a tick. The slots may be freed from done. Once only. */
+void slots_close(struct slots *s, uint64_t settle_usec, void (*done)(struct slots *s, void *userdata),
+                 void *userdata);
 void slots_free(struct slots *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct slots *, slots_free);
