@@ -89,6 +89,7 @@ struct engine {
         bool said_not_ready; /* a DrainerNodeNotReady Event went out for this not-Ready spell */
         bool said_ready;     /* ... and a DrainerNodeReady Event after it */
         bool said_out_of_service, said_out_of_service_removed;
+        bool said_cordoned; /* the trail's cordon line went out */
         struct drain_state st;
         bool has_st;
 
@@ -136,6 +137,8 @@ struct engine {
 
 /* Replaces the progress message (e->message). */
 void engine_set_message(struct engine *e, const char *fmt, ...) _printf_(2, 3);
+/* One line of the audit trail (engine.h), to the caller's on_trail. */
+void engine_trail(struct engine *e, enum engine_trail_kind kind, const char *ns, const char *name);
 /* A reconcile on the next turn of the loop (once, however often asked). */
 void engine_schedule_reconcile(struct engine *e);
 /* Arms the retry timer for the earliest of its current due time and at (monotonic µs). */
