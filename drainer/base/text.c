@@ -130,6 +130,10 @@ void strv_free_n(char **v, size_t n) {
         free(v);
 }
 
+const char *text_plural(size_t n, const char *one, const char *many) {
+        return n == 1 ? one : many;
+}
+
 size_t strv_sorted_insert(const char **v, size_t n, size_t max, const char *s) {
         size_t at;
 

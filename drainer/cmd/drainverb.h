@@ -14,6 +14,7 @@
 #include "drainargs.h"
 #include "drainer/ctl/fleet.h"
 #include "drainer/dra/seamless.h"
+#include "drainer/drain/heldlog.h"
 #include "drainer/drain/plan.h"
 #include "drainer/drain/state.h"
 
@@ -65,9 +66,10 @@ struct run_display {
         char *last_line;
         char *block; /* its part of the live block (terminal) */
         int block_lines;
-        int code;    /* its exit code, once reported */
-        cJSON *json; /* its -o json summary, once reported */
-        char *rerun; /* refused by a recorded action: the command to run with the flag */
+        int code;             /* its exit code, once reported */
+        cJSON *json;          /* its -o json summary, once reported */
+        char *rerun;          /* refused by a recorded action: the command to run with the flag */
+        struct held_log held; /* the pods held at the last progress (their lines said once) */
 };
 
 struct drain_verb {
@@ -118,8 +120,9 @@ struct drain_verb {
         int stage_worst; /* the worst exit code of the goal now running */
         int maintain_r;  /* maintain of one run: its result as the old sequence gave it */
         int command_status;
-        bool tty;   /* stderr is a terminal: one live block for every running node */
-        bool trail; /* stdout is not a terminal (text output): a line per eviction and claim */
+        bool tty;        /* stderr is a terminal: one live block for every running node */
+        bool trail;      /* text output: a line per eviction and claim on stdout (above the live block) */
+        bool stdout_tty; /* stdout is a terminal: the trail goes above the live block */
         int drawn_lines;
         uint64_t last_draw;
 };

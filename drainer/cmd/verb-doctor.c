@@ -13,6 +13,7 @@
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
 #include "drainer/base/selector.h"
+#include "drainer/base/text.h"
 #include "drainer/doctor/doctor-gather.h"
 #include "drainer/doctor/doctor-prom.h"
 #include "drainer/doctor/doctor-rules.h"
@@ -81,8 +82,10 @@ static int print_report(const struct doctor_data *d, const struct doctor_opts *o
                 fflush(stdout);
                 return ferror(stdout) ? -EIO : 0;
         }
-        printf("drainer doctor: %zu nodes, %zu ResourceClaims, %zu DRA drivers", d->nodes.n, d->claims.n,
-               d->drivers.n);
+        printf("drainer doctor: %zu %s, %zu %s, %zu %s", d->nodes.n,
+               text_plural(d->nodes.n, "node", "nodes"), d->claims.n,
+               text_plural(d->claims.n, "ResourceClaim", "ResourceClaims"), d->drivers.n,
+               text_plural(d->drivers.n, "DRA driver", "DRA drivers"));
         for (size_t i = 0; i < d->drivers.n; i++)
                 printf("%s%s", i == 0 ? " (" : ", ", d->drivers.v[i]->name);
         printf("%s%s%s; Prometheus: %s\n", d->drivers.n ? ")" : "", o->node ? "; node " : "",

@@ -17,6 +17,7 @@
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
 #include "drainer/base/selector.h"
+#include "drainer/base/text.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/ctl/driverkey.h"
 #include "drainer/ctl/fleet.h"
@@ -177,11 +178,16 @@ static const char *group_label(enum evict_group g) {
         }
 }
 
-/* The live block: the part of every node running now, in the order of the nodes. */
-static void draw_block(struct drain_verb *v) {
+/* The live block off the screen (the cursor where it began). */
+static void clear_block(struct drain_verb *v) {
         if (v->drawn_lines > 0)
                 fprintf(stderr, "\033[%dA\033[J", v->drawn_lines);
         v->drawn_lines = 0;
+}
+
+/* The live block: the part of every node running now, in the order of the nodes. */
+static void draw_block(struct drain_verb *v) {
+        clear_block(v);
         for (size_t i = 0; i < v->n_runs; i++) {
                 const struct run_display *d = &v->disp[i];
 
@@ -199,6 +205,41 @@ static void commit_block(struct drain_verb *v) {
         v->drawn_lines = 0;
 }
 
+/* A line that stays (the trail on stdout, a held pod on stderr): on a terminal printed
+ * above the live block (cleared, the line, redrawn), so that the scrollback keeps
+ * every such line as the output to a file has them. */
+static void put_line_above(struct drain_verb *v, FILE *out, const char *line) {
+        bool above = v->tty && (out == stderr || v->stdout_tty);
+
+        if (above) {
+                clear_block(v);
+                fflush(stderr);
+        }
+        fputs(line, out);
+        fflush(out);
+        if (above)
+                draw_block(v);
+}
+
+struct held_ctx {
+        struct drain_verb *v;
+        const struct fleet_node *n;
+};
+
+/* A pod's eviction became held, or no longer is: one line each (heldlog.h). */
+static void on_held_change(bool held, const char *ns, const char *name, const char *reason, void *userdata) {
+        struct held_ctx *c = userdata;
+        _cleanup_free_ char *line = NULL;
+        char when[32];
+
+        if (timesrc_format_rfc3339(timesrc_realtime(c->v->app->ts), when, sizeof(when)) < 0)
+                strcpy(when, "?");
+        line = held ? text_printf("%s %s   held: %s/%s: %s\n", when, c->n->node, ns, name, strna(reason))
+                    : text_printf("%s %s   no longer held: %s/%s\n", when, c->n->node, ns, name);
+        if (line)
+                put_line_above(c->v, stderr, line);
+}
+
 static void draw(struct drain_verb *v, const struct fleet_node *n, const struct engine_progress *p,
                  bool force) {
         struct run_display *d = &v->disp[n->index];
@@ -207,6 +248,9 @@ static void draw(struct drain_verb *v, const struct fleet_node *n, const struct 
 
         if (v->fmt == OUTPUT_JSON)
                 return;
+        if (held_log_update(&d->held, p->held, p->n_held, on_held_change,
+                            &(struct held_ctx){ .v = v, .n = n }) < 0)
+                log_oom();
         if (!v->tty) {
                 /* Plain lines: one per phase change or new message. */
                 _cleanup_free_ char *line = NULL;
@@ -219,9 +263,6 @@ static void draw(struct drain_verb *v, const struct fleet_node *n, const struct 
                 if (timesrc_format_rfc3339(timesrc_realtime(v->app->ts), when, sizeof(when)) < 0)
                         strcpy(when, "?");
                 fprintf(stderr, "%s %s %s\n", when, n->node, line);
-                for (size_t i = 0; i < p->n_held; i++)
-                        fprintf(stderr, "%s %s   held: %s/%s: %s\n", when, n->node, p->held[i].ns,
-                                p->held[i].name, p->held[i].reason);
                 free(d->last_line);
                 d->last_line = TAKE_PTR(line);
                 return;
@@ -564,30 +605,49 @@ static void on_run_progress(struct drain_fleet *f, const struct fleet_node *n,
         draw(v, n, p, phase_changed);
 }
 
-/* The audit trail on stdout when it is not a terminal: kubectl drain's lines for
- * each pod ("evicting pod NS/NAME" once the eviction is accepted, "pod/NAME
- * evicted" once it is gone; "deleting", "deleted" with --disable-eviction), and
- * one for each ResourceClaim released from the node. */
+/* The audit trail on stdout (on a terminal above the live block): kubectl drain's
+ * lines ("node/N cordoned"; for each pod "evicting pod NS/NAME" once the eviction is
+ * accepted, "pod/NAME evicted" once it is gone, "deleting", "deleted" with
+ * --disable-eviction; "node/N drained"), and one for each ResourceClaim released
+ * from the node. */
 static void on_run_trail(struct drain_fleet *f, const struct fleet_node *n, const struct engine_trail *t,
                          void *userdata) {
         struct drain_verb *v = userdata;
+        _cleanup_free_ char *line = NULL;
 
         if (!v->trail)
                 return;
         switch (t->kind) {
+        case ENGINE_TRAIL_CORDONED:
+                line = text_printf("node/%s cordoned\n", n->node);
+                break;
         case ENGINE_TRAIL_EVICTING:
-                printf("%s pod %s/%s\n", t->deleted ? "deleting" : "evicting", t->ns, t->name);
+                line = text_printf("%s pod %s/%s\n", t->deleted ? "deleting" : "evicting", t->ns, t->name);
                 break;
         case ENGINE_TRAIL_POD_GONE:
-                printf("pod/%s %s\n", t->name, t->deleted ? "deleted" : "evicted");
+                line = text_printf("pod/%s %s\n", t->name, t->deleted ? "deleted" : "evicted");
                 break;
         case ENGINE_TRAIL_CLAIM_RELEASED:
-                printf("resourceclaim %s/%s released from node/%s\n", t->ns, t->name, n->node);
+                line = text_printf("resourceclaim %s/%s released from node/%s\n", t->ns, t->name, n->node);
                 break;
         default:
                 return;
         }
-        fflush(stdout);
+        if (line)
+                put_line_above(v, stdout, line);
+        else
+                log_oom();
+}
+
+/* A node drain that ended drained: the trail's last line (kubectl drain's). */
+static void trail_drained(struct drain_verb *v, const struct fleet_node *n) {
+        _cleanup_free_ char *line = NULL;
+
+        if (!v->trail || n->result != 0 || n->goal != ENGINE_GOAL_DRAIN || n->profile->n_drivers > 0)
+                return;
+        line = text_printf("node/%s drained\n", n->node);
+        if (line)
+                put_line_above(v, stdout, line);
 }
 
 /* Interrupted before its turn: not started, nothing changed on it. */
@@ -613,7 +673,10 @@ static void on_run_done(struct drain_fleet *f, const struct fleet_node *n, void 
         const char *verb = goal_verb(n);
         int r;
 
+        if (n->started)
+                trail_drained(v, n);
         d->active = false;
+        held_log_clear(&d->held);
         if (!n->started) {
                 report_not_started(v, n);
                 v->stage_worst = nodeset_worst_exit(v->stage_worst, d->code);
@@ -975,7 +1038,8 @@ static void runs_start(struct drain_verb *v) {
                 return;
         }
         v->tty = isatty(STDERR_FILENO);
-        v->trail = v->fmt != OUTPUT_JSON && !isatty(STDOUT_FILENO);
+        v->stdout_tty = isatty(STDOUT_FILENO);
+        v->trail = v->fmt != OUTPUT_JSON;
         v->stage_worst = EXIT_DONE;
         for (size_t i = 0; i < v->n_runs; i++) {
                 if (v->a.profile.n_drivers > 1)
@@ -1223,6 +1287,7 @@ static void drainlike_free(void *state) {
                 free(v->disp[i].last_line);
                 free(v->disp[i].block);
                 free(v->disp[i].rerun);
+                held_log_clear(&v->disp[i].held);
                 cJSON_Delete(v->disp[i].json);
         }
         free(v->disp);

@@ -301,8 +301,9 @@ static void on_planned(struct driver_rollout *rollout, const char *revision, siz
         struct rollout_run *run = userdata;
 
         if (run->fmt == OUTPUT_TEXT)
-                log_info("rollout of DaemonSet %s/%s (driver %s) to revision %s: %zu nodes, %u at a time",
-                         run->ds_ns, run->ds_name, run->driver, revision, n_nodes, run->max_parallel);
+                log_info("rollout of DaemonSet %s/%s (driver %s) to revision %s: %zu %s, %u at a time",
+                         run->ds_ns, run->ds_name, run->driver, revision, n_nodes,
+                         text_plural(n_nodes, "node", "nodes"), run->max_parallel);
 }
 
 static void on_progress(struct driver_rollout *rollout, const char *node, const char *message,

@@ -376,8 +376,8 @@ static int print_status(const struct node_input *s, const struct status_opts *o,
         for (size_t i = 0; i < s->n_slices; i++) {
                 const struct slice_rec *sl = s->slices[i];
 
-                fprintf(out, "  %s  driver %s, pool %s, %zu devices\n", sl->name, sl->driver, sl->pool,
-                        sl->n_devices);
+                fprintf(out, "  %s  driver %s, pool %s, %zu %s\n", sl->name, sl->driver, sl->pool,
+                        sl->n_devices, text_plural(sl->n_devices, "device", "devices"));
         }
         if (fclose(out) != 0)
                 return log_oom();

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "drainer/base/selector.h"
+#include "drainer/base/text.h"
 #include "drainer/dra/driverstop.h"
 #include "drainer/kube/objects.h"
 
@@ -46,7 +47,8 @@ static void label_stop(struct driver_stop *s, const struct driver_stop_view *v,
 
 /* Paused, and the DaemonSet controller has removed the driver pods. */
 static bool label_stopped(struct driver_stop *s, const struct driver_stop_view *v, char *msg, size_t size) {
-        snprintf(msg, size, "stopping DRA drivers: %zu driver pods left", v->driver_pods);
+        snprintf(msg, size, "stopping DRA drivers: %zu driver %s left", v->driver_pods,
+                 text_plural(v->driver_pods, "pod", "pods"));
         return streq_ptr(label_of(v->node, s->arg), DRIVER_PAUSED_VALUE) && v->driver_pods == 0;
 }
 

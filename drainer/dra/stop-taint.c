@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "drainer/base/text.h"
 #include "drainer/dra/driverstop.h"
 #include "drainer/kube/objects.h"
 
@@ -32,7 +33,8 @@ static void taint_stop(struct driver_stop *s, const struct driver_stop_view *v,
 }
 
 static bool taint_stopped(struct driver_stop *s, const struct driver_stop_view *v, char *msg, size_t size) {
-        snprintf(msg, size, "stopping DRA drivers: %zu driver pods left", v->driver_pods);
+        snprintf(msg, size, "stopping DRA drivers: %zu driver %s left", v->driver_pods,
+                 text_plural(v->driver_pods, "pod", "pods"));
         return v->driver_pods == 0;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "drainer/base/log.h"
+#include "drainer/base/text.h"
 #include "engine-int.h"
 
 /* What a wait for pods to go adds when the node is not Ready: its kubelet is down,
@@ -337,6 +338,10 @@ static void drain_cordon(struct engine *e, const struct node_rec *n) {
         }
         if (!node_cordoned(n))
                 return patch_cordon(e, n);
+        if (!e->said_cordoned) {
+                e->said_cordoned = true;
+                engine_trail(e, ENGINE_TRAIL_CORDONED, NULL, n->name);
+        }
         engine_patch_phase(e, n, DRAIN_PHASE_EVICT_CLAIM_HOLDERS,
                            "evicting the pods that hold ResourceClaims");
 }
@@ -347,6 +352,32 @@ static void drain_again(struct engine *e, const struct node_rec *n) {
         if (engine_uses_rules(e))
                 return engine_isolate(e, n);
         patch_cordon(e, n);
+}
+
+/* Whether the record names a DRA driver that was stopped: a driver published on the
+ * node, its DaemonSet, or a unit (a taint or a label that stopped nothing does not
+ * count). */
+static bool drivers_were_stopped(const struct engine *e) {
+        for (size_t i = 0; i < e->st.n_stops; i++) {
+                const struct driver_stop_record *r = &e->st.stops[i];
+
+                if (r->ops && r->ops != &driver_stop_none &&
+                    (r->ops->needs_units || r->n_drivers > 0 || r->daemonset))
+                        return true;
+        }
+        return false;
+}
+
+/* What the drain did to the drivers, as the end of "node N is drained...": only what
+ * is true (there may have been none). */
+static const char *drivers_stopped_note(const struct engine *e) {
+        if (e->o.skip_driver_stop)
+                return " (drivers left running: --skip-driver-stop)";
+        if (e->stop->ops == &driver_stop_none)
+                return " (DRA drivers left running: --driver-stop none)";
+        if (!drivers_were_stopped(e))
+                return " (no DRA driver was on the node to stop)";
+        return " and its DRA drivers are stopped";
 }
 
 /* drained: drainer.io/state=drained is a claim, not a fact (it may be written by hand):
@@ -369,9 +400,7 @@ static void drain_check_drained(struct engine *e, const struct node_rec *n) {
                 return engine_finish(e, 0, "DRA driver %s of node %s is out of service%s", e->scope, n->name,
                                      e->o.skip_driver_stop ? " (left running: --skip-driver-stop)"
                                                            : ": its claims released, the driver stopped");
-        engine_finish(e, 0, "node %s is drained%s", n->name,
-                      e->o.skip_driver_stop ? " (drivers left running: --skip-driver-stop)"
-                                            : " and its DRA drivers are stopped");
+        engine_finish(e, 0, "node %s is drained%s", n->name, drivers_stopped_note(e));
 }
 
 /* What the evictions of one reconcile left, for the phase that follows them. */
@@ -441,9 +470,10 @@ static void drain_evict_rest(struct engine *e, const struct node_rec *n, const s
 /* wait-released and stop-drivers hold the safety condition of DESIGN.md (left and
  * released, in pass: evictions change no cache before the next reconcile). */
 static void drain_wait_released(struct engine *e, const struct node_rec *n, const struct drain_pass *pass) {
-        engine_set_message(e, "waiting: %zu pods and %zu ResourceClaims left on the node%s%s", pass->left,
-                           e->plan.n_claims_blocking, pass->released ? "" : pass->not_ready,
-                           pass->ns_terminating);
+        engine_set_message(e, "waiting: %zu %s and %zu %s left on the node%s%s", pass->left,
+                           text_plural(pass->left, "pod", "pods"), e->plan.n_claims_blocking,
+                           text_plural(e->plan.n_claims_blocking, "ResourceClaim", "ResourceClaims"),
+                           pass->released ? "" : pass->not_ready, pass->ns_terminating);
         if (!pass->released)
                 return;
         if (e->o.skip_driver_stop)
@@ -466,10 +496,11 @@ static void drain_stop_drivers(struct engine *e, const struct node_rec *n, const
         if (!pass->released) {
                 /* Never stop a driver while a claim is on the node: wait (and the pods
                  * that came back are being evicted, drain_evict). */
-                engine_set_message(e,
-                                   "not stopping the drivers: %zu pods and %zu ResourceClaims are on the "
-                                   "node%s",
-                                   pass->left, e->plan.n_claims_blocking, pass->not_ready);
+                engine_set_message(e, "not stopping the drivers: %zu %s and %zu %s on the node%s",
+                                   pass->left, text_plural(pass->left, "pod", "pods"),
+                                   e->plan.n_claims_blocking,
+                                   text_plural(e->plan.n_claims_blocking, "ResourceClaim", "ResourceClaims"),
+                                   pass->not_ready);
                 return;
         }
         v = engine_driver_view(e, n);
@@ -490,7 +521,10 @@ static void drain_stop_drivers(struct engine *e, const struct node_rec *n, const
                 return;
         }
         engine_patch_phase(e, n, DRAIN_PHASE_DRAINED,
-                           "drained: no pods, no ResourceClaims, DRA drivers stopped");
+                           drivers_were_stopped(e)
+                                   ? "drained: no pods, no ResourceClaims, DRA drivers stopped"
+                                   : "drained: no pods, no ResourceClaims, no DRA driver "
+                                     "to stop");
 }
 
 /* One step of the drain from the phase the Node records (none: preflight). */

@@ -91,6 +91,7 @@ struct engine {
         bool said_not_ready; /* a DrainerNodeNotReady Event went out for this not-Ready spell */
         bool said_ready;     /* ... and a DrainerNodeReady Event after it */
         bool said_out_of_service, said_out_of_service_removed;
+        bool said_cordoned; /* the trail's cordon line went out */
         struct drain_state st;
         bool has_st;
 
@@ -138,6 +139,8 @@ struct engine {
 
 /* Replaces the progress message (e->message). */
 void engine_set_message(struct engine *e, const char *fmt, ...) _printf_(2, 3);
+/* One line of the audit trail (engine.h), to the caller's on_trail. */
+void engine_trail(struct engine *e, enum engine_trail_kind kind, const char *ns, const char *name);
 /* A reconcile on the next turn of the loop (once, however often asked). */
 void engine_schedule_reconcile(struct engine *e);
 /* Something of a stopped engine ended: if that was the last, on_idle follows (once). */

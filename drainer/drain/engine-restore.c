@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "drainer/base/log.h"
+#include "drainer/base/text.h"
 #include "engine-int.h"
 
 /* ---- health probes ---- */
@@ -226,8 +227,10 @@ void engine_drive_restore(struct engine *e, const struct node_rec *n) {
                         }
                 }
                 if (healthy < engine_driver_pods(&e->plan, false)) {
-                        engine_set_message(e, "waiting for %zu DRA driver pods to be Ready",
-                                           engine_driver_pods(&e->plan, false) - healthy);
+                        size_t k = engine_driver_pods(&e->plan, false) - healthy;
+
+                        engine_set_message(e, "waiting for %zu DRA driver %s to be Ready", k,
+                                           text_plural(k, "pod", "pods"));
                         return;
                 }
                 r = engine_drivers_probed(e, true, &bad);

@@ -11,6 +11,7 @@
 
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
+#include "drainer/base/text.h"
 #include "drainer/obs/metrics.h"
 #include "engine-int.h"
 
@@ -274,8 +275,9 @@ static void on_deadline(struct dtimer *t) {
 
                 for (int g = 0; g < EVICT_GROUP_NONE; g++)
                         pods += e->plan.n_per_group[g];
-                len += snprintf(remained + len, sizeof(remained) - len,
-                                "%zu pods and %zu claims on the node", pods, e->plan.n_claims_blocking);
+                len += snprintf(remained + len, sizeof(remained) - len, "%zu %s and %zu %s on the node",
+                                pods, text_plural(pods, "pod", "pods"), e->plan.n_claims_blocking,
+                                text_plural(e->plan.n_claims_blocking, "claim", "claims"));
                 /* Which: a pod that never terminates or a claim that stays allocated is
                  * what the admin has to look at. */
                 for (size_t i = 0, k = 0; i < e->plan.n_pods && len < sizeof(remained) - 1; i++) {
@@ -309,7 +311,7 @@ static void on_deadline(struct dtimer *t) {
                       e->message ? "; last: " : "", strempty(e->message));
 }
 
-static void trail(struct engine *e, enum engine_trail_kind kind, const char *ns, const char *name) {
+void engine_trail(struct engine *e, enum engine_trail_kind kind, const char *ns, const char *name) {
         if (e->cb.on_trail)
                 e->cb.on_trail(
                         e,
@@ -330,7 +332,7 @@ static void on_evictor_answer(struct evictor *v, const struct evictor_answer *a,
 
                 snprintf(key, sizeof(key), "%s/%s", a->ns, a->name);
                 if (!hashmap_get(e->accepted, key) && hashmap_put(e->accepted, key, (void *)1, NULL) >= 0)
-                        trail(e, ENGINE_TRAIL_EVICTING, a->ns, a->name);
+                        engine_trail(e, ENGINE_TRAIL_EVICTING, a->ns, a->name);
         }
         engine_schedule_reconcile(e);
 }
@@ -477,7 +479,7 @@ static void trail_changes(struct engine *e) {
                                 continue;
                         *slash = 0;
                         (void)hashmap_remove(e->accepted, key);
-                        trail(e, ENGINE_TRAIL_POD_GONE, k, slash + 1);
+                        engine_trail(e, ENGINE_TRAIL_POD_GONE, k, slash + 1);
                         i = 0; /* the map changed: start over (gone ones are removed) */
                 }
         i = 0;
@@ -490,7 +492,7 @@ static void trail_changes(struct engine *e) {
                         if (!slash)
                                 continue;
                         *slash = 0;
-                        trail(e, ENGINE_TRAIL_CLAIM_RELEASED, k, slash + 1);
+                        engine_trail(e, ENGINE_TRAIL_CLAIM_RELEASED, k, slash + 1);
                 }
 }
 

@@ -370,7 +370,8 @@ size_t evictor_held(const struct evictor *v, struct evictor_held *ret, size_t ma
         while (n < max && hashmap_iterate(v->evictions, &i, &key, &val)) {
                 const struct eviction *ev = val;
 
-                if (ev->state == EV_RETRY && ev->reason)
+                /* (a retry in flight is still held: the last answer's reason stands) */
+                if ((ev->state == EV_RETRY || ev->state == EV_IN_FLIGHT) && ev->reason)
                         ret[n++] = (struct evictor_held){ ev->ns, ev->name, ev->reason, ev->ns_terminating };
         }
         return n;

@@ -8,6 +8,7 @@
 
 #include "drainer/base/json.h"
 #include "drainer/base/macro.h"
+#include "drainer/base/text.h"
 #include "drainer/dra/claims.h"
 #include "drainer/drain/rollout.h"
 #include "drainer/drain/state.h"
@@ -242,9 +243,10 @@ enum rollout_step rollout_node_step(const struct rollout_node_input *in, char *m
                 if (f.old) {
                         if (f.claims > 0) {
                                 snprintf(msg, size,
-                                         "node %s: %zu claims of driver %s still on the node: the driver "
-                                         "stays until they are released",
-                                         node, f.claims, drv);
+                                         "node %s: %zu %s of driver %s still on the node: the driver "
+                                         "stays until %s released",
+                                         node, f.claims, text_plural(f.claims, "claim", "claims"), drv,
+                                         text_plural(f.claims, "it is", "they are"));
                                 return ROLLOUT_STEP_DRAIN;
                         }
                         snprintf(msg, size,

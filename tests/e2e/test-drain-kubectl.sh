@@ -435,7 +435,9 @@ check_eq "trail of the interrupted run: \"pod/NAME evicted\" only for pods it ev
 	"$(comm -13 <(evicting_names "$e2e_tmp/sel1.out") <(gone_names "$e2e_tmp/sel1.out"))"
 check_eq "trail: one \"resourceclaim NS/NAME released\" per claim that was on node-1 or node-2" "$claims0" \
 	"$(sed -n 's|^resourceclaim \([^ ]*\) released from node/node-[12]$|\1|p' "$e2e_tmp/sel.trail" | sort)"
-check_eq "trail: no other line" "" "$(grep -Ev '^(evicting pod [^ ]+|pod/[^ ]+ evicted|resourceclaim [^ ]+ released from node/node-[12])$' "$e2e_tmp/sel.trail" || true)"
+check_eq "trail of the completed run: \"node/N drained\" for node-1 and node-2 (kubectl drain's last line)" \
+	"$(printf 'node/node-1 drained\nnode/node-2 drained')" "$(grep -E '^node/[^ ]+ drained$' "$e2e_tmp/sel2.out" | sort)"
+check_eq "trail: no other line (but kubectl drain's \"node/N cordoned\", \"node/N drained\")" "" "$(grep -Ev '^(evicting pod [^ ]+|pod/[^ ]+ evicted|resourceclaim [^ ]+ released from node/node-[12]|node/node-[12] (cordoned|drained))$' "$e2e_tmp/sel.trail" || true)"
 echo "    trail: $(wc -l <"$e2e_tmp/sel.trail") lines, $(wc -l <"$e2e_tmp/sel.accepted") evictions accepted in the audit log"
 drainer_run sel-undo uncordon -l "$sel" --max-parallel 2 -o json
 check_rc "uncordon -l --max-parallel 2" 0 sel-undo

@@ -1447,7 +1447,7 @@ static void test_allocated_claim_holds_wait_released(void **state) {
                 assert_true(w->finished);
                 assert_int_equal(w->result, -ETIMEDOUT);
                 assert_string_equal(node_ann(w, "drainer.io/state"), "wait-released");
-                assert_non_null(strstr(w->message, "1 ResourceClaims"));
+                assert_non_null(strstr(w->message, "1 ResourceClaim left"));
                 assert_non_null(strstr(w->message, "ResourceClaim demo/gpu-a-claim"));
                 assert_int_equal(w->records, 0);
                 assert_int_equal(w->driver_stopped_at, 0);

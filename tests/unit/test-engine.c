@@ -206,6 +206,11 @@ static void on_trail(struct engine *en, const struct engine_trail *t, void *user
         struct env *e = userdata;
 
         assert_true(e->n_trail < ELEMENTSOF(e->trail));
+        if (t->kind == ENGINE_TRAIL_CORDONED) {
+                assert_null(t->ns);
+                snprintf(e->trail[e->n_trail++], sizeof(e->trail[0]), "cordoned %s", t->name);
+                return;
+        }
         snprintf(e->trail[e->n_trail++], sizeof(e->trail[0]), "%s %s/%s",
                  t->kind == ENGINE_TRAIL_EVICTING   ? "evicting"
                  : t->kind == ENGINE_TRAIL_POD_GONE ? "gone"
@@ -395,6 +400,22 @@ static void test_trail_of_evictions(void **state) {
         assert_int_equal(e->n_trail, 3);
         assert_true(has_trail(e, "gone demo/web-a"));
         assert_false(has_trail(e, "gone demo/batch-a"));
+}
+
+/* The trail says the node is cordoned once it is seen so, once however often the
+ * phase after it is tried (kubectl drain's "node/NAME cordoned"). */
+static void test_trail_of_cordon(void **state) {
+        struct env *e = *state;
+        size_t n = 0;
+
+        start_in(e, "cordon", (char *[]){ NULL }, (char *[]){ NULL });
+        for (int i = 0; i < 50; i++) {
+                fake_transport_deliver(e->ft);
+                fake_clock_advance(e->clock, 10 * MS);
+        }
+        for (size_t i = 0; i < e->n_trail; i++)
+                n += strcmp(e->trail[i], "cordoned node-1") == 0;
+        assert_int_equal(n, 1);
 }
 
 /* A pod evicted by a run killed in wait-released: terminal (Succeeded) and being
@@ -1009,6 +1030,10 @@ static void test_forged_drained_is_not_believed(void **state) {
                         assert_true(e->finished);
                         assert_int_equal(e->result, 0);
                         assert_null(node_patch(e, 0));
+                        /* no driver was recorded, none is published: none was stopped */
+                        assert_string_equal(
+                                e->message,
+                                "node node-1 is drained (no DRA driver was on the node to stop)");
                 }
         }
 }
@@ -1121,7 +1146,7 @@ static void test_progress_written_once_per_interval(void **state) {
                 if (strcmp(r->method, "PATCH") != 0 || strcmp(r->path, "/api/v1/nodes/node-1") != 0)
                         continue;
                 print_message("  message write at %.1f s: %s\n", (double)(r->at_usec - t0) / SEC, r->body);
-                assert_non_null(strstr(r->body, "waiting: 1 pods and 0 ResourceClaims left on the node"));
+                assert_non_null(strstr(r->body, "waiting: 1 pod and 0 ResourceClaims left on the node"));
                 assert_null(strstr(r->body, "drainer.io/state"));
                 assert_true(r->at_usec >= t0 + 10 * SEC);
                 writes++;
@@ -1161,7 +1186,7 @@ static void test_not_ready_node_is_named_while_waiting(void **state) {
                 assert_true(e->finished);
                 assert_int_equal(e->result, -ETIMEDOUT);
                 assert_non_null(e->message);
-                assert_non_null(strstr(e->message, "waiting: 1 pods and 0 ResourceClaims left on the node"));
+                assert_non_null(strstr(e->message, "waiting: 1 pod and 0 ResourceClaims left on the node"));
                 if (variant == 0) {
                         assert_true(on_node);
                         assert_non_null(strstr(e->message, note));
@@ -1475,6 +1500,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_one_eviction_per_budget_at_a_time, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_trail_of_evictions, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_trail_of_cordon, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_later_group_waits_for_answers_not_watch, setup,
                                                 teardown),
                 cmocka_unit_test_setup_teardown(test_budgets_apart_go_together, setup, teardown),

@@ -290,6 +290,9 @@ static void test_pdb_429_held_and_retried(void **state) {
         assert_in_range(fake_clock_now(e->clock) - t0, 480 * MS, 1000 * MS);
         assert_false(evict(e, EVICT_GROUP_REST));
         assert_int_equal(evictions_of(e, "web-a"), 2);
+        /* still held while its retry is in flight: held until an answer says otherwise */
+        assert_int_equal(evictor_held(e->v, held, 4), 1);
+        assert_non_null(strstr(held[0].reason, "PodDisruptionBudget demo/web"));
         advance(e, 20 * MS);
         /* Second 429 with Retry-After: 3 s. */
         t0 = fake_clock_now(e->clock);

@@ -248,7 +248,8 @@ static void test_node_sequence(void **state) {
          * driver is not touched. */
         set_node(&w, RECORD "," STATE("drained"));
         assert_int_equal(step(&w, msg, sizeof(msg)), ROLLOUT_STEP_DRAIN);
-        assert_non_null(strstr(msg, "1 claims of driver " DRV " still on the node"));
+        assert_non_null(strstr(msg, "1 claim of driver " DRV
+                                    " still on the node: the driver stays until it is released"));
 
         /* A claim of another driver does not hold it. */
         claim_rec_free(w.claims[0]);

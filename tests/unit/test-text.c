@@ -107,6 +107,13 @@ static void test_strv_sorted_insert(void **state) {
         assert_string_equal(v[0], "b");
 }
 
+static void test_plural(void **state) {
+        assert_string_equal(text_plural(0, "pod", "pods"), "pods");
+        assert_string_equal(text_plural(1, "pod", "pods"), "pod");
+        assert_string_equal(text_plural(2, "ResourceClaim", "ResourceClaims"), "ResourceClaims");
+        assert_string_equal(text_plural(1, "ResourceClaim", "ResourceClaims"), "ResourceClaim");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_utf8_prefix),
@@ -114,6 +121,7 @@ int main(void) {
                 cmocka_unit_test(test_strip),
                 cmocka_unit_test(test_escape_controls),
                 cmocka_unit_test(test_strv_sorted_insert),
+                cmocka_unit_test(test_plural),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

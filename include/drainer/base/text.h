@@ -23,6 +23,10 @@ char *text_escape_controls(const char *s, size_t len);
 /* asprintf() that returns the string, or NULL when out of memory. */
 char *text_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The noun for a count of n: one when n is 1, else many ("1 pod", "0 pods", "2 pods").
+ * This function can't fail. */
+const char *text_plural(size_t n, const char *one, const char *many);
+
 /* Trims ASCII whitespace at both ends of s, in place. Returns s. */
 char *text_strip(char *s);
 

@@ -133,6 +133,7 @@ enum engine_trail_kind {
         ENGINE_TRAIL_EVICTING,       /* the Eviction (or DELETE) of pod ns/name was accepted */
         ENGINE_TRAIL_POD_GONE,       /* ... and that pod is gone from the node */
         ENGINE_TRAIL_CLAIM_RELEASED, /* ResourceClaim ns/name is not on the node any more */
+        ENGINE_TRAIL_CORDONED,       /* node name (ns NULL) is seen cordoned by this drain (once a run) */
         _ENGINE_TRAIL_KIND_MAX,
 };
 

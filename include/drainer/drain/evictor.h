@@ -62,7 +62,8 @@ int evictor_new(struct kube_client *client, struct timesrc *ts, const struct evi
 bool evictor_evict(struct evictor *v, const struct plan *p, enum evict_group g);
 
 /* Pods whose eviction is held (a 429 or an error), with the reason, in no order:
- * at most max, borrowed until the next call into the evictor. Returns how many. */
+ * at most max, borrowed until the next call into the evictor; a retry in flight is still
+ * held. Returns how many. */
 struct evictor_held {
         const char *ns, *name, *reason;
         bool ns_terminating; /* held because its namespace is being deleted (403 NamespaceTerminating) */
