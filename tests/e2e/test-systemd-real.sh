@@ -30,6 +30,12 @@
 # version is this tree's (tests/install/test-deb.sh leaves it there), else
 # deploy/packaging/deb/build makes it.
 # Without podman, runc, mmdebstrap or the cluster: one "cannot run: ..." line, failed.
+# (lib.sh needs the cluster's settings: without them, say so in lib.sh's format)
+if [ ! -f "${DRAINER_CLUSTER_DIR:-/tmp/drainer-cluster}/cluster.env" ]; then
+	echo "  FAIL: cannot run: no test cluster at ${DRAINER_CLUSTER_DIR:-/tmp/drainer-cluster} (tests/cluster/up)"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$e2e_root" || exit 1
 . deploy/image/lib.sh
