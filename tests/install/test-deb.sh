@@ -94,8 +94,8 @@ inside() {
 	[ "$(readlink "$r/etc/systemd/system/multi-user.target.wants/drainer.service")" = /lib/systemd/system/drainer.service ] &&
 		echo "ok drainer.service enabled (multi-user.target.wants symlink)" || echo "FAIL drainer.service not enabled: $(ls -la "$r/etc/systemd/system/multi-user.target.wants/" 2>&1 | tr '\n' ' ')"
 	[ "$(readlink "$r/etc/systemd/system/paths.target.wants/drainer.path")" = /lib/systemd/system/drainer.path ] &&
-		grep -qx 'PathExists=/etc/drainer/kubeconfig' "$r/lib/systemd/system/drainer.path" &&
-		echo "ok drainer.path enabled (paths.target.wants symlink): starts drainer.service once /etc/drainer/kubeconfig exists" ||
+		grep -qx 'PathChanged=/etc/drainer/kubeconfig' "$r/lib/systemd/system/drainer.path" &&
+		echo "ok drainer.path enabled (paths.target.wants symlink): starts drainer.service when /etc/drainer/kubeconfig is written" ||
 		echo "FAIL drainer.path not enabled: $(ls -la "$r/etc/systemd/system/paths.target.wants/" 2>&1 | tr '\n' ' ')"
 	ls "$r/var/lib/systemd/deb-systemd-helper-enabled/drainer.service.dsh-also" >/dev/null 2>&1 &&
 		echo "ok deb-systemd-helper state recorded" || echo "FAIL no deb-systemd-helper state"
