@@ -122,3 +122,27 @@ podman_cleanup() {
 		rm -rf "$PODMAN_RUNROOT"
 	fi
 }
+
+# The image's architectures: the host's (amd64), and arm64, cross built and run with
+# qemu-user (Debian's qemu-user-static: no binfmt registration, the loader is named).
+arch_loader() { # ARCH: the loader's path in a Debian root file system
+	case $1 in
+	amd64) echo lib64/ld-linux-x86-64.so.2 ;;
+	arm64) echo lib/ld-linux-aarch64.so.1 ;;
+	*) echo "no loader known for $1" >&2; return 1 ;;
+	esac
+}
+arch_triplet() { dpkg-architecture -a "$1" -qDEB_HOST_MULTIARCH 2>/dev/null; }  # ARCH
+arch_run() { # ARCH PROGRAM ARGS...: PROGRAM of ARCH on this host (qemu-user if foreign)
+	local a=$1
+	shift
+	case $a in
+	"$(dpkg --print-architecture)") "$@" ;;
+	arm64) qemu-aarch64-static "$@" ;;
+	*) echo "cannot run $a programs here" >&2; return 1 ;;
+	esac
+}
+# ld.so --list of BINARY with this host's (multiarch) libraries of ARCH, as ldd prints it
+ld_list() { # ARCH BINARY
+	arch_run "$1" "/$(arch_loader "$1")" --list "$2"
+}

@@ -5,8 +5,8 @@
 #  - unpacked at another path, outside any git tree, deploy/image/build builds it
 #    (meson setup + ninja of the release build, the man page and completions,
 #    meson install, and the image); its drainer reports HEAD's revision and commit time;
-#  - that image has the same manifest, config and layer digests as the image built
-#    from this clone (build/drainer-image.oci.tar, when it was built from HEAD with a
+#  - that image has the same index, manifest (linux/amd64, linux/arm64), config and
+#    layer digests as the image built from this clone (build/drainer-image.oci.tar, when it was built from HEAD with a
 #    clean tree): a second tree at a different path gives the same bits.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$install_root" || exit 1
@@ -54,20 +54,21 @@ check_eq "drainer built from the tarball: version, revision, commit time, clean"
 	"$(jq -r '"\(.version) \(.revision) \(.commitTime) \(.dirty)"' <<<"$v")"
 check "the tarball's build installed drainer(1) and the completions" \
 	test -s "$src/build/image/stage/usr/share/man/man1/drainer.1" -a -s "$src/build/image/stage/usr/share/bash-completion/completions/drainer"
-oci() { # ARCHIVE: "manifest config layer revision"
+oci() { # ARCHIVE: "index ARCH=manifest... config layer revision" (config, layer: linux/amd64's)
 	local L
 	L=$(mktemp -d -p "$t_tmp")
 	tar -C "$L" -xf "$1"
-	local m c
-	m=$(jq -r '.manifests[0].digest' "$L/index.json")
+	local i m c
+	i=$(jq -r '.manifests[0].digest' "$L/index.json")
+	m=$(jq -r '.manifests[] | select(.platform.architecture == "amd64") | .digest' "$L/blobs/sha256/${i#sha256:}")
 	c=$(jq -r '.config.digest' "$L/blobs/sha256/${m#sha256:}")
-	echo "$m $c $(jq -r '.layers[0].digest' "$L/blobs/sha256/${m#sha256:}") $(jq -r '.config.Labels["org.opencontainers.image.revision"]' "$L/blobs/sha256/${c#sha256:}")"
+	echo "$i $(jq -r '[.manifests[] | "\(.platform.architecture)=\(.digest)"] | join(" ")' "$L/blobs/sha256/${i#sha256:}") $c $(jq -r '.layers[0].digest' "$L/blobs/sha256/${m#sha256:}") $(jq -r '.config.Labels["org.opencontainers.image.revision"]' "$L/blobs/sha256/${c#sha256:}")"
 }
 from_tarball=$(oci "$src/build/drainer-image.oci.tar")
-echo "    from the tarball: manifest config layer = ${from_tarball% *}"
+echo "    from the tarball: index manifests config layer = ${from_tarball% *}"
 if [ -f build/drainer-image.oci.tar ] && [ "${#dirty[@]}" = 0 ]; then
 	from_clone=$(oci build/drainer-image.oci.tar)
-	echo "    from this clone:  manifest config layer = ${from_clone% *}"
+	echo "    from this clone:  index manifests config layer = ${from_clone% *}"
 	if [ "${from_clone##* }" = "$head_rev" ]; then
 		check_eq "the same image digests from this clone ($install_root) and from the tarball at $src" "$from_clone" "$from_tarball"
 		check "and byte-identical archives" cmp -s build/drainer-image.oci.tar "$src/build/drainer-image.oci.tar"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The container image and the manifests that use it:
 #  - deploy/image/build makes build/drainer-image.oci.tar (it runs `drainer version`
-#    inside the image itself); the archive is an OCI layout whose config has user
+#    inside the image itself); the archive is an OCI layout of one image, VERSION, an
+#    image index of two manifests, linux/amd64 and linux/arm64, each config saying its
+#    architecture; the arm64 drainer is an aarch64 ELF file and runs under qemu-user
+#    (qemu-aarch64-static -L ROOTFS: the layer's own loader and libraries); each config has user
 #    65532, the entrypoint /usr/bin/drainer and the org.opencontainers.image labels
 #    (version = the meson project version, revision = HEAD); its one layer holds no
 #    shell and no package manager, every ELF file in it is the binary or a library
@@ -46,18 +49,25 @@ fi
 sed -n '/^release build/,$p' "$t_tmp/build.log" | sed 's/^/    /'
 grep -q '^WARNING' "$t_tmp/build.log" && grep '^WARNING' "$t_tmp/build.log" | sed 's/^/    /'
 archive=build/drainer-image.oci.tar
-m0=$(tar -xOf "$archive" ./index.json | jq -r '.manifests[0].digest')
+# the linux/amd64 manifest of ARCHIVE's image index
+amd64_manifest() {
+	local i
+	i=$(tar -xOf "$1" ./index.json 2>/dev/null | jq -r '.manifests[0].digest') &&
+		tar -xOf "$1" "./blobs/sha256/${i#sha256:}" 2>/dev/null | jq -r '.manifests[]? | select(.platform.architecture == "amd64") | .digest'
+}
+m0=$(amd64_manifest "$archive")
 
 # A pin the mirror no longer serves (as after a security update): --locked fails and
 # says what to do; without it the build warns and builds from a refreshed lock, which
-# here pins what packages.lock pins, so the image is the same.
+# here pins what packages.lock pins, so the image is the same (its amd64 half: these
+# builds are --arch amd64, to save the time).
 sed 's/^libuv1=.*/libuv1=1.44.2-0+withdrawn1/' deploy/image/packages.lock >"$t_tmp/stale.lock"
-out=$(DRAINER_IMAGE_LOCK=$t_tmp/stale.lock deploy/image/build --locked --out "$t_tmp/stale.tar" 2>&1)
+out=$(DRAINER_IMAGE_LOCK=$t_tmp/stale.lock deploy/image/build --arch amd64 --locked --out "$t_tmp/stale.tar" 2>&1)
 rc=$?
 check "deploy/image/build --locked with a withdrawn pin fails, naming it" \
 	bash -c '[ "$1" != 0 ] && grep -q "no longer served.*libuv1=1.44.2-0+withdrawn1" <<<"$2" && grep -q "lock --refresh" <<<"$2"' sh "$rc" "$out"
 t2=$SECONDS
-out=$(DRAINER_IMAGE_LOCK=$t_tmp/stale.lock deploy/image/build --out "$t_tmp/stale.tar" 2>&1)
+out=$(DRAINER_IMAGE_LOCK=$t_tmp/stale.lock deploy/image/build --arch amd64 --out "$t_tmp/stale.tar" 2>&1)
 rc=$?
 check "without --locked: warns and builds from a refreshed lock ($((SECONDS - t2)) s)" \
 	bash -c '[ "$1" = 0 ] && grep -q "^WARNING: .*no longer served" <<<"$2" && grep -q "^WARNING: building from a lock refreshed" <<<"$2"' sh "$rc" "$out"
@@ -65,13 +75,46 @@ if grep -q '^WARNING: .*no longer served' "$t_tmp/build.log"; then
 	pass "SKIP: packages.lock itself is stale (see the warning above), so the refreshed lock differs from it"
 else
 	check_eq "the refreshed lock pins what packages.lock pins" "$(grep -v '^#' deploy/image/packages.lock)" "$(grep -v '^#' build/image/packages.lock.refreshed 2>/dev/null)"
-	check_eq "and the image is the same" "$m0" "$(tar -xOf "$t_tmp/stale.tar" ./index.json 2>/dev/null | jq -r '.manifests[0].digest')"
+	check_eq "and the image is the same (its linux/amd64 manifest)" "$m0" "$(amd64_manifest "$t_tmp/stale.tar")"
 fi
 [ "$rc" = 0 ] || echo "$out" | tail -n 10 | sed 's/^/    /'
 
 L=$t_tmp/layout
 mkdir -p "$L" && tar -C "$L" -xf "$archive"
-manifest=$(jq -r '.manifests[0].digest' "$L/index.json" | cut -d: -f2)
+# --- the image index: linux/amd64 and linux/arm64 ----------------------------------------
+check_eq "index.json: one image, $version, an image index" "1 $version application/vnd.oci.image.index.v1+json" \
+	"$(jq -r '"\(.manifests | length) \(.manifests[0].annotations["org.opencontainers.image.ref.name"]) \(.manifests[0].mediaType)"' "$L/index.json")"
+idx=$L/blobs/sha256/$(jq -r '.manifests[0].digest' "$L/index.json" | cut -d: -f2)
+check_eq "the index: two platforms" "linux/amd64 linux/arm64" "$(jq -r '[.manifests[].platform | "\(.os)/\(.architecture)"] | join(" ")' "$idx" 2>/dev/null)"
+declare -A manifest_of config_of layer_of
+for a in amd64 arm64; do
+	manifest_of[$a]=$(jq -r --arg a "$a" '.manifests[] | select(.platform.architecture == $a) | .digest' "$idx" 2>/dev/null | cut -d: -f2)
+	config_of[$a]=$(jq -r '.config.digest' "$L/blobs/sha256/${manifest_of[$a]}" 2>/dev/null | cut -d: -f2)
+	layer_of[$a]=$(jq -r '.layers[0].digest' "$L/blobs/sha256/${manifest_of[$a]}" 2>/dev/null | cut -d: -f2)
+	check_eq "linux/$a: its manifest's config says linux/$a" "linux/$a" "$(jq -r '"\(.os)/\(.architecture)"' "$L/blobs/sha256/${config_of[$a]}" 2>/dev/null)"
+done
+check "the two platforms' layers differ" test "${layer_of[amd64]}" != "${layer_of[arm64]}"
+R64=$t_tmp/rootfs-arm64
+mkdir -p "$R64" && tar -C "$R64" -xzf "$L/blobs/sha256/${layer_of[arm64]}" 2>/dev/null
+check "linux/arm64: /usr/bin/drainer is an aarch64 ELF file: $(file -b "$R64/usr/bin/drainer" | cut -d, -f1-2)" \
+	bash -c 'file -b "$1" | grep -q "ELF 64-bit LSB .*ARM aarch64"' sh "$R64/usr/bin/drainer"
+out=$(qemu-aarch64-static -L "$R64" "$R64/usr/bin/drainer" version -o json 2>&1)
+check_eq "linux/arm64: qemu-aarch64-static -L ROOTFS drainer version -o json reports HEAD" "$(git rev-parse HEAD)" "$(jq -r .revision <<<"$out" 2>/dev/null)"
+elfs64=$(cd "$R64" && find . -type f -exec sh -c 'head -c 4 "$1" | grep -q "ELF" && echo "${1#./}"' sh {} \; | sort)
+closure64=$(qemu-aarch64-static "$R64/lib/ld-linux-aarch64.so.1" --inhibit-cache --library-path "$R64/lib/aarch64-linux-gnu:$R64/usr/lib/aarch64-linux-gnu" --list "$R64/usr/bin/drainer" |
+	awk '/=>/ && !/ld-linux/ { print $3 }' | grep "^$R64/" | xargs -n1 realpath | sed "s|^$R64/||" | sort -u)
+expected64=$( (echo usr/bin/drainer; realpath "$R64/lib/ld-linux-aarch64.so.1" | sed "s|^$R64/||"; echo "$closure64") | sort -u)
+check_eq "linux/arm64: every ELF file is drainer or a library of its loader closure ($(wc -l <<<"$expected64") files)" "$expected64" "$elfs64"
+layer_files() { [ -f "$L/blobs/sha256/$1" ] && tar -tzf "$L/blobs/sha256/$1" | grep -v -e x86_64 -e aarch64 -e ld-linux -e '^\./lib64/$' | sort | tr '\n' ' '; }
+if [ -n "${layer_of[amd64]}" ] && [ -n "${layer_of[arm64]}" ]; then
+	check_eq "linux/arm64: the same files as linux/amd64 but for the libraries' folder and loader" \
+		"$(layer_files "${layer_of[amd64]}")" "$(layer_files "${layer_of[arm64]}")"
+else
+	fail "linux/arm64: no amd64 or arm64 layer to compare"
+fi
+
+# --- the linux/amd64 image --------------------------------------------------------------
+manifest=${manifest_of[amd64]}
 config=$(jq -r '.config.digest' "$L/blobs/sha256/$manifest" | cut -d: -f2)
 layer=$(jq -r '.layers[0].digest' "$L/blobs/sha256/$manifest" | cut -d: -f2)
 check_eq "one layer" 1 "$(jq '.layers | length' "$L/blobs/sha256/$manifest")"
@@ -98,6 +141,9 @@ check "uncompressed size under 30 MB: $bytes bytes" test "$bytes" -lt 30000000
 echo "    size: $((bytes / 1024)) KiB uncompressed, layer $(($(stat -c %s "$L/blobs/sha256/$layer") / 1024)) KiB gzip"
 
 # a runtime without podman: umoci unpack -> bundle; run the entrypoint in the rootfs as 65532
+# (umoci picks no platform of an index: a layout of the amd64 manifest, as a runtime picks it)
+jq -c --arg d "sha256:$manifest" --arg v "$version" '.manifests[] | select(.digest == $d) | del(.platform) | .annotations = {"org.opencontainers.image.ref.name": $v} | {schemaVersion: 2, manifests: [.]}' "$idx" >"$t_tmp/index.amd64.json"
+cp "$t_tmp/index.amd64.json" "$L/index.json"
 if umoci unpack --image "$L:$version" "$t_tmp/bundle" >"$t_tmp/unpack.log" 2>&1; then
 	args=$(jq -r '.process.args | join(" ")' "$t_tmp/bundle/config.json")
 	uid=$(jq -r '"\(.process.user.uid):\(.process.user.gid)"' "$t_tmp/bundle/config.json")
