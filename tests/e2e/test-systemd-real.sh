@@ -109,24 +109,50 @@ nofile=$(ulimit -Hn)
 pm run -d --name "$ctr" --systemd=always --network=host --hostname "$node" \
 	--ulimit "nofile=$nofile:$nofile" --ulimit nproc=4096:4096 "$image" /sbin/init >"$e2e_tmp/run.log" 2>&1 ||
 	cannot_run "podman run: $(tail -n 3 "$e2e_tmp/run.log")"
+# Each podman exec costs 1-2 s on a loaded host: the checks run a few shell scripts in the
+# container, each printing several facts ("@KEY=value" lines) and the journal excerpts
+# ("=== FILE": what follows goes to $e2e_tmp/FILE), polling inside the container.
 in_ctr() { pm exec "$ctr" "$@"; }
-show() { in_ctr systemctl show -P "$2" "$1" 2>/dev/null; } # UNIT PROPERTY
-state_of() { in_ctr systemctl show -p ActiveState,SubState "$1" 2>/dev/null | cut -d= -f2 | paste -sd/; }
-bus_up() { in_ctr test -S /run/dbus/system_bus_socket; }
-wait_until 30 bus_up
-sys_state=$(in_ctr systemctl is-system-running --wait 2>&1)
+ctr_lib='us() { systemctl show -p ActiveState,SubState "$1" 2>/dev/null | cut -d= -f2 | paste -sd/; }
+pr() { systemctl show -P "$2" "$1" 2>/dev/null; }
+waitc() { _e=$(($(date +%s) + $1)); until eval "$2" >/dev/null 2>&1; do [ "$(date +%s)" -lt "$_e" ] || return 1; sleep 0.2; done; }
+uw() { waitc "$1" "[ \"\$(us $2)\" = $3 ]"; }
+cursor() { journalctl --show-cursor -n 0 -q | sed -n "s/^-- cursor: //p"; }
+jr() { journalctl --no-pager -o short-monotonic "$@" 2>/dev/null; }
+'
+# in_run NAME [-i] SCRIPT [ARG...]: SCRIPT (with ctr_lib) in the container, its @KEY=value
+# lines to $e2e_tmp/NAME.facts, its "=== FILE" sections to $e2e_tmp/FILE.
+in_run() {
+	local name=$1 i=
+	shift
+	[ "$1" = -i ] && { i=-i; shift; }
+	local script=$1
+	shift
+	: >"$e2e_tmp/$name.facts"
+	pm exec $i "$ctr" sh -c "$ctr_lib$script" sh "$@" 2>/dev/null |
+		awk -v d="$e2e_tmp" -v n="$name" '/^@/ { print substr($0, 2) >> (d "/" n ".facts"); next }
+			/^=== / { if (f != "") close(f); f = d "/" $2; printf "" > f; next } f != "" { print > f }'
+}
+fact() { sed -n "s/^$2=//p" "$e2e_tmp/$1.facts" | head -n 1; } # NAME KEY
+
+in_run boot 'waitc 30 "test -S /run/dbus/system_bus_socket"
+	echo "@sys=$(systemctl is-system-running --wait 2>&1 | tail -n 1)"
+	busctl call org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager ListSessions >/dev/null 2>&1
+	echo "@active=$(systemctl is-active dbus systemd-logind | paste -sd" ")"
+	echo "=== failed.txt"; systemctl --failed --no-legend'
+sys_state=$(fact boot sys)
 check_eq "systemd booted in the container: is-system-running" running "$sys_state"
-[ "$sys_state" = running ] || in_ctr systemctl --failed --no-legend | sed 's/^/    /'
-in_ctr busctl call org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager ListSessions >/dev/null 2>&1
-check_eq "dbus and systemd-logind active" "active active" "$(in_ctr systemctl is-active dbus systemd-logind | paste -sd' ')"
+[ "$sys_state" = running ] || sed 's/^/    /' "$e2e_tmp/failed.txt"
+check_eq "dbus and systemd-logind active" "active active" "$(fact boot active)"
 
 # --- install the package, configure node-2 -----------------------------------------------
-pm cp "$deb" "$ctr:/tmp/drainer.deb"
-in_ctr dpkg -i /tmp/drainer.deb >"$e2e_tmp/dpkg.log" 2>&1
-check_eq "dpkg -i drainer.deb in the container (exit; $(tail -n 1 "$e2e_tmp/dpkg.log"))" 0 $?
-# (WatchdogUSec shows the effective value: infinity until the service runs)
-check_eq "as shipped: drainer.service loaded and skipped (no kubeconfig yet), WatchdogSec=30s" "loaded inactive/dead WatchdogSec=30s" \
-	"$(show drainer.service LoadState) $(state_of drainer.service) $(in_ctr systemctl cat drainer.service | grep '^WatchdogSec=')"
+in_run install -i 'cat >/tmp/drainer.deb; dpkg -i /tmp/drainer.deb >/tmp/dpkg.log 2>&1; echo "@rc=$?"
+	echo "@last=$(tail -n 1 /tmp/dpkg.log)"
+	# (WatchdogUSec shows the effective value: infinity until the service runs)
+	echo "@shipped=$(pr drainer.service LoadState) $(us drainer.service) $(systemctl cat drainer.service | grep "^WatchdogSec=")"
+	echo "=== dpkg.log"; cat /tmp/dpkg.log' <"$deb"
+check_eq "dpkg -i drainer.deb in the container (exit; $(fact install last))" 0 "$(fact install rc)"
+check_eq "as shipped: drainer.service loaded and skipped (no kubeconfig yet), WatchdogSec=30s" "loaded inactive/dead WatchdogSec=30s" "$(fact install shipped)"
 
 # deploy/ without its DaemonSet: the namespace, ServiceAccount drainer, RBAC, node policy.
 kubectl kustomize deploy/ | "$KUBECTL" create --dry-run=client -o json -f - |
@@ -142,33 +168,33 @@ fp_start "$e2e_tmp/fp-admin.kubeconfig"
 mkkc "$token" "$e2e_tmp/kubeconfig"
 sed -i "s#server: https://.*#server: https://127.0.0.1:$fp_port#" "$e2e_tmp/kubeconfig"
 
-pm exec -i "$ctr" sh -c "cat >>/etc/default/drainer" <<EOF
-NODE_NAME=$node
-DRAINER_ARGS=--on-shutdown
-EOF
-# (network=host: no metrics listener on the host's 127.0.0.1:9464)
-in_ctr sh -c 'echo "metrics-addr: \"\"" >>/etc/drainer/drainer.yaml'
-in_ctr sh -c 'mkdir -p /etc/systemd/logind.conf.d && cp /usr/share/doc/drainer/examples/logind-drainer.conf /etc/systemd/logind.conf.d/50-drainer.conf && systemctl restart systemd-logind'
-in_ctr sh -c 'mkdir -p /etc/systemd/system/drainer.service.d && printf "[Service]\nWatchdogSec=3s\nRestartSec=1s\n" >/etc/systemd/system/drainer.service.d/test.conf && systemctl daemon-reload'
-in_ctr systemd-analyze log-level debug
+# NODE_NAME, --on-shutdown; no metrics listener (network=host: not the host's
+# 127.0.0.1:9464); logind-drainer.conf; the test's drop-in (watchdog 3 s, RestartSec 1 s);
+# systemd's debug log (the notifications in the journal).
+in_run config 'printf "NODE_NAME=%s\nDRAINER_ARGS=--on-shutdown\n" "$1" >>/etc/default/drainer
+	echo "metrics-addr: \"\"" >>/etc/drainer/drainer.yaml
+	mkdir -p /etc/systemd/logind.conf.d && cp /usr/share/doc/drainer/examples/logind-drainer.conf /etc/systemd/logind.conf.d/50-drainer.conf && systemctl restart systemd-logind
+	mkdir -p /etc/systemd/system/drainer.service.d && printf "[Service]\nWatchdogSec=3s\nRestartSec=1s\n" >/etc/systemd/system/drainer.service.d/test.conf && systemctl daemon-reload
+	systemd-analyze log-level debug; echo "@done=$?"' "$node"
+[ "$(fact config done)" = 0 ] || fail "configuring the container (drop-ins, logind, log level) failed"
 
 # --- 1. readiness -----------------------------------------------------------------------
 echo "1. readiness (Type=notify)"
-unit_is() { [ "$(state_of "$1")" = "$2" ]; } # UNIT ACTIVE/SUB
-main_pid() { show drainer.service MainPID; }
-journal() { in_ctr journalctl --no-pager -o short-monotonic "$@" 2>/dev/null; }
 fp_rules '[{"method":"GET","path":"^/api/v1/nodes","watch":false,"first":1,"action":"stall","delay":"10s"}]'
 n0=$(audit_lines)
-j0=$(in_ctr journalctl --show-cursor -n 0 -q | sed -n 's/^-- cursor: //p')
 # The documented way: the kubeconfig appears, drainer.path starts drainer.service.
-pm cp "$e2e_tmp/kubeconfig" "$ctr:/etc/drainer/kubeconfig"
-in_ctr chmod 600 /etc/drainer/kubeconfig
-check "drainer.path started drainer.service: activating/start" wait_until 5 unit_is drainer.service activating/start
-check "after the proxy let the list through: active/running (<= 30 s)" wait_until 30 unit_is drainer.service active/running
-pid=$(main_pid)
-journal --after-cursor "$j0" -u drainer.service -u init.scope >"$e2e_tmp/j-ready.log"
+in_run ready -i 'j0=$(cursor)
+	umask 077; cat >/etc/drainer/kubeconfig; chmod 600 /etc/drainer/kubeconfig
+	uw 5 drainer.service activating/start; echo "@activating=$?"
+	uw 30 drainer.service active/running; echo "@running=$?"
+	echo "@pid=$(pr drainer.service MainPID)"
+	echo "=== j-ready.log"; jr --after-cursor "$j0" -u drainer.service -u init.scope
+	echo "=== j-ready-unix.log"; journalctl --no-pager -o short-unix --after-cursor "$j0" -u drainer.service -u init.scope 2>/dev/null
+	echo "@pid_again=$(pr drainer.service MainPID)"' <"$e2e_tmp/kubeconfig"
+check_eq "drainer.path started drainer.service: activating/start" 0 "$(fact ready activating)"
+check_eq "after the proxy let the list through: active/running (<= 30 s)" 0 "$(fact ready running)"
+pid=$(fact ready pid)
 # When: systemd's journal (wall clock) against the proxy's log of the stalled list.
-in_ctr journalctl --no-pager -o short-unix --after-cursor "$j0" -u drainer.service -u init.scope >"$e2e_tmp/j-ready-unix.log" 2>/dev/null
 ju() { awk -v p="$1" 'index($0, p) { sub(/ .*/, ""); print; exit }' "$e2e_tmp/j-ready-unix.log"; }
 t_starting=$(ju 'Starting drainer.service') t_readyn=$(ju 'READY=1') t_started=$(ju 'Started drainer.service')
 t_release=$(jq -rs 'def secs: capture("^(?<s>[^.]+)\\.(?<f>[0-9]+)Z$") as $c | ($c.s + "Z" | fromdateiso8601) + ("0." + $c.f | tonumber);
@@ -180,89 +206,103 @@ ln_ready=$(grep -n "Got notification message from PID $pid.*READY=1" "$e2e_tmp/j
 ln_started=$(grep -n 'Started drainer.service' "$e2e_tmp/j-ready.log" | head -n 1 | cut -d: -f1)
 check "systemd's journal: READY=1 from PID $pid (line ${ln_ready:-none}) before \"Started drainer.service\" (line ${ln_started:-none})" \
 	test "${ln_ready:-999999}" -lt "${ln_started:-0}"
-check_eq "the same process: MainPID" "$pid" "$(main_pid)"
+check_eq "the same process: MainPID" "$pid" "$(fact ready pid_again)"
 seen=$(tail -n +"$((n0 + 1))" "$AUDIT" | jq -r 'select(.stage == "ResponseComplete" and (.userAgent | startswith("drainer/")) and .objectRef.resource == "nodes") | "\(.user.username) \(.verb) \(.objectRef.name // "") \(.responseStatus.code)"' | sort -u | paste -sd';')
 check "the API server saw the unit's drainer read $node with the node-bound token: $seen" \
 	grep -q "system:serviceaccount:drainer-system:drainer [a-z]* $node 200" <<<"$seen"
 
 # --- 2. watchdog ------------------------------------------------------------------------
 echo "2. watchdog"
-check_eq "WatchdogUSec with the test's drop-in" 3s "$(show drainer.service WatchdogUSec)"
-j1=$(in_ctr journalctl --show-cursor -n 0 -q | sed -n 's/^-- cursor: //p')
-sleep 7
-check_eq "7 s later (> 2 x 3 s): active/running, NRestarts 0, same MainPID" "active/running 0 $pid" \
-	"$(state_of drainer.service) $(show drainer.service NRestarts) $(main_pid)"
-pings=$(journal --after-cursor "$j1" -u init.scope -u drainer.service | grep -c "Got notification message from PID $pid.*WATCHDOG=1")
+in_run watchdog 'echo "@wd=$(pr drainer.service WatchdogUSec)"
+	j1=$(cursor)
+	sleep 7
+	echo "@after7=$(us drainer.service) $(pr drainer.service NRestarts) $(pr drainer.service MainPID)"
+	echo "=== j-watchdog-7s.log"; jr --after-cursor "$j1" -u init.scope -u drainer.service
+	systemctl kill --kill-whom=main --signal=SIGSTOP drainer.service
+	waitc 15 "[ \"\$(pr drainer.service NRestarts)\" = 1 ]"; echo "@restarted=$?"
+	uw 20 drainer.service active/running; echo "@running=$?"
+	echo "@pid2=$(pr drainer.service MainPID)"
+	echo "=== j-watchdog.log"; jr --after-cursor "$j1" -u drainer.service -u init.scope'
+check_eq "WatchdogUSec with the test's drop-in" 3s "$(fact watchdog wd)"
+check_eq "7 s later (> 2 x 3 s): active/running, NRestarts 0, same MainPID" "active/running 0 $pid" "$(fact watchdog after7)"
+pings=$(grep -c "Got notification message from PID $pid.*WATCHDOG=1" "$e2e_tmp/j-watchdog-7s.log")
 check "systemd got WATCHDOG=1 from PID $pid in those 7 s: $pings times (>= 3)" test "$pings" -ge 3
-in_ctr systemctl kill --kill-whom=main --signal=SIGSTOP drainer.service
-prop_is() { [ "$(show "$1" "$2")" = "$3" ]; } # UNIT PROPERTY VALUE
-check "SIGSTOP of PID $pid: systemd restarts the service (NRestarts 1, <= 15 s)" wait_until 15 prop_is drainer.service NRestarts 1
-check "... active/running again with a new main process (<= 20 s)" wait_until 20 unit_is drainer.service active/running
-pid2=$(main_pid)
+check_eq "SIGSTOP of PID $pid: systemd restarts the service (NRestarts 1, <= 15 s)" 0 "$(fact watchdog restarted)"
+check_eq "... active/running again with a new main process (<= 20 s)" 0 "$(fact watchdog running)"
+pid2=$(fact watchdog pid2)
 check "... MainPID $pid2 is not $pid" test "$pid2" != "$pid"
-journal --after-cursor "$j1" -u drainer.service -u init.scope >"$e2e_tmp/j-watchdog.log"
 check "systemd's journal: watchdog timeout of drainer.service, \"Failed with result 'watchdog'\"" \
 	bash -c "grep -q 'drainer.service: Watchdog timeout' '$e2e_tmp/j-watchdog.log' && grep -q \"drainer.service: Failed with result 'watchdog'\" '$e2e_tmp/j-watchdog.log'"
 pid=$pid2
 
 # --- 3. a bad config: exit 2, no restart loop -------------------------------------------------
 echo "3. an unknown key in /etc/drainer/drainer.yaml"
-in_ctr cp /etc/drainer/drainer.yaml /etc/drainer/drainer.yaml.good
-in_ctr sh -c 'echo "no-such-key: 1" >>/etc/drainer/drainer.yaml'
-j3=$(in_ctr journalctl --show-cursor -n 0 -q | sed -n 's/^-- cursor: //p')
-in_ctr systemctl restart drainer.service >/dev/null 2>&1
-check "systemctl restart: the unit fails (<= 20 s)" wait_until 20 unit_is drainer.service failed/failed
-r0=$(show drainer.service NRestarts)
-sleep 5 # RestartSec=1s (drop-in): a restart loop would show by now
-check_eq "5 s later: failed/failed, ExecMainStatus 2, Result exit-code, NRestarts still $r0" "failed/failed 2 exit-code $r0" \
-	"$(state_of drainer.service) $(show drainer.service ExecMainStatus) $(show drainer.service Result) $(show drainer.service NRestarts)"
+in_run badconf 'cp /etc/drainer/drainer.yaml /etc/drainer/drainer.yaml.good
+	echo "no-such-key: 1" >>/etc/drainer/drainer.yaml
+	j3=$(cursor)
+	systemctl restart drainer.service >/dev/null 2>&1
+	uw 20 drainer.service failed/failed; echo "@failed=$?"
+	echo "@r0=$(pr drainer.service NRestarts)"
+	sleep 5 # RestartSec=1s (drop-in): a restart loop would show by now
+	echo "@after5=$(us drainer.service) $(pr drainer.service ExecMainStatus) $(pr drainer.service Result) $(pr drainer.service NRestarts)"
+	echo "=== j-badconf.log"; jr --after-cursor "$j3" -u drainer.service -u init.scope
+	mv /etc/drainer/drainer.yaml.good /etc/drainer/drainer.yaml
+	systemctl reset-failed drainer.service
+	systemctl start drainer.service
+	uw 20 drainer.service active/running; echo "@repaired=$?"
+	echo "@pid=$(pr drainer.service MainPID)"'
+check_eq "systemctl restart: the unit fails (<= 20 s)" 0 "$(fact badconf failed)"
+r0=$(fact badconf r0)
+check_eq "5 s later: failed/failed, ExecMainStatus 2, Result exit-code, NRestarts still $r0" "failed/failed 2 exit-code $r0" "$(fact badconf after5)"
 # (a start by anything else, drainer.path included, does not count in NRestarts: the journal does)
-starts=$(journal --after-cursor "$j3" -u drainer.service -u init.scope | grep -c 'drainer.service: Main process exited, code=exited, status=2/')
+starts=$(grep -c 'drainer.service: Main process exited, code=exited, status=2/' "$e2e_tmp/j-badconf.log")
 check_eq "systemd's journal: drainer exited with status 2 once, no other start (drainer.path, Restart=)" 1 "$starts"
-in_ctr mv /etc/drainer/drainer.yaml.good /etc/drainer/drainer.yaml
-in_ctr systemctl reset-failed drainer.service
-in_ctr systemctl start drainer.service
-check "the config repaired: active/running again (<= 20 s)" wait_until 20 unit_is drainer.service active/running
-pid=$(main_pid)
+check_eq "the config repaired: active/running again (<= 20 s)" 0 "$(fact badconf repaired)"
+pid=$(fact badconf pid)
 
 # --- 6. the sandbox ----------------------------------------------------------------------------
 echo "6. the sandbox"
-exposure=$(in_ctr systemd-analyze security drainer.service 2>&1 | sed -n 's/.*Overall exposure level for drainer.service: \([0-9.]*\).*/\1/p')
-check "systemd-analyze security drainer.service (real PID 1): exposure ${exposure:-?} <= 1.5" \
-	awk -v e="${exposure:-99}" 'BEGIN { exit !(e <= 1.5) }'
-status=$(in_ctr cat "/proc/$pid/status")
-uid=$(in_ctr id -u drainer)
-check_eq "/proc/$pid/status: CapEff, CapBnd, NoNewPrivs, Seccomp (2: filter), Uid (drainer's)" "0000000000000000 0000000000000000 1 2 $uid" \
-	"$(awk '$1 == "NoNewPrivs:" || $1 == "CapEff:" || $1 == "CapBnd:" || $1 == "Seccomp:" { printf "%s ", $2 } $1 == "Uid:" { u = $3 } END { print u }' <<<"$status")"
-journal -b >"$e2e_tmp/j-boot.log"
-check "systemd set up drainer.service's namespaces (no \"assuming containerized execution and ignoring\" for it in the journal)" \
-	bash -c "! grep -E 'drainer.service: .*(assuming containerized execution|Failed to set up)' '$e2e_tmp/j-boot.log'"
-check "its own user and mount namespaces (PrivateUsers=, ProtectSystem=...): not PID 1's" \
-	in_ctr sh -c "[ \$(readlink /proc/$pid/ns/mnt) != \$(readlink /proc/1/ns/mnt) ] && [ \$(readlink /proc/$pid/ns/user) != \$(readlink /proc/1/ns/user) ]"
 # (its mount table, as the kernel shows it: a write there would get EROFS; nsenter into it
 # needs CAP_SYS_ADMIN, which podman does not give the container)
-mi=$(in_ctr cat "/proc/$pid/mountinfo")
-ro_of() { awk -v m="$1" '$5 == m { split($6, o, ","); r = o[1] } END { print r }' <<<"$mi"; }
+in_run sandbox 'echo "@exposure=$(systemd-analyze security drainer.service 2>&1 | sed -n "s/.*Overall exposure level for drainer.service: \([0-9.]*\).*/\1/p")"
+	echo "@uid=$(id -u drainer)"
+	[ $(readlink /proc/$1/ns/mnt) != $(readlink /proc/1/ns/mnt) ] && [ $(readlink /proc/$1/ns/user) != $(readlink /proc/1/ns/user) ]; echo "@ns=$?"
+	echo "@root1=$(awk "\$5 == \"/\" { split(\$6, o, \",\"); r = o[1] } END { print r }" /proc/1/mountinfo)"
+	echo "=== status.txt"; cat /proc/$1/status
+	echo "=== mountinfo.txt"; cat /proc/$1/mountinfo
+	echo "=== j-boot.log"; jr -b' "$pid"
+exposure=$(fact sandbox exposure)
+check "systemd-analyze security drainer.service (real PID 1): exposure ${exposure:-?} <= 1.5" \
+	awk -v e="${exposure:-99}" 'BEGIN { exit !(e <= 1.5) }'
+uid=$(fact sandbox uid)
+check_eq "/proc/$pid/status: CapEff, CapBnd, NoNewPrivs, Seccomp (2: filter), Uid (drainer's)" "0000000000000000 0000000000000000 1 2 $uid" \
+	"$(awk '$1 == "NoNewPrivs:" || $1 == "CapEff:" || $1 == "CapBnd:" || $1 == "Seccomp:" { printf "%s ", $2 } $1 == "Uid:" { u = $3 } END { print u }' "$e2e_tmp/status.txt")"
+check "systemd set up drainer.service's namespaces (no \"assuming containerized execution and ignoring\" for it in the journal)" \
+	bash -c "! grep -E 'drainer.service: .*(assuming containerized execution|Failed to set up)' '$e2e_tmp/j-boot.log'"
+check_eq "its own user and mount namespaces (PrivateUsers=, ProtectSystem=...): not PID 1's" 0 "$(fact sandbox ns)"
+ro_of() { awk -v m="$1" '$5 == m { split($6, o, ","); r = o[1] } END { print r }' "$e2e_tmp/mountinfo.txt"; }
 check_eq "drainer's mounts: / /usr /etc read-only (ProtectSystem=strict; /usr, /etc: their own mount, else /'s), /proc/sys read-only" "ro ro ro ro" \
 	"$(ro_of /) $(ro_of /usr | sed 's/^$/ro/') $(ro_of /etc | sed 's/^$/ro/') $(ro_of /proc/sys)"
-check_eq "... and PID 1's / is read-write (the read-only mounts are the sandbox's)" rw "$(in_ctr awk '$5 == "/" { split($6, o, ","); r = o[1] } END { print r }' /proc/1/mountinfo)"
+check_eq "... and PID 1's / is read-write (the read-only mounts are the sandbox's)" rw "$(fact sandbox root1)"
 
 # --- 5. drainer-maintain@node-2.service --------------------------------------------------------
 echo "5. drainer-maintain@$node.service"
-in_ctr systemctl stop drainer.service 2>/dev/null # (its warning: drainer.path may start it again: on a write only)
-in_ctr sh -c "printf 'MAINTAIN_COMMAND=echo drainer-maintain-test: the command ran on %s\nMAINTAIN_ARGS=--timeout 90s\n' '$node' >/etc/default/drainer-maintain-$node"
+# (drainer.service stopped first: its warning, drainer.path may start it again, is about a write only)
+in_run mprep 'systemctl stop drainer.service 2>/dev/null
+	printf "MAINTAIN_COMMAND=echo drainer-maintain-test: the command ran on %s\nMAINTAIN_ARGS=--timeout 90s\n" "$1" >"/etc/default/drainer-maintain-$1"' "$node"
 delete_node_events "$node"
 nodes_watch_start "$e2e_tmp/maint.watch" "$node"
 t0=$SECONDS
-in_ctr timeout 120 systemctl start "drainer-maintain@$node.service"
-rc=$?
+in_run maint 'timeout 120 systemctl start "drainer-maintain@$1.service"; echo "@rc=$?"
+	u="drainer-maintain@$1.service"
+	echo "@after=$(pr "$u" Result) $(pr "$u" ExecMainStatus) $(us "$u")"
+	echo "=== j-maint.log"; jr -u "$u"' "$node"
 nodes_watch_stop
 check_eq "systemctl start drainer-maintain@$node.service returns 0 ($((SECONDS - t0)) s); Result, ExecMainStatus, state" "0 success 0 inactive/dead" \
-	"$rc $(show "drainer-maintain@$node.service" Result) $(show "drainer-maintain@$node.service" ExecMainStatus) $(state_of "drainer-maintain@$node.service")"
+	"$(fact maint rc) $(fact maint after)"
 seq=$(jq -r '.unsched' "$e2e_tmp/maint.watch" | uniq | paste -sd' ')
 check_eq "the API server's watch of $node: schedulable, cordoned, schedulable again" "false true false" "$seq"
 check "... and $node is back in service (no drainer.io/ annotation, no taint, driver running)" wait_until 30 node_restored "$node"
-journal -u "drainer-maintain@$node.service" >"$e2e_tmp/j-maint.log"
 check "the unit's journal holds the command's output" grep -q "drainer-maintain-test: the command ran on $node" "$e2e_tmp/j-maint.log"
 node_events "$node" "$e2e_tmp/maint-events.json"
 reasons=$(jq -r '[.[] | select(.component | test("drainer")) | .reason] | unique | join(" ")' "$e2e_tmp/maint-events.json")
@@ -270,18 +310,21 @@ check "Events about $node from drainer: $reasons" test -n "$reasons"
 
 # --- 4. the logind shutdown inhibitor ------------------------------------------------------------
 echo "4. --on-shutdown: a reboot held until $node is drained"
-in_ctr systemctl start drainer.service
-check "drainer.service active/running again (<= 20 s)" wait_until 20 unit_is drainer.service active/running
 # The journal to the end (the container's): what systemd and logind did, with wall-clock
-# times (-o short-unix: the container shares the host's clock).
+# times (-o short-unix: the container shares the host's clock). Started before drainer.service:
+# the lines looked for below appear only at the reboot.
 pm exec "$ctr" journalctl -f -n 0 -o short-unix --no-pager >"$e2e_tmp/j-reboot.log" 2>&1 &
 jf_pid=$!
 track_pid "$jf_pid"
 e2e_cleanup_hooks+=("reap_pid $jf_pid")
-sleep 1
-inh() { in_ctr systemd-inhibit --list --no-pager 2>/dev/null | grep -E '^ *drainer .*shutdown.* delay'; }
-check "systemd-inhibit --list: drainer's shutdown delay lock ($(inh | tr -s ' '))" wait_until 10 inh
-check_eq "logind's InhibitDelayMaxUSec (logind-drainer.conf)" 5min "$(in_ctr busctl get-property org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager InhibitDelayMaxUSec | awk '{ printf "%dmin", $2 / 60000000 }')"
+in_run shutdown 'systemctl start drainer.service
+	uw 20 drainer.service active/running; echo "@running=$?"
+	waitc 10 "systemd-inhibit --list --no-pager 2>/dev/null | grep -qE \"^ *drainer .*shutdown.* delay\""; echo "@inh=$?"
+	echo "@lock=$(systemd-inhibit --list --no-pager 2>/dev/null | grep -E "^ *drainer .*shutdown.* delay" | tr -s " ")"
+	echo "@delaymax=$(busctl get-property org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager InhibitDelayMaxUSec | awk "{ printf \"%dmin\", \$2 / 60000000 }")"'
+check_eq "drainer.service active/running again (<= 20 s)" 0 "$(fact shutdown running)"
+check_eq "systemd-inhibit --list: drainer's shutdown delay lock ($(fact shutdown lock))" 0 "$(fact shutdown inh)"
+check_eq "logind's InhibitDelayMaxUSec (logind-drainer.conf)" 5min "$(fact shutdown delaymax)"
 nodes_watch_start "$e2e_tmp/reboot.watch" "$node"
 t_reboot=$(date +%s.%N)
 in_ctr systemctl reboot >"$e2e_tmp/reboot.log" 2>&1
