@@ -35,9 +35,12 @@
         "      --as USER             impersonate USER (Impersonate-User), as kubectl's --as\n"   \
         "      --as-group GROUP      impersonate GROUP too (repeatable; needs --as)\n"           \
         "      --request-timeout D   per API request (default 30s; 0: none), e.g. 10s, 1m\n"     \
-        "  -h, --help                help for drainer or for a verb\n"                           \
-        "A switch takes =true or =false (--force=false turns off a --config file's\n"            \
-        "force: true), as kubectl's do.\n"
+        "  -h, --help                help for drainer or for a verb\n"
+
+/* After the global flags in `drainer --help`. */
+#define SWITCH_HELP                                                                        \
+        "Every switch takes =true or =false, as kubectl's do (--force=false turns off a\n" \
+        "--config file's force: true); abbreviations are not flags.\n"
 
 /* The drain flags, in groups; each verb's help lists the groups that apply to it
  * (drainargs.c refuses the others, as flag_verbs() says). */
@@ -45,6 +48,8 @@
         "      --pod-selector SEL        evict only the pods matching this label selector\n"    \
         "      --delete-emptydir-data    evict pods with emptyDir volumes\n"                    \
         "      --force                   evict pods without a controller\n"                     \
+        "      --delete-local-data       kubectl's old name of --delete-emptydir-data (with\n"  \
+        "                                kubectl's deprecation warning)\n"                      \
         "      --ignore-daemonsets       accepted for kubectl's sake: DaemonSet pods without\n" \
         "                                claims always stay (DRA drivers are stopped)\n"
 
@@ -90,9 +95,12 @@
         "                                its own drain; excludes a node drain of the same node\n"    \
         "                                (exit 4)\n"
 
-#define CONFIG_FLAG_HELP                                                                         \
-        "      --config FILE             YAML file with one key per flag, as serve's (keys of\n" \
-        "                                flags this verb does not take are skipped; flags win)\n"
+#define CONFIG_FLAG_HELP                                                                          \
+        "      --config FILE             YAML file with one key per flag, as serve's (keys of\n"  \
+        "                                flags this verb does not take are skipped; flags win:\n" \
+        "                                --force=false turns off force: true); its errors name\n" \
+        "                                the file, the line and the key (exit 2)\n"               \
+        "      --chunk-size N            objects per list request, as kubectl's (default 500)\n"
 
 /* drain and maintain (plan says what it would do); command line only. */
 #define OUT_OF_SERVICE_FLAGS_HELP                                                                \
@@ -565,7 +573,7 @@ static void help(FILE *f) {
                 DRAINER_VERSION);
         for (const struct verb *v = verbs; v->name; v++)
                 fprintf(f, "  %-10s %s\n", v->name, v->summary);
-        fprintf(f, "\nRun 'drainer VERB --help' for a verb's flags.\n\n%s\n%s", GLOBAL_HELP,
+        fprintf(f, "\nRun 'drainer VERB --help' for a verb's flags.\n\n%s\n%s\n%s", GLOBAL_HELP, SWITCH_HELP,
                 EXIT_CODES_HELP);
 }
 
