@@ -26,6 +26,7 @@ static enum log_level max_level = LOG_LEVEL_INFO;
 static bool timestamps;
 static bool journal;
 static log_journal_sink_fn journal_sink;
+static const char *message_prefix;
 
 struct log_field {
         char name[LOG_FIELD_NAME_MAX + 1];
@@ -149,6 +150,10 @@ void log_clear_fields(void) {
                 fields[i].entry = mfree(fields[i].entry);
 }
 
+void log_set_message_prefix(const char *prefix) {
+        message_prefix = prefix;
+}
+
 void log_set_journal_sink(log_journal_sink_fn sink) {
         journal_sink = sink;
 }
@@ -205,12 +210,19 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
         };
         int saved = errno;
         char buf[4096];
+        size_t pl = 0;
         va_list ap;
 
+        if (message_prefix) {
+                pl = strlen(message_prefix);
+                if (pl >= sizeof(buf) / 2)
+                        pl = 0;
+                memcpy(buf, message_prefix, pl);
+        }
         /* %m in the format means the error passed in, as in systemd. */
         errno = error < 0 ? -error : error;
         va_start(ap, fmt);
-        vsnprintf(buf, sizeof(buf), fmt, ap);
+        vsnprintf(buf + pl, sizeof(buf) - pl, fmt, ap);
         va_end(ap);
 
         if (journal && journal_send(level, error, file, line, buf) >= 0) {

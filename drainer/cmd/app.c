@@ -154,6 +154,7 @@ int app_init(struct app *a, const struct global_flags *flags) {
                 .qps = flags->qps,
                 .burst = flags->burst,
                 .request_timeout_usec = flags->request_timeout_usec,
+                .list_chunk = flags->chunk_size,
                 .impersonate_user = flags->as_user,
                 .impersonate_groups = flags->as_groups,
                 .n_impersonate_groups = flags->n_as_groups,

@@ -28,6 +28,8 @@ enum {
         OPT_GLOBAL_AS = 0x1f0,
         OPT_GLOBAL_AS_GROUP,
         OPT_GLOBAL_REQUEST_TIMEOUT,
+        OPT_GLOBAL_VERBOSE,
+        OPT_GLOBAL_COLOR,
 };
 
 struct global_flags {
@@ -42,6 +44,7 @@ struct global_flags {
         const char *as_groups[KUBE_MAX_IMPERSONATE_GROUPS];
         size_t n_as_groups;
         uint64_t request_timeout_usec; /* 0: the client's default (30 s) */
+        unsigned chunk_size;           /* --chunk-size: objects per list request; 0: 500 */
 };
 
 struct app {

@@ -25,6 +25,8 @@ static const struct option drain_options[] = {
         { "grace-period", required_argument, NULL, OPT_GRACE },
         { "timeout", required_argument, NULL, OPT_TIMEOUT },
         { "delete-emptydir-data", no_argument, NULL, OPT_EMPTYDIR },
+        { "delete-local-data", no_argument, NULL, OPT_DELETE_LOCAL_DATA },
+        { "chunk-size", required_argument, NULL, OPT_CHUNK_SIZE },
         { "force", no_argument, NULL, OPT_FORCE },
         { "disable-eviction", no_argument, NULL, OPT_DISABLE_EVICTION },
         { "dry-run", optional_argument, NULL, OPT_DRY_RUN },
@@ -71,8 +73,11 @@ static unsigned flag_verbs(int opt) {
         switch (opt) {
         case OPT_POD_SELECTOR:
         case OPT_EMPTYDIR:
+        case OPT_DELETE_LOCAL_DATA:
         case OPT_FORCE:
                 return VERB_PLAN | VERB_DRAIN | VERB_MAINTAIN | VERB_SERVE;
+        case OPT_CHUNK_SIZE: /* kubectl's list paging size: every verb lists */
+                return VERBS_ALL;
         case OPT_DRIVER: /* serve drains whole nodes */
                 return VERB_PLAN | VERB_DRAIN | VERB_UNCORDON | VERB_MAINTAIN;
         case OPT_IGNORE_DAEMONSETS: /* kubectl's flag, for copied kubectl drain commands */
@@ -188,14 +193,33 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                         return log_error_errno(EINVAL,
                                                "--timeout: invalid duration \"%s\" (e.g. 90s, 5m, 1h)", arg);
                 return 0;
-        case OPT_EMPTYDIR:
-                a->profile.emptydir = true;
+        case OPT_DELETE_LOCAL_DATA:
+                /* kubectl's deprecated spelling, still accepted there: its warning */
+                log_warning("Flag --delete-local-data has been deprecated, This option is deprecated and "
+                            "will be deleted. Use --delete-emptydir-data.");
+                a->profile.emptydir = flag_on(arg);
                 return 0;
+        case OPT_EMPTYDIR:
+                a->profile.emptydir = flag_on(arg);
+                return 0;
+        case OPT_CHUNK_SIZE: {
+                long long v;
+
+                errno = 0;
+                v = strtoll(arg, &end, 10);
+                if (errno || *end || end == arg || v < 0 || v > 100000)
+                        return log_error_errno(EINVAL,
+                                               "--chunk-size: invalid value \"%s\" (objects per list "
+                                               "request, 0-100000; 0: drainer's own, 500)",
+                                               arg);
+                a->chunk_size = (unsigned)v;
+                return 0;
+        }
         case OPT_FORCE:
-                a->profile.force = true;
+                a->profile.force = flag_on(arg);
                 return 0;
         case OPT_DISABLE_EVICTION:
-                a->profile.disable_eviction = true;
+                a->profile.disable_eviction = flag_on(arg);
                 return 0;
         case OPT_DRY_RUN:
                 /* kubectl's values; a bare --dry-run is client, as kubectl's was */
@@ -267,22 +291,22 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                 a->health = arg;
                 return 0;
         case OPT_IGNORE_HEALTH:
-                a->profile.ignore_health = true;
+                a->profile.ignore_health = flag_on(arg);
                 return 0;
         case OPT_FORCE_UNCORDON:
-                a->profile.force_uncordon = true;
+                a->profile.force_uncordon = flag_on(arg);
                 return 0;
         case OPT_RESTORE_ON_FAILURE:
-                a->profile.restore_on_failure = true;
+                a->profile.restore_on_failure = flag_on(arg);
                 return 0;
         case OPT_FORCE_DRAIN:
-                a->profile.force_drain = true;
+                a->profile.force_drain = flag_on(arg);
                 return 0;
         case OPT_SKIP_DRIVER_STOP:
-                a->profile.skip_driver_stop = true;
+                a->profile.skip_driver_stop = flag_on(arg);
                 return 0;
         case OPT_NODE_CONDITIONS:
-                a->profile.node_conditions = true;
+                a->profile.node_conditions = flag_on(arg);
                 return 0;
         case OPT_DRIVER_NAMESPACE:
                 return driver_namespace_add(a->profile.driver_namespaces, &a->profile.n_driver_namespaces,
@@ -326,6 +350,7 @@ int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain
         r = verb_parse(argc, argv, g, all, on_drain_opt, a);
         if (r <= 0)
                 return r;
+        g->chunk_size = a->chunk_size;
         if (a->pod_selector && selector_parse(a->pod_selector, &a->profile.pod_sel, &err) < 0) {
                 log_error("--pod-selector: %s", strna(err));
                 return -EINVAL;
@@ -405,6 +430,21 @@ int driver_namespace_add(const char **v, size_t *n, const char *ns) {
 
 #define MAX_CONFIG_ARGS 256
 
+/* Where each "--key=value" word made from the file came from (one file at a time: the
+ * verb reads it once, before getopt). */
+static struct {
+        const char *word; /* owned by the config_argv */
+        struct config_origin o;
+} origins[MAX_CONFIG_ARGS];
+static size_t n_origins;
+
+const struct config_origin *config_origin_of(const char *word) {
+        for (size_t i = 0; word && i < n_origins; i++)
+                if (origins[i].word == word)
+                        return &origins[i].o;
+        return NULL;
+}
+
 static bool skipped(const char *const *skip, const char *key) {
         for (; skip && *skip; skip++)
                 if (streq(*skip, key))
@@ -412,18 +452,49 @@ static bool skipped(const char *const *skip, const char *key) {
         return false;
 }
 
+/* What a key with no value (`timeout:`) needs, for its error line. */
+static const char *value_needed(const char *key) {
+        static const char *const durations[] = { "timeout", "request-timeout", "out-of-service-after" };
+        static const char *const switches[] = { "all-nodes", "on-shutdown", "metrics-in-output",
+                                                "out-of-service", "verbose" };
+
+        for (size_t i = 0; i < ELEMENTSOF(durations); i++)
+                if (streq(key, durations[i]))
+                        return "a duration is needed (e.g. 30s)";
+        for (size_t i = 0; i < ELEMENTSOF(switches); i++)
+                if (streq(key, switches[i]))
+                        return "true or false is needed";
+        for (const struct option *o = drain_options; o->name; o++)
+                if (streq(key, o->name))
+                        return o->has_arg == no_argument    ? "true or false is needed"
+                               : streq(key, "grace-period") ? "a number of seconds is needed (e.g. 30)"
+                                                            : "a value is needed";
+        return "a value is needed";
+}
+
+/* A plain `key:` or `key: ~` (YAML's null): no value at all, unlike `key: ""`. */
+static bool scalar_is_null(const yaml_event_t *ev) {
+        const char *v = (const char *)ev->data.scalar.value;
+
+        return ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+               (!*v || streq(v, "~") || streq(v, "null") || streq(v, "Null") || streq(v, "NULL"));
+}
+
 /* Turns `key: value` / `key: [a, b]` / `key: true` of a YAML mapping into
- * "--key value" arguments (malloc'd, in *ret_args, n in *ret_n). */
+ * "--key=value" words (malloc'd, in *ret_args, n in *ret_n), each with its line in
+ * origins[] so that what getopt and the flag handlers say about it names the file,
+ * the line and the key. */
 static int config_to_args(const char *path, const char *const *skip, char ***ret_args, size_t *ret_n) {
         FILE *f = fopen(path, "re");
         yaml_parser_t parser;
         yaml_event_t ev;
         char **args = calloc(MAX_CONFIG_ARGS + 1, sizeof(char *));
         char *key = NULL;
-        size_t n = 0;
+        size_t n = 0, key_line = 0;
         int depth = 0, r = 0;
         bool in_seq = false, done = false;
 
+        n_origins = 0;
         if (!args) {
                 if (f)
                         fclose(f);
@@ -448,48 +519,75 @@ static int config_to_args(const char *path, const char *const *skip, char ***ret
                 switch (ev.type) {
                 case YAML_MAPPING_START_EVENT:
                         if (++depth > 1)
-                                r = log_error_errno(EINVAL, "%s:%zu: nested mappings are not config keys",
-                                                    path, ev.start_mark.line + 1);
+                                r = log_error_errno(EINVAL,
+                                                    "%s:%zu: %s: nested mappings are not config keys", path,
+                                                    ev.start_mark.line + 1, strna(key));
                         break;
                 case YAML_MAPPING_END_EVENT:
                         depth--;
                         break;
                 case YAML_SEQUENCE_START_EVENT:
-                        if (!key)
+                        if (!key || depth != 1)
                                 r = log_error_errno(EINVAL, "%s:%zu: a list needs a key", path,
                                                     ev.start_mark.line + 1);
+                        else if (in_seq)
+                                r = log_error_errno(EINVAL, "%s:%zu: %s: a list of lists is not a value",
+                                                    path, ev.start_mark.line + 1, key);
                         in_seq = true;
                         break;
                 case YAML_SEQUENCE_END_EVENT:
                         in_seq = false;
                         key = mfree(key);
                         break;
+                case YAML_ALIAS_EVENT:
+                        r = log_error_errno(EINVAL, "%s:%zu: %s: aliases are not config values", path,
+                                            ev.start_mark.line + 1, strna(key));
+                        break;
                 case YAML_SCALAR_EVENT: {
                         const char *v = (const char *)ev.data.scalar.value;
+                        size_t line = ev.start_mark.line + 1;
 
                         if (depth != 1) {
                                 r = log_error_errno(
-                                        EINVAL, "%s: the config file must be a mapping of flag names", path);
+                                        EINVAL,
+                                        "%s:%zu: the config file must be a mapping of flag names "
+                                        "(key: value)",
+                                        path, line);
                                 break;
                         }
                         if (!key) {
                                 key = strdup(v);
+                                key_line = line;
                                 if (!key)
                                         r = log_oom();
+                                else if (!*key || strlen(key) >= sizeof(origins[0].o.key) ||
+                                         strpbrk(key, "= \t"))
+                                        r = log_error_errno(EINVAL, "%s:%zu: \"%s\" is not a flag name",
+                                                            path, line, key);
                                 break;
                         }
-                        if (n + 2 > MAX_CONFIG_ARGS) {
-                                r = log_error_errno(E2BIG, "%s: too many settings", path);
+                        if (n + 1 > MAX_CONFIG_ARGS) {
+                                r = log_error_errno(E2BIG, "%s:%zu: %s: too many settings (at most %d)",
+                                                    path, line, key, MAX_CONFIG_ARGS);
                                 break;
                         }
                         if (skipped(skip, key))
                                 ; /* another verb's flag */
-                        else if (streq(v, "true") || streq(v, "false")) {
-                                /* Booleans: the flag when true, nothing when false. */
-                                if (streq(v, "true") && asprintf(&args[n++], "--%s", key) < 0)
-                                        r = log_oom();
-                        } else if (asprintf(&args[n++], "--%s", key) < 0 || !(args[n++] = strdup(v)))
+                        else if (scalar_is_null(&ev))
+                                r = log_error_errno(EINVAL, "%s:%zu: %s: %s", path, in_seq ? line : key_line,
+                                                    key, value_needed(key));
+                        else if (asprintf(&args[n], "--%s=%s", key, v) < 0)
                                 r = log_oom();
+                        else {
+                                /* `force: false` is --force=false: the command line's
+                                 * --force=true still wins, and the other way round */
+                                origins[n_origins].word = args[n];
+                                origins[n_origins].o.file = path;
+                                origins[n_origins].o.line = line;
+                                snprintf(origins[n_origins].o.key, sizeof(origins[0].o.key), "%s", key);
+                                n_origins++;
+                                n++;
+                        }
                         if (!in_seq)
                                 key = mfree(key);
                         break;
@@ -506,6 +604,7 @@ static int config_to_args(const char *path, const char *const *skip, char ***ret
         fclose(f);
         free(key);
         if (r < 0) {
+                n_origins = 0;
                 for (size_t i = 0; i < n; i++)
                         free(args[i]);
                 free(args);
@@ -539,6 +638,7 @@ int config_argv_build(int argc, char **argv, const char *const *skip, struct con
         }
         ret->argv = calloc((size_t)argc + n_cfg + 1, sizeof(char *));
         if (!ret->argv) {
+                n_origins = 0;
                 for (size_t i = 0; i < n_cfg; i++)
                         free(cfg[i]);
                 free(cfg);
@@ -555,6 +655,8 @@ int config_argv_build(int argc, char **argv, const char *const *skip, struct con
 }
 
 void config_argv_done(struct config_argv *c) {
+        if (c->n_owned > 0)
+                n_origins = 0;
         for (size_t i = 0; i < c->n_owned; i++)
                 free(c->owned[i]);
         free(c->owned);

@@ -37,6 +37,8 @@ enum {
         OPT_NODE_CONDITIONS,
         OPT_DRIVER,
         OPT_FORCE_DRAIN,
+        OPT_DELETE_LOCAL_DATA,
+        OPT_CHUNK_SIZE,
 };
 
 struct drain_args {
@@ -57,6 +59,7 @@ struct drain_args {
          * KEY is read from its DaemonSet before anything runs (driverkey.h) */
         bool stop_from_daemonset;
         const char *health;
+        unsigned chunk_size; /* --chunk-size: 0 the default */
 
         verb_opt_fn more_fn; /* the caller's own flags */
         void *more_ud;
@@ -97,12 +100,14 @@ int driver_namespace_add(const char **v, size_t *n, const char *ns);
 
 /* --config FILE: the YAML mapping of flag names that serve, plan, drain, uncordon
  * and maintain read, one key per flag (`key: value`, `key: [a, b]` for repeatable
- * flags, `key: true` for a switch, `false` leaves it out). Its settings become
- * "--key value" arguments placed after argv[0] (the verb) and before the command
- * line's, so flags win and repeatable ones add up. Keys in skip (NULL-terminated,
- * may be NULL) are left out: the drain verbs read serve's file and skip the keys
- * of serve's own flags (serve_config_keys). An unknown key is an error later, as
- * an unknown flag. */
+ * flags, `key: true` / `key: false` for a switch). Its settings become "--key=value"
+ * words placed after argv[0] (the verb) and before the command line's, so flags win
+ * (--force=false turns off `force: true`) and repeatable ones add up. Keys in skip
+ * (NULL-terminated, may be NULL) are left out: the drain verbs read serve's file and
+ * skip the keys of serve's own flags (serve_config_keys). A key without a value is an
+ * error here ("FILE:LINE: timeout: a duration is needed (e.g. 30s)"); an unknown key
+ * and a bad value are errors of verb_parse, which names the file and the line
+ * (config_origin_of). */
 struct config_argv {
         char **argv; /* owned array; the strings are argv's or owned[] */
         int argc;
@@ -112,6 +117,14 @@ struct config_argv {
 /* Returns 0, or a negative errno (logged: the file, the line). */
 int config_argv_build(int argc, char **argv, const char *const *skip, struct config_argv *ret);
 void config_argv_done(struct config_argv *c);
+
+/* Where a word of a config_argv's argv came from: NULL for the command line's. */
+struct config_origin {
+        const char *file; /* borrowed: the --config argument */
+        size_t line;      /* 1-based */
+        char key[128];
+};
+const struct config_origin *config_origin_of(const char *word);
 /* The config keys of serve's own flags (node, all-nodes, ...): NULL-terminated. */
 extern const char *const serve_config_keys[];
 

@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include "app.h"
+#include "drainargs.h"
 #include "drainer/base/log.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/kube/kobserver.h"
 #include "drainer/kube/transport.h"
 #include "drainer/obs/metrics.h"
+#include "output.h"
 #include "verbs.h"
 
 #define GLOBAL_HELP                                                                              \
@@ -22,12 +24,23 @@
         "      --context NAME        kubeconfig context (default: its current-context)\n"        \
         "      --kube-api-qps N      client-side request rate limit (default 20)\n"              \
         "      --kube-api-burst N    client-side burst (default 40)\n"                           \
-        "  -o, --output FORMAT       text or json (default text)\n"                              \
-        "  -v, --verbose             more output; twice for debug logs\n"                        \
+        "  -o, --output FORMAT       text, json, yaml (the same document as json) or name\n"     \
+        "                            (node/NAME per node) (default text)\n"                      \
+        "  -v, --verbose             more output; twice (-vv) for debug logs; -v=N, -vN,\n"      \
+        "                            -v N and --v=N as kubectl's levels: 0 quiet, 1-3 as\n"      \
+        "                            -v, 4 and more as -vv\n"                                    \
+        "      --color WHEN          auto (default: colour and the live redraw on a\n"           \
+        "                            terminal, not with TERM=dumb; no colour with\n"             \
+        "                            NO_COLOR), always or never\n"                               \
         "      --as USER             impersonate USER (Impersonate-User), as kubectl's --as\n"   \
         "      --as-group GROUP      impersonate GROUP too (repeatable; needs --as)\n"           \
         "      --request-timeout D   per API request (default 30s; 0: none), e.g. 10s, 1m\n"     \
         "  -h, --help                help for drainer or for a verb\n"
+
+/* After the global flags in `drainer --help`. */
+#define SWITCH_HELP                                                                        \
+        "Every switch takes =true or =false, as kubectl's do (--force=false turns off a\n" \
+        "--config file's force: true); abbreviations are not flags.\n"
 
 /* The drain flags, in groups; each verb's help lists the groups that apply to it
  * (drainargs.c refuses the others, as flag_verbs() says). */
@@ -35,6 +48,8 @@
         "      --pod-selector SEL        evict only the pods matching this label selector\n"    \
         "      --delete-emptydir-data    evict pods with emptyDir volumes\n"                    \
         "      --force                   evict pods without a controller\n"                     \
+        "      --delete-local-data       kubectl's old name of --delete-emptydir-data (with\n"  \
+        "                                kubectl's deprecation warning)\n"                      \
         "      --ignore-daemonsets       accepted for kubectl's sake: DaemonSet pods without\n" \
         "                                claims always stay (DRA drivers are stopped)\n"
 
@@ -80,9 +95,12 @@
         "                                its own drain; excludes a node drain of the same node\n"    \
         "                                (exit 4)\n"
 
-#define CONFIG_FLAG_HELP                                                                         \
-        "      --config FILE             YAML file with one key per flag, as serve's (keys of\n" \
-        "                                flags this verb does not take are skipped; flags win)\n"
+#define CONFIG_FLAG_HELP                                                                          \
+        "      --config FILE             YAML file with one key per flag, as serve's (keys of\n"  \
+        "                                flags this verb does not take are skipped; flags win:\n" \
+        "                                --force=false turns off force: true); its errors name\n" \
+        "                                the file, the line and the key (exit 2)\n"               \
+        "      --chunk-size N            objects per list request, as kubectl's (default 500)\n"
 
 /* drain and maintain (plan says what it would do); command line only. */
 #define OUT_OF_SERVICE_FLAGS_HELP                                                                \
@@ -434,6 +452,37 @@ const struct verb *verb_find(const char *name) {
         return NULL;
 }
 
+const char flag_false[] = "false";
+
+/* -v's value, as getopt hands it ("-vv": "v", "-v=6": "=6", "-v6": "6", "--v=6" and
+ * "-v 6": "6"): kubectl's levels 0-10 map to drainer's two (4 and more: debug logs). */
+static int verbosity_parse(const char *arg, int *verbose) {
+        const char *s = arg;
+        char *end;
+        long level;
+
+        if (!arg) {
+                (*verbose)++;
+                return 1;
+        }
+        if (strspn(arg, "v") == strlen(arg)) {
+                *verbose += 1 + (int)strlen(arg);
+                return 1;
+        }
+        if (*s == '=')
+                s++;
+        errno = 0;
+        level = strtol(s, &end, 10);
+        if (errno || end == s || *end || level < 0 || level > 10)
+                return log_error_errno(EINVAL, "-v: invalid level \"%s\" (0-10, as kubectl's)", s);
+        *verbose = level >= 4 ? 2 : level >= 1 ? 1 : 0;
+        return 1;
+}
+
+static bool is_level(const char *s) {
+        return s && *s && strspn(s, "0123456789") == strlen(s) && strlen(s) <= 2;
+}
+
 int global_flag(int opt, const char *arg, struct global_flags *g) {
         char *end;
 
@@ -460,17 +509,34 @@ int global_flag(int opt, const char *arg, struct global_flags *g) {
                 g->burst = (int)v;
                 return 1;
         }
-        case 'o':
+        case 'o': {
+                enum output_doc d = output_doc_from_string(arg);
+
                 if (streq(arg, "text"))
                         g->output = OUTPUT_TEXT;
-                else if (streq(arg, "json"))
+                else if (d >= 0) {
+                        /* the verbs build the JSON document; -o yaml and name print it so */
                         g->output = OUTPUT_JSON;
-                else
-                        return log_error_errno(EINVAL, "-o: unknown output format \"%s\" (text, json)", arg);
+                        output_set_doc(d);
+                } else
+                        return log_error_errno(
+                                EINVAL, "-o: unknown output format \"%s\" (text, json, yaml, name)", arg);
                 return 1;
+        }
         case 'v':
-                g->verbose++;
+                return verbosity_parse(arg, &g->verbose);
+        case OPT_GLOBAL_VERBOSE:
+                g->verbose = flag_on(arg) ? g->verbose + 1 : 0;
                 return 1;
+        case OPT_GLOBAL_COLOR: {
+                enum output_color c = output_color_from_string(arg);
+
+                if (c < 0)
+                        return log_error_errno(EINVAL, "--color: invalid value \"%s\" (auto, always, never)",
+                                               arg);
+                output_set_color(c);
+                return 1;
+        }
         case OPT_GLOBAL_AS:
                 if (!*arg || strpbrk(arg, "\r\n"))
                         return log_error_errno(EINVAL, "--as: invalid user name \"%s\"", arg);
@@ -507,7 +573,7 @@ static void help(FILE *f) {
                 DRAINER_VERSION);
         for (const struct verb *v = verbs; v->name; v++)
                 fprintf(f, "  %-10s %s\n", v->name, v->summary);
-        fprintf(f, "\nRun 'drainer VERB --help' for a verb's flags.\n\n%s\n%s", GLOBAL_HELP,
+        fprintf(f, "\nRun 'drainer VERB --help' for a verb's flags.\n\n%s\n%s\n%s", GLOBAL_HELP, SWITCH_HELP,
                 EXIT_CODES_HELP);
 }
 
@@ -521,24 +587,104 @@ static const struct option global_options[] = {
         { "kube-api-qps", required_argument, NULL, 'Q' },
         { "kube-api-burst", required_argument, NULL, 'B' },
         { "output", required_argument, NULL, 'o' },
-        { "verbose", no_argument, NULL, 'v' },
+        { "verbose", no_argument, NULL, OPT_GLOBAL_VERBOSE },
+        { "v", required_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { "as", required_argument, NULL, OPT_GLOBAL_AS },
         { "as-group", required_argument, NULL, OPT_GLOBAL_AS_GROUP },
         { "request-timeout", required_argument, NULL, OPT_GLOBAL_REQUEST_TIMEOUT },
+        { "color", required_argument, NULL, OPT_GLOBAL_COLOR },
 };
+
+/* kubectl's ParseBool: a switch's =VALUE. */
+static int switch_value(const char *v, bool *ret) {
+        static const char *const on[] = { "true", "True", "TRUE", "t", "T", "1" };
+        static const char *const off[] = { "false", "False", "FALSE", "f", "F", "0" };
+
+        for (size_t i = 0; i < ELEMENTSOF(on); i++)
+                if (streq(v, on[i]) || streq(v, off[i])) {
+                        *ret = streq(v, on[i]);
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+/* The edit distance of a and b (at most 64 bytes each; longer: "far"). */
+static size_t distance(const char *a, const char *b) {
+        size_t la = strlen(a), lb = strlen(b), d[65][65];
+
+        if (la > 64 || lb > 64)
+                return SIZE_MAX;
+        for (size_t i = 0; i <= la; i++)
+                d[i][0] = i;
+        for (size_t j = 0; j <= lb; j++)
+                d[0][j] = j;
+        for (size_t i = 1; i <= la; i++)
+                for (size_t j = 1; j <= lb; j++) {
+                        size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+
+                        best = MIN(best, d[i - 1][j] + 1);
+                        d[i][j] = MIN(best, d[i][j - 1] + 1);
+                }
+        return d[la][lb];
+}
+
+/* The flag of opts closest to name (without "--" and "=VALUE"), when it is close
+ * enough to be a typo of it; NULL otherwise. */
+static const char *closest_flag(const struct option *opts, const char *name) {
+        const char *best = NULL;
+        size_t best_d = SIZE_MAX;
+
+        for (; opts->name; opts++) {
+                size_t d = distance(name, opts->name);
+
+                if (d < best_d && strlen(opts->name) > 2)
+                        best = opts->name, best_d = d;
+        }
+        return best && best_d <= 2 ? best : NULL;
+}
+
+/* The unknown word ("-X" for a short flag), logged with the --config file's line when
+ * it came from there. */
+static void log_unknown_flag(const char *verb, const char *word, const struct option *opts) {
+        const struct config_origin *o = config_origin_of(word);
+        const char *near;
+        char name[128];
+
+        snprintf(name, sizeof(name), "%s", word + strspn(word, "-"));
+        name[strcspn(name, "=")] = 0;
+        near = closest_flag(opts, name);
+        if (o)
+                log_error("%s:%zu: unknown key \"%s\"%s%s%s", o->file, o->line, o->key,
+                          near ? " (did you mean \"" : "", strempty(near), near ? "\"?)" : "");
+        else
+                log_error("drainer %s: unknown flag \"%s\"%s%s%s; see 'drainer %s --help'", verb, word,
+                          near ? " (did you mean --" : "", strempty(near), near ? "?)" : "", verb);
+}
 
 int verb_parse(int argc, char **argv, struct global_flags *g, const struct option *extra, verb_opt_fn on_opt,
                void *userdata) {
         struct option opts[64];
-        char shortopts[32] = ":o:vh";
+        bool is_switch[64] = {};
+        char shortopts[32] = ":o:v::h";
         size_t n = 0, k = strlen(shortopts);
-        int c, r;
+        int c, r, li;
 
-        for (size_t i = 0; i < ELEMENTSOF(global_options); i++)
-                opts[n++] = global_options[i];
+        /* Every switch takes =true|false as kubectl's (pflag's) do: getopt sees it as
+         * an optional value, the handler gets NULL (on) or flag_false (off). */
+        for (size_t i = 0; i < ELEMENTSOF(global_options); i++) {
+                is_switch[n] = global_options[i].has_arg == no_argument && global_options[i].val != 'h';
+                opts[n] = global_options[i];
+                if (is_switch[n])
+                        opts[n].has_arg = optional_argument;
+                n++;
+        }
         for (; extra && extra->name && n < ELEMENTSOF(opts) - 1; extra++) {
-                opts[n++] = *extra;
+                is_switch[n] = extra->has_arg == no_argument;
+                opts[n] = *extra;
+                if (is_switch[n])
+                        opts[n].has_arg = optional_argument;
+                n++;
                 /* a verb's option whose value is a lower-case letter is that short flag too (-l) */
                 if (extra->val >= 'a' && extra->val <= 'z' && !strchr(shortopts, extra->val) &&
                     k + 3 < sizeof(shortopts)) {
@@ -552,26 +698,72 @@ int verb_parse(int argc, char **argv, struct global_flags *g, const struct optio
 
         optind = 0; /* reset getopt, and re-enable GNU argument permutation */
         opterr = 0;
-        while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) >= 0) {
+        for (;;) {
+                const struct config_origin *o;
+                const char *arg;
+                char where[PATH_MAX + 32];
+
+                li = -1;
+                optopt = 0;
+                c = getopt_long(argc, argv, shortopts, opts, &li);
+                if (c < 0)
+                        break;
                 if (c == 'h') {
                         verb_help(verb_find(argv[0]));
                         return 0;
                 }
                 if (c == '?') {
-                        log_error("drainer %s: unknown flag \"%s\"; see 'drainer %s --help'", argv[0],
-                                  argv[optind - 1], argv[0]);
+                        char shortw[3] = { '-', (char)optopt, 0 };
+
+                        /* optopt: a short flag; else getopt passed over the long word */
+                        log_unknown_flag(argv[0], optopt ? shortw : argv[optind - 1], opts);
                         return -EINVAL;
+                }
+                if (li >= 0) {
+                        /* the long word as typed: its value in the next word, or after '=' */
+                        const char *w = optarg && optind >= 2 && optarg == argv[optind - 1]
+                                                ? argv[optind - 2]
+                                                : argv[optind - 1];
+                        size_t len = strcspn(w + 2, "=");
+
+                        /* no abbreviations (getopt's): as kubectl, a flag is its whole name */
+                        if (strlen(opts[li].name) != len) {
+                                log_unknown_flag(argv[0], w, opts);
+                                return -EINVAL;
+                        }
                 }
                 if (c == ':') {
-                        log_error("drainer %s: flag \"%s\" needs a value", argv[0], argv[optind - 1]);
+                        if (optopt && optopt < 0x80)
+                                log_error("drainer %s: flag \"-%c\" needs a value", argv[0], optopt);
+                        else
+                                log_error("drainer %s: flag \"%s\" needs a value", argv[0],
+                                          argv[optind - 1]);
                         return -EINVAL;
                 }
-                r = global_flag(c, optarg, g);
-                if (r < 0)
-                        return r;
-                if (r > 0)
-                        continue;
-                r = on_opt ? on_opt(c, optarg, userdata) : -EINVAL;
+                arg = optarg;
+                /* kubectl's "-v 6": the level as the next word */
+                if (c == 'v' && li < 0 && !arg && optind < argc && is_level(argv[optind]))
+                        arg = argv[optind++];
+                /* a --config file's setting: its errors name the file and the line */
+                o = config_origin_of(argv[optind - 1]);
+                if (o) {
+                        snprintf(where, sizeof(where), "%s:%zu: ", o->file, o->line);
+                        log_set_message_prefix(where);
+                }
+                if (li >= 0 && is_switch[li] && arg) {
+                        bool on;
+
+                        if (switch_value(arg, &on) < 0) {
+                                log_error("--%s: invalid value \"%s\" (true or false)", opts[li].name, arg);
+                                log_set_message_prefix(NULL);
+                                return -EINVAL;
+                        }
+                        arg = on ? NULL : flag_false;
+                }
+                r = global_flag(c, arg, g);
+                if (r == 0)
+                        r = on_opt ? on_opt(c, arg, userdata) : -EINVAL;
+                log_set_message_prefix(NULL);
                 if (r < 0)
                         return r;
         }
@@ -621,12 +813,36 @@ int verb_run_ops(const struct verb *v, int argc, char **argv, struct global_flag
         return a.exit_code;
 }
 
+/* Whether the word a (before the verb) is a global flag, with *ret_takes_value set
+ * when the next word is its value. */
+static bool global_word(const char *a, bool *ret_takes_value) {
+        *ret_takes_value = false;
+        if (strncmp(a, "--", 2) == 0) {
+                size_t len = strcspn(a + 2, "=");
+
+                for (size_t i = 0; i < ELEMENTSOF(global_options); i++)
+                        if (strlen(global_options[i].name) == len &&
+                            strncmp(global_options[i].name, a + 2, len) == 0) {
+                                *ret_takes_value =
+                                        !a[2 + len] && global_options[i].has_arg == required_argument;
+                                return true;
+                        }
+                return false;
+        }
+        if (a[1] == 'o') {
+                *ret_takes_value = !a[2];
+                return true;
+        }
+        return a[1] == 'v' || (a[1] == 'h' && !a[2]);
+}
+
 static int run(int argc, char **argv) {
         struct global_flags g = {
                 .qps = 20,
                 .burst = 40,
         };
         const struct verb *v = NULL;
+        const char *unknown = NULL;
         int i, r;
 
         /* Find the verb: the first argument that is not a global flag or its value. */
@@ -644,10 +860,15 @@ static int run(int argc, char **argv) {
                         return EXIT_DONE;
                 }
                 if (a[0] == '-') {
-                        if (!strchr(a, '=') && (streq(a, "--kubeconfig") || streq(a, "--context") ||
-                                                streq(a, "--kube-api-qps") || streq(a, "--kube-api-burst") ||
-                                                streq(a, "-o") || streq(a, "--output") || streq(a, "--as") ||
-                                                streq(a, "--as-group") || streq(a, "--request-timeout")))
+                        bool takes_value = false;
+
+                        if (!global_word(a, &takes_value)) {
+                                /* a verb's flag before the verb is the verb's to judge */
+                                if (!unknown)
+                                        unknown = a;
+                                continue;
+                        }
+                        if (takes_value || (streq(a, "-v") && i + 1 < argc && is_level(argv[i + 1])))
                                 i++;
                         continue;
                 }
@@ -657,6 +878,12 @@ static int run(int argc, char **argv) {
                         return EXIT_USAGE;
                 }
                 break;
+        }
+        if (!v && unknown) {
+                /* say what was wrong, not the whole help */
+                log_error("unknown flag \"%s\"", unknown);
+                fprintf(stderr, "See 'drainer --help' for the verbs and the flags.\n");
+                return EXIT_USAGE;
         }
         if (!v) {
                 help(stderr);

@@ -18,6 +18,7 @@
 #include "drainer/doctor/doctor-prom.h"
 #include "drainer/doctor/doctor-rules.h"
 #include "drainer/dra/claims.h"
+#include "output.h"
 #include "verbs.h"
 
 /* gather reads at most this many selectors */
@@ -54,8 +55,8 @@ static int print_report(const struct doctor_data *d, const struct doctor_opts *o
                         const struct doctor_report *rep, enum output_format fmt) {
         if (fmt == OUTPUT_JSON) {
                 _cleanup_(cJSON_Deletep) cJSON *root = doctor_report_to_json(rep);
-                _cleanup_free_ char *out = NULL;
                 cJSON *cl, *drv;
+                int r;
 
                 if (!root)
                         return log_oom();
@@ -75,11 +76,9 @@ static int print_report(const struct doctor_data *d, const struct doctor_opts *o
                         cJSON_AddStringToObject(cl, "prometheus", o->prometheus);
                 else
                         cJSON_AddNullToObject(cl, "prometheus");
-                out = cJSON_Print(root);
-                if (!out)
-                        return log_oom();
-                puts(out);
-                fflush(stdout);
+                r = output_print(root, false); /* -o json, yaml or name */
+                if (r < 0)
+                        return r;
                 return ferror(stdout) ? -EIO : 0;
         }
         printf("drainer doctor: %zu %s, %zu %s, %zu %s", d->nodes.n,

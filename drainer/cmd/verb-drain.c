@@ -35,6 +35,7 @@
 #include "drainer/obs/metrics.h"
 #include "drainer/sys/sysbus.h"
 #include "drainverb.h"
+#include "output.h"
 #include "verbs.h"
 
 /* --out-of-service and --out-of-service-after: drain, maintain and plan only (serve
@@ -49,7 +50,7 @@ static int on_oos_opt(int opt, const char *arg, void *userdata) {
 
         switch (opt) {
         case OPT_OUT_OF_SERVICE:
-                o->on = true;
+                o->on = flag_on(arg);
                 return 0;
         case OPT_OUT_OF_SERVICE_AFTER:
                 if (parse_duration(arg, &o->after_usec) < 0 || o->after_usec < USEC_PER_SEC)
@@ -95,7 +96,7 @@ static int on_drainlike_opt(int opt, const char *arg, void *userdata) {
                                                arg, NODESET_MAX_PARALLEL);
                 return 0;
         case OPT_METRICS_IN_OUTPUT:
-                o->metrics = true;
+                o->metrics = flag_on(arg);
                 return 0;
         }
         return on_oos_opt(opt, arg, &o->oos);
@@ -124,12 +125,7 @@ void drain_verb_quit(struct drain_verb *v, int code) {
 }
 
 void drain_verb_print_json(cJSON *j) {
-        _cleanup_free_ char *out = j ? cJSON_Print(j) : NULL;
-
-        if (out)
-                puts(out);
-        else
-                log_oom();
+        (void)output_print(j, false); /* -o json, yaml or name */
 }
 
 int drain_verb_exit_code(int r) {
@@ -273,11 +269,16 @@ static void draw(struct drain_verb *v, const struct fleet_node *n, const struct 
                 size_t size = 0;
                 int lines = 0;
                 FILE *f = open_memstream(&buf, &size);
+                /* NO_COLOR, --color=never: the same block without colour */
+                const char *bold = output_sgr(STDERR_FILENO, "\033[1m"),
+                           *cyan = output_sgr(STDERR_FILENO, "\033[36m"),
+                           *yellow = output_sgr(STDERR_FILENO, "\033[33m"),
+                           *off = output_sgr(STDERR_FILENO, "\033[0m");
 
                 if (!f)
                         return;
-                fprintf(f, "\033[1m%s\033[0m  %s%-20s\033[0m  %5.1f s\n", n->node, "\033[36m",
-                        p->has_phase ? drain_phase_to_string(p->phase) : "preflight",
+                fprintf(f, "%s%s%s  %s%-20s%s  %5.1f s\n", bold, n->node, off, cyan,
+                        p->has_phase ? drain_phase_to_string(p->phase) : "preflight", off,
                         (double)(now - n->run_started_usec) / (double)USEC_PER_SEC);
                 lines++;
                 fprintf(f, "  pods left:");
@@ -288,7 +289,7 @@ static void draw(struct drain_verb *v, const struct fleet_node *n, const struct 
                         p->claims_left, p->drivers_left, p->evictions_accepted);
                 lines += 2;
                 for (size_t i = 0; i < p->n_held && i < 5; i++) {
-                        fprintf(f, "  \033[33mheld\033[0m %s/%s: %.100s\n", p->held[i].ns, p->held[i].name,
+                        fprintf(f, "  %sheld%s %s/%s: %.100s\n", yellow, off, p->held[i].ns, p->held[i].name,
                                 p->held[i].reason);
                         lines++;
                 }
@@ -297,7 +298,7 @@ static void draw(struct drain_verb *v, const struct fleet_node *n, const struct 
                         lines++;
                 }
                 if (p->node_not_ready) {
-                        fprintf(f, "  \033[33mnode not Ready\033[0m: %s\n",
+                        fprintf(f, "  %snode not Ready%s: %s\n", yellow, off,
                                 p->out_of_service
                                         ? "out-of-service taint on: the control plane deletes its pods"
                                         : "its kubelet cannot finish pods nor unprepare claims");
@@ -1037,7 +1038,7 @@ static void runs_start(struct drain_verb *v) {
                 drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
-        v->tty = isatty(STDERR_FILENO);
+        v->tty = output_live(STDERR_FILENO); /* --color, TERM=dumb */
         v->stdout_tty = isatty(STDOUT_FILENO);
         v->trail = v->fmt != OUTPUT_JSON;
         v->stage_worst = EXIT_DONE;

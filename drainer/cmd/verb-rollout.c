@@ -22,6 +22,7 @@
 #include "drainer/dra/driverstop.h"
 #include "drainer/dra/health.h"
 #include "drainer/kube/slots.h"
+#include "output.h"
 #include "verbs.h"
 
 #define DEFAULT_LEASE_NS     "drainer-system"
@@ -244,7 +245,6 @@ static void print_summary(const struct rollout_run *run, int code) {
         }
         if (run->fmt == OUTPUT_JSON) {
                 _cleanup_(cJSON_Deletep) cJSON *j = cJSON_CreateObject();
-                _cleanup_free_ char *out = NULL;
                 cJSON *items = j ? cJSON_AddArrayToObject(j, "nodes") : NULL;
                 char ds[512];
 
@@ -266,9 +266,7 @@ static void print_summary(const struct rollout_run *run, int code) {
                 cJSON_AddNumberToObject(j, "seconds", seconds);
                 cJSON_AddBoolToObject(j, "interrupted", run->interrupted);
                 cJSON_AddNumberToObject(j, "exitCode", code);
-                out = cJSON_Print(j);
-                if (out)
-                        puts(out);
+                (void)output_print(j, false); /* -o json, yaml or name */
         } else
                 printf("rollout of %s/%s to revision %s: %zu updated, %zu already on it, %zu not done%s "
                        "(%.1f s)\n",

@@ -342,7 +342,7 @@ static int on_serve_opt(int opt, const char *arg, void *userdata) {
                 o->node = arg;
                 return 0;
         case OPT_ALL_NODES:
-                o->all_nodes = true;
+                o->all_nodes = flag_on(arg);
                 return 0;
         case OPT_MAX_PARALLEL:
                 errno = 0;
@@ -356,7 +356,7 @@ static int on_serve_opt(int opt, const char *arg, void *userdata) {
                 o->lease_ns = arg;
                 return 0;
         case OPT_ON_SHUTDOWN:
-                o->on_shutdown = true;
+                o->on_shutdown = flag_on(arg);
                 return 0;
         case OPT_IDENTITY:
                 o->identity = arg;

@@ -25,6 +25,7 @@
 #include "drainer/drain/state.h"
 #include "drainer/kube/client.h"
 #include "drainer/kube/objects.h"
+#include "output.h"
 #include "verbs.h"
 
 /* What status shows: no budgets. */
@@ -61,7 +62,7 @@ static int on_status_opt(int opt, const char *arg, void *userdata) {
         struct status_opts *o = userdata;
 
         if (opt == 'W') {
-                o->watch = true;
+                o->watch = flag_on(arg);
                 return 0;
         }
         if (opt == 'S')
@@ -290,12 +291,7 @@ static int print_status(const struct node_input *s, const struct status_opts *o,
                         cJSON_AddNumberToObject(o2, "devices", (double)sl->n_devices);
                         cJSON_AddItemToArray(js, o2);
                 }
-                out = compact ? cJSON_PrintUnformatted(root) : cJSON_Print(root);
-                if (!out)
-                        return log_oom();
-                puts(out);
-                fflush(stdout);
-                return 0;
+                return output_print(root, compact); /* -o json, yaml or name */
         }
 
         /* Text for a terminal: what the API holds (annotation values, taints, names)
@@ -499,7 +495,7 @@ static int start_watch(struct status_run *run) {
         struct app *a = run->app;
         int r;
 
-        run->tty = isatty(STDOUT_FILENO);
+        run->tty = output_live(STDOUT_FILENO); /* --color, TERM=dumb */
         r = dtimer_init(&run->debounce, a->ts, on_debounce);
         if (r < 0)
                 return log_oom();

@@ -18,6 +18,7 @@
 #include "drainer-version.h"
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
+#include "output.h"
 #include "verbs.h"
 
 #ifdef NDEBUG
@@ -58,7 +59,6 @@ static void commit_time(char buf[static 32]) {
 
 static int print_json(void) {
         _cleanup_(cJSON_Deletep) cJSON *j = cJSON_CreateObject();
-        _cleanup_free_ char *out = NULL;
         struct library libs[6];
         cJSON *build, *arr;
         char when[32];
@@ -98,11 +98,7 @@ static int print_json(void) {
                 else
                         cJSON_AddNullToObject(l, "runtime");
         }
-        out = cJSON_Print(j);
-        if (!out)
-                return -ENOMEM;
-        puts(out);
-        return 0;
+        return output_print(j, false); /* -o json, yaml or name */
 }
 
 static void print_text(void) {

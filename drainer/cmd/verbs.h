@@ -45,6 +45,13 @@ extern const struct verb verbs[];
  * (logged) on a bad value. */
 int global_flag(int opt, const char *arg, struct global_flags *g);
 
+/* What verb_parse hands a switch's handler for --flag=false (compared by address);
+ * --flag and --flag=true hand NULL. */
+extern const char flag_false[];
+static inline bool flag_on(const char *arg) {
+        return arg != flag_false;
+}
+
 struct option;
 typedef int (*verb_opt_fn)(int opt, const char *arg, void *userdata);
 /* getopt_long over the global flags plus extra (terminated by a zeroed entry); a

@@ -827,7 +827,7 @@ int kube_list(struct kube_client *c, const char *path, unsigned limit, const cha
         if (r < 0)
                 return r;
         call->on_page = on_page;
-        call->limit = limit ? limit : 500;
+        call->limit = c->opts.list_chunk ? c->opts.list_chunk : limit ? limit : 500;
         call->list_base = strdup(path);
         call->rv = rv ? strdup(rv) : NULL;
         if (!call->list_base || (rv && !call->rv) || list_next_page(call, NULL) < 0) {

@@ -628,6 +628,27 @@ static void test_401_refresh_once(void **state) {
         result_clear(&r);
 }
 
+/* --chunk-size N (kubectl's): every list of the client pages by N, whatever its own
+ * page size. */
+static void test_list_chunk(void **state) {
+        struct env *e = *state;
+        struct result r = {};
+        char *v;
+
+        env_client(e, &(struct kube_client_options){ .list_chunk = 7, .random_seed = 1 });
+        fake_transport_expect_json(
+                e->api->ft, "GET", "/api/v1/nodes?", 200,
+                "{\"kind\":\"NodeList\",\"metadata\":{\"resourceVersion\":\"7\"},\"items\":[]}");
+        assert_int_equal(kube_list(e->api->client, "/api/v1/nodes", 500, NULL, on_page, on_done, &r, NULL),
+                         0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(r.error, 0);
+        v = fake_request_param(fake_transport_request(e->api->ft, 0), "limit");
+        assert_string_equal(v, "7");
+        free(v);
+        result_clear(&r);
+}
+
 /* A static token cannot change: a 401 is final at once, not a resend with the same token. */
 static void test_401_static_token_not_resent(void **state) {
         struct env *e = *state;
@@ -1264,6 +1285,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_client_in_done, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_transport_closed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_list_chunk, setup, teardown),
                 cmocka_unit_test(test_query_escape),
         };
 

@@ -18,6 +18,9 @@ enum log_level {
 void log_set_max_level(enum log_level level);
 enum log_level log_get_max_level(void);
 void log_set_timestamps(bool on);
+/* Put before the message of every line until set back to NULL (borrowed, not copied):
+ * "FILE:LINE: " while a --config file's setting is parsed. */
+void log_set_message_prefix(const char *prefix);
 
 /* ---- journald ----
  * With the journal on, each line goes to journald as one structured entry:

@@ -28,6 +28,8 @@ struct kube_client_options {
         uint64_t backoff_base_usec;    /* 0 = 250 ms */
         uint64_t backoff_cap_usec;     /* 0 = 30 s */
         unsigned random_seed;          /* jitter; 0 = from the clock */
+        unsigned list_chunk;           /* objects per list request for every list (kubectl's
+                                        * --chunk-size); 0 = each list's own (500) */
         /* --as / --as-group: every request carries Impersonate-User (and one
          * Impersonate-Group per group); borrowed, checked by kube_client_new (no control
          * characters). Groups need a user, as kubectl says. */
