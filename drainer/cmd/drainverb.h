@@ -97,9 +97,10 @@ struct run_display {
         char *last_line;
         char *block; /* its part of the live block (terminal) */
         int block_lines;
-        int code;    /* its exit code, once reported */
-        cJSON *json; /* its -o json summary, once reported */
-        char *rerun; /* refused by a recorded action: the command to run with the flag */
+        int code;          /* its exit code, once reported */
+        cJSON *json;       /* its -o json summary, once reported */
+        char *rerun;       /* refused by a recorded action: the command to run with the flag */
+        char *api_message; /* timed out waiting for the API server: what it said last */
 };
 
 struct drain_verb {
