@@ -47,7 +47,7 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64); time.sleep(3600)' "$silen
 silent_pid=$!
 track_pid "$silent_pid"
 e2e_cleanup_hooks+=("reap_pid $silent_pid")
-wait_until 10 python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$silent" ||
+wait_until 30 python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$silent" ||
 	fail "the silent listener on port $silent did not start"
 
 # json_doc TAG: stdout is exactly one parsable JSON document
