@@ -201,6 +201,13 @@ static int journal_send(enum log_level level, int error, const char *file, int l
         return journal_sink ? journal_sink(iov, n) : sd_journal_sendv(iov, n);
 }
 
+/* The last error line, for a verb's -o json summary when it has none of its own. */
+static char last_error[1024];
+
+const char *log_last_error(void) {
+        return last_error;
+}
+
 int log_internal(enum log_level level, int error, const char *file, int line, const char *fmt, ...) {
         static const char *const prefix[_LOG_LEVEL_MAX] = {
                 [LOG_LEVEL_ERROR] = "error: ",
@@ -224,6 +231,12 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
         va_start(ap, fmt);
         vsnprintf(buf + pl, sizeof(buf) - pl, fmt, ap);
         va_end(ap);
+        if (level == LOG_LEVEL_ERROR) {
+                size_t n = MIN(strlen(buf), sizeof(last_error) - 1);
+
+                memcpy(last_error, buf, n);
+                last_error[n] = 0;
+        }
 
         if (journal && journal_send(level, error, file, line, buf) >= 0) {
                 errno = saved;

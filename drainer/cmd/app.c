@@ -103,7 +103,7 @@ int app_init(struct app *a, const struct global_flags *flags) {
         };
         int r;
 
-        *a = (struct app){ .flags = *flags };
+        *a = (struct app){ .flags = *flags, .exit_code = EXIT_CONFIG };
         r = kube_config_load(&o, &a->cfg, &err);
         if (r < 0)
                 return log_error_errno(r, "%s", err ? err : "cannot load the kubeconfig");
@@ -112,6 +112,7 @@ int app_init(struct app *a, const struct global_flags *flags) {
         if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
                 log_debug_errno(errno, "prctl(PR_SET_DUMPABLE, 0) failed, ignoring: %m");
 
+        a->exit_code = EXIT_ERROR;
         r = uv_loop_init(&a->loop);
         if (r < 0)
                 return log_error_errno(-r, "Cannot initialize the event loop: %s", uv_strerror(r));
@@ -122,6 +123,7 @@ int app_init(struct app *a, const struct global_flags *flags) {
         /* Credentials first: an unreadable token, certificate or key file fails the verb now,
          * as a broken kubeconfig does (before any warning about it). Every request then takes
          * the current ones (a rotated certificate included). */
+        a->exit_code = EXIT_CONFIG; /* the credentials the kubeconfig names: its to fix */
         r = credentials_new(&a->loop, a->ts, a->cfg, NULL, &a->creds, &err);
         if (r < 0)
                 return log_error_errno(r, "%s", err ? err : "cannot read the credentials");
@@ -139,6 +141,7 @@ int app_init(struct app *a, const struct global_flags *flags) {
         r = initial_credentials(a, &creds);
         if (r < 0)
                 return r;
+        a->exit_code = EXIT_ERROR;
 
         struct tls_config tls = {
                 .ca_pem = a->cfg->ca_pem,
@@ -168,6 +171,7 @@ int app_init(struct app *a, const struct global_flags *flags) {
         if (r < 0)
                 return log_oom();
         a->reach_ready = true;
+        a->exit_code = EXIT_DONE;
         log_debug("Using %s (context %s), server %s", a->cfg->source, strna(a->cfg->context_name),
                   a->cfg->server);
         return 0;
@@ -279,7 +283,63 @@ int app_exit_code(int r) {
                 return EXIT_DONE;
         case -ETIMEDOUT:
                 return EXIT_TIMEOUT;
+        case APP_ERR_API_SILENT:
+        case -ECONNREFUSED:
+        case -ENXIO: /* DNS name not found */
+        case -EHOSTUNREACH:
+        case -ENETUNREACH:
+        case -EKEYREJECTED:
+        case -EPROTO:
+        case -ECONNRESET:
+                return EXIT_UNREACHABLE;
+        case -ENOENT:
+                return EXIT_NOT_FOUND;
+        case -EACCES:
+                return EXIT_FORBIDDEN;
         default:
                 return EXIT_ERROR;
         }
+}
+
+const char *app_exit_code_to_string(int code) {
+        switch (code) {
+        case EXIT_DONE:
+                return NULL;
+        case EXIT_USAGE:
+                return "usage";
+        case EXIT_TIMEOUT:
+                return "timeout";
+        case EXIT_REFUSED:
+                return "refused";
+        case EXIT_UNREACHABLE:
+                return "api-unreachable";
+        case EXIT_NOT_FOUND:
+                return "node-not-found";
+        case EXIT_CONFIG:
+                return "kubeconfig-invalid";
+        case EXIT_FORBIDDEN:
+                return "forbidden";
+        default:
+                return "error";
+        }
+}
+
+cJSON *app_error_summary(const char *verb, const char *node, int exit_code, const char *message) {
+        cJSON *j = cJSON_CreateObject();
+
+        if (!j)
+                return NULL;
+        /* schemaVersion 1: the drain summary's, of which this is the part that is known */
+        cJSON_AddNumberToObject(j, "schemaVersion", 1);
+        if (node)
+                cJSON_AddStringToObject(j, "node", node);
+        if (verb)
+                cJSON_AddStringToObject(j, "verb", verb);
+        cJSON_AddStringToObject(j, "result", exit_code == EXIT_DONE ? "done" : "error");
+        if (app_exit_code_to_string(exit_code))
+                cJSON_AddStringToObject(j, "error", app_exit_code_to_string(exit_code));
+        cJSON_AddStringToObject(j, "message", message && *message ? message : "failed");
+        /* nothing was read from the Node: neither nodeReady nor changed is claimed */
+        cJSON_AddNumberToObject(j, "exitCode", exit_code);
+        return j;
 }

@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <uv.h>
 
+#include <cjson/cJSON.h>
+
 #include "drainer/base/macro.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/kube/client.h"
@@ -16,7 +18,18 @@ enum {
         EXIT_USAGE = 2,
         EXIT_TIMEOUT = 3,
         EXIT_REFUSED = 4,
+        /* 5 and 6 are doctor's (verb-doctor.c). Added later, never renumbered (hooks
+         * branch on them): */
+        EXIT_UNREACHABLE = 7, /* the API server cannot be reached: connection refused, DNS
+                               * name not found, TLS, or no answer before --timeout */
+        EXIT_NOT_FOUND = 8,   /* the node does not exist */
+        EXIT_CONFIG = 9,      /* the kubeconfig (or the credentials it names) is invalid */
+        EXIT_FORBIDDEN = 10,  /* the API server refused the credentials (401, 403) */
 };
+
+/* -EHOSTDOWN, as a verb's result: --timeout ran out while the API server had never
+ * answered (or had answered only failures for a while): exit 7, not 3. */
+#define APP_ERR_API_SILENT (-EHOSTDOWN)
 
 enum output_format {
         OUTPUT_TEXT,
@@ -92,5 +105,14 @@ void app_run_until_stopped(struct app *a);
 /* Cancels what is in flight, closes every handle, checks uv_loop_close(). */
 int app_done(struct app *a);
 
-/* Maps a negative errno from a verb to its exit code. */
+/* Maps a negative errno from a verb to its exit code: 0, -ETIMEDOUT 3, the API server
+ * unreachable (transport errors, APP_ERR_API_SILENT) 7, -ENOENT 8, -EACCES 10, else 1. */
 int app_exit_code(int r);
+/* The exit code's word for -o json's "error": "api-unreachable", "node-not-found",
+ * "kubeconfig-invalid", "forbidden", "usage", "timeout", "refused", "error"; NULL for 0. */
+const char *app_exit_code_to_string(int code);
+/* What every failure prints with -o json when the verb has no summary of its own (bad
+ * flags, an invalid kubeconfig, an API server that cannot be reached before anything was
+ * read): {schemaVersion, verb, node, result: "error", error, exitCode, message}, and
+ * nothing it did not observe. node may be NULL. The one place this document is built. */
+cJSON *app_error_summary(const char *verb, const char *node, int exit_code, const char *message);

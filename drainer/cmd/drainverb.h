@@ -70,6 +70,7 @@ struct run_display {
         cJSON *json;          /* its -o json summary, once reported */
         char *rerun;          /* refused by a recorded action: the command to run with the flag */
         struct held_log held; /* the pods held at the last progress (their lines said once) */
+        char *api_message;    /* timed out waiting for the API server: what it said last */
 };
 
 struct drain_verb {

@@ -9,6 +9,7 @@
 
 #include "app.h"
 #include "drainargs.h"
+#include "drainer/base/json.h"
 #include "drainer/base/log.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/kube/kobserver.h"
@@ -131,22 +132,30 @@
 
 /* The full table, in `drainer --help` (man page and README follow it); each verb's
  * help says which of them it returns. */
-#define EXIT_CODES_HELP                                                                      \
-        "Exit codes:\n"                                                                      \
-        "  0  done\n"                                                                        \
-        "  1  error (API, configuration, unknown node, malformed drainer annotations, a\n"   \
-        "     recorded action this configuration does not allow: the message names the\n"    \
-        "     flag to add, nothing was started or changed; uncordon of a node someone\n"     \
-        "     else cordoned; maintain whose command failed; interrupted)\n"                  \
-        "  2  bad usage (unknown verb or flag, a flag of another verb, missing NODE)\n"      \
-        "  3  timed out (--timeout; guard: gave up before the pod's grace period ended)\n"   \
-        "  4  refused by a blocker: in preflight nothing was changed; in a later phase\n"    \
-        "     (the eviction rules hold at every eviction) the node stays in its phase and\n" \
-        "     nothing more was evicted (-o json: \"changed\")\n"                             \
-        "  5  doctor: at least one finding is FAIL\n"                                        \
-        "  6  doctor: no FAIL, but the cluster serves no DRA API\n"                          \
-        "  With -l SELECTOR: the worst of the nodes' (1 over 3 over 4 over 0); 1 when\n"     \
-        "  the selector matches no node (\"No resources found\", nothing changed)\n"
+#define EXIT_CODES_HELP                                                                       \
+        "Exit codes:\n"                                                                       \
+        "  0  done\n"                                                                         \
+        "  1  error (an API error not below, configuration, malformed drainer annotations,\n" \
+        "     a recorded action this configuration does not allow: the message names the\n"   \
+        "     flag to add, nothing was started or changed; uncordon of a node someone\n"      \
+        "     else cordoned; maintain whose command failed; interrupted)\n"                   \
+        "  2  bad usage (unknown verb or flag, a flag of another verb, missing NODE)\n"       \
+        "  3  timed out (--timeout; guard: gave up before the pod's grace period ended)\n"    \
+        "  4  refused by a blocker: in preflight nothing was changed; in a later phase\n"     \
+        "     (the eviction rules hold at every eviction) the node stays in its phase and\n"  \
+        "     nothing more was evicted (-o json: \"changed\")\n"                              \
+        "  5  doctor: at least one finding is FAIL\n"                                         \
+        "  6  doctor: no FAIL, but the cluster serves no DRA API\n"                           \
+        "  7  the API server cannot be reached: connection refused, DNS name not found,\n"    \
+        "     TLS, or no answer before --timeout (the message names the cause)\n"             \
+        "  8  the node does not exist\n"                                                      \
+        "  9  the kubeconfig (or the credentials it names) is invalid\n"                      \
+        "  10 forbidden: the API server refused the credentials (401, 403)\n"                 \
+        "  -o json prints a summary with every code: \"error\" names the kind, \"message\"\n" \
+        "  the cause; nothing is claimed that was not read (\"nodeReady\": null)\n"           \
+        "  With -l SELECTOR: the worst of the nodes' (1 over 3 over 4 over 0; 7-10 kept\n"    \
+        "  when every failed node has it); 1 when the selector matches no node (\"No\n"       \
+        "  resources found\", nothing changed)\n"
 
 const struct verb verbs[] = {
         {
@@ -777,6 +786,16 @@ int verb_parse(int argc, char **argv, struct global_flags *g, const struct optio
         return 1;
 }
 
+/* -o json: a failure before the verb could print its own summary still prints one. */
+static void print_error_summary(const struct global_flags *g, const char *verb, int code) {
+        _cleanup_(cJSON_Deletep) cJSON *j = NULL;
+
+        if (g->output != OUTPUT_JSON)
+                return;
+        j = app_error_summary(verb, NULL, code, log_last_error());
+        (void)output_print(j, false); /* -o json, yaml or name */
+}
+
 int verb_run_ops(const struct verb *v, int argc, char **argv, struct global_flags *g) {
         const struct verb_ops *ops = v->ops;
         _cleanup_free_ void *state = NULL;
@@ -790,14 +809,19 @@ int verb_run_ops(const struct verb *v, int argc, char **argv, struct global_flag
         if (r <= 0) {
                 if (ops->free)
                         ops->free(state);
+                if (r < 0)
+                        print_error_summary(g, v->name, EXIT_USAGE);
                 return r < 0 ? EXIT_USAGE : EXIT_DONE;
         }
         r = app_init(&a, g);
         if (r < 0) {
+                int code = a.exit_code != EXIT_DONE ? a.exit_code : EXIT_ERROR;
+
                 app_done(&a);
                 if (ops->free)
                         ops->free(state);
-                return EXIT_ERROR;
+                print_error_summary(g, v->name, code);
+                return code;
         }
         /* The one loop of the process: the verb's work runs on it until app_quit(). */
         r = ops->start(&a, state);

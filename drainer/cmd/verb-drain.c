@@ -32,6 +32,7 @@
 #include "drainer/drain/plan.h"
 #include "drainer/kube/client.h"
 #include "drainer/kube/kstatus.h"
+#include "drainer/kube/kubeconfig.h"
 #include "drainer/obs/metrics.h"
 #include "drainer/sys/sysbus.h"
 #include "drainverb.h"
@@ -120,25 +121,54 @@ bool drain_verb_op_ended(struct drain_verb *v) {
         return false;
 }
 
+/* Whether a -o json document went to stdout: a failure that printed none prints
+ * app_error_summary()'s when the verb quits. */
+static bool json_printed;
+
 void drain_verb_quit(struct drain_verb *v, int code) {
+        if (v->fmt == OUTPUT_JSON && !json_printed && !v->app->quit) {
+                _cleanup_(cJSON_Deletep) cJSON *j =
+                        app_error_summary(v->verb, v->o.selector ? NULL : v->node, code, log_last_error());
+
+                drain_verb_print_json(j);
+        }
         app_quit(v->app, code);
 }
 
 void drain_verb_print_json(cJSON *j) {
-        (void)output_print(j, false); /* -o json, yaml or name */
+        if (output_print(j, false) == 0) /* -o json, yaml or name */
+                json_printed = true;
 }
 
 int drain_verb_exit_code(int r) {
         switch (r) {
-        case 0:
-                return EXIT_DONE;
-        case -ETIMEDOUT:
-                return EXIT_TIMEOUT;
         case -EPERM:
                 return EXIT_REFUSED;
         default:
-                return EXIT_ERROR;
+                /* 0, 3 (--timeout), 7 (API server unreachable), 8 (no such node), 10
+                 * (forbidden), else 1 */
+                return app_exit_code(r);
         }
+}
+
+/* --timeout ran out while the API server never answered, or has answered only failures
+ * for a while: the run waited for the API server, not for pods. Sets *ret_message (what
+ * it waited for, and the last failure) then. */
+static bool api_silent(struct drain_verb *v, char **ret_message) {
+        struct kube_client_stats st;
+        uint64_t now = timesrc_now(v->app->ts);
+
+        kube_client_get_stats(v->app->client, &st);
+        if (st.last_ok_usec != 0 &&
+            !(st.failing_since_usec && now - st.failing_since_usec >= 5 * USEC_PER_SEC))
+                return false;
+        if (asprintf(ret_message, "timed out waiting for the API server %s: %s%s", v->app->cfg->server,
+                     st.last_error[0] ? st.last_error : "no answer",
+                     st.last_ok_usec == 0
+                             ? " (it never answered; the node was not read, nothing was changed)"
+                             : "") < 0)
+                *ret_message = NULL;
+        return true;
 }
 
 cJSON *drain_verb_list_json(struct drain_verb *v, const char *verb, unsigned max_parallel, int code) {
@@ -361,7 +391,11 @@ static cJSON *summary_json(struct drain_verb *v, const struct fleet_node *n, con
                                 : result == -EPERM     ? "refused"
                                 : result == -EINTR     ? "interrupted"
                                                        : "error");
-        if (n->message)
+        if (result < 0 && result != -EINTR && app_exit_code_to_string(drain_verb_exit_code(result)))
+                cJSON_AddStringToObject(j, "error", app_exit_code_to_string(drain_verb_exit_code(result)));
+        if (d->api_message && result == APP_ERR_API_SILENT)
+                cJSON_AddStringToObject(j, "message", d->api_message);
+        else if (n->message)
                 cJSON_AddStringToObject(j, "message", n->message);
         else if (result == -EINTR && !n->total.changed && !n->has_phase)
                 cJSON_AddStringToObject(j, "message", "interrupted before it changed anything on the node");
@@ -409,19 +443,21 @@ static cJSON *summary_json(struct drain_verb *v, const struct fleet_node *n, con
                 }
         /* The Node as last seen: not Ready means its kubelet can neither finish the evicted
          * pods nor unprepare their claims; the out-of-service taint, and who applied it. */
-        if (n->summary_valid) {
+        if (n->summary_valid && n->summary.node_seen) {
                 cJSON_AddBoolToObject(j, "nodeReady", !n->summary.node_not_ready);
                 if (n->summary.out_of_service)
                         cJSON_AddStringToObject(j, "outOfServiceTaint",
                                                 n->summary.out_of_service_by_drainer
                                                         ? "applied by drainer"
                                                         : "applied by someone else");
-        } else if (n->progress_seen) {
+        } else if (n->progress_seen && n->node_seen) {
                 /* interrupted: the last progress */
                 cJSON_AddBoolToObject(j, "nodeReady", !n->node_not_ready);
                 if (n->out_of_service)
                         cJSON_AddStringToObject(j, "outOfServiceTaint", "on the node");
-        }
+        } else
+                /* never read (the API server did not answer, no such node): unknown, not true */
+                cJSON_AddNullToObject(j, "nodeReady");
         cJSON_AddNumberToObject(j, "podsEvicted", (double)n->total.pods_evicted);
         cJSON_AddNumberToObject(j, "claimsWaitedFor", (double)n->total.claims_waited);
         /* Evictions answered NamespaceTerminating: retried until the namespace controller
@@ -685,7 +721,15 @@ static void on_run_done(struct drain_fleet *f, const struct fleet_node *n, void 
                         v->maintain_r = -EINTR;
                 return;
         }
-        r = report_result(v, n, verb, n->result);
+        free(d->api_message);
+        d->api_message = NULL;
+        if (n->result == -ETIMEDOUT && api_silent(v, &d->api_message)) {
+                /* not "a pod is slow, run again": exit 7, the cause named */
+                commit_block(v);
+                log_error("%s: %s", verb, strna(d->api_message));
+                r = APP_ERR_API_SILENT;
+        } else
+                r = report_result(v, n, verb, n->result);
         if (n->goal == ENGINE_GOAL_UNCORDON && r == -EPERM)
                 r = -EEXIST; /* not a refusal by a blocker: exit 1 */
         d->code = drain_verb_exit_code(r);
@@ -1289,6 +1333,7 @@ static void drainlike_free(void *state) {
                 free(v->disp[i].block);
                 free(v->disp[i].rerun);
                 held_log_clear(&v->disp[i].held);
+                free(v->disp[i].api_message);
                 cJSON_Delete(v->disp[i].json);
         }
         free(v->disp);

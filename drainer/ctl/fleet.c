@@ -106,6 +106,7 @@ static void on_engine_progress(struct engine *e, const struct engine_progress *p
         m->pub.has_phase = p->has_phase;
         m->pub.phase = p->phase;
         m->pub.progress_seen = true;
+        m->pub.node_seen = p->node_seen;
         m->pub.node_not_ready = p->node_not_ready;
         m->pub.out_of_service = p->out_of_service;
         if (p->message && !streq_ptr(p->message, m->progress_message))

@@ -234,6 +234,7 @@ void engine_finish(struct engine *e, int result, const char *fmt, ...) {
         e->summary.changed = e->summary.changed || e->stop->host_actions > 0;
         n = node_view_node(e->view);
         if (n) {
+                e->summary.node_seen = true;
                 e->summary.node_not_ready = !n->ready;
                 e->summary.out_of_service = out_of_service_tainted(n);
                 e->summary.out_of_service_by_drainer =
@@ -594,6 +595,7 @@ static void report(struct engine *e) {
         const struct node_rec *n = node_view_node(e->view);
 
         if (n) {
+                pr.node_seen = true;
                 pr.node_not_ready = !n->ready;
                 pr.out_of_service = out_of_service_tainted(n);
         }

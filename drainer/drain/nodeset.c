@@ -112,12 +112,18 @@ static int rank(int code) {
         }
 }
 
+/* An error's own code (7 API server unreachable, 8 no such node, 9 kubeconfig, 10
+ * forbidden) is kept while no other error comes; else it reads 1. */
+static int error_code(int code) {
+        return code >= 7 && code <= 10 ? code : 1;
+}
+
 int nodeset_worst_exit(int a, int b) {
         int ra = rank(a), rb = rank(b);
 
         if (ra == 3 && rb == 3)
-                return 1;
+                return error_code(a) == error_code(b) ? error_code(a) : 1;
         if (ra >= rb)
-                return ra == 3 ? 1 : a;
-        return rb == 3 ? 1 : b;
+                return ra == 3 ? error_code(a) : a;
+        return rb == 3 ? error_code(b) : b;
 }

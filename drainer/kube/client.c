@@ -360,7 +360,7 @@ static void note_answer(struct kube_call *call, int error, long status) {
                 if (error < 0)
                         snprintf(c->stats.last_error, sizeof(c->stats.last_error), "%s",
                                  error == -EKEYREJECTED ? "its certificate is not trusted"
-                                                        : strerror(-error));
+                                                        : transport_strerror(error));
                 else
                         snprintf(c->stats.last_error, sizeof(c->stats.last_error), "HTTP %ld", status);
         } else {
@@ -429,7 +429,7 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
                                     ? "the API server's certificate is not trusted (not signed by the "
                                       "kubeconfig's "
                                       "certificate-authority, or not issued for this server name)"
-                                    : strerror(-error));
+                                    : transport_strerror(error));
                 return call_finish_later(call, error);
         }
         if (status < 200 || status > 299) {

@@ -186,7 +186,8 @@ static int curlcode_to_errno(CURLcode cc, int call_error, long os_errno) {
                 return -ECONNREFUSED;
         case CURLE_COULDNT_RESOLVE_HOST:
         case CURLE_COULDNT_RESOLVE_PROXY:
-                return -EHOSTUNREACH;
+                /* Its own code: a name that does not resolve is not a route that is missing. */
+                return -ENXIO;
         case CURLE_PEER_FAILED_VERIFICATION:
                 /* The server's certificate is not signed by our CA or does not name it. */
                 return -EKEYREJECTED;
@@ -230,6 +231,29 @@ static int curlcode_to_errno(CURLcode cc, int call_error, long os_errno) {
                 return -EINVAL;
         default:
                 return -EIO;
+        }
+}
+
+const char *transport_strerror(int error) {
+        switch (error) {
+        case -ENXIO:
+                return "DNS name not found (the host name does not resolve)";
+        case -ECONNREFUSED:
+                return "connection refused";
+        case -EHOSTUNREACH:
+        case -ENETUNREACH:
+                return "no route to host";
+        case -ETIMEDOUT:
+                return "timed out waiting for the API server";
+        case -EKEYREJECTED:
+                return "TLS: the server's certificate is not trusted (not signed by the kubeconfig's "
+                       "certificate-authority, or not issued for this server name)";
+        case -EPROTO:
+                return "TLS handshake or HTTP protocol error";
+        case -ECONNRESET:
+                return "connection reset";
+        default:
+                return strerror(-error);
         }
 }
 

@@ -20,13 +20,13 @@ for verb in plan drain uncordon; do
 	t=(--timeout 20s)
 	[ "$verb" = plan ] && t=() # (plan takes no --timeout: it does not wait)
 	drainer_run unknown-$verb $verb no-such-node "${t[@]}"
-	check_rc "$verb no-such-node" 1 unknown-$verb
+	check_rc "$verb no-such-node (8: no such node)" 8 unknown-$verb
 	check "$verb: the message names the node" grep -q 'no-such-node' "$e2e_tmp/unknown-$verb.err"
 	audit_window "$run_start" "$e2e_tmp/unknown-$verb.audit"
 	check_eq "$verb no-such-node: no write" "" "$(drainer_writes "$e2e_tmp/unknown-$verb.audit")"
 done
 drainer_run unknown-maintain maintain no-such-node --timeout 20s -- true
-check_rc "maintain no-such-node -- true" 1 unknown-maintain
+check_rc "maintain no-such-node -- true (8: no such node)" 8 unknown-maintain
 audit_window "$run_start" "$e2e_tmp/unknown-maintain.audit"
 check_eq "maintain no-such-node: no write" "" "$(drainer_writes "$e2e_tmp/unknown-maintain.audit")"
 check_eq "no Node no-such-node was created" "" "$(kubectl get node no-such-node -o name 2>/dev/null)"

@@ -371,6 +371,26 @@ static void test_connection_errors_retried(void **state) {
         result_clear(&r);
 }
 
+/* A host name that does not resolve is said so, in the client's last error and in the
+ * call's message: not "No route to host". */
+static void test_dns_failure_named(void **state) {
+        struct env *e = *state;
+        struct kube_client_stats st;
+        struct result r = {};
+
+        fake_transport_expect_error(e->api->ft, "GET", "/api/v1/nodes", -ENXIO, FAKE_FOREVER);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        for (int i = 0; i < 100000 && r.calls == 0; i++)
+                fake_clock_step(e->api->clock, 100 * MSEC);
+        assert_int_equal(r.calls, 1);
+        assert_int_equal(r.error, -ENXIO);
+        kube_client_get_stats(e->api->client, &st);
+        assert_non_null(strstr(st.last_error, "DNS name not found"));
+        assert_non_null(r.message);
+        assert_non_null(strstr(r.message, "DNS name not found"));
+        result_clear(&r);
+}
+
 /* What the CLI says while the API server does not answer: since when every answer
  * has failed, and the last failure; a success clears it. */
 static void test_failing_since(void **state) {
@@ -391,7 +411,7 @@ static void test_failing_since(void **state) {
                 fake_clock_step(e->api->clock, 10 * MSEC);
         kube_client_get_stats(e->api->client, &st);
         assert_true(st.failing_since_usec > 0);
-        assert_string_equal(st.last_error, strerror(ECONNREFUSED));
+        assert_string_equal(st.last_error, "connection refused");
         first = st.failing_since_usec;
         for (int i = 0; i < 1000 && r.calls == 0; i++) {
                 fake_clock_step(e->api->clock, 10 * MSEC);
@@ -1269,6 +1289,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_429_retry_after_in_status, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_5xx_backoff_gives_up, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_connection_errors_retried, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_dns_failure_named, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_failing_since, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_post_not_retried, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_patch, setup, teardown),

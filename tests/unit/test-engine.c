@@ -1197,6 +1197,41 @@ static void test_not_ready_node_is_named_while_waiting(void **state) {
         }
 }
 
+/* An API server that never answers: the run times out without having read the Node, and
+ * its summary says so (node_seen false) rather than claiming a Ready node; one that
+ * answers says what it saw. */
+static void test_summary_claims_only_the_node_it_read(void **state) {
+        static const struct engine_callbacks cb = { .on_finished = on_finished };
+        struct env *e = *state;
+        struct engine_options o = { .goal = ENGINE_GOAL_DRAIN, .timeout_usec = 5 * SEC, .node = "node-1" };
+
+        /* no expectation: every request stays unanswered */
+        assert_int_equal(engine_new(e->client, fake_transport_base(e->ft), e->ts, &o, &cb, e, &e->engine),
+                         0);
+        assert_int_equal(engine_start(e->engine), 0);
+        run_for(e, 10 * SEC, 100 * MS);
+        assert_true(e->finished);
+        assert_int_equal(e->result, -ETIMEDOUT);
+        assert_false(e->summary.node_seen);
+        assert_false(e->summary.changed);
+}
+
+static void test_summary_node_seen_when_read(void **state) {
+        struct env *e = *state;
+        struct engine_options o = { .goal = ENGINE_GOAL_DRAIN, .grace_seconds = 1, .timeout_usec = 5 * SEC };
+
+        start_node(
+                e, &o, node_obj_ready(STATE_ANNS("wait-released"), true, true, "Unknown"),
+                (char *[]){ pod_with("web-a", "\"deletionTimestamp\":\"2025-06-15T14:00:02Z\"," OWNED_BY_RS,
+                                     NULL, false),
+                            NULL });
+        run_for(e, 10 * SEC, 100 * MS);
+        assert_true(e->finished);
+        assert_int_equal(e->result, -ETIMEDOUT);
+        assert_true(e->summary.node_seen);
+        assert_true(e->summary.node_not_ready);
+}
+
 /* node-1 as node_obj_ready, with these taints (JSON array members, without brackets)
  * and its Ready condition's lastTransitionTime. */
 static char *node_obj_taints(const char *annotations, const char *taints, const char *ready,
@@ -1518,6 +1553,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_progress_written_once_per_interval, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_not_ready_node_is_named_while_waiting, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_not_ready_event_and_back, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_summary_claims_only_the_node_it_read, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_summary_node_seen_when_read, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_out_of_service_after_duration, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_uncordon_out_of_service, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_after_phase_patch_answered, setup, teardown),

@@ -109,6 +109,13 @@ static void test_worst_exit(void **state) {
         assert_int_equal(nodeset_worst_exit(1, 0), 1);
         assert_int_equal(nodeset_worst_exit(0, 2), 1); /* anything else is an error */
         assert_int_equal(nodeset_worst_exit(4, 4), 4);
+        /* an error's own code is kept while it is the only kind of error */
+        assert_int_equal(nodeset_worst_exit(0, 7), 7);
+        assert_int_equal(nodeset_worst_exit(7, 3), 7);
+        assert_int_equal(nodeset_worst_exit(7, 7), 7);
+        assert_int_equal(nodeset_worst_exit(8, 0), 8);
+        assert_int_equal(nodeset_worst_exit(7, 8), 1);
+        assert_int_equal(nodeset_worst_exit(1, 10), 1);
 }
 
 int main(void) {

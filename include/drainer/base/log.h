@@ -78,6 +78,10 @@ int log_internal(enum log_level level, int error, const char *file, int line, co
 #define log_warning_errno(e, ...) log_full_errno(LOG_LEVEL_WARNING, e, __VA_ARGS__)
 #define log_error_errno(e, ...)   log_full_errno(LOG_LEVEL_ERROR, e, __VA_ARGS__)
 
+/* The text of the last line logged at error level (cut at 1023 bytes), "" before any:
+ * what a -o json summary says when the verb has no message of its own. */
+const char *log_last_error(void);
+
 /* Out of memory: logs and returns -ENOMEM. */
 #define log_oom() log_full_errno(LOG_LEVEL_ERROR, ENOMEM, "Out of memory.")
 

@@ -64,6 +64,7 @@ struct fleet_node {
         bool has_phase;
         enum drain_phase phase;
         bool node_not_ready, out_of_service;
+        bool node_seen; /* the Node was read: the two above are observed, else unknown */
         const char *progress_message;
         /* Pods whose eviction met a namespace being deleted, "ns/name", over every goal. */
         char **ns_terminating;

@@ -80,6 +80,7 @@ struct engine_progress {
         const char *message; /* what the engine waits for, or did last */
         bool node_not_ready; /* the Node's Ready condition is not True */
         bool out_of_service; /* the node has the out-of-service taint */
+        bool node_seen;      /* the Node was read: the two above are observed, else unknown */
 };
 
 /* result:
@@ -121,6 +122,8 @@ struct engine_summary {
          * on it, and whether drainer.io/out-of-service says drainer applied it. */
         bool node_not_ready;
         bool out_of_service, out_of_service_by_drainer;
+        /* The Node was read in this run: without it the three above are unknown, not false. */
+        bool node_seen;
         /* How new work was kept off (--driver: DeviceTaintRules, or the cordon fallback
          * where the API server serves none); _PLAN_ISOLATION_MAX: not known yet (the
          * discovery had not answered). */

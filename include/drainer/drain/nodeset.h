@@ -28,6 +28,7 @@ void nodeset_free(char **names, size_t n);
 int nodeset_parse_max_parallel(const char *s, unsigned *ret);
 
 /* The worse of two exit codes of the drain verbs: 1 (an error) over 3 (timed out:
- * the node is mid-drain) over 4 (refused by a blocker) over 0 (done); any other
- * code counts as 1. */
+ * the node is mid-drain) over 4 (refused by a blocker) over 0 (done). An error's own
+ * code (7-10: API server unreachable, no such node, kubeconfig, forbidden) is kept
+ * when every error has it, else the errors read 1; any other code counts as 1. */
 int nodeset_worst_exit(int a, int b);

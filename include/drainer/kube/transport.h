@@ -95,7 +95,8 @@ typedef int (*http_data_fn)(struct http_call *call, const char *data, size_t n, 
  * resp is never NULL; on an error its body is NULL, status is whatever arrived.
  * The real transport's errors: -ETIMEDOUT (call, connect or idle timeout),
  * -ECONNREFUSED (cannot connect), -ENOENT/-EACCES (unix_socket missing or not
- * ours to use), -EHOSTUNREACH/-ENETUNREACH (cannot resolve or route),
+ * ours to use), -ENXIO (the host name does not resolve: DNS name not found),
+ * -EHOSTUNREACH/-ENETUNREACH (no route),
  * -EKEYREJECTED (server certificate not trusted or not for that name),
  * -EPROTO (other TLS handshake failure, e.g. client certificate refused; broken
  * HTTP), -EINVAL (unusable CA/client certificate/key PEM, bad URL),
@@ -103,6 +104,11 @@ typedef int (*http_data_fn)(struct http_call *call, const char *data, size_t n, 
  * -EBADMSG (bad content encoding), -ENOMEM, on_data's own error, else -EIO. */
 typedef void (*http_done_fn)(struct http_call *call, int error, const struct http_response *resp,
                              void *userdata);
+
+/* A transport error (the negative errno of an http_done_fn) as the user should read it:
+ * "DNS name not found ...", "connection refused", "timed out waiting for the API
+ * server", the TLS failures; strerror() for the rest. Never NULL. */
+const char *transport_strerror(int error);
 
 struct transport_ops {
         /* req and everything it points to are borrowed for the duration of the call only.
