@@ -70,11 +70,7 @@ static int setup(void **state) {
 }
 
 static void run(struct env *e, uint64_t usec) {
-        for (uint64_t t = 0; t <= usec; t += MS) {
-                fake_transport_deliver(e->api->ft);
-                fake_clock_advance(e->api->clock, MS);
-        }
-        fake_transport_deliver(e->api->ft);
+        test_api_run(e->api, usec, MS);
 }
 
 static void on_closed(void *userdata) {

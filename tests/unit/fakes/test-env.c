@@ -339,6 +339,14 @@ static void on_creds_closed(void *userdata) {
         *(bool *)userdata = true;
 }
 
+void test_api_run(struct test_api *a, uint64_t usec, uint64_t step) {
+        for (uint64_t t = 0; t <= usec; t += step) {
+                fake_transport_deliver(a->ft);
+                fake_clock_advance(a->clock, step);
+        }
+        fake_transport_deliver(a->ft);
+}
+
 void test_api_free(struct test_api *a) {
         if (!a)
                 return;

@@ -110,6 +110,9 @@ struct test_api_options {
 struct test_api *test_api_new(const struct test_api_options *o);
 /* Replaces the client (no call may be in flight) and returns the new one. */
 struct kube_client *test_api_client(struct test_api *a, const struct kube_client_options *o);
+/* Lets time pass: answers what is due, then moves the clock by step, until usec have
+ * passed, and answers what is due once more (usec 0: only that). */
+void test_api_run(struct test_api *a, uint64_t usec, uint64_t step);
 /* Cancels what is left, lets the cancellations arrive, and asserts that no call, no
  * transport request and no timer remains before it frees everything. NULL ok. */
 void test_api_free(struct test_api *a);
