@@ -218,6 +218,24 @@ hold_pod_release() {
 	hold_pod=
 }
 
+# pdb_budget_start NAME: a pod a PodDisruptionBudget holds back: one replica of e2e-hold
+# (fixtures/hold-deployment.yaml, on node-1) and the PDB NAME (minAvailable 1) over it;
+# two checks (the pod runs, the PDB allows 0 disruptions); sets budget_pod. The caller's
+# cleanup deletes both.
+budget_pod=
+pdb_budget_start() {
+	local name=$1
+	kubectl apply -f "$e2e_root/tests/e2e/fixtures/hold-deployment.yaml" >/dev/null
+	pdb demo "$name" e2e-hold minAvailable 1 | kubectl apply -f - >/dev/null
+	check "the pod of e2e-hold runs on node-1" wait_until 60 budget_pod_running
+	check "PDB $name allows 0 disruptions" wait_until 30 budget_settled "$name"
+	budget_pod=$(kubectl -n demo get pods -l app=e2e-hold -o jsonpath='{.items[0].metadata.name}')
+}
+budget_pod_running() {
+	[ "$(kubectl -n demo get pods -l app=e2e-hold --field-selector spec.nodeName=node-1 -o json | jq '[.items[] | select(.status.phase == "Running")] | length')" = 1 ]
+}
+budget_settled() { [ "$(kubectl -n demo get pdb "$1" -o jsonpath='{.status.currentHealthy}/{.status.disruptionsAllowed}')" = 1/0 ]; }
+
 # drainer_run TAG ARGS...: runs drainer (at most $DRAINER_RUN_TIMEOUT, default 90 s), stdout in
 # $e2e_tmp/TAG.out, stderr in $e2e_tmp/TAG.err. Sets run_rc, run_start (the
 # audit log's line count before the run) and run_secs.

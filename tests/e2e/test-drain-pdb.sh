@@ -19,15 +19,8 @@ cleanup_pdb() {
 e2e_cleanup_hooks+=(cleanup_pdb)
 
 demo || { fail "demo workload"; finish; exit 1; }
-kubectl apply -f "$e2e_root/tests/e2e/fixtures/hold-deployment.yaml" >/dev/null
-pdb demo e2e-budget e2e-hold minAvailable 1 | kubectl apply -f - >/dev/null
-hold_running() {
-	[ "$(kubectl -n demo get pods -l app=e2e-hold --field-selector spec.nodeName=node-1 -o json | jq '[.items[] | select(.status.phase == "Running")] | length')" = 1 ]
-}
-pdb_settled() { [ "$(kubectl -n demo get pdb e2e-budget -o jsonpath='{.status.currentHealthy}/{.status.disruptionsAllowed}')" = 1/0 ]; }
-check "the held pod runs on $node" wait_until 60 hold_running
-check "PDB e2e-budget allows 0 disruptions" wait_until 30 pdb_settled
-hold_pod=$(kubectl -n demo get pods -l app=e2e-hold -o jsonpath='{.items[0].metadata.name}')
+pdb_budget_start e2e-budget
+hold_pod=$budget_pod
 driver=$(driver_pod "$node")
 pods_on_node "$node" "$e2e_tmp/pods.json"
 classify_pods "$e2e_tmp/pods.json" >"$e2e_tmp/classes.json"
@@ -70,7 +63,7 @@ check_eq "node still cordoned" true "$(node_unschedulable "$node")"
 check_eq "node still tainted" true "$(node_tainted "$node")"
 check_eq "the DRA driver was not stopped (same pod, not deleting)" "$driver" "$(driver_pod "$node")"
 check_eq "no request for the driver pod" "" "$(drainer_writes "$e2e_tmp/audit1.json" | grep "dra-system/" || true)"
-check "the held pod is still on the node" hold_running
+check "the held pod is still on the node" budget_pod_running
 started=$(node_ann "$node" drainer.io/started-at)
 check "drainer.io/started-at recorded ($started)" [ -n "$started" ]
 # Relax the PDB; the second run resumes and finishes.

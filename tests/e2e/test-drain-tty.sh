@@ -19,15 +19,8 @@ cleanup_tty() {
 e2e_cleanup_hooks+=(cleanup_tty)
 
 demo || { fail "demo workload"; finish; exit 1; }
-kubectl apply -f "$e2e_root/tests/e2e/fixtures/hold-deployment.yaml" >/dev/null
-pdb demo e2e-budget e2e-hold minAvailable 1 | kubectl apply -f - >/dev/null
-hold_running() {
-	[ "$(kubectl -n demo get pods -l app=e2e-hold --field-selector spec.nodeName=node-1 -o json | jq '[.items[] | select(.status.phase == "Running")] | length')" = 1 ]
-}
-pdb_settled() { [ "$(kubectl -n demo get pdb e2e-budget -o jsonpath='{.status.currentHealthy}/{.status.disruptionsAllowed}')" = 1/0 ]; }
-check "the held pod runs on $node" wait_until 60 hold_running
-check "PDB e2e-budget allows 0 disruptions" wait_until 30 pdb_settled
-hold_pod=$(kubectl -n demo get pods -l app=e2e-hold -o jsonpath='{.items[0].metadata.name}')
+pdb_budget_start e2e-budget
+hold_pod=$budget_pod
 
 # script -e: the exit code is drainer's; -f: the output as it comes.
 start=$(audit_lines)
