@@ -392,7 +392,7 @@ check_rc "--prometheus needs http(s)" 2 usage2
 drainer_run usage3 doctor --bogus
 check_rc "unknown flag" 2 usage3
 drainer_run usage4 doctor --node no-such-node
-check_rc "unknown --node exits 1" 1 usage4
+check_rc "unknown --node exits 8 (the node does not exist)" 8 usage4
 check "unknown node is named" grep -q 'node "no-such-node" not found' "$e2e_tmp/usage4.err"
 drainer_run help doctor --help
 check_rc "--help" 0 help

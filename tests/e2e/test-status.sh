@@ -108,7 +108,7 @@ drop_dup_conditions
 
 # Bad input: documented exit codes and a one-line message.
 "$DRAINER" status no-such-node >/dev/null 2>"$e2e_tmp/err"
-check_eq "unknown node exits 1" 1 $?
+check_eq "unknown node exits 8 (the node does not exist)" 8 $?
 check "unknown node is named" grep -q 'node "no-such-node" not found' "$e2e_tmp/err"
 "$DRAINER" status >/dev/null 2>&1
 check_eq "missing NODE exits 2" 2 $?
