@@ -117,7 +117,7 @@ check_eq "unknown flag exits 2" 2 $?
 "$DRAINER" status node-1 --driver-selector 'a in (' >/dev/null 2>&1
 check_eq "bad selector exits 2" 2 $?
 "$DRAINER" --context nope status node-1 >/dev/null 2>"$e2e_tmp/err"
-check_eq "unknown context exits 1" 1 $?
+check_eq "unknown context exits 9 (the kubeconfig is invalid)" 9 $?
 check "unknown context is named" grep -q nope "$e2e_tmp/err"
 env -u NODE_NAME "$DRAINER" serve >/dev/null 2>"$e2e_tmp/err"
 check_eq "serve without a node exits 2" 2 $?
