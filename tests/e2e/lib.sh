@@ -996,8 +996,8 @@ jq_true() { jq -e "$@" >/dev/null 2>&1; }
 # drainer's image for the real nodes: the archive DRAINER_E2E_IMAGE names, or one
 # deploy/image/build makes now, served by the nodes' runtime as localhost/drainer:VERSION
 # (the cluster's images/drainer.oci.tar points at it for this script; the link is put
-# back by a cleanup hook). Sets image_manifest to the manifest digest of VERSION in the
-# archive (empty, and a failed check, when there is none).
+# back by a cleanup hook). Sets image_manifest to the digest of VERSION's linux/amd64
+# manifest in the archive (empty, and a failed check, when there is none).
 serve_drainer_image() { # VERSION
 	local version=$1 archive=${DRAINER_E2E_IMAGE:-} link old_link t0
 	image_manifest=
@@ -1020,5 +1020,12 @@ serve_drainer_image() { # VERSION
 	fi
 	image_manifest=$(tar -xOf "$archive" ./index.json 2>/dev/null | jq -r --arg v "$version" \
 		'.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $v) | .digest')
+	# VERSION names an index (linux/amd64 and linux/arm64): the nodes' runtime runs, and
+	# reports as the containers' imageID, its linux/amd64 manifest.
+	if [ -n "$image_manifest" ] && tar -xOf "$archive" "./blobs/sha256/${image_manifest#sha256:}" 2>/dev/null |
+		jq -e '.mediaType == "application/vnd.oci.image.index.v1+json" or (.manifests | type) == "array"' >/dev/null 2>&1; then
+		image_manifest=$(tar -xOf "$archive" "./blobs/sha256/${image_manifest#sha256:}" | jq -r \
+			'[.manifests[] | select(.platform.os == "linux" and .platform.architecture == "amd64") | .digest] | first // empty')
+	fi
 	check "the cluster's runtime serves localhost/drainer:$version from $archive (manifest ${image_manifest:-none})" test -n "$image_manifest"
 }
