@@ -255,12 +255,15 @@ struct held_ctx {
 /* A pod's eviction became held, or no longer is: one line each (heldlog.h). */
 static void on_held_change(bool held, const char *ns, const char *name, const char *reason, void *userdata) {
         struct held_ctx *c = userdata;
-        _cleanup_free_ char *line = NULL;
+        _cleanup_free_ char *line = NULL, *safe = NULL;
         char when[32];
 
         if (timesrc_format_rfc3339(timesrc_realtime(c->v->app->ts), when, sizeof(when)) < 0)
                 strcpy(when, "?");
-        line = held ? text_printf("%s %s   held: %s/%s: %s\n", when, c->n->node, ns, name, strna(reason))
+        /* (the reason is the API server's answer: no control character reaches the terminal) */
+        if (held)
+                safe = text_escape_controls(strna(reason), strlen(strna(reason)));
+        line = held ? text_printf("%s %s   held: %s/%s: %s\n", when, c->n->node, ns, name, strna(safe))
                     : text_printf("%s %s   no longer held: %s/%s\n", when, c->n->node, ns, name);
         if (line)
                 put_line_above(c->v, stderr, line);
@@ -319,8 +322,11 @@ static void draw(struct drain_verb *v, const struct fleet_node *n, const struct 
                         p->claims_left, p->drivers_left, p->evictions_accepted);
                 lines += 2;
                 for (size_t i = 0; i < p->n_held && i < 5; i++) {
+                        _cleanup_free_ char *safe = text_escape_controls(strna(p->held[i].reason),
+                                                                         strlen(strna(p->held[i].reason)));
+
                         fprintf(f, "  %sheld%s %s/%s: %.100s\n", yellow, off, p->held[i].ns, p->held[i].name,
-                                p->held[i].reason);
+                                strna(safe));
                         lines++;
                 }
                 if (p->n_held > 5) {
