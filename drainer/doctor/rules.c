@@ -352,9 +352,9 @@ static int check_driver_daemonset(const struct doctor_rule_input *in, struct doc
         if (dr->n_groups == 0) {
                 f = doctor_report_add(
                         rep, DOCTOR_SECTION_DRIVER, DOCTOR_WARN, "driver-daemonset", subject,
-                        "no DRA driver pod found on its %zu nodes (by the driver selectors): its "
+                        "no DRA driver pod found on its %zu %s (by the driver selectors): its "
                         "deployment, liveness probe, upgrade strategy and drain guard are not checked",
-                        dr->n_nodes);
+                        dr->n_nodes, text_plural(dr->n_nodes, "node", "nodes"));
                 if (!f || doctor_finding_set_fix(
                                   f, "pass --driver-selector with the labels of its pods; if it does "
                                      "not run as a pod, make sure whatever runs it restarts it on "
@@ -388,8 +388,9 @@ static int check_driver_daemonset(const struct doctor_rule_input *in, struct doc
                         continue;
                 }
                 f = doctor_report_add(rep, DOCTOR_SECTION_DRIVER, DOCTOR_PASS, "driver-daemonset", subject,
-                                      "DaemonSet %s/%s: %zu pods, slices on %zu nodes", g->ns, g->name,
-                                      g->n_pods, dr->n_nodes);
+                                      "DaemonSet %s/%s: %zu %s, slices on %zu %s", g->ns, g->name, g->n_pods,
+                                      text_plural(g->n_pods, "pod", "pods"), dr->n_nodes,
+                                      text_plural(dr->n_nodes, "node", "nodes"));
                 if (!f || doctor_finding_add_object(f, "DaemonSet %s/%s", g->ns, g->name) < 0)
                         return -ENOMEM;
         }
@@ -735,10 +736,11 @@ static int check_kubelet_versions(const struct doctor_rule_input *in, struct doc
                                          "cannot read",
                                          n_unknown, n_nodes);
         } else
-                f->message =
-                        text_printf("all %zu nodes of the driver run kubelet 1.33 or newer (%s): seamless "
-                                    "upgrades are possible",
-                                    n_nodes, strna(first_ok));
+                f->message = text_printf(
+                        "%s %zu %s of the driver run%s kubelet 1.33 or newer (%s): seamless "
+                        "upgrades are possible",
+                        n_nodes == 1 ? "the" : "all", n_nodes, text_plural(n_nodes, "node", "nodes"),
+                        n_nodes == 1 ? "s" : "", strna(first_ok));
         if (!f->message)
                 goto oom;
         if (n_old > 0 &&
@@ -904,7 +906,8 @@ static int check_drain_coverage(const struct doctor_rule_input *in, struct docto
                 free(uncovered->subject);
                 free(uncovered->message);
                 uncovered->subject = NULL;
-                uncovered->subject = text_printf("%zu nodes", uncovered->n_objects);
+                uncovered->subject = text_printf("%zu %s", uncovered->n_objects,
+                                                 text_plural(uncovered->n_objects, "node", "nodes"));
                 uncovered->message =
                         text_printf("%zu of %zu nodes with DRA devices have neither a drainer serve "
                                     "daemon nor the drainer guard on all their drivers: a drain there can "
@@ -1152,9 +1155,10 @@ int doctor_report_client_qps(struct doctor_report *r, const char *component, con
                     doctor_finding_set_fix(
                             f,
                             "make sure clientConnection.qps >= %.0f and burst >= %d in that file "
-                            "(the guide's floor at 100 nodes and 800 claims, scaled to %zu nodes "
-                            "and %zu claims)",
-                            floor_qps, floor_burst, nodes, claims) < 0)
+                            "(the guide's floor at 100 nodes and 800 claims, scaled to %zu %s "
+                            "and %zu %s)",
+                            floor_qps, floor_burst, nodes, text_plural(nodes, "node", "nodes"), claims,
+                            text_plural(claims, "claim", "claims")) < 0)
                         return -ENOMEM;
                 goto details;
         }

@@ -517,8 +517,8 @@ static void conditions_wanted(bool has_phase, enum drain_phase phase,
                         [NODE_CONDITION_DRAIN_IN_PROGRESS] = { "False", "DrainerDrained",
                                                                "drainer drained the node" },
                         [NODE_CONDITION_DRAINED] = { "True", "DrainerDrained",
-                                                     "drained by drainer: no pods, no ResourceClaims, DRA "
-                                                     "drivers stopped" },
+                                                     "drained by drainer: no pods, no ResourceClaims, no "
+                                                     "DRA driver running" },
                 },
                 restoring[] = {
                         [NODE_CONDITION_DRAIN_IN_PROGRESS] = { "False", "DrainerRestoring",

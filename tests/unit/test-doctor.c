@@ -945,7 +945,7 @@ static void test_rule_driver_daemonset(void **state) {
                                     "guide describes");
         f = the(&j.rep, "driver-daemonset", "driver tpu.example.com", DOCTOR_WARN);
         assert_string_equal(f->message,
-                            "no DRA driver pod found on its 1 nodes (by the driver selectors): its "
+                            "no DRA driver pod found on its 1 node (by the driver selectors): its "
                             "deployment, liveness probe, upgrade strategy and drain guard are not "
                             "checked");
         assert_non_null(strstr(f->fix, "--driver-selector"));
@@ -1180,7 +1180,7 @@ static void test_rule_kubelet_versions(void **state) {
         /* --node: the old kubelet is out of scope. */
         judge(&j, "cluster-drivers.json", "node-3", NULL, NULL);
         f = the(&j.rep, "kubelet-versions", "driver nic.example.com", DOCTOR_PASS);
-        assert_true(strncmp(f->message, "all 1 nodes of the driver run kubelet 1.33 or newer", 51) == 0);
+        assert_true(strncmp(f->message, "the 1 node of the driver runs kubelet 1.33 or newer", 51) == 0);
         judged_done(&j);
 }
 
