@@ -155,6 +155,25 @@ int timesrc_format_rfc3339(int64_t usec, char *buf, size_t size) {
         return 0;
 }
 
+int timesrc_format_micro(int64_t usec, char *buf, size_t size) {
+        int64_t frac = usec % (int64_t)USEC_PER_SEC;
+        char sec[32];
+        size_t l;
+        int r;
+
+        if (frac < 0)
+                frac += (int64_t)USEC_PER_SEC;
+        r = timesrc_format_rfc3339(usec, sec, sizeof(sec));
+        if (r < 0)
+                return r;
+        l = strlen(sec);
+        if (l == 0 || sec[l - 1] != 'Z')
+                return -EINVAL;
+        sec[l - 1] = 0;
+        r = snprintf(buf, size, "%s.%06lldZ", sec, (long long)frac);
+        return r < 0 || (size_t)r >= size ? -ENOBUFS : 0;
+}
+
 /* Reads n decimal digits; -1 if any is not a digit. */
 static int digits(const char *p, int n) {
         int v = 0;

@@ -45,6 +45,8 @@ struct kube_client {
         size_t n_calls;
         char *impersonate[1 + KUBE_MAX_IMPERSONATE_GROUPS]; /* "Impersonate-User: ..." etc., owned */
         size_t n_impersonate;
+        kube_write_gate_fn write_gate; /* NULL: every write is sent */
+        void *write_gate_userdata;
 };
 
 /* A header value from a flag: printable, no CR/LF (no header injection), not empty. */
@@ -541,6 +543,11 @@ static void call_dispatch(struct kube_call *call) {
                 return call_finish_later(call, r);
         }
         call->cred_generation = creds.generation;
+        if (c->write_gate && !streq(call->method, "GET") &&
+            !c->write_gate(call->method, call->path, c->write_gate_userdata)) {
+                set_message(call, NULL, "not sent: this process no longer leads (leader election)");
+                return call_finish_later(call, -ENOLCK);
+        }
         url = url_join(c->cfg->server, call->path);
         if (!url)
                 return call_finish_later(call, -ENOMEM);
@@ -688,6 +695,11 @@ void kube_client_cancel_all(struct kube_client *c) {
 
 size_t kube_client_calls_in_flight(const struct kube_client *c) {
         return c->n_calls;
+}
+
+void kube_client_set_write_gate(struct kube_client *c, kube_write_gate_fn gate, void *userdata) {
+        c->write_gate = gate;
+        c->write_gate_userdata = userdata;
 }
 
 void kube_client_get_stats(const struct kube_client *c, struct kube_client_stats *ret) {

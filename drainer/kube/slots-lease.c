@@ -32,27 +32,6 @@ static int slot_index(const char *name) {
         return (int)v;
 }
 
-/* A MicroTime: "2026-11-29T15:00:00.123456Z" (the API server wants the six digits). */
-static int format_micro(int64_t usec, char *buf, size_t size) {
-        int64_t frac = usec % (int64_t)USEC_PER_SEC;
-        char sec[32];
-        size_t l;
-        int r;
-
-        if (frac < 0)
-                frac += (int64_t)USEC_PER_SEC;
-        r = timesrc_format_rfc3339(usec, sec, sizeof(sec));
-        if (r < 0)
-                return r;
-        /* The time can be a Lease's acquireTime, adopted as the API server returned it. */
-        l = strlen(sec);
-        if (l == 0 || sec[l - 1] != 'Z')
-                return -EINVAL;
-        sec[l - 1] = 0;
-        r = snprintf(buf, size, "%s.%06lldZ", sec, (long long)frac);
-        return r < 0 || (size_t)r >= size ? -ENOBUFS : 0;
-}
-
 const struct lease_rec *slots_cached(struct slots *s, int i) {
         char key[512];
 
@@ -290,8 +269,8 @@ char *slots_lease_body(struct slots *s, int i, const char *rv, const char *holde
         if (!o)
                 return NULL;
         snprintf(name, sizeof(name), SLOT_PREFIX "%d", i);
-        if ((acquire && format_micro(acquire, ta, sizeof(ta)) < 0) ||
-            format_micro(renew, tr, sizeof(tr)) < 0)
+        if ((acquire && timesrc_format_micro(acquire, ta, sizeof(ta)) < 0) ||
+            timesrc_format_micro(renew, tr, sizeof(tr)) < 0)
                 return NULL;
         ok = cJSON_AddStringToObject(o, "apiVersion", "coordination.k8s.io/v1") &&
              cJSON_AddStringToObject(o, "kind", "Lease") &&

@@ -69,3 +69,5 @@ int timesrc_parse_duration(const char *s, uint64_t *ret_usec);
 /* RFC 3339 helpers (UTC, second precision for output). */
 int timesrc_format_rfc3339(int64_t usec, char *buf, size_t size);
 int timesrc_parse_rfc3339(const char *s, int64_t *ret_usec);
+/* A MicroTime as the API server wants it: "2026-11-29T15:00:00.123456Z". */
+int timesrc_format_micro(int64_t usec, char *buf, size_t size);

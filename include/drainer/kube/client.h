@@ -105,6 +105,13 @@ struct kube_client_stats {
 };
 void kube_client_get_stats(const struct kube_client *c, struct kube_client_stats *ret);
 
+/* Fencing: gate(method, path, userdata) is asked right before each attempt of a write
+ * (any method but GET) leaves for the server; false: it is not sent, and the call ends
+ * with -ENOLCK. Leader election's: only the leader writes, and only until its renew
+ * deadline (leader_write_gate). NULL removes it. */
+typedef bool (*kube_write_gate_fn)(const char *method, const char *path, void *userdata);
+void kube_client_set_write_gate(struct kube_client *c, kube_write_gate_fn gate, void *userdata);
+
 int kube_call_start(struct kube_client *c, const struct kube_call_params *p, kube_done_fn done,
                     void *userdata, struct kube_call **ret_call);
 /* The done callback runs later with -ECANCELED (unless it already ran: then a no-op is
