@@ -375,6 +375,10 @@ static void on_answer(const struct kube_result *res, void *userdata) {
 static void attempt(struct leader *l) {
         if (l->call)
                 return;
+        /* A leader past its renew deadline (a process that was frozen, a loop held up)
+         * has lost: it does not write even its Lease again. */
+        if (l->state == LEADER_LEADING && !leader_may_write(l))
+                return tenure_over(l, -ETIMEDOUT);
         /* The leader renews over the version it wrote; a candidate reads first. */
         if (l->state == LEADER_LEADING && l->rv)
                 send(l, OP_RENEW);
