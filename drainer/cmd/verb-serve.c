@@ -19,6 +19,7 @@
 #include "drainer/base/log.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/ctl/manager.h"
+#include "drainer/ctl/shutdown.h"
 #include "drainer/drain/state.h"
 #include "drainer/kube/client.h"
 #include "drainer/kube/objects.h"
@@ -26,8 +27,6 @@
 #include "drainer/sys/notify.h"
 #include "drainer/sys/sysbus.h"
 #include "verbs.h"
-
-#define DRAINER_ANN_SHUTDOWN_BOOT "drainer.io/shutdown-boot-id"
 
 enum {
         OPT_NODE = 0x200,
@@ -56,132 +55,22 @@ struct serve_run {
         struct config_argv config;
         bool config_ready;
         char host[256];
-        struct app *app;               /* borrowed, from start on */
-        struct drain_manager *manager; /* owned */
-        struct notifier *notifier;     /* owned; NULL without systemd */
-        struct sysbus *bus;            /* owned; NULL without a system bus */
-        struct httpd *httpd;           /* /metrics, /healthz, /readyz; NULL when disabled */
-        struct dtimer shutdown_deadline;
-        bool deadline_ready;
-        char boot_id[64];
-        bool shutdown_active;
+        struct app *app;                 /* borrowed, from start on */
+        struct drain_manager *manager;   /* owned */
+        struct notifier *notifier;       /* owned; NULL without systemd */
+        struct sysbus *bus;              /* owned; NULL without a system bus */
+        struct httpd *httpd;             /* /metrics, /healthz, /readyz; NULL when disabled */
+        struct shutdown_drain *shutdown; /* owned: --on-shutdown */
         uv_signal_t sigint, sigterm;
         bool signals_ready, stopping;
         unsigned closing; /* handles and modules whose close has not called back yet */
 };
 
-/* ---- --on-shutdown ---- */
+/* ---- --on-shutdown (ctl/shutdown.c) ---- */
 
-static void read_boot_id(char *buf, size_t size) {
-        FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
-
-        buf[0] = 0;
-        if (!f)
-                return;
-        if (fgets(buf, (int)size, f))
-                buf[strcspn(buf, "\n")] = 0;
-        fclose(f);
-}
-
-/* {"metadata":{"annotations":{drainer.io/request: request, shutdown-boot-id: boot}}}
- * (boot NULL: removed), malloc'd. */
-static char *request_patch(const char *request, const char *boot) {
-        _cleanup_(cJSON_Deletep) cJSON *p = cJSON_CreateObject();
-        cJSON *ann;
-
-        if (!p)
-                return NULL;
-        ann = cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "metadata"), "annotations");
-        if (!ann || !cJSON_AddStringToObject(ann, DRAINER_ANN_REQUEST, request) ||
-            !(boot ? cJSON_AddStringToObject(ann, DRAINER_ANN_SHUTDOWN_BOOT, boot)
-                   : cJSON_AddNullToObject(ann, DRAINER_ANN_SHUTDOWN_BOOT)))
-                return NULL;
-        return cJSON_PrintUnformatted(p);
-}
-
-/* A shutdown started: ask for a drain of our node, recording this boot, so the
- * daemon of the next boot knows to restore and uncordon by itself. */
-static void on_shutdown(bool active, void *userdata) {
-        struct serve_run *run = userdata;
-        int r;
-
-        run->shutdown_active = active;
-        if (!active) {
-                log_info("shutdown cancelled");
-                dtimer_stop(&run->shutdown_deadline);
-                return;
-        }
-        {
-                /* logind waits at most InhibitDelayMaxUSec for us: let go a bit before it. */
-                uint64_t max = 0;
-
-                if (sysbus_inhibit_delay_max(run->bus, &max) < 0 || max == 0)
-                        max = 5 * 60 * USEC_PER_SEC;
-                dtimer_start(&run->shutdown_deadline,
-                             max > 2 * USEC_PER_SEC ? max - 2 * USEC_PER_SEC : max / 2);
-        }
-        log_info("shutdown: draining node %s before it goes down", run->o.node);
-        if (!drain_manager_node(run->manager, run->o.node)) {
-                sysbus_release_inhibitor(run->bus);
-                return;
-        }
-        r = drain_manager_patch_node(run->manager, run->o.node, request_patch("drain", run->boot_id));
-        if (r < 0) {
-                log_error_errno(r, "shutdown: cannot ask for the drain of node %s: %m", run->o.node);
-                sysbus_release_inhibitor(run->bus);
-        }
-}
-
-static void on_shutdown_deadline(struct dtimer *t) {
-        struct serve_run *run = container_of(t, struct serve_run, shutdown_deadline);
-
-        if (run->bus && sysbus_holds_inhibitor(run->bus)) {
-                log_warning("shutdown: logind's inhibit delay is running out before node %s is drained; "
-                            "releasing "
-                            "the lock (after the reboot the daemon restores the node)",
-                            run->o.node);
-                sysbus_release_inhibitor(run->bus);
-        }
-}
-
-static void on_inhibit_result(int error, const char *message, void *userdata) {
-        if (error < 0)
-                log_error(
-                        "--on-shutdown: logind refused the shutdown inhibitor lock: %s; a shutdown will not "
-                        "wait for the drain",
-                        message ? message : strerror(-error));
-        else
-                log_info("holding a logind shutdown delay lock: a shutdown drains this node first");
-}
-
-/* The drain for a shutdown is done (or failed): let the shutdown go on. */
-static void check_shutdown_done(struct serve_run *run, const struct node_rec *n) {
-        _cleanup_(drain_state_done) struct drain_state st = {};
-
-        if (!run->shutdown_active || !run->bus || !sysbus_holds_inhibitor(run->bus))
-                return;
-        if (!n || drain_state_parse(n, &st, NULL) < 0)
-                return sysbus_release_inhibitor(run->bus);
-        if (st.has_phase && st.phase == DRAIN_PHASE_DRAINED) {
-                log_info("node %s drained: releasing the shutdown inhibitor", run->o.node);
-                sysbus_release_inhibitor(run->bus);
-        }
-}
-
-/* After a reboot: a drain we asked for at shutdown of another boot is undone. */
-static void resume_after_reboot(struct serve_run *run, const struct node_rec *n) {
-        const char *boot = kv_get(n->annotations, n->n_annotations, DRAINER_ANN_SHUTDOWN_BOOT);
-        int r;
-
-        if (!boot || streq(boot, run->boot_id))
-                return;
-        r = drain_manager_patch_node(run->manager, n->name, request_patch("uncordon", NULL));
-        if (r == -EBUSY)
-                return; /* asked already: its answer is the next change of the Node */
-        if (r < 0)
-                log_error_errno(r, "node %s: cannot ask for its restore after the reboot: %m", n->name);
-        else
-                log_info("node %s was drained for a shutdown (boot %s): restoring it", n->name, boot);
+static void on_shutdown_note(struct shutdown_drain *s, enum log_level level, int error, const char *line,
+                             void *userdata) {
+        log_full_errno(level, error, "%s", line);
 }
 
 /* ---- what the manager tells ---- */
@@ -189,11 +78,8 @@ static void resume_after_reboot(struct serve_run *run, const struct node_rec *n)
 static void on_manager_node(struct drain_manager *m, const struct node_rec *n, void *userdata) {
         struct serve_run *run = userdata;
 
-        if (run->o.on_shutdown && streq_ptr(n->name, run->o.node)) {
-                if (!run->shutdown_active)
-                        resume_after_reboot(run, n);
-                check_shutdown_done(run, n);
-        }
+        if (run->shutdown)
+                shutdown_drain_node_changed(run->shutdown, n);
 }
 
 static const char *goal_name(enum engine_goal goal) {
@@ -289,6 +175,15 @@ static void on_signal_closed(uv_handle_t *h) {
         on_part_closed(h->data);
 }
 
+/* The bus may still report to the shutdown drain while it closes (a lock being
+ * taken is cancelled): the drain goes after it. */
+static void on_bus_closed(void *userdata) {
+        struct serve_run *run = userdata;
+
+        run->shutdown = shutdown_drain_free(run->shutdown);
+        on_part_closed(run);
+}
+
 /* The manager has ended everything of its own: what is left is this file's. */
 static void on_manager_stopped(struct drain_manager *m, void *userdata) {
         struct serve_run *run = userdata;
@@ -296,10 +191,6 @@ static void on_manager_stopped(struct drain_manager *m, void *userdata) {
         run->closing++; /* this function's own: app_stopped comes once, after the last */
         drain_manager_free(run->manager);
         run->manager = NULL;
-        if (run->deadline_ready) {
-                dtimer_done(&run->shutdown_deadline);
-                run->deadline_ready = false;
-        }
         if (run->signals_ready) {
                 run->closing += 2;
                 uv_close((uv_handle_t *)&run->sigint, on_signal_closed);
@@ -313,9 +204,10 @@ static void on_manager_stopped(struct drain_manager *m, void *userdata) {
         }
         if (run->bus) {
                 run->closing++;
-                sysbus_close(run->bus, on_part_closed, run);
+                sysbus_close(run->bus, on_bus_closed, run);
                 run->bus = NULL;
-        }
+        } else
+                run->shutdown = shutdown_drain_free(run->shutdown);
         if (run->httpd) {
                 run->closing++;
                 httpd_close(run->httpd, on_part_closed, run);
@@ -508,11 +400,6 @@ static int serve_start(struct app *a, void *state) {
         r = start_httpd(run);
         if (r < 0)
                 return r;
-        read_boot_id(run->boot_id, sizeof(run->boot_id));
-        r = dtimer_init(&run->shutdown_deadline, a->ts, on_shutdown_deadline);
-        if (r < 0)
-                return log_oom();
-        run->deadline_ready = true;
         /* The system bus: for --on-shutdown, --driver-stop systemd:UNIT, and undoing a drain
          * recorded with it. Without one (a container) only --on-shutdown and systemd fail. */
         r = sysbus_open(&a->loop, &run->bus);
@@ -539,9 +426,14 @@ static int serve_start(struct app *a, void *state) {
         if (r < 0)
                 log_warning_errno(r, "systemd notification setup failed: %m, ignoring");
         if (run->o.on_shutdown) {
-                r = sysbus_inhibit_shutdown_full(run->bus, "drainer",
-                                                 "Drain this node's DRA workload before shutdown",
-                                                 on_shutdown, on_inhibit_result, run);
+                static const struct shutdown_handlers sh = { .on_note = on_shutdown_note };
+                char boot_id[64];
+
+                shutdown_read_boot_id(boot_id, sizeof(boot_id));
+                if (shutdown_drain_new(a->ts, run->o.node, boot_id, &shutdown_sysbus_ops, run->bus,
+                                       run->manager, &sh, run, &run->shutdown) < 0)
+                        return log_oom();
+                r = shutdown_drain_start(run->shutdown);
                 if (r < 0)
                         return log_error_errno(
                                 r, "--on-shutdown: cannot take a logind shutdown inhibitor lock: %m");
@@ -567,8 +459,8 @@ static void serve_stop(struct app *a, void *state) {
         run->stopping = true;
         if (run->notifier)
                 notifier_stopping(run->notifier);
-        if (run->deadline_ready)
-                dtimer_stop(&run->shutdown_deadline);
+        if (run->shutdown)
+                shutdown_drain_stop(run->shutdown);
         if (run->manager)
                 drain_manager_stop(run->manager); /* on_manager_stopped follows */
         else

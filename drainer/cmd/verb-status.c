@@ -1,6 +1,7 @@
 /* `drainer status NODE`: one read-only snapshot of a node as a drain sees it
  * (snapshot.h: the Node, its pods, the node's ResourceSlices and all
- * ResourceClaims, listed concurrently), classified; --watch keeps a node view.
+ * ResourceClaims, listed concurrently), classified; --watch reprints what the
+ * status watch (ctl/statuswatch.c) hands it.
  * A verb_ops verb: it starts the reads and prints when they are in; the composition
  * root runs the loop. */
 #include <assert.h>
@@ -19,6 +20,7 @@
 #include "drainer/base/selector.h"
 #include "drainer/base/text.h"
 #include "drainer/base/timesrc.h"
+#include "drainer/ctl/statuswatch.h"
 #include "drainer/dra/claims.h"
 #include "drainer/dra/nodeview.h"
 #include "drainer/dra/snapshot.h"
@@ -393,10 +395,7 @@ struct status_run {
         const char *node_name;
         struct app *app;                /* borrowed */
         struct node_snapshot *snapshot; /* owned, until closed */
-        /* --watch */
-        struct node_view *view; /* owned, until closed */
-        struct dtimer debounce;
-        bool debounce_ready;
+        struct status_watch *watch;     /* owned, until closed: --watch */
         uv_signal_t sigint, sigterm;
         bool signals_ready, tty;
         unsigned closing; /* handles and views whose close has not called back yet */
@@ -423,24 +422,20 @@ static void on_snapshot_closed(void *userdata) {
         status_closed_one(userdata);
 }
 
-static bool watcher_synced(struct status_run *run) {
-        return node_view_synced(run->view, STATUS_PARTS);
-}
-
-static void on_debounce(struct dtimer *t) {
-        struct status_run *run = container_of(t, struct status_run, debounce);
-        _cleanup_(node_input_done) struct node_input v = {};
+/* --watch: a change the watch (ctl/statuswatch.c) debounced, printed. */
+static void on_watch_change(struct status_watch *w, const struct node_input *in, void *userdata) {
+        struct status_run *run = userdata;
         char when[32];
 
-        if (run->app->quit || !watcher_synced(run))
+        if (run->app->quit)
                 return;
-        if (node_view_collect(run->view, &v) < 0) {
+        if (!in) {
                 app_quit(run->app, app_exit_code(log_oom()));
                 return;
         }
         if (timesrc_format_rfc3339(timesrc_realtime(run->app->ts), when, sizeof(when)) < 0)
                 strcpy(when, "?");
-        if (!v.node) {
+        if (!in->node) {
                 if (run->fmt == OUTPUT_JSON)
                         printf("{\"time\":\"%s\",\"node\":null}\n", when);
                 else
@@ -451,28 +446,16 @@ static void on_debounce(struct dtimer *t) {
         }
         if (run->fmt != OUTPUT_JSON)
                 printf("%s--- %s\n", run->tty ? "\033[H\033[2J" : "", when);
-        print_status(&v, &run->opts, run->fmt, true);
+        print_status(in, &run->opts, run->fmt, true);
         fflush(stdout);
 }
 
-static void changed(struct status_run *run) {
-        if (!run->app->quit && !run->debounce.armed && watcher_synced(run))
-                dtimer_start(&run->debounce, 250 * USEC_PER_MSEC);
+static void on_watch_error(struct status_watch *w, const char *part, int error, const char *message,
+                           void *userdata) {
+        log_warning("watching %s: %s, retrying", part, message ? message : strerror(-error));
 }
 
-static void on_view_change(struct node_view *v, void *userdata) {
-        changed(userdata);
-}
-static void on_view_synced(struct node_view *v, unsigned part, void *userdata) {
-        changed(userdata);
-}
-static void on_view_error(struct node_view *v, unsigned part, int error, const char *message,
-                          void *userdata) {
-        log_warning("watching %s: %s, retrying", strna(node_view_part_name(part)),
-                    message ? message : strerror(-error));
-}
-
-static void on_view_closed(void *userdata) {
+static void on_watch_closed(void *userdata) {
         status_closed_one(userdata);
 }
 
@@ -487,23 +470,16 @@ static void on_signal(uv_signal_t *h, int signum) {
 }
 
 static int start_watch(struct status_run *run) {
-        static const struct node_view_handlers h = {
-                .on_change = on_view_change,
-                .on_synced = on_view_synced,
-                .on_error = on_view_error,
+        static const struct status_watch_handlers h = {
+                .on_change = on_watch_change,
+                .on_error = on_watch_error,
         };
         struct app *a = run->app;
         int r;
 
         run->tty = output_live(STDOUT_FILENO); /* --color, TERM=dumb */
-        r = dtimer_init(&run->debounce, a->ts, on_debounce);
-        if (r < 0)
-                return log_oom();
-        run->debounce_ready = true;
-        r = node_view_new(a->client, a->ts, &(const struct node_view_options){ .node = run->node_name }, &h,
-                          run, &run->view);
-        if (r >= 0)
-                r = node_view_start(run->view, STATUS_PARTS);
+        r = status_watch_new(a->client, a->ts, run->node_name, STATUS_PARTS, 250 * USEC_PER_MSEC, &h, run,
+                             &run->watch);
         if (r < 0)
                 return log_error_errno(r, "Cannot start watching: %m");
         uv_signal_init(&a->loop, &run->sigint);
@@ -568,17 +544,14 @@ static void status_stop(struct app *a, void *state) {
         struct status_run *run = state;
 
         run->closing = 1; /* this call's own, so that no close completes the stop early */
-        if (run->debounce_ready)
-                dtimer_stop(&run->debounce);
         if (run->snapshot) {
                 run->closing++;
                 node_snapshot_close(run->snapshot, on_snapshot_closed, run);
                 run->snapshot = NULL;
         }
-        if (run->view) {
+        if (run->watch) {
                 run->closing++;
-                node_view_close(run->view, on_view_closed, run);
-                run->view = NULL;
+                status_watch_close(TAKE_PTR(run->watch), on_watch_closed, run);
         }
         if (run->signals_ready) {
                 run->closing += 2;
@@ -589,17 +562,9 @@ static void status_stop(struct app *a, void *state) {
         status_closed_one(run);
 }
 
-static void status_free(void *state) {
-        struct status_run *run = state;
-
-        if (run->debounce_ready)
-                dtimer_done(&run->debounce);
-}
-
 const struct verb_ops verb_status_ops = {
         .state_size = sizeof(struct status_run),
         .parse = status_parse,
         .start = status_start,
         .stop = status_stop,
-        .free = status_free,
 };

@@ -90,6 +90,8 @@ struct httpd {
         unsigned n_pending;
         void (*close_cb)(void *userdata);
         void *close_userdata;
+        void (*idle_cb)(void *userdata); /* once, when the last connection closes */
+        void *idle_userdata;
 };
 
 int httpd_parse_address(const char *address, char **ret_host, uint16_t *ret_port) {
@@ -400,6 +402,11 @@ static void conn_free(struct conn *c) {
         h->n_conns--;
         dtimer_done(&c->deadline);
         free(c);
+        if (h->n_conns == 0 && h->idle_cb && !h->closing) {
+                void (*cb)(void *userdata) = TAKE_PTR(h->idle_cb);
+
+                cb(h->idle_userdata);
+        }
 }
 
 static void on_mhd_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -719,6 +726,11 @@ uint64_t httpd_requests(const struct httpd *h) {
 
 unsigned httpd_connections(const struct httpd *h) {
         return h->n_conns;
+}
+
+void httpd_notify_idle(struct httpd *h, void (*idle_cb)(void *userdata), void *userdata) {
+        h->idle_cb = idle_cb;
+        h->idle_userdata = userdata;
 }
 
 uint64_t httpd_cut_off(const struct httpd *h) {

@@ -72,6 +72,10 @@ uint16_t httpd_port(const struct httpd *h);
 uint64_t httpd_requests(const struct httpd *h);
 /* Connections open now. */
 unsigned httpd_connections(const struct httpd *h);
+/* idle_cb (NULL: none) runs once, from the loop, when the last open connection has
+ * closed (a stop that lets its answers go out waits for it, not by polling the count);
+ * never from inside this call, nor after httpd_close(). A later call replaces it. */
+void httpd_notify_idle(struct httpd *h, void (*idle_cb)(void *userdata), void *userdata);
 /* Connections closed so far because their request did not arrive in time. */
 uint64_t httpd_cut_off(const struct httpd *h);
 /* Answers a request of the route (status, one text/plain body) and forgets it: req
