@@ -323,11 +323,22 @@ const struct verb verbs[] = {
                 "      --identity ID             this process in Leases and Events (default: hostname)\n"
                 "      --metrics-addr HOST:PORT  serve /metrics, /healthz, /readyz here (default\n"
                 "                                127.0.0.1:9464; :PORT every address; \"\" none)\n"
+                "      --leader-elect            with --all-nodes: of several replicas only the one\n"
+                "                                that holds the Lease drainer-leader acts; the others\n"
+                "                                wait as standbys and take over from the Nodes\n"
+                "      --leader-elect-lease-duration D  how long a standby waits after the\n"
+                "                                leader's last renewal (default 15s)\n"
+                "      --leader-elect-renew-deadline D  the leader stops writing when it could\n"
+                "                                not renew for this long (default 10s; < lease)\n"
+                "      --leader-elect-retry-period D    between tries and renewals (default 2s)\n"
+                "      --leader-elect-resource-namespace NS  the Lease's namespace (default:\n"
+                "                                --lease-namespace)\n"
+                "      --leader-elect-resource-name NAME     the Lease (default drainer-leader)\n"
                 "      --force-uncordon          uncordon even if someone else had cordoned the node\n"
                 "and the drain flags of 'drainer drain' except --dry-run, --ignore-daemonsets and\n"
                 "--driver (they apply to every drain it runs; serve drains whole nodes).\n\n"
                 "Exit codes: 0 stopped (SIGTERM, SIGINT), 1 error (API, configuration, a\n"
-                "--metrics-addr that cannot be bound), 2 bad usage.\n",
+                "--metrics-addr that cannot be bound, the leader Lease lost), 2 bad usage.\n",
                 NULL,
                 &verb_serve_ops,
         },

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "app.h"
@@ -22,6 +23,7 @@
 #include "drainer/ctl/shutdown.h"
 #include "drainer/drain/state.h"
 #include "drainer/kube/client.h"
+#include "drainer/kube/leader.h"
 #include "drainer/kube/objects.h"
 #include "drainer/obs/httpd.h"
 #include "drainer/sys/notify.h"
@@ -36,6 +38,12 @@ enum {
         OPT_ON_SHUTDOWN,
         OPT_IDENTITY,
         OPT_METRICS_ADDR,
+        OPT_LEADER_ELECT,
+        OPT_LE_LEASE_DURATION,
+        OPT_LE_RENEW_DEADLINE,
+        OPT_LE_RETRY_PERIOD,
+        OPT_LE_NAMESPACE,
+        OPT_LE_NAME,
 };
 
 struct serve_opts {
@@ -46,6 +54,11 @@ struct serve_opts {
         bool on_shutdown;
         const char *identity;
         const char *metrics_addr; /* NULL: HTTPD_DEFAULT_ADDRESS; "": no HTTP endpoint */
+        /* --leader-elect (with --all-nodes): kube-controller-manager's flags */
+        bool leader_elect;
+        uint64_t le_lease_usec, le_renew_usec, le_retry_usec; /* 0: the defaults */
+        const char *le_ns;                                    /* NULL: --lease-namespace */
+        const char *le_name;                                  /* NULL: drainer-leader */
 };
 
 /* The verb's state (verbs.h): what parse read, and what start set going. */
@@ -61,10 +74,15 @@ struct serve_run {
         struct sysbus *bus;              /* owned; NULL without a system bus */
         struct httpd *httpd;             /* /metrics, /healthz, /readyz; NULL when disabled */
         struct shutdown_drain *shutdown; /* owned: --on-shutdown */
+        struct leader *leader;           /* owned: --leader-elect */
+        char leader_identity[320];       /* --identity and a random suffix */
+        bool leading_started;            /* the manager was started as leader */
         uv_signal_t sigint, sigterm;
         bool signals_ready, stopping;
         unsigned closing; /* handles and modules whose close has not called back yet */
 };
+
+static void on_part_closed(void *userdata);
 
 /* ---- --on-shutdown (ctl/shutdown.c) ---- */
 
@@ -161,6 +179,54 @@ static void on_manager_event(struct drain_manager *m, const struct drain_manager
         }
 }
 
+/* ---- --leader-elect ---- */
+
+/* The Lease is ours: the manager starts (its first list resumes every drain from the
+ * Nodes' annotations, whatever the previous leader left). */
+static void on_leader_started(struct leader *l, void *userdata) {
+        struct serve_run *run = userdata;
+        int r;
+
+        log_info("leading: this replica (%s) holds the Lease %s/%s; watching every Node",
+                 run->leader_identity, run->o.le_ns, run->o.le_name);
+        if (run->notifier)
+                notifier_status(run->notifier, "leading: watching all nodes");
+        run->leading_started = true;
+        r = drain_manager_start(run->manager);
+        if (r < 0) {
+                log_error_errno(r, "Cannot start watching nodes: %m");
+                app_quit(run->app, EXIT_ERROR);
+        }
+}
+
+/* The tenure is over: the client already withholds every write (the renew deadline
+ * passed, or another replica holds the Lease). The process ends; restarted, it is a
+ * standby again. */
+static void on_leader_lost(struct leader *l, int error, void *userdata) {
+        struct serve_run *run = userdata;
+
+        log_error("lost the leader Lease %s/%s (%s): stopping; the replica that holds it resumes every "
+                  "drain from the Nodes",
+                  run->o.le_ns, run->o.le_name,
+                  error == -EBUSY ? "another replica holds it" : "not renewed before the renew deadline");
+        app_quit(run->app, EXIT_ERROR);
+}
+
+static void on_leader_error(struct leader *l, int error, const char *message, void *userdata) {
+        struct serve_run *run = userdata;
+
+        log_error("leader election: the Lease %s/%s: %s", run->o.le_ns, run->o.le_name,
+                  message ? message : strerror(-error));
+}
+
+static void on_leader_closed(struct leader *l, void *userdata) {
+        struct serve_run *run = userdata;
+
+        run->leader = NULL;
+        leader_free(l);
+        on_part_closed(run);
+}
+
 /* ---- stopping ---- */
 
 static void on_part_closed(void *userdata) {
@@ -213,6 +279,12 @@ static void on_manager_stopped(struct drain_manager *m, void *userdata) {
                 httpd_close(run->httpd, on_part_closed, run);
                 run->httpd = NULL;
         }
+        /* Last: the manager's final writes went out while this replica still led; now the
+         * Lease is given back (when still inside the renew deadline) for a standby. */
+        if (run->leader) {
+                run->closing++;
+                leader_close(run->leader, on_leader_closed, run);
+        }
         on_part_closed(run);
 }
 
@@ -253,6 +325,32 @@ static int on_serve_opt(int opt, const char *arg, void *userdata) {
         case OPT_IDENTITY:
                 o->identity = arg;
                 return 0;
+        case OPT_LEADER_ELECT:
+                o->leader_elect = flag_on(arg);
+                return 0;
+        case OPT_LE_LEASE_DURATION:
+        case OPT_LE_RENEW_DEADLINE:
+        case OPT_LE_RETRY_PERIOD: {
+                uint64_t *d = opt == OPT_LE_LEASE_DURATION   ? &o->le_lease_usec
+                              : opt == OPT_LE_RENEW_DEADLINE ? &o->le_renew_usec
+                                                             : &o->le_retry_usec;
+
+                if (timesrc_parse_duration(arg, d) < 0 || *d < 100 * USEC_PER_MSEC ||
+                    *d > 3600 * USEC_PER_SEC)
+                        return log_error_errno(
+                                EINVAL, "--leader-elect-%s: invalid duration \"%s\" (100ms to 1h, e.g. 15s)",
+                                opt == OPT_LE_LEASE_DURATION   ? "lease-duration"
+                                : opt == OPT_LE_RENEW_DEADLINE ? "renew-deadline"
+                                                               : "retry-period",
+                                arg);
+                return 0;
+        }
+        case OPT_LE_NAMESPACE:
+                o->le_ns = arg;
+                return 0;
+        case OPT_LE_NAME:
+                o->le_name = arg;
+                return 0;
         case OPT_METRICS_ADDR: {
                 _cleanup_free_ char *host = NULL;
                 uint16_t port;
@@ -278,14 +376,32 @@ static const struct option serve_options[] = {
         { "on-shutdown", no_argument, NULL, OPT_ON_SHUTDOWN },
         { "identity", required_argument, NULL, OPT_IDENTITY },
         { "metrics-addr", required_argument, NULL, OPT_METRICS_ADDR },
+        { "leader-elect", no_argument, NULL, OPT_LEADER_ELECT },
+        { "leader-elect-lease-duration", required_argument, NULL, OPT_LE_LEASE_DURATION },
+        { "leader-elect-renew-deadline", required_argument, NULL, OPT_LE_RENEW_DEADLINE },
+        { "leader-elect-retry-period", required_argument, NULL, OPT_LE_RETRY_PERIOD },
+        { "leader-elect-resource-namespace", required_argument, NULL, OPT_LE_NAMESPACE },
+        { "leader-elect-resource-name", required_argument, NULL, OPT_LE_NAME },
         {},
 };
 
 /* The keys of the flags above in a --config file: the drain verbs skip them, so that
  * one file configures serve and `drainer uncordon` alike. */
 const char *const serve_config_keys[] = {
-        "node",        "all-nodes", "max-parallel", "lease-namespace",
-        "on-shutdown", "identity",  "metrics-addr", NULL,
+        "node",
+        "all-nodes",
+        "max-parallel",
+        "lease-namespace",
+        "on-shutdown",
+        "identity",
+        "metrics-addr",
+        "leader-elect",
+        "leader-elect-lease-duration",
+        "leader-elect-renew-deadline",
+        "leader-elect-retry-period",
+        "leader-elect-resource-namespace",
+        "leader-elect-resource-name",
+        NULL,
 };
 
 /* /readyz: the node watch has synced and the API server answered the last request
@@ -299,6 +415,9 @@ static bool serve_ready(void *userdata, char *reason, size_t size) {
                 snprintf(reason, size, "shutting down");
                 return false;
         }
+        /* a standby is ready: it is what takes over */
+        if (run->leader && !run->leading_started)
+                return true;
         if (!run->manager || !drain_manager_synced(run->manager)) {
                 snprintf(reason, size, "the node watch has not synced yet");
                 return false;
@@ -381,6 +500,44 @@ static int serve_parse(int argc, char **argv, struct global_flags *g, void *stat
         gethostname(run->host, sizeof(run->host) - 1);
         if (!o->identity)
                 o->identity = run->host;
+        if (o->leader_elect) {
+                const char *msg;
+                unsigned char rnd[4] = {};
+                FILE *f;
+
+                if (!o->all_nodes)
+                        return log_error_errno(EINVAL, "drainer serve: --leader-elect needs --all-nodes "
+                                                       "(one leader among replicas of the cluster mode)");
+                if (!o->le_ns)
+                        o->le_ns = o->lease_ns;
+                if (!o->le_name)
+                        o->le_name = "drainer-leader";
+                /* unique among replicas even with one --identity, as kube-controller-manager's
+                 * hostname_UUID */
+                f = fopen("/dev/urandom", "re");
+                if (!f || fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd)) {
+                        unsigned v = (unsigned)getpid() ^ (unsigned)time(NULL);
+
+                        memcpy(rnd, &v, sizeof(rnd));
+                }
+                if (f)
+                        fclose(f);
+                snprintf(run->leader_identity, sizeof(run->leader_identity), "%s_%02x%02x%02x%02x",
+                         o->identity, rnd[0], rnd[1], rnd[2], rnd[3]);
+                if (leader_options_check(
+                            &(const struct leader_options){
+                                    .ns = o->le_ns,
+                                    .name = o->le_name,
+                                    .identity = run->leader_identity,
+                                    .lease_duration_usec = o->le_lease_usec,
+                                    .renew_deadline_usec = o->le_renew_usec,
+                                    .retry_period_usec = o->le_retry_usec,
+                            },
+                            &msg) < 0)
+                        return log_error_errno(EINVAL, "drainer serve: --leader-elect: %s", msg);
+        } else if (o->le_lease_usec || o->le_renew_usec || o->le_retry_usec || o->le_ns || o->le_name)
+                return log_error_errno(EINVAL,
+                                       "drainer serve: the --leader-elect-* flags need --leader-elect");
         log_set_journal_auto();
         if (o->node)
                 log_set_field("NODE", o->node);
@@ -438,9 +595,44 @@ static int serve_start(struct app *a, void *state) {
                         return log_error_errno(
                                 r, "--on-shutdown: cannot take a logind shutdown inhibitor lock: %m");
         }
-        r = drain_manager_start(run->manager);
-        if (r < 0)
-                return log_error_errno(r, "Cannot start watching nodes: %m");
+        if (run->o.leader_elect) {
+                /* A standby watches nothing but the Lease; the manager starts once this
+                 * replica leads, and from then every write of the client passes the gate
+                 * only until the leader's renew deadline. */
+                static const struct leader_callbacks lcb = {
+                        .started = on_leader_started,
+                        .lost = on_leader_lost,
+                        .error = on_leader_error,
+                };
+
+                r = leader_new(a->client, a->ts,
+                               &(const struct leader_options){
+                                       .ns = run->o.le_ns,
+                                       .name = run->o.le_name,
+                                       .identity = run->leader_identity,
+                                       .lease_duration_usec = run->o.le_lease_usec,
+                                       .renew_deadline_usec = run->o.le_renew_usec,
+                                       .retry_period_usec = run->o.le_retry_usec,
+                               },
+                               &lcb, run, &run->leader);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot set up leader election: %m");
+                kube_client_set_write_gate(a->client, leader_write_gate, run->leader);
+                r = leader_start(run->leader);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot start leader election: %m");
+                log_info("standby: %s asks for the Lease %s/%s", run->leader_identity, run->o.le_ns,
+                         run->o.le_name);
+                if (run->notifier) {
+                        notifier_ready(run->notifier);
+                        notifier_status(run->notifier, "standby: waiting for the Lease %s/%s", run->o.le_ns,
+                                        run->o.le_name);
+                }
+        } else {
+                r = drain_manager_start(run->manager);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot start watching nodes: %m");
+        }
 
         uv_signal_init(&a->loop, &run->sigint);
         uv_signal_init(&a->loop, &run->sigterm);
