@@ -721,13 +721,16 @@ phases_entered() {
 		| (if (.[0] // "") == $init then .[1:] else . end) | map(select(. != "")) | join(" ")' "$1"
 }
 
-# kill_at_phase PID FILE PHASE SECONDS: SIGKILLs PID as soon as the node watch in
-# FILE shows drainer.io/state=PHASE. Fails if PID ends first or time runs out.
+# kill_at_phase PID FILE PHASE SECONDS [SIGNAL]: SIGKILLs (or SIGNAL) PID as soon as the
+# node watch in FILE shows drainer.io/state=PHASE. Fails if PID ends first or time runs
+# out. With STOP the process is left stopped (not waited for).
 kill_at_phase() { # PID WATCH PHASE SECONDS [SIGNAL (default KILL)]
 	local end=$((SECONDS + $4))
 	while kill -0 "$1" 2>/dev/null; do
 		if grep -q "\"state\":\"$3\"" "$2"; then
 			kill -"${5:-KILL}" "$1" 2>/dev/null
+			# (a stopped process is not waited for: wait would block until it ends)
+			[ "${5:-KILL}" = STOP ] && return 0
 			wait "$1" 2>/dev/null
 			killed_rc=$? # (its exit status: 137 for KILL)
 			return 0

@@ -64,9 +64,10 @@ other() { [ "$1" = a ] && echo b || echo a; }
 writes_after() {
 	jq -r --arg u_old "$2" --arg u_new "$3" '
 		def w: .verb | IN("create", "update", "patch", "delete", "deletecollection");
-		([.[] | select(.user.username == $u_new and w) | .requestReceivedTimestamp] | min) as $first
+		def who: .impersonatedUser.username // .user.username;
+		([.[] | select(who == $u_new and w) | .requestReceivedTimestamp] | min) as $first
 		| if $first == null then "(no write of \($u_new) at all)"
-		  else .[] | select(.user.username == $u_old and w and .requestReceivedTimestamp > $first)
+		  else .[] | select(who == $u_old and w and .requestReceivedTimestamp > $first)
 		  | "\(.requestReceivedTimestamp) \(.verb) \(.objectRef.resource)\(if .objectRef.subresource then "/" + .objectRef.subresource else "" end) \(.objectRef.namespace // "")/\(.objectRef.name // "") -> \(.responseStatus.code)" end' "$1"
 }
 
@@ -78,9 +79,11 @@ sleep 3
 check "replica b stays a standby while a renews" leads a
 audit_window "$start" "$e2e_tmp/standby.audit"
 check_eq "the standby (b) wrote nothing" "" \
-	"$(jq -r '.[] | select(.user.username == "e2e-ha-b" and (.verb | IN("create", "update", "patch", "delete"))) | "\(.verb) \(.objectRef.resource) \(.objectRef.name)"' "$e2e_tmp/standby.audit")"
+	"$(jq -r '.[] | select((.impersonatedUser.username // .user.username) == "e2e-ha-b" and (.verb | IN("create", "update", "patch", "delete"))) | "\(.verb) \(.objectRef.resource) \(.objectRef.name)"' "$e2e_tmp/standby.audit")"
 check_eq "the standby (b) watches no Node (it reads only the Lease)" 0 \
-	"$(jq '[.[] | select(.user.username == "e2e-ha-b" and .objectRef.resource == "nodes")] | length' "$e2e_tmp/standby.audit")"
+	"$(jq '[.[] | select((.impersonatedUser.username // .user.username) == "e2e-ha-b" and .objectRef.resource == "nodes")] | length' "$e2e_tmp/standby.audit")"
+check "the standby (b) reads the Lease (its requests are in the audit log)" \
+	jq -e '[.[] | select(.impersonatedUser.username == "e2e-ha-b" and .objectRef.resource == "leases")] | length > 0' "$e2e_tmp/standby.audit"
 
 # drain_round HOW PHASE: asks for a drain of node-1, and when the Node says PHASE
 # stops the leader with HOW (kill: SIGKILL; freeze: SIGSTOP, woken once the other
@@ -114,7 +117,7 @@ drain_round() {
 	fi
 	if [ "$how" = freeze ]; then
 		# woken once the new leader has written (its first write is in the audit log)
-		new_wrote() { tail -n +"$((line + 1))" "$AUDIT" | jq -e --arg u "e2e-ha-$new" 'select(.user.username == $u and (.verb | IN("create", "update", "patch")))' >/dev/null 2>&1; }
+		new_wrote() { tail -n +"$((line + 1))" "$AUDIT" | jq -e --arg u "e2e-ha-$new" 'select(.impersonatedUser.username == $u and (.verb | IN("create", "update", "patch")))' >/dev/null 2>&1; }
 		check "the new leader ($new) writes while $old is frozen" wait_until 30 new_wrote
 		kill -CONT "${serve_pids[$old]}" 2>/dev/null
 		echo "    (SIGCONT to $old)"
