@@ -578,6 +578,10 @@ admission_refused lease-free "node-1's token: creating drainer-slot-90 free (no 
 	lease_file "$(slot_lease drainer-slot-90 '' "$(now_micro)")" k1 create --dry-run=server -f "$e2e_tmp/lease.json"
 admission_refused lease-other-name "node-1's token: a Lease that is not a slot" "may write only the slot Leases drainer-slot-N in drainer-system, not drainer-system/deploy-test" \
 	lease_file "$(slot_lease deploy-test node-1 "$(now_micro)")" k1 create --dry-run=server -f "$e2e_tmp/lease.json"
+# The cluster mode's leader Lease (serve --all-nodes --leader-elect): a node's token cannot
+# take it, and so cannot make the cluster-wide controller stand by.
+admission_refused lease-leader "node-1's token: the leader Lease drainer-leader (serve --leader-elect)" "may write only the slot Leases drainer-slot-N in drainer-system, not drainer-system/drainer-leader" \
+	lease_file "$(slot_lease drainer-leader node-1_4f2c0001 "$(now_micro)" 15)" k1 create --dry-run=server -f "$e2e_tmp/lease.json"
 admission_admitted lease-own2 "node-2's token: creating drainer-slot-90 held by node-2 (as drainer takes a slot)" \
 	lease_file "$(slot_lease drainer-slot-90 node-2 "$(now_micro)")" k2 create -f "$e2e_tmp/lease.json"
 admission_refused lease-delete-other "node-1's token: deleting drainer-slot-90, which node-2 holds" "may delete only a slot Lease its node holds, not one held by node-2" \
