@@ -97,8 +97,8 @@ objects() { # kustomize dir: "Kind/name ..." of what it renders, sorted
 check_eq "deploy/ holds the namespace, the roles, ServiceAccount drainer and its bindings, the node policies, and the DaemonSet" \
 	"ClusterRole/drainer ClusterRoleBinding/drainer DaemonSet/drainer Namespace/drainer-system Role/drainer-events Role/drainer-leases RoleBinding/drainer-events RoleBinding/drainer-leases ServiceAccount/drainer ValidatingAdmissionPolicy/drainer-own-node ValidatingAdmissionPolicy/drainer-own-node-events ValidatingAdmissionPolicy/drainer-own-node-leases ValidatingAdmissionPolicy/drainer-own-node-pods ValidatingAdmissionPolicy/drainer-own-node-taintrules ValidatingAdmissionPolicyBinding/drainer-own-node ValidatingAdmissionPolicyBinding/drainer-own-node-events ValidatingAdmissionPolicyBinding/drainer-own-node-leases ValidatingAdmissionPolicyBinding/drainer-own-node-pods ValidatingAdmissionPolicyBinding/drainer-own-node-taintrules" \
 	"$(objects deploy/)"
-check_eq "deploy/cluster-mode holds the namespace, the roles, ServiceAccount drainer-cluster and its bindings, and a Deployment (no DaemonSet, no node policy)" \
-	"ClusterRole/drainer ClusterRoleBinding/drainer-cluster Deployment/drainer Namespace/drainer-system Role/drainer-events Role/drainer-leases RoleBinding/drainer-cluster-events RoleBinding/drainer-cluster-leases ServiceAccount/drainer-cluster" \
+check_eq "deploy/cluster-mode holds the namespace, the roles, ServiceAccount drainer-cluster and its bindings, a Deployment and its PodDisruptionBudget (no DaemonSet, no node policy)" \
+	"ClusterRole/drainer ClusterRoleBinding/drainer-cluster Deployment/drainer Namespace/drainer-system PodDisruptionBudget/drainer Role/drainer-events Role/drainer-leases RoleBinding/drainer-cluster-events RoleBinding/drainer-cluster-leases ServiceAccount/drainer-cluster" \
 	"$(objects deploy/cluster-mode)"
 
 # What is applied: deploy/ itself, or on real nodes an overlay of it (no network
@@ -780,11 +780,18 @@ kubectl apply -k "$overlay/cm" >"$e2e_tmp/cm.out" 2>&1
 check_eq "kubectl apply -k deploy/cluster-mode$overlay_note" 0 $?
 cm_running() {
 	[ "$(kubectl -n drainer-system get pods -l app.kubernetes.io/component=controller -o json |
-		jq '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)] | length')" = 1 ]
+		jq '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)] | length')" = 2 ]
 }
-wait_until 60 cm_running
-check "cluster mode: one drainer pod runs" cm_running
-check_eq "cluster mode: serve --all-nodes --max-parallel 2, /metrics on the pod IP (deploy/monitoring)" '["serve","--all-nodes","--max-parallel","2","--metrics-addr","[::]:9464"]' \
+wait_until 90 cm_running
+check "cluster mode: two drainer pods run" cm_running
+cm_leader() { kubectl -n drainer-system get lease drainer-leader -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
+cm_led() { [ -n "$(cm_leader)" ]; }
+if check "cluster mode: one of them holds the Lease drainer-leader (<= 30 s)" wait_until 30 cm_led; then
+	check "cluster mode: the holder is one of the two pods ($(cm_leader))" bash -c "kubectl -n drainer-system get pods -l app.kubernetes.io/component=controller -o name | sed 's|pod/||' | grep -qx '$(cm_leader | sed 's/_[0-9a-f]*$//')'"
+fi
+check_eq "cluster mode: its PodDisruptionBudget keeps one (minAvailable 1, 1 disruption allowed)" "1/1" \
+	"$(kubectl -n drainer-system get pdb drainer -o jsonpath='{.spec.minAvailable}/{.status.disruptionsAllowed}')"
+check_eq "cluster mode: serve --all-nodes --leader-elect --max-parallel 2, /metrics on the pod IP (deploy/monitoring)" '["serve","--all-nodes","--leader-elect","--max-parallel","2","--metrics-addr","[::]:9464"]' \
 	"$(kubectl kustomize deploy/cluster-mode | "$KUBECTL" create --dry-run=client -f - -o json | jq -cs '.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0].args')"
 check_eq "cluster mode: its pod runs as ServiceAccount drainer-cluster" drainer-cluster \
 	"$(kubectl -n drainer-system get pods -l app.kubernetes.io/component=controller -o json | jq -r '[.items[] | select(.metadata.deletionTimestamp == null)][0].spec.serviceAccountName')"
