@@ -16,8 +16,14 @@ cluster_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${DRAINER_SIM_SLICE_WIPE_DELAY:=30s}"
 : "${DRAINER_SIM_HEALTH_PORT:=51515}"
 # real: node-1 .. node-N are real kubelets (N = DRAINER_REAL_NODES), each with its
-# container runtime drainer-cri; sim: the nodes are drainer-sim's (DRAINER_SIM_NODES).
+# container runtime drainer-cri; sim: the nodes are drainer-sim's (DRAINER_SIM_NODES);
+# kwok: N Node objects (N = DRAINER_CLUSTER_NODE_COUNT) that one kwok process keeps
+# Ready and whose pods it runs as fake pods (stages), for fleets.
 : "${DRAINER_CLUSTER_NODES:=real}"
+: "${DRAINER_CLUSTER_NODE_COUNT:=1000}"
+# kwok: how long a deleted pod stays (its pod-delete stage's delay; the pod's annotation
+# pod-delete.stage.kwok.x-k8s.io/delay overrides it).
+: "${DRAINER_CLUSTER_KWOK_POD_DELETE_DELAY:=2s}"
 : "${DRAINER_REAL_NODES:=3}"
 : "${DRAINER_KUBELET_V:=2}"
 : "${DRAINER_NODE_LABELS:=gpu.example.com/present=true}"
@@ -89,16 +95,30 @@ real)
 	esac
 	;;
 sim) node_count=$DRAINER_SIM_NODES ;;
+kwok)
+	node_count=$DRAINER_CLUSTER_NODE_COUNT
+	# (node-i's InternalIP is P.(i/250).(i%250+1), below P.128.0.0/17, the pods' range)
+	if ! [[ $node_count =~ ^[1-9][0-9]{0,4}$ ]] || [ "$node_count" -gt 20000 ]; then
+		echo "DRAINER_CLUSTER_NODE_COUNT=$node_count: want 1..20000" >&2
+		exit 2
+	fi
+	if ! [[ $DRAINER_CLUSTER_KWOK_POD_DELETE_DELAY =~ ^[0-9]+(ms|s|m)$ ]]; then
+		echo "DRAINER_CLUSTER_KWOK_POD_DELETE_DELAY=$DRAINER_CLUSTER_KWOK_POD_DELETE_DELAY: want a duration such as 2s, 500ms or 1m" >&2
+		exit 2
+	fi
+	;;
 *)
-	echo "DRAINER_CLUSTER_NODES=$DRAINER_CLUSTER_NODES: want real or sim" >&2
+	echo "DRAINER_CLUSTER_NODES=$DRAINER_CLUSTER_NODES: want real, sim or kwok" >&2
 	exit 2
 	;;
 esac
 # Start order. down stops whatever has a pid file: nodes first, then clients,
-# then the API server, then etcd.
+# then the API server, then etcd (kwok among the clients).
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 if [ "$DRAINER_CLUSTER_NODES" = sim ]; then
 	components+=(drainer-sim)
+elif [ "$DRAINER_CLUSTER_NODES" = kwok ]; then
+	components+=(kwok)
 else
 	for i in $(seq 1 "$node_count"); do
 		components+=("cri-node-$i" "kubelet-node-$i")

@@ -1032,3 +1032,24 @@ serve_drainer_image() { # VERSION
 	fi
 	check "the cluster's runtime serves localhost/drainer:$version from $archive (manifest ${image_manifest:-none})" test -n "$image_manifest"
 }
+
+# ---------------------------------------------------------------------------
+# Helpers of the fleet tests (kwok nodes, tests/cluster DRAINER_CLUSTER_NODES=kwok).
+
+# nodes_annotate_parallel KEY VALUE NODE...: one merge PATCH of each Node setting its
+# annotation KEY to VALUE ("null": removed), all at once (curl --parallel, as the
+# kubeconfig's user), not one after another at kubectl's 5 requests/s. Fails unless
+# every answer is 200.
+nodes_annotate_parallel() {
+	local key=$1 value=$2 n server args=() codes
+	shift 2
+	server=$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
+	(umask 077 && kubectl config view --raw --minify -o jsonpath='{.users[0].user.token}' |
+		sed 's/^/Authorization: Bearer /' >"$e2e_tmp/auth.hdr")
+	for n in "$@"; do args+=("$server/api/v1/nodes/$n" -o /dev/null); done
+	codes=$(curl -sS --no-progress-meter --parallel --parallel-max 64 --cacert "$DRAINER_CLUSTER_DIR/pki/ca.crt" -H "@$e2e_tmp/auth.hdr" \
+		-X PATCH -H 'Content-Type: application/merge-patch+json' -w '%{http_code}\n' \
+		--data "$(jq -nc --arg k "$key" --arg v "$value" '{metadata: {annotations: {($k): (if $v == "null" then null else $v end)}}}')" \
+		"${args[@]}")
+	[ "$(grep -c '^200$' <<<"$codes")" = "$#" ]
+}
