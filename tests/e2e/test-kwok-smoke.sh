@@ -18,9 +18,15 @@
 #    and the driver was evicted after every other pod of the node;
 #  - after the undo every asked node is schedulable, untainted, without a drainer.io/
 #    key, its driver Running and Ready, and the workloads Running again.
+#  - with KWOK_SMOKE_HA=1 (the default) two replicas run with --leader-elect (lease 6 s,
+#    renew deadline 4 s, retry period 1 s), each as its own user (--as): once half the
+#    wave is drained the leader is SIGKILLed; the standby takes the Lease and finishes
+#    the wave from the Nodes, and the killed replica wrote nothing after the new
+#    leader's first write (audit log).
 # Prints the wave's time, drainer's requests by verb and resource (audit log) and its
 # RSS. With another kind of nodes it says it needs kwok and stops (0 checks).
-# Settings: KWOK_SMOKE_NODES (40), KWOK_SMOKE_PARALLEL (10), KWOK_SMOKE_TIMEOUT (600 s).
+# Settings: KWOK_SMOKE_NODES (40), KWOK_SMOKE_PARALLEL (10), KWOK_SMOKE_TIMEOUT (600 s),
+# KWOK_SMOKE_HA (1).
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_drainer
 if [ "${DRAINER_CLUSTER_NODES:-}" != kwok ]; then
@@ -31,6 +37,7 @@ fi
 ask=${KWOK_SMOKE_NODES:-40}
 slots=${KWOK_SMOKE_PARALLEL:-10}
 budget=${KWOK_SMOKE_TIMEOUT:-600}
+ha=${KWOK_SMOKE_HA:-1}
 ns=e2e-kwok-smoke
 lease_ns=e2e-kwok-smoke-leases
 
@@ -133,8 +140,19 @@ check "the pod and claim watches record" wait_until 20 eval '[ -s "$e2e_tmp/pods
 # ---- serve, and the wave ----
 start=$(audit_lines)
 metrics_port=$(free_port)
-serve_start kwok serve --all-nodes --max-parallel "$slots" --lease-namespace "$lease_ns" --identity e2e-kwok \
-	--metrics-addr "127.0.0.1:$metrics_port"
+leader=kwok
+if [ "$ha" = 1 ]; then
+	ha_args=(--leader-elect --leader-elect-lease-duration 6s --leader-elect-renew-deadline 4s --leader-elect-retry-period 1s)
+	serve_start kwok serve --all-nodes --max-parallel "$slots" --lease-namespace "$lease_ns" --identity e2e-kwok \
+		--metrics-addr "127.0.0.1:$metrics_port" "${ha_args[@]}" --as e2e-kwok --as-group system:masters
+	holds() { [[ "$(kubectl -n "$lease_ns" get lease drainer-leader -o jsonpath='{.spec.holderIdentity}' 2>/dev/null)" == "$1_"* ]]; }
+	check "replica e2e-kwok holds the Lease drainer-leader" wait_until 30 holds e2e-kwok
+	serve_start kwok2 serve --all-nodes --max-parallel "$slots" --lease-namespace "$lease_ns" --identity e2e-kwok2 \
+		--metrics-addr "127.0.0.1:$(free_port)" "${ha_args[@]}" --as e2e-kwok2 --as-group system:masters
+else
+	serve_start kwok serve --all-nodes --max-parallel "$slots" --lease-namespace "$lease_ns" --identity e2e-kwok \
+		--metrics-addr "127.0.0.1:$metrics_port"
+fi
 check "serve --all-nodes watches every Node" wait_until 30 watch_opened "$start" "/api/v1/nodes?"
 sleep 1
 t_ask=$(date +%s.%N)
@@ -147,7 +165,7 @@ echo "  (the $ask PATCHes took $(awk -v a="$t_ask" -v b="$(date +%s.%N)" 'BEGIN 
 declare -A undone=()
 end=$((SECONDS + budget))
 while [ "${#undone[@]}" -lt "$ask" ] && [ "$SECONDS" -lt "$end" ]; do
-	serve_alive kwok || { fail "serve exited during the wave"; break; }
+	serve_alive "$leader" || { fail "serve exited during the wave"; break; }
 	mapfile -t fresh < <(jq -r --argjson names "$names_json" 'select(.state == "drained" and (.name as $n | $names | index($n))) | .name' \
 		"$e2e_tmp/nodes.watch" | sort -u)
 	new=()
@@ -155,6 +173,14 @@ while [ "${#undone[@]}" -lt "$ask" ] && [ "$SECONDS" -lt "$end" ]; do
 	if [ "${#new[@]}" -gt 0 ]; then
 		nodes_annotate_parallel drainer.io/request uncordon "${new[@]}" || fail "asking ${new[*]} to uncordon"
 		for n in "${new[@]}"; do undone[$n]=1; done
+	fi
+	if [ "$ha" = 1 ] && [ "$leader" = kwok ] && [ "${#undone[@]}" -ge $((ask / 2)) ]; then
+		echo "  ${#undone[@]} of $ask drained: SIGKILL to the leader (e2e-kwok)"
+		t_kill=$SECONDS
+		serve_stop kwok KILL
+		leader=kwok2
+		check "the standby (e2e-kwok2) takes the Lease (<= 20 s)" wait_until 20 holds e2e-kwok2
+		echo "    (in $((SECONDS - t_kill)) s)"
 	fi
 	sleep 0.5
 done
@@ -176,15 +202,15 @@ check "every asked node back in service (schedulable, no drain taint, no drainer
 t_restored=$(date +%s.%N)
 check "the workloads Running again ($want_pods pods)" wait_until 180 pods_running
 
-rss=$(awk '/^VmRSS:/ { r = $2 } /^VmHWM:/ { h = $2 } END { printf "%d MiB (peak %d MiB)", r / 1024, h / 1024 }' "/proc/${serve_pids[kwok]}/status" 2>/dev/null)
+rss=$(awk '/^VmRSS:/ { r = $2 } /^VmHWM:/ { h = $2 } END { printf "%d MiB (peak %d MiB)", r / 1024, h / 1024 }' "/proc/${serve_pids[$leader]}/status" 2>/dev/null)
 sleep 1
 nodes_watch_stop
 leases_watch_stop
 for p in "${watch_pids[@]}"; do reap_pid "$p"; done
 sleep 0.3
-serve_stop kwok
+serve_stop "$leader"
 check_eq "serve exits 0 on SIGTERM" 0 "$serve_rc"
-[ "$e2e_failed" = 0 ] || serve_log kwok 30
+[ "$e2e_failed" = 0 ] || serve_log "$leader" 30
 audit_since "$start" "$e2e_tmp/wave.audit"
 
 # ---- 1. the Nodes: each drained, never more than $slots out at once ----
@@ -243,6 +269,18 @@ jq_checks -n --slurpfile claims "$e2e_tmp/claims.watch" --slurpfile pods "$e2e_t
 	  (if $n == 0 then "FAIL no claim allocated on a node before its driver stopped: nothing to check"
 	   elif ($bad | length) == 0 then "ok each of the \($n) claims allocated on a node was released before its driver pod began to terminate"
 	   else "FAIL claims not released before the driver stopped: \($bad | .[0:5] | join("; "))" end)'
+
+# ---- 3. the leader's kill: nothing written by the old leader after the new one's first ----
+if [ "$ha" = 1 ]; then
+	jq_checks '
+		def who: .impersonatedUser.username // .user.username;
+		def w: (.verb | IN("create", "update", "patch", "delete")) and .stage == "ResponseComplete";
+		([.[] | select(who == "e2e-kwok2" and w) | .requestReceivedTimestamp] | min) as $first
+		| [.[] | select(who == "e2e-kwok" and w and $first != null and .requestReceivedTimestamp > $first)] as $late
+		| (if $first == null then "FAIL the standby (e2e-kwok2) never wrote: it did not take over"
+		   elif ($late | length) == 0 then "ok no write of the killed leader after the new leader'"'"'s first (\($first))"
+		   else "FAIL \($late | length) writes of the killed leader after the new leader'"'"'s first: \($late[0] | "\(.verb) \(.objectRef.resource) \(.objectRef.name)")" end)' "$e2e_tmp/wave.audit"
+fi
 
 # ---- figures ----
 wave=$(awk -v a="$t_ask" -v b="$t_last_drained" 'BEGIN { printf "%.1f", b - a }')
