@@ -157,6 +157,12 @@
         "  when every failed node has it); 1 when the selector matches no node (\"No\n"       \
         "  resources found\", nothing changed)\n"
 
+/* What every verb that talks to the API server may also return (the last four codes of
+ * EXIT_CODES_HELP), at the end of its own list. */
+#define API_EXIT_CODES_HELP                                                           \
+        "Also 7 the API server cannot be reached, 8 the node does not exist, 9 the\n" \
+        "kubeconfig (or the credentials it names) is invalid, 10 forbidden (401, 403).\n"
+
 const struct verb verbs[] = {
         {
                 "status",
@@ -173,7 +179,7 @@ const struct verb verbs[] = {
                 "                             only pods a DaemonSet controls are drivers\n"
                 "      --driver-namespace NS  DRA driver pods run only in NS (repeatable)\n"
                 "      --watch                keep watching and reprint on every change (Ctrl-C stops)\n\n"
-                "Exit codes: 0 shown, 1 error (API, configuration, unknown node), 2 bad usage.\n",
+                "Exit codes: 0 shown, 1 error (API, configuration), 2 bad usage.\n" API_EXIT_CODES_HELP,
                 NULL,
                 &verb_status_ops,
         },
@@ -192,8 +198,8 @@ const struct verb verbs[] = {
                 "  -l, --selector SELECTOR       the Nodes matching this label selector instead of\n"
                 "                                NODE (kubectl's -l)\n"
                 "\nExit codes: 0 the drain would go ahead, 4 a blocker would refuse it, 1 error\n"
-                "(API, configuration, unknown node, malformed drainer annotations, -l matching\n"
-                "no node), 2 bad usage. With -l: the worst of the nodes' (1 over 4 over 0).\n",
+                "(API, configuration, malformed drainer annotations, -l matching no node), 2\n"
+                "bad usage. With -l: the worst of the nodes' (1 over 4 over 0).\n" API_EXIT_CODES_HELP,
                 NULL,
                 &verb_plan_ops,
         },
@@ -223,7 +229,8 @@ const struct verb verbs[] = {
                 "      --metrics-in-output       -o json: add the figures of /metrics (\"metrics\")\n"
                 "\nExit codes: 0 drained, 3 timed out (a rerun resumes), 4 refused by a blocker,\n"
                 "1 error (also interrupted: the state stays on the Node; -l matching no node),\n"
-                "2 bad usage. With -l: the worst of the nodes' (1 over 3 over 4 over 0).\n",
+                "2 bad usage. With -l: the worst of the nodes'\n"
+                "(1 over 3 over 4 over 0).\n" API_EXIT_CODES_HELP,
                 NULL,
                 &verb_drain_ops,
         },
@@ -272,7 +279,7 @@ const struct verb verbs[] = {
                 "(also a node someone else cordoned, without --force-uncordon; a recorded action\n"
                 "this configuration does not allow; a node not Ready with drainer's out-of-service\n"
                 "taint; -l matching no node), 2 bad usage. With -l: the worst of the nodes' (1\n"
-                "over 3 over 0).\n",
+                "over 3 over 0).\n" API_EXIT_CODES_HELP,
                 NULL,
                 &verb_uncordon_ops,
         },
@@ -292,7 +299,7 @@ const struct verb verbs[] = {
                 "                                of its nodes 1.33+: CMD then runs without a drain)\n"
                 "      --metrics-in-output       -o json: add the figures of /metrics (\"metrics\")\n"
                 "\nExit codes: 0 drained, CMD succeeded, restored; 1 CMD failed or error; 3 timed\n"
-                "out; 4 refused by a blocker (CMD not run); 2 bad usage.\n",
+                "out; 4 refused by a blocker (CMD not run); 2 bad usage.\n" API_EXIT_CODES_HELP,
                 NULL,
                 &verb_maintain_ops,
         },
@@ -338,7 +345,7 @@ const struct verb verbs[] = {
                 "and the drain flags of 'drainer drain' except --dry-run, --ignore-daemonsets and\n"
                 "--driver (they apply to every drain it runs; serve drains whole nodes).\n\n"
                 "Exit codes: 0 stopped (SIGTERM, SIGINT), 1 error (API, configuration, a\n"
-                "--metrics-addr that cannot be bound, the leader Lease lost), 2 bad usage.\n",
+                "--metrics-addr that cannot be bound, the leader Lease lost), 2 bad usage.\n" API_EXIT_CODES_HELP,
                 NULL,
                 &verb_serve_ops,
         },
@@ -375,7 +382,8 @@ const struct verb verbs[] = {
                 "                                  (127.0.0.1:PORT loopback; the sidecar uses\n"
                 "                                  $(POD_IP):PORT, where the kubelet connects)\n\n"
                 "Exit codes: 0 the driver may stop (with --listen: stopped by SIGTERM), 3 gave up\n"
-                "before the grace period ended, 1 error (the driver stops), 2 bad usage.\n",
+                "before the grace period ended, 1 error (the driver stops),\n"
+                "2 bad usage.\n" API_EXIT_CODES_HELP,
                 NULL,
                 &verb_guard_ops,
         },
@@ -405,7 +413,7 @@ const struct verb verbs[] = {
                 "                             default: the kubeletplugin labels of common drivers)\n\n"
                 "Exit codes: 0 no FAIL (WARNs allowed), 5 at least one finding is FAIL, 6 no FAIL\n"
                 "but the cluster serves no DRA API (nothing DRA to audit), 1 error (API,\n"
-                "configuration, unknown --node), 2 bad usage.\n",
+                "configuration), 2 bad usage.\n" API_EXIT_CODES_HELP,
                 NULL,
                 &verb_doctor_ops,
         },
@@ -444,7 +452,7 @@ const struct verb verbs[] = {
                 "\nExit codes: 0 every node on the update revision, 3 a node's driver not healthy\n"
                 "(or its drain not done) within --timeout: it stays out of service, the rollout\n"
                 "stopped there; 4 refused (not OnDelete, a node being drained by someone else);\n"
-                "1 error or interrupted (run it again to resume); 2 bad usage.\n",
+                "1 error or interrupted (run it again to resume); 2 bad usage.\n" API_EXIT_CODES_HELP,
                 NULL,
                 &verb_rollout_ops,
         },

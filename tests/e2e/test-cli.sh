@@ -10,7 +10,8 @@
 #    `drainer -V` says so in two lines, not the whole help;
 #  - -o yaml is the -o json document, -o name prints node/NAME;
 #  - --config: --flag=false turns a file's `true` off; a typo, a bare `timeout:` and
-#    a bad value name the file, the line and the key (exit 2).
+#    a bad value name the file, the line and the key (exit 2);
+#  - every verb that talks to the API server lists the exit codes 7-10 in its --help.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 need_drainer
@@ -128,5 +129,20 @@ printf 'force: maybe\n' >"$cfg"
 refused cfgbool "$cfg:1: --force: invalid value \"maybe\" (true or false)" drain n1 --config "$cfg"
 printf 'grace: 30\n' >"$cfg"
 refused cfgabbrev "$cfg:1: unknown key \"grace\"" drain n1 --config "$cfg"
+
+echo "== each verb's help lists the exit codes 7-10"
+# (every verb that talks to the API server may end on one of them: drainer --help's table)
+api_codes() { # FILE: the text from "Exit codes:" on names 7, 8, 9 and 10 with their meaning
+	local t
+	t=$(sed -n '/Exit codes:/,$p' "$1" | tr '\n' ' ' | tr -s ' ')
+	grep -qF "7 the API server cannot be reached" <<<"$t" && grep -qF "8 the node does not exist" <<<"$t" &&
+		grep -qF "9 the kubeconfig (or the credentials it names) is invalid" <<<"$t" && grep -qF "10 forbidden (401, 403)" <<<"$t"
+}
+for verb in status plan drain uncordon maintain serve guard doctor rollout; do
+	"$DRAINER" "$verb" --help >"$e2e_tmp/help-$verb.out" 2>&1
+	check "drainer $verb --help: exit codes 7 unreachable, 8 no such node, 9 kubeconfig invalid, 10 forbidden" api_codes "$e2e_tmp/help-$verb.out"
+done
+"$DRAINER" --help >"$e2e_tmp/help.out" 2>&1
+check "drainer --help: the table names 7-10 too" bash -c "grep -q '^  7  the API server cannot be reached' '$e2e_tmp/help.out' && grep -q '^  10 forbidden' '$e2e_tmp/help.out'"
 
 finish

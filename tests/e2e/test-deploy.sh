@@ -95,10 +95,10 @@ objects() { # kustomize dir: "Kind/name ..." of what it renders, sorted
 	kubectl kustomize "$1" | "$KUBECTL" create --dry-run=client -f - -o json | jq -rs '.[] | "\(.kind)/\(.metadata.name)"' | sort | tr '\n' ' ' | sed 's/ $//'
 }
 check_eq "deploy/ holds the namespace, the roles, ServiceAccount drainer and its bindings, the node policies, and the DaemonSet" \
-	"ClusterRole/drainer ClusterRoleBinding/drainer DaemonSet/drainer Namespace/drainer-system Role/drainer-events Role/drainer-leases RoleBinding/drainer-events RoleBinding/drainer-leases ServiceAccount/drainer ValidatingAdmissionPolicy/drainer-own-node ValidatingAdmissionPolicy/drainer-own-node-events ValidatingAdmissionPolicy/drainer-own-node-leases ValidatingAdmissionPolicy/drainer-own-node-pods ValidatingAdmissionPolicy/drainer-own-node-taintrules ValidatingAdmissionPolicyBinding/drainer-own-node ValidatingAdmissionPolicyBinding/drainer-own-node-events ValidatingAdmissionPolicyBinding/drainer-own-node-leases ValidatingAdmissionPolicyBinding/drainer-own-node-pods ValidatingAdmissionPolicyBinding/drainer-own-node-taintrules" \
+	"ClusterRole/drainer ClusterRole/drainer-events ClusterRoleBinding/drainer ClusterRoleBinding/drainer-events DaemonSet/drainer Namespace/drainer-system Role/drainer-leases RoleBinding/drainer-leases ServiceAccount/drainer ValidatingAdmissionPolicy/drainer-events ValidatingAdmissionPolicy/drainer-own-node ValidatingAdmissionPolicy/drainer-own-node-events ValidatingAdmissionPolicy/drainer-own-node-leases ValidatingAdmissionPolicy/drainer-own-node-pods ValidatingAdmissionPolicy/drainer-own-node-taintrules ValidatingAdmissionPolicyBinding/drainer-events ValidatingAdmissionPolicyBinding/drainer-own-node ValidatingAdmissionPolicyBinding/drainer-own-node-events ValidatingAdmissionPolicyBinding/drainer-own-node-leases ValidatingAdmissionPolicyBinding/drainer-own-node-pods ValidatingAdmissionPolicyBinding/drainer-own-node-taintrules" \
 	"$(objects deploy/)"
-check_eq "deploy/cluster-mode holds the namespace, the roles, ServiceAccount drainer-cluster and its bindings, a Deployment and its PodDisruptionBudget (no DaemonSet, no node policy)" \
-	"ClusterRole/drainer ClusterRoleBinding/drainer-cluster Deployment/drainer Namespace/drainer-system PodDisruptionBudget/drainer Role/drainer-events Role/drainer-leases RoleBinding/drainer-cluster-events RoleBinding/drainer-cluster-leases ServiceAccount/drainer-cluster" \
+check_eq "deploy/cluster-mode holds the namespace, the roles, the Events policy, ServiceAccount drainer-cluster and its bindings, a Deployment and its PodDisruptionBudget (no DaemonSet, no node policy)" \
+	"ClusterRole/drainer ClusterRole/drainer-events ClusterRoleBinding/drainer-cluster ClusterRoleBinding/drainer-cluster-events Deployment/drainer Namespace/drainer-system PodDisruptionBudget/drainer Role/drainer-leases RoleBinding/drainer-cluster-leases ServiceAccount/drainer-cluster ValidatingAdmissionPolicy/drainer-events ValidatingAdmissionPolicyBinding/drainer-events" \
 	"$(objects deploy/cluster-mode)"
 
 # What is applied: deploy/ itself, or on real nodes an overlay of it (no network
@@ -209,13 +209,13 @@ check_eq "Role drainer-leases (drainer-system): exactly leases get/list/watch/cr
 	'["coordination.k8s.io/leases:create,delete,get,list,update,watch"]' \
 	"$(kubectl -n drainer-system get role drainer-leases -o json | jq -c '[.rules[] | .apiGroups[] as $g | .resources[] as $r
 		| "\($g)/\($r):\(.verbs | sort | join(","))"] | sort')"
-check_eq "Role drainer-events (default): exactly events create" \
+check_eq "ClusterRole drainer-events: exactly events create (kept to namespace default by the policy drainer-events)" \
 	'["/events:create"]' \
-	"$(kubectl -n default get role drainer-events -o json | jq -c '[.rules[] | .apiGroups[] as $g | .resources[] as $r
+	"$(kubectl get clusterrole drainer-events -o json | jq -c '[.rules[] | .apiGroups[] as $g | .resources[] as $r
 		| "\($g)/\($r):\(.verbs | sort | join(","))"] | sort')"
-check_eq "bindings: drainer -> ClusterRole drainer, Role drainer-leases (drainer-system), Role drainer-events (default)" \
-	"ClusterRoleBinding/drainer:ClusterRole/drainer:drainer-system/drainer RoleBinding/default/drainer-events:Role/drainer-events:drainer-system/drainer RoleBinding/drainer-system/drainer-leases:Role/drainer-leases:drainer-system/drainer" \
-	"$({ kubectl get clusterrolebinding drainer -o json | jq -r '"\(.kind)/\(.metadata.name):\(.roleRef.kind)/\(.roleRef.name):\([.subjects[] | "\(.namespace)/\(.name)"] | join(","))"'
+check_eq "bindings: drainer -> ClusterRoles drainer and drainer-events, Role drainer-leases (drainer-system); no Role in default" \
+	"ClusterRoleBinding/drainer-events:ClusterRole/drainer-events:drainer-system/drainer ClusterRoleBinding/drainer:ClusterRole/drainer:drainer-system/drainer RoleBinding/drainer-system/drainer-leases:Role/drainer-leases:drainer-system/drainer" \
+	"$({ kubectl get clusterrolebinding drainer drainer-events -o json | jq -r '.items[] | "\(.kind)/\(.metadata.name):\(.roleRef.kind)/\(.roleRef.name):\([.subjects[] | "\(.namespace)/\(.name)"] | join(","))"'
 	   kubectl get rolebinding -A -l app.kubernetes.io/name=drainer -o json | jq -r '.items[] | "RoleBinding/\(.metadata.namespace)/\(.metadata.name):\(.roleRef.kind)/\(.roleRef.name):\([.subjects[] | "\(.namespace)/\(.name)"] | join(","))"'; } | sort | tr '\n' ' ' | sed 's/ $//')"
 
 can() { # expected(yes|no) verb resource [namespace] [subresource]
@@ -235,8 +235,10 @@ done
 can yes get daemonsets.apps dra-system
 can yes create events default
 can no patch events default
-can no create events demo
-can no create events kube-system
+# (RBAC grants events create in every namespace, so that an overlay's namespace: cannot
+# take it away; the policies drainer-events and drainer-own-node-events keep it to
+# default: proven below with node-bound tokens)
+can yes create events demo
 can no create configmaps drainer-system
 can no update configmaps drainer-system
 can no patch namespaces drainer-system
@@ -450,14 +452,27 @@ admission_refused label-node1 "... and not on node-1" "may change only Node node
 admission_admitted own-undo "node-2's token: uncordon, drainer.io/draining removed, annotation removed" \
 	k2 patch node node-2 --type merge -p "$(kubectl get node node-2 -o json | jq -c '{metadata: {annotations: {"drainer.io/deploy-test": null}},
 		spec: {unschedulable: false, taints: [.spec.taints[] | select(.key != "drainer.io/draining")]}}')"
-# Events: only about its own Node.
-event() { # NODE: an Event about NODE, as drainer posts it
-	printf '{"apiVersion":"v1","kind":"Event","metadata":{"generateName":"deploy-test-","namespace":"default"},"involvedObject":{"apiVersion":"v1","kind":"Node","name":"%s"},"reason":"DrainerPhase","message":"deploy-test","type":"Normal","source":{"component":"drainer"},"reportingComponent":"drainer"}' "$1"
+# Events: only about its own Node, only in namespace default (RBAC grants them in every
+# namespace: the policies drainer-events and drainer-own-node-events keep them there).
+# (outside default the API server's validation wants involvedObject.namespace to be the
+# Event's own, and a Pod's in default too: set so, the request reaches admission)
+event() { # NODE [NAMESPACE [KIND]]: an Event about NODE, as drainer posts it (in default)
+	local ns=${2:-default} kind=${3:-Node} ons=
+	{ [ "$ns" != default ] || [ "$kind" != Node ]; } && ons=$(printf ',"namespace":"%s"' "$ns")
+	printf '{"apiVersion":"v1","kind":"Event","metadata":{"generateName":"deploy-test-","namespace":"%s"},"involvedObject":{"apiVersion":"v1","kind":"%s","name":"%s"%s},"reason":"DrainerPhase","message":"deploy-test","type":"Normal","source":{"component":"drainer"},"reportingComponent":"drainer"}' "$ns" "$kind" "$1" "$ons"
 }
 admission_admitted own-event "node-2's token: an Event about node-2 in namespace default (server dry run)" \
 	bash -c "$(declare -f event); event node-2 | '$KUBECTL' --kubeconfig '$n2kc' create -f - --dry-run=server"
 admission_refused other-event "node-2's token: an Event about node-1" "may only post Events about Node node-2" \
 	bash -c "$(declare -f event); event node-1 | '$KUBECTL' --kubeconfig '$n2kc' create -f - --dry-run=server"
+for ens in demo kube-system drainer-system; do
+	admission_refused "ns-event-$ens" "node-2's token: an Event about node-2 in namespace $ens" "Events in namespace default only" \
+		bash -c "$(declare -f event); event node-2 $ens | '$KUBECTL' --kubeconfig '$n2kc' create -f - --dry-run=server"
+done
+admission_refused ns-event-other "node-2's token: an Event about node-1 in namespace demo" "may only post Events about Node node-2\\|Events in namespace default only" \
+	bash -c "$(declare -f event); event node-1 demo | '$KUBECTL' --kubeconfig '$n2kc' create -f - --dry-run=server"
+admission_refused pod-event "node-2's token: an Event about a Pod (in default)" "Events about Node node-2\\|only creates Events about a Node" \
+	bash -c "$(declare -f event); event node-2 default Pod | '$KUBECTL' --kubeconfig '$n2kc' create -f - --dry-run=server"
 # Evictions: the policy cannot see the pod's node; it can refuse grace period 0.
 evict() { # KUBECONFIG POD [DELETE-OPTIONS-JSON]: a server dry-run eviction of a drainer-system pod
 	printf '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"%s","namespace":"drainer-system"}%s}' "$2" "${3:+,\"deleteOptions\":$3}" |
@@ -795,7 +810,8 @@ check_eq "cluster mode: serve --all-nodes --leader-elect --max-parallel 2, /metr
 	"$(kubectl kustomize deploy/cluster-mode | "$KUBECTL" create --dry-run=client -f - -o json | jq -cs '.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0].args')"
 check_eq "cluster mode: its pod runs as ServiceAccount drainer-cluster" drainer-cluster \
 	"$(kubectl -n drainer-system get pods -l app.kubernetes.io/component=controller -o json | jq -r '[.items[] | select(.metadata.deletionTimestamp == null)][0].spec.serviceAccountName')"
-check_eq "cluster mode: the per-node ServiceAccount and its policies are gone" "" \
+check_eq "cluster mode: the per-node ServiceAccount and its policies are gone (the Events policy of base/ stays)" \
+	"validatingadmissionpolicy.admissionregistration.k8s.io/drainer-events" \
 	"$(kubectl -n drainer-system get serviceaccount drainer -o name 2>/dev/null; kubectl get validatingadmissionpolicy -l app.kubernetes.io/name=drainer -o name 2>/dev/null)"
 # drainer-cluster is not confined to a node (nor are its tokens bound to one).
 ckc=$e2e_tmp/cluster.kubeconfig
@@ -804,7 +820,11 @@ admission_admitted cm-n1 "cluster mode: drainer-cluster's token may annotate nod
 admission_admitted cm-n3 "... and node-3" "$KUBECTL" --kubeconfig "$ckc" annotate node node-3 drainer.io/deploy-test=1
 admission_admitted cm-ev "... and post Events about any Node (server dry run)" \
 	bash -c "$(declare -f event); event node-3 | '$KUBECTL' --kubeconfig '$ckc' create -f - --dry-run=server"
-check_eq "cluster mode: drainer-cluster has the ClusterRole's rights, and Events only in default" "yes yes no" \
+admission_refused cm-ev-ns "... but not in namespace demo (policy drainer-events)" "Events in namespace default only" \
+	bash -c "$(declare -f event); event node-3 demo | '$KUBECTL' --kubeconfig '$ckc' create -f - --dry-run=server"
+admission_refused cm-ev-pod "... nor about a Pod" "only creates Events about a Node" \
+	bash -c "$(declare -f event); event node-3 default Pod | '$KUBECTL' --kubeconfig '$ckc' create -f - --dry-run=server"
+check_eq "cluster mode: drainer-cluster has the ClusterRole's rights, and (RBAC) Events in every namespace, kept to default by the policy" "yes yes yes" \
 	"$(for a in "patch nodes" "create events -n default" "create events -n demo"; do
 		# shellcheck disable=SC2086
 		kubectl auth can-i $a --as=system:serviceaccount:drainer-system:drainer-cluster 2>/dev/null; done | tr '\n' ' ' | sed 's/ $//')"
@@ -961,7 +981,9 @@ check "example policy: ... but not node-1's (denied by the ValidatingAdmissionPo
 kubectl -n demo delete rolebinding deploy-test-edit deploy-test-claims-edit deploy-test-claims-view --ignore-not-found >/dev/null 2>&1
 remove_all
 check "kubectl delete -k removed the namespace" bash -c "! '$KUBECTL' get namespace drainer-system >/dev/null 2>&1"
-check "... the ClusterRole and ClusterRoleBinding" bash -c "! '$KUBECTL' get clusterrole drainer >/dev/null 2>&1 && ! '$KUBECTL' get clusterrolebinding drainer >/dev/null 2>&1"
+check "... the ClusterRoles, ClusterRoleBindings and the Events policy" bash -c "! '$KUBECTL' get clusterrole drainer >/dev/null 2>&1 && ! '$KUBECTL' get clusterrolebinding drainer >/dev/null 2>&1 &&
+	! '$KUBECTL' get clusterrole drainer-events >/dev/null 2>&1 && ! '$KUBECTL' get clusterrolebinding drainer-events >/dev/null 2>&1 && ! '$KUBECTL' get clusterrolebinding drainer-cluster-events >/dev/null 2>&1 &&
+	! '$KUBECTL' get validatingadmissionpolicy drainer-events >/dev/null 2>&1"
 check "... and the example's roles and policy" bash -c "! '$KUBECTL' get clusterrole dra-claims-edit >/dev/null 2>&1 && ! '$KUBECTL' get validatingadmissionpolicy dra-driver-gpu.example.com-own-node-slices >/dev/null 2>&1"
 if [ "$aggregated" = 1 ]; then
 	edit_lacks_claims() { ! edit_has_claims >/dev/null 2>&1; }

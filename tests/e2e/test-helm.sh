@@ -9,8 +9,12 @@
 # ServiceAccount bound to node-2 may annotate node-2 but is refused patching node-1
 # (and one naming no node may write nothing), `helm upgrade` (a value change rolls the
 # pods), `helm uninstall` (nothing it created is left). Then deploy/ under a kustomize
-# overlay with `namespace: ops` (and the Component deploy/priority-quota): the policies and
-# their parameter follow it, and the same node-2 token of ops/drainer is refused on node-1.
+# overlay with `namespace: ops-k` (and the Component deploy/priority-quota): the policies and
+# their parameter follow it, and the same node-2 token of ops-k/drainer is refused on node-1;
+# Events are still granted (a ClusterRole, no Role left behind in default): a drain and
+# uncordon of node-2 with that token post their Events about node-2 in default (kubectl get
+# events --field-selector involvedObject.name=node-2), and the token may post none about
+# node-1, nor in namespace ops-k or demo.
 # The pods run localhost/drainer:VERSION (DRAINER_E2E_IMAGE, else deploy/image/build) or
 # DRAINER_E2E_POD_IMAGE (e.g. drainer.test/drainer:dev: the build's drainer). The real
 # nodes have no network namespaces (every pod binds on the host's loopback): /metrics
@@ -25,7 +29,7 @@ need_drainer
 chart=deploy/helm/drainer
 ns=ops-drain
 rel=drainer-helm
-kns=ops
+kns=ops-k
 version=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" meson.build | head -n 1)
 real_nodes=false
 [ "${DRAINER_CLUSTER_NODES:-${e2e_nodes:-sim}}" = real ] && real_nodes=true
@@ -160,7 +164,7 @@ for _ in $(seq 300); do [ -z "$(left)" ] && break; sleep 0.2; done
 check_eq "nothing labelled app.kubernetes.io/instance=$rel is left (cluster-wide, in $ns, in default)" "" "$(left)"
 kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1
 
-# --- kustomize: deploy/ under an overlay with namespace: ops ----------------------------------
+# --- kustomize: deploy/ under an overlay with namespace: ops-k --------------------------------
 # (without the DaemonSet: what is proven is the policies, with the overlay's ServiceAccount)
 mkdir -p "$k_overlay"
 cat >"$k_overlay/kustomization.yaml" <<-YAML
@@ -201,6 +205,45 @@ admission_refused "$kns-lease" "kustomize namespace: $kns: node-2's token of $kn
 	metadata: {name: helm-test, namespace: $kns}
 	spec: {holderIdentity: node-2, leaseDurationSeconds: 60}
 YAML
+# Events: the overlay moved every namespaced object to $kns; the grant (ClusterRole and
+# ClusterRoleBinding drainer-events) is cluster-scoped and names $kns/drainer, and the
+# policies keep it to Events about the token's own Node in namespace default.
+check_eq "overlay: Events granted by ClusterRoleBinding drainer-events to $kns/drainer; no Role or RoleBinding of drainer's in default" \
+	"ClusterRole/drainer-events:$kns/drainer|" \
+	"$(kubectl get clusterrolebinding drainer-events -o json | jq -r '"\(.roleRef.kind)/\(.roleRef.name):\([.subjects[] | "\(.namespace)/\(.name)"] | join(","))"')|$(kubectl -n default get roles,rolebindings -l app.kubernetes.io/name=drainer -o name)"
+# (outside default the API server's validation wants involvedObject.namespace to be the
+# Event's own: set so, the request reaches admission)
+k_event() { # NODE NAMESPACE: an Event about NODE, as drainer posts it, from node-2's token of $kns/drainer (server dry run)
+	printf '{"apiVersion":"v1","kind":"Event","metadata":{"generateName":"helm-test-","namespace":"%s"},"involvedObject":{"apiVersion":"v1","kind":"Node","name":"%s"%s},"reason":"DrainerPhase","message":"helm-test","type":"Normal","source":{"component":"drainer"}}' \
+		"$2" "$1" "$([ "$2" = default ] || printf ',"namespace":"%s"' "$2")" |
+		"$KUBECTL" --kubeconfig "$e2e_tmp/$kns-node2.kubeconfig" create --dry-run=server -f -
+}
+admission_admitted "$kns-ev" "kustomize namespace: $kns: node-2's token posts an Event about node-2 in default (server dry run)" k_event node-2 default
+admission_refused "$kns-ev-other" "kustomize namespace: $kns: node-2's token posting an Event about node-1" \
+	"may only post Events about Node node-2" k_event node-1 default
+for ens in "$kns" demo; do
+	admission_refused "$kns-ev-$ens" "kustomize namespace: $kns: node-2's token posting an Event about node-2 in namespace $ens" \
+		"Events in namespace default only" k_event node-2 "$ens"
+done
+# A drain and its undo with that token: their Events reach the API server.
+e2e_cleanup_hooks+=("reset_node node-2")
+node2_events() { kubectl -n default get events --field-selector involvedObject.kind=Node,involvedObject.name=node-2 -o json |
+	jq -r '.items[] | select(.reason | startswith("Drainer")) | "\(.metadata.name) \(.reason)"' | sort; }
+ev_before=$(node2_events)
+ev_start=$(audit_lines)
+DRAINER_RUN_TIMEOUT=150 drainer_run "$kns-drain" drain node-2 --kubeconfig "$e2e_tmp/$kns-node2.kubeconfig" --driver-stop none --force --timeout 120s
+check_rc "kustomize namespace: $kns: drain node-2 with node-2's token of $kns/drainer" 0 "$kns-drain"
+drainer_run "$kns-uncordon" uncordon node-2 --kubeconfig "$e2e_tmp/$kns-node2.kubeconfig" --driver-stop none
+check_rc "... and uncordon node-2" 0 "$kns-uncordon"
+new_events=$(comm -13 <(echo "$ev_before") <(node2_events) | awk '{print $2}' | sort -u | paste -sd ' ')
+check_eq "kubectl get events -n default --field-selector involvedObject.name=node-2: the drain's and the uncordon's Events" \
+	"DrainerDone DrainerPhase" "$new_events"
+sleep 1
+audit_window "$ev_start" "$e2e_tmp/$kns-audit.json"
+check_eq "the audit log: each Event drainer posted as $kns/drainer (2 or more) admitted in default, none refused" ok \
+	"$(jq -r --arg u "system:serviceaccount:$kns:drainer" '[.[] | select(.user.username == $u and .objectRef.resource == "events")]
+		| if length >= 2 and all(.responseStatus.code == 201 and .objectRef.namespace == "default") then "ok"
+		  else "\(length) Events: \([.[] | "\(.objectRef.namespace) \(.responseStatus.code)"] | unique | join(", "))" end' "$e2e_tmp/$kns-audit.json")"
 kubectl delete -k "$k_overlay" --ignore-not-found >/dev/null 2>&1
 check_eq "kubectl delete -k the overlay" 0 $?
 

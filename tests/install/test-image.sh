@@ -2,7 +2,7 @@
 # The container image and the manifests that use it:
 #  - deploy/image/build makes build/drainer-image.oci.tar (it runs `drainer version`
 #    inside the image itself); the archive is an OCI layout of one image, VERSION, an
-#    image index of two manifests, linux/amd64 and linux/arm64, each config saying its
+#    image index of two manifests, linux/amd64 and linux/arm64 (variant v8), each config saying its
 #    architecture; the arm64 drainer is an aarch64 ELF file and runs under qemu-user
 #    (qemu-aarch64-static -L ROOTFS: the layer's own loader and libraries); each config has user
 #    65532, the entrypoint /usr/bin/drainer and the org.opencontainers.image labels
@@ -85,7 +85,9 @@ mkdir -p "$L" && tar -C "$L" -xf "$archive"
 check_eq "index.json: one image, $version, an image index" "1 $version application/vnd.oci.image.index.v1+json" \
 	"$(jq -r '"\(.manifests | length) \(.manifests[0].annotations["org.opencontainers.image.ref.name"]) \(.manifests[0].mediaType)"' "$L/index.json")"
 idx=$L/blobs/sha256/$(jq -r '.manifests[0].digest' "$L/index.json" | cut -d: -f2)
-check_eq "the index: two platforms" "linux/amd64 linux/arm64" "$(jq -r '[.manifests[].platform | "\(.os)/\(.architecture)"] | join(" ")' "$idx" 2>/dev/null)"
+# (the OCI image-index spec: arm64 carries "variant": "v8"; amd64 has no variant)
+check_eq "the index: two platforms, linux/amd64 and linux/arm64 variant v8" "linux/amd64 linux/arm64/v8" \
+	"$(jq -r '[.manifests[].platform | "\(.os)/\(.architecture)\(if has("variant") then "/\(.variant)" else "" end)"] | join(" ")' "$idx" 2>/dev/null)"
 declare -A manifest_of config_of layer_of
 for a in amd64 arm64; do
 	manifest_of[$a]=$(jq -r --arg a "$a" '.manifests[] | select(.platform.architecture == $a) | .digest' "$idx" 2>/dev/null | cut -d: -f2)
