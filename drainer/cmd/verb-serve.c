@@ -68,15 +68,16 @@ struct serve_run {
         struct config_argv config;
         bool config_ready;
         char host[256];
-        struct app *app;                 /* borrowed, from start on */
-        struct drain_manager *manager;   /* owned */
-        struct notifier *notifier;       /* owned; NULL without systemd */
-        struct sysbus *bus;              /* owned; NULL without a system bus */
-        struct httpd *httpd;             /* /metrics, /healthz, /readyz; NULL when disabled */
-        struct shutdown_drain *shutdown; /* owned: --on-shutdown */
-        struct leader *leader;           /* owned: --leader-elect */
-        char leader_identity[320];       /* --identity and a random suffix */
-        bool leading_started;            /* the manager was started as leader */
+        struct app *app;                   /* borrowed, from start on */
+        struct drain_manager *manager;     /* owned */
+        struct notifier *notifier;         /* owned; NULL without systemd */
+        struct sysbus *bus;                /* owned; NULL without a system bus */
+        struct httpd *httpd;               /* /metrics, /healthz, /readyz; NULL when disabled */
+        struct shutdown_drain *shutdown;   /* owned: --on-shutdown */
+        struct leader *leader;             /* owned: --leader-elect */
+        struct kube_client *leader_client; /* owned: the Lease's own (its own token bucket) */
+        char leader_identity[320];         /* --identity and a random suffix */
+        bool leading_started;              /* the manager was started as leader */
         uv_signal_t sigint, sigterm;
         bool signals_ready, stopping;
         unsigned closing; /* handles and modules whose close has not called back yet */
@@ -224,6 +225,8 @@ static void on_leader_closed(struct leader *l, void *userdata) {
 
         run->leader = NULL;
         leader_free(l);
+        kube_client_free(run->leader_client); /* nothing of it in flight: the leader closed */
+        run->leader_client = NULL;
         on_part_closed(run);
 }
 
@@ -605,7 +608,24 @@ static int serve_start(struct app *a, void *state) {
                         .error = on_leader_error,
                 };
 
-                r = leader_new(a->client, a->ts,
+                /* The Lease's requests go through a client of their own over the same
+                 * connection, as kube-controller-manager's leader election has its own
+                 * clientset: a wave of drains queued in the main client's token bucket must
+                 * not hold a renewal back past the renew deadline. Each attempt may last the
+                 * renew deadline at most. */
+                r = kube_client_new(
+                        a->transport, a->ts, a->cfg, a->creds,
+                        &(const struct kube_client_options){
+                                .request_timeout_usec =
+                                        run->o.le_renew_usec ?: LEADER_DEFAULT_RENEW_DEADLINE_USEC,
+                                .impersonate_user = a->flags.as_user,
+                                .impersonate_groups = a->flags.as_groups,
+                                .n_impersonate_groups = a->flags.n_as_groups,
+                        },
+                        &run->leader_client);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot set up leader election: %m");
+                r = leader_new(run->leader_client, a->ts,
                                &(const struct leader_options){
                                        .ns = run->o.le_ns,
                                        .name = run->o.le_name,
@@ -661,6 +681,16 @@ static void serve_stop(struct app *a, void *state) {
 
 static void serve_free(void *state) {
         struct serve_run *run = state;
+
+        /* (set only when start failed half-way: a stop closes and frees both) */
+        if (run->leader && leader_idle(run->leader)) {
+                leader_free(run->leader);
+                run->leader = NULL;
+        }
+        if (!run->leader && run->leader_client) {
+                kube_client_free(run->leader_client);
+                run->leader_client = NULL;
+        }
 
         drain_args_done(&run->args);
         if (run->config_ready)
