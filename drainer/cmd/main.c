@@ -656,7 +656,7 @@ static const char *closest_flag(const struct option *opts, const char *name) {
 /* The unknown word ("-X" for a short flag), logged with the --config file's line when
  * it came from there. */
 static void log_unknown_flag(const char *verb, const char *word, const struct option *opts) {
-        const struct config_origin *o = config_origin_of(word);
+        const struct yamlargs_word *o = config_origin_of(word);
         const char *near;
         char name[128];
 
@@ -708,7 +708,7 @@ int verb_parse(int argc, char **argv, struct global_flags *g, const struct optio
         optind = 0; /* reset getopt, and re-enable GNU argument permutation */
         opterr = 0;
         for (;;) {
-                const struct config_origin *o;
+                const struct yamlargs_word *o;
                 const char *arg;
                 char where[PATH_MAX + 32];
 
