@@ -13,10 +13,6 @@
 #include "drainer/base/timesrc.h"
 #include "drainer/base/yamlargs.h"
 
-int parse_duration(const char *s, uint64_t *ret) {
-        return timesrc_parse_duration(s, ret);
-}
-
 /* The drain flags. Each applies to the verbs flag_verbs() names; given to another
  * verb it is bad usage (exit 2), never silently ignored, and a --config file's key of
  * it is skipped there (one file serves every verb). */
@@ -189,7 +185,7 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                                                arg);
                 return 0;
         case OPT_TIMEOUT:
-                if (parse_duration(arg, &a->profile.timeout_usec) < 0)
+                if (timesrc_parse_duration(arg, &a->profile.timeout_usec) < 0)
                         return log_error_errno(EINVAL,
                                                "--timeout: invalid duration \"%s\" (e.g. 90s, 5m, 1h)", arg);
                 return 0;

@@ -66,9 +66,6 @@ struct drain_args {
         void *more_ud;
 };
 
-/* kubectl-style durations: "90", "90s", "5m", "1h30m", "0" (none). */
-int parse_duration(const char *s, uint64_t *ret);
-
 /* Parses argv (argv[0] is the verb) with the drain flags plus `more`, whose options
  * go to more_fn (their values must be >= 0x200, or a lower-case letter: its short flag). Returns 1 to go on, 0 after --help,
  * or -EINVAL (logged) on bad usage. */
