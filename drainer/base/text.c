@@ -1,4 +1,4 @@
-/* UTF-8-safe prefixes, one-line messages, whitespace trimming, a set of strings. */
+/* UTF-8-safe prefixes, one-line messages, whitespace trimming, a set of strings, the closest word. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drainer/base/macro.h"
 #include "drainer/base/text.h"
 
 size_t utf8_prefix(const char *s, size_t max) {
@@ -152,4 +153,36 @@ size_t strv_sorted_insert(const char **v, size_t n, size_t max, const char *s) {
         memmove(v + at + 1, v + at, (n - at) * sizeof(*v));
         v[at] = s;
         return n + 1;
+}
+
+size_t text_distance(const char *a, const char *b) {
+        size_t la = strlen(a), lb = strlen(b), d[65][65];
+
+        if (la > 64 || lb > 64)
+                return SIZE_MAX;
+        for (size_t i = 0; i <= la; i++)
+                d[i][0] = i;
+        for (size_t j = 0; j <= lb; j++)
+                d[0][j] = j;
+        for (size_t i = 1; i <= la; i++)
+                for (size_t j = 1; j <= lb; j++) {
+                        size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+
+                        best = MIN(best, d[i - 1][j] + 1);
+                        d[i][j] = MIN(best, d[i][j - 1] + 1);
+                }
+        return d[la][lb];
+}
+
+const char *text_closest(const char *word, const char *const *candidates, size_t n, size_t max_distance) {
+        const char *best = NULL;
+        size_t best_d = SIZE_MAX;
+
+        for (size_t i = 0; i < n; i++) {
+                size_t d = text_distance(word, candidates[i]);
+
+                if (d < best_d)
+                        best = candidates[i], best_d = d;
+        }
+        return best && best_d <= max_distance ? best : NULL;
 }

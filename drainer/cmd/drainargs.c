@@ -6,16 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
 
 #include "drainargs.h"
 #include "drainer/base/log.h"
 #include "drainer/base/selector.h"
 #include "drainer/base/timesrc.h"
-
-int parse_duration(const char *s, uint64_t *ret) {
-        return timesrc_parse_duration(s, ret);
-}
+#include "drainer/base/yamlargs.h"
 
 /* The drain flags. Each applies to the verbs flag_verbs() names; given to another
  * verb it is bad usage (exit 2), never silently ignored, and a --config file's key of
@@ -189,7 +185,7 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                                                arg);
                 return 0;
         case OPT_TIMEOUT:
-                if (parse_duration(arg, &a->profile.timeout_usec) < 0)
+                if (timesrc_parse_duration(arg, &a->profile.timeout_usec) < 0)
                         return log_error_errno(EINVAL,
                                                "--timeout: invalid duration \"%s\" (e.g. 90s, 5m, 1h)", arg);
                 return 0;
@@ -428,28 +424,12 @@ int driver_namespace_add(const char **v, size_t *n, const char *ns) {
 
 /* ---- --config FILE ---- */
 
-#define MAX_CONFIG_ARGS 256
+/* The file's words (one file at a time: the verb reads it once, before getopt), for
+ * config_origin_of(). */
+static struct yamlargs current; /* borrowed: a config_argv's */
 
-/* Where each "--key=value" word made from the file came from (one file at a time: the
- * verb reads it once, before getopt). */
-static struct {
-        const char *word; /* owned by the config_argv */
-        struct config_origin o;
-} origins[MAX_CONFIG_ARGS];
-static size_t n_origins;
-
-const struct config_origin *config_origin_of(const char *word) {
-        for (size_t i = 0; word && i < n_origins; i++)
-                if (origins[i].word == word)
-                        return &origins[i].o;
-        return NULL;
-}
-
-static bool skipped(const char *const *skip, const char *key) {
-        for (; skip && *skip; skip++)
-                if (streq(*skip, key))
-                        return true;
-        return false;
+const struct yamlargs_word *config_origin_of(const char *word) {
+        return yamlargs_find(&current, word);
 }
 
 /* What a key with no value (`timeout:`) needs, for its error line. */
@@ -472,153 +452,9 @@ static const char *value_needed(const char *key) {
         return "a value is needed";
 }
 
-/* A plain `key:` or `key: ~` (YAML's null): no value at all, unlike `key: ""`. */
-static bool scalar_is_null(const yaml_event_t *ev) {
-        const char *v = (const char *)ev->data.scalar.value;
-
-        return ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-               (!*v || streq(v, "~") || streq(v, "null") || streq(v, "Null") || streq(v, "NULL"));
-}
-
-/* Turns `key: value` / `key: [a, b]` / `key: true` of a YAML mapping into
- * "--key=value" words (malloc'd, in *ret_args, n in *ret_n), each with its line in
- * origins[] so that what getopt and the flag handlers say about it names the file,
- * the line and the key. */
-static int config_to_args(const char *path, const char *const *skip, char ***ret_args, size_t *ret_n) {
-        FILE *f = fopen(path, "re");
-        yaml_parser_t parser;
-        yaml_event_t ev;
-        char **args = calloc(MAX_CONFIG_ARGS + 1, sizeof(char *));
-        char *key = NULL;
-        size_t n = 0, key_line = 0;
-        int depth = 0, r = 0;
-        bool in_seq = false, done = false;
-
-        n_origins = 0;
-        if (!args) {
-                if (f)
-                        fclose(f);
-                return log_oom();
-        }
-        if (!f) {
-                free(args);
-                return log_error_errno(errno, "%s: cannot read the config file: %m", path);
-        }
-        if (!yaml_parser_initialize(&parser)) {
-                fclose(f);
-                free(args);
-                return log_oom();
-        }
-        yaml_parser_set_input_file(&parser, f);
-        while (!done && r == 0) {
-                if (!yaml_parser_parse(&parser, &ev)) {
-                        r = log_error_errno(EINVAL, "%s:%zu: %s", path, parser.problem_mark.line + 1,
-                                            parser.problem ? parser.problem : "invalid YAML");
-                        break;
-                }
-                switch (ev.type) {
-                case YAML_MAPPING_START_EVENT:
-                        if (++depth > 1)
-                                r = log_error_errno(EINVAL,
-                                                    "%s:%zu: %s: nested mappings are not config keys", path,
-                                                    ev.start_mark.line + 1, strna(key));
-                        break;
-                case YAML_MAPPING_END_EVENT:
-                        depth--;
-                        break;
-                case YAML_SEQUENCE_START_EVENT:
-                        if (!key || depth != 1)
-                                r = log_error_errno(EINVAL, "%s:%zu: a list needs a key", path,
-                                                    ev.start_mark.line + 1);
-                        else if (in_seq)
-                                r = log_error_errno(EINVAL, "%s:%zu: %s: a list of lists is not a value",
-                                                    path, ev.start_mark.line + 1, key);
-                        in_seq = true;
-                        break;
-                case YAML_SEQUENCE_END_EVENT:
-                        in_seq = false;
-                        key = mfree(key);
-                        break;
-                case YAML_ALIAS_EVENT:
-                        r = log_error_errno(EINVAL, "%s:%zu: %s: aliases are not config values", path,
-                                            ev.start_mark.line + 1, strna(key));
-                        break;
-                case YAML_SCALAR_EVENT: {
-                        const char *v = (const char *)ev.data.scalar.value;
-                        size_t line = ev.start_mark.line + 1;
-
-                        if (depth != 1) {
-                                r = log_error_errno(
-                                        EINVAL,
-                                        "%s:%zu: the config file must be a mapping of flag names "
-                                        "(key: value)",
-                                        path, line);
-                                break;
-                        }
-                        if (!key) {
-                                key = strdup(v);
-                                key_line = line;
-                                if (!key)
-                                        r = log_oom();
-                                else if (!*key || strlen(key) >= sizeof(origins[0].o.key) ||
-                                         strpbrk(key, "= \t"))
-                                        r = log_error_errno(EINVAL, "%s:%zu: \"%s\" is not a flag name",
-                                                            path, line, key);
-                                break;
-                        }
-                        if (n + 1 > MAX_CONFIG_ARGS) {
-                                r = log_error_errno(E2BIG, "%s:%zu: %s: too many settings (at most %d)",
-                                                    path, line, key, MAX_CONFIG_ARGS);
-                                break;
-                        }
-                        if (skipped(skip, key))
-                                ; /* another verb's flag */
-                        else if (scalar_is_null(&ev))
-                                r = log_error_errno(EINVAL, "%s:%zu: %s: %s", path, in_seq ? line : key_line,
-                                                    key, value_needed(key));
-                        else if (asprintf(&args[n], "--%s=%s", key, v) < 0)
-                                r = log_oom();
-                        else {
-                                /* `force: false` is --force=false: the command line's
-                                 * --force=true still wins, and the other way round */
-                                origins[n_origins].word = args[n];
-                                origins[n_origins].o.file = path;
-                                origins[n_origins].o.line = line;
-                                snprintf(origins[n_origins].o.key, sizeof(origins[0].o.key), "%s", key);
-                                n_origins++;
-                                n++;
-                        }
-                        if (!in_seq)
-                                key = mfree(key);
-                        break;
-                }
-                case YAML_STREAM_END_EVENT:
-                        done = true;
-                        break;
-                default:
-                        break;
-                }
-                yaml_event_delete(&ev);
-        }
-        yaml_parser_delete(&parser);
-        fclose(f);
-        free(key);
-        if (r < 0) {
-                n_origins = 0;
-                for (size_t i = 0; i < n; i++)
-                        free(args[i]);
-                free(args);
-                return r;
-        }
-        *ret_args = args;
-        *ret_n = n;
-        return 0;
-}
-
 int config_argv_build(int argc, char **argv, const char *const *skip, struct config_argv *ret) {
+        _cleanup_free_ char *err = NULL;
         const char *config = NULL;
-        char **cfg = NULL;
-        size_t n_cfg = 0;
         int r;
 
         *ret = (struct config_argv){};
@@ -632,34 +468,32 @@ int config_argv_build(int argc, char **argv, const char *const *skip, struct con
                         config = argv[i] + 9;
         }
         if (config) {
-                r = config_to_args(config, skip, &cfg, &n_cfg);
+                current = (struct yamlargs){};
+                r = yamlargs_load(config, skip, value_needed, &ret->file, &err);
+                if (r == -ENOMEM)
+                        return log_oom();
                 if (r < 0)
-                        return r;
+                        return log_error_errno(r, "%s", strna(err));
         }
-        ret->argv = calloc((size_t)argc + n_cfg + 1, sizeof(char *));
+        ret->argv = calloc((size_t)argc + ret->file.n + 1, sizeof(char *));
         if (!ret->argv) {
-                n_origins = 0;
-                for (size_t i = 0; i < n_cfg; i++)
-                        free(cfg[i]);
-                free(cfg);
+                yamlargs_done(&ret->file);
                 return log_oom();
         }
         ret->argv[ret->argc++] = argv[0];
-        for (size_t i = 0; i < n_cfg; i++)
-                ret->argv[ret->argc++] = cfg[i];
+        for (size_t i = 0; i < ret->file.n; i++)
+                ret->argv[ret->argc++] = ret->file.words[i].word;
         for (int i = 1; i < argc; i++)
                 ret->argv[ret->argc++] = argv[i];
-        ret->owned = cfg;
-        ret->n_owned = n_cfg;
+        if (ret->file.n > 0)
+                current = ret->file;
         return 0;
 }
 
 void config_argv_done(struct config_argv *c) {
-        if (c->n_owned > 0)
-                n_origins = 0;
-        for (size_t i = 0; i < c->n_owned; i++)
-                free(c->owned[i]);
-        free(c->owned);
+        if (current.words && current.words == c->file.words)
+                current = (struct yamlargs){};
+        yamlargs_done(&c->file);
         free(c->argv);
         *c = (struct config_argv){};
 }

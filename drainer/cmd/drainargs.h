@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "drainer/base/yamlargs.h"
 #include "drainer/ctl/profile.h"
 #include "drainer/dra/health.h"
 #include "drainer/drain/plan.h"
@@ -65,9 +66,6 @@ struct drain_args {
         void *more_ud;
 };
 
-/* kubectl-style durations: "90", "90s", "5m", "1h30m", "0" (none). */
-int parse_duration(const char *s, uint64_t *ret);
-
 /* Parses argv (argv[0] is the verb) with the drain flags plus `more`, whose options
  * go to more_fn (their values must be >= 0x200, or a lower-case letter: its short flag). Returns 1 to go on, 0 after --help,
  * or -EINVAL (logged) on bad usage. */
@@ -100,31 +98,26 @@ int driver_namespace_add(const char **v, size_t *n, const char *ns);
 
 /* --config FILE: the YAML mapping of flag names that serve, plan, drain, uncordon
  * and maintain read, one key per flag (`key: value`, `key: [a, b]` for repeatable
- * flags, `key: true` / `key: false` for a switch). Its settings become "--key=value"
- * words placed after argv[0] (the verb) and before the command line's, so flags win
- * (--force=false turns off `force: true`) and repeatable ones add up. Keys in skip
- * (NULL-terminated, may be NULL) are left out: the drain verbs read serve's file and
- * skip the keys of serve's own flags (serve_config_keys). A key without a value is an
- * error here ("FILE:LINE: timeout: a duration is needed (e.g. 30s)"); an unknown key
- * and a bad value are errors of verb_parse, which names the file and the line
- * (config_origin_of). */
+ * flags, `key: true` / `key: false` for a switch), read by base/yamlargs.c. Its
+ * settings become "--key=value" words placed after argv[0] (the verb) and before the
+ * command line's, so flags win (--force=false turns off `force: true`) and repeatable
+ * ones add up. Keys in skip (NULL-terminated, may be NULL) are left out: the drain
+ * verbs read serve's file and skip the keys of serve's own flags (serve_config_keys).
+ * A key without a value is an error here ("FILE:LINE: timeout: a duration is needed
+ * (e.g. 30s)"); an unknown key and a bad value are errors of verb_parse, which names
+ * the file and the line (config_origin_of). */
 struct config_argv {
-        char **argv; /* owned array; the strings are argv's or owned[] */
+        char **argv; /* owned array; the strings are argv's or file's */
         int argc;
-        char **owned;
-        size_t n_owned;
+        struct yamlargs file; /* the --config file's words */
 };
 /* Returns 0, or a negative errno (logged: the file, the line). */
 int config_argv_build(int argc, char **argv, const char *const *skip, struct config_argv *ret);
 void config_argv_done(struct config_argv *c);
 
-/* Where a word of a config_argv's argv came from: NULL for the command line's. */
-struct config_origin {
-        const char *file; /* borrowed: the --config argument */
-        size_t line;      /* 1-based */
-        char key[128];
-};
-const struct config_origin *config_origin_of(const char *word);
+/* Where a word of a config_argv's argv came from (its file, line and key): NULL for
+ * the command line's. */
+const struct yamlargs_word *config_origin_of(const char *word);
 /* The config keys of serve's own flags (node, all-nodes, ...): NULL-terminated. */
 extern const char *const serve_config_keys[];
 

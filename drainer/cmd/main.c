@@ -11,6 +11,7 @@
 #include "drainargs.h"
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
+#include "drainer/base/text.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/kube/kobserver.h"
 #include "drainer/kube/transport.h"
@@ -637,45 +638,23 @@ static int switch_value(const char *v, bool *ret) {
         return -EINVAL;
 }
 
-/* The edit distance of a and b (at most 64 bytes each; longer: "far"). */
-static size_t distance(const char *a, const char *b) {
-        size_t la = strlen(a), lb = strlen(b), d[65][65];
-
-        if (la > 64 || lb > 64)
-                return SIZE_MAX;
-        for (size_t i = 0; i <= la; i++)
-                d[i][0] = i;
-        for (size_t j = 0; j <= lb; j++)
-                d[0][j] = j;
-        for (size_t i = 1; i <= la; i++)
-                for (size_t j = 1; j <= lb; j++) {
-                        size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-
-                        best = MIN(best, d[i - 1][j] + 1);
-                        d[i][j] = MIN(best, d[i][j - 1] + 1);
-                }
-        return d[la][lb];
-}
-
 /* The flag of opts closest to name (without "--" and "=VALUE"), when it is close
- * enough to be a typo of it; NULL otherwise. */
+ * enough to be a typo of it; NULL otherwise. Names of one or two letters (-v, --as)
+ * are never suggested. */
 static const char *closest_flag(const struct option *opts, const char *name) {
-        const char *best = NULL;
-        size_t best_d = SIZE_MAX;
+        const char *names[64];
+        size_t n = 0;
 
-        for (; opts->name; opts++) {
-                size_t d = distance(name, opts->name);
-
-                if (d < best_d && strlen(opts->name) > 2)
-                        best = opts->name, best_d = d;
-        }
-        return best && best_d <= 2 ? best : NULL;
+        for (; opts->name && n < ELEMENTSOF(names); opts++)
+                if (strlen(opts->name) > 2)
+                        names[n++] = opts->name;
+        return text_closest(name, names, n, 2);
 }
 
 /* The unknown word ("-X" for a short flag), logged with the --config file's line when
  * it came from there. */
 static void log_unknown_flag(const char *verb, const char *word, const struct option *opts) {
-        const struct config_origin *o = config_origin_of(word);
+        const struct yamlargs_word *o = config_origin_of(word);
         const char *near;
         char name[128];
 
@@ -727,7 +706,7 @@ int verb_parse(int argc, char **argv, struct global_flags *g, const struct optio
         optind = 0; /* reset getopt, and re-enable GNU argument permutation */
         opterr = 0;
         for (;;) {
-                const struct config_origin *o;
+                const struct yamlargs_word *o;
                 const char *arg;
                 char where[PATH_MAX + 32];
 

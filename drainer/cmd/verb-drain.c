@@ -54,7 +54,7 @@ static int on_oos_opt(int opt, const char *arg, void *userdata) {
                 o->on = flag_on(arg);
                 return 0;
         case OPT_OUT_OF_SERVICE_AFTER:
-                if (parse_duration(arg, &o->after_usec) < 0 || o->after_usec < USEC_PER_SEC)
+                if (timesrc_parse_duration(arg, &o->after_usec) < 0 || o->after_usec < USEC_PER_SEC)
                         return log_error_errno(EINVAL,
                                                "--out-of-service-after: invalid duration \"%s\" (at "
                                                "least 1s, e.g. 5m, 90s)",

@@ -71,7 +71,7 @@ static int on_guard_opt(int opt, const char *arg, void *userdata) {
                 return 0;
         }
         case 'T':
-                if (parse_duration(arg, &o->deadline_usec) < 0 || o->deadline_usec == 0)
+                if (timesrc_parse_duration(arg, &o->deadline_usec) < 0 || o->deadline_usec == 0)
                         return log_error_errno(EINVAL, "--deadline: invalid duration \"%s\" (e.g. 90s, 5m)",
                                                arg);
                 return 0;

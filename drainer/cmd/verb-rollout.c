@@ -97,7 +97,7 @@ static int on_rollout_opt(int opt, const char *arg, void *userdata) {
                 run->max_parallel = (unsigned)v;
                 return 0;
         case OPT_RO_TIMEOUT:
-                r = parse_duration(arg, &run->timeout_usec);
+                r = timesrc_parse_duration(arg, &run->timeout_usec);
                 if (r < 0 || run->timeout_usec == 0)
                         return log_error_errno(
                                 EINVAL, "--timeout: \"%s\" is not a positive duration (90s, 5m)", arg);

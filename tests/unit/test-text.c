@@ -114,6 +114,35 @@ static void test_plural(void **state) {
         assert_string_equal(text_plural(1, "ResourceClaim", "ResourceClaims"), "ResourceClaim");
 }
 
+static void test_distance(void **state) {
+        char long_word[70];
+
+        memset(long_word, 'a', sizeof(long_word) - 1);
+        long_word[sizeof(long_word) - 1] = 0;
+        assert_int_equal(text_distance("", ""), 0);
+        assert_int_equal(text_distance("grace", "grace"), 0);
+        assert_int_equal(text_distance("", "abc"), 3);
+        assert_int_equal(text_distance("grace-perid", "grace-period"), 1); /* insertion */
+        assert_int_equal(text_distance("forcee", "force"), 1);             /* deletion */
+        assert_int_equal(text_distance("timeuot", "timeout"), 2);          /* a swap is two */
+        assert_int_equal(text_distance("kitten", "sitting"), 3);
+        assert_int_equal(text_distance(long_word, "a"), SIZE_MAX); /* longer than 64: far */
+}
+
+static void test_closest(void **state) {
+        static const char *const flags[] = { "grace-period", "force", "timeout", "driver", "drivers" };
+
+        assert_string_equal(text_closest("grace-perid", flags, 5, 2), "grace-period");
+        assert_string_equal(text_closest("forse", flags, 5, 2), "force");
+        assert_string_equal(text_closest("timeuot", flags, 5, 2), "timeout");
+        /* a tie: the first candidate */
+        assert_string_equal(text_closest("driverz", flags, 5, 2), "driver");
+        assert_null(text_closest("grace", flags, 5, 2)); /* 7 away: no typo of it */
+        assert_null(text_closest("force", flags, 0, 2));
+        assert_string_equal(text_closest("fxrcx", flags, 5, 2), "force");
+        assert_null(text_closest("fxrcx", flags, 5, 1));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_utf8_prefix),
@@ -122,6 +151,8 @@ int main(void) {
                 cmocka_unit_test(test_escape_controls),
                 cmocka_unit_test(test_strv_sorted_insert),
                 cmocka_unit_test(test_plural),
+                cmocka_unit_test(test_distance),
+                cmocka_unit_test(test_closest),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

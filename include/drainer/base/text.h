@@ -1,5 +1,5 @@
 /* Small text helpers shared by every layer: UTF-8-safe prefixes, one-line
- * messages, whitespace trimming, a set of strings. No I/O. */
+ * messages, whitespace trimming, a set of strings, the closest word. No I/O. */
 #pragma once
 
 #include <stddef.h>
@@ -40,3 +40,10 @@ void strv_free_n(char **v, size_t n);
  * only if it sorts before the last, which then drops out (so v keeps the max
  * smallest). Returns the new count. This function can't fail. */
 size_t strv_sorted_insert(const char **v, size_t n, size_t max, const char *s);
+
+/* The edit distance (Levenshtein: insertions, deletions, substitutions) of a and b;
+ * SIZE_MAX ("far") when either is longer than 64 bytes. This function can't fail. */
+size_t text_distance(const char *a, const char *b);
+/* The first of the n candidates closest to word by text_distance(), when it is at
+ * most max_distance away (a typo of it); NULL otherwise. */
+const char *text_closest(const char *word, const char *const *candidates, size_t n, size_t max_distance);
