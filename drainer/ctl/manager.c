@@ -43,6 +43,7 @@ struct manager_node {
         unsigned failures;
         uint64_t retry_at;               /* monotonic µs; 0 = now */
         char *waiting_msg;               /* last "waiting" message written, to write it once */
+        int64_t asked_at;                /* wall-clock µs, to the second: when it asked (the queue) */
         struct kube_call *patch;         /* the waiting state */
         struct kube_call *request_patch; /* a request made for the caller */
         /* The Node version the waiting patch in flight was made against, and one the API
@@ -356,6 +357,9 @@ static int start_engine(struct manager_node *mn, enum engine_goal goal) {
         eo.shared = m->cluster;
         engine_free(mn->engine);
         mn->engine = NULL;
+        /* Its turn came: a later wait is another, written again. */
+        mn->waiting_msg = mfree(mn->waiting_msg);
+        mn->asked_at = 0;
         r = engine_new(m->client, m->transport, m->ts, &eo, &cb, mn, &mn->engine);
         if (r < 0)
                 return r;
@@ -382,32 +386,30 @@ static int desired_goal(const struct drain_state *st) {
         return -1;
 }
 
-/* Whether node is one of the ", "-separated holders. */
-static bool holders_include(const char *holders, const char *node) {
-        size_t len = strlen(node);
-
-        for (const char *p = holders; (p = strstr(p, node)); p += len)
-                if ((p == holders || p[-1] == ' ') && (p[len] == ',' || p[len] == 0))
-                        return true;
-        return false;
-}
-
 /* drainer.io/state=waiting with msg (taken) on the Node, once per message: why the
- * drain has not started. A Node already in a later phase (a drain resumed, or a phase
- * written by hand) keeps it: only drainer.io/message says why it waits; "waiting"
- * would claim that nothing was changed yet. */
+ * drain has not started, with state-since the time the node asked (since: the order of
+ * the queue, read back by whoever manages the node next). A Node already in a later
+ * phase (a drain resumed, or a phase written by hand) keeps it: only drainer.io/message
+ * says why it waits; "waiting" would claim that nothing was changed yet. A Node that
+ * says it already (a restarted manager) is not written again. */
 static void write_waiting_msg(struct manager_node *mn, const struct node_rec *n, bool keep_phase,
-                              char *msg) {
+                              int64_t since, char *msg) {
         struct drain_manager *m = mn->manager;
         char *body = NULL;
 
         if (!msg)
                 return;
+        if (!mn->patch && streq_ptr(kv_get(n->annotations, n->n_annotations, DRAINER_ANN_MESSAGE), msg) &&
+            (keep_phase || streq_ptr(kv_get(n->annotations, n->n_annotations, DRAINER_ANN_STATE),
+                                     drain_phase_to_string(DRAIN_PHASE_WAITING)))) {
+                free(mn->waiting_msg);
+                mn->waiting_msg = msg;
+                return;
+        }
         if (mn->patch || streq_ptr(msg, mn->waiting_msg) ||
             (mn->stale_rv && streq_ptr(mn->stale_rv, n->resource_version)) ||
-            (keep_phase
-                     ? drain_patch_message(n, msg, &body)
-                     : drain_patch_phase(n, DRAIN_PHASE_WAITING, timesrc_realtime(m->ts), msg, &body)) < 0) {
+            (keep_phase ? drain_patch_message(n, msg, &body)
+                        : drain_patch_phase(n, DRAIN_PHASE_WAITING, since, msg, &body)) < 0) {
                 free(msg);
                 return;
         }
@@ -420,17 +422,52 @@ static void write_waiting_msg(struct manager_node *mn, const struct node_rec *n,
         (void)send_patch(mn, body);
 }
 
-static void write_waiting(struct manager_node *mn, const struct node_rec *n, bool keep_phase) {
+/* The waiting message names neither the holders nor a place in the queue: both change
+ * with every handover, and a message that changes is a Node write per waiting node and
+ * handover. Written when the node starts waiting; the next write is its turn. */
+static void write_waiting(struct manager_node *mn, const struct node_rec *n, bool keep_phase,
+                          int64_t since) {
+        char ts[64] = "";
         char *msg;
+        int k;
 
-        if (asprintf(&msg, "waiting for one of %u drain slots (held by %s)", mn->manager->o.max_parallel,
-                     slots_holders(mn->manager->slots)) >= 0)
-                write_waiting_msg(mn, n, keep_phase, msg);
+        if (keep_phase || timesrc_format_rfc3339(since, ts, sizeof(ts)) < 0)
+                k = asprintf(&msg, "waiting for a drain slot (--max-parallel %u) to go on with the drain",
+                             mn->manager->o.max_parallel);
+        else
+                k = asprintf(&msg,
+                             "waiting for a drain slot (--max-parallel %u) since %s; slots go in request "
+                             "order",
+                             mn->manager->o.max_parallel, ts);
+        if (k >= 0)
+                write_waiting_msg(mn, n, keep_phase, since, msg);
+}
+
+/* When the node asked for its drain, to the second (what state-since keeps), for the
+ * queue's order: the waiting stamp on its Node (written by whoever managed it first),
+ * else when this manager first saw the request. A drain already past waiting goes
+ * before every waiter (0): it has changed the node, finishing it comes first. */
+static int64_t asked_at(struct manager_node *mn, const struct drain_state *st) {
+        int64_t t;
+
+        if (st->has_phase && st->phase != DRAIN_PHASE_WAITING)
+                return 0;
+        if (st->has_phase && st->state_since_usec > 0)
+                t = st->state_since_usec;
+        else if (mn->asked_at > 0)
+                return mn->asked_at;
+        else
+                t = timesrc_realtime(mn->manager->ts);
+        t -= t % (int64_t)USEC_PER_SEC;
+        if (!mn->asked_at)
+                mn->asked_at = t;
+        return t;
 }
 
 /* No slot, no drain: the node waits, and says why on the Node too (whoever annotated
  * it reads there, not the daemon's log), once per reason. */
-static void slot_failed(struct manager_node *mn, const struct node_rec *n, bool keep_phase, int error) {
+static void slot_failed(struct manager_node *mn, const struct node_rec *n, bool keep_phase, int64_t since,
+                        int error) {
         struct drain_manager *m = mn->manager;
         const char *ns = m->o.lease_namespace;
         char *msg = NULL;
@@ -460,7 +497,7 @@ static void slot_failed(struct manager_node *mn, const struct node_rec *n, bool 
                                                       .error = error,
                                                       .message = msg,
                                                       .retry_usec = RETRY_BASE_USEC });
-        write_waiting_msg(mn, n, keep_phase, msg);
+        write_waiting_msg(mn, n, keep_phase, since ? since : timesrc_realtime(m->ts), msg);
         mn->retry_at = timesrc_now(m->ts) + RETRY_BASE_USEC;
         dtimer_start(&m->retry_timer, RETRY_BASE_USEC);
 }
@@ -494,7 +531,7 @@ static void reconcile_node(struct drain_manager *m, const struct node_rec *n) {
 
         /* Slots: held from the first change until the node is back in service. */
         if (m->slots && (st.has_phase && st.phase != DRAIN_PHASE_WAITING))
-                (void)slots_acquire(m->slots, n->name); /* keeps it renewed */
+                (void)slots_acquire_ordered(m->slots, n->name, 0); /* keeps it renewed */
         if (m->slots && goal < 0 && !st.has_phase && slots_held(m->slots, n->name))
                 slots_release(m->slots, n->name);
 
@@ -552,18 +589,18 @@ static void reconcile_node(struct drain_manager *m, const struct node_rec *n) {
          * drain resumed with its Lease still on the server adopts it at once. */
         if (goal == ENGINE_GOAL_DRAIN && m->slots) {
                 bool keep_phase = st.has_phase && st.phase != DRAIN_PHASE_WAITING;
+                int64_t asked = asked_at(mn, &st);
 
-                r = slots_acquire(m->slots, n->name);
+                /* First asked, first served: the slots hand out free ones oldest first. */
+                r = slots_acquire_ordered(m->slots, n->name, asked);
                 if (r < 0)
-                        return slot_failed(mn, n, keep_phase, r);
+                        return slot_failed(mn, n, keep_phase, asked, r);
                 if (r == 0) {
-                        const char *holders = slots_holders(m->slots);
-
-                        /* Not while our own attempt is landing: the lease watch may show the
-                         * node as holder before the create/update call returns. */
-                        if (!slots_held(m->slots, n->name) && holders && *holders &&
-                            !holders_include(holders, n->name))
-                                write_waiting(mn, n, keep_phase);
+                        /* Only once its attempt found nothing to take: not while it is
+                         * landing (the lease watch may show the node as holder before the
+                         * create/update call returns), nor for a slot about to be its. */
+                        if (slots_queued(m->slots, n->name))
+                                write_waiting(mn, n, keep_phase, asked);
                         return;
                 }
         }

@@ -72,6 +72,11 @@ struct slot_node {
         int64_t check_acquire;
         int error; /* persistent error shown by slots_acquire() until the retry timer */
         unsigned failures;
+        /* First asked, first served (slots_acquire_ordered): the ask time and the name
+         * order the waiting nodes of this process; queued once an attempt found nothing
+         * it may take (all held, or an older waiter goes first). */
+        bool ordered, queued;
+        int64_t asked;
         bool verify;      /* renew as soon as the call in flight ends */
         bool retry_armed; /* backoff after a failed acquire or release */
         struct dtimer renew_timer, retry_timer;

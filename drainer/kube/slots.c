@@ -107,6 +107,7 @@ static int start_call(struct slot_node *n, enum op op, int target, const char *p
         int r;
 
         assert(!n->call);
+        n->queued = false;
         switch (op) {
         case OP_NODECHECK:
                 r = kube_get(s->client, path, on_call_done, n, &n->call);
@@ -171,6 +172,7 @@ static int hold(struct slot_node *n, int i, const struct lease_rec *rec) {
         if (replace_str(&n->rv, rec->resource_version) < 0)
                 return -ENOMEM;
         n->slot = i;
+        n->queued = false;
         n->acquire_time = rec->acquire_time_usec;
         n->transitions = rec->transitions;
         return 0;
@@ -481,8 +483,39 @@ static void take(struct slot_node *n, int i, const char *rv, const char *old_hol
                 arm_retry(n);
 }
 
-/* One attempt for a waiting node: adopt the slot it already holds, else take the
- * first absent, free or expired slot, else one whose holder's node is gone. */
+/* An ordered node that waits for its turn: nothing in flight, no backoff, no error (a
+ * node that failed does not hold up the others). */
+static bool in_queue(const struct slot_node *n) {
+        return n->ordered && n->wanted && n->slot < 0 && !n->call && !n->retry_armed && n->error >= 0;
+}
+
+/* Whether a was asked before b: the ask time, then the name (the same order in every
+ * process that reads the same stamps). */
+static bool asked_before(const struct slot_node *a, const struct slot_node *b) {
+        return a->asked < b->asked || (a->asked == b->asked && strcmp(a->name, b->name) < 0);
+}
+
+/* The oldest waiter of this process: the only ordered node that may take a free slot. */
+static struct slot_node *queue_head(struct slots *s) {
+        struct slot_node *h = NULL;
+
+        for (struct slot_node *n = s->nodes; n; n = n->next)
+                if (in_queue(n) && (!h || asked_before(n, h)))
+                        h = n;
+        return h;
+}
+
+/* Nothing to take for n now: the caller hears of it once (it then says the node waits). */
+static void mark_queued(struct slot_node *n) {
+        if (n->queued)
+                return;
+        n->queued = true;
+        slots_notify_later(n->s, NOTIFY_CHANGED);
+}
+
+/* One attempt for a waiting node: adopt the slot it already holds, else (an ordered
+ * node: only the oldest waiter) take the first absent, free or expired slot, else one
+ * whose holder's node is gone. */
 static void try_take(struct slot_node *n) {
         struct slots *s = n->s;
         uint64_t now, earliest = UINT64_MAX;
@@ -511,6 +544,9 @@ static void try_take(struct slot_node *n) {
                 if (adopt(n, (int)i, rec) >= 0)
                         return slots_notify_later(s, NOTIFY_CHANGED);
         }
+        /* First asked, first served: a younger waiter leaves a free slot to the oldest. */
+        if (n->ordered && queue_head(s) != n)
+                return mark_queued(n);
 
         for (unsigned i = 0; i < s->max; i++) {
                 struct slot_view *v = &s->views[i];
@@ -551,6 +587,7 @@ static void try_take(struct slot_node *n) {
         /* All taken: a watch event, or the first expiry, brings the next chance. */
         if (earliest != UINT64_MAX)
                 arm_expiry(s, earliest);
+        mark_queued(n);
 }
 
 /* ---- the notify timer ---- */
@@ -590,9 +627,19 @@ static void on_notify_timer(struct dtimer *t) {
         if (s->stopping)
                 return;
         gc(s);
-        if (what & NOTIFY_REEVAL)
+        if (what & NOTIFY_REEVAL) {
+                struct slot_node *h;
+
+                /* The ordered waiters oldest first, until one finds nothing to take (then
+                 * every younger one waits behind it); then everyone else. */
+                while ((h = queue_head(s))) {
+                        try_take(h);
+                        if (in_queue(h))
+                                break;
+                }
                 for (struct slot_node *n = s->nodes; n; n = n->next)
                         try_take(n);
+        }
         if ((what & NOTIFY_CHANGED) && s->changed)
                 s->changed(s, s->userdata);
 }
@@ -661,7 +708,7 @@ fail:
         return r;
 }
 
-int slots_acquire(struct slots *s, const char *node) {
+static int acquire(struct slots *s, const char *node, bool ordered, int64_t asked) {
         struct slot_node *n;
         int r;
 
@@ -677,6 +724,8 @@ int slots_acquire(struct slots *s, const char *node) {
                         return r;
         }
         n->wanted = true;
+        n->ordered = ordered;
+        n->asked = asked;
         if (n->call && n->op == OP_RELEASE)
                 return 0; /* taken again once the release is through */
         if (n->slot >= 0) {
@@ -692,8 +741,30 @@ int slots_acquire(struct slots *s, const char *node) {
                 return n->error;
         if (s->watch->error < 0)
                 return s->watch->error;
+        if (ordered) {
+                /* Every node of this turn of the caller registers first; the notify timer
+                 * then hands the free slots out oldest first. */
+                if (!n->call)
+                        slots_notify_later(s, NOTIFY_REEVAL);
+                return 0;
+        }
         try_take(n);
         return n->slot >= 0 ? 1 : 0;
+}
+
+int slots_acquire(struct slots *s, const char *node) {
+        return acquire(s, node, false, 0);
+}
+
+int slots_acquire_ordered(struct slots *s, const char *node, int64_t asked) {
+        return acquire(s, node, true, asked);
+}
+
+bool slots_queued(const struct slots *s, const char *node) {
+        for (const struct slot_node *n = s->nodes; n; n = n->next)
+                if (streq(n->name, node))
+                        return n->queued && n->wanted && n->slot < 0 && !n->call;
+        return false;
 }
 
 void slots_release(struct slots *s, const char *node) {

@@ -9,7 +9,9 @@
  * says so on its Node) until the first is back in service; a refusal by
  * configuration is reported once, not on every reconcile, and retried only when the
  * Node's drainer.io/ annotations change; a deleted Node's slot is released; stop
- * ends everything and calls back. */
+ * ends everything and calls back; a waiting Node is written twice however often the
+ * slot changes hands; slots go in the order the nodes asked (as their Nodes record
+ * it). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -41,7 +43,7 @@
 #define NS         "drainer-system"
 #define LEASES     "/apis/coordination.k8s.io/v1/namespaces/" NS "/leases"
 #define NODES_PATH "/api/v1/nodes"
-#define MAX_NODES  4
+#define MAX_NODES  10
 #define MAX_LEASES 4
 #define MAX_LINES  512
 
@@ -66,6 +68,13 @@ struct world {
         size_t n_events;
         /* the most nodes seen in a phase past waiting at once (the slot's promise) */
         size_t most_out_of_service;
+        /* Per node (by its index in nodes): the PATCHes the API server saw until the first
+         * that moved it past waiting (that one counted), and whether one did. */
+        unsigned patches_to_turn[MAX_NODES];
+        bool turned[MAX_NODES];
+        /* The nodes in the order they first left waiting (a phase past it). */
+        char turn_order[MAX_NODES][16];
+        size_t n_turns;
 };
 
 /* ---- the world's objects ---- */
@@ -227,9 +236,20 @@ static void on_node_request(struct world *w, const struct fake_request *r) {
         assert_string_equal(r->method, "PATCH");
         patch = fake_api_json(r->body);
         want_rv = json_str(patch, "metadata.resourceVersion");
+        for (size_t i = 0; i < MAX_NODES; i++)
+                if (w->nodes[i] == n && !w->turned[i])
+                        w->patches_to_turn[i]++;
         if (want_rv && !streq(want_rv, json_str(n, "metadata.resourceVersion")))
                 return reply_status(w, r, 409, "Conflict");
         fake_api_merge_patch(n, patch);
+        for (size_t i = 0; i < MAX_NODES; i++) {
+                const char *st = ann(w, name, "drainer.io/state");
+
+                if (w->nodes[i] == n && !w->turned[i] && st && !streq(st, "waiting")) {
+                        w->turned[i] = true;
+                        snprintf(w->turn_order[w->n_turns++], sizeof(w->turn_order[0]), "%s", name);
+                }
+        }
         set_rv(w, n);
         reply_obj(w, r, 200, n);
         push(w, NODES_PATH "?", "MODIFIED", n);
@@ -550,7 +570,7 @@ static bool waits_for_slot(struct world *w, const char *node) {
         const char *msg = ann(w, node, "drainer.io/message");
 
         return streq_ptr(ann(w, node, "drainer.io/state"), "waiting") && msg &&
-               strstr(msg, "waiting for one of 1 drain slots");
+               strstr(msg, "waiting for a drain slot (--max-parallel 1) since ");
 }
 
 /* One slot, two nodes asked: the second waits (and its Node says so) until the first
@@ -712,6 +732,141 @@ static void test_stop_waits_for_event(void **state) {
         w->manager = NULL;
 }
 
+/* Slot 0's Lease as another drainer process writes it: held for node holder (NULL:
+ * free), renewed now. Goes out on the watch. */
+static void lease_written(struct world *w, const char *holder) {
+        _cleanup_free_ char *s = test_asprintf(
+                "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":"
+                "\"drainer-slot-0\",\"namespace\":\"" NS "\",\"resourceVersion\":\"1\"},\"spec\":{%s%s%s"
+                "\"leaseDurationSeconds\":120,\"acquireTime\":\"2026-01-01T00:00:00.000000Z\","
+                "\"renewTime\":\"2026-01-01T00:00:00.000000Z\",\"leaseTransitions\":1}}",
+                holder ? "\"holderIdentity\":\"" : "", holder ? holder : "", holder ? "\"," : "");
+        bool added = !w->leases[0];
+
+        cJSON_Delete(w->leases[0]);
+        w->leases[0] = fake_api_json(s);
+        set_rv(w, w->leases[0]);
+        push(w, LEASES "?", added ? "ADDED" : "MODIFIED", w->leases[0]);
+}
+
+static size_t node_index(struct world *w, const char *node) {
+        for (size_t i = 0; i < MAX_NODES; i++)
+                if (w->nodes[i] && streq(json_str(w->nodes[i], "metadata.name"), node))
+                        return i;
+        fail_msg("no node %s", node);
+        return 0;
+}
+
+static bool all_back(struct world *w) {
+        for (size_t i = 0; i < MAX_NODES; i++)
+                if (w->nodes[i] && ann(w, json_str(w->nodes[i], "metadata.name"), "drainer.io/request"))
+                        return false;
+        return true;
+}
+
+/* Whichever node is drained is asked back (uncordon); a node back in service has its
+ * request removed by its owner. Until turns nodes have had their turn and all are back. */
+static bool serve_turns(struct world *w, size_t turns) {
+        for (int k = 0; k < 10000; k++) {
+                for (size_t i = 0; i < MAX_NODES; i++) {
+                        const char *name = w->nodes[i] ? json_str(w->nodes[i], "metadata.name") : NULL;
+                        const char *req = name ? ann(w, name, "drainer.io/request") : NULL;
+
+                        if (req && streq(req, "drain") && is_drained(w, name))
+                                set_ann(w, name, "drainer.io/request", "uncordon");
+                        else if (req && streq(req, "uncordon") && is_in_service(w, name))
+                                set_ann(w, name, "drainer.io/request", NULL);
+                }
+                if (w->n_turns >= turns && all_back(w))
+                        return true;
+                step(w, 10 * MS);
+        }
+        return false;
+}
+
+/* Three nodes wait while the one slot changes hands five times between nodes of other
+ * drainer processes: the waiting message names no holder, so each waiting Node is
+ * written twice (it starts waiting; its turn came), not once per handover. */
+static void test_waiting_written_twice(void **state) {
+        static const char *const waiters[] = { "node-1", "node-2", "node-3" };
+        struct world *w = *state;
+        char holder[16];
+
+        for (int k = 1; k <= 5; k++) {
+                snprintf(holder, sizeof(holder), "other-%d", k);
+                add_node(w, holder, NULL);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(waiters); i++)
+                add_node(w, waiters[i], "\"drainer.io/request\":\"drain\"");
+        lease_written(w, "other-1");
+        start_manager(w, 1);
+        run_for(w, 5 * SEC);
+        for (size_t i = 0; i < ELEMENTSOF(waiters); i++) {
+                assert_true(waits_for_slot(w, waiters[i]));
+                assert_int_equal(w->patches_to_turn[node_index(w, waiters[i])], 1);
+        }
+        for (int k = 2; k <= 6; k++) {
+                snprintf(holder, sizeof(holder), "other-%d", k == 6 ? 1 : k);
+                lease_written(w, holder);
+                run_for(w, 3 * SEC);
+                assert_string_equal(lease_holder(w, 0), holder);
+        }
+        lease_written(w, NULL);
+        assert_true(serve_turns(w, ELEMENTSOF(waiters)));
+        for (size_t i = 0; i < ELEMENTSOF(waiters); i++) {
+                size_t j = node_index(w, waiters[i]);
+
+                assert_true(w->turned[j]);
+                assert_int_equal(w->patches_to_turn[j], 2);
+        }
+        assert_int_equal(w->most_out_of_service, 1);
+}
+
+/* Five nodes ask one second apart with one slot, in an order that is neither their
+ * names' nor the cache's: they drain in the order they asked. */
+static void test_slots_in_request_order(void **state) {
+        static const char *const asks[] = { "node-c", "node-e", "node-a", "node-d", "node-b" };
+        struct world *w = *state;
+
+        add_node(w, "node-a", NULL);
+        add_node(w, "node-b", NULL);
+        add_node(w, "node-c", NULL);
+        add_node(w, "node-d", NULL);
+        add_node(w, "node-e", NULL);
+        start_manager(w, 1);
+        run_for(w, 1 * SEC); /* the Node watch open */
+        for (size_t i = 0; i < ELEMENTSOF(asks); i++) {
+                set_ann(w, asks[i], "drainer.io/request", "drain");
+                run_for(w, 1 * SEC);
+        }
+        assert_true(serve_turns(w, ELEMENTSOF(asks)));
+        assert_int_equal(w->n_turns, ELEMENTSOF(asks));
+        for (size_t i = 0; i < ELEMENTSOF(asks); i++)
+                assert_string_equal(w->turn_order[i], asks[i]);
+        assert_int_equal(w->most_out_of_service, 1);
+}
+
+/* The order is the one the Nodes record: a manager started over nodes already waiting
+ * (their drainer.io/state-since, written by an earlier one) serves the oldest first. */
+static void test_order_read_from_nodes(void **state) {
+        struct world *w = *state;
+
+        add_node(w, "node-a",
+                 "\"drainer.io/request\":\"drain\",\"drainer.io/state\":\"waiting\","
+                 "\"drainer.io/state-since\":\"2026-01-01T00:00:09Z\"");
+        add_node(w, "node-b",
+                 "\"drainer.io/request\":\"drain\",\"drainer.io/state\":\"waiting\","
+                 "\"drainer.io/state-since\":\"2026-01-01T00:00:03Z\"");
+        add_node(w, "node-c",
+                 "\"drainer.io/request\":\"drain\",\"drainer.io/state\":\"waiting\","
+                 "\"drainer.io/state-since\":\"2026-01-01T00:00:05Z\"");
+        start_manager(w, 1);
+        assert_true(serve_turns(w, 3));
+        assert_string_equal(w->turn_order[0], "node-b");
+        assert_string_equal(w->turn_order[1], "node-c");
+        assert_string_equal(w->turn_order[2], "node-a");
+}
+
 static void test_event_kind_names(void **state) {
         for (int k = 0; k < _DRAIN_MANAGER_EVENT_KIND_MAX; k++)
                 assert_non_null(drain_manager_event_kind_to_string(k));
@@ -730,6 +885,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_deleted_node_slot_freed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_during_drain, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_waits_for_event, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_waiting_written_twice, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_slots_in_request_order, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_order_read_from_nodes, setup, teardown),
                 cmocka_unit_test(test_event_kind_names),
         };
 

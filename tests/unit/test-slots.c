@@ -789,6 +789,48 @@ static void test_cluster_mode_own_slots(void **state) {
         }
 }
 
+/* First asked, first served (slots_acquire_ordered): three nodes of this process ask in
+ * an order unlike their ask times; one slot is free: it goes to the oldest, the others
+ * are queued; when the other holder lets go, the next oldest takes it. */
+static void test_ordered_oldest_first(void **state) {
+        struct env *e = *state;
+        cJSON *b;
+
+        env_slots(e, 2, true);
+        expect_list(e, "100", (char *[]){ lease_json(0, "90", "node-9", REAL0, 2), NULL });
+        expect_watch_open(e);
+        assert_int_equal(slots_acquire_ordered(e->slots, "node-c", 30), 0);
+        assert_int_equal(slots_acquire_ordered(e->slots, "node-a", 10), 0);
+        assert_int_equal(slots_acquire_ordered(e->slots, "node-b", 20), 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 0); /* nothing within the call */
+        fake_clock_advance(e->api->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_count(e->api->ft, "POST", LEASES), 1);
+        b = body_of(last(e, "POST", LEASES));
+        assert_string_equal(json_str(b, "metadata.name"), "drainer-slot-1");
+        assert_string_equal(json_str(b, "spec.holderIdentity"), "node-a");
+        cJSON_Delete(b);
+        assert_false(slots_queued(e->slots, "node-a")); /* landing: not queued */
+        assert_true(slots_queued(e->slots, "node-b"));
+        assert_true(slots_queued(e->slots, "node-c"));
+
+        expect_write(e, "POST", LEASES, 201, lease_json(1, "101", "node-a", REAL0, 0));
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(slots_acquire_ordered(e->slots, "node-a", 10), 1);
+        /* node-9 lets go: the next oldest (node-b) takes it, not node-c. */
+        expect_write(e, "PUT", SLOT0, 200, lease_json(0, "92", "node-b", real_now(e), 3));
+        push(e, "MODIFIED", lease_json(0, "91", NULL, real_now(e), 2));
+        fake_clock_advance(e->api->clock, 0);
+        fake_clock_advance(e->api->clock, 0);
+        b = body_of(last(e, "PUT", SLOT0));
+        assert_string_equal(json_str(b, "spec.holderIdentity"), "node-b");
+        cJSON_Delete(b);
+        assert_int_equal(fake_transport_count(e->api->ft, "PUT", SLOT0), 1);
+        assert_int_equal(slots_acquire_ordered(e->slots, "node-b", 20), 1);
+        assert_int_equal(slots_acquire_ordered(e->slots, "node-c", 30), 0);
+        assert_true(slots_queued(e->slots, "node-c"));
+}
+
 static bool keep_not_node1(const char *node, void *userdata) {
         int *calls = userdata;
 
@@ -1171,6 +1213,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_create_5xx_retried, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopts_own_lease, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cluster_mode_own_slots, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ordered_oldest_first, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_release_unless_gone_node, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_informer_stops_when_nothing_wanted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_release_during_acquire, setup, teardown),

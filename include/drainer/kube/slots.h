@@ -38,6 +38,16 @@ int slots_new(struct kube_client *client, struct timesrc *ts, const struct slots
  * flight, or all slots are held: the lease watch calls changed() when one frees),
  * negative errno on a persistent error (e.g. -EACCES: RBAC for leases missing). */
 int slots_acquire(struct slots *s, const char *node);
+/* The same, first asked first served: asked is when the node asked (any clock, the same
+ * for every node; ties go by name). A free slot goes to the oldest waiter of this
+ * process that holds none; a younger one waits behind it. Nothing is tried within the
+ * call: every node the caller registers on this turn of the loop is counted, then the
+ * slots go out oldest first on the next turn (changed() says when one is held). A node
+ * that already holds its Lease adopts it, whatever its age. */
+int slots_acquire_ordered(struct slots *s, const char *node, int64_t asked);
+/* Whether node waits for its turn: it asked, holds no slot, and its last attempt found
+ * nothing it may take (changed() is called when that becomes true). */
+bool slots_queued(const struct slots *s, const char *node);
 /* Gives the node's slot back (holderIdentity cleared). No-op if it holds none. */
 void slots_release(struct slots *s, const char *node);
 /* Releases the slot of every node of this process that keep() answers false for (its
