@@ -346,7 +346,8 @@ const struct verb verbs[] = {
                 "and the drain flags of 'drainer drain' except --dry-run, --ignore-daemonsets and\n"
                 "--driver (they apply to every drain it runs; serve drains whole nodes).\n\n"
                 "Exit codes: 0 stopped (SIGTERM, SIGINT), 1 error (API, configuration, a\n"
-                "--metrics-addr that cannot be bound, the leader Lease lost), 2 bad usage.\n" API_EXIT_CODES_HELP,
+                "--metrics-addr that cannot be bound, the leader Lease lost), 2 bad "
+                "usage.\n" API_EXIT_CODES_HELP,
                 NULL,
                 &verb_serve_ops,
         },
