@@ -806,7 +806,7 @@ if check "cluster mode: one of them holds the Lease drainer-leader (<= 30 s)" wa
 fi
 check_eq "cluster mode: its PodDisruptionBudget keeps one (minAvailable 1, 1 disruption allowed)" "1/1" \
 	"$(kubectl -n drainer-system get pdb drainer -o jsonpath='{.spec.minAvailable}/{.status.disruptionsAllowed}')"
-check_eq "cluster mode: serve --all-nodes --leader-elect --max-parallel 2, /metrics on the pod IP (deploy/monitoring)" '["serve","--all-nodes","--leader-elect","--max-parallel","2","--metrics-addr","[::]:9464"]' \
+check_eq "cluster mode: serve --all-nodes --leader-elect --max-parallel 2, /metrics on the pod IP (deploy/monitoring)" '["serve","--all-nodes","--max-parallel","2","--metrics-addr","[::]:9464","--leader-elect"]' \
 	"$(kubectl kustomize deploy/cluster-mode | "$KUBECTL" create --dry-run=client -f - -o json | jq -cs '.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0].args')"
 check_eq "cluster mode: its pod runs as ServiceAccount drainer-cluster" drainer-cluster \
 	"$(kubectl -n drainer-system get pods -l app.kubernetes.io/component=controller -o json | jq -r '[.items[] | select(.metadata.deletionTimestamp == null)][0].spec.serviceAccountName')"
