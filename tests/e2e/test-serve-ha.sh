@@ -112,8 +112,11 @@ drain_round() {
 		untrack_pid "${serve_pids[$old]}"
 		unset "serve_pids[$old]"
 	fi
-	if check "replica $new takes the Lease after the leader's ${how} (<= 20 s)" wait_until 20 leads "$new"; then
-		echo "    (in $((SECONDS - t0)) s)"
+	if wait_until 20 leads "$new"; then
+		pass "replica $new takes the Lease after the leader's ${how} (<= 20 s; in $((SECONDS - t0)) s)"
+	else
+		fail "replica $new takes the Lease after the leader's ${how} (<= 20 s): the holder is $(holder)"
+		serve_log "$new" 20 'leader|Lease|error'
 	fi
 	if [ "$how" = freeze ]; then
 		# woken once the new leader has written (its first write is in the audit log)
@@ -122,17 +125,27 @@ drain_round() {
 		kill -CONT "${serve_pids[$old]}" 2>/dev/null
 		echo "    (SIGCONT to $old)"
 		old_exited() { ! kill -0 "${serve_pids[$old]}" 2>/dev/null; }
-		if check "the woken replica ($old) exits on its own (<= 10 s)" wait_until 10 old_exited; then
+		if wait_until 10 old_exited; then
+			pass "the woken replica ($old) exits on its own (<= 10 s)"
 			wait "${serve_pids[$old]}" 2>/dev/null
 			rc=$?
 			check_eq "its exit status is 1 (lost the leader Lease)" 1 "$rc"
 			check "its log says it lost the Lease" grep -q "lost the leader Lease" "$e2e_tmp/$old.log"
+		else
+			fail "the woken replica ($old) exits on its own (<= 10 s)"
+			serve_log "$old" 20 'leader|Lease|error'
 		fi
 		serve_stop "$old" KILL
 	fi
-	if ! check "the new leader ($new) finishes the drain (<= 120 s)" wait_until 120 state_is "$node" drained; then
+	# (check records a failure and returns 0: the diagnosis needs its own branch)
+	if wait_until 120 state_is "$node" drained; then
+		pass "the new leader ($new) finishes the drain (<= 120 s)"
+	else
+		fail "the new leader ($new) finishes the drain (<= 120 s)"
 		echo "    state: $(node_state "$node"); message: $(node_ann "$node" drainer.io/message)"
-		serve_log "$new" 30
+		kubectl get pods -A --field-selector "spec.nodeName=$node" -o wide 2>&1 | sed 's/^/    /'
+		kubectl -n "$lease_ns" get leases -o wide 2>&1 | sed 's/^/    /'
+		serve_log "$new" 60 'node-1|slot|lease|Lease|error|warning'
 	fi
 	sleep 0.5
 	audit_window "$line" "$e2e_tmp/$how-$phase.audit"
