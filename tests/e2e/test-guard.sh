@@ -78,7 +78,7 @@ if [ "$pod_image" = "localhost/drainer:$version" ]; then
 fi
 # Direct runs (parts C, D) use the build's drainer, the one drainer.test/drainer:dev runs.
 guard_bin=$(readlink -f "$DRAINER_CLUSTER_DIR/guard-drainer")
-if ! "$guard_bin" guard --help 2>/dev/null | grep -q -- '--listen'; then
+if ! grep -q -- '--listen' <<<"$("$guard_bin" guard --help 2>/dev/null)"; then
 	fail "$guard_bin has no guard verb with --listen: build it (ninja -C build)"
 	finish
 	exit 1

@@ -284,7 +284,9 @@ check "... and does not echo the token" bash -c "! grep -qF -- '$bad_token' '$t/
 # serve's log, -vv, for a few seconds on a node that asks for nothing.
 echo "-- serve's log"
 serve_args=(--kubeconfig "$t/exec-token.yaml" -vv serve --node node-3 --max-parallel 0)
-"$DRAINER" serve --help 2>&1 | grep -q -- '--metrics-addr' && serve_args+=(--metrics-addr "")
+# (the help read whole: grep -q ends the pipe early, and under pipefail the writer's
+# SIGPIPE would fail it)
+grep -q -- '--metrics-addr' <<<"$("$DRAINER" serve --help 2>&1)" && serve_args+=(--metrics-addr "")
 "$DRAINER" "${serve_args[@]}" >"$t/serve.out" 2>"$t/serve.err" &
 serve_pid=$!
 track_pid "$serve_pid"
