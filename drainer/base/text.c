@@ -186,3 +186,13 @@ const char *text_closest(const char *word, const char *const *candidates, size_t
         }
         return best && best_d <= max_distance ? best : NULL;
 }
+
+int text_replace(char **p, const char *v) {
+        char *c = NULL;
+
+        if (v && !(c = strdup(v)))
+                return -ENOMEM;
+        free(*p);
+        *p = c;
+        return 0;
+}

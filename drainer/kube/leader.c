@@ -12,6 +12,7 @@
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
 #include "drainer/base/selector.h"
+#include "drainer/base/text.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/kube/client.h"
 #include "drainer/kube/leader.h"
@@ -79,16 +80,6 @@ static void attempt(struct leader *l);
 
 static bool leader_may_write_closing(const struct leader *l) {
         return timesrc_now(l->ts) < l->closing_deadline;
-}
-
-static int replace_str(char **p, const char *v) {
-        char *c = NULL;
-
-        if (v && !(c = strdup(v)))
-                return -ENOMEM;
-        free(*p);
-        *p = c;
-        return 0;
 }
 
 int leader_options_check(const struct leader_options *o, const char **ret_message) {
@@ -168,11 +159,11 @@ static void observe(struct leader *l, const struct lease_rec *rec) {
         uint64_t now = timesrc_now(l->ts);
 
         if (!l->seen_rv || !streq(l->seen_rv, rec->resource_version)) {
-                (void)replace_str(&l->seen_rv, rec->resource_version);
+                (void)text_replace(&l->seen_rv, rec->resource_version);
                 l->seen_at = now;
         }
-        (void)replace_str(&l->rv, rec->resource_version);
-        (void)replace_str(&l->holder, rec->holder);
+        (void)text_replace(&l->rv, rec->resource_version);
+        (void)text_replace(&l->holder, rec->holder);
         l->acquire_usec = rec->acquire_time_usec;
         l->transitions = rec->transitions;
         l->holder_duration_usec =
@@ -323,7 +314,7 @@ static void on_answer(const struct kube_result *res, void *userdata) {
                 if (res->error == -ENOENT) {
                         free(l->rv);
                         l->rv = NULL;
-                        (void)replace_str(&l->holder, NULL);
+                        (void)text_replace(&l->holder, NULL);
                         l->transitions = 0;
                         return send(l, OP_CREATE);
                 }

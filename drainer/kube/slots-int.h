@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drainer/base/text.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/kube/client.h"
 #include "drainer/kube/informer.h"
@@ -138,16 +139,6 @@ struct slots {
         bool stopping;
         char holders[HOLDERS_CAP];
 };
-
-static inline int replace_str(char **p, const char *v) {
-        char *c = NULL;
-
-        if (v && !(c = strdup(v)))
-                return -ENOMEM;
-        free(*p);
-        *p = c;
-        return 0;
-}
 
 static inline bool persistent_error(int error) {
         /* What waiting cannot fix: RBAC, a request the server refuses as invalid. */

@@ -52,7 +52,7 @@ static void observe(struct slots *s, int i, const struct lease_rec *rec) {
 
         if (!rec->resource_version || streq_ptr(v->seen_rv, rec->resource_version))
                 return;
-        if (replace_str(&v->seen_rv, rec->resource_version) < 0)
+        if (text_replace(&v->seen_rv, rec->resource_version) < 0)
                 v->seen_rv = mfree(v->seen_rv); /* then seen again, later: never too early */
         v->seen_at = timesrc_now(s->ts);
 }

@@ -140,7 +140,7 @@ static int start_write(struct slot_node *n, enum op op, int i, const char *use_r
                 path = slots_lease_path(s, i);
         if (!body || !path)
                 return -ENOMEM;
-        r = replace_str(&n->used_rv, use_rv);
+        r = text_replace(&n->used_rv, use_rv);
         if (r < 0)
                 return r;
         log_debug("slots: %s \"%s/" SLOT_PREFIX "%d\" for \"%s\"",
@@ -161,7 +161,7 @@ static void arm_retry(struct slot_node *n) {
 static void record_write(struct slots *s, int i, const struct lease_rec *rec, bool freed) {
         struct slot_view *v = &s->views[i];
 
-        if (replace_str(&v->own_rv, rec->resource_version) < 0)
+        if (text_replace(&v->own_rv, rec->resource_version) < 0)
                 v->own_rv = mfree(v->own_rv); /* then trust the cache: at worst one 409 */
         v->own_free = freed;
         v->own_transitions = rec->transitions;
@@ -169,7 +169,7 @@ static void record_write(struct slots *s, int i, const struct lease_rec *rec, bo
 
 /* Makes the node the holder of slot i as the server answered. */
 static int hold(struct slot_node *n, int i, const struct lease_rec *rec) {
-        if (replace_str(&n->rv, rec->resource_version) < 0)
+        if (text_replace(&n->rv, rec->resource_version) < 0)
                 return -ENOMEM;
         n->slot = i;
         n->queued = false;
@@ -208,7 +208,7 @@ static void done_acquire(struct slot_node *n, enum op op, int i, const struct ku
 
                 if (op == OP_CREATE)
                         v->distrust_absent = !slots_cached(s, i);
-                else if (replace_str(&v->distrust_rv, n->used_rv) < 0)
+                else if (text_replace(&v->distrust_rv, n->used_rv) < 0)
                         v->distrust_rv = mfree(v->distrust_rv);
                 if (v->own_rv && streq_ptr(v->own_rv, n->used_rv))
                         v->own_rv = mfree(v->own_rv);
@@ -235,7 +235,7 @@ static void lost(struct slot_node *n, const char *why) {
         struct slot_view *v = &s->views[n->slot];
 
         log_debug("slots: \"%s\" lost \"%s/" SLOT_PREFIX "%d\": %s", n->name, s->ns, n->slot, why);
-        if (replace_str(&v->distrust_rv, n->used_rv) < 0)
+        if (text_replace(&v->distrust_rv, n->used_rv) < 0)
                 v->distrust_rv = mfree(v->distrust_rv);
         v->own_rv = mfree(v->own_rv);
         dtimer_stop(&n->renew_timer);
@@ -451,7 +451,7 @@ static int holder_exists(struct slot_node *n, int i, const struct lease_rec *rec
         esc = kube_query_escape(rec->holder);
         if (!esc || asprintf(&path, "/api/v1/nodes/%s", esc) < 0)
                 return 1;
-        if (replace_str(&n->check_holder, rec->holder) < 0)
+        if (text_replace(&n->check_holder, rec->holder) < 0)
                 return 1;
         n->check_acquire = rec->acquire_time_usec;
         if (start_call(n, OP_NODECHECK, i, path, NULL) < 0) {

@@ -47,3 +47,6 @@ size_t text_distance(const char *a, const char *b);
 /* The first of the n candidates closest to word by text_distance(), when it is at
  * most max_distance away (a typo of it); NULL otherwise. */
 const char *text_closest(const char *word, const char *const *candidates, size_t n, size_t max_distance);
+
+/* *p = a copy of v (NULL: none), the old value freed; -ENOMEM leaves *p as it was. */
+int text_replace(char **p, const char *v);
