@@ -129,14 +129,18 @@ static uint64_t retry_delay(struct leader *l, bool jitter) {
         return l->retry_usec + (uint64_t)(rand_r(&l->rand_state) % 1001) * (l->retry_usec / 5) / 1000;
 }
 
+/* message is the API server's: its control characters are escaped before anything
+ * prints it. */
 static void report_error(struct leader *l, int error, const char *message) {
+        _cleanup_free_ char *safe = message ? text_escape_controls(message, strlen(message)) : NULL;
+        const char *m = safe ?: strerror(-error);
+
         if (error == l->last_error)
                 return;
         l->last_error = error;
-        log_warning("leader election: Lease %s/%s: %s", l->ns, l->name,
-                    message ? message : strerror(-error));
+        log_warning("leader election: Lease %s/%s: %s", l->ns, l->name, m);
         if (l->cb.error)
-                l->cb.error(l, error, message, l->userdata);
+                l->cb.error(l, error, m, l->userdata);
 }
 
 static void tenure_over(struct leader *l, int error) {
@@ -293,7 +297,7 @@ static void on_answer(const struct kube_result *res, void *userdata) {
         l->op = OP_NONE;
         if (l->state == LEADER_CLOSING || l->state == LEADER_CLOSED) {
                 if (op == OP_RELEASE && res->error < 0 && res->error != -ECANCELED)
-                        log_debug("leader election: release: %s", res->message ?: strerror(-res->error));
+                        log_debug("leader election: release: %s", strerror(-res->error));
                 if (l->state == LEADER_CLOSING && l->release_pending && leader_may_write_closing(l)) {
                         l->release_pending = false;
                         send(l, OP_RELEASE);
@@ -359,7 +363,7 @@ static void on_answer(const struct kube_result *res, void *userdata) {
                 break;
         }
         if (res->error < 0 && res->error != -EACCES && res->error != -EPERM)
-                log_debug("leader election: %s", res->message ?: strerror(-res->error));
+                log_debug("leader election: %s", strerror(-res->error));
         schedule(l, retry_delay(l, l->state == LEADER_CANDIDATE));
 }
 
