@@ -14,7 +14,7 @@
 # Events are still granted (a ClusterRole, no Role left behind in default): a drain and
 # uncordon of node-2 with that token post their Events about node-2 in default (kubectl get
 # events --field-selector involvedObject.name=node-2), and the token may post none about
-# node-1, nor in namespace ops-k or demo.
+# node-1, nor in namespace ops-k or kube-public (a namespace every cluster has).
 # The pods run localhost/drainer:VERSION (DRAINER_E2E_IMAGE, else deploy/image/build) or
 # DRAINER_E2E_POD_IMAGE (e.g. drainer.test/drainer:dev: the build's drainer). The real
 # nodes have no network namespaces (every pod binds on the host's loopback): /metrics
@@ -78,8 +78,20 @@ check_eq "the DaemonSet: serve --node \$(NODE_NAME) --metrics-addr [::]:9464 (du
 helm template "$rel" "$chart" -n "$ns" --set mode=cluster --set priorityClassQuota.enabled=true >"$e2e_tmp/cluster.yaml" 2>"$e2e_tmp/cluster.err"
 check_eq "helm template --set mode=cluster --set priorityClassQuota.enabled=true" 0 $?
 check_eq "cluster mode: ServiceAccount drainer-cluster, a Deployment, a ResourceQuota for system-cluster-critical, no node policy" \
-	"ClusterRole/-/$rel ClusterRoleBinding/-/$rel Deployment/$ns/$rel ResourceQuota/$ns/$rel-critical-pods Role/default/$rel-events Role/$ns/$rel-leases RoleBinding/default/$rel-events RoleBinding/$ns/$rel-leases ServiceAccount/$ns/drainer-cluster|[\"system-cluster-critical\"]|system-cluster-critical" \
+	"ClusterRole/-/$rel ClusterRoleBinding/-/$rel Deployment/$ns/$rel PodDisruptionBudget/$ns/$rel ResourceQuota/$ns/$rel-critical-pods Role/default/$rel-events Role/$ns/$rel-leases RoleBinding/default/$rel-events RoleBinding/$ns/$rel-leases ServiceAccount/$ns/drainer-cluster|[\"system-cluster-critical\"]|system-cluster-critical" \
 	"$(objects "$e2e_tmp/cluster.yaml")|$("$KUBECTL" create --dry-run=client -f "$e2e_tmp/cluster.yaml" -o json | jq -rsc '(.[] | select(.kind == "ResourceQuota") | .spec.scopeSelector.matchExpressions[0].values), "|", (.[] | select(.kind == "Deployment") | .spec.template.spec.priorityClassName)' | tr -d '\n')"
+# Highly available as deploy/cluster-mode: 2 replicas with --leader-elect, replaced one
+# at a time, preferably on different nodes, a budget that keeps one (none for a single
+# replica: it would block every drain of its node).
+check_eq "cluster mode: 2 replicas, RollingUpdate maxSurge 0, serve --all-nodes ... --leader-elect, anti-affinity on the release's pods, a PDB minAvailable 1 selecting them" \
+	'2|RollingUpdate 0 1|serve --all-nodes --max-parallel 2 --metrics-addr [::]:9464 --leader-elect|true|1 true' \
+	"$("$KUBECTL" create --dry-run=client -f "$e2e_tmp/cluster.yaml" -o json | jq -rs '(.[] | select(.kind == "Deployment")) as $d | (.[] | select(.kind == "PodDisruptionBudget")) as $b
+		| "\($d.spec.replicas)|\($d.spec.strategy.type) \($d.spec.strategy.rollingUpdate.maxSurge) \($d.spec.strategy.rollingUpdate.maxUnavailable)|\($d.spec.template.spec.containers[0].args | join(" "))|\($d.spec.template.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.labelSelector.matchLabels == $d.spec.selector.matchLabels)|\($b.spec.minAvailable) \($b.spec.selector.matchLabels == $d.spec.selector.matchLabels)"')"
+check_eq "cluster mode, --set replicas=1: one replica, still --leader-elect, no PodDisruptionBudget" \
+	'1|--leader-elect|0' \
+	"$(helm template "$rel" "$chart" -n "$ns" --set mode=cluster --set replicas=1 2>"$e2e_tmp/replicas1.err" | "$KUBECTL" create --dry-run=client -f - -o json | jq -rs '"\(.[] | select(.kind == "Deployment") | .spec.replicas)|\(.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0].args[-1])|\([.[] | select(.kind == "PodDisruptionBudget")] | length)"')"
+helm template "$rel" "$chart" -n "$ns" --set mode=cluster --set replicas=0 >/dev/null 2>"$e2e_tmp/replicas.err"
+check "helm template --set mode=cluster --set replicas=0 is refused with a clear error" grep -q 'replicas must be 1 or more, not 0' "$e2e_tmp/replicas.err"
 helm template "$rel" "$chart" -n "$ns" --set mode=bogus >/dev/null 2>"$e2e_tmp/bogus.err"
 check "helm template --set mode=bogus is refused with a clear error" grep -q 'mode must be node or cluster' "$e2e_tmp/bogus.err"
 
@@ -221,7 +233,7 @@ k_event() { # NODE NAMESPACE: an Event about NODE, as drainer posts it, from nod
 admission_admitted "$kns-ev" "kustomize namespace: $kns: node-2's token posts an Event about node-2 in default (server dry run)" k_event node-2 default
 admission_refused "$kns-ev-other" "kustomize namespace: $kns: node-2's token posting an Event about node-1" \
 	"may only post Events about Node node-2" k_event node-1 default
-for ens in "$kns" demo; do
+for ens in "$kns" kube-public; do
 	admission_refused "$kns-ev-$ens" "kustomize namespace: $kns: node-2's token posting an Event about node-2 in namespace $ens" \
 		"Events in namespace default only" k_event node-2 "$ens"
 done
