@@ -760,8 +760,14 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
                 engine_free(e);
                 return -ENOMEM;
         }
-        /* An uncordon evicts nothing: it needs no budgets. */
-        e->parts = o->goal == ENGINE_GOAL_DRAIN ? NODE_VIEW_ALL : NODE_VIEW_ALL & ~NODE_VIEW_PDBS;
+        /* An uncordon evicts nothing and stops no driver: it needs no budgets, and no
+         * claims (a pod is a claim holder by its spec; the claims only ever decide when a
+         * driver may stop, and an engine keeps the goal it was made with). Without a
+         * cluster view to borrow them from, the claims are the one cluster-wide list of a
+         * drain: a per-node uncordon does not pay it (DESIGN.md, "Load on the API
+         * server"). */
+        e->parts = o->goal == ENGINE_GOAL_DRAIN ? NODE_VIEW_ALL
+                                                : NODE_VIEW_ALL & ~(NODE_VIEW_PDBS | NODE_VIEW_CLAIMS);
         r = node_view_new(client, ts,
                           &(const struct node_view_options){ .node = o->node, .shared = o->shared }, &h, e,
                           &e->view);
