@@ -183,8 +183,12 @@ static void on_manager_event(struct drain_manager *m, const struct drain_manager
         case DRAIN_MANAGER_DONE:
         case DRAIN_MANAGER_REFUSED:
         case DRAIN_MANAGER_FAILED:
-                if (ev->kind != DRAIN_MANAGER_DONE && run->machine_hook && ev->goal == ENGINE_GOAL_DRAIN)
-                        machine_hook_drain_blocked(run->machine_hook, ev->node, msg);
+                if (run->machine_hook && ev->goal == ENGINE_GOAL_DRAIN) {
+                        if (ev->kind == DRAIN_MANAGER_DONE)
+                                machine_hook_drain_done(run->machine_hook, ev->node);
+                        else
+                                machine_hook_drain_blocked(run->machine_hook, ev->node, msg);
+                }
                 if (ev->kind == DRAIN_MANAGER_DONE)
                         log_info("node %s: %s", ev->node, strna(msg));
                 else if (ev->kind == DRAIN_MANAGER_REFUSED)

@@ -37,6 +37,11 @@ struct held {
         char *node;         /* status.nodeRef.name when first seen with it */
         char *last_message; /* the Node's drainer.io/message last told on the Machine */
         bool asked;         /* the drain request was written (or found) */
+        /* The manager reported this node's drain done (DONE, goal drain) while the Machine
+         * was held: what the engine observed (no claim, drivers stopped), not what the
+         * Node's annotations say, which anyone who may patch the Node can write. */
+        bool drain_seen;
+        bool rerun_asked; /* a "drained" this process did not see: the drain asked to run again */
         bool noted_no_node, noted_unknown_node, noted_bad_state;
         bool removed;      /* the hook's removal succeeded: nothing more to do */
         bool gone;         /* no longer held: freed once its calls ended */
@@ -291,7 +296,7 @@ static void reconcile_machine(struct machine_hook *mh, struct held *hd, const st
         if (!hd->node || !streq(hd->node, m->node_name)) {
                 free(hd->node);
                 hd->node = strdup(m->node_name);
-                hd->asked = false;
+                hd->asked = hd->drain_seen = hd->rerun_asked = false;
         }
         n = mh->ops->node(mh->nodes, m->node_name);
         if (!n) {
@@ -317,6 +322,32 @@ static void reconcile_machine(struct machine_hook *mh, struct held *hd, const st
                 return;
         }
         hd->noted_bad_state = false;
+        if (st.request == DRAIN_REQUEST_DRAIN && st.has_phase && st.phase == DRAIN_PHASE_DRAINED &&
+            !hd->drain_seen) {
+                /* Annotations are requests, never authority: a "drained" this process did not
+                 * see the engine reach (written by hand, or by a drainer before a restart) is
+                 * checked by running the drain again (its state removed, its request kept). */
+                if (hd->rerun_asked)
+                        return;
+                r = mh->ops->patch(
+                        mh->nodes, n->name,
+                        strdup("{\"metadata\":{\"annotations\":{\"" DRAINER_ANN_STATE "\":null}}}"));
+                if (r == -EBUSY)
+                        return;
+                if (r < 0) {
+                        note(mh, LOG_LEVEL_WARNING, r,
+                             "Machine %s: asking for the drain of node %s failed: %s, retrying", hd->key,
+                             n->name, strerror(-r));
+                        return schedule(mh, RETRY_USEC);
+                }
+                hd->rerun_asked = true;
+                note(mh, LOG_LEVEL_INFO, 0,
+                     "Machine %s: node %s says drained, but this drainer did not see that drain finish: "
+                     "draining it "
+                     "again to check before the pre-drain hook goes",
+                     hd->key, n->name);
+                return;
+        }
         if (st.request == DRAIN_REQUEST_DRAIN && st.has_phase && st.phase == DRAIN_PHASE_DRAINED) {
                 if (hd->retry_at > now)
                         return schedule(mh, hd->retry_at - now);
@@ -414,6 +445,22 @@ static void on_reconcile_timer(struct dtimer *t) {
 }
 
 void machine_hook_node_changed(struct machine_hook *mh, const struct node_rec *n) {
+        schedule(mh, 0);
+}
+
+void machine_hook_drain_done(struct machine_hook *mh, const char *node) {
+        const char *key;
+        void *v;
+        size_t i = 0;
+
+        if (mh->stopping || !node)
+                return;
+        while (hashmap_iterate(mh->held, &i, &key, &v)) {
+                struct held *hd = v;
+
+                if (!hd->gone && hd->node && streq(hd->node, node))
+                        hd->drain_seen = true;
+        }
         schedule(mh, 0);
 }
 

@@ -222,9 +222,11 @@ static void test_drain_then_remove(void **state) {
         test_api_run(e->api, SEC, SEC / 10);
         assert_int_equal(fake_transport_count(e->api->ft, "PATCH", NULL), 0);
 
-        /* Drained: the hook goes, with a patch that tests the uid and the hook itself. */
+        /* Drained: the hook goes once the manager reported the drain done, with a patch
+         * that tests the uid and the hook itself. */
         fake_transport_expect_json(e->api->ft, "PATCH", MACHINE_PATH, 200, "{}");
         set_node(e, "\"drainer.io/request\":\"drain\",\"drainer.io/state\":\"drained\"");
+        machine_hook_drain_done(e->mh, "node-2");
         machine_hook_node_changed(e->mh, e->node);
         test_api_run(e->api, SEC, SEC / 10);
         assert_int_equal(fake_transport_count(e->api->ft, "PATCH", MACHINE_PATH), 1);
@@ -246,6 +248,28 @@ static void test_drain_then_remove(void **state) {
         push_machine(e, machine(true, "", "node-2", 11));
         assert_int_equal(fake_transport_count(e->api->ft, "PATCH", NULL), 1);
         assert_int_equal(e->patches, 1);
+}
+
+/* A Node that says drained (anyone who may patch it can write that) without the manager
+ * having reported the drain done: no removal; the drain runs again (its state removed,
+ * the request kept), and the hook goes only once that drain is done. */
+static void test_forged_drained_is_checked(void **state) {
+        struct env *e = *state;
+
+        set_node(e, "\"drainer.io/request\":\"drain\",\"drainer.io/state\":\"drained\"");
+        start(e, machine(true, HOOK, "node-2", 10));
+        assert_int_equal(fake_transport_count(e->api->ft, "PATCH", NULL), 0);
+        assert_int_equal(e->patches, 1);
+        assert_string_equal(e->last_patch, "{\"metadata\":{\"annotations\":{\"drainer.io/state\":null}}}");
+        machine_hook_node_changed(e->mh, e->node);
+        test_api_run(e->api, 10 * SEC, SEC);
+        assert_int_equal(e->patches, 1); /* once */
+        assert_int_equal(fake_transport_count(e->api->ft, "PATCH", NULL), 0);
+        /* the drain ran again and is done */
+        fake_transport_expect_json(e->api->ft, "PATCH", MACHINE_PATH, 200, "{}");
+        machine_hook_drain_done(e->mh, "node-2");
+        test_api_run(e->api, SEC, SEC / 10);
+        assert_int_equal(fake_transport_count(e->api->ft, "PATCH", MACHINE_PATH), 1);
 }
 
 /* A drain that cannot finish (a PDB) keeps the hook and names why on the Machine. */
@@ -339,6 +363,7 @@ static void test_not_served(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_drain_then_remove, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_forged_drained_is_checked, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_blocked_keeps_hook, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_no_node_ref, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_not_ours, setup, teardown),

@@ -64,6 +64,10 @@ int machine_hook_new(struct kube_client *client, struct timesrc *ts, const struc
 int machine_hook_start(struct machine_hook *h);
 /* A Node changed (the manager's on_node): Machines of it are looked at again. */
 void machine_hook_node_changed(struct machine_hook *h, const struct node_rec *n);
+/* The manager finished the drain of node (DONE, goal drain): its held Machines' hooks may
+ * go once the Node says drained. A Node that says drained without this (annotations are
+ * anyone's who may patch the Node) is drained again first. */
+void machine_hook_drain_done(struct machine_hook *h, const char *node);
 /* The drain of node cannot go on (the manager gave up, refused, or cannot read the
  * Node's state): an Event on each of its held Machines says so, with message. */
 void machine_hook_drain_blocked(struct machine_hook *h, const char *node, const char *message);
