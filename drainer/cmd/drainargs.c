@@ -435,8 +435,8 @@ const struct yamlargs_word *config_origin_of(const char *word) {
 /* What a key with no value (`timeout:`) needs, for its error line. */
 static const char *value_needed(const char *key) {
         static const char *const durations[] = { "timeout", "request-timeout", "out-of-service-after" };
-        static const char *const switches[] = { "all-nodes", "on-shutdown", "metrics-in-output",
-                                                "out-of-service", "verbose" };
+        static const char *const switches[] = { "all-nodes",         "on-shutdown",    "cluster-api",
+                                                "metrics-in-output", "out-of-service", "verbose" };
 
         for (size_t i = 0; i < ELEMENTSOF(durations); i++)
                 if (streq(key, durations[i]))

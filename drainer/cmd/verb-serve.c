@@ -19,6 +19,7 @@
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
 #include "drainer/base/timesrc.h"
+#include "drainer/ctl/machinehook.h"
 #include "drainer/ctl/manager.h"
 #include "drainer/ctl/shutdown.h"
 #include "drainer/drain/state.h"
@@ -44,6 +45,7 @@ enum {
         OPT_LE_RETRY_PERIOD,
         OPT_LE_NAMESPACE,
         OPT_LE_NAME,
+        OPT_CLUSTER_API,
 };
 
 struct serve_opts {
@@ -59,6 +61,7 @@ struct serve_opts {
         uint64_t le_lease_usec, le_renew_usec, le_retry_usec; /* 0: the defaults */
         const char *le_ns;                                    /* NULL: --lease-namespace */
         const char *le_name;                                  /* NULL: drainer-leader */
+        bool cluster_api; /* --cluster-api: own the Machines' pre-drain hook */
 };
 
 /* The verb's state (verbs.h): what parse read, and what start set going. */
@@ -78,6 +81,8 @@ struct serve_run {
         struct kube_client *leader_client; /* owned: the Lease's own (its own token bucket) */
         char leader_identity[320];         /* --identity and a random suffix */
         bool leading_started;              /* the manager was started as leader */
+        struct machine_hook *machine_hook; /* owned: --cluster-api */
+        bool hook_stopped, hook_awaited;   /* its on_stopped came / the stop waits for it */
         uv_signal_t sigint, sigterm;
         bool signals_ready, stopping;
         unsigned closing; /* handles and modules whose close has not called back yet */
@@ -99,6 +104,46 @@ static void on_manager_node(struct drain_manager *m, const struct node_rec *n, v
 
         if (run->shutdown)
                 shutdown_drain_node_changed(run->shutdown, n);
+        if (run->machine_hook)
+                machine_hook_node_changed(run->machine_hook, n);
+}
+
+/* ---- --cluster-api (ctl/machinehook.c) ---- */
+
+static void on_hook_note(struct machine_hook *h, enum log_level level, int error, const char *line,
+                         void *userdata) {
+        log_full_errno(level, error, "cluster-api: %s", line);
+}
+
+static void on_hook_failed(struct machine_hook *h, int error, const char *message, void *userdata) {
+        struct serve_run *run = userdata;
+
+        log_error_errno(error, "--cluster-api: %s", message);
+        app_quit(run->app, EXIT_ERROR);
+}
+
+static void on_hook_stopped(struct machine_hook *h, void *userdata) {
+        struct serve_run *run = userdata;
+
+        run->hook_stopped = true;
+        if (!run->hook_awaited)
+                return; /* the manager's stop frees it */
+        machine_hook_free(run->machine_hook);
+        run->machine_hook = NULL;
+        on_part_closed(run);
+}
+
+static int start_machine_hook(struct serve_run *run) {
+        int r;
+
+        if (!run->machine_hook)
+                return 0;
+        r = machine_hook_start(run->machine_hook);
+        if (r < 0)
+                return log_error_errno(r, "--cluster-api: cannot start watching Machines: %m");
+        log_info("cluster-api: owning the pre-drain hook " MACHINE_HOOK_ANNOTATION
+                 " of Machines being deleted");
+        return 0;
 }
 
 static const char *goal_name(enum engine_goal goal) {
@@ -138,6 +183,12 @@ static void on_manager_event(struct drain_manager *m, const struct drain_manager
         case DRAIN_MANAGER_DONE:
         case DRAIN_MANAGER_REFUSED:
         case DRAIN_MANAGER_FAILED:
+                if (run->machine_hook && ev->goal == ENGINE_GOAL_DRAIN) {
+                        if (ev->kind == DRAIN_MANAGER_DONE)
+                                machine_hook_drain_done(run->machine_hook, ev->node);
+                        else
+                                machine_hook_drain_blocked(run->machine_hook, ev->node, msg);
+                }
                 if (ev->kind == DRAIN_MANAGER_DONE)
                         log_info("node %s: %s", ev->node, strna(msg));
                 else if (ev->kind == DRAIN_MANAGER_REFUSED)
@@ -197,7 +248,10 @@ static void on_leader_started(struct leader *l, void *userdata) {
         if (r < 0) {
                 log_error_errno(r, "Cannot start watching nodes: %m");
                 app_quit(run->app, EXIT_ERROR);
+                return;
         }
+        if (start_machine_hook(run) < 0)
+                app_quit(run->app, EXIT_ERROR);
 }
 
 /* The tenure is over: the client already withholds every write (the renew deadline
@@ -260,6 +314,15 @@ static void on_manager_stopped(struct drain_manager *m, void *userdata) {
         run->closing++; /* this function's own: app_stopped comes once, after the last */
         drain_manager_free(run->manager);
         run->manager = NULL;
+        if (run->machine_hook) {
+                if (run->hook_stopped) {
+                        machine_hook_free(run->machine_hook);
+                        run->machine_hook = NULL;
+                } else {
+                        run->closing++;
+                        run->hook_awaited = true; /* its on_stopped frees it */
+                }
+        }
         if (run->signals_ready) {
                 run->closing += 2;
                 uv_close((uv_handle_t *)&run->sigint, on_signal_closed);
@@ -354,6 +417,9 @@ static int on_serve_opt(int opt, const char *arg, void *userdata) {
         case OPT_LE_NAME:
                 o->le_name = arg;
                 return 0;
+        case OPT_CLUSTER_API:
+                o->cluster_api = flag_on(arg);
+                return 0;
         case OPT_METRICS_ADDR: {
                 _cleanup_free_ char *host = NULL;
                 uint16_t port;
@@ -385,6 +451,7 @@ static const struct option serve_options[] = {
         { "leader-elect-retry-period", required_argument, NULL, OPT_LE_RETRY_PERIOD },
         { "leader-elect-resource-namespace", required_argument, NULL, OPT_LE_NAMESPACE },
         { "leader-elect-resource-name", required_argument, NULL, OPT_LE_NAME },
+        { "cluster-api", no_argument, NULL, OPT_CLUSTER_API },
         {},
 };
 
@@ -404,6 +471,7 @@ const char *const serve_config_keys[] = {
         "leader-elect-retry-period",
         "leader-elect-resource-namespace",
         "leader-elect-resource-name",
+        "cluster-api",
         NULL,
 };
 
@@ -498,6 +566,9 @@ static int serve_parse(int argc, char **argv, struct global_flags *g, void *stat
         if (o->on_shutdown && o->all_nodes)
                 return log_error_errno(EINVAL,
                                        "drainer serve: --on-shutdown needs --node (the node this host is)");
+        if (o->cluster_api && !o->all_nodes)
+                return log_error_errno(EINVAL, "drainer serve: --cluster-api needs --all-nodes (a Machine's "
+                                               "node may be any node of the cluster)");
         if (!o->lease_ns)
                 o->lease_ns = getenv("POD_NAMESPACE") ? getenv("POD_NAMESPACE") : "drainer-system";
         gethostname(run->host, sizeof(run->host) - 1);
@@ -580,6 +651,19 @@ static int serve_start(struct app *a, void *state) {
                               &cb, run, &run->manager);
         if (r < 0)
                 return log_error_errno(r, "Cannot set up the node watch and drain slots: %m");
+        if (run->o.cluster_api) {
+                static const struct machine_hook_handlers hh = {
+                        .on_note = on_hook_note,
+                        .on_failed = on_hook_failed,
+                        .on_stopped = on_hook_stopped,
+                };
+
+                r = machine_hook_new(a->client, a->ts,
+                                     &(const struct machine_hook_options){ .identity = run->o.identity },
+                                     &machine_hook_manager_ops, run->manager, &hh, run, &run->machine_hook);
+                if (r < 0)
+                        return log_error_errno(r, "--cluster-api: cannot set up the Machine watch: %m");
+        }
         r = notifier_new(&a->loop, &run->notifier);
         if (r >= 0)
                 r = notifier_start(run->notifier);
@@ -652,6 +736,9 @@ static int serve_start(struct app *a, void *state) {
                 r = drain_manager_start(run->manager);
                 if (r < 0)
                         return log_error_errno(r, "Cannot start watching nodes: %m");
+                r = start_machine_hook(run);
+                if (r < 0)
+                        return r;
         }
 
         uv_signal_init(&a->loop, &run->sigint);
@@ -673,6 +760,8 @@ static void serve_stop(struct app *a, void *state) {
                 notifier_stopping(run->notifier);
         if (run->shutdown)
                 shutdown_drain_stop(run->shutdown);
+        if (run->machine_hook)
+                machine_hook_stop(run->machine_hook); /* before the manager it borrows */
         if (run->manager)
                 drain_manager_stop(run->manager); /* on_manager_stopped follows */
         else

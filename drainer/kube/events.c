@@ -27,26 +27,36 @@ static bool add_prefix(cJSON *obj, const char *key, const char *value, size_t ma
 
 int event_build_node(const struct node_rec *n, const char *type, const char *reason, const char *message,
                      int64_t now_usec, const char *reporting_instance, char **ret_json, char **ret_path) {
+        assert(n);
+        return event_build_object(
+                &(const struct event_object){
+                        .api_version = "v1", .kind = "Node", .name = n->name, .uid = n->uid },
+                type, reason, message, now_usec, reporting_instance, ret_json, ret_path);
+}
+
+int event_build_object(const struct event_object *o, const char *type, const char *reason,
+                       const char *message, int64_t now_usec, const char *reporting_instance,
+                       char **ret_json, char **ret_path) {
         _cleanup_(cJSON_Deletep) cJSON *ev = NULL;
         _cleanup_free_ char *gen = NULL, *json = NULL, *path = NULL;
         cJSON *meta, *obj, *src;
         char ts[64];
         int r;
 
-        assert(n);
+        assert(o);
         assert(ret_json);
         assert(ret_path);
-        if (!n->name || !type || (!streq(type, EVENT_TYPE_NORMAL) && !streq(type, EVENT_TYPE_WARNING)) ||
-            !reason || !*reason)
+        if (!o->name || !o->kind || !o->api_version || !type ||
+            (!streq(type, EVENT_TYPE_NORMAL) && !streq(type, EVENT_TYPE_WARNING)) || !reason || !*reason)
                 return -EINVAL;
         r = timesrc_format_rfc3339(now_usec, ts, sizeof ts);
         if (r < 0)
                 return r;
         /* The API server appends 5 random characters (and cuts a long base). */
-        gen = malloc(strlen(n->name) + 2);
+        gen = malloc(strlen(o->name) + 2);
         if (!gen)
                 return -ENOMEM;
-        stpcpy(stpcpy(gen, n->name), ".");
+        stpcpy(stpcpy(gen, o->name), ".");
 
         ev = cJSON_CreateObject();
         if (!ev)
@@ -56,16 +66,18 @@ int event_build_node(const struct node_rec *n, const char *type, const char *rea
                 return -ENOMEM;
         meta = cJSON_AddObjectToObject(ev, "metadata");
         if (!meta || !cJSON_AddStringToObject(meta, "generateName", gen) ||
-            !cJSON_AddStringToObject(meta, "namespace", EVENT_NAMESPACE))
+            !cJSON_AddStringToObject(meta, "namespace", o->ns ? o->ns : EVENT_NAMESPACE))
                 return -ENOMEM;
 
-        /* No involvedObject.namespace: with no eventTime the API server wants it
-         * empty for an event in "default" about a cluster-scoped object. */
+        /* No involvedObject.namespace for a cluster-scoped object: with no eventTime the
+         * API server wants it empty for an event in "default"; a namespaced object's
+         * Event lives in its namespace and names it. */
         obj = cJSON_AddObjectToObject(ev, "involvedObject");
-        if (!obj || !cJSON_AddStringToObject(obj, "apiVersion", "v1") ||
-            !cJSON_AddStringToObject(obj, "kind", "Node") ||
-            !cJSON_AddStringToObject(obj, "name", n->name) ||
-            (n->uid && !cJSON_AddStringToObject(obj, "uid", n->uid)))
+        if (!obj || !cJSON_AddStringToObject(obj, "apiVersion", o->api_version) ||
+            !cJSON_AddStringToObject(obj, "kind", o->kind) ||
+            (o->ns && !cJSON_AddStringToObject(obj, "namespace", o->ns)) ||
+            !cJSON_AddStringToObject(obj, "name", o->name) ||
+            (o->uid && !cJSON_AddStringToObject(obj, "uid", o->uid)))
                 return -ENOMEM;
 
         if (!cJSON_AddStringToObject(ev, "reason", reason))
@@ -93,8 +105,7 @@ int event_build_node(const struct node_rec *n, const char *type, const char *rea
         json = cJSON_PrintUnformatted(ev);
         if (!json)
                 return -ENOMEM;
-        path = strdup("/api/v1/namespaces/" EVENT_NAMESPACE "/events");
-        if (!path)
+        if (asprintf(&path, "/api/v1/namespaces/%s/events", o->ns ? o->ns : EVENT_NAMESPACE) < 0)
                 return -ENOMEM;
         *ret_json = TAKE_PTR(json);
         *ret_path = TAKE_PTR(path);

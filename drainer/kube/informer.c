@@ -72,6 +72,9 @@ static inline const char *kind_ns_lease_rec(const struct lease_rec *l) {
 static inline const char *kind_ns_pdb_rec(const struct pdb_rec *b) {
         return b->ns;
 }
+static inline const char *kind_ns_machine_rec(const struct machine_rec *m) {
+        return m->ns;
+}
 
 DEFINE_KIND_OPS(pod_rec, true)
 DEFINE_KIND_OPS(claim_rec, true)
@@ -79,6 +82,7 @@ DEFINE_KIND_OPS(node_rec, false)
 DEFINE_KIND_OPS(slice_rec, false)
 DEFINE_KIND_OPS(lease_rec, true)
 DEFINE_KIND_OPS(pdb_rec, true)
+DEFINE_KIND_OPS(machine_rec, true)
 
 #define KIND(t, n, p, ns) \
         { n, p, ns, t##_from_json_v, t##_free_v, t##_size_v, t##_rv_v, t##_key_v }
@@ -90,6 +94,7 @@ static const struct kind_ops kinds[_INFORMER_KIND_MAX] = {
         [INFORMER_SLICES] = KIND(slice_rec, "resourceslices", "/apis/resource.k8s.io/v1", false),
         [INFORMER_LEASES] = KIND(lease_rec, "leases", "/apis/coordination.k8s.io/v1", true),
         [INFORMER_PDBS] = KIND(pdb_rec, "poddisruptionbudgets", "/apis/policy/v1", true),
+        [INFORMER_MACHINES] = KIND(machine_rec, "machines", "/apis/cluster.x-k8s.io/v1beta2", true),
 };
 
 const char *informer_kind_to_string(enum informer_kind k) {
@@ -114,8 +119,9 @@ struct informer {
         char *paths[INFORMER_MAX_PREFIXES];
         const char *prefixes[INFORMER_MAX_PREFIXES]; /* borrowed from the options */
         unsigned n_paths, cur;
-        unsigned probes; /* consecutive 404s of lists, one per prefix tried */
-        bool not_served; /* every prefix answered 404 */
+        bool discovering; /* api_prefixes given (one or more): a 404 list is "not served" */
+        unsigned probes;  /* consecutive 404s of lists, one per prefix tried */
+        bool not_served;  /* every prefix answered 404 */
         enum informer_state state;
         struct hashmap *cache; /* owned, and owns its records */
         struct hashmap *fresh; /* the list being built */
@@ -247,12 +253,12 @@ static void swap_in_fresh(struct informer *inf) {
         hashmap_free(old, (void (*)(void *))inf->ops->free);
 }
 
-/* A list answered 404 with more than one prefix: the next one, at once; after every
- * one, "not served": an empty cache, synced, looked at again later. true: handled. */
+/* A list answered 404 with api_prefixes: the next one, at once; after every one, "not
+ * served": an empty cache, synced, looked at again later. true: handled. */
 static bool list_not_found(struct informer *inf) {
         bool was_not_served = inf->not_served;
 
-        if (inf->n_paths < 2)
+        if (!inf->discovering)
                 return false;
         hashmap_free(inf->fresh, inf->ops->free);
         inf->fresh = NULL;
@@ -467,7 +473,7 @@ static void on_watch_done(const struct kube_result *res, void *userdata) {
                 log_debug("informer %s: watch closed at once without events, retrying", inf->ops->name);
                 return schedule_retry(inf, false, 0);
         }
-        if (res->error == -ENOENT && inf->n_paths > 1) {
+        if (res->error == -ENOENT && inf->discovering) {
                 /* The version went away (the API server restarted with another
                  * --runtime-config): list again, which finds what is served now. */
                 log_debug("informer %s: watch answered 404, discovering again", inf->ops->name);
@@ -556,6 +562,7 @@ int informer_new(struct kube_client *client, struct timesrc *ts, const struct in
                         inf->prefixes[inf->n_paths] = opts->api_prefixes[inf->n_paths];
                         inf->n_paths++;
                 }
+                inf->discovering = true;
         } else {
                 inf->prefixes[0] = opts->api_prefix ? opts->api_prefix : inf->ops->prefix;
                 inf->n_paths = 1;

@@ -886,3 +886,41 @@ const struct node_taint *node_rec_find_taint(const struct node_rec *n, const cha
                         return &n->taints[i];
         return NULL;
 }
+
+/* ---- Cluster API Machines (cluster.x-k8s.io/v1beta2) ---- */
+
+static int machine_build(const cJSON *obj, struct packer *pk, struct machine_rec *m) {
+        const cJSON *meta, *ann, *hook;
+        int r;
+
+        r = required_meta(obj, true, &meta);
+        if (r < 0)
+                return r;
+        m->ns = pk_str(pk, json_get_str(meta, "namespace"));
+        m->name = pk_str(pk, json_get_str(meta, "name"));
+        m->uid = pk_opt(pk, json_get_str(meta, "uid"));
+        m->resource_version = pk_opt(pk, json_get_str(meta, "resourceVersion"));
+        m->deleting = json_get_str(meta, "deletionTimestamp") != NULL;
+        m->node_name =
+                pk_opt(pk, json_get_str(json_get_obj(json_get_obj(obj, "status"), "nodeRef"), "name"));
+        /* The value is kept as it is ("" included): the hook's removal tests it. */
+        ann = json_get_obj(meta, "annotations");
+        hook = json_get(ann, MACHINE_HOOK_ANNOTATION);
+        m->has_hook = cJSON_IsString(hook);
+        m->hook_value = m->has_hook ? pk_str(pk, hook->valuestring) : NULL;
+        m->exclude_node_draining = json_get(ann, MACHINE_EXCLUDE_DRAINING_ANNOTATION) != NULL;
+        return 0;
+}
+
+int machine_rec_from_json(const cJSON *obj, struct machine_rec **ret) {
+        assert(ret);
+        return PACK_RECORD(struct machine_rec, obj, ret, machine_build);
+}
+
+void machine_rec_free(struct machine_rec *m) {
+        free(m);
+}
+
+size_t machine_rec_size(const struct machine_rec *m) {
+        return m ? m->alloc_size : 0;
+}

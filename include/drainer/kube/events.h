@@ -44,3 +44,15 @@ struct node_rec;
  * POST it to, both malloc'd. Returns 0, -EINVAL or -ENOMEM. */
 int event_build_node(const struct node_rec *n, const char *type, const char *reason, const char *message,
                      int64_t now_usec, const char *reporting_instance, char **ret_json, char **ret_path);
+
+/* The object an Event is about: ns NULL for a cluster-scoped one (its Event goes to
+ * "default"), else the Event goes to ns and involvedObject names it. uid may be NULL. */
+struct event_object {
+        const char *api_version, *kind, *ns, *name, *uid;
+};
+
+/* The same about any object o (event_build_node() is this for a Node); -EINVAL also
+ * without o->api_version, o->kind or o->name. */
+int event_build_object(const struct event_object *o, const char *type, const char *reason,
+                       const char *message, int64_t now_usec, const char *reporting_instance,
+                       char **ret_json, char **ret_path);

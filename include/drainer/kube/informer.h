@@ -22,8 +22,9 @@ enum informer_kind {
         INFORMER_PODS,
         INFORMER_CLAIMS,
         INFORMER_SLICES,
-        INFORMER_LEASES, /* coordination.k8s.io/v1 */
-        INFORMER_PDBS,   /* policy/v1 PodDisruptionBudgets */
+        INFORMER_LEASES,   /* coordination.k8s.io/v1 */
+        INFORMER_PDBS,     /* policy/v1 PodDisruptionBudgets */
+        INFORMER_MACHINES, /* cluster.x-k8s.io/v1beta2 Cluster API Machines */
         _INFORMER_KIND_MAX,
         _INFORMER_KIND_INVALID = -EINVAL,
 };

@@ -204,6 +204,25 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct pdb_rec *, pdb_rec_free);
 size_t pdb_rec_size(const struct pdb_rec *p);
 bool pdb_matches_pod(const struct pdb_rec *b, const struct pod_rec *p);
 
+/* A Cluster API Machine (cluster.x-k8s.io/v1beta2), compact: what the pre-drain hook
+ * owner needs (ctl/machinehook.c). */
+#define MACHINE_HOOK_ANNOTATION             "pre-drain.delete.hook.machine.cluster.x-k8s.io/drainer"
+#define MACHINE_EXCLUDE_DRAINING_ANNOTATION "machine.cluster.x-k8s.io/exclude-node-draining"
+struct machine_rec {
+        const char *ns, *name, *uid, *resource_version;
+        bool deleting;              /* metadata.deletionTimestamp set */
+        const char *node_name;      /* status.nodeRef.name, NULL if unset */
+        bool has_hook;              /* MACHINE_HOOK_ANNOTATION present (a string) */
+        const char *hook_value;     /* its value ("" kept), NULL without the hook */
+        bool exclude_node_draining; /* MACHINE_EXCLUDE_DRAINING_ANNOTATION present */
+        size_t alloc_size;
+};
+/* 0, -EBADMSG without metadata.namespace/name, or -ENOMEM. */
+int machine_rec_from_json(const cJSON *obj, struct machine_rec **ret);
+void machine_rec_free(struct machine_rec *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct machine_rec *, machine_rec_free);
+size_t machine_rec_size(const struct machine_rec *m);
+
 /* Each returns 0 and a new record, -EBADMSG if a required field is missing or
  * of the wrong type (metadata.name; metadata.namespace for pods, claims and leases;
  * spec.driver and spec.pool.name for slices), or -ENOMEM. Fields drainer does
