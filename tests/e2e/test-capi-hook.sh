@@ -25,7 +25,14 @@ crd_dir=$(go env GOMODCACHE)/sigs.k8s.io/cluster-api@v1.14.2/core/config/crd/bas
 for d in "${DRAINER_CAPI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/drainer-capi}"/v1.14.2-*/; do
 	[ -f "$d.complete" ] && crd_dir=${d}crd
 done
+# (a machine whose module cache lacks it: the module alone, from the module proxy, a few
+# seconds; no build)
+[ -f "$crd_dir/cluster.x-k8s.io_machines.yaml" ] ||
+	(cd "$e2e_root/tests/cluster/capi" && go mod download sigs.k8s.io/cluster-api) >"$e2e_tmp/mod.log" 2>&1 ||
+	sed 's/^/    /' "$e2e_tmp/mod.log"
 [ -f "$crd_dir/cluster.x-k8s.io_machines.yaml" ] || { fail "no Machine CRD in $crd_dir"; finish; exit 1; }
+crd_made=false
+kubectl get crd machines.cluster.x-k8s.io >/dev/null 2>&1 || crd_made=true
 
 cleanup() {
 	[ -n "${serve_pid:-}" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
@@ -34,6 +41,8 @@ cleanup() {
 	kubectl delete -k "$e2e_root/deploy/cluster-api" --ignore-not-found >/dev/null 2>&1
 	kubectl delete clusterrolebinding drainer-e2e-capi-node --ignore-not-found >/dev/null 2>&1
 	timeout 60 "$DRAINER" uncordon "$node" >/dev/null 2>&1
+	# (the CRD only if this script made it: what it found stays)
+	! $crd_made || kubectl delete crd machines.cluster.x-k8s.io --wait=false >/dev/null 2>&1
 }
 e2e_cleanup_hooks+=(cleanup)
 
