@@ -890,7 +890,10 @@ int kube_client_new(struct transport *t, struct timesrc *ts, const struct kube_c
                         return -EINVAL;
                 }
         }
-        kube_observe_rate(c->rl.qps);
+        /* A client without a limit (serve's leader election has one of its own) leaves the
+         * gauge to the one that has. */
+        if (c->rl.qps > 0)
+                kube_observe_rate(c->rl.qps);
         if (c->opts.impersonate_user) {
                 if (asprintf(&c->impersonate[c->n_impersonate++], "Impersonate-User: %s",
                              c->opts.impersonate_user) < 0) {

@@ -70,11 +70,11 @@ uint64_t ratelimit_reserve(struct ratelimit *rl, uint64_t now) {
                 wait = rl->not_before - now; /* a pause the server asked for */
         if (rl->qps > 0) {
                 rl->tokens -= 1;
-                if (rl->tokens < 0)
+                if (rl->tokens < 0) {
                         wait += (uint64_t)ceil(-rl->tokens * (double)USEC_PER_SEC / rl->qps);
+                        rl->window_waited = true; /* the rate, not a pause, held it back */
+                }
         }
-        if (wait > 0)
-                rl->window_waited = true;
         rl->waited_usec += wait;
         return wait;
 }
@@ -107,7 +107,7 @@ bool ratelimit_pushback(struct ratelimit *rl, uint64_t sent_at, uint64_t retry_a
                 return false;
         rl->qps = fmax(rl->adapt.min_qps, rl->qps / 2);
         rl->last_cut = now;
-        window_restart(rl, now);
+        window_restart(rl, rl->not_before); /* the next interval starts after the pause */
         return rl->qps != old;
 }
 

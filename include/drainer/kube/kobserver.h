@@ -14,8 +14,8 @@ struct kube_observer {
         void (*request_done)(const char *verb, long status, bool watch, uint64_t duration_usec);
         /* A request waited wait_usec in the client-side token bucket. */
         void (*rate_limited)(const char *verb, uint64_t wait_usec);
-        /* The client's rate is now qps requests a second (<= 0: no limit): once at its
-         * start, then at each change of an adaptive rate. */
+        /* The client's rate is now qps requests a second: once at the start of a
+         * client with a limit, then at each change of an adaptive rate. */
         void (*rate_changed)(double qps);
         /* The server pushed back on a request of verb: a 429 of its flow control (not a
          * PodDisruptionBudget's), or a 5xx with Retry-After. */

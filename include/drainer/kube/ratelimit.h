@@ -32,7 +32,7 @@ struct ratelimit {
 
         bool adaptive;
         struct ratelimit_adapt adapt;
-        uint64_t window_start; /* the current interval of the increase */
+        uint64_t window_start; /* the current interval of the increase (may lie ahead: a pause) */
         bool window_waited;    /* a caller waited for a token in it: the bucket was the bound */
         bool window_slow;      /* an answer in it came slower than adapt.latency_usec */
         uint64_t last_cut;     /* when the rate was last cut (0: never) */
