@@ -459,7 +459,8 @@ static void note_load(struct kube_call *call, int error, long status, const stru
         if (pb->pushback) {
                 kube_observe_pushback(call_verb(call), status);
                 changed = ratelimit_pushback(&c->rl, call->sent_at, pb->retry_after_usec, now);
-                requeue_waiting(c);
+                if (c->rl.adaptive) /* the pause holds the calls already waiting too */
+                        requeue_waiting(c);
         } else {
                 /* A watch's or list's time says more about its size than about the load. */
                 if (call->watch || call->on_page)
@@ -544,8 +545,8 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
         if (retryable(call, error, status, &pb)) {
                 uint64_t delay = backoff_delay(&c->backoff, call->attempts);
 
-                /* Every call waits for the server's Retry-After (the bucket holds them all:
-                 * ratelimit_pushback), this one too. */
+                /* The server's Retry-After (adaptive: the bucket holds every call for it too,
+                 * ratelimit_pushback). */
                 if (pb.retry_after_usec > 0)
                         delay = MIN(pb.retry_after_usec, c->opts.backoff_cap_usec);
                 c->stats.retries++;

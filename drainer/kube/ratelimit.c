@@ -24,9 +24,11 @@ static void refill(struct ratelimit *rl, uint64_t now) {
         if (now <= rl->last)
                 return;
         if (rl->qps > 0) {
+                double cap = now < rl->calm_until ? fmin(1, rl->burst) : rl->burst;
+
                 rl->tokens += (double)(now - rl->last) * rl->qps / (double)USEC_PER_SEC;
-                if (rl->tokens > rl->burst)
-                        rl->tokens = rl->burst;
+                if (rl->tokens > cap)
+                        rl->tokens = cap;
         }
         rl->last = now;
 }
@@ -96,14 +98,19 @@ bool ratelimit_pushback(struct ratelimit *rl, uint64_t sent_at, uint64_t retry_a
 
         rl->pushbacks++;
         refill(rl, now);
-        /* A loaded server gets no burst: what waits goes out at the rate, after the pause. */
+        /* A loaded server gets no burst until the retries are out: they go at the rate. */
         if (rl->tokens > 1)
                 rl->tokens = 1;
+        rl->calm_until = MAX(rl->calm_until, now + retry_after_usec + USEC_PER_SEC);
+        if (!rl->adaptive)
+                return false;
+        /* Adaptive: the server's flow control throttles the whole flow (one user), so
+         * every caller waits out the Retry-After, not only the refused one. */
         if (now + retry_after_usec > rl->not_before)
                 rl->not_before = now + retry_after_usec;
         if (rl->not_before > rl->last)
                 rl->last = rl->not_before; /* no refill before it */
-        if (!rl->adaptive || (rl->last_cut && sent_at < rl->last_cut))
+        if (rl->last_cut && sent_at < rl->last_cut)
                 return false;
         rl->qps = fmax(rl->adapt.min_qps, rl->qps / 2);
         rl->last_cut = now;

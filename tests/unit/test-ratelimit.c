@@ -206,26 +206,33 @@ static void test_adaptive_halves_once_per_episode(void **state) {
         assert_false(ratelimit_answered(&rl, MS, now + 999 * MS));
 }
 
-/* The server's Retry-After holds every caller, and what waited goes out paced at
- * the rate afterwards, not as one burst. */
+/* After a pushback the bucket banks no burst until a second after the
+ * Retry-After: the retries that come back then go out paced at the rate, not as
+ * one burst. Adaptive, the Retry-After also holds every caller. */
 static void test_pushback_pauses_everyone(void **state) {
         struct ratelimit rl;
         uint64_t now = 1000 * SEC;
 
-        ratelimit_init(&rl, 10, 20, now); /* a full bucket of 20 */
+        /* Fixed: a full bucket of 20 ... */
+        ratelimit_init(&rl, 10, 20, now);
         assert_false(ratelimit_pushback(&rl, now, 1 * SEC, now));
-        assert_int_equal(ratelimit_reserve(&rl, now), 1 * SEC);
-        assert_int_equal(ratelimit_reserve(&rl, now), 1 * SEC + 100 * MS);
-        assert_int_equal(ratelimit_reserve(&rl, now + 500 * MS), 700 * MS);
+        /* ... no pause, but no burst: the retries at +1 s go 100 ms apart */
+        assert_int_equal(ratelimit_reserve(&rl, now + 1 * SEC), 0);
+        assert_int_equal(ratelimit_reserve(&rl, now + 1 * SEC), 100 * MS);
+        assert_int_equal(ratelimit_reserve(&rl, now + 1 * SEC), 200 * MS);
+        assert_true(rl.qps == 10);
         /* Long after, the burst is back. */
         now += 60 * SEC;
         for (int i = 0; i < 20; i++)
                 assert_int_equal(ratelimit_reserve(&rl, now), 0);
-        /* Without a limit, the pause still holds. */
-        ratelimit_init(&rl, 0, 1, now);
-        assert_false(ratelimit_pushback(&rl, now, 2 * SEC, now));
-        assert_int_equal(ratelimit_reserve(&rl, now + SEC), 1 * SEC);
-        assert_int_equal(ratelimit_reserve(&rl, now + 3 * SEC), 0);
+
+        /* Adaptive: every caller waits out the Retry-After, then goes at the (halved) rate. */
+        ratelimit_init(&rl, 10, 20, now);
+        assert_int_equal(ratelimit_set_adaptive(&rl, &(struct ratelimit_adapt){ .min_qps = 1 }, now), 0);
+        assert_true(ratelimit_pushback(&rl, now, 1 * SEC, now));
+        assert_int_equal(ratelimit_reserve(&rl, now), 1 * SEC);
+        assert_int_equal(ratelimit_reserve(&rl, now), 1 * SEC + 200 * MS);
+        assert_int_equal(ratelimit_reserve(&rl, now + 500 * MS), 900 * MS);
 }
 
 int main(void) {

@@ -4,10 +4,11 @@
  * additive-increase, multiplicative-decrease between a floor and a ceiling, on
  * what the API server says: halved on pushback (a 429 of its flow control, a
  * 5xx with Retry-After), raised by a step each interval the bucket held callers
- * back while the server answered without pushback and fast. In both modes a
- * pushback's Retry-After holds every caller of the client, not only the one
- * that got it, and the banked burst is dropped, so that the retries of many
- * parallel calls go out paced, not at one instant. */
+ * back while the server answered without pushback and fast, and a pushback's
+ * Retry-After holds every caller of the client, not only the one that got it.
+ * In both modes a pushback drops the banked burst until a second after its
+ * Retry-After, so that the retries of many parallel calls go out paced at the
+ * rate, not at one instant. */
 #pragma once
 
 #include <stdbool.h>
@@ -26,7 +27,8 @@ struct ratelimit {
         double burst;
         double tokens;        /* may go negative: tokens promised to waiting callers */
         uint64_t last;        /* monotonic µs of the last refill; later than now during a pause */
-        uint64_t not_before;  /* the end of the last pause the server asked for */
+        uint64_t not_before;  /* adaptive: the end of the last pause the server asked for */
+        uint64_t calm_until;  /* no burst banked before: retries after a pushback */
         uint64_t waited_usec; /* total delay handed out, for metrics */
         uint64_t granted;
 
@@ -64,10 +66,10 @@ void ratelimit_cancel(struct ratelimit *rl);
 void ratelimit_unreserve(struct ratelimit *rl, uint64_t unused_wait_usec);
 
 /* The server pushed back on a request sent at sent_at, asking to wait
- * retry_after_usec (0: it did not say). Nobody's next token comes before then
- * and the banked burst is gone. Adaptive: the rate is halved (not below the
- * floor), once per episode: a pushback to a request sent before the last cut
- * says nothing new. Returns whether the rate changed. */
+ * retry_after_usec (0: it did not say). The banked burst is gone until a second
+ * after that. Adaptive: nobody's next token comes before then, and the rate is
+ * halved (not below the floor), once per episode: a pushback to a request sent
+ * before the last cut says nothing new. Returns whether the rate changed. */
 bool ratelimit_pushback(struct ratelimit *rl, uint64_t sent_at, uint64_t retry_after_usec, uint64_t now);
 
 /* The server answered a request without pushback, in latency_usec (0: do not
