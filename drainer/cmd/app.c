@@ -56,6 +56,18 @@ static int initial_credentials(struct app *a, struct kube_credentials *ret) {
 #define REACH_REPEAT (30 * USEC_PER_SEC)
 #define REACH_TICK   (1 * USEC_PER_SEC)
 
+/* -v: the adaptive rate, once per change (ratelimit.h: at most one a second up, one
+ * per episode of pushback down). */
+static void on_client_rate(double old_qps, double qps, bool pushback, void *userdata) {
+        struct app *a = userdata;
+
+        if (a->flags.verbose < 1)
+                return;
+        log_info("API client rate: %g requests/s (was %g): %s", qps, old_qps,
+                 pushback ? "the API server pushed back (429 or Retry-After)"
+                          : "the API server answers fast, without pushback");
+}
+
 static void on_reach_timer(struct dtimer *t) {
         struct app *a = container_of(t, struct app, reach);
         struct kube_client_stats st;
@@ -154,8 +166,15 @@ int app_init(struct app *a, const struct global_flags *flags) {
                 return log_error_errno(r, "Cannot set up the HTTP transport: %m");
 
         struct kube_client_options co = {
-                .qps = flags->qps,
+                /* auto starts at 20, or at its ceiling if that is lower */
+                .qps = flags->qps_max > 0 && flags->qps > flags->qps_max ? flags->qps_max : flags->qps,
                 .burst = flags->burst,
+                /* --kube-api-qps-max alone asks for auto too */
+                .adaptive = flags->qps > 0 && (flags->qps_mode == QPS_AUTO ||
+                                               (flags->qps_mode == QPS_DEFAULT && flags->qps_max > 0)),
+                .qps_max = flags->qps_max,
+                .on_rate = on_client_rate,
+                .rate_userdata = a,
                 .request_timeout_usec = flags->request_timeout_usec,
                 .list_chunk = flags->chunk_size,
                 .impersonate_user = flags->as_user,

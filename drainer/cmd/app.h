@@ -43,12 +43,23 @@ enum {
         OPT_GLOBAL_REQUEST_TIMEOUT,
         OPT_GLOBAL_VERBOSE,
         OPT_GLOBAL_COLOR,
+        OPT_GLOBAL_QPS_MAX,
+};
+
+/* --kube-api-qps: a number (fixed), auto (adaptive), or not given: fixed 20, but
+ * auto for serve --all-nodes (cluster mode: one client for the whole fleet). */
+enum qps_mode {
+        QPS_DEFAULT,
+        QPS_FIXED,
+        QPS_AUTO,
 };
 
 struct global_flags {
         const char *kubeconfig;
         const char *context;
         double qps;
+        enum qps_mode qps_mode;
+        double qps_max; /* --kube-api-qps-max; 0: KUBE_QPS_MAX_DEFAULT (also turns auto on) */
         int burst;
         enum output_format output;
         int verbose;

@@ -2,6 +2,7 @@
  * Verbs live in verb-*.c; this file only routes to them. */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,11 @@
         "      --kubeconfig FILE     kubeconfig to use (default: $KUBECONFIG, ~/.kube/config,\n" \
         "                            or the in-cluster service account)\n"                       \
         "      --context NAME        kubeconfig context (default: its current-context)\n"        \
-        "      --kube-api-qps N      client-side request rate limit (default 20)\n"              \
+        "      --kube-api-qps N|auto client-side request rate limit (default 20; serve\n"        \
+        "                            --all-nodes: auto): auto starts at 20 and adapts to what\n" \
+        "                            the API server allows (halved on a 429, raised while it\n"  \
+        "                            answers fast), between 5 and --kube-api-qps-max\n"          \
+        "      --kube-api-qps-max N  the ceiling of --kube-api-qps auto (default 100)\n"         \
         "      --kube-api-burst N    client-side burst (default 40)\n"                           \
         "  -o, --output FORMAT       text, json, yaml (the same document as json) or name\n"     \
         "                            (node/NAME per node) (default text)\n"                      \
@@ -528,10 +533,24 @@ int global_flag(int opt, const char *arg, struct global_flags *g) {
                 g->context = arg;
                 return 1;
         case 'Q':
+                if (streq(arg, "auto")) {
+                        g->qps = 20;
+                        g->qps_mode = QPS_AUTO;
+                        return 1;
+                }
                 errno = 0;
                 g->qps = strtod(arg, &end);
-                if (errno || *end || end == arg || g->qps < 0)
-                        return log_error_errno(EINVAL, "--kube-api-qps: invalid value \"%s\"", arg);
+                if (errno || *end || end == arg || !(g->qps >= 0) || !isfinite(g->qps))
+                        return log_error_errno(
+                                EINVAL, "--kube-api-qps: invalid value \"%s\" (a number or auto)", arg);
+                g->qps_mode = QPS_FIXED;
+                return 1;
+        case OPT_GLOBAL_QPS_MAX:
+                errno = 0;
+                g->qps_max = strtod(arg, &end);
+                if (errno || *end || end == arg || !(g->qps_max >= 1) || !isfinite(g->qps_max))
+                        return log_error_errno(EINVAL,
+                                               "--kube-api-qps-max: invalid value \"%s\" (at least 1)", arg);
                 return 1;
         case 'B': {
                 long v;
@@ -619,6 +638,7 @@ static const struct option global_options[] = {
         { "kubeconfig", required_argument, NULL, 'K' },
         { "context", required_argument, NULL, 'C' },
         { "kube-api-qps", required_argument, NULL, 'Q' },
+        { "kube-api-qps-max", required_argument, NULL, OPT_GLOBAL_QPS_MAX },
         { "kube-api-burst", required_argument, NULL, 'B' },
         { "output", required_argument, NULL, 'o' },
         { "verbose", no_argument, NULL, OPT_GLOBAL_VERBOSE },
@@ -778,6 +798,12 @@ int verb_parse(int argc, char **argv, struct global_flags *g, const struct optio
                 log_set_message_prefix(NULL);
                 if (r < 0)
                         return r;
+        }
+        if (g->qps_max > 0 && g->qps_mode == QPS_FIXED) {
+                log_error("drainer %s: --kube-api-qps-max is the ceiling of --kube-api-qps auto, not of a "
+                          "fixed --kube-api-qps",
+                          argv[0]);
+                return -EINVAL;
         }
         if (g->n_as_groups > 0 && !g->as_user) {
                 log_error("drainer %s: --as-group needs --as (the user to impersonate), as kubectl's does",

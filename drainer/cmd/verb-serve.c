@@ -563,6 +563,10 @@ static int serve_parse(int argc, char **argv, struct global_flags *g, void *stat
         if (!o->node && !o->all_nodes)
                 return log_error_errno(
                         EINVAL, "drainer serve: say which node: --node NAME, $NODE_NAME, or --all-nodes");
+        /* Cluster mode: one client drains the fleet; its rate adapts to the API server
+         * unless --kube-api-qps says a number (DESIGN.md "Load on the API server"). */
+        if (o->all_nodes && g->qps_mode == QPS_DEFAULT)
+                g->qps_mode = QPS_AUTO;
         if (o->on_shutdown && o->all_nodes)
                 return log_error_errno(EINVAL,
                                        "drainer serve: --on-shutdown needs --node (the node this host is)");

@@ -1,7 +1,9 @@
-/* The Kubernetes API client: every request goes through one token bucket,
- * gets the current credentials, and is retried (idempotent calls only) with
- * capped exponential backoff and jitter. Owns its calls; borrows transport,
- * time source and config. Logs at debug level only. */
+/* The Kubernetes API client: every request goes through one token bucket
+ * (fixed, or adapting to the server's pushback), gets the current credentials,
+ * and is retried (idempotent calls only, and any call the server's flow control
+ * refused unrun) with capped exponential backoff and jitter, or after the
+ * server's Retry-After. Owns its calls; borrows transport, time source and
+ * config. Logs at debug level only. */
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -43,6 +45,7 @@ struct kube_client {
         struct backoff backoff;  /* retries; each call counts its own attempts */
         struct kube_call *calls; /* owned, doubly linked */
         size_t n_calls;
+        uint64_t wait_seq;                                  /* reservations made so far */
         char *impersonate[1 + KUBE_MAX_IMPERSONATE_GROUPS]; /* "Impersonate-User: ..." etc., owned */
         size_t n_impersonate;
         kube_write_gate_fn write_gate; /* NULL: every write is sent */
@@ -86,6 +89,7 @@ struct kube_call {
         unsigned resends;
         struct http_call *http;
         uint64_t sent_at;             /* monotonic µs of the last attempt, for metrics */
+        uint64_t wait_seq;            /* CALL_WAITING: order of its reservation */
         char audit_id[AUDIT_ID_SIZE]; /* of the last attempt */
 
         /* watch stream */
@@ -219,7 +223,42 @@ static void call_throttle(struct kube_call *call) {
 
         kube_observe_rate_limit(call_verb(call), wait);
         call->state = CALL_WAITING;
+        call->wait_seq = c->wait_seq++;
         dtimer_start(&call->timer, wait);
+}
+
+static int cmp_due(const void *a, const void *b) {
+        const struct kube_call *x = *(struct kube_call *const *)a, *y = *(struct kube_call *const *)b;
+
+        if (x->timer.due != y->timer.due)
+                return x->timer.due < y->timer.due ? -1 : 1;
+        return x->wait_seq < y->wait_seq ? -1 : x->wait_seq > y->wait_seq;
+}
+
+/* The rate changed or the server asked for a pause: the calls already holding a
+ * reservation take a new one, in the order of their old due times, so that the
+ * change holds them too (a cut or a pause is not undone by tokens promised at the
+ * old rate, a raise is not delayed by them). Without memory for the list, they
+ * keep their times. */
+static void requeue_waiting(struct kube_client *c) {
+        _cleanup_free_ struct kube_call **v = NULL;
+        uint64_t now = timesrc_now(c->ts);
+        size_t n = 0, i = 0;
+
+        for (struct kube_call *call = c->calls; call; call = call->next)
+                n += call->state == CALL_WAITING;
+        if (n == 0 || !(v = malloc(n * sizeof(*v))))
+                return;
+        for (struct kube_call *call = c->calls; call; call = call->next)
+                if (call->state == CALL_WAITING)
+                        v[i++] = call;
+        qsort(v, n, sizeof(*v), cmp_due);
+        for (i = 0; i < n; i++)
+                ratelimit_unreserve(&c->rl, v[i]->timer.due > now ? v[i]->timer.due - now : 0);
+        for (i = 0; i < n; i++) {
+                v[i]->wait_seq = c->wait_seq++;
+                dtimer_start(&v[i]->timer, ratelimit_reserve(&c->rl, now));
+        }
 }
 
 /* Sends after delay_usec (a backoff) and the token bucket. The token is reserved
@@ -265,8 +304,18 @@ static int parse_error_body(struct kube_call *call, long status, const char *bod
         return http_status_to_errno(status);
 }
 
-static bool retryable(struct kube_call *call, int error, long status) {
-        if (!call->retry || call->cancelled)
+/* What a 429 or 5xx answer says of the server's load. */
+struct pushback {
+        bool pushback;             /* the server refused work for its load: slow down */
+        bool unrun;                /* refused before any handler ran: safe to send again, any verb */
+        uint64_t retry_after_usec; /* how long it asked to wait, 0: it did not say */
+};
+
+static bool retryable(struct kube_call *call, int error, long status, const struct pushback *pb) {
+        if (call->cancelled)
+                return false;
+        /* A watch's informer decides how to resume it (and honours the Retry-After). */
+        if (!call->retry && !(pb->unrun && !call->watch))
                 return false;
         if (call->attempts >= call->client->opts.max_attempts)
                 return false;
@@ -349,6 +398,83 @@ static uint64_t retry_after(const struct http_response *resp, const char *body, 
         return sec > 0 ? (uint64_t)sec * USEC_PER_SEC : 0;
 }
 
+static bool status_has_cause(const cJSON *status, const char *reason) {
+        const cJSON *cause, *causes = json_get(json_get(status, "details"), "causes");
+
+        if (!cJSON_IsArray(causes))
+                return false;
+        cJSON_ArrayForEach(cause, causes) if (streq_ptr(json_get_str(cause, "reason"), reason)) return true;
+        return false;
+}
+
+/* kube-apiserver's flow control (API Priority and Fairness rejecting or timing out a
+ * request in its queue; --max-requests-inflight without it) answers 429 with a
+ * Retry-After and a plain-text body, written before any handler ran (apiserver
+ * pkg/server/filters tooManyRequests): such a request did nothing, whatever its verb,
+ * as client-go's checkWait assumes when it resends any verb after a Retry-After.
+ * Handlers answer with a Status: a PodDisruptionBudget refusing an eviction (the
+ * cause DisruptionBudget) says nothing of the server's load; other 429s do, and so
+ * does a 5xx that asks to come back later. */
+static void classify_answer(const struct kube_call *call, long status, const struct http_response *resp,
+                            struct pushback *ret) {
+        const char *body = call->watch ? call->raw.data : resp->body;
+        size_t len = call->watch ? call->raw.len : resp->body_len;
+        _cleanup_(cJSON_Deletep) cJSON *j = NULL;
+        bool is_status;
+
+        *ret = (struct pushback){};
+        if (status != 429 && status < 500)
+                return;
+        ret->retry_after_usec = retry_after(resp, body, len);
+        if (body && len > 0)
+                j = cJSON_ParseWithLength(body, len);
+        is_status = streq_ptr(json_get_str(j, "kind"), "Status");
+        if (status == 429) {
+                ret->pushback = !(is_status && status_has_cause(j, "DisruptionBudget"));
+                ret->unrun = !is_status;
+        } else
+                ret->pushback = ret->retry_after_usec > 0;
+}
+
+static void rate_changed(struct kube_client *c, double old, bool pushback) {
+        log_debug("API client rate %g -> %g requests/s (%s)", old, c->rl.qps,
+                  pushback ? "the server pushed back" : "no pushback");
+        kube_observe_rate(c->rl.qps);
+        if (c->opts.on_rate)
+                c->opts.on_rate(old, c->rl.qps, pushback, c->opts.rate_userdata);
+}
+
+/* Feeds the adaptive rate: pushback cuts it; an answer (not a 5xx, not a transport
+ * failure, which hold it) may raise it. */
+static void note_load(struct kube_call *call, int error, long status, const struct http_response *resp,
+                      struct pushback *pb) {
+        struct kube_client *c = call->client;
+        uint64_t now = timesrc_now(c->ts), latency = now - call->sent_at;
+        double old = c->rl.qps;
+        bool changed;
+
+        *pb = (struct pushback){};
+        if (error == 0)
+                classify_answer(call, status, resp, pb);
+        if (pb->pushback) {
+                kube_observe_pushback(call_verb(call), status);
+                changed = ratelimit_pushback(&c->rl, call->sent_at, pb->retry_after_usec, now);
+                if (c->rl.adaptive) /* the pause holds the calls already waiting too */
+                        requeue_waiting(c);
+        } else {
+                /* A watch's or list's time says more about its size than about the load. */
+                if (call->watch || call->on_page)
+                        latency = 0;
+                if ((error < 0 && error != call->abort_error) || status >= 500)
+                        latency = UINT64_MAX;
+                changed = ratelimit_answered(&c->rl, latency, now);
+        }
+        if (changed && !pb->pushback)
+                requeue_waiting(c);
+        if (changed)
+                rate_changed(c, old, pb->pushback);
+}
+
 /* One finished attempt, to the observer, and whether the server answered (readiness). */
 static void note_answer(struct kube_call *call, int error, long status) {
         struct kube_client *c = call->client;
@@ -376,13 +502,16 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
         struct kube_call *call = userdata;
         struct kube_client *c = call->client;
         long status = resp ? resp->status : 0;
+        struct pushback pb = {};
         int r;
 
         call->http = NULL;
         if (call->abort_error == 0 || call->status == 0)
                 call->status = status;
-        if (error != -ECANCELED)
+        if (error != -ECANCELED) {
                 note_answer(call, error, status);
+                note_load(call, error, status, resp, &pb);
+        }
 
         if (call->cancelled) {
                 set_message(call, NULL, "cancelled");
@@ -413,13 +542,13 @@ static void on_http_done(struct http_call *http, int error, const struct http_re
                 call->attempts--;
                 return call_schedule(call, 0);
         }
-        if (retryable(call, error, status)) {
+        if (retryable(call, error, status, &pb)) {
                 uint64_t delay = backoff_delay(&c->backoff, call->attempts);
 
-                uint64_t ra = error == 0 ? retry_after(resp, resp->body, resp->body_len) : 0;
-
-                if (ra > 0)
-                        delay = MIN(ra, c->opts.backoff_cap_usec);
+                /* The server's Retry-After (adaptive: the bucket holds every call for it too,
+                 * ratelimit_pushback). */
+                if (pb.retry_after_usec > 0)
+                        delay = MIN(pb.retry_after_usec, c->opts.backoff_cap_usec);
                 c->stats.retries++;
                 log_debug("%s %s: retrying in %llu ms", call->method, call->path,
                           (unsigned long long)(delay / USEC_PER_MSEC));
@@ -705,6 +834,8 @@ void kube_client_set_write_gate(struct kube_client *c, kube_write_gate_fn gate, 
 void kube_client_get_stats(const struct kube_client *c, struct kube_client_stats *ret) {
         *ret = c->stats;
         ret->throttled_usec = c->rl.waited_usec;
+        ret->qps = c->rl.qps;
+        ret->pushbacks = c->rl.pushbacks;
 }
 
 int kube_client_new(struct transport *t, struct timesrc *ts, const struct kube_config *cfg,
@@ -747,6 +878,23 @@ int kube_client_new(struct transport *t, struct timesrc *ts, const struct kube_c
                 /* No entropy yet (early boot): the clock, which two processes rarely share to the µs. */
                 c->audit_prefix = UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)timesrc_realtime(ts);
         ratelimit_init(&c->rl, c->opts.qps, c->opts.burst, timesrc_now(ts));
+        if (c->opts.adaptive) {
+                struct ratelimit_adapt a = {
+                        .min_qps = c->opts.qps_min > 0 ? c->opts.qps_min
+                                                       : MIN(KUBE_QPS_MIN_DEFAULT, c->opts.qps),
+                        .max_qps = c->opts.qps_max > 0 ? c->opts.qps_max
+                                                       : MAX(KUBE_QPS_MAX_DEFAULT, c->opts.qps),
+                };
+
+                if (ratelimit_set_adaptive(&c->rl, &a, timesrc_now(ts)) < 0) {
+                        free(c);
+                        return -EINVAL;
+                }
+        }
+        /* A client without a limit (serve's leader election has one of its own) leaves the
+         * gauge to the one that has. */
+        if (c->rl.qps > 0)
+                kube_observe_rate(c->rl.qps);
         if (c->opts.impersonate_user) {
                 if (asprintf(&c->impersonate[c->n_impersonate++], "Impersonate-User: %s",
                              c->opts.impersonate_user) < 0) {

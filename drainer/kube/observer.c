@@ -20,6 +20,16 @@ void kube_observe_rate_limit(const char *verb, uint64_t wait_usec) {
                 observer->rate_limited(verb, wait_usec);
 }
 
+void kube_observe_rate(double qps) {
+        if (observer && observer->rate_changed)
+                observer->rate_changed(qps);
+}
+
+void kube_observe_pushback(const char *verb, long status) {
+        if (observer && observer->pushback)
+                observer->pushback(verb, status);
+}
+
 void kube_observe_watch_event(const char *resource, const char *type) {
         if (observer && observer->watch_event)
                 observer->watch_event(resource, type);

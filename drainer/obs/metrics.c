@@ -916,6 +916,16 @@ static const struct metric_desc drainer_metrics[_DRAINER_METRIC_MAX] = {
                                                 METRIC_HISTOGRAM,
                                                 { "verb" },
                                                 BUCKETS(bounds_wait) },
+        [DRAINER_METRIC_API_CLIENT_QPS] = { "drainer_api_client_qps",
+                                            "The client-side token bucket's rate now, in requests per "
+                                            "second (0: no limit); with --kube-api-qps auto, what the API "
+                                            "server allows.",
+                                            METRIC_GAUGE },
+        [DRAINER_METRIC_API_PUSHBACKS] = { "drainer_api_pushbacks_total",
+                                           "Answers in which the API server pushed back on load (429 but a "
+                                           "PodDisruptionBudget's, 5xx with Retry-After), by verb and code.",
+                                           METRIC_COUNTER,
+                                           { "verb", "code" } },
         [DRAINER_METRIC_WATCH_EVENTS] = { "drainer_watch_events_total",
                                           "Watch events received, by resource and event type.",
                                           METRIC_COUNTER,

@@ -1088,6 +1088,234 @@ static void test_token_bucket_with_backoff(void **state) {
         }
 }
 
+/* What kube-apiserver's flow control (API Priority and Fairness, max-inflight) answers. */
+#define FLOW_CONTROL_429 "Too many requests, please try again later.\n"
+
+static const struct fake_reply flow_control_429 = {
+        .status = 429,
+        .headers = { "Retry-After: 1", "Content-Type: text/plain; charset=utf-8",
+                     "X-Kubernetes-PF-FlowSchema-UID: 2a3a4e4d-0c59-4b3c-9d2b-1f6f1f0e7a11",
+                     "X-Kubernetes-PF-PriorityLevel-UID: 8e2f7c1a-4b6d-4d1e-a0f3-5c9b2e7d3f40" },
+        .body = FLOW_CONTROL_429,
+        .delay_usec = 10 * MS,
+};
+
+/* Ten parallel GETs refused by the server's flow control with Retry-After 1 come
+ * back after it, paced at the client's rate: not at one instant although the bucket
+ * had its whole burst banked. A fixed rate stays what it is. */
+static void test_parallel_429_spread(void **state) {
+        struct env *e = *state;
+        struct result r[10] = {};
+        struct fake_reply refuse = flow_control_429;
+        struct kube_client_stats st;
+        char path[64];
+
+        env_client(e, &(struct kube_client_options){ .qps = 10, .burst = 20, .random_seed = 1 });
+        refuse.times = 10;
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/", &refuse);
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/",
+                              &(struct fake_reply){ .body = node_json, .times = FAKE_FOREVER });
+        for (int i = 0; i < 10; i++) {
+                snprintf(path, sizeof(path), "/api/v1/nodes/node-%d", i);
+                assert_int_equal(kube_get(e->api->client, path, on_done, &r[i], NULL), 0);
+        }
+        fake_clock_advance(e->api->clock, 0);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 10); /* the burst */
+        fake_clock_advance(e->api->clock, 60 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 20);
+        for (size_t i = 10; i < 20; i++) {
+                uint64_t at = fake_transport_request(e->api->ft, i)->at_usec;
+
+                print_message("retry %zu at +%llu ms\n", i - 10, (unsigned long long)((at - T0) / MS));
+                assert_true(at >= T0 + 10 * MS + 1 * SEC);
+                if (i > 10)
+                        assert_true(at >= fake_transport_request(e->api->ft, i - 1)->at_usec + 100 * MS);
+        }
+        for (int i = 0; i < 10; i++) {
+                assert_int_equal(r[i].calls, 1);
+                assert_int_equal(r[i].error, 0);
+                assert_int_equal(r[i].attempts, 2);
+                result_clear(&r[i]);
+        }
+        kube_client_get_stats(e->api->client, &st);
+        assert_int_equal(st.pushbacks, 10);
+        assert_true(st.qps == 10);
+}
+
+/* A request the flow control refused did nothing: it is sent again after the
+ * Retry-After whatever its verb (client-go's checkWait does the same). A 429 a
+ * handler wrote (a Status) is handed back as before, and a PodDisruptionBudget's
+ * says nothing of the server's load. */
+static void test_flow_control_429_any_verb(void **state) {
+        struct env *e = *state;
+        struct result r = {};
+        struct kube_client_stats st;
+        char body[512];
+
+        fake_transport_expect(e->api->ft, "POST", "/api/v1/namespaces/default/events", &flow_control_429);
+        fake_transport_expect_json(e->api->ft, "POST", "/api/v1/namespaces/default/events", 201, event_json);
+        assert_int_equal(kube_create(e->api->client, "/api/v1/namespaces/default/events", event_json,
+                                     on_done, &r, NULL),
+                         0);
+        fake_clock_advance(e->api->clock, 10 * SEC);
+        assert_int_equal(r.calls, 1);
+        assert_int_equal(r.error, 0);
+        assert_int_equal(r.attempts, 2);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 2);
+        assert_int_equal(fake_transport_request(e->api->ft, 1)->at_usec -
+                                 fake_transport_request(e->api->ft, 0)->at_usec,
+                         10 * MS + 1 * SEC);
+        result_clear(&r);
+
+        fake_transport_expect(e->api->ft, "POST", "/api/v1/namespaces/ml/pods/inference-0/eviction",
+                              &flow_control_429);
+        fake_transport_expect_json(
+                e->api->ft, "POST", "/api/v1/namespaces/ml/pods/inference-0/eviction", 201,
+                "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Success\",\"code\":201}");
+        assert_int_equal(kube_evict(e->api->client, "ml", "inference-0", -1, false, on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 10 * SEC);
+        assert_int_equal(r.error, 0);
+        assert_int_equal(r.attempts, 2);
+        result_clear(&r);
+        kube_client_get_stats(e->api->client, &st);
+        assert_int_equal(st.pushbacks, 2);
+
+        /* A PDB's 429: handed back, and not the server's load. */
+        fake_transport_expect_json(e->api->ft, "POST", "/api/v1/namespaces/ml/pods/inference-0/eviction",
+                                   429, pdb_429);
+        assert_int_equal(kube_evict(e->api->client, "ml", "inference-0", -1, false, on_done, &r, NULL), 0);
+        fake_clock_advance(e->api->clock, 60 * SEC);
+        assert_int_equal(r.error, -EAGAIN);
+        assert_int_equal(r.attempts, 1);
+        assert_int_equal(r.retry_after, 10 * SEC);
+        result_clear(&r);
+        kube_client_get_stats(e->api->client, &st);
+        assert_int_equal(st.pushbacks, 2);
+
+        /* A handler's 429 on a DELETE: handed back (it may have done something), but load. */
+        fake_transport_expect_json(
+                e->api->ft, "DELETE", "/apis/coordination.k8s.io/v1/namespaces/d/leases/x", 429,
+                status_json(body, sizeof(body), 429, "TooManyRequests", "storage is (re)initializing"));
+        assert_int_equal(kube_delete(e->api->client, "/apis/coordination.k8s.io/v1/namespaces/d/leases/x",
+                                     NULL, on_done, &r, NULL),
+                         0);
+        fake_clock_advance(e->api->clock, 60 * SEC);
+        assert_int_equal(r.error, -EAGAIN);
+        assert_int_equal(r.attempts, 1);
+        result_clear(&r);
+        kube_client_get_stats(e->api->client, &st);
+        assert_int_equal(st.pushbacks, 3);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 6);
+}
+
+struct rate_log {
+        int n;
+        double qps[32];
+        bool pushback[32];
+};
+
+static void on_rate(double old_qps, double qps, bool pushback, void *userdata) {
+        struct rate_log *l = userdata;
+
+        assert_true(old_qps != qps);
+        if (l->n < 32) {
+                l->qps[l->n] = qps;
+                l->pushback[l->n++] = pushback;
+        }
+}
+
+/* Smallest gap between consecutive requests from index from on. */
+static uint64_t min_gap(struct fake_transport *ft, size_t from, size_t to) {
+        uint64_t g = UINT64_MAX;
+
+        for (size_t i = from + 1; i < to; i++)
+                g = MIN(g,
+                        fake_transport_request(ft, i)->at_usec - fake_transport_request(ft, i - 1)->at_usec);
+        return g;
+}
+
+/* --kube-api-qps auto: from 10 requests/s, callers queued in the bucket and fast
+ * answers raise the rate by 2.5 a second up to the ceiling (20); calls already
+ * waiting go faster at once. Then the flow control refuses a burst of parallel
+ * requests: the rate halves once (one episode), and every call waits out the
+ * Retry-After. */
+static void test_adaptive_rate(void **state) {
+        struct env *e = *state;
+        struct rate_log log = {};
+        struct result r[120] = {};
+        struct kube_client_stats st;
+        struct fake_reply refuse = flow_control_429;
+        size_t n;
+
+        env_client(e, &(struct kube_client_options){ .qps = 10,
+                                                     .burst = 1,
+                                                     .adaptive = true,
+                                                     .qps_max = 20,
+                                                     .on_rate = on_rate,
+                                                     .rate_userdata = &log,
+                                                     .random_seed = 1 });
+        kube_client_get_stats(e->api->client, &st);
+        assert_true(st.qps == 10);
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/",
+                              &(struct fake_reply){ .body = node_json, .delay_usec = 5 * MS, .times = 100 });
+        for (int i = 0; i < 100; i++)
+                assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r[i], NULL), 0);
+        fake_clock_advance(e->api->clock, 30 * SEC);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 100);
+        kube_client_get_stats(e->api->client, &st);
+        assert_true(st.qps == 20);
+        assert_int_equal(log.n, 4);
+        for (int i = 0; i < 4; i++) {
+                assert_true(log.qps[i] == 10 + 2.5 * (i + 1));
+                assert_false(log.pushback[i]);
+        }
+        /* Never faster than the rate of the moment; at the end 20 a second. */
+        assert_true(min_gap(e->api->ft, 0, 100) >= 50 * MS - 1);
+        assert_int_equal(fake_transport_request(e->api->ft, 99)->at_usec -
+                                 fake_transport_request(e->api->ft, 98)->at_usec,
+                         50 * MS);
+        /* 100 requests in less than the 10 s a fixed 10/s takes. */
+        assert_true(fake_transport_request(e->api->ft, 99)->at_usec - T0 < 7 * SEC);
+
+        /* Twenty parallel requests (all sent before the first answer) are refused: one
+         * cut, to 10. */
+        refuse.times = 20;
+        refuse.delay_usec = 1500 * MS;
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/", &refuse);
+        fake_transport_expect(e->api->ft, "GET", "/api/v1/nodes/",
+                              &(struct fake_reply){ .body = node_json, .times = FAKE_FOREVER });
+        for (int i = 100; i < 120; i++)
+                assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r[i], NULL), 0);
+        fake_clock_advance(e->api->clock, 0);
+        n = fake_transport_n_requests(e->api->ft);
+        fake_clock_advance(e->api->clock, 60 * SEC);
+        for (int i = 0; i < log.n; i++)
+                print_message("rate %d: %g%s\n", i, log.qps[i], log.pushback[i] ? " (pushback)" : "");
+        kube_client_get_stats(e->api->client, &st);
+        assert_true(st.pushbacks == 20);
+        assert_int_equal(log.n, 7);
+        assert_true(log.qps[4] == 10);
+        assert_true(log.pushback[4]);
+        for (int i = 5; i < log.n; i++)
+                assert_false(log.pushback[i]); /* the other 19 refusals were the same episode */
+        for (int i = 0; i < 120; i++) {
+                assert_int_equal(r[i].calls, 1);
+                assert_int_equal(r[i].error, 0);
+                result_clear(&r[i]);
+        }
+        /* No retry left before the server's second was over, nor in a burst: at 10/s,
+         * then 12.5 and 15 (the rate rises again in the intervals after the cut). */
+        for (size_t i = n; i < fake_transport_n_requests(e->api->ft); i++)
+                if (fake_transport_request(e->api->ft, i)->matched == 2) {
+                        assert_true(fake_transport_request(e->api->ft, i)->at_usec >=
+                                    fake_transport_request(e->api->ft, 100)->at_usec + 1500 * MS + 1 * SEC);
+                        if (fake_transport_request(e->api->ft, i - 1)->matched == 2)
+                                assert_true(fake_transport_request(e->api->ft, i)->at_usec >=
+                                            fake_transport_request(e->api->ft, i - 1)->at_usec + SEC / 15);
+                }
+        assert_int_equal(fake_transport_n_requests(e->api->ft), 140);
+}
+
 static void test_cancel(void **state) {
         struct env *e = *state;
         struct result r[6] = {};
@@ -1303,6 +1531,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_audit_id_per_attempt, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unanswered_resent_through_bucket, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_token_bucket_with_backoff, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_parallel_429_spread, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_flow_control_429_any_verb, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_adaptive_rate, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_client_in_done, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_transport_closed, setup, teardown),

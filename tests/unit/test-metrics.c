@@ -577,6 +577,48 @@ static void test_client_hooks(void **state) {
         env_teardown(&e);
 }
 
+/* The client's rate (a gauge, set at start and at each change) and the server's
+ * pushback (by verb and code; a PodDisruptionBudget's 429 is none). */
+static void test_client_rate_and_pushback(void **state) {
+        struct env e = {};
+        double get429 = counter(DRAINER_METRIC_API_PUSHBACKS, METRIC_LABELS("get", "429"));
+        double create429 = counter(DRAINER_METRIC_API_PUSHBACKS, METRIC_LABELS("create", "429"));
+        double qps = -1;
+
+        e.api = test_api_new(&(struct test_api_options){
+                .user_yaml = "    token: metrics-token\n",
+                .client = &(struct kube_client_options){ .qps = 8,
+                                                         .burst = 1,
+                                                         .adaptive = true,
+                                                         .random_seed = 5,
+                                                         .max_attempts = 2 },
+        });
+        assert_int_equal(metrics_get(metrics_family(DRAINER_METRIC_API_CLIENT_QPS), NULL, &qps), 0);
+        assert_true(qps == 8);
+        fake_transport_expect(
+                e.api->ft, "GET", "/api/v1/nodes/a",
+                &(struct fake_reply){ .status = 429,
+                                      .headers = { "Retry-After: 1" },
+                                      .body = "Too many requests, please try again later.\n" });
+        fake_transport_expect_json(e.api->ft, "GET", "/api/v1/nodes/a", 200, "{}");
+        assert_int_equal(kube_get(e.api->client, "/api/v1/nodes/a", on_done, &e, NULL), 0);
+        fake_clock_advance(e.api->clock, 5 * SEC);
+        assert_int_equal(e.done, 1);
+        assert_int_equal(metrics_get(metrics_family(DRAINER_METRIC_API_CLIENT_QPS), NULL, &qps), 0);
+        assert_true(qps == 5); /* halved, to the floor (client-go's 5) */
+        assert_true(counter(DRAINER_METRIC_API_PUSHBACKS, METRIC_LABELS("get", "429")) == get429 + 1);
+
+        fake_transport_expect_json(e.api->ft, "POST", "/api/v1/namespaces/ml/pods/p/eviction", 429,
+                                   "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                                   "\"reason\":\"TooManyRequests\",\"code\":429,\"details\":{\"causes\":"
+                                   "[{\"reason\":\"DisruptionBudget\"}]}}");
+        assert_int_equal(kube_evict(e.api->client, "ml", "p", -1, false, on_done, &e, NULL), 0);
+        fake_clock_advance(e.api->clock, 5 * SEC);
+        assert_int_equal(e.done, 2);
+        assert_true(counter(DRAINER_METRIC_API_PUSHBACKS, METRIC_LABELS("create", "429")) == create429);
+        env_teardown(&e);
+}
+
 static void on_inf_error(struct informer *inf, int error, const char *message, void *userdata) {
 }
 
@@ -692,6 +734,7 @@ int main(void) {
                 cmocka_unit_test(test_process),
                 cmocka_unit_test(test_default_registry),
                 cmocka_unit_test(test_client_hooks),
+                cmocka_unit_test(test_client_rate_and_pushback),
                 cmocka_unit_test(test_informer_hooks),
                 cmocka_unit_test(test_promtool),
         };

@@ -20,9 +20,20 @@ struct kube_call;
 
 struct credentials;
 
+/* The client's rate changed (adaptive only): old and new requests per second, and
+ * whether the server pushed back (a cut) or not (a raise). */
+typedef void (*kube_rate_fn)(double old_qps, double qps, bool pushback, void *userdata);
+
 struct kube_client_options {
-        double qps; /* <= 0: no limit */
+        double qps; /* <= 0: no limit; adaptive: where the rate starts */
         int burst;
+        /* --kube-api-qps auto: the rate adapts to what the server allows between
+         * qps_min and qps_max (ratelimit.h); needs qps > 0. */
+        bool adaptive;
+        double qps_min; /* 0: KUBE_QPS_MIN_DEFAULT (or qps if lower) */
+        double qps_max; /* 0: KUBE_QPS_MAX_DEFAULT (or qps if higher) */
+        kube_rate_fn on_rate;
+        void *rate_userdata;
         uint64_t request_timeout_usec; /* per attempt, not watches; 0 = 30 s; KUBE_NO_TIMEOUT: none */
         unsigned max_attempts;         /* for retried calls; 0 = 8 */
         uint64_t backoff_base_usec;    /* 0 = 250 ms */
@@ -39,6 +50,8 @@ struct kube_client_options {
 };
 
 #define KUBE_MAX_IMPERSONATE_GROUPS 16
+#define KUBE_QPS_MIN_DEFAULT        5.0 /* client-go's default rate */
+#define KUBE_QPS_MAX_DEFAULT        100.0
 #define KUBE_NO_TIMEOUT             (UINT64_C(1) << 62) /* --request-timeout 0, as kubectl's */
 
 struct kube_result {
@@ -95,6 +108,8 @@ struct kube_client_stats {
         uint64_t requests; /* HTTP requests sent (every attempt) */
         uint64_t retries;
         uint64_t throttled_usec; /* time spent waiting for the token bucket */
+        double qps;              /* the token bucket's rate now (<= 0: no limit) */
+        uint64_t pushbacks;      /* answers taken as the server's pushback (429, 5xx + Retry-After) */
         uint64_t watch_events;
         uint64_t last_ok_usec;    /* monotonic µs of the last answer that was not a 5xx, 0 if none */
         uint64_t last_error_usec; /* ... of the last transport failure or 5xx answer, 0 if none */

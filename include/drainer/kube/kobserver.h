@@ -14,6 +14,12 @@ struct kube_observer {
         void (*request_done)(const char *verb, long status, bool watch, uint64_t duration_usec);
         /* A request waited wait_usec in the client-side token bucket. */
         void (*rate_limited)(const char *verb, uint64_t wait_usec);
+        /* The client's rate is now qps requests a second: once at the start of a
+         * client with a limit, then at each change of an adaptive rate. */
+        void (*rate_changed)(double qps);
+        /* The server pushed back on a request of verb: a 429 of its flow control (not a
+         * PodDisruptionBudget's), or a 5xx with Retry-After. */
+        void (*pushback)(const char *verb, long status);
         /* A watch event of resource arrived (type: ADDED, MODIFIED, DELETED, BOOKMARK,
          * ERROR; "(null)" for one the decoder does not know). */
         void (*watch_event)(const char *resource, const char *type);
@@ -28,5 +34,7 @@ void kube_observer_set(const struct kube_observer *o);
 /* The observer's callbacks, each a no-op without an observer or the callback. */
 void kube_observe_request(const char *verb, long status, bool watch, uint64_t duration_usec);
 void kube_observe_rate_limit(const char *verb, uint64_t wait_usec);
+void kube_observe_rate(double qps);
+void kube_observe_pushback(const char *verb, long status);
 void kube_observe_watch_event(const char *resource, const char *type);
 void kube_observe_watch_end(const char *resource, const char *reason);

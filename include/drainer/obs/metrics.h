@@ -133,9 +133,11 @@ enum drainer_metric {
         DRAINER_METRIC_API_REQUESTS,       /* counter {verb, code} */
         DRAINER_METRIC_API_DURATION,       /* histogram {verb}: watches excepted */
         DRAINER_METRIC_API_RATELIMIT_WAIT, /* histogram {verb}: seconds in the client-side token bucket */
-        DRAINER_METRIC_WATCH_EVENTS,       /* counter {resource, type} */
-        DRAINER_METRIC_WATCH_RESTARTS,     /* counter {resource, reason}: closed, expired, error */
-        DRAINER_METRIC_METRICS_DROPPED,    /* counter: observations dropped at the series cap */
+        DRAINER_METRIC_API_CLIENT_QPS,  /* gauge: the client's rate now (adaptive: what the server allows) */
+        DRAINER_METRIC_API_PUSHBACKS,   /* counter {verb, code}: 429s (not a PDB's), 5xx with Retry-After */
+        DRAINER_METRIC_WATCH_EVENTS,    /* counter {resource, type} */
+        DRAINER_METRIC_WATCH_RESTARTS,  /* counter {resource, reason}: closed, expired, error */
+        DRAINER_METRIC_METRICS_DROPPED, /* counter: observations dropped at the series cap */
         _DRAINER_METRIC_MAX,
         _DRAINER_METRIC_INVALID = -EINVAL,
 };
