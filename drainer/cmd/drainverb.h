@@ -45,9 +45,6 @@ struct drainlike_opts {
  * the next node of -l starts at once and borrows a warm cache. */
 #define FLEET_LINGER_USEC (10 * USEC_PER_SEC)
 
-/* The -o json summary's schema: 1 since the metrics left it (--metrics-in-output). */
-#define SUMMARY_SCHEMA_VERSION 1
-
 /* One plan (node and driver): the planner's (ctl/planner.h), then its output or its
  * server dry run. */
 struct plan_job {

@@ -22,6 +22,7 @@
 #include "drainer/ctl/driverkey.h"
 #include "drainer/ctl/fleet.h"
 #include "drainer/ctl/preparation.h"
+#include "drainer/ctl/runsummary.h"
 #include "drainer/dra/health.h"
 #include "drainer/dra/nodeview.h"
 #include "drainer/dra/seamless.h"
@@ -174,7 +175,7 @@ static bool api_silent(struct drain_verb *v, char **ret_message) {
 cJSON *drain_verb_list_json(struct drain_verb *v, const char *verb, unsigned max_parallel, int code) {
         cJSON *j = cJSON_CreateObject();
 
-        cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
+        cJSON_AddNumberToObject(j, "schemaVersion", RUN_SUMMARY_SCHEMA_VERSION);
         cJSON_AddStringToObject(j, "kind", "List");
         cJSON_AddStringToObject(j, "verb", verb);
         cJSON_AddStringToObject(j, "selector", v->o.selector);
@@ -358,12 +359,6 @@ static void draw(struct drain_verb *v, const struct fleet_node *n, const struct 
 
 /* ---- a run's end: the log lines, the -o json summary, the exit code ---- */
 
-/* The blockers a refusal names: all of them in preflight; later, those that hold at
- * every eviction (a driver being stopped is unhealthy by design). */
-static bool blocker_listed(const struct fleet_node *n, const struct plan_blocker *b) {
-        return !n->summary.changed || blocker_kind_holds_at_every_eviction(b->kind);
-}
-
 static void add_client_figures(cJSON *j, struct app *app, bool metrics) {
         struct kube_client_stats cs;
 
@@ -384,108 +379,18 @@ static void add_client_figures(cJSON *j, struct app *app, bool metrics) {
 static cJSON *summary_json(struct drain_verb *v, const struct fleet_node *n, const char *verb, int result,
                            bool per_node) {
         const struct run_display *d = &v->disp[n->index];
-        const struct drain_profile *pr = n->profile;
-        cJSON *j = cJSON_CreateObject(), *phases;
+        cJSON *j = fleet_node_summary_json(
+                n, &(const struct run_summary_options){
+                           .verb = verb,
+                           .result = result,
+                           .error = app_exit_code_to_string(drain_verb_exit_code(result)),
+                           .message = result == APP_ERR_API_SILENT ? d->api_message : NULL,
+                           .rerun = d->rerun,
+                           .now_usec = timesrc_now(v->app->ts),
+                           .in_list = per_node,
+                   });
 
-        if (!per_node)
-                cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
-        cJSON_AddStringToObject(j, "node", n->node);
-        cJSON_AddStringToObject(j, "verb", verb);
-        cJSON_AddStringToObject(j, "result",
-                                result == 0            ? "done"
-                                : result == -ETIMEDOUT ? "timeout"
-                                : result == -EPERM     ? "refused"
-                                : result == -EINTR     ? "interrupted"
-                                                       : "error");
-        if (result < 0 && result != -EINTR && app_exit_code_to_string(drain_verb_exit_code(result)))
-                cJSON_AddStringToObject(j, "error", app_exit_code_to_string(drain_verb_exit_code(result)));
-        if (d->api_message && result == APP_ERR_API_SILENT)
-                cJSON_AddStringToObject(j, "message", d->api_message);
-        else if (n->message)
-                cJSON_AddStringToObject(j, "message", n->message);
-        else if (result == -EINTR && !n->total.changed && !n->has_phase)
-                cJSON_AddStringToObject(j, "message", "interrupted before it changed anything on the node");
-        else if (result == -EINTR) {
-                /* the engine never finished: what its progress last said */
-                _cleanup_free_ char *m = NULL;
-
-                if (asprintf(&m,
-                             "interrupted in phase %s%s%s%s: the state is on node %s; run the same command "
-                             "again to resume",
-                             n->has_phase ? drain_phase_to_string(n->phase) : "preflight",
-                             n->progress_message ? " (" : "", strempty(n->progress_message),
-                             n->progress_message ? ")" : "", n->node) >= 0)
-                        cJSON_AddStringToObject(j, "message", m);
-        }
-        /* false only for a refusal in preflight (or nothing to do): the node is as it was. */
-        cJSON_AddBoolToObject(j, "changed", n->total.changed);
-        if (d->rerun)
-                cJSON_AddStringToObject(j, "rerun", d->rerun);
-        if (n->summary.has_phase)
-                cJSON_AddStringToObject(j, "phase", drain_phase_to_string(n->summary.last_phase));
-        else if (result == -EINTR && n->has_phase) /* interrupted: its last progress */
-                cJSON_AddStringToObject(j, "phase", drain_phase_to_string(n->phase));
-        if (pr->n_drivers > 0) {
-                /* --driver: the drivers, and how new claims were kept off their devices */
-                cJSON *sc = cJSON_AddObjectToObject(j, "scope"),
-                      *dr = sc ? cJSON_AddArrayToObject(sc, "drivers") : NULL;
-
-                for (size_t i = 0; dr && i < pr->n_drivers; i++)
-                        cJSON_AddItemToArray(dr, cJSON_CreateString(pr->drivers[i]));
-                if (sc && n->summary_valid && n->summary.isolation < _PLAN_ISOLATION_MAX)
-                        cJSON_AddStringToObject(sc, "isolation",
-                                                n->summary.isolation == PLAN_ISOLATE_TAINT_RULE
-                                                        ? "deviceTaintRule"
-                                                        : "cordon");
-        }
-        phases = cJSON_AddArrayToObject(j, "phases");
-        for (int p = 0; p < _DRAIN_PHASE_MAX; p++)
-                if (n->total.phase_seen[p]) {
-                        cJSON *o = cJSON_CreateObject();
-
-                        cJSON_AddStringToObject(o, "name", drain_phase_to_string(p));
-                        cJSON_AddNumberToObject(o, "seconds", (double)n->total.phase_usec[p] / 1e6);
-                        cJSON_AddItemToArray(phases, o);
-                }
-        /* The Node as last seen: not Ready means its kubelet can neither finish the evicted
-         * pods nor unprepare their claims; the out-of-service taint, and who applied it. */
-        if (n->summary_valid && n->summary.node_seen) {
-                cJSON_AddBoolToObject(j, "nodeReady", !n->summary.node_not_ready);
-                if (n->summary.out_of_service)
-                        cJSON_AddStringToObject(j, "outOfServiceTaint",
-                                                n->summary.out_of_service_by_drainer
-                                                        ? "applied by drainer"
-                                                        : "applied by someone else");
-        } else if (n->progress_seen && n->node_seen) {
-                /* interrupted: the last progress */
-                cJSON_AddBoolToObject(j, "nodeReady", !n->node_not_ready);
-                if (n->out_of_service)
-                        cJSON_AddStringToObject(j, "outOfServiceTaint", "on the node");
-        } else
-                /* never read (the API server did not answer, no such node): unknown, not true */
-                cJSON_AddNullToObject(j, "nodeReady");
-        cJSON_AddNumberToObject(j, "podsEvicted", (double)n->total.pods_evicted);
-        cJSON_AddNumberToObject(j, "claimsWaitedFor", (double)n->total.claims_waited);
-        /* Evictions answered NamespaceTerminating: retried until the namespace controller
-         * marked the pod deleted, then waited for (kubectl drain's rule). */
-        if (n->n_ns_terminating > 0) {
-                cJSON *nt = cJSON_AddArrayToObject(j, "waitedForNamespaceDeletion");
-
-                for (size_t i = 0; nt && i < n->n_ns_terminating; i++)
-                        cJSON_AddItemToArray(nt, cJSON_CreateString(n->ns_terminating[i]));
-        }
-        if (n->command_status >= 0)
-                cJSON_AddNumberToObject(j, "commandExitStatus", n->command_status);
-        if (result == -EPERM && n->summary.plan && n->summary.plan->n_blockers > 0) {
-                cJSON *b = cJSON_AddArrayToObject(j, "blockers");
-
-                for (size_t i = 0; i < n->summary.plan->n_blockers; i++)
-                        if (blocker_listed(n, &n->summary.plan->blockers[i]))
-                                cJSON_AddItemToArray(
-                                        b, cJSON_CreateString(n->summary.plan->blockers[i].message));
-        }
-        cJSON_AddNumberToObject(j, "seconds", (double)(timesrc_now(v->app->ts) - n->started_usec) / 1e6);
-        if (!per_node)
+        if (j && !per_node)
                 add_client_figures(j, v->app, v->o.metrics);
         return j;
 }
@@ -606,7 +511,7 @@ static int report_result(struct drain_verb *v, const struct fleet_node *n, const
                 else
                         log_error("%s: refused by preflight; nothing was changed:", what);
                 for (size_t i = 0; i < p->n_blockers; i++)
-                        if (blocker_listed(n, &p->blockers[i]))
+                        if (fleet_node_blocker_listed(n, &p->blockers[i]))
                                 log_error("  %s", p->blockers[i].message);
         } else
                 log_error("%s: %s", what, n->message ? n->message : strerror(-r));
@@ -701,10 +606,7 @@ static void report_not_started(struct drain_verb *v, const struct fleet_node *n)
         d->code = EXIT_ERROR;
         if (v->fmt == OUTPUT_JSON) {
                 cJSON_Delete(d->json);
-                d->json = cJSON_CreateObject();
-                cJSON_AddStringToObject(d->json, "node", n->node);
-                cJSON_AddStringToObject(d->json, "verb", goal_verb(n));
-                cJSON_AddStringToObject(d->json, "result", "not-started");
+                d->json = run_summary_new(true, n->node, goal_verb(n), "not-started");
                 cJSON_AddBoolToObject(d->json, "changed", false);
                 cJSON_AddNumberToObject(d->json, "exitCode", d->code);
         }
@@ -923,7 +825,7 @@ static void on_seamless_command_done(int status, int error, void *userdata) {
                 cJSON *sj = j ? cJSON_AddObjectToObject(j, "seamlessUpgrade") : NULL;
 
                 if (sj) {
-                        cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
+                        cJSON_AddNumberToObject(j, "schemaVersion", RUN_SUMMARY_SCHEMA_VERSION);
                         cJSON_AddStringToObject(j, "node", v->node);
                         cJSON_AddStringToObject(j, "verb", v->verb);
                         cJSON_AddStringToObject(j, "result", status == 0 ? "done" : "error");
@@ -1040,7 +942,7 @@ static void on_prep_key(struct drain_preparation *p, size_t i, int error, const 
         if (v->fmt == OUTPUT_JSON && v->keys_worst == EXIT_DONE) {
                 _cleanup_(cJSON_Deletep) cJSON *j = cJSON_CreateObject();
 
-                cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
+                cJSON_AddNumberToObject(j, "schemaVersion", RUN_SUMMARY_SCHEMA_VERSION);
                 cJSON_AddStringToObject(j, "node", node);
                 cJSON_AddStringToObject(j, "verb", a->verb);
                 cJSON_AddStringToObject(j, "driver", a->profile.drivers[0]);
