@@ -31,6 +31,7 @@
 #include "drainer/drain/engine.h"
 #include "drainer/drain/nodeset.h"
 #include "drainer/drain/plan.h"
+#include "drainer/drain/progress.h"
 #include "drainer/kube/client.h"
 #include "drainer/kube/kstatus.h"
 #include "drainer/kube/kubeconfig.h"
@@ -188,23 +189,6 @@ cJSON *drain_verb_list_json(struct drain_verb *v, const char *verb, unsigned max
 
 /* ---- the display of the runs ---- */
 
-static const char *group_label(enum evict_group g) {
-        switch (g) {
-        case EVICT_GROUP_CLAIM_HOLDERS:
-                return "claim holders";
-        case EVICT_GROUP_CLAIM_HOLDERS_CRITICAL:
-                return "critical claim holders";
-        case EVICT_GROUP_REST:
-                return "other pods";
-        case EVICT_GROUP_REST_CRITICAL:
-                return "critical other pods";
-        case EVICT_GROUP_DRIVERS:
-                return "driver pods";
-        default:
-                return "staying";
-        }
-}
-
 /* The live block off the screen (the cursor where it began). */
 static void clear_block(struct drain_verb *v) {
         if (v->drawn_lines > 0)
@@ -301,48 +285,20 @@ static void draw(struct drain_verb *v, const struct fleet_node *n, const struct 
         {
                 char *buf = NULL;
                 size_t size = 0;
-                int lines = 0;
+                int lines;
                 FILE *f = open_memstream(&buf, &size);
                 /* NO_COLOR, --color=never: the same block without colour */
-                const char *bold = output_sgr(STDERR_FILENO, "\033[1m"),
-                           *cyan = output_sgr(STDERR_FILENO, "\033[36m"),
-                           *yellow = output_sgr(STDERR_FILENO, "\033[33m"),
-                           *off = output_sgr(STDERR_FILENO, "\033[0m");
+                const struct progress_sgr sgr = {
+                        .bold = output_sgr(STDERR_FILENO, "\033[1m"),
+                        .cyan = output_sgr(STDERR_FILENO, "\033[36m"),
+                        .yellow = output_sgr(STDERR_FILENO, "\033[33m"),
+                        .off = output_sgr(STDERR_FILENO, "\033[0m"),
+                };
 
                 if (!f)
                         return;
-                fprintf(f, "%s%s%s  %s%-20s%s  %5.1f s\n", bold, n->node, off, cyan,
-                        p->has_phase ? drain_phase_to_string(p->phase) : "preflight", off,
-                        (double)(now - n->run_started_usec) / (double)USEC_PER_SEC);
-                lines++;
-                fprintf(f, "  pods left:");
-                for (int g = 0; g < EVICT_GROUP_NONE; g++)
-                        if (p->pods_left[g] > 0 || g == EVICT_GROUP_CLAIM_HOLDERS || g == EVICT_GROUP_REST)
-                                fprintf(f, "  %s %zu", group_label(g), p->pods_left[g]);
-                fprintf(f, "\n  claims on the node: %zu   driver pods: %zu   evictions accepted: %zu\n",
-                        p->claims_left, p->drivers_left, p->evictions_accepted);
-                lines += 2;
-                for (size_t i = 0; i < p->n_held && i < 5; i++) {
-                        _cleanup_free_ char *safe = text_escape_controls(strna(p->held[i].reason),
-                                                                         strlen(strna(p->held[i].reason)));
-
-                        fprintf(f, "  %sheld%s %s/%s: %.100s\n", yellow, off, p->held[i].ns, p->held[i].name,
-                                strna(safe));
-                        lines++;
-                }
-                if (p->n_held > 5) {
-                        fprintf(f, "  ... and %zu more held\n", p->n_held - 5);
-                        lines++;
-                }
-                if (p->node_not_ready) {
-                        fprintf(f, "  %snode not Ready%s: %s\n", yellow, off,
-                                p->out_of_service
-                                        ? "out-of-service taint on: the control plane deletes its pods"
-                                        : "its kubelet cannot finish pods nor unprepare claims");
-                        lines++;
-                }
-                fprintf(f, "  %s\n", strna(p->message));
-                lines++;
+                lines = engine_progress_print(
+                        f, n->node, p, (double)(now - n->run_started_usec) / (double)USEC_PER_SEC, &sgr);
                 if (fclose(f) != 0) {
                         free(buf);
                         return;
