@@ -351,22 +351,6 @@ static cJSON *summary_json(struct drain_verb *v, const struct fleet_node *n, con
         return j;
 }
 
-/* A word of a command line as the shell reads it back. */
-static void put_shell_word(FILE *f, const char *w) {
-        if (*w && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@%+=:,./_-") ==
-                          strlen(w)) {
-                fputs(w, f);
-                return;
-        }
-        fputc('\'', f);
-        for (; *w; w++)
-                if (*w == '\'')
-                        fputs("'\\''", f);
-                else
-                        fputc(*w, f);
-        fputc('\'', f);
-}
-
 /* The command line as given, for verb, with n->needs_flag ("--driver-stop V") in
  * place of any --driver-stop; for "uncordon" out of maintain, without the flags that
  * are not uncordon's (--restore-on-failure, the drain's) and -- CMD. */
@@ -391,9 +375,9 @@ static char *rerun_command(const struct drain_verb *v, const struct fleet_node *
                         if (from_maintain)
                                 break;
                         fprintf(f, " ");
-                        put_shell_word(f, flag);
+                        text_put_shell_word(f, flag);
                         fputc(' ', f);
-                        put_shell_word(f, value);
+                        text_put_shell_word(f, value);
                         flag[0] = 0;
                 }
                 if (streq(w, "--driver-stop")) {
@@ -419,13 +403,13 @@ static char *rerun_command(const struct drain_verb *v, const struct fleet_node *
                         }
                 }
                 fputc(' ', f);
-                put_shell_word(f, w);
+                text_put_shell_word(f, w);
         }
         if (flag[0]) {
                 fputc(' ', f);
-                put_shell_word(f, flag);
+                text_put_shell_word(f, flag);
                 fputc(' ', f);
-                put_shell_word(f, value);
+                text_put_shell_word(f, value);
         }
         if (fclose(f) != 0) {
                 free(buf);
