@@ -19,8 +19,7 @@
 #include "drainer/base/selector.h"
 #include "drainer/base/text.h"
 #include "drainer/base/timesrc.h"
-#include "drainer/ctl/driverkey.h"
-#include "drainer/ctl/fleet.h"
+#include "drainer/ctl/drainrun.h"
 #include "drainer/ctl/preparation.h"
 #include "drainer/ctl/runsummary.h"
 #include "drainer/dra/health.h"
@@ -36,7 +35,6 @@
 #include "drainer/kube/kstatus.h"
 #include "drainer/kube/kubeconfig.h"
 #include "drainer/obs/metrics.h"
-#include "drainer/sys/sysbus.h"
 #include "drainverb.h"
 #include "output.h"
 #include "verbs.h"
@@ -628,9 +626,6 @@ static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
         unsigned max_parallel = (v->o.max_parallel ? v->o.max_parallel : 1) * (unsigned)v->runs_per_node;
         int code = v->stage_worst;
 
-        v->fleet_running = false;
-        if (!drain_verb_op_ended(v))
-                return;
         if (v->is_maintain && v->command_status > 0 && code == EXIT_DONE)
                 code = EXIT_ERROR; /* restored after a failed command (or not restored at all) */
         if (v->is_maintain && !runs_listed(v)) {
@@ -672,19 +667,10 @@ static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
 static void on_signal(uv_signal_t *h, int signum) {
         struct drain_verb *v = h->data;
 
-        if (v->fleet_running)
-                drain_fleet_stop(v->fleet);
+        drain_run_interrupt(v->run);
 }
 
-/* ---- drain, uncordon, maintain: the runs ---- */
-
-static void on_bus_closed(void *userdata) {
-        struct drain_verb *v = userdata;
-
-        v->bus = NULL;
-        v->in_flight--;
-        maybe_stopped(v);
-}
+/* ---- drain, uncordon, maintain: the runs (ctl/drainrun.c), as the verb reports them ---- */
 
 static void on_signal_closed(uv_handle_t *h) {
         struct drain_verb *v = h->data;
@@ -693,67 +679,17 @@ static void on_signal_closed(uv_handle_t *h) {
         maybe_stopped(v);
 }
 
-static void on_prep_closed(void *userdata) {
+static void on_part_closed(void *userdata) {
         struct drain_verb *v = userdata;
 
         v->in_flight--;
         maybe_stopped(v);
 }
 
-static void fleet_start(struct drain_verb *v) {
-        static const struct drain_fleet_callbacks cb = {
-                .on_node_start = on_run_start,
-                .on_progress = on_run_progress,
-                .on_trail = on_run_trail,
-                .on_node_done = on_run_done,
-                .on_command = on_command_start,
-                .on_command_done = on_command_done,
-                .on_finished = on_fleet_finished,
-        };
-        char host[256] = "";
-        int r;
-
-        gethostname(host, sizeof(host) - 1);
-        r = drain_fleet_new(v->app->client, v->app->transport, v->app->ts, &v->app->loop,
-                            &(const struct drain_fleet_options){
-                                    .goal = v->is_maintain               ? FLEET_GOAL_MAINTAIN
-                                            : streq(v->verb, "uncordon") ? FLEET_GOAL_UNCORDON
-                                                                         : FLEET_GOAL_DRAIN,
-                                    .runs = v->fleet_runs,
-                                    .n_runs = v->n_runs,
-                                    .max_parallel = (v->o.max_parallel ? v->o.max_parallel : 1) *
-                                                    (unsigned)v->runs_per_node,
-                                    .command = v->cmd,
-                                    .restore_on_failure = v->a.profile.restore_on_failure,
-                                    .units = sysbus_units(v->bus),
-                                    .share_informers = v->o.selector && !v->is_maintain,
-                                    .linger_usec = FLEET_LINGER_USEC,
-                                    .out_of_service = v->o.oos.on,
-                                    .out_of_service_after_usec = v->o.oos.after_usec,
-                                    .instance = host,
-                            },
-                            &cb, v, &v->fleet);
-        if (r < 0) {
-                log_error_errno(r, "Cannot set up the drain: %m");
-                drain_verb_quit(v, EXIT_ERROR);
-                return;
-        }
-        r = drain_fleet_start(v->fleet);
-        if (r < 0) {
-                log_error_errno(r, "Cannot start watching the nodes: %m");
-                drain_verb_quit(v, EXIT_ERROR);
-                return;
-        }
-        v->fleet_running = true;
-        v->in_flight++; /* until on_finished */
-}
-
-static void on_seamless_command_done(int status, int error, void *userdata) {
+static void on_run_command_done(struct drain_run *run, int status, int error, void *userdata) {
         struct drain_verb *v = userdata;
         int code = status == 0 ? EXIT_DONE : EXIT_ERROR;
 
-        if (!drain_verb_op_ended(v))
-                return;
         if (error < 0)
                 log_error("cannot run \"%s\": %s", v->cmd[0], uv_strerror(error));
         if (status != 0)
@@ -782,46 +718,23 @@ static void on_seamless_command_done(int status, int error, void *userdata) {
         drain_verb_quit(v, code);
 }
 
-/* The preparation (ctl/preparation.c) of the runs, as the verb reports it. */
-static int prep_error(int error, const char *message) {
-        return message ? log_error_errno(error, "%s", message) : log_oom();
-}
-
-static void on_prep_seamless(struct drain_preparation *p, int error, const char *message,
-                             const struct seamless_answer *ans, void *userdata) {
+static void on_run_seamless(struct drain_run *run, const struct seamless_answer *ans, void *userdata) {
         struct drain_verb *v = userdata;
-        int r;
 
-        if (error < 0) {
-                prep_error(error, message);
-                drain_verb_quit(v, EXIT_ERROR);
-                return;
-        }
         v->seam = *ans;
-        if (!v->seam.seamless) {
+        if (!v->seam.seamless)
                 log_info("DRA driver %s: no seamless upgrade (%s): draining its claims first",
                          v->a.profile.drivers[0], v->seam.why);
-                fleet_start(v);
-                return;
-        }
-        /* A driver that upgrades seamlessly needs no drain */
-        log_info("DRA driver %s upgrades seamlessly (%s): running %s without draining anything "
-                 "(--force-drain "
-                 "drains first)",
-                 v->a.profile.drivers[0], v->seam.why, v->cmd[0]);
-        r = fleet_command_spawn(&v->app->loop, v->cmd, on_seamless_command_done, v);
-        if (r < 0) {
-                log_oom();
-                drain_verb_quit(v, EXIT_ERROR);
-                return;
-        }
-        v->in_flight++;
+        else /* A driver that upgrades seamlessly needs no drain */
+                log_info("DRA driver %s upgrades seamlessly (%s): running %s without draining anything "
+                         "(--force-drain "
+                         "drains first)",
+                         v->a.profile.drivers[0], v->seam.why, v->cmd[0]);
 }
 
-/* The runs are set: signals, the system bus, then (maintain --driver of one driver)
- * the seamless check, or the fleet. */
-static void runs_go(struct drain_verb *v) {
-        int r;
+/* The runs are set: signals, and the timestamps of plain lines. */
+static void on_runs_set(struct drain_run *run, void *userdata) {
+        struct drain_verb *v = userdata;
 
         uv_signal_init(&v->app->loop, &v->sigint);
         uv_signal_init(&v->app->loop, &v->sigterm);
@@ -831,61 +744,67 @@ static void runs_go(struct drain_verb *v) {
         v->signals = true;
         if (!v->tty)
                 log_set_timestamps(true);
-        /* The system bus: needed for --driver-stop systemd:UNIT; elsewhere (no bus, e.g. in
-         * a container) simply absent. One for every node. */
-        r = sysbus_open(&v->app->loop, &v->bus);
-        if (r < 0) {
-                v->bus = NULL;
-                if (v->a.profile.stop->needs_units) {
-                        log_error_errno(r, "--driver-stop systemd: cannot connect to the system bus: %m");
-                        drain_verb_quit(v, EXIT_ERROR);
-                        return;
-                }
-        }
-        if (v->is_maintain && v->n_runs == 1 && v->a.profile.n_drivers > 0 && !v->a.profile.force_drain) {
-                r = drain_preparation_check_seamless(v->prep, v->node, &v->a.profile);
-                if (r < 0) {
-                        log_error_errno(r, "Cannot start the API requests: %m");
-                        drain_verb_quit(v, EXIT_ERROR);
-                }
-                return;
-        }
-        fleet_start(v);
 }
 
-static void on_prep_key(struct drain_preparation *p, size_t i, int error, const char *key, const char *from,
-                        const char *why, void *userdata) {
+static void on_run_failed(struct drain_run *run, enum drain_run_step step, int error, const char *message,
+                          void *userdata) {
         struct drain_verb *v = userdata;
-        struct drain_args *a = &v->runs[i];
-        const char *node = v->fleet_runs[i].node;
+
+        if (v->app->quit)
+                return; /* out of memory on the way: quit already */
+        switch (step) {
+        case DRAIN_RUN_KEY_REFUSED:
+                drain_verb_quit(v, v->keys_worst);
+                return;
+        case DRAIN_RUN_KEYS:
+        case DRAIN_RUN_SEAMLESS:
+                if (message)
+                        log_error_errno(error, "%s", message);
+                else if (error == -ENOMEM)
+                        log_oom();
+                else
+                        log_error_errno(error, "Cannot start the API requests: %m");
+                break;
+        case DRAIN_RUN_BUS:
+                log_error_errno(error, "--driver-stop systemd: cannot connect to the system bus: %m");
+                break;
+        case DRAIN_RUN_COMMAND:
+                log_oom();
+                break;
+        case DRAIN_RUN_FLEET_SETUP:
+                log_error_errno(error, "Cannot set up the drain: %m");
+                break;
+        case DRAIN_RUN_FLEET_START:
+                log_error_errno(error, "Cannot start watching the nodes: %m");
+                break;
+        }
+        drain_verb_quit(v, EXIT_ERROR);
+}
+
+static void on_run_key(struct drain_run *run, size_t i, const struct fleet_run *fr, int error,
+                       const char *key, const char *from, const char *why, void *userdata) {
+        struct drain_verb *v = userdata;
         int code;
 
         if (v->app->quit)
                 return;
         if (error >= 0) {
-                v->stop_keys[i] = strdup(key);
-                if (!v->stop_keys[i]) {
-                        log_oom();
-                        drain_verb_quit(v, EXIT_ERROR);
-                        return;
-                }
-                a->profile.stop_arg = v->stop_keys[i];
                 log_info("DRA driver %s of node %s: stopped by label %s (the nodeSelector of %s)",
-                         a->profile.drivers[0], node, key, from);
+                         fr->profile->drivers[0], fr->node, key, from);
                 return;
         }
         code = error == -EPERM ? EXIT_REFUSED : EXIT_ERROR;
         if (error == -ENOMEM)
                 log_oom();
         else
-                log_error("%s: refused, nothing was changed: %s", a->verb, strna(why));
+                log_error("%s: refused, nothing was changed: %s", v->verb, strna(why));
         if (v->fmt == OUTPUT_JSON && v->keys_worst == EXIT_DONE) {
                 _cleanup_(cJSON_Deletep) cJSON *j = cJSON_CreateObject();
 
                 cJSON_AddNumberToObject(j, "schemaVersion", RUN_SUMMARY_SCHEMA_VERSION);
-                cJSON_AddStringToObject(j, "node", node);
-                cJSON_AddStringToObject(j, "verb", a->verb);
-                cJSON_AddStringToObject(j, "driver", a->profile.drivers[0]);
+                cJSON_AddStringToObject(j, "node", fr->node);
+                cJSON_AddStringToObject(j, "verb", v->verb);
+                cJSON_AddStringToObject(j, "driver", fr->profile->drivers[0]);
                 cJSON_AddStringToObject(j, "result", "refused");
                 cJSON_AddBoolToObject(j, "changed", false);
                 cJSON_AddStringToObject(j, "message", strna(why));
@@ -895,37 +814,54 @@ static void on_prep_key(struct drain_preparation *p, size_t i, int error, const 
         v->keys_worst = nodeset_worst_exit(v->keys_worst, code);
 }
 
-/* --driver without --driver-stop: every run's KEY is in; a run with no single key
- * refuses the whole command (exit 4), saying why. */
-static void on_prep_keys_done(struct drain_preparation *p, int error, const char *message, void *userdata) {
-        struct drain_verb *v = userdata;
-
-        if (v->app->quit)
-                return; /* out of memory on the way: quit already */
-        if (error < 0) {
-                prep_error(error, message);
-                drain_verb_quit(v, EXIT_ERROR);
-                return;
-        }
-        if (v->keys_worst != EXIT_DONE) {
-                drain_verb_quit(v, v->keys_worst);
-                return;
-        }
-        runs_go(v);
-}
-
 /* A run per node and driver (--driver: each its own state keys and stop); the drivers
  * of one node run together. */
 static void runs_start(struct drain_verb *v) {
-        size_t n_nodes = v->o.selector ? v->n_names : 1;
+        static const struct drain_run_callbacks cb = {
+                .on_key = on_run_key,
+                .on_runs_set = on_runs_set,
+                .on_seamless = on_run_seamless,
+                .on_command_done = on_run_command_done,
+                .on_failed = on_run_failed,
+                .fleet = {
+                        .on_node_start = on_run_start,
+                        .on_progress = on_run_progress,
+                        .on_trail = on_run_trail,
+                        .on_node_done = on_run_done,
+                        .on_command = on_command_start,
+                        .on_command_done = on_command_done,
+                        .on_finished = on_fleet_finished,
+                },
+        };
+        char host[256] = "";
+        int r;
 
-        v->runs_per_node = v->a.profile.n_drivers > 1 ? v->a.profile.n_drivers : 1;
-        v->n_runs = n_nodes * v->runs_per_node;
-        v->runs = calloc(v->n_runs, sizeof(*v->runs));
-        v->fleet_runs = calloc(v->n_runs, sizeof(*v->fleet_runs));
-        v->stop_keys = calloc(v->n_runs, sizeof(*v->stop_keys));
-        v->disp = calloc(v->n_runs, sizeof(*v->disp));
-        if (!v->runs || !v->fleet_runs || !v->stop_keys || !v->disp) {
+        gethostname(host, sizeof(host) - 1);
+        r = drain_run_new(v->app->client, v->app->transport, v->app->ts, &v->app->loop,
+                          &(const struct drain_run_options){
+                                  .goal = v->is_maintain               ? FLEET_GOAL_MAINTAIN
+                                          : streq(v->verb, "uncordon") ? FLEET_GOAL_UNCORDON
+                                                                       : FLEET_GOAL_DRAIN,
+                                  .nodes = v->o.selector ? (const char *const *)v->names : &v->node,
+                                  .n_nodes = v->o.selector ? v->n_names : 1,
+                                  .profile = &v->a.profile,
+                                  .key_from_daemonset = v->a.stop_from_daemonset,
+                                  .max_parallel = v->o.max_parallel,
+                                  .command = v->cmd,
+                                  .share_informers = v->o.selector && !v->is_maintain,
+                                  .linger_usec = FLEET_LINGER_USEC,
+                                  .out_of_service = v->o.oos.on,
+                                  .out_of_service_after_usec = v->o.oos.after_usec,
+                                  .instance = host,
+                          },
+                          &cb, v, &v->run);
+        if (r >= 0) {
+                v->in_flight++; /* until the run is closed */
+                v->n_runs = drain_run_size(v->run);
+                v->runs_per_node = drain_run_per_node(v->run);
+                v->disp = calloc(v->n_runs, sizeof(*v->disp));
+        }
+        if (r < 0 || !v->disp) {
                 log_oom();
                 drain_verb_quit(v, EXIT_ERROR);
                 return;
@@ -934,29 +870,12 @@ static void runs_start(struct drain_verb *v) {
         v->stdout_tty = isatty(STDOUT_FILENO);
         v->trail = v->fmt != OUTPUT_JSON;
         v->stage_worst = EXIT_DONE;
-        for (size_t i = 0; i < v->n_runs; i++) {
-                if (v->a.profile.n_drivers > 1)
-                        drain_args_for_driver(&v->a, i % v->runs_per_node, &v->runs[i]);
-                else
-                        v->runs[i] = v->a;
-                v->fleet_runs[i] = (struct fleet_run){
-                        .node = v->o.selector ? v->names[i / v->runs_per_node] : v->node,
-                        .profile = &v->runs[i].profile,
-                };
+        v->keys_worst = EXIT_DONE;
+        r = drain_run_start(v->run);
+        if (r < 0) {
+                log_error_errno(r, "Cannot start the API requests: %m");
+                drain_verb_quit(v, EXIT_ERROR);
         }
-        if (v->a.stop_from_daemonset) {
-                /* each run's label KEY from its driver's DaemonSet (driverkey.h), before
-                 * anything is changed */
-                int r = drain_preparation_read_keys(v->prep, v->fleet_runs, v->n_runs);
-
-                v->keys_worst = EXIT_DONE;
-                if (r < 0) {
-                        log_error_errno(r, "Cannot start the API requests: %m");
-                        drain_verb_quit(v, EXIT_ERROR);
-                }
-                return;
-        }
-        runs_go(v);
 }
 
 /* ---- the verbs ---- */
@@ -1118,9 +1037,6 @@ static int drainlike_start(struct app *a, void *state) {
 
         static const struct preparation_callbacks cb = {
                 .on_nodes = on_prep_nodes,
-                .on_key = on_prep_key,
-                .on_keys_done = on_prep_keys_done,
-                .on_seamless = on_prep_seamless,
         };
         struct drain_verb *v = state;
         int r;
@@ -1152,20 +1068,16 @@ static void drainlike_stop(struct app *a, void *state) {
         v->stopping = true;
         if (v->job)
                 drain_verb_plan_cancel(v->job);
-        if (v->fleet_running)
-                drain_fleet_stop(v->fleet); /* on_finished follows */
         if (v->signals) {
                 v->signals = false;
                 v->in_flight += 2;
                 uv_close((uv_handle_t *)&v->sigint, on_signal_closed);
                 uv_close((uv_handle_t *)&v->sigterm, on_signal_closed);
         }
-        if (v->bus) {
-                v->in_flight++;
-                sysbus_close(v->bus, on_bus_closed, v);
-        }
-        /* last: its closed may come at once (nothing of it in flight) */
-        drain_preparation_close(TAKE_PTR(v->prep), on_prep_closed, v);
+        /* last: their closed may come at once (nothing of them in flight) */
+        if (v->run)
+                drain_run_close(v->run, on_part_closed, v); /* (its in_flight since runs_start) */
+        drain_preparation_close(TAKE_PTR(v->prep), on_part_closed, v);
         maybe_stopped(v);
 }
 
@@ -1175,7 +1087,7 @@ static void drainlike_free(void *state) {
         if (v->job)
                 drain_verb_plan_free(v->job);
         cJSON_Delete(v->plan_doc);
-        drain_fleet_free(v->fleet);
+        drain_run_free(v->run);
         for (size_t i = 0; v->disp && i < v->n_runs; i++) {
                 free(v->disp[i].last_line);
                 free(v->disp[i].block);
@@ -1185,11 +1097,6 @@ static void drainlike_free(void *state) {
                 cJSON_Delete(v->disp[i].json);
         }
         free(v->disp);
-        for (size_t i = 0; v->stop_keys && i < v->n_runs; i++)
-                free(v->stop_keys[i]);
-        free(v->stop_keys);
-        free(v->fleet_runs);
-        free(v->runs);
         nodeset_free(v->names, v->n_names);
         if (v->a_ready)
                 drain_args_done(&v->a);

@@ -31,7 +31,6 @@
 #include "drainer/kube/client.h"
 #include "drainer/kube/kstatus.h"
 #include "drainer/obs/metrics.h"
-#include "drainer/sys/sysbus.h"
 #include "drainverb.h"
 #include "verbs.h"
 
