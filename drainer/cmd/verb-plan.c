@@ -34,12 +34,6 @@
 #include "drainverb.h"
 #include "verbs.h"
 
-static const char *dry_outcome(const struct planner_answer *c) {
-        return c->error == 0 || c->error == -ENOENT ? "evicted"
-               : c->ns_terminating                  ? "namespace-terminating"
-               : c->error == -EAGAIN                ? "held"
-                                                    : "failed";
-}
 /* ---- plan: one node (and driver), read by the planner (ctl/planner.c) ---- */
 
 static void plan_job_done(struct plan_job *job, int r);
@@ -73,69 +67,13 @@ static void on_planner_ready(struct planner *pl, int error, const char *message,
 
 /* The server dry run's answers are in: printed as kubectl prints them. */
 static void dry_run_report(struct plan_job *job) {
-        const struct planner_result *res = planner_result(job->pl);
-        const struct plan *p = &res->plan;
-        const struct node_rec *node = res->node;
-        enum output_format fmt = job->v->fmt;
-        _cleanup_(cJSON_Deletep) cJSON *j = fmt == OUTPUT_JSON ? cJSON_CreateObject() : NULL;
-        cJSON *pods = NULL;
-        size_t failed = 0;
+        _cleanup_(cJSON_Deletep) cJSON *j = job->v->fmt == OUTPUT_JSON ? cJSON_CreateObject() : NULL;
+        size_t failed = planner_dry_run_report(planner_result(job->pl), j ? NULL : stdout, j);
 
-        if (j) {
-                cJSON_AddStringToObject(j, "node", node->name);
-                cJSON_AddStringToObject(j, "dryRun", "server");
-                cJSON_AddBoolToObject(j, "cordoned", true);
-                pods = cJSON_AddArrayToObject(j, "evictions");
-        }
-        for (size_t i = 0; i < p->n_pods; i++) {
-                const struct plan_pod *pp = &p->pods[i];
-                const struct planner_answer *c = &res->evicts[i];
-                const char *outcome;
-
-                if (pp->group == EVICT_GROUP_NONE || pp->pod->deleting)
-                        continue;
-                outcome = dry_outcome(c);
-                failed += streq(outcome, "failed");
-                if (j) {
-                        cJSON *o = cJSON_CreateObject();
-
-                        cJSON_AddStringToObject(o, "namespace", pp->pod->ns);
-                        cJSON_AddStringToObject(o, "name", pp->pod->name);
-                        cJSON_AddStringToObject(o, "group", evict_group_to_string(pp->group));
-                        cJSON_AddStringToObject(o, "result", outcome);
-                        if (c->error < 0 && c->error != -ENOENT)
-                                cJSON_AddStringToObject(o, "message",
-                                                        c->message ? c->message : strerror(-c->error));
-                        cJSON_AddItemToArray(pods, o);
-                } else if (streq(outcome, "evicted"))
-                        printf("pod/%s evicted (server dry run)\n", pp->pod->name);
-                else
-                        printf("pod/%s %s (server dry run): %s\n", pp->pod->name,
-                               streq(outcome, "held")                    ? "eviction held by a budget"
-                               : streq(outcome, "namespace-terminating") ? "in a namespace being deleted"
-                                                                         : "eviction failed",
-                               c->message ? c->message : strerror(-c->error));
-        }
-        if (j) {
-                cJSON *stays = cJSON_AddArrayToObject(j, "stays");
-
-                for (size_t i = 0; i < p->n_pods; i++)
-                        if (p->pods[i].group == EVICT_GROUP_NONE) {
-                                cJSON *o = cJSON_CreateObject();
-
-                                cJSON_AddStringToObject(o, "namespace", p->pods[i].pod->ns);
-                                cJSON_AddStringToObject(o, "name", p->pods[i].pod->name);
-                                cJSON_AddStringToObject(o, "reason", strna(p->pods[i].skip_reason));
-                                cJSON_AddItemToArray(stays, o);
-                        }
-                cJSON_AddBoolToObject(j, "ok", failed == 0);
-                if (job->list)
-                        cJSON_AddItemToArray(job->list, TAKE_PTR(j));
-                else
-                        drain_verb_print_json(j);
-        } else
-                printf("node/%s drained (server dry run)%s\n", node->name,
-                       failed ? ", with failed evictions" : "");
+        if (j && job->list)
+                cJSON_AddItemToArray(job->list, TAKE_PTR(j));
+        else if (j)
+                drain_verb_print_json(j);
         plan_job_done(job, failed ? -EIO : 0);
 }
 
