@@ -1,10 +1,12 @@
-/* The -o json summary of a fleet run (runsummary.h), built from the fleet's record of
- * it. Owns nothing; prints nothing: the document goes back to the caller. */
+/* The -o json summaries of a fleet run and of a driver's rollout (runsummary.h), built
+ * from the fleet's and the rollout runner's records. Owns nothing; prints nothing: the document goes back to the caller. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "drainer/base/macro.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/ctl/rollout-runner.h"
 #include "drainer/ctl/runsummary.h"
 
 cJSON *run_summary_new(bool in_list, const char *node, const char *verb, const char *result) {
@@ -138,5 +140,69 @@ cJSON *fleet_node_summary_json(const struct fleet_node *n, const struct run_summ
                                 cJSON_AddItemToArray(b, cJSON_CreateString(plan->blockers[i].message));
         }
         cJSON_AddNumberToObject(j, "seconds", (double)(o->now_usec - n->started_usec) / 1e6);
+        return j;
+}
+
+/* ---- a driver's rollout ---- */
+
+static cJSON *rollout_node_json(const struct driver_rollout_node_status *st) {
+        cJSON *j = cJSON_CreateObject();
+
+        if (!j)
+                return NULL;
+        cJSON_AddStringToObject(j, "node", st->name);
+        cJSON_AddStringToObject(j, "result", driver_rollout_result_to_string(st->result));
+        if (st->step[0])
+                cJSON_AddStringToObject(j, "step", st->step);
+        if (st->replaced[0])
+                cJSON_AddStringToObject(j, "replacedPod", st->replaced);
+        if (st->has_out)
+                cJSON_AddNumberToObject(j, "driverOutSeconds", (double)st->out_usec / USEC_PER_SEC);
+        if (st->result == DRIVER_ROLLOUT_UPDATED)
+                cJSON_AddNumberToObject(j, "podsKeptRunning", (double)st->pods_kept);
+        if (st->message)
+                cJSON_AddStringToObject(j, "message", st->message);
+        return j;
+}
+
+void driver_rollout_count(const struct driver_rollout *ro, size_t *ret_updated, size_t *ret_skipped) {
+        size_t n = driver_rollout_n_nodes(ro);
+
+        *ret_updated = *ret_skipped = 0;
+        for (size_t i = 0; i < n; i++) {
+                struct driver_rollout_node_status st;
+
+                driver_rollout_node_status(ro, i, &st);
+                *ret_updated += st.result == DRIVER_ROLLOUT_UPDATED;
+                *ret_skipped += st.result == DRIVER_ROLLOUT_SKIPPED;
+        }
+}
+
+cJSON *driver_rollout_summary_json(const struct driver_rollout *ro, const char *daemonset,
+                                   const char *driver, unsigned max_parallel, double seconds,
+                                   bool interrupted, int exit_code) {
+        size_t n = driver_rollout_n_nodes(ro), updated, skipped;
+        cJSON *j = cJSON_CreateObject(), *items = j ? cJSON_AddArrayToObject(j, "nodes") : NULL;
+
+        if (!items) {
+                cJSON_Delete(j);
+                return NULL;
+        }
+        driver_rollout_count(ro, &updated, &skipped);
+        cJSON_AddStringToObject(j, "daemonset", daemonset);
+        cJSON_AddStringToObject(j, "driver", driver);
+        cJSON_AddStringToObject(j, "revision", strna(driver_rollout_revision(ro)));
+        cJSON_AddNumberToObject(j, "maxParallel", max_parallel);
+        for (size_t i = 0; i < n; i++) {
+                struct driver_rollout_node_status st;
+
+                driver_rollout_node_status(ro, i, &st);
+                cJSON_AddItemToArray(items, rollout_node_json(&st));
+        }
+        cJSON_AddNumberToObject(j, "updated", (double)updated);
+        cJSON_AddNumberToObject(j, "skipped", (double)skipped);
+        cJSON_AddNumberToObject(j, "seconds", seconds);
+        cJSON_AddBoolToObject(j, "interrupted", interrupted);
+        cJSON_AddNumberToObject(j, "exitCode", exit_code);
         return j;
 }

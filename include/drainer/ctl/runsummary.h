@@ -1,4 +1,5 @@
-/* The -o json summary of a run of the fleet (fleet.h's fleet_node): what the run did,
+/* The -o json summaries of a run of the fleet (fleet.h's fleet_node) and of a driver's
+ * rollout (rollout-runner.h). A fleet run's: what the run did,
  * how it ended, the phases with their times, the Node as last seen, the blockers of a
  * refusal. Built from what the fleet knows; the caller adds what is its own (the kind of
  * failure as its exit code names it, the rerun command, the process's figures). */
@@ -35,3 +36,15 @@ struct run_summary_options {
 
 /* n's summary. NULL only for out of memory. */
 cJSON *fleet_node_summary_json(const struct fleet_node *n, const struct run_summary_options *o);
+
+struct driver_rollout;
+
+/* How many nodes of the rollout were updated, and how many were on the update revision
+ * already. */
+void driver_rollout_count(const struct driver_rollout *ro, size_t *ret_updated, size_t *ret_skipped);
+/* The rollout's summary: {daemonset, driver, revision, maxParallel, nodes: [{node,
+ * result, step, replacedPod, driverOutSeconds, podsKeptRunning, message}], updated,
+ * skipped, seconds, interrupted, exitCode}. NULL only for out of memory. */
+cJSON *driver_rollout_summary_json(const struct driver_rollout *ro, const char *daemonset,
+                                   const char *driver, unsigned max_parallel, double seconds,
+                                   bool interrupted, int exit_code);
