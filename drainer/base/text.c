@@ -1,4 +1,5 @@
-/* UTF-8-safe prefixes, one-line messages, whitespace trimming, a set of strings, the closest word. */
+/* UTF-8-safe prefixes, one-line messages, whitespace trimming, a set of strings, the closest word,
+ * switch values, a shell word. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -195,4 +196,31 @@ int text_replace(char **p, const char *v) {
         free(*p);
         *p = c;
         return 0;
+}
+
+int text_parse_bool(const char *s, bool *ret) {
+        static const char *const on[] = { "true", "True", "TRUE", "t", "T", "1" };
+        static const char *const off[] = { "false", "False", "FALSE", "f", "F", "0" };
+
+        for (size_t i = 0; s && i < ELEMENTSOF(on); i++)
+                if (streq(s, on[i]) || streq(s, off[i])) {
+                        *ret = streq(s, on[i]);
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+void text_put_shell_word(FILE *f, const char *w) {
+        if (*w && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@%+=:,./_-") ==
+                          strlen(w)) {
+                fputs(w, f);
+                return;
+        }
+        fputc('\'', f);
+        for (; *w; w++)
+                if (*w == '\'')
+                        fputs("'\\''", f);
+                else
+                        fputc(*w, f);
+        fputc('\'', f);
 }

@@ -9,6 +9,7 @@
 #include "app.h"
 #include "drainer/base/log.h"
 #include "drainer/base/timesrc.h"
+#include "drainer/ctl/runsummary.h"
 #include "drainer/kube/client.h"
 #include "drainer/kube/credentials.h"
 #include "drainer/kube/kubeconfig.h"
@@ -344,17 +345,11 @@ const char *app_exit_code_to_string(int code) {
 }
 
 cJSON *app_error_summary(const char *verb, const char *node, int exit_code, const char *message) {
-        cJSON *j = cJSON_CreateObject();
+        /* the drain summary's head, of which this is the part that is known */
+        cJSON *j = run_summary_new(false, node, verb, exit_code == EXIT_DONE ? "done" : "error");
 
         if (!j)
                 return NULL;
-        /* schemaVersion 1: the drain summary's, of which this is the part that is known */
-        cJSON_AddNumberToObject(j, "schemaVersion", 1);
-        if (node)
-                cJSON_AddStringToObject(j, "node", node);
-        if (verb)
-                cJSON_AddStringToObject(j, "verb", verb);
-        cJSON_AddStringToObject(j, "result", exit_code == EXIT_DONE ? "done" : "error");
         if (app_exit_code_to_string(exit_code))
                 cJSON_AddStringToObject(j, "error", app_exit_code_to_string(exit_code));
         cJSON_AddStringToObject(j, "message", message && *message ? message : "failed");

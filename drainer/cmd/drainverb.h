@@ -24,7 +24,7 @@ struct node_input;
 struct kube_call;
 struct planner;
 struct drain_preparation;
-struct sysbus;
+struct drain_run;
 
 #define OUT_OF_SERVICE_AFTER_DEFAULT (5 * 60 * USEC_PER_SEC)
 
@@ -44,9 +44,6 @@ struct drainlike_opts {
 /* How long the shared claims and budgets stay watched after a node's engine let go:
  * the next node of -l starts at once and borrows a warm cache. */
 #define FLEET_LINGER_USEC (10 * USEC_PER_SEC)
-
-/* The -o json summary's schema: 1 since the metrics left it (--metrics-in-output). */
-#define SUMMARY_SCHEMA_VERSION 1
 
 /* One plan (node and driver): the planner's (ctl/planner.h), then its output or its
  * server dry run. */
@@ -105,19 +102,14 @@ struct drain_verb {
         cJSON *plan_doc;     /* -o json with a list */
         size_t plan_items_before;
 
-        /* drain, uncordon, maintain: a run per node and driver */
-        struct drain_args *runs;
-        struct fleet_run *fleet_runs;
-        char **stop_keys;
+        /* drain, uncordon, maintain: a run per node and driver (ctl/drainrun.h) */
+        struct drain_run *run;
         size_t n_runs, runs_per_node;
         struct run_display *disp;
         int keys_worst; /* --driver without --driver-stop: the worst of the key reads */
         struct seamless_answer seam;
-        struct sysbus *bus;
         uv_signal_t sigint, sigterm;
         bool signals;
-        struct drain_fleet *fleet;
-        bool fleet_running;
         int stage_worst; /* the worst exit code of the goal now running */
         int maintain_r;  /* maintain of one run: its result as the old sequence gave it */
         int command_status;

@@ -650,19 +650,6 @@ static const struct option global_options[] = {
         { "color", required_argument, NULL, OPT_GLOBAL_COLOR },
 };
 
-/* kubectl's ParseBool: a switch's =VALUE. */
-static int switch_value(const char *v, bool *ret) {
-        static const char *const on[] = { "true", "True", "TRUE", "t", "T", "1" };
-        static const char *const off[] = { "false", "False", "FALSE", "f", "F", "0" };
-
-        for (size_t i = 0; i < ELEMENTSOF(on); i++)
-                if (streq(v, on[i]) || streq(v, off[i])) {
-                        *ret = streq(v, on[i]);
-                        return 0;
-                }
-        return -EINVAL;
-}
-
 /* The flag of opts closest to name (without "--" and "=VALUE"), when it is close
  * enough to be a typo of it; NULL otherwise. Names of one or two letters (-v, --as)
  * are never suggested. */
@@ -785,7 +772,7 @@ int verb_parse(int argc, char **argv, struct global_flags *g, const struct optio
                 if (li >= 0 && is_switch[li] && arg) {
                         bool on;
 
-                        if (switch_value(arg, &on) < 0) {
+                        if (text_parse_bool(arg, &on) < 0) { /* kubectl's ParseBool */
                                 log_error("--%s: invalid value \"%s\" (true or false)", opts[li].name, arg);
                                 log_set_message_prefix(NULL);
                                 return -EINVAL;

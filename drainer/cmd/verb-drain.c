@@ -19,9 +19,9 @@
 #include "drainer/base/selector.h"
 #include "drainer/base/text.h"
 #include "drainer/base/timesrc.h"
-#include "drainer/ctl/driverkey.h"
-#include "drainer/ctl/fleet.h"
+#include "drainer/ctl/drainrun.h"
 #include "drainer/ctl/preparation.h"
+#include "drainer/ctl/runsummary.h"
 #include "drainer/dra/health.h"
 #include "drainer/dra/nodeview.h"
 #include "drainer/dra/seamless.h"
@@ -30,11 +30,11 @@
 #include "drainer/drain/engine.h"
 #include "drainer/drain/nodeset.h"
 #include "drainer/drain/plan.h"
+#include "drainer/drain/progress.h"
 #include "drainer/kube/client.h"
 #include "drainer/kube/kstatus.h"
 #include "drainer/kube/kubeconfig.h"
 #include "drainer/obs/metrics.h"
-#include "drainer/sys/sysbus.h"
 #include "drainverb.h"
 #include "output.h"
 #include "verbs.h"
@@ -174,7 +174,7 @@ static bool api_silent(struct drain_verb *v, char **ret_message) {
 cJSON *drain_verb_list_json(struct drain_verb *v, const char *verb, unsigned max_parallel, int code) {
         cJSON *j = cJSON_CreateObject();
 
-        cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
+        cJSON_AddNumberToObject(j, "schemaVersion", RUN_SUMMARY_SCHEMA_VERSION);
         cJSON_AddStringToObject(j, "kind", "List");
         cJSON_AddStringToObject(j, "verb", verb);
         cJSON_AddStringToObject(j, "selector", v->o.selector);
@@ -186,23 +186,6 @@ cJSON *drain_verb_list_json(struct drain_verb *v, const char *verb, unsigned max
 }
 
 /* ---- the display of the runs ---- */
-
-static const char *group_label(enum evict_group g) {
-        switch (g) {
-        case EVICT_GROUP_CLAIM_HOLDERS:
-                return "claim holders";
-        case EVICT_GROUP_CLAIM_HOLDERS_CRITICAL:
-                return "critical claim holders";
-        case EVICT_GROUP_REST:
-                return "other pods";
-        case EVICT_GROUP_REST_CRITICAL:
-                return "critical other pods";
-        case EVICT_GROUP_DRIVERS:
-                return "driver pods";
-        default:
-                return "staying";
-        }
-}
 
 /* The live block off the screen (the cursor where it began). */
 static void clear_block(struct drain_verb *v) {
@@ -300,48 +283,20 @@ static void draw(struct drain_verb *v, const struct fleet_node *n, const struct 
         {
                 char *buf = NULL;
                 size_t size = 0;
-                int lines = 0;
+                int lines;
                 FILE *f = open_memstream(&buf, &size);
                 /* NO_COLOR, --color=never: the same block without colour */
-                const char *bold = output_sgr(STDERR_FILENO, "\033[1m"),
-                           *cyan = output_sgr(STDERR_FILENO, "\033[36m"),
-                           *yellow = output_sgr(STDERR_FILENO, "\033[33m"),
-                           *off = output_sgr(STDERR_FILENO, "\033[0m");
+                const struct progress_sgr sgr = {
+                        .bold = output_sgr(STDERR_FILENO, "\033[1m"),
+                        .cyan = output_sgr(STDERR_FILENO, "\033[36m"),
+                        .yellow = output_sgr(STDERR_FILENO, "\033[33m"),
+                        .off = output_sgr(STDERR_FILENO, "\033[0m"),
+                };
 
                 if (!f)
                         return;
-                fprintf(f, "%s%s%s  %s%-20s%s  %5.1f s\n", bold, n->node, off, cyan,
-                        p->has_phase ? drain_phase_to_string(p->phase) : "preflight", off,
-                        (double)(now - n->run_started_usec) / (double)USEC_PER_SEC);
-                lines++;
-                fprintf(f, "  pods left:");
-                for (int g = 0; g < EVICT_GROUP_NONE; g++)
-                        if (p->pods_left[g] > 0 || g == EVICT_GROUP_CLAIM_HOLDERS || g == EVICT_GROUP_REST)
-                                fprintf(f, "  %s %zu", group_label(g), p->pods_left[g]);
-                fprintf(f, "\n  claims on the node: %zu   driver pods: %zu   evictions accepted: %zu\n",
-                        p->claims_left, p->drivers_left, p->evictions_accepted);
-                lines += 2;
-                for (size_t i = 0; i < p->n_held && i < 5; i++) {
-                        _cleanup_free_ char *safe = text_escape_controls(strna(p->held[i].reason),
-                                                                         strlen(strna(p->held[i].reason)));
-
-                        fprintf(f, "  %sheld%s %s/%s: %.100s\n", yellow, off, p->held[i].ns, p->held[i].name,
-                                strna(safe));
-                        lines++;
-                }
-                if (p->n_held > 5) {
-                        fprintf(f, "  ... and %zu more held\n", p->n_held - 5);
-                        lines++;
-                }
-                if (p->node_not_ready) {
-                        fprintf(f, "  %snode not Ready%s: %s\n", yellow, off,
-                                p->out_of_service
-                                        ? "out-of-service taint on: the control plane deletes its pods"
-                                        : "its kubelet cannot finish pods nor unprepare claims");
-                        lines++;
-                }
-                fprintf(f, "  %s\n", strna(p->message));
-                lines++;
+                lines = engine_progress_print(
+                        f, n->node, p, (double)(now - n->run_started_usec) / (double)USEC_PER_SEC, &sgr);
                 if (fclose(f) != 0) {
                         free(buf);
                         return;
@@ -357,12 +312,6 @@ static void draw(struct drain_verb *v, const struct fleet_node *n, const struct 
 }
 
 /* ---- a run's end: the log lines, the -o json summary, the exit code ---- */
-
-/* The blockers a refusal names: all of them in preflight; later, those that hold at
- * every eviction (a driver being stopped is unhealthy by design). */
-static bool blocker_listed(const struct fleet_node *n, const struct plan_blocker *b) {
-        return !n->summary.changed || blocker_kind_holds_at_every_eviction(b->kind);
-}
 
 static void add_client_figures(cJSON *j, struct app *app, bool metrics) {
         struct kube_client_stats cs;
@@ -384,126 +333,20 @@ static void add_client_figures(cJSON *j, struct app *app, bool metrics) {
 static cJSON *summary_json(struct drain_verb *v, const struct fleet_node *n, const char *verb, int result,
                            bool per_node) {
         const struct run_display *d = &v->disp[n->index];
-        const struct drain_profile *pr = n->profile;
-        cJSON *j = cJSON_CreateObject(), *phases;
+        cJSON *j = fleet_node_summary_json(
+                n, &(const struct run_summary_options){
+                           .verb = verb,
+                           .result = result,
+                           .error = app_exit_code_to_string(drain_verb_exit_code(result)),
+                           .message = result == APP_ERR_API_SILENT ? d->api_message : NULL,
+                           .rerun = d->rerun,
+                           .now_usec = timesrc_now(v->app->ts),
+                           .in_list = per_node,
+                   });
 
-        if (!per_node)
-                cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
-        cJSON_AddStringToObject(j, "node", n->node);
-        cJSON_AddStringToObject(j, "verb", verb);
-        cJSON_AddStringToObject(j, "result",
-                                result == 0            ? "done"
-                                : result == -ETIMEDOUT ? "timeout"
-                                : result == -EPERM     ? "refused"
-                                : result == -EINTR     ? "interrupted"
-                                                       : "error");
-        if (result < 0 && result != -EINTR && app_exit_code_to_string(drain_verb_exit_code(result)))
-                cJSON_AddStringToObject(j, "error", app_exit_code_to_string(drain_verb_exit_code(result)));
-        if (d->api_message && result == APP_ERR_API_SILENT)
-                cJSON_AddStringToObject(j, "message", d->api_message);
-        else if (n->message)
-                cJSON_AddStringToObject(j, "message", n->message);
-        else if (result == -EINTR && !n->total.changed && !n->has_phase)
-                cJSON_AddStringToObject(j, "message", "interrupted before it changed anything on the node");
-        else if (result == -EINTR) {
-                /* the engine never finished: what its progress last said */
-                _cleanup_free_ char *m = NULL;
-
-                if (asprintf(&m,
-                             "interrupted in phase %s%s%s%s: the state is on node %s; run the same command "
-                             "again to resume",
-                             n->has_phase ? drain_phase_to_string(n->phase) : "preflight",
-                             n->progress_message ? " (" : "", strempty(n->progress_message),
-                             n->progress_message ? ")" : "", n->node) >= 0)
-                        cJSON_AddStringToObject(j, "message", m);
-        }
-        /* false only for a refusal in preflight (or nothing to do): the node is as it was. */
-        cJSON_AddBoolToObject(j, "changed", n->total.changed);
-        if (d->rerun)
-                cJSON_AddStringToObject(j, "rerun", d->rerun);
-        if (n->summary.has_phase)
-                cJSON_AddStringToObject(j, "phase", drain_phase_to_string(n->summary.last_phase));
-        else if (result == -EINTR && n->has_phase) /* interrupted: its last progress */
-                cJSON_AddStringToObject(j, "phase", drain_phase_to_string(n->phase));
-        if (pr->n_drivers > 0) {
-                /* --driver: the drivers, and how new claims were kept off their devices */
-                cJSON *sc = cJSON_AddObjectToObject(j, "scope"),
-                      *dr = sc ? cJSON_AddArrayToObject(sc, "drivers") : NULL;
-
-                for (size_t i = 0; dr && i < pr->n_drivers; i++)
-                        cJSON_AddItemToArray(dr, cJSON_CreateString(pr->drivers[i]));
-                if (sc && n->summary_valid && n->summary.isolation < _PLAN_ISOLATION_MAX)
-                        cJSON_AddStringToObject(sc, "isolation",
-                                                n->summary.isolation == PLAN_ISOLATE_TAINT_RULE
-                                                        ? "deviceTaintRule"
-                                                        : "cordon");
-        }
-        phases = cJSON_AddArrayToObject(j, "phases");
-        for (int p = 0; p < _DRAIN_PHASE_MAX; p++)
-                if (n->total.phase_seen[p]) {
-                        cJSON *o = cJSON_CreateObject();
-
-                        cJSON_AddStringToObject(o, "name", drain_phase_to_string(p));
-                        cJSON_AddNumberToObject(o, "seconds", (double)n->total.phase_usec[p] / 1e6);
-                        cJSON_AddItemToArray(phases, o);
-                }
-        /* The Node as last seen: not Ready means its kubelet can neither finish the evicted
-         * pods nor unprepare their claims; the out-of-service taint, and who applied it. */
-        if (n->summary_valid && n->summary.node_seen) {
-                cJSON_AddBoolToObject(j, "nodeReady", !n->summary.node_not_ready);
-                if (n->summary.out_of_service)
-                        cJSON_AddStringToObject(j, "outOfServiceTaint",
-                                                n->summary.out_of_service_by_drainer
-                                                        ? "applied by drainer"
-                                                        : "applied by someone else");
-        } else if (n->progress_seen && n->node_seen) {
-                /* interrupted: the last progress */
-                cJSON_AddBoolToObject(j, "nodeReady", !n->node_not_ready);
-                if (n->out_of_service)
-                        cJSON_AddStringToObject(j, "outOfServiceTaint", "on the node");
-        } else
-                /* never read (the API server did not answer, no such node): unknown, not true */
-                cJSON_AddNullToObject(j, "nodeReady");
-        cJSON_AddNumberToObject(j, "podsEvicted", (double)n->total.pods_evicted);
-        cJSON_AddNumberToObject(j, "claimsWaitedFor", (double)n->total.claims_waited);
-        /* Evictions answered NamespaceTerminating: retried until the namespace controller
-         * marked the pod deleted, then waited for (kubectl drain's rule). */
-        if (n->n_ns_terminating > 0) {
-                cJSON *nt = cJSON_AddArrayToObject(j, "waitedForNamespaceDeletion");
-
-                for (size_t i = 0; nt && i < n->n_ns_terminating; i++)
-                        cJSON_AddItemToArray(nt, cJSON_CreateString(n->ns_terminating[i]));
-        }
-        if (n->command_status >= 0)
-                cJSON_AddNumberToObject(j, "commandExitStatus", n->command_status);
-        if (result == -EPERM && n->summary.plan && n->summary.plan->n_blockers > 0) {
-                cJSON *b = cJSON_AddArrayToObject(j, "blockers");
-
-                for (size_t i = 0; i < n->summary.plan->n_blockers; i++)
-                        if (blocker_listed(n, &n->summary.plan->blockers[i]))
-                                cJSON_AddItemToArray(
-                                        b, cJSON_CreateString(n->summary.plan->blockers[i].message));
-        }
-        cJSON_AddNumberToObject(j, "seconds", (double)(timesrc_now(v->app->ts) - n->started_usec) / 1e6);
-        if (!per_node)
+        if (j && !per_node)
                 add_client_figures(j, v->app, v->o.metrics);
         return j;
-}
-
-/* A word of a command line as the shell reads it back. */
-static void put_shell_word(FILE *f, const char *w) {
-        if (*w && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@%+=:,./_-") ==
-                          strlen(w)) {
-                fputs(w, f);
-                return;
-        }
-        fputc('\'', f);
-        for (; *w; w++)
-                if (*w == '\'')
-                        fputs("'\\''", f);
-                else
-                        fputc(*w, f);
-        fputc('\'', f);
 }
 
 /* The command line as given, for verb, with n->needs_flag ("--driver-stop V") in
@@ -530,9 +373,9 @@ static char *rerun_command(const struct drain_verb *v, const struct fleet_node *
                         if (from_maintain)
                                 break;
                         fprintf(f, " ");
-                        put_shell_word(f, flag);
+                        text_put_shell_word(f, flag);
                         fputc(' ', f);
-                        put_shell_word(f, value);
+                        text_put_shell_word(f, value);
                         flag[0] = 0;
                 }
                 if (streq(w, "--driver-stop")) {
@@ -558,13 +401,13 @@ static char *rerun_command(const struct drain_verb *v, const struct fleet_node *
                         }
                 }
                 fputc(' ', f);
-                put_shell_word(f, w);
+                text_put_shell_word(f, w);
         }
         if (flag[0]) {
                 fputc(' ', f);
-                put_shell_word(f, flag);
+                text_put_shell_word(f, flag);
                 fputc(' ', f);
-                put_shell_word(f, value);
+                text_put_shell_word(f, value);
         }
         if (fclose(f) != 0) {
                 free(buf);
@@ -606,7 +449,7 @@ static int report_result(struct drain_verb *v, const struct fleet_node *n, const
                 else
                         log_error("%s: refused by preflight; nothing was changed:", what);
                 for (size_t i = 0; i < p->n_blockers; i++)
-                        if (blocker_listed(n, &p->blockers[i]))
+                        if (fleet_node_blocker_listed(n, &p->blockers[i]))
                                 log_error("  %s", p->blockers[i].message);
         } else
                 log_error("%s: %s", what, n->message ? n->message : strerror(-r));
@@ -701,10 +544,7 @@ static void report_not_started(struct drain_verb *v, const struct fleet_node *n)
         d->code = EXIT_ERROR;
         if (v->fmt == OUTPUT_JSON) {
                 cJSON_Delete(d->json);
-                d->json = cJSON_CreateObject();
-                cJSON_AddStringToObject(d->json, "node", n->node);
-                cJSON_AddStringToObject(d->json, "verb", goal_verb(n));
-                cJSON_AddStringToObject(d->json, "result", "not-started");
+                d->json = run_summary_new(true, n->node, goal_verb(n), "not-started");
                 cJSON_AddBoolToObject(d->json, "changed", false);
                 cJSON_AddNumberToObject(d->json, "exitCode", d->code);
         }
@@ -786,9 +626,6 @@ static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
         unsigned max_parallel = (v->o.max_parallel ? v->o.max_parallel : 1) * (unsigned)v->runs_per_node;
         int code = v->stage_worst;
 
-        v->fleet_running = false;
-        if (!drain_verb_op_ended(v))
-                return;
         if (v->is_maintain && v->command_status > 0 && code == EXIT_DONE)
                 code = EXIT_ERROR; /* restored after a failed command (or not restored at all) */
         if (v->is_maintain && !runs_listed(v)) {
@@ -830,19 +667,10 @@ static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
 static void on_signal(uv_signal_t *h, int signum) {
         struct drain_verb *v = h->data;
 
-        if (v->fleet_running)
-                drain_fleet_stop(v->fleet);
+        drain_run_interrupt(v->run);
 }
 
-/* ---- drain, uncordon, maintain: the runs ---- */
-
-static void on_bus_closed(void *userdata) {
-        struct drain_verb *v = userdata;
-
-        v->bus = NULL;
-        v->in_flight--;
-        maybe_stopped(v);
-}
+/* ---- drain, uncordon, maintain: the runs (ctl/drainrun.c), as the verb reports them ---- */
 
 static void on_signal_closed(uv_handle_t *h) {
         struct drain_verb *v = h->data;
@@ -851,67 +679,17 @@ static void on_signal_closed(uv_handle_t *h) {
         maybe_stopped(v);
 }
 
-static void on_prep_closed(void *userdata) {
+static void on_part_closed(void *userdata) {
         struct drain_verb *v = userdata;
 
         v->in_flight--;
         maybe_stopped(v);
 }
 
-static void fleet_start(struct drain_verb *v) {
-        static const struct drain_fleet_callbacks cb = {
-                .on_node_start = on_run_start,
-                .on_progress = on_run_progress,
-                .on_trail = on_run_trail,
-                .on_node_done = on_run_done,
-                .on_command = on_command_start,
-                .on_command_done = on_command_done,
-                .on_finished = on_fleet_finished,
-        };
-        char host[256] = "";
-        int r;
-
-        gethostname(host, sizeof(host) - 1);
-        r = drain_fleet_new(v->app->client, v->app->transport, v->app->ts, &v->app->loop,
-                            &(const struct drain_fleet_options){
-                                    .goal = v->is_maintain               ? FLEET_GOAL_MAINTAIN
-                                            : streq(v->verb, "uncordon") ? FLEET_GOAL_UNCORDON
-                                                                         : FLEET_GOAL_DRAIN,
-                                    .runs = v->fleet_runs,
-                                    .n_runs = v->n_runs,
-                                    .max_parallel = (v->o.max_parallel ? v->o.max_parallel : 1) *
-                                                    (unsigned)v->runs_per_node,
-                                    .command = v->cmd,
-                                    .restore_on_failure = v->a.profile.restore_on_failure,
-                                    .units = sysbus_units(v->bus),
-                                    .share_informers = v->o.selector && !v->is_maintain,
-                                    .linger_usec = FLEET_LINGER_USEC,
-                                    .out_of_service = v->o.oos.on,
-                                    .out_of_service_after_usec = v->o.oos.after_usec,
-                                    .instance = host,
-                            },
-                            &cb, v, &v->fleet);
-        if (r < 0) {
-                log_error_errno(r, "Cannot set up the drain: %m");
-                drain_verb_quit(v, EXIT_ERROR);
-                return;
-        }
-        r = drain_fleet_start(v->fleet);
-        if (r < 0) {
-                log_error_errno(r, "Cannot start watching the nodes: %m");
-                drain_verb_quit(v, EXIT_ERROR);
-                return;
-        }
-        v->fleet_running = true;
-        v->in_flight++; /* until on_finished */
-}
-
-static void on_seamless_command_done(int status, int error, void *userdata) {
+static void on_run_command_done(struct drain_run *run, int status, int error, void *userdata) {
         struct drain_verb *v = userdata;
         int code = status == 0 ? EXIT_DONE : EXIT_ERROR;
 
-        if (!drain_verb_op_ended(v))
-                return;
         if (error < 0)
                 log_error("cannot run \"%s\": %s", v->cmd[0], uv_strerror(error));
         if (status != 0)
@@ -923,7 +701,7 @@ static void on_seamless_command_done(int status, int error, void *userdata) {
                 cJSON *sj = j ? cJSON_AddObjectToObject(j, "seamlessUpgrade") : NULL;
 
                 if (sj) {
-                        cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
+                        cJSON_AddNumberToObject(j, "schemaVersion", RUN_SUMMARY_SCHEMA_VERSION);
                         cJSON_AddStringToObject(j, "node", v->node);
                         cJSON_AddStringToObject(j, "verb", v->verb);
                         cJSON_AddStringToObject(j, "result", status == 0 ? "done" : "error");
@@ -940,46 +718,23 @@ static void on_seamless_command_done(int status, int error, void *userdata) {
         drain_verb_quit(v, code);
 }
 
-/* The preparation (ctl/preparation.c) of the runs, as the verb reports it. */
-static int prep_error(int error, const char *message) {
-        return message ? log_error_errno(error, "%s", message) : log_oom();
-}
-
-static void on_prep_seamless(struct drain_preparation *p, int error, const char *message,
-                             const struct seamless_answer *ans, void *userdata) {
+static void on_run_seamless(struct drain_run *run, const struct seamless_answer *ans, void *userdata) {
         struct drain_verb *v = userdata;
-        int r;
 
-        if (error < 0) {
-                prep_error(error, message);
-                drain_verb_quit(v, EXIT_ERROR);
-                return;
-        }
         v->seam = *ans;
-        if (!v->seam.seamless) {
+        if (!v->seam.seamless)
                 log_info("DRA driver %s: no seamless upgrade (%s): draining its claims first",
                          v->a.profile.drivers[0], v->seam.why);
-                fleet_start(v);
-                return;
-        }
-        /* A driver that upgrades seamlessly needs no drain */
-        log_info("DRA driver %s upgrades seamlessly (%s): running %s without draining anything "
-                 "(--force-drain "
-                 "drains first)",
-                 v->a.profile.drivers[0], v->seam.why, v->cmd[0]);
-        r = fleet_command_spawn(&v->app->loop, v->cmd, on_seamless_command_done, v);
-        if (r < 0) {
-                log_oom();
-                drain_verb_quit(v, EXIT_ERROR);
-                return;
-        }
-        v->in_flight++;
+        else /* A driver that upgrades seamlessly needs no drain */
+                log_info("DRA driver %s upgrades seamlessly (%s): running %s without draining anything "
+                         "(--force-drain "
+                         "drains first)",
+                         v->a.profile.drivers[0], v->seam.why, v->cmd[0]);
 }
 
-/* The runs are set: signals, the system bus, then (maintain --driver of one driver)
- * the seamless check, or the fleet. */
-static void runs_go(struct drain_verb *v) {
-        int r;
+/* The runs are set: signals, and the timestamps of plain lines. */
+static void on_runs_set(struct drain_run *run, void *userdata) {
+        struct drain_verb *v = userdata;
 
         uv_signal_init(&v->app->loop, &v->sigint);
         uv_signal_init(&v->app->loop, &v->sigterm);
@@ -989,61 +744,67 @@ static void runs_go(struct drain_verb *v) {
         v->signals = true;
         if (!v->tty)
                 log_set_timestamps(true);
-        /* The system bus: needed for --driver-stop systemd:UNIT; elsewhere (no bus, e.g. in
-         * a container) simply absent. One for every node. */
-        r = sysbus_open(&v->app->loop, &v->bus);
-        if (r < 0) {
-                v->bus = NULL;
-                if (v->a.profile.stop->needs_units) {
-                        log_error_errno(r, "--driver-stop systemd: cannot connect to the system bus: %m");
-                        drain_verb_quit(v, EXIT_ERROR);
-                        return;
-                }
-        }
-        if (v->is_maintain && v->n_runs == 1 && v->a.profile.n_drivers > 0 && !v->a.profile.force_drain) {
-                r = drain_preparation_check_seamless(v->prep, v->node, &v->a.profile);
-                if (r < 0) {
-                        log_error_errno(r, "Cannot start the API requests: %m");
-                        drain_verb_quit(v, EXIT_ERROR);
-                }
-                return;
-        }
-        fleet_start(v);
 }
 
-static void on_prep_key(struct drain_preparation *p, size_t i, int error, const char *key, const char *from,
-                        const char *why, void *userdata) {
+static void on_run_failed(struct drain_run *run, enum drain_run_step step, int error, const char *message,
+                          void *userdata) {
         struct drain_verb *v = userdata;
-        struct drain_args *a = &v->runs[i];
-        const char *node = v->fleet_runs[i].node;
+
+        if (v->app->quit)
+                return; /* out of memory on the way: quit already */
+        switch (step) {
+        case DRAIN_RUN_KEY_REFUSED:
+                drain_verb_quit(v, v->keys_worst);
+                return;
+        case DRAIN_RUN_KEYS:
+        case DRAIN_RUN_SEAMLESS:
+                if (message)
+                        log_error_errno(error, "%s", message);
+                else if (error == -ENOMEM)
+                        log_oom();
+                else
+                        log_error_errno(error, "Cannot start the API requests: %m");
+                break;
+        case DRAIN_RUN_BUS:
+                log_error_errno(error, "--driver-stop systemd: cannot connect to the system bus: %m");
+                break;
+        case DRAIN_RUN_COMMAND:
+                log_oom();
+                break;
+        case DRAIN_RUN_FLEET_SETUP:
+                log_error_errno(error, "Cannot set up the drain: %m");
+                break;
+        case DRAIN_RUN_FLEET_START:
+                log_error_errno(error, "Cannot start watching the nodes: %m");
+                break;
+        }
+        drain_verb_quit(v, EXIT_ERROR);
+}
+
+static void on_run_key(struct drain_run *run, size_t i, const struct fleet_run *fr, int error,
+                       const char *key, const char *from, const char *why, void *userdata) {
+        struct drain_verb *v = userdata;
         int code;
 
         if (v->app->quit)
                 return;
         if (error >= 0) {
-                v->stop_keys[i] = strdup(key);
-                if (!v->stop_keys[i]) {
-                        log_oom();
-                        drain_verb_quit(v, EXIT_ERROR);
-                        return;
-                }
-                a->profile.stop_arg = v->stop_keys[i];
                 log_info("DRA driver %s of node %s: stopped by label %s (the nodeSelector of %s)",
-                         a->profile.drivers[0], node, key, from);
+                         fr->profile->drivers[0], fr->node, key, from);
                 return;
         }
         code = error == -EPERM ? EXIT_REFUSED : EXIT_ERROR;
         if (error == -ENOMEM)
                 log_oom();
         else
-                log_error("%s: refused, nothing was changed: %s", a->verb, strna(why));
+                log_error("%s: refused, nothing was changed: %s", v->verb, strna(why));
         if (v->fmt == OUTPUT_JSON && v->keys_worst == EXIT_DONE) {
                 _cleanup_(cJSON_Deletep) cJSON *j = cJSON_CreateObject();
 
-                cJSON_AddNumberToObject(j, "schemaVersion", SUMMARY_SCHEMA_VERSION);
-                cJSON_AddStringToObject(j, "node", node);
-                cJSON_AddStringToObject(j, "verb", a->verb);
-                cJSON_AddStringToObject(j, "driver", a->profile.drivers[0]);
+                cJSON_AddNumberToObject(j, "schemaVersion", RUN_SUMMARY_SCHEMA_VERSION);
+                cJSON_AddStringToObject(j, "node", fr->node);
+                cJSON_AddStringToObject(j, "verb", v->verb);
+                cJSON_AddStringToObject(j, "driver", fr->profile->drivers[0]);
                 cJSON_AddStringToObject(j, "result", "refused");
                 cJSON_AddBoolToObject(j, "changed", false);
                 cJSON_AddStringToObject(j, "message", strna(why));
@@ -1053,37 +814,54 @@ static void on_prep_key(struct drain_preparation *p, size_t i, int error, const 
         v->keys_worst = nodeset_worst_exit(v->keys_worst, code);
 }
 
-/* --driver without --driver-stop: every run's KEY is in; a run with no single key
- * refuses the whole command (exit 4), saying why. */
-static void on_prep_keys_done(struct drain_preparation *p, int error, const char *message, void *userdata) {
-        struct drain_verb *v = userdata;
-
-        if (v->app->quit)
-                return; /* out of memory on the way: quit already */
-        if (error < 0) {
-                prep_error(error, message);
-                drain_verb_quit(v, EXIT_ERROR);
-                return;
-        }
-        if (v->keys_worst != EXIT_DONE) {
-                drain_verb_quit(v, v->keys_worst);
-                return;
-        }
-        runs_go(v);
-}
-
 /* A run per node and driver (--driver: each its own state keys and stop); the drivers
  * of one node run together. */
 static void runs_start(struct drain_verb *v) {
-        size_t n_nodes = v->o.selector ? v->n_names : 1;
+        static const struct drain_run_callbacks cb = {
+                .on_key = on_run_key,
+                .on_runs_set = on_runs_set,
+                .on_seamless = on_run_seamless,
+                .on_command_done = on_run_command_done,
+                .on_failed = on_run_failed,
+                .fleet = {
+                        .on_node_start = on_run_start,
+                        .on_progress = on_run_progress,
+                        .on_trail = on_run_trail,
+                        .on_node_done = on_run_done,
+                        .on_command = on_command_start,
+                        .on_command_done = on_command_done,
+                        .on_finished = on_fleet_finished,
+                },
+        };
+        char host[256] = "";
+        int r;
 
-        v->runs_per_node = v->a.profile.n_drivers > 1 ? v->a.profile.n_drivers : 1;
-        v->n_runs = n_nodes * v->runs_per_node;
-        v->runs = calloc(v->n_runs, sizeof(*v->runs));
-        v->fleet_runs = calloc(v->n_runs, sizeof(*v->fleet_runs));
-        v->stop_keys = calloc(v->n_runs, sizeof(*v->stop_keys));
-        v->disp = calloc(v->n_runs, sizeof(*v->disp));
-        if (!v->runs || !v->fleet_runs || !v->stop_keys || !v->disp) {
+        gethostname(host, sizeof(host) - 1);
+        r = drain_run_new(v->app->client, v->app->transport, v->app->ts, &v->app->loop,
+                          &(const struct drain_run_options){
+                                  .goal = v->is_maintain               ? FLEET_GOAL_MAINTAIN
+                                          : streq(v->verb, "uncordon") ? FLEET_GOAL_UNCORDON
+                                                                       : FLEET_GOAL_DRAIN,
+                                  .nodes = v->o.selector ? (const char *const *)v->names : &v->node,
+                                  .n_nodes = v->o.selector ? v->n_names : 1,
+                                  .profile = &v->a.profile,
+                                  .key_from_daemonset = v->a.stop_from_daemonset,
+                                  .max_parallel = v->o.max_parallel,
+                                  .command = v->cmd,
+                                  .share_informers = v->o.selector && !v->is_maintain,
+                                  .linger_usec = FLEET_LINGER_USEC,
+                                  .out_of_service = v->o.oos.on,
+                                  .out_of_service_after_usec = v->o.oos.after_usec,
+                                  .instance = host,
+                          },
+                          &cb, v, &v->run);
+        if (r >= 0) {
+                v->in_flight++; /* until the run is closed */
+                v->n_runs = drain_run_size(v->run);
+                v->runs_per_node = drain_run_per_node(v->run);
+                v->disp = calloc(v->n_runs, sizeof(*v->disp));
+        }
+        if (r < 0 || !v->disp) {
                 log_oom();
                 drain_verb_quit(v, EXIT_ERROR);
                 return;
@@ -1092,29 +870,12 @@ static void runs_start(struct drain_verb *v) {
         v->stdout_tty = isatty(STDOUT_FILENO);
         v->trail = v->fmt != OUTPUT_JSON;
         v->stage_worst = EXIT_DONE;
-        for (size_t i = 0; i < v->n_runs; i++) {
-                if (v->a.profile.n_drivers > 1)
-                        drain_args_for_driver(&v->a, i % v->runs_per_node, &v->runs[i]);
-                else
-                        v->runs[i] = v->a;
-                v->fleet_runs[i] = (struct fleet_run){
-                        .node = v->o.selector ? v->names[i / v->runs_per_node] : v->node,
-                        .profile = &v->runs[i].profile,
-                };
+        v->keys_worst = EXIT_DONE;
+        r = drain_run_start(v->run);
+        if (r < 0) {
+                log_error_errno(r, "Cannot start the API requests: %m");
+                drain_verb_quit(v, EXIT_ERROR);
         }
-        if (v->a.stop_from_daemonset) {
-                /* each run's label KEY from its driver's DaemonSet (driverkey.h), before
-                 * anything is changed */
-                int r = drain_preparation_read_keys(v->prep, v->fleet_runs, v->n_runs);
-
-                v->keys_worst = EXIT_DONE;
-                if (r < 0) {
-                        log_error_errno(r, "Cannot start the API requests: %m");
-                        drain_verb_quit(v, EXIT_ERROR);
-                }
-                return;
-        }
-        runs_go(v);
 }
 
 /* ---- the verbs ---- */
@@ -1276,9 +1037,6 @@ static int drainlike_start(struct app *a, void *state) {
 
         static const struct preparation_callbacks cb = {
                 .on_nodes = on_prep_nodes,
-                .on_key = on_prep_key,
-                .on_keys_done = on_prep_keys_done,
-                .on_seamless = on_prep_seamless,
         };
         struct drain_verb *v = state;
         int r;
@@ -1310,20 +1068,16 @@ static void drainlike_stop(struct app *a, void *state) {
         v->stopping = true;
         if (v->job)
                 drain_verb_plan_cancel(v->job);
-        if (v->fleet_running)
-                drain_fleet_stop(v->fleet); /* on_finished follows */
         if (v->signals) {
                 v->signals = false;
                 v->in_flight += 2;
                 uv_close((uv_handle_t *)&v->sigint, on_signal_closed);
                 uv_close((uv_handle_t *)&v->sigterm, on_signal_closed);
         }
-        if (v->bus) {
-                v->in_flight++;
-                sysbus_close(v->bus, on_bus_closed, v);
-        }
-        /* last: its closed may come at once (nothing of it in flight) */
-        drain_preparation_close(TAKE_PTR(v->prep), on_prep_closed, v);
+        /* last: their closed may come at once (nothing of them in flight) */
+        if (v->run)
+                drain_run_close(v->run, on_part_closed, v); /* (its in_flight since runs_start) */
+        drain_preparation_close(TAKE_PTR(v->prep), on_part_closed, v);
         maybe_stopped(v);
 }
 
@@ -1333,7 +1087,7 @@ static void drainlike_free(void *state) {
         if (v->job)
                 drain_verb_plan_free(v->job);
         cJSON_Delete(v->plan_doc);
-        drain_fleet_free(v->fleet);
+        drain_run_free(v->run);
         for (size_t i = 0; v->disp && i < v->n_runs; i++) {
                 free(v->disp[i].last_line);
                 free(v->disp[i].block);
@@ -1343,11 +1097,6 @@ static void drainlike_free(void *state) {
                 cJSON_Delete(v->disp[i].json);
         }
         free(v->disp);
-        for (size_t i = 0; v->stop_keys && i < v->n_runs; i++)
-                free(v->stop_keys[i]);
-        free(v->stop_keys);
-        free(v->fleet_runs);
-        free(v->runs);
         nodeset_free(v->names, v->n_names);
         if (v->a_ready)
                 drain_args_done(&v->a);

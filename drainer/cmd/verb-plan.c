@@ -31,79 +31,8 @@
 #include "drainer/kube/client.h"
 #include "drainer/kube/kstatus.h"
 #include "drainer/obs/metrics.h"
-#include "drainer/sys/sysbus.h"
 #include "drainverb.h"
 #include "verbs.h"
-
-static const char *dry_outcome(const struct planner_answer *c) {
-        return c->error == 0 || c->error == -ENOENT ? "evicted"
-               : c->ns_terminating                  ? "namespace-terminating"
-               : c->error == -EAGAIN                ? "held"
-                                                    : "failed";
-}
-static bool out_of_service_tainted_node(const struct node_rec *n) {
-        return node_rec_find_taint(n, OUT_OF_SERVICE_TAINT_KEY, OUT_OF_SERVICE_TAINT_EFFECT) != NULL;
-}
-
-/* What the plan says of the node's readiness and of --out-of-service. */
-static void plan_print_readiness(const struct node_rec *n, const struct oos_args *oos, FILE *f) {
-        char since[64] = "?", due[64] = "?";
-
-        if (n->not_ready_since_usec > 0) {
-                (void)timesrc_format_rfc3339(n->not_ready_since_usec, since, sizeof(since));
-                (void)timesrc_format_rfc3339(n->not_ready_since_usec + (int64_t)oos->after_usec, due,
-                                             sizeof(due));
-        }
-        if (!n->ready)
-                fprintf(f,
-                        "\nNode %s is not Ready (since %s): its kubelet is down or not reporting, so it "
-                        "can neither\nterminate the evicted pods nor unprepare their ResourceClaims: "
-                        "they are not released until it is back.\n",
-                        n->name, since);
-        if (!oos->on)
-                return;
-        fprintf(f,
-                "\nOut of service (--out-of-service, for a machine that is off): once the node has been "
-                "not Ready\nfor %.0f s (--out-of-service-after, from its Ready condition's "
-                "lastTransitionTime), drainer applies\nthe taint " OUT_OF_SERVICE_TAINT_KEY
-                "=" OUT_OF_SERVICE_TAINT_VALUE ":" OUT_OF_SERVICE_TAINT_EFFECT ": the control plane "
-                "then deletes\nthe node's pods and releases their ResourceClaims WITHOUT the kubelet's "
-                "unprepare. 'drainer uncordon'\nremoves the taint once the node is Ready again. Now: ",
-                (double)oos->after_usec / USEC_PER_SEC);
-        if (out_of_service_tainted_node(n))
-                fprintf(f, "the node already has that taint.\n");
-        else if (n->ready)
-                fprintf(f, "the node is Ready: the taint is not applied while it is.\n");
-        else if (n->not_ready_since_usec > 0)
-                fprintf(f, "not Ready since %s: the taint would go on at %s.\n", since, due);
-        else
-                fprintf(f, "not Ready since an unknown time: the taint is not applied until the Ready "
-                           "condition says since when.\n");
-}
-
-static void plan_json_readiness(cJSON *j, const struct node_rec *n, const struct oos_args *oos) {
-        char buf[64];
-        cJSON *o;
-
-        cJSON_AddBoolToObject(j, "nodeReady", n->ready);
-        if (!n->ready && n->not_ready_since_usec > 0 &&
-            timesrc_format_rfc3339(n->not_ready_since_usec, buf, sizeof(buf)) >= 0)
-                cJSON_AddStringToObject(j, "nodeNotReadySince", buf);
-        if (!oos->on)
-                return;
-        o = cJSON_AddObjectToObject(j, "outOfService");
-        if (!o)
-                return;
-        cJSON_AddStringToObject(o, "taint",
-                                OUT_OF_SERVICE_TAINT_KEY "=" OUT_OF_SERVICE_TAINT_VALUE
-                                                         ":" OUT_OF_SERVICE_TAINT_EFFECT);
-        cJSON_AddNumberToObject(o, "afterSeconds", (double)oos->after_usec / USEC_PER_SEC);
-        cJSON_AddBoolToObject(o, "tainted", out_of_service_tainted_node(n));
-        if (!n->ready && n->not_ready_since_usec > 0 &&
-            timesrc_format_rfc3339(n->not_ready_since_usec + (int64_t)oos->after_usec, buf, sizeof(buf)) >=
-                    0)
-                cJSON_AddStringToObject(o, "dueAt", buf);
-}
 
 /* ---- plan: one node (and driver), read by the planner (ctl/planner.c) ---- */
 
@@ -138,69 +67,13 @@ static void on_planner_ready(struct planner *pl, int error, const char *message,
 
 /* The server dry run's answers are in: printed as kubectl prints them. */
 static void dry_run_report(struct plan_job *job) {
-        const struct planner_result *res = planner_result(job->pl);
-        const struct plan *p = &res->plan;
-        const struct node_rec *node = res->node;
-        enum output_format fmt = job->v->fmt;
-        _cleanup_(cJSON_Deletep) cJSON *j = fmt == OUTPUT_JSON ? cJSON_CreateObject() : NULL;
-        cJSON *pods = NULL;
-        size_t failed = 0;
+        _cleanup_(cJSON_Deletep) cJSON *j = job->v->fmt == OUTPUT_JSON ? cJSON_CreateObject() : NULL;
+        size_t failed = planner_dry_run_report(planner_result(job->pl), j ? NULL : stdout, j);
 
-        if (j) {
-                cJSON_AddStringToObject(j, "node", node->name);
-                cJSON_AddStringToObject(j, "dryRun", "server");
-                cJSON_AddBoolToObject(j, "cordoned", true);
-                pods = cJSON_AddArrayToObject(j, "evictions");
-        }
-        for (size_t i = 0; i < p->n_pods; i++) {
-                const struct plan_pod *pp = &p->pods[i];
-                const struct planner_answer *c = &res->evicts[i];
-                const char *outcome;
-
-                if (pp->group == EVICT_GROUP_NONE || pp->pod->deleting)
-                        continue;
-                outcome = dry_outcome(c);
-                failed += streq(outcome, "failed");
-                if (j) {
-                        cJSON *o = cJSON_CreateObject();
-
-                        cJSON_AddStringToObject(o, "namespace", pp->pod->ns);
-                        cJSON_AddStringToObject(o, "name", pp->pod->name);
-                        cJSON_AddStringToObject(o, "group", evict_group_to_string(pp->group));
-                        cJSON_AddStringToObject(o, "result", outcome);
-                        if (c->error < 0 && c->error != -ENOENT)
-                                cJSON_AddStringToObject(o, "message",
-                                                        c->message ? c->message : strerror(-c->error));
-                        cJSON_AddItemToArray(pods, o);
-                } else if (streq(outcome, "evicted"))
-                        printf("pod/%s evicted (server dry run)\n", pp->pod->name);
-                else
-                        printf("pod/%s %s (server dry run): %s\n", pp->pod->name,
-                               streq(outcome, "held")                    ? "eviction held by a budget"
-                               : streq(outcome, "namespace-terminating") ? "in a namespace being deleted"
-                                                                         : "eviction failed",
-                               c->message ? c->message : strerror(-c->error));
-        }
-        if (j) {
-                cJSON *stays = cJSON_AddArrayToObject(j, "stays");
-
-                for (size_t i = 0; i < p->n_pods; i++)
-                        if (p->pods[i].group == EVICT_GROUP_NONE) {
-                                cJSON *o = cJSON_CreateObject();
-
-                                cJSON_AddStringToObject(o, "namespace", p->pods[i].pod->ns);
-                                cJSON_AddStringToObject(o, "name", p->pods[i].pod->name);
-                                cJSON_AddStringToObject(o, "reason", strna(p->pods[i].skip_reason));
-                                cJSON_AddItemToArray(stays, o);
-                        }
-                cJSON_AddBoolToObject(j, "ok", failed == 0);
-                if (job->list)
-                        cJSON_AddItemToArray(job->list, TAKE_PTR(j));
-                else
-                        drain_verb_print_json(j);
-        } else
-                printf("node/%s drained (server dry run)%s\n", node->name,
-                       failed ? ", with failed evictions" : "");
+        if (j && job->list)
+                cJSON_AddItemToArray(job->list, TAKE_PTR(j));
+        else if (j)
+                drain_verb_print_json(j);
         plan_job_done(job, failed ? -EIO : 0);
 }
 
@@ -253,6 +126,14 @@ static void plan_step_output(struct plan_job *job) {
         const struct node_input *in = res->in;
         const struct plan *p = &res->plan;
         const struct oos_args *oos = &job->v->o.oos;
+        const struct plan_report report = {
+                .plan = p,
+                .plan_options = &res->po,
+                .in = in,
+                .out_of_service = oos->on,
+                .out_of_service_after_usec = oos->after_usec,
+                .seam = res->seam_known ? &res->seam : NULL,
+        };
         int r = 0;
 
         if (a->dry_run_server && p->n_blockers == 0) {
@@ -263,53 +144,16 @@ static void plan_step_output(struct plan_job *job) {
                 log_error("refused (nothing sent to the server): the drain would be refused by the "
                           "blockers below");
         if (job->v->fmt == OUTPUT_JSON) {
-                _cleanup_(cJSON_Deletep) cJSON *j = plan_to_json(p, &res->po);
+                _cleanup_(cJSON_Deletep) cJSON *j = plan_report_to_json(&report);
 
-                if (j && in->dra_api)
-                        cJSON_AddStringToObject(j, "draApi", in->dra_api);
-                else if (j)
-                        cJSON_AddNullToObject(j, "draApi");
-                if (j) {
-                        cJSON_AddBoolToObject(j, "draServed", !in->dra_off);
-                        plan_json_readiness(j, in->node, oos);
-                }
-                if (j && res->seam_known) {
-                        cJSON *o = cJSON_AddObjectToObject(j, "seamlessUpgrade");
-
-                        if (o) {
-                                cJSON_AddBoolToObject(o, "seamless", res->seam.seamless);
-                                if (res->seam.daemonset[0])
-                                        cJSON_AddStringToObject(o, "daemonset", res->seam.daemonset);
-                                cJSON_AddStringToObject(o, "reason", res->seam.why);
-                        }
-                }
                 if (j && job->list)
                         cJSON_AddItemToArray(job->list, TAKE_PTR(j));
                 else if (!j)
                         r = log_oom();
                 else
                         drain_verb_print_json(j);
-        } else {
-                if (in->dra_off)
-                        printf("DRA: not served by this cluster (no resource.k8s.io v1, v1beta2 or "
-                               "v1beta1): "
-                               "drained as kubectl drain would, without claim logic\n");
-                else if (in->dra_api)
-                        printf("DRA API: %s\n", in->dra_api);
-                r = plan_print_text(p, &res->po, stdout);
-                plan_print_readiness(in->node, oos, stdout);
-                if (res->seam_known && res->seam.seamless)
-                        printf("Seamless upgrade of %s: yes, %s: to update it, no drain is needed "
-                               "('maintain --driver' runs its command without evicting anything; "
-                               "--force-drain drains first)\n",
-                               a->profile.drivers[0], res->seam.why);
-                else if (res->seam_known)
-                        printf("Seamless upgrade of %s: no, %s; to update it across the cluster: drainer "
-                               "rollout %s --driver %s\n",
-                               a->profile.drivers[0], res->seam.why,
-                               res->seam.daemonset[0] ? res->seam.daemonset : "NAMESPACE/DAEMONSET",
-                               a->profile.drivers[0]);
-        }
+        } else
+                r = plan_report_print(&report, stdout);
         plan_job_done(job, r < 0 ? r : (p->n_blockers > 0 ? -EPERM : 0));
 }
 

@@ -19,6 +19,7 @@
 #include "drainer/base/text.h"
 #include "drainer/ctl/announcer.h"
 #include "drainer/ctl/rollout-runner.h"
+#include "drainer/ctl/runsummary.h"
 #include "drainer/dra/driverstop.h"
 #include "drainer/dra/health.h"
 #include "drainer/kube/slots.h"
@@ -190,26 +191,6 @@ static int rollout_parse(int argc, char **argv, struct global_flags *g, void *st
 
 /* ---- the outcome ---- */
 
-static cJSON *node_json(const struct driver_rollout_node_status *st) {
-        cJSON *j = cJSON_CreateObject();
-
-        if (!j)
-                return NULL;
-        cJSON_AddStringToObject(j, "node", st->name);
-        cJSON_AddStringToObject(j, "result", driver_rollout_result_to_string(st->result));
-        if (st->step[0])
-                cJSON_AddStringToObject(j, "step", st->step);
-        if (st->replaced[0])
-                cJSON_AddStringToObject(j, "replacedPod", st->replaced);
-        if (st->has_out)
-                cJSON_AddNumberToObject(j, "driverOutSeconds", (double)st->out_usec / USEC_PER_SEC);
-        if (st->result == DRIVER_ROLLOUT_UPDATED)
-                cJSON_AddNumberToObject(j, "podsKeptRunning", (double)st->pods_kept);
-        if (st->message)
-                cJSON_AddStringToObject(j, "message", st->message);
-        return j;
-}
-
 /* The worst node decides: an error, else a timeout, else a refusal. */
 static int rollout_exit_code(const struct rollout_run *run) {
         size_t n = driver_rollout_n_nodes(run->rollout);
@@ -232,40 +213,20 @@ static int rollout_exit_code(const struct rollout_run *run) {
 }
 
 static void print_summary(const struct rollout_run *run, int code) {
-        size_t n = driver_rollout_n_nodes(run->rollout), updated = 0, skipped = 0;
+        size_t n = driver_rollout_n_nodes(run->rollout), updated, skipped;
         const char *target = strna(driver_rollout_revision(run->rollout));
         double seconds = (double)(timesrc_now(run->app->ts) - run->t0) / USEC_PER_SEC;
 
-        for (size_t i = 0; i < n; i++) {
-                struct driver_rollout_node_status st;
-
-                driver_rollout_node_status(run->rollout, i, &st);
-                updated += st.result == DRIVER_ROLLOUT_UPDATED;
-                skipped += st.result == DRIVER_ROLLOUT_SKIPPED;
-        }
+        driver_rollout_count(run->rollout, &updated, &skipped);
         if (run->fmt == OUTPUT_JSON) {
-                _cleanup_(cJSON_Deletep) cJSON *j = cJSON_CreateObject();
-                cJSON *items = j ? cJSON_AddArrayToObject(j, "nodes") : NULL;
                 char ds[512];
+                _cleanup_(cJSON_Deletep) cJSON *j = NULL;
 
-                if (!items)
-                        return (void)log_oom();
                 snprintf(ds, sizeof(ds), "%s/%s", run->ds_ns, run->ds_name);
-                cJSON_AddStringToObject(j, "daemonset", ds);
-                cJSON_AddStringToObject(j, "driver", run->driver);
-                cJSON_AddStringToObject(j, "revision", target);
-                cJSON_AddNumberToObject(j, "maxParallel", run->max_parallel);
-                for (size_t i = 0; i < n; i++) {
-                        struct driver_rollout_node_status st;
-
-                        driver_rollout_node_status(run->rollout, i, &st);
-                        cJSON_AddItemToArray(items, node_json(&st));
-                }
-                cJSON_AddNumberToObject(j, "updated", (double)updated);
-                cJSON_AddNumberToObject(j, "skipped", (double)skipped);
-                cJSON_AddNumberToObject(j, "seconds", seconds);
-                cJSON_AddBoolToObject(j, "interrupted", run->interrupted);
-                cJSON_AddNumberToObject(j, "exitCode", code);
+                j = driver_rollout_summary_json(run->rollout, ds, run->driver, run->max_parallel, seconds,
+                                                run->interrupted, code);
+                if (!j)
+                        return (void)log_oom();
                 (void)output_print(j, false); /* -o json, yaml or name */
         } else
                 printf("rollout of %s/%s to revision %s: %zu updated, %zu already on it, %zu not done%s "

@@ -23,6 +23,7 @@
 #include "drainer/ctl/statuswatch.h"
 #include "drainer/dra/claims.h"
 #include "drainer/dra/nodeview.h"
+#include "drainer/dra/recjson.h"
 #include "drainer/dra/snapshot.h"
 #include "drainer/drain/state.h"
 #include "drainer/kube/client.h"
@@ -107,64 +108,6 @@ static bool claim_held_by_driver(const struct claim_rec *c, const struct pod_rec
                 if (cls[i] == POD_CLASS_DRIVER && claim_reserved_by_pod(c, pods[i]))
                         return true;
         return false;
-}
-
-static cJSON *pod_to_json(const struct pod_rec *p) {
-        cJSON *j = cJSON_CreateObject(), *claims;
-
-        cJSON_AddStringToObject(j, "namespace", p->ns);
-        cJSON_AddStringToObject(j, "name", p->name);
-        cJSON_AddStringToObject(j, "phase", strna(pod_phase_to_string(p->phase)));
-        cJSON_AddBoolToObject(j, "ready", p->ready);
-        cJSON_AddBoolToObject(j, "terminating", p->deleting);
-        if (p->controller) {
-                cJSON *o = cJSON_AddObjectToObject(j, "controller");
-
-                cJSON_AddStringToObject(o, "kind", strna(p->controller->kind));
-                cJSON_AddStringToObject(o, "name", strna(p->controller->name));
-        }
-        if (p->priority_class_name)
-                cJSON_AddStringToObject(j, "priorityClassName", p->priority_class_name);
-        claims = cJSON_AddArrayToObject(j, "claims");
-        for (size_t i = 0; i < p->n_claims; i++)
-                if (p->claims[i].claim_name)
-                        cJSON_AddItemToArray(claims, cJSON_CreateString(p->claims[i].claim_name));
-        if (p->extended_claim_name)
-                cJSON_AddItemToArray(claims, cJSON_CreateString(p->extended_claim_name));
-        return j;
-}
-
-static cJSON *claim_to_json(const struct claim_rec *c, enum claim_on_node_reason why, bool driver_own) {
-        cJSON *j = cJSON_CreateObject(), *devs, *res;
-
-        cJSON_AddStringToObject(j, "namespace", c->ns);
-        cJSON_AddStringToObject(j, "name", c->name);
-        cJSON_AddStringToObject(j, "reason", claim_on_node_reason_to_string(why));
-        cJSON_AddBoolToObject(j, "allocated", c->allocated);
-        cJSON_AddBoolToObject(j, "deleting", c->deleting);
-        cJSON_AddBoolToObject(j, "heldByDriver", driver_own);
-        devs = cJSON_AddArrayToObject(j, "devices");
-        for (size_t i = 0; i < c->n_devices; i++) {
-                cJSON *d = cJSON_CreateObject();
-
-                cJSON_AddStringToObject(d, "request", strna(c->devices[i].request));
-                cJSON_AddStringToObject(d, "driver", strna(c->devices[i].driver));
-                cJSON_AddStringToObject(d, "pool", strna(c->devices[i].pool));
-                cJSON_AddStringToObject(d, "device", strna(c->devices[i].device));
-                if (c->devices[i].admin_access)
-                        cJSON_AddBoolToObject(d, "adminAccess", true);
-                cJSON_AddItemToArray(devs, d);
-        }
-        res = cJSON_AddArrayToObject(j, "reservedFor");
-        for (size_t i = 0; i < c->n_reserved; i++) {
-                cJSON *r = cJSON_CreateObject();
-
-                cJSON_AddStringToObject(r, "resource", strna(c->reserved[i].resource));
-                cJSON_AddStringToObject(r, "name", strna(c->reserved[i].name));
-                cJSON_AddStringToObject(r, "uid", strna(c->reserved[i].uid));
-                cJSON_AddItemToArray(res, r);
-        }
-        return j;
 }
 
 static const char *const class_json_key[_POD_CLASS_MAX] = {
@@ -273,15 +216,15 @@ static int print_status(const struct node_input *s, const struct status_opts *o,
 
                         for (size_t i = 0; i < s->n_pods; i++)
                                 if (cls[i] == class_order[k])
-                                        cJSON_AddItemToArray(arr, pod_to_json(pods[i]));
+                                        cJSON_AddItemToArray(arr, pod_rec_to_json(pods[i]));
                 }
                 jc = cJSON_AddArrayToObject(root, "claims");
                 for (size_t i = 0; i < s->n_claims; i++)
                         if (why[i] != CLAIM_NOT_ON_NODE)
-                                cJSON_AddItemToArray(jc,
-                                                     claim_to_json(claims[i], why[i],
-                                                                   claim_held_by_driver(claims[i], pods, cls,
-                                                                                        s->n_pods)));
+                                cJSON_AddItemToArray(
+                                        jc, claim_rec_to_json(
+                                                    claims[i], why[i],
+                                                    claim_held_by_driver(claims[i], pods, cls, s->n_pods)));
                 js = cJSON_AddArrayToObject(root, "resourceSlices");
                 for (size_t i = 0; i < s->n_slices; i++) {
                         const struct slice_rec *sl = s->slices[i];

@@ -477,3 +477,72 @@ void planner_close(struct planner *p, void (*closed)(void *userdata), void *user
         }
         maybe_closed(p);
 }
+
+/* ---- the server dry run's report ---- */
+
+static const char *dry_outcome(const struct planner_answer *c) {
+        return c->error == 0 || c->error == -ENOENT ? "evicted"
+               : c->ns_terminating                  ? "namespace-terminating"
+               : c->error == -EAGAIN                ? "held"
+                                                    : "failed";
+}
+
+size_t planner_dry_run_report(const struct planner_result *res, FILE *f, cJSON *j) {
+        const struct plan *p = &res->plan;
+        const struct node_rec *node = res->node;
+        cJSON *pods = NULL;
+        size_t failed = 0;
+
+        if (j) {
+                cJSON_AddStringToObject(j, "node", node->name);
+                cJSON_AddStringToObject(j, "dryRun", "server");
+                cJSON_AddBoolToObject(j, "cordoned", true);
+                pods = cJSON_AddArrayToObject(j, "evictions");
+        }
+        for (size_t i = 0; i < p->n_pods; i++) {
+                const struct plan_pod *pp = &p->pods[i];
+                const struct planner_answer *c = &res->evicts[i];
+                const char *outcome;
+
+                if (pp->group == EVICT_GROUP_NONE || pp->pod->deleting)
+                        continue;
+                outcome = dry_outcome(c);
+                failed += streq(outcome, "failed");
+                if (j) {
+                        cJSON *o = cJSON_CreateObject();
+
+                        cJSON_AddStringToObject(o, "namespace", pp->pod->ns);
+                        cJSON_AddStringToObject(o, "name", pp->pod->name);
+                        cJSON_AddStringToObject(o, "group", evict_group_to_string(pp->group));
+                        cJSON_AddStringToObject(o, "result", outcome);
+                        if (c->error < 0 && c->error != -ENOENT)
+                                cJSON_AddStringToObject(o, "message",
+                                                        c->message ? c->message : strerror(-c->error));
+                        cJSON_AddItemToArray(pods, o);
+                } else if (streq(outcome, "evicted"))
+                        fprintf(f, "pod/%s evicted (server dry run)\n", pp->pod->name);
+                else
+                        fprintf(f, "pod/%s %s (server dry run): %s\n", pp->pod->name,
+                                streq(outcome, "held")                    ? "eviction held by a budget"
+                                : streq(outcome, "namespace-terminating") ? "in a namespace being deleted"
+                                                                          : "eviction failed",
+                                c->message ? c->message : strerror(-c->error));
+        }
+        if (j) {
+                cJSON *stays = cJSON_AddArrayToObject(j, "stays");
+
+                for (size_t i = 0; i < p->n_pods; i++)
+                        if (p->pods[i].group == EVICT_GROUP_NONE) {
+                                cJSON *o = cJSON_CreateObject();
+
+                                cJSON_AddStringToObject(o, "namespace", p->pods[i].pod->ns);
+                                cJSON_AddStringToObject(o, "name", p->pods[i].pod->name);
+                                cJSON_AddStringToObject(o, "reason", strna(p->pods[i].skip_reason));
+                                cJSON_AddItemToArray(stays, o);
+                        }
+                cJSON_AddBoolToObject(j, "ok", failed == 0);
+        } else
+                fprintf(f, "node/%s drained (server dry run)%s\n", node->name,
+                        failed ? ", with failed evictions" : "");
+        return failed;
+}

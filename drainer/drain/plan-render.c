@@ -1,5 +1,5 @@
 /* The drain plan as text (`drainer plan`, the preflight report) and as JSON
- * (`-o json`). Reads a built plan; writes only to the FILE or the cJSON tree it
+ * (`-o json`), alone or as plan's report of a node. Reads a built plan; writes only to the FILE or the cJSON tree it
  * returns. */
 #include <assert.h>
 #include <errno.h>
@@ -12,6 +12,9 @@
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
 #include "drainer/base/selector.h"
+#include "drainer/base/timesrc.h"
+#include "drainer/dra/nodeview.h"
+#include "drainer/dra/seamless.h"
 #include "drainer/dra/taintrule.h"
 #include "drainer/drain/plan.h"
 
@@ -479,4 +482,123 @@ cJSON *plan_to_json(const struct plan *p, const struct plan_options *o) {
             add_bool(root, "ok", p->n_blockers == 0) < 0)
                 return NULL;
         return TAKE_PTR(root);
+}
+
+/* ---- the report: the plan with the DRA API, the Node's readiness, the seamless upgrade ---- */
+
+static bool out_of_service_tainted_node(const struct node_rec *n) {
+        return node_rec_find_taint(n, OUT_OF_SERVICE_TAINT_KEY, OUT_OF_SERVICE_TAINT_EFFECT) != NULL;
+}
+
+/* What the report says of the node's readiness and of --out-of-service. */
+static void print_readiness(const struct node_rec *n, const struct plan_report *r, FILE *f) {
+        char since[64] = "?", due[64] = "?";
+
+        if (n->not_ready_since_usec > 0) {
+                (void)timesrc_format_rfc3339(n->not_ready_since_usec, since, sizeof(since));
+                (void)timesrc_format_rfc3339(n->not_ready_since_usec + (int64_t)r->out_of_service_after_usec,
+                                             due, sizeof(due));
+        }
+        if (!n->ready)
+                fprintf(f,
+                        "\nNode %s is not Ready (since %s): its kubelet is down or not reporting, so it "
+                        "can neither\nterminate the evicted pods nor unprepare their ResourceClaims: "
+                        "they are not released until it is back.\n",
+                        n->name, since);
+        if (!r->out_of_service)
+                return;
+        fprintf(f,
+                "\nOut of service (--out-of-service, for a machine that is off): once the node has been "
+                "not Ready\nfor %.0f s (--out-of-service-after, from its Ready condition's "
+                "lastTransitionTime), drainer applies\nthe taint " OUT_OF_SERVICE_TAINT_KEY
+                "=" OUT_OF_SERVICE_TAINT_VALUE ":" OUT_OF_SERVICE_TAINT_EFFECT ": the control plane "
+                "then deletes\nthe node's pods and releases their ResourceClaims WITHOUT the kubelet's "
+                "unprepare. 'drainer uncordon'\nremoves the taint once the node is Ready again. Now: ",
+                (double)r->out_of_service_after_usec / USEC_PER_SEC);
+        if (out_of_service_tainted_node(n))
+                fprintf(f, "the node already has that taint.\n");
+        else if (n->ready)
+                fprintf(f, "the node is Ready: the taint is not applied while it is.\n");
+        else if (n->not_ready_since_usec > 0)
+                fprintf(f, "not Ready since %s: the taint would go on at %s.\n", since, due);
+        else
+                fprintf(f, "not Ready since an unknown time: the taint is not applied until the Ready "
+                           "condition says since when.\n");
+}
+
+int plan_report_print(const struct plan_report *r, FILE *f) {
+        const struct node_input *in = r->in;
+        const char *driver = r->seam ? r->plan_options->drivers[0] : NULL;
+        int ret;
+
+        if (in->dra_off)
+                fprintf(f, "DRA: not served by this cluster (no resource.k8s.io v1, v1beta2 or "
+                           "v1beta1): "
+                           "drained as kubectl drain would, without claim logic\n");
+        else if (in->dra_api)
+                fprintf(f, "DRA API: %s\n", in->dra_api);
+        ret = plan_print_text(r->plan, r->plan_options, f);
+        print_readiness(in->node, r, f);
+        if (r->seam && r->seam->seamless)
+                fprintf(f,
+                        "Seamless upgrade of %s: yes, %s: to update it, no drain is needed "
+                        "('maintain --driver' runs its command without evicting anything; "
+                        "--force-drain drains first)\n",
+                        driver, r->seam->why);
+        else if (r->seam)
+                fprintf(f,
+                        "Seamless upgrade of %s: no, %s; to update it across the cluster: drainer "
+                        "rollout %s --driver %s\n",
+                        driver, r->seam->why,
+                        r->seam->daemonset[0] ? r->seam->daemonset : "NAMESPACE/DAEMONSET", driver);
+        return ret;
+}
+
+static void json_readiness(cJSON *j, const struct node_rec *n, const struct plan_report *r) {
+        char buf[64];
+        cJSON *o;
+
+        cJSON_AddBoolToObject(j, "nodeReady", n->ready);
+        if (!n->ready && n->not_ready_since_usec > 0 &&
+            timesrc_format_rfc3339(n->not_ready_since_usec, buf, sizeof(buf)) >= 0)
+                cJSON_AddStringToObject(j, "nodeNotReadySince", buf);
+        if (!r->out_of_service)
+                return;
+        o = cJSON_AddObjectToObject(j, "outOfService");
+        if (!o)
+                return;
+        cJSON_AddStringToObject(o, "taint",
+                                OUT_OF_SERVICE_TAINT_KEY "=" OUT_OF_SERVICE_TAINT_VALUE
+                                                         ":" OUT_OF_SERVICE_TAINT_EFFECT);
+        cJSON_AddNumberToObject(o, "afterSeconds", (double)r->out_of_service_after_usec / USEC_PER_SEC);
+        cJSON_AddBoolToObject(o, "tainted", out_of_service_tainted_node(n));
+        if (!n->ready && n->not_ready_since_usec > 0 &&
+            timesrc_format_rfc3339(n->not_ready_since_usec + (int64_t)r->out_of_service_after_usec, buf,
+                                   sizeof(buf)) >= 0)
+                cJSON_AddStringToObject(o, "dueAt", buf);
+}
+
+cJSON *plan_report_to_json(const struct plan_report *r) {
+        _cleanup_(cJSON_Deletep) cJSON *j = plan_to_json(r->plan, r->plan_options);
+        const struct node_input *in = r->in;
+
+        if (!j)
+                return NULL;
+        if (in->dra_api)
+                cJSON_AddStringToObject(j, "draApi", in->dra_api);
+        else
+                cJSON_AddNullToObject(j, "draApi");
+        cJSON_AddBoolToObject(j, "draServed", !in->dra_off);
+        json_readiness(j, in->node, r);
+        if (r->seam) {
+                cJSON *o = cJSON_AddObjectToObject(j, "seamlessUpgrade");
+
+                if (o) {
+                        cJSON_AddBoolToObject(o, "seamless", r->seam->seamless);
+                        if (r->seam->daemonset[0])
+                                cJSON_AddStringToObject(o, "daemonset", r->seam->daemonset);
+                        cJSON_AddStringToObject(o, "reason", r->seam->why);
+                }
+        }
+        return TAKE_PTR(j);
 }

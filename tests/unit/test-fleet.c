@@ -10,7 +10,9 @@
  * running node stops in its phase, no other node is started, nothing is sent for
  * them); maintain (every run drained, the command once, every run restored), a failing
  * command (the nodes stay drained; with restore_on_failure restored), a command that
- * cannot start (127). */
+ * cannot start (127). The drain run (ctl/drainrun.c) over the same world: its runs set
+ * before any engine, the fleet's callbacks handed on, closed mid-drain (nothing
+ * reported after, closed once the fleet ended), runs as nodes times drivers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +30,7 @@
 
 #include "drainer/base/selector.h"
 #include "drainer/base/timesrc.h"
+#include "drainer/ctl/drainrun.h"
 #include "drainer/ctl/fleet.h"
 #include "drainer/ctl/profile.h"
 #include "drainer/dra/claims.h"
@@ -75,6 +78,10 @@ struct world {
 
         struct drain_fleet *fleet;
         bool finished;
+        /* the drain run (ctl/drainrun.c) over the same world */
+        struct drain_run *run;
+        unsigned runs_set, closed, failed;
+        bool close_in_evict_rest;
         size_t running, max_running;
         char log[64][64]; /* "start drain node-1", "done drain node-1 0", "command", "command 3" */
         size_t n_log;
@@ -232,6 +239,13 @@ static const char *goal_name(enum engine_goal g) {
         return g == ENGINE_GOAL_DRAIN ? "drain" : "uncordon";
 }
 
+static void on_run_closed(void *userdata) {
+        struct world *w = userdata;
+
+        w->closed++;
+        note(w, "closed");
+}
+
 static void on_node_start(struct drain_fleet *f, const struct fleet_node *n, void *userdata) {
         struct world *w = userdata;
 
@@ -247,6 +261,11 @@ static void on_progress(struct drain_fleet *f, const struct fleet_node *n, const
 
         if (w->hold_patch_in_evict_rest && p->has_phase && p->phase == DRAIN_PHASE_EVICT_REST)
                 w->hold_patches = true;
+        if (w->close_in_evict_rest && p->has_phase && p->phase == DRAIN_PHASE_EVICT_REST) {
+                w->close_in_evict_rest = false;
+                note(w, "close");
+                drain_run_close(w->run, on_run_closed, w);
+        }
         if (w->stop_in_evict_rest && p->has_phase && p->phase == DRAIN_PHASE_EVICT_REST) {
                 w->stop_in_evict_rest = false;
                 drain_fleet_stop(f);
@@ -397,6 +416,7 @@ static int teardown(void **state) {
                 fake_clock_advance(w->clock, 1 * MS);
         }
         drain_fleet_free(w->fleet);
+        drain_run_free(w->run);
         for (int i = 0; i < 20 && fake_transport_in_flight(w->ft) > 0; i++) {
                 fake_transport_deliver(w->ft);
                 fake_clock_advance(w->clock, 1 * MS);
@@ -674,6 +694,135 @@ static void test_bad_options(void **state) {
         assert_null(f);
 }
 
+/* ---- the drain run (ctl/drainrun.c): the fleet after its preparation ---- */
+
+static void on_runs_set(struct drain_run *r, void *userdata) {
+        struct world *w = userdata;
+
+        assert_int_equal(w->running, 0); /* before any engine */
+        w->runs_set++;
+        note(w, "runs set");
+}
+
+static void on_run_failed(struct drain_run *r, enum drain_run_step step, int error, const char *message,
+                          void *userdata) {
+        struct world *w = userdata;
+
+        w->failed++;
+        note(w, "failed %d %d", step, error);
+}
+
+static const struct drain_run_callbacks run_callbacks = {
+        .on_runs_set = on_runs_set,
+        .on_failed = on_run_failed,
+        .fleet = {
+                .on_node_start = on_node_start,
+                .on_progress = on_progress,
+                .on_node_done = on_node_done,
+                .on_command = on_command,
+                .on_command_done = on_command_done,
+                .on_finished = on_finished,
+        },
+};
+
+static void start_run(struct world *w, enum fleet_goal goal, unsigned max_parallel) {
+        const char *nodes[MAX_NODES];
+
+        for (size_t i = 0; i < w->n_nodes; i++)
+                nodes[i] = w->nodes[i].name;
+        assert_int_equal(drain_run_new(w->api->client, fake_transport_base(w->ft), w->api->ts, &w->loop,
+                                       &(const struct drain_run_options){
+                                               .goal = goal,
+                                               .nodes = nodes,
+                                               .n_nodes = w->n_nodes,
+                                               .profile = &w->profile,
+                                               .max_parallel = max_parallel,
+                                               .instance = "test",
+                                       },
+                                       &run_callbacks, w, &w->run),
+                         0);
+        assert_int_equal(drain_run_size(w->run), w->n_nodes);
+        assert_int_equal(drain_run_per_node(w->run), 1);
+        assert_int_equal(drain_run_start(w->run), 0);
+}
+
+static void close_run(struct world *w) {
+        if (!w->closed && !logged(w, "close"))
+                drain_run_close(w->run, on_run_closed, w);
+        for (uint64_t t = 0; t < 10 * SEC && !w->closed; t += 10 * MS)
+                step(w, 10 * MS);
+        assert_int_equal(w->closed, 1);
+}
+
+/* 3 nodes, 2 at once, through the drain run: the runs are set once before any engine
+ * (the verb's signals go on there), the fleet's callbacks reach the caller, every node
+ * drained; closed once, after everything. */
+static void test_drainrun(void **state) {
+        struct world *w = *state;
+
+        for (int i = 0; i < 3; i++)
+                add_node(w, false);
+        start_run(w, FLEET_GOAL_DRAIN, 2);
+        for (uint64_t t = 0; t < 120 * SEC && !w->finished; t += 10 * MS)
+                step(w, 10 * MS);
+        assert_true(w->finished);
+        assert_int_equal(w->runs_set, 1);
+        assert_int_equal(log_index(w, "runs set"), 0);
+        assert_int_equal(w->max_running, 2);
+        for (size_t i = 0; i < 3; i++)
+                assert_drained(&w->nodes[i]);
+        assert_int_equal(w->failed, 0);
+        close_run(w);
+        assert_int_equal(w->n_log, 8); /* runs set, 3 starts, 3 ends, closed */
+}
+
+/* Closed mid-drain (the verb quits): the running engine stops where it is, nothing
+ * more is reported, no other node starts, and closed comes once the fleet ended. */
+static void test_drainrun_closed_mid_drain(void **state) {
+        struct world *w = *state;
+        size_t at;
+
+        for (int i = 0; i < 2; i++)
+                add_node(w, false);
+        w->close_in_evict_rest = true;
+        start_run(w, FLEET_GOAL_DRAIN, 1);
+        for (uint64_t t = 0; t < 30 * SEC && !w->closed; t += 10 * MS)
+                step(w, 10 * MS);
+        assert_int_equal(w->closed, 1);
+        at = log_index(w, "close");
+        assert_int_equal(log_index(w, "closed"), at + 1); /* nothing reported in between */
+        assert_false(w->finished);
+        assert_false(w->nodes[1].requested);
+        assert_string_equal(node_ann(&w->nodes[0], "drainer.io/state"), "evict-rest");
+}
+
+/* Runs are nodes times drivers; no node is an error. */
+static void test_drainrun_sizes(void **state) {
+        struct world *w = *state;
+        const char *nodes[] = { "node-1", "node-2" };
+        struct drain_profile two = w->profile;
+        struct drain_run *r = NULL;
+
+        two.drivers[0] = "a.example.com";
+        two.drivers[1] = "b.example.com";
+        two.n_drivers = 2;
+        assert_int_equal(drain_run_new(w->api->client, fake_transport_base(w->ft), w->api->ts, &w->loop,
+                                       &(const struct drain_run_options){
+                                               .nodes = nodes, .n_nodes = 0, .profile = &two },
+                                       &run_callbacks, w, &r),
+                         -EINVAL);
+        assert_int_equal(drain_run_new(w->api->client, fake_transport_base(w->ft), w->api->ts, &w->loop,
+                                       &(const struct drain_run_options){
+                                               .nodes = nodes, .n_nodes = 2, .profile = &two },
+                                       &run_callbacks, w, &r),
+                         0);
+        assert_int_equal(drain_run_size(r), 4);
+        assert_int_equal(drain_run_per_node(r), 2);
+        drain_run_close(r, on_run_closed, w); /* nothing in flight: closed at once */
+        assert_int_equal(w->closed, 1);
+        drain_run_free(r);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_max_parallel, setup, teardown),
@@ -687,6 +836,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_maintain_command_not_found, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_uncordon, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_bad_options, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_drainrun, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_drainrun_closed_mid_drain, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_drainrun_sizes, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

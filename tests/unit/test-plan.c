@@ -16,7 +16,10 @@
 
 #include "drainer/base/json.h"
 #include "drainer/base/selector.h"
+#include "drainer/base/timesrc.h"
 #include "drainer/ctl/driverkey.h"
+#include "drainer/dra/nodeview.h"
+#include "drainer/dra/seamless.h"
 #include "drainer/drain/plan.h"
 #include "fakes/test-env.h"
 
@@ -1381,6 +1384,87 @@ static void test_driver_key_read_fails(void **state) {
         test_api_free(t);
 }
 
+/* plan's report of a node: the DRA API, the Node not Ready since a time and when
+ * --out-of-service would taint it, a driver's seamless answer; in text and in JSON. */
+static void test_report(void **state) {
+        struct seamless_answer seam = { .seamless = false,
+                                        .daemonset = "dra-system/dra-driver",
+                                        .why = "OnDelete" };
+        const char *const drivers[] = { "gpu.example.com", NULL };
+        struct scenario s;
+        struct node_input in;
+        struct plan_report r;
+        char *text = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        scenario_load(&s);
+        scenario_build(&s);
+        s.o.drivers = drivers;
+        s.node->ready = false;
+        s.node->not_ready_since_usec = 1700000000 * USEC_PER_SEC;
+        in = (struct node_input){ .node = s.node, .dra_api = "resource.k8s.io/v1" };
+        r = (struct plan_report){
+                .plan = &s.plan,
+                .plan_options = &s.o,
+                .in = &in,
+                .out_of_service = true,
+                .out_of_service_after_usec = 300 * USEC_PER_SEC,
+                .seam = &seam,
+        };
+        f = open_memstream(&text, &size);
+        assert_non_null(f);
+        assert_int_equal(plan_report_print(&r, f), 0);
+        fclose(f);
+        assert_has(text, "DRA API: resource.k8s.io/v1\nPlan for node node-1");
+        assert_has(text, "\nNode node-1 is not Ready (since 2023-11-14T22:13:20Z)");
+        assert_has(text, "for 300 s (--out-of-service-after");
+        assert_has(text, "Now: not Ready since 2023-11-14T22:13:20Z: the taint would go on at "
+                         "2023-11-14T22:18:20Z.\n");
+        assert_has(text, "Seamless upgrade of gpu.example.com: no, OnDelete; to update it across the "
+                         "cluster: drainer rollout dra-system/dra-driver --driver gpu.example.com\n");
+        free(text);
+        {
+                _cleanup_(cJSON_Deletep) cJSON *j = plan_report_to_json(&r);
+
+                assert_non_null(j);
+                assert_string_equal(json_str(j, "node"), "node-1");
+                assert_string_equal(json_str(j, "draApi"), "resource.k8s.io/v1");
+                assert_true(cJSON_IsTrue(cJSON_GetObjectItem(j, "draServed")));
+                assert_true(cJSON_IsFalse(cJSON_GetObjectItem(j, "nodeReady")));
+                assert_string_equal(json_str(j, "nodeNotReadySince"), "2023-11-14T22:13:20Z");
+                assert_string_equal(json_str(j, "outOfService.dueAt"), "2023-11-14T22:18:20Z");
+                assert_true(cJSON_IsFalse(json_path(j, "outOfService.tainted")));
+                assert_string_equal(json_str(j, "seamlessUpgrade.daemonset"), "dra-system/dra-driver");
+        }
+        /* Ready, no --out-of-service, no seamless check, no DRA served */
+        s.node->ready = true;
+        in.dra_api = NULL;
+        in.dra_off = true;
+        r.out_of_service = false;
+        r.seam = NULL;
+        text = NULL;
+        f = open_memstream(&text, &size);
+        assert_non_null(f);
+        assert_int_equal(plan_report_print(&r, f), 0);
+        fclose(f);
+        assert_has(text, "DRA: not served by this cluster");
+        assert_null(strstr(text, "not Ready"));
+        assert_null(strstr(text, "Out of service"));
+        assert_null(strstr(text, "Seamless"));
+        free(text);
+        {
+                _cleanup_(cJSON_Deletep) cJSON *j = plan_report_to_json(&r);
+
+                assert_true(cJSON_IsNull(cJSON_GetObjectItem(j, "draApi")));
+                assert_true(cJSON_IsFalse(cJSON_GetObjectItem(j, "draServed")));
+                assert_true(cJSON_IsTrue(cJSON_GetObjectItem(j, "nodeReady")));
+                assert_null(cJSON_GetObjectItem(j, "outOfService"));
+                assert_null(cJSON_GetObjectItem(j, "seamlessUpgrade"));
+        }
+        scenario_free(&s);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_driver_key_read),
@@ -1408,6 +1492,7 @@ int main(void) {
                 cmocka_unit_test(test_driver_names),
                 cmocka_unit_test(test_json),
                 cmocka_unit_test(test_text),
+                cmocka_unit_test(test_report),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drainer/base/json.h"
 #include "drainer/base/selector.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/ctl/planner.h"
@@ -313,6 +314,35 @@ static void test_server_dry_run(void **state) {
                         test_assert_contains(r->body, "\"dryRun\":[\"All\"]");
         }
         assert_int_equal(fake_transport_count(e->api->ft, "POST", FAKE_API_EVICTION), 2);
+        /* the report: a budget's 429 is held, not failed; text as kubectl's, and JSON */
+        {
+                _cleanup_(cJSON_Deletep) cJSON *j = cJSON_CreateObject();
+                _cleanup_free_ char *text = NULL;
+                size_t size = 0;
+                FILE *f = open_memstream(&text, &size);
+                const cJSON *ev;
+                size_t n_held = 0;
+
+                assert_non_null(f);
+                assert_int_equal(planner_dry_run_report(res, f, NULL), 0);
+                assert_int_equal(fclose(f), 0);
+                test_assert_contains(text, "pod/web-1 evicted (server dry run)\n");
+                test_assert_contains(
+                        text, "pod/web-2 eviction held by a budget (server dry run): Cannot evict pod");
+                test_assert_contains(text, "drained (server dry run)\n");
+                assert_int_equal(planner_dry_run_report(res, NULL, j), 0);
+                assert_string_equal(cJSON_GetObjectItem(j, "dryRun")->valuestring, "server");
+                assert_true(cJSON_IsTrue(cJSON_GetObjectItem(j, "ok")));
+                cJSON_ArrayForEach(ev, cJSON_GetObjectItem(j, "evictions")) {
+                        if (streq(cJSON_GetObjectItem(ev, "result")->valuestring, "held")) {
+                                n_held++;
+                                test_assert_contains(cJSON_GetObjectItem(ev, "message")->valuestring,
+                                                     "disruption budget");
+                        }
+                }
+                assert_int_equal(n_held, 1);
+                assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "evictions")), 2);
+        }
 }
 
 int main(void) {

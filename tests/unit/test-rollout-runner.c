@@ -39,6 +39,7 @@
 #include "drainer/ctl/announcer.h"
 #include "drainer/ctl/profile.h"
 #include "drainer/ctl/rollout-runner.h"
+#include "drainer/ctl/runsummary.h"
 #include "drainer/dra/claims.h"
 #include "drainer/dra/driverstop.h"
 #include "drainer/kube/client.h"
@@ -670,6 +671,25 @@ static void test_every_step_node_by_node(void **state) {
         assert_int_equal(w->node_done_calls, N_NODES);
         assert_all_updated(w);
         assert_int_equal(w->failed_events, 0);
+        {
+                _cleanup_(cJSON_Deletep) cJSON *j =
+                        driver_rollout_summary_json(w->runner, NS "/drv", DRIVER, 1, 12.5, false, 0);
+                size_t updated, skipped;
+
+                driver_rollout_count(w->runner, &updated, &skipped);
+                assert_int_equal(updated, N_NODES);
+                assert_int_equal(skipped, 0);
+                assert_non_null(j);
+                assert_string_equal(json_get_str(j, "revision"), NEW);
+                assert_string_equal(json_get_str(j, "driver"), DRIVER);
+                assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "nodes")), N_NODES);
+                assert_string_equal(
+                        json_get_str(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nodes"), 0), "result"),
+                        driver_rollout_result_to_string(DRIVER_ROLLOUT_UPDATED));
+                assert_int_equal(cJSON_GetObjectItem(j, "updated")->valuedouble, N_NODES);
+                assert_true(cJSON_IsFalse(cJSON_GetObjectItem(j, "interrupted")));
+                assert_int_equal(cJSON_GetObjectItem(j, "exitCode")->valuedouble, 0);
+        }
 }
 
 /* A runner stopped at a step of node-1 and a new one over the same API state. */
@@ -723,6 +743,17 @@ static void test_new_driver_never_healthy(void **state) {
         assert_int_equal(node_result(w, 0), DRIVER_ROLLOUT_TIMEOUT);
         assert_int_equal(node_result(w, 1), DRIVER_ROLLOUT_NOT_STARTED);
         assert_int_equal(node_result(w, 2), DRIVER_ROLLOUT_NOT_STARTED);
+        {
+                _cleanup_(cJSON_Deletep) cJSON *j =
+                        driver_rollout_summary_json(w->runner, NS "/drv", DRIVER, 1, 30, false, 3);
+                const cJSON *n0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nodes"), 0);
+
+                assert_string_equal(json_get_str(n0, "result"),
+                                    driver_rollout_result_to_string(DRIVER_ROLLOUT_TIMEOUT));
+                assert_null(cJSON_GetObjectItem(n0, "podsKeptRunning")); /* only for an updated node */
+                test_assert_contains(json_get_str(n0, "message"), "the rollout stops here");
+                assert_int_equal(cJSON_GetObjectItem(j, "updated")->valuedouble, 0);
+        }
         {
                 struct driver_rollout_node_status st;
 

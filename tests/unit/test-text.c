@@ -6,6 +6,8 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,6 +145,51 @@ static void test_closest(void **state) {
         assert_null(text_closest("fxrcx", flags, 5, 1));
 }
 
+/* kubectl's switch values: Go's ParseBool, nothing else (yes, on, "" are refused). */
+static void test_parse_bool(void **state) {
+        static const char *const on[] = { "true", "True", "TRUE", "t", "T", "1" };
+        static const char *const off[] = { "false", "False", "FALSE", "f", "F", "0" };
+        bool b;
+
+        for (size_t i = 0; i < 6; i++) {
+                b = false;
+                assert_int_equal(text_parse_bool(on[i], &b), 0);
+                assert_true(b);
+                assert_int_equal(text_parse_bool(off[i], &b), 0);
+                assert_false(b);
+        }
+        b = true;
+        assert_int_equal(text_parse_bool("yes", &b), -EINVAL);
+        assert_int_equal(text_parse_bool("", &b), -EINVAL);
+        assert_int_equal(text_parse_bool("tRUE", &b), -EINVAL);
+        assert_int_equal(text_parse_bool(NULL, &b), -EINVAL);
+        assert_true(b); /* untouched */
+}
+
+/* A word as the shell reads it back: plain when it can be, else single-quoted. */
+static void test_shell_word(void **state) {
+        static const char *const words[][2] = {
+                { "--driver-stop", "--driver-stop" },
+                { "label:gpu.example.com/present", "label:gpu.example.com/present" },
+                { "", "''" },
+                { "a b", "'a b'" },
+                { "it's", "'it'\\''s'" },
+                { "$(rm)", "'$(rm)'" },
+        };
+
+        for (size_t i = 0; i < 6; i++) {
+                char *buf = NULL;
+                size_t size = 0;
+                FILE *f = open_memstream(&buf, &size);
+
+                assert_non_null(f);
+                text_put_shell_word(f, words[i][0]);
+                assert_int_equal(fclose(f), 0);
+                assert_string_equal(buf, words[i][1]);
+                free(buf);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_utf8_prefix),
@@ -153,6 +200,8 @@ int main(void) {
                 cmocka_unit_test(test_plural),
                 cmocka_unit_test(test_distance),
                 cmocka_unit_test(test_closest),
+                cmocka_unit_test(test_parse_bool),
+                cmocka_unit_test(test_shell_word),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,8 +1,11 @@
 /* Small text helpers shared by every layer: UTF-8-safe prefixes, one-line
- * messages, whitespace trimming, a set of strings, the closest word. No I/O. */
+ * messages, whitespace trimming, a set of strings, the closest word, switch values, a
+ * shell word. No I/O but to a FILE given. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* Length of the longest prefix of s of at most max bytes that does not cut a
  * UTF-8 sequence. This function can't fail. */
@@ -50,3 +53,10 @@ const char *text_closest(const char *word, const char *const *candidates, size_t
 
 /* *p = a copy of v (NULL: none), the old value freed; -ENOMEM leaves *p as it was. */
 int text_replace(char **p, const char *v);
+
+/* kubectl's (Go's strconv.ParseBool) switch values: true, True, TRUE, t, T, 1 and their
+ * false counterparts. 0 with *ret set, or -EINVAL (*ret untouched). */
+int text_parse_bool(const char *s, bool *ret);
+/* Writes w as one word the shell reads back as w: as it is when it needs no quoting,
+ * else in single quotes (an embedded ' as '\''). */
+void text_put_shell_word(FILE *f, const char *w);

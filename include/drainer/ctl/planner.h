@@ -73,3 +73,10 @@ int planner_dry_run(struct planner *p, char **ret_message);
 /* Cancels what is in flight; no callback runs after this; closed (NULL ok) runs from
  * the loop once every read has ended, then the planner is freed. */
 void planner_close(struct planner *p, void (*closed)(void *userdata), void *userdata);
+/* The server dry run's answers (once on_dry_run_done said 0), as kubectl prints them:
+ * to f ("pod/NAME evicted (server dry run)", ..., "node/NAME drained (server dry run)"),
+ * or, f NULL, into j: {node, dryRun: "server", cordoned, evictions: [{namespace, name,
+ * group, result: evicted|held|namespace-terminating|failed, message}], stays:
+ * [{namespace, name, reason}], ok}. Returns how many evictions failed (a budget's 429
+ * or a namespace being deleted is no failure). */
+size_t planner_dry_run_report(const struct planner_result *res, FILE *f, cJSON *j);

@@ -16,6 +16,8 @@
 #include "drainer/kube/objects.h"
 
 struct selector;
+struct node_input;
+struct seamless_answer;
 
 /* Eviction groups, in the order a drain acts. Within the claim holders and the
  * rest, non-critical pods go before system-cluster-critical/system-node-critical
@@ -178,3 +180,20 @@ const struct plan_claim *plan_find_claim(const struct plan *p, const char *ns, c
  * desiredHealthy, expectedPods}], blockers: [{kind, pod, message}], ok}. */
 int plan_print_text(const struct plan *p, const struct plan_options *o, FILE *f);
 cJSON *plan_to_json(const struct plan *p, const struct plan_options *o);
+
+/* What `drainer plan` prints of one node: the plan, and beside it the DRA API the
+ * cluster serves, the Node's readiness (and, with out_of_service, when the taint
+ * node.kubernetes.io/out-of-service would go on), and a driver's seamless upgrade. */
+struct plan_report {
+        const struct plan *plan;
+        const struct plan_options *plan_options;
+        const struct node_input *in; /* the node as read (in->node) and the DRA API */
+        bool out_of_service;
+        uint64_t out_of_service_after_usec;
+        const struct seamless_answer *seam; /* the driver's (plan_options->drivers[0]), or NULL */
+};
+/* plan_print_text's returns; plan_to_json's with draApi, draServed, nodeReady,
+ * nodeNotReadySince, outOfService: {taint, afterSeconds, tainted, dueAt} and
+ * seamlessUpgrade: {seamless, daemonset, reason}. */
+int plan_report_print(const struct plan_report *r, FILE *f);
+cJSON *plan_report_to_json(const struct plan_report *r);
