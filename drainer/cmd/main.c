@@ -95,7 +95,19 @@
         "                                nodeSelector; or --driver-stop label:KEY, systemd:UNIT\n"   \
         "                                or none); state in drainer.io/KEY.NAME, each driver\n"      \
         "                                its own drain; excludes a node drain of the same node\n"    \
-        "                                (exit 4)\n"
+        "                                (exit 4)\n" DEVICE_FLAG_HELP
+
+/* plan, drain, uncordon */
+#define DEVICE_FLAG_HELP                                                                                \
+        "      --device DRIVER/POOL/DEVICE  (plan, drain, uncordon; repeatable) only this device,\n"    \
+        "                                as in a claim's status.allocation.devices.results[]: a\n"      \
+        "                                NoSchedule DeviceTaintRule per device, then the Eviction\n"    \
+        "                                API for the pods whose claims hold one, then a wait until\n"   \
+        "                                no claim holds them; node schedulable, driver and other\n"     \
+        "                                pods untouched; state in drainer.io/KEY.device.ID; uncordon\n" \
+        "                                --device deletes drainer's rules. Exit 11 where no\n"          \
+        "                                DeviceTaintRule is served (no cordon fallback), 4 for a\n"     \
+        "                                device the node does not publish or an overlapping drain\n"
 
 #define CONFIG_FLAG_HELP                                                                          \
         "      --config FILE             YAML file with one key per flag, as serve's (keys of\n"  \
@@ -152,6 +164,7 @@
         "  8  the node does not exist\n"                                                      \
         "  9  the kubeconfig (or the credentials it names) is invalid\n"                      \
         "  10 forbidden: the API server refused the credentials (401, 403)\n"                 \
+        "  11 unsupported: --device where the API server serves no DeviceTaintRule\n"         \
         "  -o json prints a summary with every code: \"error\" names the kind, \"message\"\n" \
         "  the cause; nothing is claimed that was not read (\"nodeReady\": null)\n"           \
         "  With -l SELECTOR: the worst of the nodes' (1 over 3 over 4 over 0; 7-10 kept\n"    \
@@ -198,7 +211,8 @@ const struct verb verbs[] = {
                         DRIVER_FLAGS_HELP DRIVER_SCOPE_FLAG_HELP CONFIG_FLAG_HELP OUT_OF_SERVICE_FLAGS_HELP
                 "  -l, --selector SELECTOR       the Nodes matching this label selector instead of\n"
                 "                                NODE (kubectl's -l)\n"
-                "\nExit codes: 0 the drain would go ahead, 4 a blocker would refuse it, 1 error\n"
+                "\nExit codes: 0 the drain would go ahead, 4 a blocker would refuse it, 11 --device\n"
+                "where no DeviceTaintRule is served, 1 error\n"
                 "(API, configuration, malformed drainer annotations, -l matching no node), 2\n"
                 "bad usage. With -l: the worst of the nodes' (1 over 4 over 0).\n" API_EXIT_CODES_HELP,
                 NULL,
@@ -229,6 +243,7 @@ const struct verb verbs[] = {
                 "      --max-parallel N          with -l: drain N nodes at once (1-100; default 1)\n"
                 "      --metrics-in-output       -o json: add the figures of /metrics (\"metrics\")\n"
                 "\nExit codes: 0 drained, 3 timed out (a rerun resumes), 4 refused by a blocker,\n"
+                "11 --device where no DeviceTaintRule is served (nothing changed),\n"
                 "1 error (also interrupted: the state stays on the Node; -l matching no node),\n"
                 "2 bad usage. With -l: the worst of the nodes'\n"
                 "(1 over 3 over 4 over 0).\n" API_EXIT_CODES_HELP,
@@ -270,7 +285,7 @@ const struct verb verbs[] = {
                 "                                restore it, wait until healthy and its\n"
                 "                                ResourceSlices are back, then delete its\n"
                 "                                DeviceTaintRules (or uncordon, if it was "
-                "cordoned)\n" CONFIG_FLAG_HELP NODE_CONDITIONS_FLAG_HELP
+                "cordoned)\n" DEVICE_FLAG_HELP CONFIG_FLAG_HELP NODE_CONDITIONS_FLAG_HELP
                 "  -l, --selector SELECTOR       the Nodes matching this label selector instead of\n"
                 "                                NODE (kubectl's -l); -o json: a List of the\n"
                 "                                per-node summaries\n"
