@@ -95,7 +95,7 @@
         "                                nodeSelector; or --driver-stop label:KEY, systemd:UNIT\n"   \
         "                                or none); state in drainer.io/KEY.NAME, each driver\n"      \
         "                                its own drain; excludes a node drain of the same node\n"    \
-        "                                (exit 4)\n" DEVICE_FLAG_HELP
+        "                                (exit 4)\n"
 
 /* plan, drain, uncordon */
 #define DEVICE_FLAG_HELP                                                                                \
@@ -208,7 +208,8 @@ const struct verb verbs[] = {
                 "would refuse the drain. With -l, the plan of each matching node (-o json: a\n"
                 "List).\n\n"
                 "Flags (named as kubectl drain names them where they mean the same):\n" SELECT_FLAGS_HELP
-                        DRIVER_FLAGS_HELP DRIVER_SCOPE_FLAG_HELP CONFIG_FLAG_HELP OUT_OF_SERVICE_FLAGS_HELP
+                        DRIVER_FLAGS_HELP DRIVER_SCOPE_FLAG_HELP DEVICE_FLAG_HELP CONFIG_FLAG_HELP
+                                OUT_OF_SERVICE_FLAGS_HELP
                 "  -l, --selector SELECTOR       the Nodes matching this label selector instead of\n"
                 "                                NODE (kubectl's -l)\n"
                 "\nExit codes: 0 the drain would go ahead, 4 a blocker would refuse it, 11 --device\n"
@@ -237,6 +238,7 @@ const struct verb verbs[] = {
                 "\"evicting pod NS/NAME\" once accepted, \"pod/NAME evicted\" once gone) and one\n"
                 "per ResourceClaim released (\"resourceclaim NS/NAME released from node/NODE\");\n"
                 "on a terminal, a live block of every running node on stderr.\n\n" DRAIN_FLAGS_HELP
+                        DEVICE_FLAG_HELP
                 "  -l, --selector SELECTOR       the Nodes matching this label selector instead of\n"
                 "                                NODE (kubectl's -l); -o json: a List of the\n"
                 "                                per-node summaries\n"
