@@ -64,7 +64,7 @@ static void add_driver_out(const char *driver, size_t len, const char *phase, vo
 static void print_devices_out(const char *devices, const char *phase, const char *scope, void *userdata) {
         fprintf(userdata,
                 "  device %s: out of service (drain --device, phase %s; back with: drainer uncordon NODE "
-                "--device ... for each)\n",
+                "--device ..., the same devices)\n",
                 devices ? devices : scope, strna(phase));
 }
 

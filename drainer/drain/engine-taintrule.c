@@ -1,4 +1,5 @@
-/* The DeviceTaintRules of a driver-scoped drain (--driver): whether the API server
+/* The DeviceTaintRules of a driver-scoped drain (--driver: one per pool) or a
+ * device-scoped one (--device: one per device, never a cordon instead): whether the API server
  * serves them, their record on the Node before they exist, their creation (a 409 is
  * read back and judged before it counts), and their deletion, each only once read
  * back and found to be drainer's rule for this node and driver. It deletes nothing
