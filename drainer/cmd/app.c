@@ -339,6 +339,8 @@ const char *app_exit_code_to_string(int code) {
                 return "kubeconfig-invalid";
         case EXIT_FORBIDDEN:
                 return "forbidden";
+        case EXIT_UNSUPPORTED:
+                return "unsupported";
         default:
                 return "error";
         }

@@ -20,11 +20,13 @@ enum {
         EXIT_REFUSED = 4,
         /* 5 and 6 are doctor's (verb-doctor.c). Added later, never renumbered (hooks
          * branch on them): */
-        EXIT_UNREACHABLE = 7, /* the API server cannot be reached: connection refused, DNS
+        EXIT_UNREACHABLE = 7,  /* the API server cannot be reached: connection refused, DNS
                                * name not found, TLS, or no answer before --timeout */
-        EXIT_NOT_FOUND = 8,   /* the node does not exist */
-        EXIT_CONFIG = 9,      /* the kubeconfig (or the credentials it names) is invalid */
-        EXIT_FORBIDDEN = 10,  /* the API server refused the credentials (401, 403) */
+        EXIT_NOT_FOUND = 8,    /* the node does not exist */
+        EXIT_CONFIG = 9,       /* the kubeconfig (or the credentials it names) is invalid */
+        EXIT_FORBIDDEN = 10,   /* the API server refused the credentials (401, 403) */
+        EXIT_UNSUPPORTED = 11, /* the API server does not serve what was asked for (--device:
+                                * DeviceTaintRules); nothing was changed */
 };
 
 /* -EHOSTDOWN, as a verb's result: --timeout ran out while the API server had never

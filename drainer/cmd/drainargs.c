@@ -31,6 +31,7 @@ static const struct option drain_options[] = {
         { "driver-selector", required_argument, NULL, OPT_DRIVER_SELECTOR },
         { "driver-stop", required_argument, NULL, OPT_DRIVER_STOP },
         { "driver", required_argument, NULL, OPT_DRIVER },
+        { "device", required_argument, NULL, OPT_DEVICE },
         { "driver-health", required_argument, NULL, OPT_DRIVER_HEALTH },
         { "ignore-driver-health", no_argument, NULL, OPT_IGNORE_HEALTH },
         { "force-uncordon", no_argument, NULL, OPT_FORCE_UNCORDON },
@@ -76,6 +77,8 @@ static unsigned flag_verbs(int opt) {
                 return VERBS_ALL;
         case OPT_DRIVER: /* serve drains whole nodes */
                 return VERB_PLAN | VERB_DRAIN | VERB_UNCORDON | VERB_MAINTAIN;
+        case OPT_DEVICE: /* one node's devices */
+                return VERB_PLAN | VERB_DRAIN | VERB_UNCORDON;
         case OPT_IGNORE_DAEMONSETS: /* kubectl's flag, for copied kubectl drain commands */
                 return VERB_PLAN | VERB_DRAIN | VERB_MAINTAIN;
         case OPT_DRY_RUN:
@@ -283,6 +286,28 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                 a->profile.drivers[a->profile.n_drivers] = NULL;
                 return 0;
         }
+        case OPT_DEVICE: {
+                struct drain_device d;
+                char msg[512], *buf;
+
+                if (a->profile.n_devices >= DRAIN_MAX_DEVICES)
+                        return log_error_errno(EINVAL, "--device: at most %d devices", DRAIN_MAX_DEVICES);
+                buf = malloc(strlen(arg) + 1);
+                if (!buf)
+                        return log_oom();
+                if (drain_device_parse(arg, buf, &d, msg, sizeof(msg)) < 0) {
+                        free(buf);
+                        return log_error_errno(EINVAL, "%s", msg);
+                }
+                for (size_t i = 0; i < a->profile.n_devices; i++)
+                        if (drain_device_eq(&a->profile.devices[i], &d)) {
+                                free(buf);
+                                return log_error_errno(EINVAL, "--device %s: given twice", arg);
+                        }
+                a->device_bufs[a->profile.n_devices] = buf;
+                a->profile.devices[a->profile.n_devices++] = d;
+                return 0;
+        }
         case OPT_DRIVER_HEALTH:
                 a->health = arg;
                 return 0;
@@ -321,6 +346,9 @@ void drain_args_for_driver(const struct drain_args *a, size_t i, struct drain_ar
 
 void drain_args_done(struct drain_args *a) {
         drain_profile_done(&a->profile);
+        for (size_t i = 0; i < a->profile.n_devices; i++)
+                a->device_bufs[i] = mfree(a->device_bufs[i]);
+        a->profile.n_devices = 0;
 }
 
 /* Parses and validates everything before any request is made. Returns 1 to go
@@ -355,6 +383,25 @@ int parse_drain_args(int argc, char **argv, struct global_flags *g, struct drain
                                    &a->profile.n_drv_sels);
         if (r < 0)
                 return r;
+        if (a->profile.n_devices > 0) {
+                /* a device drain: the devices' DeviceTaintRules, the holders' evictions; no
+                 * cordon, no driver stopped */
+                if (a->profile.n_drivers > 0)
+                        return log_error_errno(EINVAL, "--device and --driver exclude each other: --driver "
+                                                       "takes all of a driver's devices out of service, "
+                                                       "--device only the ones named");
+                if (a->profile.node_conditions)
+                        return log_error_errno(EINVAL,
+                                               "--node-conditions does not apply with --device: the node "
+                                               "is not drained, one device is");
+                if (a->dry_run)
+                        return log_error_errno(EINVAL, "--dry-run does not apply with --device: drainer "
+                                                       "plan NODE --device ... shows what it would do");
+                if (a->stop_given || a->profile.skip_driver_stop)
+                        return log_error_errno(EINVAL, "--driver-stop and --skip-driver-stop do not apply "
+                                                       "with --device: a device drain stops no driver");
+                drain_devices_scope(a->profile.devices, a->profile.n_devices, a->profile.device_scope);
+        }
         if (a->profile.n_drivers > 0 && a->profile.node_conditions)
                 return log_error_errno(EINVAL,
                                        "--node-conditions does not apply with --driver: DrainInProgress and "

@@ -40,6 +40,7 @@ enum {
         OPT_FORCE_DRAIN,
         OPT_DELETE_LOCAL_DATA,
         OPT_CHUNK_SIZE,
+        OPT_DEVICE,
 };
 
 struct drain_args {
@@ -60,7 +61,8 @@ struct drain_args {
          * KEY is read from its DaemonSet before anything runs (driverkey.h) */
         bool stop_from_daemonset;
         const char *health;
-        unsigned chunk_size; /* --chunk-size: 0 the default */
+        unsigned chunk_size;                  /* --chunk-size: 0 the default */
+        char *device_bufs[DRAIN_MAX_DEVICES]; /* owned: what profile.devices borrow */
 
         verb_opt_fn more_fn; /* the caller's own flags */
         void *more_ud;

@@ -102,6 +102,18 @@
         "                                its own drain; excludes a node drain of the same node\n"    \
         "                                (exit 4)\n"
 
+/* plan, drain, uncordon */
+#define DEVICE_FLAG_HELP                                                                                \
+        "      --device DRIVER/POOL/DEVICE  (plan, drain, uncordon; repeatable) only this device,\n"    \
+        "                                as in a claim's status.allocation.devices.results[]: a\n"      \
+        "                                NoSchedule DeviceTaintRule per device, then the Eviction\n"    \
+        "                                API for the pods whose claims hold one, then a wait until\n"   \
+        "                                no claim holds them; node schedulable, driver and other\n"     \
+        "                                pods untouched; state in drainer.io/KEY.device.ID; uncordon\n" \
+        "                                --device deletes drainer's rules. Exit 11 where no\n"          \
+        "                                DeviceTaintRule is served (no cordon fallback), 4 for a\n"     \
+        "                                device the node does not publish or an overlapping drain\n"
+
 #define CONFIG_FLAG_HELP                                                                          \
         "      --config FILE             YAML file with one key per flag, as serve's (keys of\n"  \
         "                                flags this verb does not take are skipped; flags win:\n" \
@@ -157,6 +169,7 @@
         "  8  the node does not exist\n"                                                      \
         "  9  the kubeconfig (or the credentials it names) is invalid\n"                      \
         "  10 forbidden: the API server refused the credentials (401, 403)\n"                 \
+        "  11 unsupported: --device where the API server serves no DeviceTaintRule\n"         \
         "  -o json prints a summary with every code: \"error\" names the kind, \"message\"\n" \
         "  the cause; nothing is claimed that was not read (\"nodeReady\": null)\n"           \
         "  With -l SELECTOR: the worst of the nodes' (1 over 3 over 4 over 0; 7-10 kept\n"    \
@@ -200,10 +213,12 @@ const struct verb verbs[] = {
                 "would refuse the drain. With -l, the plan of each matching node (-o json: a\n"
                 "List).\n\n"
                 "Flags (named as kubectl drain names them where they mean the same):\n" SELECT_FLAGS_HELP
-                        DRIVER_FLAGS_HELP DRIVER_SCOPE_FLAG_HELP CONFIG_FLAG_HELP OUT_OF_SERVICE_FLAGS_HELP
+                        DRIVER_FLAGS_HELP DRIVER_SCOPE_FLAG_HELP DEVICE_FLAG_HELP CONFIG_FLAG_HELP
+                                OUT_OF_SERVICE_FLAGS_HELP
                 "  -l, --selector SELECTOR       the Nodes matching this label selector instead of\n"
                 "                                NODE (kubectl's -l)\n"
-                "\nExit codes: 0 the drain would go ahead, 4 a blocker would refuse it, 1 error\n"
+                "\nExit codes: 0 the drain would go ahead, 4 a blocker would refuse it, 11 --device\n"
+                "where no DeviceTaintRule is served, 1 error\n"
                 "(API, configuration, malformed drainer annotations, -l matching no node), 2\n"
                 "bad usage. With -l: the worst of the nodes' (1 over 4 over 0).\n" API_EXIT_CODES_HELP,
                 NULL,
@@ -228,12 +243,14 @@ const struct verb verbs[] = {
                 "\"evicting pod NS/NAME\" once accepted, \"pod/NAME evicted\" once gone) and one\n"
                 "per ResourceClaim released (\"resourceclaim NS/NAME released from node/NODE\");\n"
                 "on a terminal, a live block of every running node on stderr.\n\n" DRAIN_FLAGS_HELP
+                        DEVICE_FLAG_HELP
                 "  -l, --selector SELECTOR       the Nodes matching this label selector instead of\n"
                 "                                NODE (kubectl's -l); -o json: a List of the\n"
                 "                                per-node summaries\n"
                 "      --max-parallel N          with -l: drain N nodes at once (1-100; default 1)\n"
                 "      --metrics-in-output       -o json: add the figures of /metrics (\"metrics\")\n"
                 "\nExit codes: 0 drained, 3 timed out (a rerun resumes), 4 refused by a blocker,\n"
+                "11 --device where no DeviceTaintRule is served (nothing changed),\n"
                 "1 error (also interrupted: the state stays on the Node; -l matching no node),\n"
                 "2 bad usage. With -l: the worst of the nodes'\n"
                 "(1 over 3 over 4 over 0).\n" API_EXIT_CODES_HELP,
@@ -275,7 +292,7 @@ const struct verb verbs[] = {
                 "                                restore it, wait until healthy and its\n"
                 "                                ResourceSlices are back, then delete its\n"
                 "                                DeviceTaintRules (or uncordon, if it was "
-                "cordoned)\n" CONFIG_FLAG_HELP NODE_CONDITIONS_FLAG_HELP
+                "cordoned)\n" DEVICE_FLAG_HELP CONFIG_FLAG_HELP NODE_CONDITIONS_FLAG_HELP
                 "  -l, --selector SELECTOR       the Nodes matching this label selector instead of\n"
                 "                                NODE (kubectl's -l); -o json: a List of the\n"
                 "                                per-node summaries\n"

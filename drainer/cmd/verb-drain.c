@@ -144,6 +144,8 @@ int drain_verb_exit_code(int r) {
         switch (r) {
         case -EPERM:
                 return EXIT_REFUSED;
+        case -EOPNOTSUPP: /* --device where no DeviceTaintRule is served */
+                return EXIT_UNSUPPORTED;
         default:
                 /* 0, 3 (--timeout), 7 (API server unreachable), 8 (no such node), 10
                  * (forbidden), else 1 */
@@ -986,6 +988,9 @@ static int drainlike_parse(int argc, char **argv, struct global_flags *g, void *
         if (v->o.selector && v->is_maintain)
                 r = log_error_errno(EINVAL, "drainer maintain: runs CMD for one NODE; -l/--selector is for "
                                             "drain, uncordon and plan");
+        else if (v->o.selector && v->a.profile.n_devices > 0)
+                r = log_error_errno(EINVAL, "drainer %s: --device names devices of one NODE, not of -l",
+                                    v->verb);
         else if (v->o.max_parallel && (v->is_plan || v->is_maintain || v->a.dry_run))
                 r = log_error_errno(EINVAL, "drainer %s: --max-parallel is for drain and uncordon with -l",
                                     v->verb);

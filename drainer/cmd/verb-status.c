@@ -25,6 +25,7 @@
 #include "drainer/dra/nodeview.h"
 #include "drainer/dra/recjson.h"
 #include "drainer/dra/snapshot.h"
+#include "drainer/drain/device.h"
 #include "drainer/drain/state.h"
 #include "drainer/kube/client.h"
 #include "drainer/kube/objects.h"
@@ -61,6 +62,21 @@ static void add_driver_out(const char *driver, size_t len, const char *phase, vo
             !cJSON_AddStringToObject(o, "state", strna(phase)) || !cJSON_AddItemToArray(userdata, o))
                 cJSON_Delete(o);
 }
+static void print_devices_out(const char *devices, const char *phase, const char *scope, void *userdata) {
+        fprintf(userdata,
+                "  device %s: out of service (drain --device, phase %s; back with: drainer uncordon NODE "
+                "--device ..., the same devices)\n",
+                devices ? devices : scope, strna(phase));
+}
+
+static void add_devices_out(const char *devices, const char *phase, const char *scope, void *userdata) {
+        cJSON *o = cJSON_CreateObject();
+
+        if (!o || !cJSON_AddStringToObject(o, "devices", devices ? devices : scope) ||
+            !cJSON_AddStringToObject(o, "state", strna(phase)) || !cJSON_AddItemToArray(userdata, o))
+                cJSON_Delete(o);
+}
+
 static int on_status_opt(int opt, const char *arg, void *userdata) {
         struct status_opts *o = userdata;
 
@@ -206,6 +222,9 @@ static int print_status(const struct node_input *s, const struct status_opts *o,
                         cJSON *dout = cJSON_AddArrayToObject(jn, "driversOutOfService");
 
                         drain_scope_foreach(n, add_driver_out, dout);
+                        /* ... and devices (drain --device): [{devices, state}] */
+                        drain_devices_foreach(n, add_devices_out,
+                                              cJSON_AddArrayToObject(jn, "devicesOutOfService"));
                 }
                 ann = cJSON_AddObjectToObject(jn, "drainerAnnotations");
                 for (size_t i = 0; i < n->n_annotations; i++)
@@ -256,6 +275,7 @@ static int print_status(const struct node_input *s, const struct status_opts *o,
         if (n->n_annotations == 0)
                 fprintf(out, "  drainer: no drain recorded\n");
         drain_scope_foreach(n, print_driver_out, out);
+        drain_devices_foreach(n, print_devices_out, out);
         for (size_t i = 0; i < n->n_annotations; i++)
                 fprintf(out, "  %s: %s\n", n->annotations[i].key, n->annotations[i].value);
 

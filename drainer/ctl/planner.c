@@ -39,6 +39,7 @@ struct planner {
         struct drain_scope_view sv;
         bool sv_ready, plan_ready;
         const char *conflict;
+        char *dev_conflict; /* --device: drain_devices_conflict's answer, owned */
         struct taint_rule_discovery *disc;
         struct driver_key_read *key_read;
         char *key, *key_from, *key_why;
@@ -74,6 +75,7 @@ static void planner_free(struct planner *p) {
         free(p->key);
         free(p->key_from);
         free(p->key_why);
+        free(p->dev_conflict);
         free(p);
 }
 
@@ -117,6 +119,12 @@ static void on_discovered(int error, const struct taint_rule_api *api, void *use
         if (error < 0)
                 return ready(p, error, "cannot ask the API server whether it serves DeviceTaintRules: %s",
                              strerror(-error));
+        if (!api->served && p->o.profile->n_devices > 0)
+                return ready(
+                        p, -EOPNOTSUPP,
+                        "the API server serves no DeviceTaintRule (resource.k8s.io v1, or v1beta2 with "
+                        "the DRADeviceTaintRules gate on): a device drain (--device) cannot run on this "
+                        "cluster; there is no fallback to a cordon");
         p->res.po.isolation = api->served ? PLAN_ISOLATE_TAINT_RULE : PLAN_ISOLATE_CORDON_FALLBACK;
         p->res.po.taint_rule_api = api->served ? api->api_version : NULL;
         step_key(p);
@@ -125,7 +133,7 @@ static void on_discovered(int error, const struct taint_rule_api *api, void *use
 static void on_snapshot(struct node_snapshot *s, int error, const char *what, void *userdata) {
         struct planner *p = userdata;
         const struct drain_profile *pr = p->o.profile;
-        const char *drv = pr->n_drivers > 0 ? pr->drivers[0] : NULL;
+        const char *drv = pr->n_drivers > 0 ? pr->drivers[0] : pr->n_devices > 0 ? pr->device_scope : NULL;
         int r;
 
         p->snap_reading = false;
@@ -139,8 +147,10 @@ static void on_snapshot(struct node_snapshot *s, int error, const char *what, vo
                 return ready(p, -ENOMEM, NULL);
         p->sv_ready = true;
         p->res.node = &p->sv.node;
-        p->conflict = drain_scope_conflict(p->res.in->node, drv);
-        if (pr->n_drivers == 0)
+        p->conflict = pr->n_devices > 0 ? NULL : drain_scope_conflict(p->res.in->node, drv);
+        if (pr->n_devices > 0)
+                p->dev_conflict = drain_devices_conflict(p->res.in->node, drv, pr->devices, pr->n_devices);
+        if (pr->n_drivers == 0 && pr->n_devices == 0)
                 return step_key(p);
         /* --driver: where the API server serves DeviceTaintRules (the engine asks the same
          * at its start) */
@@ -205,7 +215,14 @@ static void step_build(struct planner *p) {
         if (p->conflict) {
                 char m[512];
 
-                if (*p->conflict)
+                if (drain_scope_is_device(p->conflict))
+                        snprintf(
+                                m, sizeof(m),
+                                "a device of node %s is out of service (a device drain, %s" DRAINER_ANN_STATE
+                                ".%s): a node or driver drain waits until it is back (drainer uncordon %s "
+                                "--device ...)",
+                                node, "", p->conflict, node);
+                else if (*p->conflict)
                         snprintf(m, sizeof(m),
                                  "DRA driver %s of node %s is out of service (a driver drain): a node drain "
                                  "waits until it is back (drainer uncordon %s --driver %s)",
@@ -217,6 +234,24 @@ static void step_build(struct planner *p) {
                                  "undone (drainer uncordon %s)",
                                  node, p->o.profile->drivers[0], node);
                 plan_add_blocker(&p->res.plan, BLOCKER_DRAIN_EXCLUSIVE, NULL, m);
+        }
+        if (p->o.profile->n_devices > 0) {
+                /* the engine's refusals of a device drain (engine-drain.c) */
+                const struct drain_profile *pr = p->o.profile;
+                char m[768];
+
+                if (p->dev_conflict) {
+                        snprintf(m, sizeof(m),
+                                 "%s of node %s is out of service (%s): a drain of these devices waits "
+                                 "until it is back",
+                                 streq(p->dev_conflict, "node") ? "the whole node" : p->dev_conflict, node,
+                                 strchr(p->dev_conflict, '/') ? "another device drain"
+                                                              : "a node or driver drain");
+                        plan_add_blocker(&p->res.plan, BLOCKER_DRAIN_EXCLUSIVE, NULL, m);
+                }
+                if (drain_devices_on_node(pr->devices, pr->n_devices, in->slices, in->n_slices, node, m,
+                                          sizeof(m)) < 0)
+                        plan_add_blocker(&p->res.plan, BLOCKER_DEVICE_UNKNOWN, NULL, m);
         }
         if (p->key_why)
                 plan_add_blocker(&p->res.plan, BLOCKER_DRIVER_STOP_KEY, NULL, p->key_why);

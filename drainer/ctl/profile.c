@@ -18,8 +18,12 @@ void drain_profile_plan_options(const struct drain_profile *p, struct plan_optio
                 .ignore_driver_health = p->ignore_health,
                 .drivers = p->drivers,
                 .n_drivers = p->n_drivers,
-                /* a driver's drain cordons only when its devices cannot be tainted */
-                .isolation = p->n_drivers > 0 ? PLAN_ISOLATE_CORDON_FALLBACK : PLAN_ISOLATE_CORDON,
+                .devices = p->devices,
+                .n_devices = p->n_devices,
+                /* a driver's drain cordons only when its devices cannot be tainted (a
+                 * device's never: the engine refuses it) */
+                .isolation = p->n_drivers > 0 || p->n_devices > 0 ? PLAN_ISOLATE_CORDON_FALLBACK
+                                                                  : PLAN_ISOLATE_CORDON,
         };
 }
 
@@ -33,7 +37,8 @@ void drain_profile_engine_options(const struct drain_profile *p, const char *nod
                 .skip_wait_for_delete_usec = p->skip_wait_for_delete_usec,
                 .force_uncordon = p->force_uncordon,
                 .node_conditions = p->node_conditions,
-                .skip_driver_stop = p->skip_driver_stop,
+                /* a device drain stops no driver: it keeps serving the node's other devices */
+                .skip_driver_stop = p->skip_driver_stop || p->n_devices > 0,
                 .driver_health = p->has_health ? &p->health_target : NULL,
                 .timeout_usec = p->timeout_usec,
         };

@@ -3,6 +3,7 @@
  * of a driver on a node. Owns only its discovery call; sends no rule itself. */
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,12 +204,13 @@ static const char *other_member(const cJSON *o, const char *const *allowed, size
         return NULL;
 }
 
-int taint_rule_check(const void *rule_json, const char *name, const char *node, const char *driver,
-                     const char *const *pools, size_t n_pools, char *why, size_t why_size) {
+/* taint_rule_check, and with device (not NULL) taint_rule_device_check. */
+static int check(const cJSON *rule, const char *name, const char *node, const char *driver,
+                 const char *const *pools, size_t n_pools, const char *device, char *why, size_t why_size) {
         static const char *const spec_members[] = { "deviceSelector", "taint" };
-        static const char *const selector_members[] = { "driver", "pool" };
+        static const char *const selector_members[] = { "driver", "pool", "device" };
         static const char *const taint_members[] = { "key", "value", "effect", "timeAdded" };
-        const cJSON *rule = rule_json, *meta, *spec, *sel, *taint;
+        const cJSON *meta, *spec, *sel, *taint;
         const char *v, *pool, *other;
         bool pool_ok = false;
 
@@ -254,7 +256,7 @@ int taint_rule_check(const void *rule_json, const char *name, const char *node, 
                 snprintf(why, why_size, "its spec has %s, which drainer never writes", other);
                 return -EPERM;
         }
-        if ((other = other_member(sel, selector_members, ELEMENTSOF(selector_members)))) {
+        if ((other = other_member(sel, selector_members, ELEMENTSOF(selector_members) - !device))) {
                 snprintf(why, why_size, "its deviceSelector has %s, which drainer never writes", other);
                 return -EPERM;
         }
@@ -271,6 +273,11 @@ int taint_rule_check(const void *rule_json, const char *name, const char *node, 
                          strna(pool), driver, node);
                 return -EPERM;
         }
+        if (device && !streq_ptr(str_at(sel, "device"), device)) {
+                snprintf(why, why_size, "it selects device %s, not %s", strna(str_at(sel, "device")),
+                         device);
+                return -EPERM;
+        }
         if ((other = other_member(taint, taint_members, ELEMENTSOF(taint_members))) ||
             !streq_ptr(str_at(taint, "key"), TAINT_RULE_TAINT_KEY) ||
             !streq_ptr(str_at(taint, "effect"), TAINT_RULE_TAINT_EFFECT) ||
@@ -284,8 +291,29 @@ int taint_rule_check(const void *rule_json, const char *name, const char *node, 
         return 0;
 }
 
-int taint_rule_body(const struct taint_rule_api *api, const char *name, const char *node, const char *driver,
-                    const char *pool, char **ret) {
+int taint_rule_check(const void *rule_json, const char *name, const char *node, const char *driver,
+                     const char *const *pools, size_t n_pools, char *why, size_t why_size) {
+        return check(rule_json, name, node, driver, pools, n_pools, NULL, why, why_size);
+}
+
+int taint_rule_device_check(const void *rule_json, const char *name, const char *node, const char *driver,
+                            const char *pool, const char *device, char *why, size_t why_size) {
+        _cleanup_free_ char *want = NULL;
+        const char *pools[1] = { pool };
+        int r;
+
+        assert(name && node && driver && pool && device && why && why_size > 0);
+        r = taint_rule_device_name(node, driver, pool, device, &want);
+        if (r < 0 || !streq(name, want)) {
+                snprintf(why, why_size, "its name is not drainer's for device %s/%s/%s of node %s", driver,
+                         pool, device, node);
+                return -EPERM;
+        }
+        return check(rule_json, name, node, driver, pools, 1, device, why, why_size);
+}
+
+static int body(const struct taint_rule_api *api, const char *name, const char *node, const char *driver,
+                const char *pool, const char *device, char **ret) {
         cJSON *root = cJSON_CreateObject(), *meta, *labels, *ann, *spec, *sel, *taint;
         char *s = NULL;
 
@@ -301,6 +329,7 @@ int taint_rule_body(const struct taint_rule_api *api, const char *name, const ch
             !(spec = cJSON_AddObjectToObject(root, "spec")) ||
             !(sel = cJSON_AddObjectToObject(spec, "deviceSelector")) ||
             !cJSON_AddStringToObject(sel, "driver", driver) || !cJSON_AddStringToObject(sel, "pool", pool) ||
+            (device && !cJSON_AddStringToObject(sel, "device", device)) ||
             !(taint = cJSON_AddObjectToObject(spec, "taint")) ||
             !cJSON_AddStringToObject(taint, "key", TAINT_RULE_TAINT_KEY) ||
             !cJSON_AddStringToObject(taint, "effect", TAINT_RULE_TAINT_EFFECT) ||
@@ -309,6 +338,40 @@ int taint_rule_body(const struct taint_rule_api *api, const char *name, const ch
                 return -ENOMEM;
         }
         cJSON_Delete(root);
+        *ret = s;
+        return 0;
+}
+
+int taint_rule_body(const struct taint_rule_api *api, const char *name, const char *node, const char *driver,
+                    const char *pool, char **ret) {
+        return body(api, name, node, driver, pool, NULL, ret);
+}
+
+int taint_rule_device_body(const struct taint_rule_api *api, const char *name, const char *node,
+                           const char *driver, const char *pool, const char *device, char **ret) {
+        assert(device);
+        return body(api, name, node, driver, pool, device, ret);
+}
+
+int taint_rule_device_name(const char *node, const char *driver, const char *pool, const char *device,
+                           char **ret) {
+        uint64_t h = UINT64_C(0xcbf29ce484222325);
+        char *s;
+
+        assert(node && driver && pool && device && ret);
+        for (const char *p = pool; *p; p++)
+                h = (h ^ (unsigned char)*p) * UINT64_C(0x100000001b3);
+        h = (h ^ '/') * UINT64_C(0x100000001b3);
+        for (const char *p = device; *p; p++)
+                h = (h ^ (unsigned char)*p) * UINT64_C(0x100000001b3);
+        /* 19 digits, from 10^18: never one of a driver drain's small pool indices */
+        if (asprintf(&s, "drainer-%zu-%s-%s-%" PRIu64, strlen(node), node, driver,
+                     UINT64_C(1000000000000000000) + h % UINT64_C(9000000000000000000)) < 0)
+                return -ENOMEM;
+        if (strlen(s) > 253) {
+                free(s);
+                return -EINVAL;
+        }
         *ret = s;
         return 0;
 }

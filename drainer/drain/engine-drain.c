@@ -207,10 +207,65 @@ static void note_readiness(struct engine *e, const struct node_rec *n, enum drai
  * driver drain of the same node exclude each other): refused in preflight. */
 static bool refuse_conflict(struct engine *e) {
         const struct node_rec *real = node_view_node(e->view);
-        const char *other = real ? drain_scope_conflict(real, e->scope) : NULL;
+        const char *other;
 
+        if (real && e->o.plan.n_devices > 0) {
+                _cleanup_free_ char *o =
+                        drain_devices_conflict(real, e->scope, e->o.plan.devices, e->o.plan.n_devices);
+
+                if (!o)
+                        return false;
+                if (streq(o, "node"))
+                        engine_finish(e, -EPERM,
+                                      "refused: node %s is being drained: a device drain waits until that "
+                                      "drain is undone (drainer uncordon %s); nothing was changed",
+                                      e->o.node, e->o.node);
+                else if (!strchr(o, '/'))
+                        engine_finish(e, -EPERM,
+                                      "refused: DRA driver %s of node %s is out of service (a driver drain, "
+                                      "which holds all its devices): a drain of its devices waits until it "
+                                      "is back (drainer uncordon %s --driver %s); nothing was changed",
+                                      o, e->o.node, e->o.node, o);
+                else
+                        engine_finish(e, -EPERM,
+                                      "refused: another device drain of node %s holds %s, which overlaps "
+                                      "this one: it waits until that drain is undone (drainer uncordon %s "
+                                      "--device ... with that drain's devices); nothing was changed",
+                                      e->o.node, o, e->o.node);
+                return true;
+        }
+        other = real ? drain_scope_conflict(real, e->scope) : NULL;
+        if (!other && real && e->scope) {
+                /* a driver drain holds all of the driver's devices: one of them out of
+                 * service by a device drain is an overlap */
+                _cleanup_free_ char *list = drain_devices_of_driver(real, e->scope);
+
+                if (!list)
+                        return false;
+                engine_finish(e, -EPERM,
+                              "refused: device %s of node %s is out of service (a device drain): a drain "
+                              "of DRA driver %s waits until it is back (drainer uncordon %s --device ...); "
+                              "nothing was changed",
+                              list, e->o.node, e->scope, e->o.node);
+                return true;
+        }
         if (!other)
                 return false;
+        if (!e->scope && drain_scope_is_device(other)) {
+                const char *list = NULL;
+                _cleanup_free_ char *k = NULL;
+
+                if (asprintf(&k, DRAINER_ANN_DEVICES ".%s", other) >= 0)
+                        list = kv_get(real->annotations, real->n_annotations, k);
+                else
+                        k = NULL;
+                engine_finish(e, -EPERM,
+                              "refused: device %s of node %s is out of service (a device drain): a node "
+                              "drain waits until it is back (drainer uncordon %s --device ...); nothing was "
+                              "changed",
+                              strna(list), e->o.node, e->o.node);
+                return true;
+        }
         if (e->scope)
                 engine_finish(e, -EPERM,
                               "refused: node %s is being drained (" DRAINER_ANN_STATE
@@ -226,6 +281,27 @@ static bool refuse_conflict(struct engine *e) {
                               "drain waits until it is back (drainer uncordon %s --driver %s); nothing was "
                               "changed",
                               other, e->o.node, other, e->o.node, other);
+        return true;
+}
+
+/* --device: each device is published on the node (its ResourceSlices), or the drain is
+ * refused before anything changes. True: go on. */
+static bool refuse_devices(struct engine *e, const struct node_rec *n) {
+        struct node_input in;
+        char m[768];
+        int r;
+
+        if (node_view_collect(e->view, &in) < 0) {
+                engine_finish(e, -ENOMEM, "out of memory");
+                return false;
+        }
+        r = drain_devices_on_node(e->o.plan.devices, e->o.plan.n_devices, in.slices, in.n_slices, n->name, m,
+                                  sizeof(m));
+        node_input_done(&in);
+        if (r < 0) {
+                engine_finish(e, -EPERM, "refused: %s; nothing was changed", m);
+                return false;
+        }
         return true;
 }
 
@@ -312,6 +388,8 @@ static void drain_preflight(struct engine *e, const struct node_rec *n) {
                 return;
         if (e->plan.n_blockers > 0)
                 return engine_refuse_preflight(e);
+        if (e->o.plan.n_devices > 0 && !refuse_devices(e, n))
+                return;
         if (preflight_drivers(e) <= 0)
                 return;
         if (engine_uses_rules(e))
@@ -333,8 +411,11 @@ static void drain_cordon(struct engine *e, const struct node_rec *n) {
                 if (!engine_create_rules(e, n))
                         return;
                 return engine_patch_phase(e, n, DRAIN_PHASE_EVICT_CLAIM_HOLDERS,
-                                          "DeviceTaintRules in place; evicting the pods that hold "
-                                          "ResourceClaims of the driver");
+                                          e->o.plan.n_devices > 0
+                                                  ? "DeviceTaintRules in place; evicting the pods whose "
+                                                    "ResourceClaims hold the devices"
+                                                  : "DeviceTaintRules in place; evicting the pods that hold "
+                                                    "ResourceClaims of the driver");
         }
         if (!node_cordoned(n))
                 return patch_cordon(e, n);
@@ -395,6 +476,15 @@ static void drain_check_drained(struct engine *e, const struct node_rec *n) {
                         e, n, DRAIN_PHASE_EVICT_CLAIM_HOLDERS,
                         "recorded as drained, but pods, ResourceClaims or DRA drivers are on "
                         "the node: draining it again");
+        }
+        if (e->o.plan.n_devices > 0) {
+                _cleanup_free_ char *list = drain_devices_format(e->o.plan.devices, e->o.plan.n_devices);
+
+                return engine_finish(e, 0,
+                                     "device %s of node %s is out of service: no ResourceClaim holds it, "
+                                     "a DeviceTaintRule keeps new ones off; the node and its DRA driver "
+                                     "stay in service",
+                                     strna(list), n->name);
         }
         if (e->scope)
                 return engine_finish(e, 0, "DRA driver %s of node %s is out of service%s", e->scope, n->name,
@@ -476,6 +566,10 @@ static void drain_wait_released(struct engine *e, const struct node_rec *n, cons
                            pass->released ? "" : pass->not_ready, pass->ns_terminating);
         if (!pass->released)
                 return;
+        if (e->o.plan.n_devices > 0)
+                return engine_patch_phase(e, n, DRAIN_PHASE_DRAINED,
+                                          "drained: no ResourceClaim holds the devices; the DRA driver "
+                                          "keeps running");
         if (e->o.skip_driver_stop)
                 return engine_patch_phase(e, n, DRAIN_PHASE_DRAINED,
                                           "drained; DRA drivers left running (--skip-driver-stop)");

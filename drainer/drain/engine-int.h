@@ -17,6 +17,7 @@
 #include "drainer/dra/health.h"
 #include "drainer/dra/nodeview.h"
 #include "drainer/dra/taintrule.h"
+#include "drainer/drain/device.h"
 #include "drainer/drain/engine.h"
 #include "drainer/drain/evictor.h"
 #include "drainer/kube/client.h"
@@ -107,7 +108,8 @@ struct engine {
 
         /* --driver: the scope (the first driver's name: its drainer.io/KEY.NAME keys hold
          * the state), the Node as the scope sees it, and the DeviceTaintRules. */
-        const char *scope; /* borrowed from o.plan.drivers, NULL: a node drain */
+        const char *scope; /* borrowed from o.plan.drivers or dev_scope, NULL: a node drain */
+        char dev_scope[DRAIN_DEVICE_SCOPE_SIZE]; /* --device: the devices' scope (device.h) */
         struct drain_scope_view sv;
         bool has_sv;
         struct taint_rule_discovery *disc; /* until its answer */

@@ -139,6 +139,17 @@ void engine_drive_restore(struct engine *e, const struct node_rec *n) {
                 bool leftovers = tainted || n->n_annotations > 0;
                 bool uncordon;
 
+                if (e->o.plan.n_devices > 0 && (e->finish_sent || !leftovers)) {
+                        _cleanup_free_ char *list =
+                                drain_devices_format(e->o.plan.devices, e->o.plan.n_devices);
+
+                        return engine_finish(
+                                e, 0, "device %s of node %s is %s%s%s", strna(list), n->name,
+                                e->finish_sent ? "back in service: drainer's DeviceTaintRule deleted"
+                                               : "in service; nothing to do",
+                                e->rules_left ? "; left alone, not drainer's: DeviceTaintRule " : "",
+                                strempty(e->rules_left));
+                }
                 if (e->finish_sent && e->scope)
                         return engine_finish(
                                 e, 0, "DRA driver %s of node %s is back in service%s%s", e->scope, n->name,
@@ -262,10 +273,11 @@ void engine_drive_restore(struct engine *e, const struct node_rec *n) {
                 if (r < 0)
                         return engine_finish(e, r, "cannot build the node patch: %s", strerror(-r));
                 e->finish_sent = true;
-                engine_set_message(e, e->scope && engine_uses_rules(e)
-                                              ? "the driver is back: clearing the record"
-                                      : uncordon ? "uncordoning"
-                                                 : "leaving the node cordoned, as it was before the drain");
+                engine_set_message(
+                        e, e->o.plan.n_devices > 0 ? "the DeviceTaintRules are gone: clearing the record"
+                           : e->scope && engine_uses_rules(e) ? "the driver is back: clearing the record"
+                           : uncordon                         ? "uncordoning"
+                                      : "leaving the node cordoned, as it was before the drain");
                 engine_patch_node(e, body);
         }
 }

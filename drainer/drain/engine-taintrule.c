@@ -1,4 +1,5 @@
-/* The DeviceTaintRules of a driver-scoped drain (--driver): whether the API server
+/* The DeviceTaintRules of a driver-scoped drain (--driver: one per pool) or a
+ * device-scoped one (--device: one per device, never a cordon instead): whether the API server
  * serves them, their record on the Node before they exist, their creation (a 409 is
  * read back and judged before it counts), and their deletion, each only once read
  * back and found to be drainer's rule for this node and driver. It deletes nothing
@@ -23,6 +24,8 @@
 bool engine_uses_rules(const struct engine *e) {
         if (!e->scope)
                 return false;
+        if (e->o.plan.n_devices > 0)
+                return true; /* a device drain never cordons (refused where no rule is served) */
         if (e->has_st && e->st.has_phase && drain_phase_changes_node(e->st.phase))
                 return !e->st.has_was_unschedulable;
         return e->o.plan.isolation == PLAN_ISOLATE_TAINT_RULE;
@@ -46,6 +49,14 @@ static void on_rules_discovered(int error, const struct taint_rule_api *api, voi
                                      "cannot ask the API server whether it serves DeviceTaintRules: %s",
                                      strerror(-error));
         e->rule_api = *api;
+        if (!api->served && e->o.plan.n_devices > 0 && e->o.goal == ENGINE_GOAL_DRAIN)
+                /* No fallback to a cordon: that would take every device of the node out of
+                 * service, which is not what was asked. */
+                return engine_finish(e, -EOPNOTSUPP,
+                                     "refused: the API server serves no DeviceTaintRule (resource.k8s.io "
+                                     "v1, or v1beta2 with the DRADeviceTaintRules gate on): a device drain "
+                                     "needs one to keep new claims off the devices; nothing was changed "
+                                     "(drain the driver, --driver, or the node instead)");
         e->o.plan.isolation = api->served ? PLAN_ISOLATE_TAINT_RULE : PLAN_ISOLATE_CORDON_FALLBACK;
         e->o.plan.taint_rule_api = api->served ? e->rule_api.api_version : NULL;
         e->summary.isolation = e->o.plan.isolation;
@@ -150,11 +161,23 @@ static size_t node_pools(struct engine *e, const char *node, const char *driver,
  * non-zero and returns that, else 0; -ENOMEM. */
 static int foreach_rule(struct engine *e, const struct node_rec *n,
                         int (*f)(struct engine *e, const char *name, const char *driver, const char *pool,
-                                 void *userdata),
+                                 const char *device, void *userdata),
                         void *userdata) {
         struct node_input in;
         int r = 0;
 
+        /* --device: one rule per device, whatever the slices say now (checked in preflight) */
+        for (size_t d = 0; d < e->o.plan.n_devices && r == 0; d++) {
+                const struct drain_device *dv = &e->o.plan.devices[d];
+                _cleanup_free_ char *name = NULL;
+
+                r = taint_rule_device_name(n->name, dv->driver, dv->pool, dv->device, &name);
+                if (r < 0)
+                        return r;
+                r = f(e, name, dv->driver, dv->pool, dv->device, userdata);
+        }
+        if (e->o.plan.n_devices > 0)
+                return r;
         if (node_view_collect(e->view, &in) < 0)
                 return -ENOMEM;
         for (size_t d = 0; d < e->o.plan.n_drivers && r == 0; d++) {
@@ -168,7 +191,7 @@ static int foreach_rule(struct engine *e, const struct node_rec *n,
                         r = taint_rule_name(n->name, e->o.plan.drivers[d], i, &name);
                         if (r < 0)
                                 break;
-                        r = f(e, name, e->o.plan.drivers[d], pools[i], userdata);
+                        r = f(e, name, e->o.plan.drivers[d], pools[i], NULL, userdata);
                 }
         }
         node_input_done(&in);
@@ -176,7 +199,7 @@ static int foreach_rule(struct engine *e, const struct node_rec *n,
 }
 
 static int add_rule_name(struct engine *e, const char *name, const char *driver, const char *pool,
-                         void *userdata) {
+                         const char *device, void *userdata) {
         FILE *f = userdata;
 
         fprintf(f, "%s%s", ftell(f) > 0 ? "," : "", name);
@@ -223,7 +246,7 @@ static bool listed(const char *list, const char *name) {
 }
 
 static int create_rule(struct engine *e, const char *name, const char *driver, const char *pool,
-                       void *userdata) {
+                       const char *device, void *userdata) {
         struct rule_at *at = userdata;
         _cleanup_free_ char *body = NULL, *path = NULL;
         char why[256];
@@ -254,8 +277,20 @@ static int create_rule(struct engine *e, const char *name, const char *driver, c
                  * else nothing keeps new claims off the driver's devices. */
                 if (!e->rule_obj) { /* gone since: create it again */
                         rule_forget(e);
-                } else if (taint_rule_check(e->rule_obj, name, e->o.node, driver, pools, 1, why,
-                                            sizeof(why)) < 0) {
+                } else if (device ? taint_rule_device_check(e->rule_obj, name, e->o.node, driver, pool,
+                                                            device, why, sizeof(why)) < 0
+                                  : taint_rule_check(e->rule_obj, name, e->o.node, driver, pools, 1, why,
+                                                     sizeof(why)) < 0) {
+                        if (device) {
+                                engine_finish(
+                                        e, -EEXIST,
+                                        "DeviceTaintRule %s already exists and is not drainer's rule "
+                                        "for device %s/%s/%s of node %s (%s): nothing keeps new claims "
+                                        "off the device, so the drain stops here; find out who made "
+                                        "it, delete it, then run the drain again",
+                                        name, driver, pool, device, e->o.node, why);
+                                return -EEXIST;
+                        }
                         engine_finish(
                                 e, -EEXIST,
                                 "DeviceTaintRule %s already exists and is not drainer's rule for driver %s "
@@ -276,7 +311,8 @@ static int create_rule(struct engine *e, const char *name, const char *driver, c
                 r = read_rule(e, name, strlen(name));
                 return r < 0 ? r : 1;
         }
-        r = taint_rule_body(&e->rule_api, name, e->o.node, driver, pool, &body);
+        r = device ? taint_rule_device_body(&e->rule_api, name, e->o.node, driver, pool, device, &body)
+                   : taint_rule_body(&e->rule_api, name, e->o.node, driver, pool, &body);
         if (r < 0)
                 return r;
         if (asprintf(&path, "%s/devicetaintrules", e->rule_api.prefix) < 0)
@@ -317,6 +353,22 @@ bool engine_create_rules(struct engine *e, const struct node_rec *n) {
 static int judge_rule(struct engine *e, const char *name, char *why, size_t why_size) {
         snprintf(why, why_size, "its name is not drainer's for node %s and driver %s", e->o.node,
                  strna(e->scope));
+        /* --device: one of the devices given now (the record names; it never decides) */
+        for (size_t d = 0; d < e->o.plan.n_devices; d++) {
+                const struct drain_device *dv = &e->o.plan.devices[d];
+                _cleanup_free_ char *want = NULL;
+
+                if (taint_rule_device_name(e->o.node, dv->driver, dv->pool, dv->device, &want) < 0 ||
+                    !streq(want, name))
+                        continue;
+                return taint_rule_device_check(e->rule_obj, name, e->o.node, dv->driver, dv->pool,
+                                               dv->device, why, why_size);
+        }
+        if (e->o.plan.n_devices > 0) {
+                snprintf(why, why_size,
+                         "its name is not drainer's for a device given with --device on node %s", e->o.node);
+                return -EPERM;
+        }
         for (size_t d = 0; d < e->o.plan.n_drivers; d++) {
                 const char *driver = e->o.plan.drivers[d], *pools[MAX_RULE_POOLS];
                 struct node_input in = {};
@@ -476,9 +528,22 @@ void engine_isolate(struct engine *e, const struct node_rec *n) {
         if (r < 0)
                 return engine_finish(e, r, "out of memory");
         r = drain_patch_isolate(n, timesrc_realtime(e->ts), names,
-                                "keeping new claims off the driver's devices (DeviceTaintRule)", &body);
+                                e->o.plan.n_devices > 0
+                                        ? "keeping new claims off the devices (DeviceTaintRule)"
+                                        : "keeping new claims off the driver's devices (DeviceTaintRule)",
+                                &body);
         if (r < 0)
                 return engine_finish(e, r, "cannot build the node patch: %s", strerror(-r));
+        if (e->o.plan.n_devices > 0) {
+                /* the devices, for an overlapping drain's refusal and for status */
+                _cleanup_free_ char *list = drain_devices_format(e->o.plan.devices, e->o.plan.n_devices);
+
+                r = list ? drain_devices_patch_add(&body, list) : -ENOMEM;
+                if (r < 0) {
+                        free(body);
+                        return engine_finish(e, r, "out of memory");
+                }
+        }
         e->rules_ok = false;
         e->rules_done = 0;
         rule_forget(e);

@@ -730,6 +730,10 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
                 e->cb = *cb;
         e->userdata = userdata;
         e->scope = o->plan.n_drivers > 0 ? o->plan.drivers[0] : NULL;
+        if (o->plan.n_devices > 0) {
+                drain_devices_scope(o->plan.devices, o->plan.n_devices, e->dev_scope);
+                e->scope = e->dev_scope;
+        }
         e->summary.isolation = e->scope ? _PLAN_ISOLATION_MAX : PLAN_ISOLATE_CORDON;
         r = driver_stop_new(o->plan.driver_stop, o->plan.driver_stop_arg,
                             &(const struct driver_stop_env){ .units = o->units,

@@ -182,7 +182,27 @@ int plan_print_text(const struct plan *p, const struct plan_options *o, FILE *f)
                 fprintf(f, " (--driver): %sonly pods holding claims of these drivers' devices are evicted\n",
                         o->isolation == PLAN_ISOLATE_TAINT_RULE ? "the node stays schedulable; " : "");
         }
-        if (o->n_drivers > 0 && o->isolation == PLAN_ISOLATE_TAINT_RULE)
+        if (o->n_devices > 0) {
+                fputs("Scoped to device", f);
+                for (size_t i = 0; i < o->n_devices; i++)
+                        fprintf(f, "%s %s/%s/%s", i == 0 ? (o->n_devices > 1 ? "s" : "") : ",",
+                                o->devices[i].driver, o->devices[i].pool, o->devices[i].device);
+                fputs(" (--device): the node stays schedulable and its DRA driver running; only pods "
+                      "whose claims hold these devices are evicted (Eviction API, budgets respected)\n",
+                      f);
+        }
+        if (o->n_devices > 0 && o->isolation == PLAN_ISOLATE_TAINT_RULE)
+                fprintf(f,
+                        " 1. DeviceTaintRule (%s) %s:%s for each device: no new claim is allocated "
+                        "on it; the node is not cordoned. (A NoExecute taint would hit the same pods "
+                        "below, deleted without the Eviction API.)\n",
+                        strna(o->taint_rule_api), TAINT_RULE_TAINT_KEY, TAINT_RULE_TAINT_EFFECT);
+        else if (o->n_devices > 0)
+                fputs(" 1. refused: the API server serves no DeviceTaintRule (resource.k8s.io v1, or "
+                      "v1beta2 with the DRADeviceTaintRules gate on): a device drain does not run here "
+                      "(no fallback to a cordon; exit 11)\n",
+                      f);
+        else if (o->n_drivers > 0 && o->isolation == PLAN_ISOLATE_TAINT_RULE)
                 fprintf(f,
                         " 1. DeviceTaintRule (%s) %s:%s for each pool of the drivers on the node: no new "
                         "claim "
@@ -202,12 +222,18 @@ int plan_print_text(const struct plan *p, const struct plan_options *o, FILE *f)
         print_group(f, p, "    then critical pods", EVICT_GROUP_REST_CRITICAL, width);
 
         fprintf(f,
-                " 4. wait until the pods are gone and no ResourceClaim is on the node (%zu claim%s now)%s\n",
+                o->n_devices > 0
+                        ? " 4. wait until the pods are gone and no ResourceClaim holds the devices (%zu "
+                          "claim%s now)%s\n"
+                        : " 4. wait until the pods are gone and no ResourceClaim is on the node (%zu "
+                          "claim%s now)%s\n",
                 p->n_claims_blocking, p->n_claims_blocking == 1 ? "" : "s", p->n_claims > 0 ? ":" : "");
         for (size_t i = 0; i < p->n_claims; i++)
                 print_claim(f, &p->claims[i], cwidth);
 
-        if (describe_stop(f, p, o) < 0)
+        if (o->n_devices > 0)
+                fputs(" 5. no DRA driver is stopped: it keeps serving the node's other devices\n", f);
+        else if (describe_stop(f, p, o) < 0)
                 return -ENOMEM;
 
         fputs("Stays on the node:", f);
@@ -464,6 +490,27 @@ cJSON *plan_to_json(const struct plan *p, const struct plan_options *o) {
                 if (add_item(claims, NULL, claim_json(&p->claims[i])) < 0)
                         return NULL;
 
+        if (o->n_devices > 0) {
+                cJSON *scope = cJSON_AddObjectToObject(root, "scope"), *devs;
+
+                if (!scope || !(devs = cJSON_AddArrayToObject(scope, "devices")))
+                        return NULL;
+                for (size_t i = 0; i < o->n_devices; i++) {
+                        cJSON *d = cJSON_CreateObject();
+
+                        if (!d || !cJSON_AddItemToArray(devs, d) ||
+                            add_str(d, "driver", o->devices[i].driver) < 0 ||
+                            add_str(d, "pool", o->devices[i].pool) < 0 ||
+                            add_str(d, "device", o->devices[i].device) < 0)
+                                return NULL;
+                }
+                if (add_str(scope, "isolation",
+                            o->isolation == PLAN_ISOLATE_TAINT_RULE ? "deviceTaintRule" : "unsupported") <
+                            0 ||
+                    (o->isolation == PLAN_ISOLATE_TAINT_RULE &&
+                     add_str(scope, "deviceTaintRuleAPI", o->taint_rule_api) < 0))
+                        return NULL;
+        }
         if (o->n_drivers > 0) {
                 cJSON *scope = cJSON_AddObjectToObject(root, "scope"), *drivers;
 

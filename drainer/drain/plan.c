@@ -47,6 +47,7 @@ static const char *const blocker_kind_table[_BLOCKER_KIND_MAX] = {
         [BLOCKER_CLAIM_HOLDER_FILTERED] = "claim-holder-filtered",
         [BLOCKER_DRAIN_EXCLUSIVE] = "drain-exclusive",
         [BLOCKER_DRIVER_STOP_KEY] = "driver-stop-key",
+        [BLOCKER_DEVICE_UNKNOWN] = "device-unknown",
 };
 
 const char *blocker_kind_to_string(enum blocker_kind k) {
@@ -59,7 +60,7 @@ bool blocker_kind_holds_at_every_eviction(enum blocker_kind k) {
         /* A driver's health matters before the drain starts; once drivers are being
          * stopped they are unhealthy by design. */
         return k >= 0 && k < _BLOCKER_KIND_MAX && k != BLOCKER_DRIVER_UNHEALTHY &&
-               k != BLOCKER_DRAIN_EXCLUSIVE && k != BLOCKER_DRIVER_STOP_KEY;
+               k != BLOCKER_DRAIN_EXCLUSIVE && k != BLOCKER_DRIVER_STOP_KEY && k != BLOCKER_DEVICE_UNKNOWN;
 }
 
 size_t plan_eviction_blockers(const struct plan *p) {
@@ -369,6 +370,8 @@ static bool claim_driver_own(const struct claim_rec *c, const struct plan *p) {
 
 bool plan_claim_in_scope(const struct claim_rec *c, const struct plan_options *o) {
         assert(c && o);
+        if (o->n_devices > 0)
+                return drain_devices_held(c, o->devices, o->n_devices);
         if (o->n_drivers == 0)
                 return true;
         for (size_t i = 0; i < c->n_devices; i++)
@@ -400,6 +403,8 @@ static bool pod_holds_plan_claim(const struct plan *p, const struct pod_rec *pod
 }
 
 bool plan_driver_in_scope(const char *driver, const struct plan_options *o) {
+        if (o->n_devices > 0)
+                return false; /* a device drain stops no driver */
         for (size_t d = 0; driver && d < o->n_drivers; d++)
                 if (streq(driver, o->drivers[d]))
                         return true;
@@ -407,6 +412,8 @@ bool plan_driver_in_scope(const char *driver, const struct plan_options *o) {
 }
 
 static const char skip_other_driver[] = "DRA driver pod of another driver: not drained";
+static const char skip_device_driver[] = "DRA driver pod: a device drain leaves it running";
+static const char skip_out_of_device_scope[] = "holds no ResourceClaim of the devices drained";
 
 /* --driver: the workload pods that hold none of the scope's claims stay, and so do the
  * driver pods of other drivers (by their plugin directory, objects.h). A driver pod
@@ -422,16 +429,17 @@ static void scope_pods(struct plan *p, const struct plan_options *o) {
                 struct plan_pod *pp = &p->pods[i];
                 const char *drv = pp->pod->plugin_driver;
 
-                if (pp->cls == POD_CLASS_DRIVER && (drv ? !plan_driver_in_scope(drv, o) : known)) {
+                if (pp->cls == POD_CLASS_DRIVER &&
+                    (o->n_devices > 0 || (drv ? !plan_driver_in_scope(drv, o) : known))) {
                         pp->cls = POD_CLASS_DAEMONSET;
                         pp->group = EVICT_GROUP_NONE;
-                        pp->skip_reason = skip_other_driver;
+                        pp->skip_reason = o->n_devices > 0 ? skip_device_driver : skip_other_driver;
                         continue;
                 }
                 if (!group_is_workload(pp->group) || pod_holds_plan_claim(p, pp->pod))
                         continue;
                 pp->group = EVICT_GROUP_NONE;
-                pp->skip_reason = skip_out_of_scope;
+                pp->skip_reason = o->n_devices > 0 ? skip_out_of_device_scope : skip_out_of_scope;
         }
 }
 
@@ -558,7 +566,7 @@ int plan_build(const struct node_rec *node, const struct pod_rec *const *pods, s
         r = collect_claims(&p, pods, n_pods, claims, n_claims, slices, n_slices, o);
         if (r < 0)
                 return r;
-        if (o->n_drivers > 0)
+        if (o->n_drivers > 0 || o->n_devices > 0)
                 scope_pods(&p, o);
         if (n > 1)
                 qsort(p.pods, n, sizeof(struct plan_pod), cmp_plan_pod);

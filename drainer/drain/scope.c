@@ -12,6 +12,7 @@
 
 #include "drainer/base/json.h"
 #include "drainer/base/macro.h"
+#include "drainer/drain/device.h"
 #include "drainer/drain/state.h"
 #include "drainer/kube/objects.h"
 #include "state-int.h"
@@ -155,7 +156,8 @@ void drain_scope_foreach(const struct node_rec *n,
                 size_t plain = 0;
 
                 sc = key_scope(k, &plain);
-                if (sc && plain == strlen(DRAINER_ANN_STATE) && strncmp(k, DRAINER_ANN_STATE, plain) == 0)
+                if (sc && plain == strlen(DRAINER_ANN_STATE) && strncmp(k, DRAINER_ANN_STATE, plain) == 0 &&
+                    !drain_scope_is_device(sc))
                         f(sc, strlen(sc), n->annotations[i].value, userdata);
         }
 }

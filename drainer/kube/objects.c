@@ -595,6 +595,19 @@ static int slice_build(const cJSON *obj, struct packer *pk, struct slice_rec *s)
         if (!json_get_int64(pool, "resourceSliceCount", &s->pool_slice_count))
                 s->pool_slice_count = 0;
         s->n_devices = json_count(json_get_arr(spec, "devices"));
+        {
+                /* the names, for --device: which devices the slice publishes */
+                const char **a = pk_array(pk, s->n_devices, sizeof(char *)), *scratch;
+                const cJSON *e;
+                size_t i = 0;
+
+                cJSON_ArrayForEach(e, json_get_arr(spec, "devices")) {
+                        const char **d = ELEM(a, i++, scratch);
+
+                        *d = pk_opt(pk, json_get_str(e, "name"));
+                }
+                s->devices = a;
+        }
         s->all_nodes = json_get_true(spec, "allNodes");
         s->has_node_selector =
                 json_get_obj(spec, "nodeSelector") || json_get_true(spec, "perDeviceNodeSelection");

@@ -529,6 +529,15 @@ if kubectl api-resources --api-group resource.k8s.io -o name 2>/dev/null | grep 
 		rule_create "$n2kc" "$own2" node-2 node-2 NoSchedule '{"driver":"gpu.example.com"}'
 	admission_refused dtr-no-driver "node-2's token: a rule without a driver" "selects a driver and a pool" \
 		rule_create "$n2kc" drainer-6-node-2--0 node-2 node-2 NoSchedule '{"pool":"node-2"}'
+	# A device drain's rule (--device): the same name scheme (a 19-digit index), a
+	# deviceSelector with the device too: admitted for the node's own pool only.
+	dev2=drainer-6-node-2-gpu.example.com-1234567890123456789
+	admission_admitted dtr-own-device "node-2's token: a device rule of pool node-2 (driver, pool, device), as drainer sends it" \
+		rule_create "$n2kc" "$dev2" node-2 node-2 NoSchedule '{"driver":"gpu.example.com","pool":"node-2","device":"gpu-0"}'
+	admission_refused dtr-other-device "node-2's token: a device rule of node-1's pool" "may taint only the devices of its own node's pool node-2, not pool node-1" \
+		rule_create "$n2kc" "$dev2" node-2 node-1 NoSchedule '{"driver":"gpu.example.com","pool":"node-1","device":"gpu-0"}'
+	admission_refused dtr-device-noexecute "node-2's token: a device rule with effect NoExecute" "has the taint drainer.io/draining:NoSchedule" \
+		rule_create "$n2kc" "$dev2" node-2 node-2 NoExecute '{"driver":"gpu.example.com","pool":"node-2","device":"gpu-0"}'
 	admission_refused dtr-nonode "a token naming no node: a rule" "names no node" \
 		rule_create "$sakc" "$own2" node-2 node-2 NoSchedule
 	# Deletes: real rules (an admin's create), node-2's deleted by node-2's token (also under

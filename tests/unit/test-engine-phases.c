@@ -169,6 +169,7 @@ struct world {
         /* --driver DRIVER: a drain scoped to the driver; whether the API server serves
          * DeviceTaintRules (v1beta2, as 1.36 with the gate), the rule as the world has it */
         bool scoped, rules_served, rule_present;
+        bool device; /* with scoped: --device DRIVER/node-1/gpu-0 instead of --driver */
         unsigned rule_creates, rule_deletes, node_patches;
         bool slice_at_rule_delete;
         /* every DeviceTaintRule the API server holds (rule_present: RULE_NAME among them),
@@ -911,8 +912,16 @@ static void run_engine(struct world *w, enum engine_goal goal) {
         if (w->scoped) {
                 static const char *const drivers[] = { DRIVER, NULL };
 
-                o.plan.drivers = drivers;
-                o.plan.n_drivers = 1;
+                static const struct drain_device devices[] = { { DRIVER, "node-1", "gpu-0" } };
+
+                if (w->device) {
+                        o.plan.devices = devices;
+                        o.plan.n_devices = 1;
+                        o.skip_driver_stop = true;
+                } else {
+                        o.plan.drivers = drivers;
+                        o.plan.n_drivers = 1;
+                }
                 /* API discovery: v1 without devicetaintrules; v1beta2 with them, or not served */
                 fake_transport_expect_json(w->ft, "GET", "/apis/resource.k8s.io/v1", 200,
                                            "{\"kind\":\"APIResourceList\",\"resources\":[{\"name\":"
@@ -1673,6 +1682,29 @@ static void test_driver_scoped_drain(void **state) {
         }
 }
 
+/* --device where no DeviceTaintRule is served: refused with -EOPNOTSUPP (exit 11)
+ * before anything is sent: no Node patch, no eviction, no cordon fallback. */
+static void test_device_drain_unsupported(void **state) {
+        struct world *w = *state;
+
+        world_init(w, &driver_stop_taint, false);
+        w->scoped = true;
+        w->device = true;
+        w->rules_served = false;
+        run_engine(w, ENGINE_GOAL_DRAIN);
+        run_until(w, 30 * SEC);
+        print_message("    --device, no DeviceTaintRule served: %s\n", strna(w->message));
+        assert_true(w->finished);
+        assert_int_equal(w->result, -EOPNOTSUPP);
+        assert_non_null(strstr(w->message, "serves no DeviceTaintRule"));
+        assert_int_equal(w->node_patches, 0);
+        assert_int_equal(w->evictions_sent, 0);
+        assert_int_equal(w->rule_creates, 0);
+        assert_false(node_unschedulable(w));
+        assert_int_equal(drainer_annotations(w), 0);
+        kill_engine(w);
+}
+
 /* --driver with rules: a run killed as the Node enters each phase of the drain, then
  * a second run: the same end state, each holder evicted once, the rule in place (a
  * second create answered 409 counts as in place). */
@@ -1894,6 +1926,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_drain_from_nothing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_driver_scoped_drain, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_device_drain_unsupported, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_driver_scoped_drain_resumes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_uncordon_deletes_only_drainers_rules, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rule_swapped_before_delete, setup, teardown),

@@ -273,6 +273,90 @@ static void test_group_names(void **state) {
 
 /* ---- --driver: a drain scoped to one DRA driver ---- */
 
+/* --device: only the pods whose claims hold the device are evicted (the holders of
+ * demo/shared, on gpu-1); every other pod stays, the DRA driver pod too ("a device drain
+ * leaves it running"), nothing is in the rest groups, only demo/shared is waited for;
+ * the text names the device and its rule, the JSON the scope's devices. */
+static void test_device_scope(void **state) {
+        static const struct drain_device devices[] = { { "gpu.example.com", "node-1", "gpu-1" } };
+        struct scenario s;
+        const struct plan *p = &s.plan;
+        char *text = NULL;
+        size_t size = 0;
+        cJSON *j;
+        FILE *f;
+
+        (void)state;
+        scenario_load(&s);
+        s.o.devices = devices;
+        s.o.n_devices = 1;
+        s.o.isolation = PLAN_ISOLATE_TAINT_RULE;
+        s.o.taint_rule_api = "resource.k8s.io/v1";
+        scenario_build(&s);
+
+        assert_int_equal(find_pod(p, "demo", "pod-b")->group, EVICT_GROUP_CLAIM_HOLDERS);
+        assert_int_equal(find_pod(p, "demo", "pod-c")->group, EVICT_GROUP_CLAIM_HOLDERS);
+        assert_int_equal(p->n_per_group[EVICT_GROUP_CLAIM_HOLDERS], 2);
+        assert_int_equal(p->n_per_group[EVICT_GROUP_CLAIM_HOLDERS_CRITICAL], 0);
+        assert_int_equal(p->n_per_group[EVICT_GROUP_REST] + p->n_per_group[EVICT_GROUP_REST_CRITICAL], 0);
+        assert_int_equal(p->n_per_group[EVICT_GROUP_DRIVERS], 0);
+        assert_string_equal(find_pod(p, "demo", "pod-a")->skip_reason,
+                            "holds no ResourceClaim of the devices drained");
+        assert_string_equal(find_pod(p, "kube-system", "critical-gpu-x")->skip_reason,
+                            "holds no ResourceClaim of the devices drained");
+        assert_string_equal(find_pod(p, "dra-system", "dra-driver-abc")->skip_reason,
+                            "DRA driver pod: a device drain leaves it running");
+        assert_int_equal(p->n_claims, 1);
+        assert_non_null(find_claim(p, "demo", "shared"));
+        assert_int_equal(p->n_claims_blocking, 1);
+        assert_int_equal(p->n_blockers, 0);
+
+        f = open_memstream(&text, &size);
+        assert_non_null(f);
+        assert_int_equal(plan_print_text(p, &s.o, f), 0);
+        fclose(f);
+        assert_non_null(strstr(text, "Scoped to device gpu.example.com/node-1/gpu-1 (--device)"));
+        assert_non_null(strstr(text,
+                               "DeviceTaintRule (resource.k8s.io/v1) drainer.io/draining:NoSchedule for "
+                               "each device"));
+        assert_non_null(strstr(text, "no DRA driver is stopped"));
+        assert_null(strstr(text, "cordon:"));
+        free(text);
+        j = plan_to_json(p, &s.o);
+        assert_non_null(j);
+        assert_string_equal(json_str(j, "scope.isolation"), "deviceTaintRule");
+        assert_string_equal(
+                json_str(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "scope"), "devices"),
+                                            0),
+                         "device"),
+                "gpu-1");
+        cJSON_Delete(j);
+        scenario_free(&s);
+
+        /* a device no claim holds: nothing to evict, nothing to wait for */
+        scenario_load(&s);
+        s.o.devices = (const struct drain_device[]){ { "gpu.example.com", "node-1", "gpu-7" } };
+        s.o.n_devices = 1;
+        scenario_build(&s);
+        assert_int_equal(p->n_per_group[EVICT_GROUP_CLAIM_HOLDERS] +
+                                 p->n_per_group[EVICT_GROUP_CLAIM_HOLDERS_CRITICAL] +
+                                 p->n_per_group[EVICT_GROUP_REST] +
+                                 p->n_per_group[EVICT_GROUP_REST_CRITICAL] +
+                                 p->n_per_group[EVICT_GROUP_DRIVERS],
+                         0);
+        assert_int_equal(p->n_claims, 0);
+        /* where no rule is served the text says it is refused, never a cordon */
+        f = open_memstream(&text, &size);
+        assert_non_null(f);
+        s.o.isolation = PLAN_ISOLATE_CORDON_FALLBACK;
+        assert_int_equal(plan_print_text(p, &s.o, f), 0);
+        fclose(f);
+        assert_non_null(strstr(text, "refused: the API server serves no DeviceTaintRule"));
+        assert_null(strstr(text, "cordon:"));
+        free(text);
+        scenario_free(&s);
+}
+
 /* Scoped to gpu.example.com, with demo/shared allocated from another driver: the
  * holders of the driver's claims are evicted, the holders of shared (pod-b, pod-c)
  * and every pod without claims stay ("holds no ResourceClaim of the drivers
@@ -1474,6 +1558,7 @@ int main(void) {
                 cmocka_unit_test(test_group_names),
                 cmocka_unit_test(test_claims),
                 cmocka_unit_test(test_driver_scope),
+                cmocka_unit_test(test_device_scope),
                 cmocka_unit_test(test_driver_scope_two_drivers),
                 cmocka_unit_test(test_driver_label_key),
                 cmocka_unit_test(test_shared_claim),

@@ -10,6 +10,7 @@
 
 #include "drainer/dra/driverstop.h"
 #include "drainer/dra/health.h"
+#include "drainer/drain/device.h"
 #include "drainer/drain/engine.h"
 
 #define DRAIN_PROFILE_MAX_NAMESPACES 16
@@ -34,6 +35,11 @@ struct drain_profile {
         const char *drivers[DRIVER_STOP_MAX_DRIVERS + 1]; /* --driver scope, NULL-terminated */
         size_t n_drivers;
         bool skip_driver_stop;
+        /* --device DRIVER/POOL/DEVICE: the drain is scoped to these devices (strings
+         * borrowed from the caller), its state under device_scope (device.h) */
+        struct drain_device devices[DRAIN_MAX_DEVICES];
+        size_t n_devices;
+        char device_scope[DRAIN_DEVICE_SCOPE_SIZE];
         bool ignore_health;
         struct health_target health_target;
         bool has_health;

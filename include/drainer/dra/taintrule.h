@@ -84,3 +84,19 @@ int taint_rule_check(const void *rule_json, const char *name, const char *node, 
  * pool}, taint {key drainer.io/draining, effect NoSchedule}. 0 or -ENOMEM. */
 int taint_rule_body(const struct taint_rule_api *api, const char *name, const char *node, const char *driver,
                     const char *pool, char **ret);
+
+/* Device-scoped drains (--device DRIVER/POOL/DEVICE): one rule per device, named
+ * "drainer-LEN-NODE-DRIVER-I" as a driver's rules are (so the admission policy
+ * drainer-own-node-taintrules holds them unchanged), with I a 19-digit number from a
+ * hash of POOL/DEVICE (never a pool index of a driver drain, which is small), and
+ * deviceSelector {driver, pool, device}: a driver drain's rule has no device and one of
+ * a device drain always has one, so neither is ever taken for the other. */
+int taint_rule_device_name(const char *node, const char *driver, const char *pool, const char *device,
+                           char **ret);
+/* As taint_rule_body, with spec.deviceSelector.device. */
+int taint_rule_device_body(const struct taint_rule_api *api, const char *name, const char *node,
+                           const char *driver, const char *pool, const char *device, char **ret);
+/* As taint_rule_check, for the rule of exactly (driver, pool, device) named name (which
+ * must be taint_rule_device_name's): 0 or -EPERM with why. */
+int taint_rule_device_check(const void *rule_json, const char *name, const char *node, const char *driver,
+                            const char *pool, const char *device, char *why, size_t why_size);

@@ -12,6 +12,7 @@
 
 #include "drainer/dra/claims.h"
 #include "drainer/dra/driverstop.h"
+#include "drainer/drain/device.h"
 #include "drainer/drain/state.h"
 #include "drainer/kube/objects.h"
 
@@ -49,11 +50,12 @@ enum blocker_kind {
         BLOCKER_DRAIN_EXCLUSIVE, /* a node drain and a driver drain (--driver) of the node exclude each other */
         BLOCKER_DRIVER_STOP_KEY, /* --driver without --driver-stop: the driver DaemonSet's nodeSelector has
                                   * no single key to stop it by (added by the caller, driverkey.h) */
+        BLOCKER_DEVICE_UNKNOWN,  /* --device: the node publishes no such device (added by the caller) */
         _BLOCKER_KIND_MAX,
         _BLOCKER_KIND_INVALID = -EINVAL,
 };
 /* "unmanaged", "emptydir", "daemonset-claim-tolerates", "driver-tolerates", "driver-unhealthy",
- * "multiple-pdbs", "claim-holder-filtered", "drain-exclusive", "driver-stop-key"; NULL if out
+ * "multiple-pdbs", "claim-holder-filtered", "drain-exclusive", "driver-stop-key", "device-unknown"; NULL if out
  * of range */
 const char *blocker_kind_to_string(enum blocker_kind k);
 /* Whether a blocker of this kind is a rule of the evictions themselves (every kind
@@ -88,6 +90,11 @@ struct plan_options {
          * drivers drained"). n_drivers 0: a node drain. */
         const char *const *drivers;
         size_t n_drivers;
+        /* --device DRIVER/POOL/DEVICE: the drain is scoped to these devices: only the pods
+         * whose claims hold one are evicted, only those claims are waited for; every
+         * other pod, the DRA driver pods included, stays. n_devices 0: no device scope. */
+        const struct drain_device *devices;
+        size_t n_devices;
         enum plan_isolation isolation;
         const char *taint_rule_api; /* TAINT_RULE: e.g. "resource.k8s.io/v1beta2", for the text */
 };

@@ -240,7 +240,8 @@ int drain_scope_patch(const char *scope, char **body);
  * drain (drainer.io/state set: returns ""); for the node (scope NULL), any driver's
  * (drainer.io/state.NAME set: returns NAME, borrowed from n). NULL: none. */
 const char *drain_scope_conflict(const struct node_rec *n, const char *scope);
-/* The drivers out of service on n (drainer.io/state.NAME set), for status: calls f for
+/* The drivers out of service on n (drainer.io/state.NAME set; device drains are
+ * drain_devices_foreach's), for status: calls f for
  * each with its name (borrowed, not NUL-terminated: len) and the phase's value. */
 void drain_scope_foreach(const struct node_rec *n,
                          void (*f)(const char *driver, size_t len, const char *phase, void *userdata),

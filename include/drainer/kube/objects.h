@@ -164,8 +164,9 @@ struct slice_rec {
         int64_t pool_generation;
         int64_t pool_slice_count; /* spec.pool.resourceSliceCount */
         size_t n_devices;
-        bool all_nodes;         /* spec.allNodes */
-        bool has_node_selector; /* spec.nodeSelector or spec.perDeviceNodeSelection */
+        const char *const *devices; /* spec.devices[].name (an entry NULL without one) */
+        bool all_nodes;             /* spec.allNodes */
+        bool has_node_selector;     /* spec.nodeSelector or spec.perDeviceNodeSelection */
 
         size_t alloc_size;
 };
