@@ -90,6 +90,7 @@ static const struct kind_ops kinds[_INFORMER_KIND_MAX] = {
         [INFORMER_SLICES] = KIND(slice_rec, "resourceslices", "/apis/resource.k8s.io/v1", false),
         [INFORMER_LEASES] = KIND(lease_rec, "leases", "/apis/coordination.k8s.io/v1", true),
         [INFORMER_PDBS] = KIND(pdb_rec, "poddisruptionbudgets", "/apis/policy/v1", true),
+        [INFORMER_NAMESPACES] = KIND(node_rec, "namespaces", "/api/v1", false),
 };
 
 const char *informer_kind_to_string(enum informer_kind k) {
