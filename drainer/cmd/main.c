@@ -168,7 +168,8 @@ const struct verb verbs[] = {
         {
                 "status",
                 "show a node's schedulability, drainer state, pods by drain group, and claims on it",
-                "Usage: drainer status NODE [flags]\n\n"
+                "Usage: drainer status NODE [flags]\n"
+                "       drainer status (--all | -l SELECTOR) [-o json]\n\n"
                 "Shows, read-only: whether NODE is schedulable and who cordoned it, drainer's\n"
                 "annotations (state of a drain in progress), its pods grouped as a drain treats\n"
                 "them (DRA driver pods, claim holders, other workload, DaemonSet, mirror,\n"
@@ -179,7 +180,13 @@ const struct verb verbs[] = {
                 "                             default: the kubeletplugin labels of common drivers);\n"
                 "                             only pods a DaemonSet controls are drivers\n"
                 "      --driver-namespace NS  DRA driver pods run only in NS (repeatable)\n"
-                "      --watch                keep watching and reprint on every change (Ctrl-C stops)\n\n"
+                "      --watch                keep watching and reprint on every change (Ctrl-C stops)\n"
+                "      --all                  the fleet at a glance (one list of the Nodes): how many\n"
+                "                             nodes in each state (in-service, requested, waiting,\n"
+                "                             draining, drained, restoring, failed), and each node not\n"
+                "                             in service with why it waits (slot, window, pause,\n"
+                "                             error) or why it failed (refusal, bad-state)\n"
+                "  -l, --selector SEL         the same for the nodes SEL selects\n\n"
                 "Exit codes: 0 shown, 1 error (API, configuration), 2 bad usage.\n" API_EXIT_CODES_HELP,
                 NULL,
                 &verb_status_ops,
