@@ -18,6 +18,7 @@
 #include "drainargs.h"
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
+#include "drainer/base/mwindow.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/ctl/machinehook.h"
 #include "drainer/ctl/manager.h"
@@ -46,12 +47,15 @@ enum {
         OPT_LE_NAMESPACE,
         OPT_LE_NAME,
         OPT_CLUSTER_API,
+        OPT_WINDOW,
 };
 
 struct serve_opts {
         const char *node;
         bool all_nodes;
         unsigned max_parallel;
+        unsigned max_parallel_percent; /* --max-parallel P%: 1-100; 0: a count */
+        struct mwindows *window;       /* owned: --maintenance-window; NULL: any time */
         const char *lease_ns;
         bool on_shutdown;
         const char *identity;
@@ -226,6 +230,19 @@ static void on_manager_event(struct drain_manager *m, const struct drain_manager
         case DRAIN_MANAGER_WATCH_ERROR:
                 log_warning("watching nodes: %s, retrying", msg ? msg : strerror(-ev->error));
                 break;
+        case DRAIN_MANAGER_PAUSE:
+                log_info("%s=%s on namespace %s: %s", DRAINER_ANN_PAUSE,
+                         streq_ptr(msg, "paused") ? "true" : "false", run->o.lease_ns,
+                         streq_ptr(msg, "paused") ? "drains in flight finish, no new one starts"
+                                                  : "new drains start again");
+                if (run->notifier)
+                        notifier_status(run->notifier, "%s",
+                                        streq_ptr(msg, "paused") ? "paused" : "resumed");
+                break;
+        case DRAIN_MANAGER_LIMIT:
+                log_info("--max-parallel %u%% of %zu node%s: %u at once", run->o.max_parallel_percent,
+                         ev->n_nodes, ev->n_nodes == 1 ? "" : "s", ev->max_parallel);
+                break;
         default:
                 break;
         }
@@ -377,11 +394,35 @@ static int on_serve_opt(int opt, const char *arg, void *userdata) {
         case OPT_MAX_PARALLEL:
                 errno = 0;
                 v = strtol(arg, &end, 10);
+                if (!errno && end != arg && streq(end, "%")) {
+                        if (v < 1 || v > 100)
+                                return log_error_errno(
+                                        EINVAL,
+                                        "--max-parallel: invalid percentage \"%s\" (1%%-100%% "
+                                        "of the selected nodes)",
+                                        arg);
+                        o->max_parallel_percent = (unsigned)v;
+                        o->max_parallel = 0;
+                        return 0;
+                }
                 if (errno || *end || end == arg || v < 0 || v > 1000)
-                        return log_error_errno(
-                                EINVAL, "--max-parallel: invalid value \"%s\" (0-1000; 0: no limit)", arg);
+                        return log_error_errno(EINVAL,
+                                               "--max-parallel: invalid value \"%s\" (0-1000, 0: no limit; "
+                                               "or a percentage of the selected nodes, e.g. 10%%)",
+                                               arg);
                 o->max_parallel = (unsigned)v;
+                o->max_parallel_percent = 0;
                 return 0;
+        case OPT_WINDOW: {
+                _cleanup_free_ char *err = NULL;
+                int r = mwindows_add(&o->window, arg, NULL, &err);
+
+                if (r == -ENOMEM)
+                        return log_oom();
+                if (r < 0)
+                        return log_error_errno(EINVAL, "--maintenance-window: %s", strna(err));
+                return 0;
+        }
         case OPT_LEASE_NS:
                 o->lease_ns = arg;
                 return 0;
@@ -441,6 +482,7 @@ static const struct option serve_options[] = {
         { "node", required_argument, NULL, OPT_NODE },
         { "all-nodes", no_argument, NULL, OPT_ALL_NODES },
         { "max-parallel", required_argument, NULL, OPT_MAX_PARALLEL },
+        { "maintenance-window", required_argument, NULL, OPT_WINDOW },
         { "lease-namespace", required_argument, NULL, OPT_LEASE_NS },
         { "on-shutdown", no_argument, NULL, OPT_ON_SHUTDOWN },
         { "identity", required_argument, NULL, OPT_IDENTITY },
@@ -461,6 +503,7 @@ const char *const serve_config_keys[] = {
         "node",
         "all-nodes",
         "max-parallel",
+        "maintenance-window",
         "lease-namespace",
         "on-shutdown",
         "identity",
@@ -649,6 +692,8 @@ static int serve_start(struct app *a, void *state) {
                                       .profile = &run->args.profile,
                                       .units = sysbus_units(run->bus),
                                       .max_parallel = run->o.max_parallel,
+                                      .max_parallel_percent = run->o.max_parallel_percent,
+                                      .window = run->o.window,
                                       .lease_namespace = run->o.lease_ns,
                                       .identity = run->o.identity,
                               },
@@ -785,6 +830,8 @@ static void serve_free(void *state) {
                 run->leader_client = NULL;
         }
 
+        mwindows_free(run->o.window);
+        run->o.window = NULL;
         drain_args_done(&run->args);
         if (run->config_ready)
                 config_argv_done(&run->config);

@@ -20,6 +20,7 @@
 #include "drainer/base/selector.h"
 #include "drainer/base/text.h"
 #include "drainer/base/timesrc.h"
+#include "drainer/ctl/fleetview.h"
 #include "drainer/ctl/statuswatch.h"
 #include "drainer/dra/claims.h"
 #include "drainer/dra/nodeview.h"
@@ -28,6 +29,7 @@
 #include "drainer/drain/device.h"
 #include "drainer/drain/state.h"
 #include "drainer/kube/client.h"
+#include "drainer/kube/informer.h"
 #include "drainer/kube/objects.h"
 #include "output.h"
 #include "verbs.h"
@@ -41,6 +43,8 @@ struct status_opts {
         const char *driver_namespaces[MAX_DRIVER_NAMESPACES + 1];
         size_t n_driver_namespaces;
         bool watch;
+        bool all;             /* --all: the fleet at a glance */
+        const char *selector; /* -l: the fleet of these nodes */
 };
 
 /* A driver drained by `drain --driver` (drainer.io/state.NAME): out of service until
@@ -82,6 +86,14 @@ static int on_status_opt(int opt, const char *arg, void *userdata) {
 
         if (opt == 'W') {
                 o->watch = flag_on(arg);
+                return 0;
+        }
+        if (opt == 'A') {
+                o->all = flag_on(arg);
+                return 0;
+        }
+        if (opt == 'l') {
+                o->selector = arg;
                 return 0;
         }
         if (opt == 'S')
@@ -359,6 +371,7 @@ struct status_run {
         struct app *app;                /* borrowed */
         struct node_snapshot *snapshot; /* owned, until closed */
         struct status_watch *watch;     /* owned, until closed: --watch */
+        struct informer *fleet;         /* owned, until idle: --all / -l */
         uv_signal_t sigint, sigterm;
         bool signals_ready, tty;
         unsigned closing; /* handles and views whose close has not called back yet */
@@ -454,11 +467,170 @@ static int start_watch(struct status_run *run) {
         return 0;
 }
 
+/* ---- --all / -l: the fleet at a glance (one list of the Nodes) ---- */
+
+static int cmp_node_rec(const void *a, const void *b) {
+        return strcmp((*(const struct node_rec *const *)a)->name,
+                      (*(const struct node_rec *const *)b)->name);
+}
+
+static int print_fleet(struct informer *inf, const struct status_opts *o, enum output_format fmt) {
+        _cleanup_free_ const void **recs = NULL;
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        size_t n = 0, counts[_FLEET_CLASS_MAX] = {};
+        const char *const *fleet_class_name = fleet_class_names;
+        cJSON *counts_j = NULL, *nodes_j = NULL;
+        int r;
+
+        r = informer_collect(inf, &recs, &n);
+        if (r < 0)
+                return log_oom();
+        qsort(recs, n, sizeof(*recs), cmp_node_rec);
+        if (fmt == OUTPUT_JSON) {
+                root = cJSON_CreateObject();
+                if (!root)
+                        return log_oom();
+                if (o->selector)
+                        cJSON_AddStringToObject(root, "selector", o->selector);
+                cJSON_AddNumberToObject(root, "nodes", (double)n);
+                counts_j = cJSON_AddObjectToObject(root, "phases");
+                nodes_j = cJSON_AddArrayToObject(root, "notInService");
+        }
+        for (int pass = 0; pass < 2; pass++) {
+                if (pass == 1 && fmt != OUTPUT_JSON) {
+                        printf("%zu node%s%s%s%s\n", n, n == 1 ? "" : "s", o->selector ? " (-l " : "",
+                               strempty(o->selector), o->selector ? ")" : "");
+                        for (int c = 0; c < _FLEET_CLASS_MAX; c++)
+                                printf("  %-11s %zu\n", fleet_class_name[c], counts[c]);
+                        if (counts[FLEET_IN_SERVICE] < n)
+                                printf("\n%-24s %-10s %-9s %-21s %s\n", "NODE", "STATUS", "WHY", "SINCE",
+                                       "MESSAGE");
+                }
+                for (size_t i = 0; i < n; i++) {
+                        const struct node_rec *nr = recs[i];
+                        _cleanup_(drain_state_done) struct drain_state st = {};
+                        _cleanup_free_ char *err = NULL;
+                        bool parsed = drain_state_parse(nr, &st, &err) >= 0;
+                        enum fleet_class c = fleet_classify(parsed ? &st : NULL);
+                        const char *why = fleet_reason(c, parsed ? &st : NULL),
+                                   *msg = parsed ? st.message : err;
+                        char since[64] = "-";
+
+                        if (pass == 0) {
+                                counts[c]++;
+                                continue;
+                        }
+                        if (c == FLEET_IN_SERVICE)
+                                continue;
+                        if (st.has_phase && st.state_since_usec > 0)
+                                (void)timesrc_format_rfc3339(st.state_since_usec, since, sizeof(since));
+                        if (fmt == OUTPUT_JSON) {
+                                cJSON *j = cJSON_CreateObject();
+
+                                if (!j || !cJSON_AddItemToArray(nodes_j, j)) {
+                                        cJSON_Delete(j);
+                                        return log_oom();
+                                }
+                                cJSON_AddStringToObject(j, "name", nr->name);
+                                cJSON_AddStringToObject(j, "status", fleet_class_name[c]);
+                                if (st.has_phase)
+                                        cJSON_AddStringToObject(j, "phase", drain_phase_to_string(st.phase));
+                                if (why)
+                                        cJSON_AddStringToObject(j, "reason", why);
+                                if (!streq(since, "-"))
+                                        cJSON_AddStringToObject(j, "since", since);
+                                if (msg)
+                                        cJSON_AddStringToObject(j, "message", msg);
+                                continue;
+                        }
+                        {
+                                _cleanup_free_ char *safe =
+                                        msg ? text_escape_controls(msg, strlen(msg)) : NULL;
+
+                                printf("%-24s %-10s %-9s %-21s %s\n", nr->name,
+                                       st.has_phase && c != FLEET_FAILED ? drain_phase_to_string(st.phase)
+                                                                         : fleet_class_name[c],
+                                       why ? why : "-", since, safe ? safe : "-");
+                        }
+                }
+        }
+        if (fmt == OUTPUT_JSON) {
+                _cleanup_free_ char *out = NULL;
+
+                for (int c = 0; c < _FLEET_CLASS_MAX; c++)
+                        cJSON_AddNumberToObject(counts_j, fleet_class_name[c], (double)counts[c]);
+                out = cJSON_PrintUnformatted(root);
+                if (!out)
+                        return log_oom();
+                printf("%s\n", out);
+        }
+        return 0;
+}
+
+static void on_fleet_synced(struct informer *inf, void *userdata) {
+        struct status_run *run = userdata;
+        int r = print_fleet(inf, &run->opts, run->fmt);
+
+        fflush(stdout);
+        app_quit(run->app, r < 0 ? app_exit_code(r) : EXIT_DONE);
+}
+
+static void on_fleet_error(struct informer *inf, int error, const char *message, void *userdata) {
+        struct status_run *run = userdata;
+        int r = log_error_errno(error, "listing nodes: %s", message ? message : strerror(-error));
+
+        app_quit(run->app, app_exit_code(r));
+}
+
+static void on_fleet_stopped(struct informer *inf, void *userdata) {
+        struct status_run *run = userdata;
+
+        informer_free(run->fleet);
+        run->fleet = NULL;
+        status_closed_one(run);
+}
+
+static int start_fleet(struct status_run *run) {
+        static const struct informer_handlers h = {
+                .on_synced = on_fleet_synced,
+                .on_error = on_fleet_error,
+                .on_stopped = on_fleet_stopped,
+        };
+        int r;
+
+        r = informer_new(run->app->client, run->app->ts,
+                         &(const struct informer_options){
+                                 .kind = INFORMER_NODES,
+                                 .label_selector = run->opts.selector,
+                                 .once = true,
+                         },
+                         &h, run, &run->fleet);
+        if (r >= 0)
+                r = informer_start(run->fleet);
+        if (r < 0)
+                return log_error_errno(r, "Cannot start listing nodes: %m");
+        return 0;
+}
+
+/* Stops the list; 1 if its close calls back (status_closed_one), 0 if it is done. */
+static int stop_fleet(struct status_run *run) {
+        if (!run->fleet)
+                return 0;
+        informer_stop(run->fleet);
+        if (!informer_idle(run->fleet))
+                return 1;
+        informer_free(run->fleet);
+        run->fleet = NULL;
+        return 0;
+}
+
 static int status_parse(int argc, char **argv, struct global_flags *g, void *state) {
         static const struct option extra[] = {
                 { "driver-selector", required_argument, NULL, 'D' },
                 { "driver-namespace", required_argument, NULL, 'S' },
                 { "watch", no_argument, NULL, 'W' },
+                { "all", no_argument, NULL, 'A' },
+                { "selector", required_argument, NULL, 'l' },
                 {},
         };
         struct status_run *run = state;
@@ -467,6 +639,19 @@ static int status_parse(int argc, char **argv, struct global_flags *g, void *sta
         r = verb_parse(argc, argv, g, extra, on_status_opt, &run->opts);
         if (r <= 0)
                 return r;
+        if (run->opts.all || run->opts.selector) {
+                _cleanup_(selector_freep) struct selector *sel = NULL;
+                _cleanup_free_ char *err = NULL;
+
+                if (argc != optind)
+                        return log_error_errno(EINVAL, "drainer status: --all and -l take no NODE argument");
+                if (run->opts.watch)
+                        return log_error_errno(EINVAL, "drainer status: --watch is for one NODE");
+                if (run->opts.selector && selector_parse(run->opts.selector, &sel, &err) < 0)
+                        return log_error_errno(EINVAL, "drainer status: -l: %s", strna(err));
+                run->fmt = g->output;
+                return 1;
+        }
         if (argc - optind != 1) {
                 log_error("drainer status: expected exactly one NODE argument; see 'drainer status --help'");
                 return -EINVAL;
@@ -492,6 +677,8 @@ static int status_start(struct app *a, void *state) {
         int r;
 
         run->app = a;
+        if (run->opts.all || run->opts.selector)
+                return start_fleet(run);
         if (run->opts.watch)
                 return start_watch(run);
         r = node_snapshot_start(a->client, a->ts, run->node_name, false, on_snapshot_done, run,
@@ -507,6 +694,7 @@ static void status_stop(struct app *a, void *state) {
         struct status_run *run = state;
 
         run->closing = 1; /* this call's own, so that no close completes the stop early */
+        run->closing += stop_fleet(run);
         if (run->snapshot) {
                 run->closing++;
                 node_snapshot_close(run->snapshot, on_snapshot_closed, run);

@@ -9,10 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "drainer/base/backoff.h"
 #include "drainer/base/hashmap.h"
+#include "drainer/base/json.h"
 #include "drainer/base/log.h"
+#include "drainer/base/mwindow.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/ctl/announcer.h"
 #include "drainer/ctl/manager.h"
@@ -32,6 +35,7 @@
 /* Engines winding down: their cancelled calls finish on the next turns of the loop. */
 /* While stopping: how often to look whether everything has ended. */
 #define MAX_NODES          100000
+#define COUNT_TTL_USEC     (60 * USEC_PER_SEC) /* --max-parallel N% for one node: a recount */
 
 /* One node the manager acts for. */
 struct manager_node {
@@ -75,6 +79,23 @@ struct drain_manager {
         struct announcer *announcer;   /* owned: every node's Events */
         struct dtimer reconcile_timer, retry_timer, stop_timer;
         bool timers_ready, reconcile_armed, ready, stopping, stopped;
+        /* drainer.io/pause on the lease namespace: watched from the first new drain on
+         * (an idle daemon holds one watch); until it has synced no new drain starts. */
+        struct informer *pause_inf; /* owned */
+        bool paused;
+        char *pause_value; /* the annotation's value when it is neither true nor false */
+        int pause_error;   /* the namespace cannot be read (RBAC): held, and said so */
+        /* The maintenance window: open or not until win_next (wall clock µs). */
+        bool win_valid, win_open;
+        int64_t win_next;
+        bool held_by_window; /* a node waits for the window: wake at win_next */
+        /* --max-parallel N%: the slots now; for one node, the Nodes of the cluster as
+         * last counted (count_at monotonic µs; 0: never) */
+        unsigned limit;
+        struct kube_call *count_call;
+        size_t n_counted;
+        uint64_t count_at;
+        int count_error;
 };
 
 static const char *const event_kind_names[_DRAIN_MANAGER_EVENT_KIND_MAX] = {
@@ -93,6 +114,8 @@ static const char *const event_kind_names[_DRAIN_MANAGER_EVENT_KIND_MAX] = {
         [DRAIN_MANAGER_PATCH_CONFLICT] = "patch-conflict",
         [DRAIN_MANAGER_PATCH_FAILED] = "patch-failed",
         [DRAIN_MANAGER_WATCH_ERROR] = "watch-error",
+        [DRAIN_MANAGER_PAUSE] = "pause",
+        [DRAIN_MANAGER_LIMIT] = "limit",
 };
 
 const char *drain_manager_event_kind_to_string(enum drain_manager_event_kind k) {
@@ -427,18 +450,23 @@ static void write_waiting_msg(struct manager_node *mn, const struct node_rec *n,
  * handover. Written when the node starts waiting; the next write is its turn. */
 static void write_waiting(struct manager_node *mn, const struct node_rec *n, bool keep_phase,
                           int64_t since) {
-        char ts[64] = "";
+        char ts[64] = "", limit[32];
         char *msg;
         int k;
 
+        /* a percentage as given: its count changes with the nodes, the message must not */
+        if (mn->manager->o.max_parallel_percent)
+                snprintf(limit, sizeof(limit), "%u%%", mn->manager->o.max_parallel_percent);
+        else
+                snprintf(limit, sizeof(limit), "%u", mn->manager->o.max_parallel);
         if (keep_phase || timesrc_format_rfc3339(since, ts, sizeof(ts)) < 0)
-                k = asprintf(&msg, "waiting for a drain slot (--max-parallel %u) to go on with the drain",
-                             mn->manager->o.max_parallel);
+                k = asprintf(&msg, "waiting for a drain slot (--max-parallel %s) to go on with the drain",
+                             limit);
         else
                 k = asprintf(&msg,
-                             "waiting for a drain slot (--max-parallel %u) since %s; slots go in request "
+                             "waiting for a drain slot (--max-parallel %s) since %s; slots go in request "
                              "order",
-                             mn->manager->o.max_parallel, ts);
+                             limit, ts);
         if (k >= 0)
                 write_waiting_msg(mn, n, keep_phase, since, msg);
 }
@@ -500,6 +528,211 @@ static void slot_failed(struct manager_node *mn, const struct node_rec *n, bool 
         write_waiting_msg(mn, n, keep_phase, since ? since : timesrc_realtime(m->ts), msg);
         mn->retry_at = timesrc_now(m->ts) + RETRY_BASE_USEC;
         dtimer_start(&m->retry_timer, RETRY_BASE_USEC);
+}
+
+/* ---- what holds new drains: the pause, the window, an unknown limit ---- */
+
+unsigned drain_manager_percent_of(unsigned pct, size_t n) {
+        uint64_t v = (uint64_t)n * pct / 100;
+
+        return v < 1 ? 1 : v > 1024 ? 1024 : (unsigned)v;
+}
+
+bool drain_manager_paused(const struct drain_manager *m) {
+        return m->paused;
+}
+
+static void pause_read(struct drain_manager *m) {
+        const struct node_rec *ns = informer_get(m->pause_inf, m->o.lease_namespace);
+        const char *v = ns ? kv_get(ns->annotations, ns->n_annotations, DRAINER_ANN_PAUSE) : NULL;
+        bool was = m->paused;
+
+        m->pause_value = mfree(m->pause_value);
+        /* A value that says neither is an admin's typo: held (the safe side), and said so. */
+        m->paused = v && strcasecmp(v, "false") != 0;
+        if (m->paused && strcasecmp(v, "true") != 0)
+                m->pause_value = strdup(v);
+        if (was != m->paused)
+                emit(m, (struct drain_manager_event){ .kind = DRAIN_MANAGER_PAUSE,
+                                                      .message = m->paused ? "paused" : "resumed" });
+}
+
+/* Read on the reconcile, once the cache holds the change (a deletion too). */
+static void on_pause_change(struct informer *inf, const void *rec, void *userdata) {
+        struct drain_manager *m = userdata;
+
+        m->pause_error = 0;
+        schedule_reconcile(m);
+}
+
+static void on_pause_update(struct informer *inf, const void *old, const void *rec, void *userdata) {
+        on_pause_change(inf, rec, userdata);
+}
+
+static void on_pause_synced(struct informer *inf, void *userdata) {
+        on_pause_change(inf, NULL, userdata);
+}
+
+static void on_pause_error(struct informer *inf, int error, const char *message, void *userdata) {
+        struct drain_manager *m = userdata;
+
+        emit(m, (struct drain_manager_event){
+                        .kind = DRAIN_MANAGER_WATCH_ERROR, .error = error, .message = message });
+        if (!informer_synced(inf) && m->pause_error != error) {
+                m->pause_error = error;
+                schedule_reconcile(m);
+        }
+}
+
+static void on_pause_stopped(struct informer *inf, void *userdata) {
+        stop_check_soon(userdata);
+}
+
+/* 0: known (m->paused says); -EINPROGRESS: not read yet; or the error reading it. */
+static int pause_state(struct drain_manager *m) {
+        static const struct informer_handlers h = {
+                .on_add = on_pause_change,
+                .on_update = on_pause_update,
+                .on_delete = on_pause_change,
+                .on_synced = on_pause_synced,
+                .on_error = on_pause_error,
+                .on_stopped = on_pause_stopped,
+        };
+        _cleanup_free_ char *fs = NULL;
+        int r;
+
+        if (m->pause_inf)
+                return informer_synced(m->pause_inf) ? 0 : m->pause_error ? m->pause_error : -EINPROGRESS;
+        if (asprintf(&fs, "metadata.name=%s", m->o.lease_namespace) < 0)
+                return -ENOMEM;
+        r = informer_new(
+                m->client, m->ts,
+                &(const struct informer_options){ .kind = INFORMER_NAMESPACES, .field_selector = fs }, &h, m,
+                &m->pause_inf);
+        if (r >= 0)
+                r = informer_start(m->pause_inf);
+        if (r < 0) {
+                informer_free(m->pause_inf);
+                m->pause_inf = NULL;
+                return r;
+        }
+        return -EINPROGRESS;
+}
+
+/* The window's state now, recomputed only when it changes (a scan of minutes). */
+static bool window_open(struct drain_manager *m, int64_t now) {
+        if (!m->win_valid || now >= m->win_next || now < m->win_next - (int64_t)(9 * 86400 * USEC_PER_SEC)) {
+                m->win_open = mwindows_next_change(m->o.window, now, &m->win_next);
+                m->win_valid = true;
+        }
+        return m->win_open;
+}
+
+static void on_nodes_counted(const struct kube_result *res, void *userdata) {
+        struct drain_manager *m = userdata;
+        const cJSON *rem;
+
+        m->count_call = NULL;
+        stop_check_soon(m);
+        if (res->error == -ECANCELED)
+                return;
+        if (res->error < 0) {
+                m->count_error = res->error;
+                emit(m, (struct drain_manager_event){ .kind = DRAIN_MANAGER_WATCH_ERROR,
+                                                      .error = res->error,
+                                                      .message = res->message });
+                m->count_at = timesrc_now(m->ts);
+                schedule_retry(m, RETRY_BASE_USEC);
+                return schedule_reconcile(m);
+        }
+        /* A list of one item: the rest are counted by the server (no selector: it says). */
+        rem = json_path(res->json, "metadata.remainingItemCount");
+        m->n_counted = json_count(json_get_arr(res->json, "items")) +
+                       (cJSON_IsNumber(rem) && rem->valuedouble > 0 ? (size_t)rem->valuedouble : 0);
+        m->count_error = 0;
+        m->count_at = timesrc_now(m->ts);
+        schedule_reconcile(m);
+}
+
+/* The slots for --max-parallel N% of n selected nodes. */
+static void set_limit(struct drain_manager *m, size_t n) {
+        unsigned v = drain_manager_percent_of(m->o.max_parallel_percent, n);
+
+        if (v == m->limit || slots_set_max(m->slots, v) < 0)
+                return;
+        m->limit = v;
+        emit(m,
+             (struct drain_manager_event){ .kind = DRAIN_MANAGER_LIMIT, .n_nodes = n, .max_parallel = v });
+}
+
+/* For one node: the limit from the cluster's Nodes, counted at most once a minute
+ * while drains ask. 0: known; -EINPROGRESS: the first count is on its way. */
+static int limit_for_one(struct drain_manager *m) {
+        uint64_t now = timesrc_now(m->ts);
+        int r;
+
+        if (!m->count_call && (!m->count_at || now - m->count_at >= COUNT_TTL_USEC)) {
+                r = kube_get(m->client, "/api/v1/nodes?limit=1", on_nodes_counted, m, &m->count_call);
+                if (r < 0)
+                        return r;
+        }
+        if (m->count_at && !m->count_error)
+                set_limit(m, m->n_counted);
+        if (m->limit)
+                return 0; /* a count of a minute ago is good enough meanwhile */
+        return m->count_error ? m->count_error : -EINPROGRESS;
+}
+
+/* Whether the new drain of n waits (and says why on its Node, once). */
+static bool held(struct manager_node *mn, const struct node_rec *n, const struct drain_state *st) {
+        struct drain_manager *m = mn->manager;
+        int64_t asked = asked_at(mn, st), now = timesrc_realtime(m->ts);
+        char *msg = NULL, when[64];
+        int r, k = 0;
+
+        r = pause_state(m);
+        if (r == -EINPROGRESS)
+                return true; /* a turn of the loop: nothing said */
+        if (r < 0)
+                k = asprintf(&msg,
+                             "waiting: cannot read namespace %s for %s (%s); no new drain starts until it "
+                             "can be read (grant namespaces get/list/watch on it, as deploy/ does)",
+                             m->o.lease_namespace, DRAINER_ANN_PAUSE, strerror(-r));
+        else if (m->paused && m->pause_value)
+                k = asprintf(&msg,
+                             "waiting: drains are paused (%s=\"%.64s\" on namespace %s is neither true nor "
+                             "false); drains in flight finish, new ones start once it is false or removed",
+                             DRAINER_ANN_PAUSE, m->pause_value, m->o.lease_namespace);
+        else if (m->paused)
+                k = asprintf(&msg,
+                             "waiting: drains are paused (%s=true on namespace %s); drains in flight "
+                             "finish, new ones start once it is removed",
+                             DRAINER_ANN_PAUSE, m->o.lease_namespace);
+        else if (m->o.window && !window_open(m, now)) {
+                if (timesrc_format_rfc3339(m->win_next, when, sizeof(when)) < 0)
+                        snprintf(when, sizeof(when), "?");
+                k = asprintf(&msg, "waiting for the maintenance window (next opens %s)", when);
+                m->held_by_window = true;
+        } else if (m->slots && m->o.max_parallel_percent && m->o.node) {
+                r = limit_for_one(m);
+                if (r == -EINPROGRESS)
+                        return true;
+                if (r < 0)
+                        k = asprintf(&msg,
+                                     "waiting: cannot count the cluster's Nodes for --max-parallel %u%% "
+                                     "(%s), retrying",
+                                     m->o.max_parallel_percent, strerror(-r));
+                else
+                        return false;
+        } else
+                return false;
+        if (k < 0)
+                return true;
+        /* It may hold a slot that landed just now: nobody else waits for its sake. */
+        if (m->slots && slots_held(m->slots, n->name))
+                slots_release(m->slots, n->name);
+        write_waiting_msg(mn, n, false, asked, msg);
+        return true;
 }
 
 static void reconcile_node(struct drain_manager *m, const struct node_rec *n) {
@@ -584,6 +817,11 @@ static void reconcile_node(struct drain_manager *m, const struct node_rec *n) {
         }
         if (mn->goal != (enum engine_goal)goal)
                 mn->failures = 0;
+        /* A new drain (nothing changed on the node yet) waits for the fleet's go: not
+         * paused, inside the window, a limit known. Drains in flight and undo go on. */
+        if (goal == ENGINE_GOAL_DRAIN && !(st.has_phase && st.phase != DRAIN_PHASE_WAITING) &&
+            held(mn, n, &st))
+                return;
         /* A drain in any phase holds a slot before it acts: a phase does not prove one is
          * held (it may be written by hand, or the slot lost while this daemon was down). A
          * drain resumed with its Lease still on the server adopts it at once. */
@@ -625,8 +863,20 @@ static void reconcile_all(struct drain_manager *m) {
 
         if (m->stopping || !m->nodes || !informer_synced(m->nodes))
                 return;
+        /* --max-parallel N% of every Node watched: recounted on every change of them */
+        if (m->slots && m->o.max_parallel_percent && !m->o.node)
+                set_limit(m, informer_size(m->nodes));
+        if (m->pause_inf && informer_synced(m->pause_inf))
+                pause_read(m);
+        m->held_by_window = false;
         while (informer_iterate(m->nodes, &i, &rec))
                 reconcile_node(m, rec);
+        if (m->held_by_window) {
+                int64_t now = timesrc_realtime(m->ts);
+
+                /* the window opens: look again then (a second late: inside it) */
+                schedule_retry(m, m->win_next > now ? (uint64_t)(m->win_next - now) + USEC_PER_SEC : 0);
+        }
         /* A deleted Node is never reconciled again: its slot goes now (on the delete event,
          * and after every relist), or it would be renewed for ever. */
         if (m->slots)
@@ -749,10 +999,11 @@ int drain_manager_new(struct kube_client *client, struct transport *transport, s
                 return r;
         }
         m->timers_ready = true;
-        if (o->max_parallel > 0) {
+        if (o->max_parallel > 0 || o->max_parallel_percent > 0) {
                 struct slots_options so = {
                         .ns = o->lease_namespace,
-                        .max = o->max_parallel,
+                        /* a percentage: set once the nodes are counted (set_limit) */
+                        .max = o->max_parallel_percent ? 1 : o->max_parallel,
                         .identity = o->identity,
                         .lease_duration_usec = o->lease_duration_usec,
                         .node_exists = o->node ? NULL : node_exists,
@@ -798,7 +1049,8 @@ static bool everything_idle(struct drain_manager *m) {
         void *v;
         size_t i = 0;
 
-        if ((m->slots && !m->slots_closed) || !announcer_idle(m->announcer))
+        if ((m->slots && !m->slots_closed) || !announcer_idle(m->announcer) || m->count_call ||
+            (m->pause_inf && !informer_idle(m->pause_inf)))
                 return false;
         while (hashmap_iterate(m->managed_nodes, &i, &key, &v)) {
                 struct manager_node *mn = v;
@@ -849,6 +1101,10 @@ void drain_manager_stop(struct drain_manager *m) {
         }
         if (m->slots)
                 slots_close(m->slots, 0, on_slots_closed, m);
+        if (m->pause_inf)
+                informer_stop(m->pause_inf);
+        if (m->count_call)
+                kube_call_cancel(m->count_call);
         dtimer_stop(&m->reconcile_timer);
         m->reconcile_armed = false;
         dtimer_stop(&m->retry_timer);
@@ -866,6 +1122,8 @@ void drain_manager_free(struct drain_manager *m) {
                 cluster_view_close(m->cluster, NULL, NULL);
         }
         slots_free(m->slots);
+        informer_free(m->pause_inf);
+        free(m->pause_value);
         if (m->timers_ready) {
                 dtimer_done(&m->reconcile_timer);
                 dtimer_done(&m->retry_timer);

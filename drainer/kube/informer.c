@@ -95,6 +95,7 @@ static const struct kind_ops kinds[_INFORMER_KIND_MAX] = {
         [INFORMER_LEASES] = KIND(lease_rec, "leases", "/apis/coordination.k8s.io/v1", true),
         [INFORMER_PDBS] = KIND(pdb_rec, "poddisruptionbudgets", "/apis/policy/v1", true),
         [INFORMER_MACHINES] = KIND(machine_rec, "machines", "/apis/cluster.x-k8s.io/v1beta2", true),
+        [INFORMER_NAMESPACES] = KIND(node_rec, "namespaces", "/api/v1", false),
 };
 
 const char *informer_kind_to_string(enum informer_kind k) {

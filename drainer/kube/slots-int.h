@@ -116,7 +116,10 @@ struct slots {
         struct kube_client *client; /* borrowed */
         struct timesrc *ts;         /* borrowed */
         char *ns, *identity, *leases_path;
-        unsigned max;
+        /* max: the Leases known (views), the most any limit has been; limit: how many may
+         * be taken now (slots_set_max). A limit lowered leaves the slots above it to their
+         * holders until released: nobody takes them again. */
+        unsigned max, limit;
         uint64_t duration_usec;
         int (*node_exists)(const char *node, void *userdata);
         slots_changed_fn changed;

@@ -548,7 +548,7 @@ static void try_take(struct slot_node *n) {
         if (n->ordered && queue_head(s) != n)
                 return mark_queued(n);
 
-        for (unsigned i = 0; i < s->max; i++) {
+        for (unsigned i = 0; i < s->limit; i++) {
                 struct slot_view *v = &s->views[i];
 
                 if (busy[i])
@@ -569,7 +569,7 @@ static void try_take(struct slot_node *n) {
                 earliest = MIN(earliest, slots_lease_expiry(s, (int)i, rec));
         }
 
-        for (unsigned i = 0; i < s->max; i++) {
+        for (unsigned i = 0; i < s->limit; i++) {
                 struct slot_view *v = &s->views[i];
                 int r;
 
@@ -668,7 +668,7 @@ int slots_new(struct kube_client *client, struct timesrc *ts, const struct slots
                 return -ENOMEM;
         s->client = client;
         s->ts = ts;
-        s->max = o->max;
+        s->max = s->limit = o->max;
         s->duration_usec = o->lease_duration_usec ? o->lease_duration_usec : DEFAULT_DURATION;
         s->node_exists = o->node_exists;
         s->changed = changed;
@@ -789,6 +789,29 @@ void slots_release_unless(struct slots *s, bool (*keep)(const char *node, void *
                         log_debug("slots: node \"%s\" is gone, releasing its slot", n->name);
                         slots_release(s, n->name);
                 }
+}
+
+int slots_set_max(struct slots *s, unsigned max) {
+        if (max == 0 || max > MAX_SLOTS)
+                return -EINVAL;
+        if (max > s->max) {
+                struct slot_view *v = reallocarray(s->views, max, sizeof(*v));
+
+                if (!v)
+                        return -ENOMEM;
+                memset(v + s->max, 0, (max - s->max) * sizeof(*v));
+                s->views = v;
+                s->max = max;
+        }
+        if (s->limit != max) {
+                s->limit = max;
+                slots_notify_later(s, NOTIFY_REEVAL | NOTIFY_CHANGED);
+        }
+        return 0;
+}
+
+unsigned slots_max(const struct slots *s) {
+        return s->limit;
 }
 
 bool slots_held(const struct slots *s, const char *node) {

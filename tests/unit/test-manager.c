@@ -23,10 +23,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
 #include "drainer/base/json.h"
+#include "drainer/base/mwindow.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/ctl/manager.h"
 #include "drainer/ctl/profile.h"
@@ -43,6 +45,7 @@
 #define NS         "drainer-system"
 #define LEASES     "/apis/coordination.k8s.io/v1/namespaces/" NS "/leases"
 #define NODES_PATH "/api/v1/nodes"
+#define NS_PATH    "/api/v1/namespaces?"
 #define MAX_NODES  10
 #define MAX_LEASES 4
 #define MAX_LINES  512
@@ -54,6 +57,9 @@ struct world {
         unsigned rv;
         cJSON *nodes[MAX_NODES];   /* as the API server holds them; NULL: deleted */
         cJSON *leases[MAX_LEASES]; /* drainer-slot-N; NULL: none */
+        cJSON *ns;                 /* drainer's namespace (drainer.io/pause) */
+        bool ns_forbidden;         /* its list and watch answered 403 */
+        size_t node_counts;        /* GET /api/v1/nodes?limit=1 */
         size_t n_handled;          /* requests answered so far, in order */
         struct drain_profile profile;
         struct drain_manager *manager;
@@ -220,6 +226,19 @@ static void on_node_request(struct world *w, const struct fake_request *r) {
         cJSON *n;
 
         if (r->path[strlen(NODES_PATH)] == '?') {
+                if (streq(r->path, NODES_PATH "?limit=1")) {
+                        size_t count_n = 0;
+                        _cleanup_free_ char *body = NULL;
+
+                        for (size_t i = 0; i < MAX_NODES; i++)
+                                count_n += !!w->nodes[i];
+                        w->node_counts++;
+                        body = test_asprintf(
+                                "{\"kind\":\"NodeList\",\"metadata\":{\"resourceVersion\":\"%u\""
+                                "%s%zu},\"items\":[{\"metadata\":{\"name\":\"x\"}}]}",
+                                w->rv, count_n > 1 ? ",\"remainingItemCount\":" : ",\"x\":", count_n - 1);
+                        return reply(w, r, 200, body);
+                }
                 if (fake_request_has_param(r, "watch"))
                         return (void)fake_transport_expect(w->ft, r->method, r->path,
                                                            &(struct fake_reply){ .hold_open = true });
@@ -324,7 +343,15 @@ static void answer(struct world *w) {
                         on_node_request(w, r);
                 else if (starts_with(r->path, LEASES))
                         on_lease_request(w, r);
-                else if (starts_with(r->path, "/api/v1/namespaces/default/events")) {
+                else if (starts_with(r->path, NS_PATH)) {
+                        if (w->ns_forbidden)
+                                reply_status(w, r, 403, "Forbidden");
+                        else if (fake_request_has_param(r, "watch"))
+                                fake_transport_expect(w->ft, r->method, r->path,
+                                                      &(struct fake_reply){ .hold_open = true });
+                        else
+                                reply_list(w, r, "NamespaceList", &w->ns, 1, NULL);
+                } else if (starts_with(r->path, "/api/v1/namespaces/default/events")) {
                         _cleanup_(cJSON_Deletep) cJSON *b = fake_api_json(r->body);
 
                         assert_true(w->n_events < MAX_LINES);
@@ -432,22 +459,23 @@ static size_t events_with(struct world *w, const char *line) {
         return count(w->events, w->n_events, line);
 }
 
-static void start_manager(struct world *w, unsigned max_parallel) {
+static void start_manager_with(struct world *w, struct drain_manager_options o) {
         static const struct drain_manager_callbacks cb = { .on_event = on_event, .on_stopped = on_stopped };
 
-        assert_int_equal(drain_manager_new(w->api->client, fake_transport_base(w->ft), w->api->ts,
-                                           &(struct drain_manager_options){
-                                                   .profile = &w->profile,
-                                                   .max_parallel = max_parallel,
-                                                   .lease_namespace = NS,
-                                                   .identity = "test-host",
-                                           },
-                                           &cb, w, &w->manager),
+        o.profile = &w->profile;
+        o.lease_namespace = NS;
+        o.identity = "test-host";
+        assert_int_equal(drain_manager_new(w->api->client, fake_transport_base(w->ft), w->api->ts, &o, &cb,
+                                           w, &w->manager),
                          0);
         assert_int_equal(drain_manager_start(w->manager), 0);
         step(w, 0);
         assert_true(drain_manager_synced(w->manager));
         assert_int_equal(lines_with(w, "ready -"), 1);
+}
+
+static void start_manager(struct world *w, unsigned max_parallel) {
+        start_manager_with(w, (struct drain_manager_options){ .max_parallel = max_parallel });
 }
 
 static void add_node(struct world *w, const char *name, const char *annotations) {
@@ -468,6 +496,7 @@ static int setup(void **state) {
         w->ft = w->api->ft;
         w->rv = 100;
         w->profile = (struct drain_profile){ .grace = -1, .stop = &driver_stop_taint };
+        w->ns = fake_api_json("{\"metadata\":{\"name\":\"" NS "\",\"resourceVersion\":\"1\"}}");
         *state = w;
         return 0;
 }
@@ -491,6 +520,7 @@ static int teardown(void **state) {
                 cJSON_Delete(w->nodes[i]);
         for (size_t i = 0; i < MAX_LEASES; i++)
                 cJSON_Delete(w->leases[i]);
+        cJSON_Delete(w->ns);
         free(w);
         return 0;
 }
@@ -867,6 +897,221 @@ static void test_order_read_from_nodes(void **state) {
         assert_string_equal(w->turn_order[2], "node-a");
 }
 
+/* ---- waves: a percentage, the maintenance window, the pause ---- */
+
+static void test_percent_of(void **state) {
+        assert_int_equal(drain_manager_percent_of(10, 5), 1); /* rounded down, at least 1 */
+        assert_int_equal(drain_manager_percent_of(10, 0), 1);
+        assert_int_equal(drain_manager_percent_of(10, 1000), 100);
+        assert_int_equal(drain_manager_percent_of(33, 10), 3);
+        assert_int_equal(drain_manager_percent_of(100, 7), 7);
+        assert_int_equal(drain_manager_percent_of(100, 5000), 1024);
+}
+
+static size_t in_phase_past_waiting(struct world *w) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < MAX_NODES; i++) {
+                const char *name = w->nodes[i] ? json_str(w->nodes[i], "metadata.name") : NULL;
+                const char *st = name ? ann(w, name, "drainer.io/state") : NULL;
+
+                n += st && !streq(st, "waiting");
+        }
+        return n;
+}
+
+/* --max-parallel 30% with every Node: 10 nodes, 3 at once; the waiting ones say the
+ * percentage, and a fourth slot is never taken. */
+static void test_percent_all_nodes(void **state) {
+        struct world *w = *state;
+        char name[16];
+
+        for (int i = 1; i <= 10; i++) {
+                snprintf(name, sizeof(name), "node-%02d", i);
+                add_node(w, name, i <= 5 ? "\"drainer.io/request\":\"drain\"" : NULL);
+        }
+        start_manager_with(w, (struct drain_manager_options){ .max_parallel_percent = 30 });
+        run_for(w, 30 * SEC);
+        assert_int_equal(in_phase_past_waiting(w), 3);
+        assert_int_equal(w->most_out_of_service, 3);
+        assert_null(w->leases[3]);
+        for (int i = 1, waiting = 0; i <= 5; i++) {
+                const char *msg;
+
+                snprintf(name, sizeof(name), "node-%02d", i);
+                if (!streq_ptr(ann(w, name, "drainer.io/state"), "waiting"))
+                        continue;
+                msg = ann(w, name, "drainer.io/message");
+                assert_non_null(msg);
+                assert_non_null(strstr(msg, "(--max-parallel 30%) since "));
+                assert_true(++waiting <= 2);
+        }
+        assert_int_equal(lines_with(w, "limit -"), 1);
+
+        /* Five Nodes go: 30% of 5 is 1. The three out keep their slots until restored;
+         * then the two waiting go one at a time. */
+        for (int i = 6; i <= 10; i++) {
+                snprintf(name, sizeof(name), "node-%02d", i);
+                delete_node(w, name);
+        }
+        run_for(w, 2 * SEC);
+        assert_int_equal(lines_with(w, "limit -"), 2);
+        assert_int_equal(in_phase_past_waiting(w), 3);
+        for (int i = 1; i <= 5; i++) {
+                snprintf(name, sizeof(name), "node-%02d", i);
+                if (is_drained(w, name))
+                        set_ann(w, name, "drainer.io/request", "uncordon");
+        }
+        run_for(w, 1 * SEC);
+        w->most_out_of_service = out_of_service(w);
+        assert_true(serve_turns(w, 5));
+        assert_int_equal(w->most_out_of_service, 1);
+}
+
+/* Per node, a percentage of the cluster's Nodes, counted with a list of one item: 10
+ * nodes, 10% is 1 slot, held by another node: this one waits; 20% is 2: it drains. */
+static void test_percent_one_node(void **state) {
+        struct world *w = *state;
+        char name[16];
+
+        for (int i = 1; i <= 10; i++) {
+                snprintf(name, sizeof(name), "node-%02d", i);
+                add_node(w, name, i == 1 ? "\"drainer.io/request\":\"drain\"" : NULL);
+        }
+        lease_written(w, "node-02");
+        start_manager_with(w,
+                           (struct drain_manager_options){ .node = "node-01", .max_parallel_percent = 10 });
+        run_for(w, 10 * SEC);
+        assert_int_equal(w->node_counts, 1);
+        assert_true(streq_ptr(ann(w, "node-01", "drainer.io/state"), "waiting"));
+        assert_null(w->leases[1]);
+        drain_manager_stop(w->manager);
+        for (int i = 0; i < 200 && !w->stopped; i++)
+                step(w, 5 * MS);
+        assert_true(w->stopped);
+        drain_manager_free(w->manager);
+        w->stopped = false;
+        w->n_lines = 0;
+
+        start_manager_with(w,
+                           (struct drain_manager_options){ .node = "node-01", .max_parallel_percent = 20 });
+        assert_true(run_until(w, is_drained, "node-01", 60 * SEC));
+        assert_string_equal(lease_holder(w, 1), "node-01");
+        assert_int_equal(w->node_counts, 2);
+}
+
+/* "daily HH:MM-HH:MM UTC" opening minutes after now, closing an hour later. */
+static struct mwindows *window_in(struct world *w, int open_in_min) {
+        int64_t now = timesrc_realtime(w->api->ts) / (int64_t)SEC;
+        time_t a = (time_t)(now / 60 * 60 + open_in_min * 60), b = a + 3600;
+        struct tm ta, tb;
+        struct mwindows *mw = NULL;
+        char spec[64], *err = NULL;
+
+        gmtime_r(&a, &ta);
+        gmtime_r(&b, &tb);
+        snprintf(spec, sizeof(spec), "daily %02d:%02d-%02d:%02d UTC", ta.tm_hour, ta.tm_min, tb.tm_hour,
+                 tb.tm_min);
+        assert_int_equal(mwindows_add(&mw, spec, NULL, &err), 0);
+        return mw;
+}
+
+/* Outside the window a request waits, and says until when, once; a drain in flight
+ * and an undo go on; once the window opens the request drains. */
+static void test_window_holds_new_drains(void **state) {
+        struct world *w = *state;
+        _cleanup_(mwindows_freep) struct mwindows *mw = window_in(w, 2);
+        const char *msg;
+
+        add_node(w, "node-1", "\"drainer.io/request\":\"drain\"");
+        add_node(w, "node-2", "\"drainer.io/request\":\"drain\",\"drainer.io/state\":\"preflight\"");
+        add_node(w, "node-3", "\"drainer.io/request\":\"uncordon\",\"drainer.io/state\":\"drained\"");
+        start_manager_with(w, (struct drain_manager_options){ .max_parallel = 2, .window = mw });
+        run_for(w, 30 * SEC);
+        assert_true(is_drained(w, "node-2"));
+        assert_true(is_in_service(w, "node-3"));
+        assert_string_equal(ann(w, "node-1", "drainer.io/state"), "waiting");
+        msg = ann(w, "node-1", "drainer.io/message");
+        assert_non_null(msg);
+        assert_non_null(strstr(msg, "waiting for the maintenance window (next opens "));
+        assert_false(cordoned(w, "node-1"));
+        assert_int_equal(lines_with(w, "started node-1"), 0);
+        /* held 50 s more (node-2 undone meanwhile): written once */
+        set_ann(w, "node-2", "drainer.io/request", "uncordon");
+        run_for(w, 50 * SEC);
+        assert_int_equal(w->patches_to_turn[node_index(w, "node-1")], 1);
+        assert_int_equal(lines_with(w, "started node-1"), 0);
+        /* the window opens within the next minute */
+        assert_true(run_until(w, is_drained, "node-1", 90 * SEC));
+        assert_int_equal(w->patches_to_turn[node_index(w, "node-1")], 2);
+}
+
+static void set_pause(struct world *w, const char *value) {
+        cJSON *meta = cJSON_GetObjectItemCaseSensitive(w->ns, "metadata");
+
+        cJSON_DeleteItemFromObjectCaseSensitive(meta, "annotations");
+        if (value) {
+                cJSON *a = cJSON_AddObjectToObject(meta, "annotations");
+
+                cJSON_AddStringToObject(a, "drainer.io/pause", value);
+        }
+        set_rv(w, w->ns);
+        push(w, NS_PATH, "MODIFIED", w->ns);
+}
+
+/* drainer.io/pause=true on drainer's namespace: drains in flight finish, undo goes on,
+ * a new request waits (and says so, once) until the pause is removed. */
+static void test_pause(void **state) {
+        struct world *w = *state;
+        const char *msg;
+
+        add_node(w, "node-1", NULL);
+        add_node(w, "node-2", "\"drainer.io/request\":\"drain\",\"drainer.io/state\":\"preflight\"");
+        add_node(w, "node-3", "\"drainer.io/request\":\"uncordon\",\"drainer.io/state\":\"drained\"");
+        add_node(w, "node-4", "\"drainer.io/request\":\"drain\"");
+        start_manager(w, 0); /* no slots: what waits, waits for the pause alone */
+        assert_true(run_until(w, is_drained, "node-4", 30 * SEC)); /* the namespace read: not paused */
+        set_pause(w, "true");
+        run_for(w, 1 * SEC);
+        assert_int_equal(lines_with(w, "pause -"), 1);
+        set_ann(w, "node-1", "drainer.io/request", "drain");
+        run_for(w, 30 * SEC);
+        assert_true(is_drained(w, "node-2"));
+        assert_true(is_in_service(w, "node-3"));
+        assert_string_equal(ann(w, "node-1", "drainer.io/state"), "waiting");
+        msg = ann(w, "node-1", "drainer.io/message");
+        assert_non_null(msg);
+        assert_non_null(strstr(msg, "drains are paused (drainer.io/pause=true on namespace " NS ")"));
+        assert_false(cordoned(w, "node-1"));
+        run_for(w, 30 * SEC);
+        assert_int_equal(w->patches_to_turn[node_index(w, "node-1")], 1);
+
+        /* a value that is neither true nor false: still held, and said so */
+        set_pause(w, "yes");
+        run_for(w, 2 * SEC);
+        msg = ann(w, "node-1", "drainer.io/message");
+        assert_non_null(strstr(msg, "is neither true nor false"));
+        assert_false(cordoned(w, "node-1"));
+
+        set_pause(w, NULL);
+        assert_true(run_until(w, is_drained, "node-1", 30 * SEC));
+        assert_int_equal(lines_with(w, "pause -"), 2);
+}
+
+/* The namespace cannot be read (RBAC): no new drain starts, and the Node says why. */
+static void test_pause_unreadable(void **state) {
+        struct world *w = *state;
+
+        w->ns_forbidden = true;
+        add_node(w, "node-1", "\"drainer.io/request\":\"drain\"");
+        start_manager(w, 1);
+        run_for(w, 10 * SEC);
+        assert_false(cordoned(w, "node-1"));
+        assert_non_null(strstr(ann(w, "node-1", "drainer.io/message"), "cannot read namespace " NS));
+        w->ns_forbidden = false;
+        assert_true(run_until(w, is_drained, "node-1", 60 * SEC));
+}
+
 static void test_event_kind_names(void **state) {
         for (int k = 0; k < _DRAIN_MANAGER_EVENT_KIND_MAX; k++)
                 assert_non_null(drain_manager_event_kind_to_string(k));
@@ -888,6 +1133,12 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_waiting_written_twice, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_slots_in_request_order, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_order_read_from_nodes, setup, teardown),
+                cmocka_unit_test(test_percent_of),
+                cmocka_unit_test_setup_teardown(test_percent_all_nodes, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_percent_one_node, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_window_holds_new_drains, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pause, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pause_unreadable, setup, teardown),
                 cmocka_unit_test(test_event_kind_names),
         };
 

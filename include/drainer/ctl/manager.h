@@ -20,15 +20,28 @@ struct timesrc;
 struct drain_profile;
 struct node_rec;
 struct drain_manager;
+struct mwindows;
+
+/* The annotation on drainer's namespace (lease_namespace) that pauses the fleet. */
+#define DRAINER_ANN_PAUSE "drainer.io/pause"
 
 struct drain_manager_options {
         const char *node;                    /* the one Node to serve; NULL: every Node */
         const struct drain_profile *profile; /* borrowed: how every node is drained and restored */
         struct units units;                  /* for the engines' driver-stop strategies */
         unsigned max_parallel;               /* drain slots (Leases); 0: no limit */
-        const char *lease_namespace;         /* where the slot Leases live */
-        uint64_t lease_duration_usec;        /* 0: the slots' default */
-        const char *identity;                /* this process in Leases and Events; NULL: none */
+        /* 1-100: max_parallel is this percentage of the selected nodes, rounded down, at
+         * least 1 (Karpenter's disruption budgets), recounted as nodes come and go: with
+         * every Node (node NULL) the Nodes watched; for one node, the Nodes of the cluster
+         * (counted by a list of one item when a drain asks, at most once a minute).
+         * 0: max_parallel is a count. */
+        unsigned max_parallel_percent;
+        /* No new drain starts outside these (borrowed; NULL: any time); drains in flight
+         * and undo requests are never held. */
+        const struct mwindows *window;
+        const char *lease_namespace;  /* where the slot Leases live */
+        uint64_t lease_duration_usec; /* 0: the slots' default */
+        const char *identity;         /* this process in Leases and Events; NULL: none */
 };
 
 /* What happened, for the caller's logs and status lines. */
@@ -49,6 +62,8 @@ enum drain_manager_event_kind {
         DRAIN_MANAGER_PATCH_CONFLICT, /* a Node patch met a newer Node (409): written again */
         DRAIN_MANAGER_PATCH_FAILED,   /* a Node patch failed (error, message): retried */
         DRAIN_MANAGER_WATCH_ERROR,    /* the Node watch failed (error, message): it retries */
+        DRAIN_MANAGER_PAUSE,          /* drainer.io/pause changed (message: "paused"/"resumed") */
+        DRAIN_MANAGER_LIMIT,          /* --max-parallel N%: the slots are now max_parallel of n_nodes */
         _DRAIN_MANAGER_EVENT_KIND_MAX,
 };
 
@@ -63,6 +78,7 @@ struct drain_manager_event {
         uint64_t retry_usec;                  /* FAILED, SLOT_ERROR */
         size_t n_nodes;                       /* READY */
         size_t n_running;                     /* engines running after this event */
+        unsigned max_parallel;                /* LIMIT: the slots now, of n_nodes selected */
 };
 
 struct drain_manager_callbacks {
@@ -95,6 +111,10 @@ const struct node_rec *drain_manager_node(const struct drain_manager *m, const c
  * behalf (serve --on-shutdown). Returns 0, or a negative errno (body freed): -EBUSY while
  * the previous one for that Node is in flight. */
 int drain_manager_patch_node(struct drain_manager *m, const char *name, char *body);
+/* --max-parallel pct% of n selected nodes: rounded down, at least 1, at most 1024. */
+unsigned drain_manager_percent_of(unsigned pct, size_t n);
+/* Whether new drains are held now by drainer.io/pause on the namespace. */
+bool drain_manager_paused(const struct drain_manager *m);
 /* How many engines run now. */
 size_t drain_manager_running(const struct drain_manager *m);
 

@@ -25,6 +25,9 @@ enum informer_kind {
         INFORMER_LEASES,   /* coordination.k8s.io/v1 */
         INFORMER_PDBS,     /* policy/v1 PodDisruptionBudgets */
         INFORMER_MACHINES, /* cluster.x-k8s.io/v1beta2 Cluster API Machines */
+        /* core/v1 Namespaces, cached as struct node_rec: their name, resourceVersion,
+         * labels and drainer.io/ annotations (serve's pause); the rest stays empty. */
+        INFORMER_NAMESPACES,
         _INFORMER_KIND_MAX,
         _INFORMER_KIND_INVALID = -EINVAL,
 };

@@ -54,6 +54,11 @@ void slots_release(struct slots *s, const char *node);
  * Node was deleted: no reconcile of it will ever release it). */
 void slots_release_unless(struct slots *s, bool (*keep)(const char *node, void *userdata), void *userdata);
 bool slots_held(const struct slots *s, const char *node);
+/* How many slots may be held from now on (1-1024; --max-parallel as a percentage of
+ * the nodes, which come and go). A lower limit takes no slot away: slots above it stay
+ * with their holders until released, and are not taken again. -EINVAL, -ENOMEM. */
+int slots_set_max(struct slots *s, unsigned max);
+unsigned slots_max(const struct slots *s);
 /* "node-1, node-3": the current holders, for the waiting message. Returns a static
  * buffer valid until the next call. */
 const char *slots_holders(struct slots *s);

@@ -1,0 +1,55 @@
+/* The fleet at a glance (fleetview.h): a node's drainer.io/ state sorted into what
+ * an admin steering a wave asks (how many wait, why, which failed). Reads only what
+ * it is given; owns nothing. */
+#include <stddef.h>
+#include <string.h>
+
+#include "drainer/ctl/fleetview.h"
+
+const char *const fleet_class_names[_FLEET_CLASS_MAX] = {
+        [FLEET_IN_SERVICE] = "in-service", [FLEET_REQUESTED] = "requested", [FLEET_WAITING] = "waiting",
+        [FLEET_DRAINING] = "draining",     [FLEET_DRAINED] = "drained",     [FLEET_RESTORING] = "restoring",
+        [FLEET_FAILED] = "failed",
+};
+
+static bool refused(const struct drain_state *st) {
+        return st->message && strncmp(st->message, "refused", 7) == 0;
+}
+
+enum fleet_class fleet_classify(const struct drain_state *st) {
+        if (!st)
+                return FLEET_FAILED;
+        if (!st->has_phase)
+                return st->request != DRAIN_REQUEST_NONE ? FLEET_REQUESTED : FLEET_IN_SERVICE;
+        if (refused(st) && st->phase != DRAIN_PHASE_DRAINED)
+                return FLEET_FAILED;
+        switch (st->phase) {
+        case DRAIN_PHASE_WAITING:
+                return FLEET_WAITING;
+        case DRAIN_PHASE_DRAINED:
+                return st->request == DRAIN_REQUEST_UNCORDON ? FLEET_RESTORING : FLEET_DRAINED;
+        case DRAIN_PHASE_RESTORE_DRIVERS:
+        case DRAIN_PHASE_UNCORDON:
+                return FLEET_RESTORING;
+        default:
+                return FLEET_DRAINING;
+        }
+}
+
+const char *fleet_reason(enum fleet_class c, const struct drain_state *st) {
+        if (c == FLEET_FAILED)
+                return st ? "refusal" : "bad-state";
+        if (c != FLEET_WAITING)
+                return NULL;
+        /* the messages of ctl/manager.c */
+        if (!st->message)
+                return "unknown";
+        if (strstr(st->message, "waiting for a drain slot") ||
+            strstr(st->message, "cannot take a drain slot"))
+                return "slot";
+        if (strstr(st->message, "maintenance window"))
+                return "window";
+        if (strstr(st->message, "drains are paused") || strstr(st->message, "drainer.io/pause"))
+                return "pause";
+        return "error";
+}
