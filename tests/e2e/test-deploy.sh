@@ -202,9 +202,11 @@ kubectl uncordon node-3 >/dev/null
 
 # --- RBAC: exactly DESIGN.md's verbs (+ PDB reads; Events only in default) -----------
 check_eq "ClusterRole drainer: exactly these rules" \
-	'["/nodes/status:patch","/nodes:get,list,patch,watch","/pods/eviction:create","/pods:get,list,watch","apps/daemonsets:get","policy/poddisruptionbudgets:get,list,watch","resource.k8s.io/devicetaintrules:create,delete,get","resource.k8s.io/resourceclaims:get,list,watch","resource.k8s.io/resourceslices:get,list,watch"]' \
+	'["/namespaces:get,list,watch","/nodes/status:patch","/nodes:get,list,patch,watch","/pods/eviction:create","/pods:get,list,watch","apps/daemonsets:get","policy/poddisruptionbudgets:get,list,watch","resource.k8s.io/devicetaintrules:create,delete,get","resource.k8s.io/resourceclaims:get,list,watch","resource.k8s.io/resourceslices:get,list,watch"]' \
 	"$(kubectl get clusterrole drainer -o json | jq -c '[.rules[] | .apiGroups[] as $g | .resources[] as $r
 		| "\($g)/\($r):\(.verbs | sort | join(","))"] | sort')"
+check_eq "ClusterRole drainer: namespaces only by name, drainer-system alone (serve's pause)" \
+	'[["drainer-system"]]' "$(kubectl get clusterrole drainer -o json | jq -c '[.rules[] | select(.resources | index("namespaces")) | .resourceNames]')"
 check_eq "Role drainer-leases (drainer-system): exactly leases get/list/watch/create/update/delete" \
 	'["coordination.k8s.io/leases:create,delete,get,list,update,watch"]' \
 	"$(kubectl -n drainer-system get role drainer-leases -o json | jq -c '[.rules[] | .apiGroups[] as $g | .resources[] as $r

@@ -197,6 +197,8 @@ check_eq "kubectl kustomize of an overlay of deploy/ with namespace: $kns" 0 $?
 check_eq "overlay: no node policy matches only drainer-system's ServiceAccount; the parameter is Namespace $kns" \
 	"0 $kns" \
 	"$(jq -r '"\([.[] | select(.kind == "ValidatingAdmissionPolicy") | tostring | select(test("serviceaccount:drainer-system"))] | length) \(.[] | select(.kind == "ValidatingAdmissionPolicyBinding" and .spec.paramRef) | .spec.paramRef.name)"' "$e2e_tmp/ops.json")"
+check_eq "overlay: the ClusterRole drainer reads Namespace $kns alone (serve's pause), not drainer-system" \
+	"[[\"$kns\"]]" "$(jq -c '[.[] | select(.kind == "ClusterRole" and .metadata.name == "drainer") | .rules[] | select(.resources | index("namespaces")) | .resourceNames]' "$e2e_tmp/ops.json")"
 check_eq "overlay with components: [deploy/priority-quota]: ResourceQuota $kns/drainer-critical-pods for the system-*-critical classes" \
 	'["system-node-critical","system-cluster-critical"]' \
 	"$(jq -c '.[] | select(.kind == "ResourceQuota" and .metadata.namespace == "'"$kns"'") | .spec.scopeSelector.matchExpressions[0].values' "$e2e_tmp/ops.json")"
