@@ -36,6 +36,7 @@
 /* While stopping: how often to look whether everything has ended. */
 #define MAX_NODES          100000
 #define COUNT_TTL_USEC     (60 * USEC_PER_SEC) /* --max-parallel N% for one node: a recount */
+#define PAUSE_LINGER_USEC  (10 * USEC_PER_SEC) /* the pause watch, once no new drain asks */
 
 /* One node the manager acts for. */
 struct manager_node {
@@ -79,9 +80,12 @@ struct drain_manager {
         struct announcer *announcer;   /* owned: every node's Events */
         struct dtimer reconcile_timer, retry_timer, stop_timer;
         bool timers_ready, reconcile_armed, ready, stopping, stopped;
-        /* drainer.io/pause on the lease namespace: watched from the first new drain on
-         * (an idle daemon holds one watch); until it has synced no new drain starts. */
+        /* drainer.io/pause on the lease namespace: watched while new drains ask, closed
+         * PAUSE_LINGER_USEC after the last asked (an idle daemon holds its Node's watch and
+         * nothing else); until it has synced no new drain starts. */
         struct informer *pause_inf; /* owned */
+        struct informer *pause_old; /* owned: closed, freed once it has stopped */
+        uint64_t pause_asked;       /* when a new drain last asked (monotonic µs) */
         bool paused;
         char *pause_value; /* the annotation's value when it is neither true nor false */
         int pause_error;   /* the namespace cannot be read (RBAC): held, and said so */
@@ -561,6 +565,8 @@ static void pause_read(struct drain_manager *m) {
 static void on_pause_change(struct informer *inf, const void *rec, void *userdata) {
         struct drain_manager *m = userdata;
 
+        if (inf != m->pause_inf)
+                return; /* the closed one's last word */
         m->pause_error = 0;
         schedule_reconcile(m);
 }
@@ -576,6 +582,8 @@ static void on_pause_synced(struct informer *inf, void *userdata) {
 static void on_pause_error(struct informer *inf, int error, const char *message, void *userdata) {
         struct drain_manager *m = userdata;
 
+        if (inf != m->pause_inf)
+                return;
         emit(m, (struct drain_manager_event){
                         .kind = DRAIN_MANAGER_WATCH_ERROR, .error = error, .message = message });
         if (!informer_synced(inf) && m->pause_error != error) {
@@ -585,7 +593,34 @@ static void on_pause_error(struct informer *inf, int error, const char *message,
 }
 
 static void on_pause_stopped(struct informer *inf, void *userdata) {
-        stop_check_soon(userdata);
+        struct drain_manager *m = userdata;
+
+        if (inf == m->pause_old)
+                schedule_reconcile(m); /* freed there, off its own callback */
+        stop_check_soon(m);
+}
+
+/* No new drain asked for PAUSE_LINGER_USEC: the watch closes (the next one that asks
+ * opens it again, and waits for its list). */
+static void pause_linger(struct drain_manager *m) {
+        uint64_t now = timesrc_now(m->ts);
+
+        if (m->pause_old && informer_idle(m->pause_old)) {
+                informer_free(m->pause_old);
+                m->pause_old = NULL;
+        }
+        if (!m->pause_inf)
+                return;
+        if (now - m->pause_asked < PAUSE_LINGER_USEC) {
+                schedule_retry(m, PAUSE_LINGER_USEC - (now - m->pause_asked));
+                return;
+        }
+        if (m->pause_old)
+                return; /* the one before is still stopping: look again then */
+        m->pause_old = m->pause_inf;
+        m->pause_inf = NULL;
+        m->pause_error = 0;
+        informer_stop(m->pause_old);
 }
 
 /* 0: known (m->paused says); -EINPROGRESS: not read yet; or the error reading it. */
@@ -690,6 +725,7 @@ static bool held(struct manager_node *mn, const struct node_rec *n, const struct
         char *msg = NULL, when[64];
         int r, k = 0;
 
+        m->pause_asked = timesrc_now(m->ts);
         r = pause_state(m);
         if (r == -EINPROGRESS)
                 return true; /* a turn of the loop: nothing said */
@@ -871,6 +907,7 @@ static void reconcile_all(struct drain_manager *m) {
         m->held_by_window = false;
         while (informer_iterate(m->nodes, &i, &rec))
                 reconcile_node(m, rec);
+        pause_linger(m);
         if (m->held_by_window) {
                 int64_t now = timesrc_realtime(m->ts);
 
@@ -1050,7 +1087,7 @@ static bool everything_idle(struct drain_manager *m) {
         size_t i = 0;
 
         if ((m->slots && !m->slots_closed) || !announcer_idle(m->announcer) || m->count_call ||
-            (m->pause_inf && !informer_idle(m->pause_inf)))
+            (m->pause_inf && !informer_idle(m->pause_inf)) || (m->pause_old && !informer_idle(m->pause_old)))
                 return false;
         while (hashmap_iterate(m->managed_nodes, &i, &key, &v)) {
                 struct manager_node *mn = v;
@@ -1103,6 +1140,8 @@ void drain_manager_stop(struct drain_manager *m) {
                 slots_close(m->slots, 0, on_slots_closed, m);
         if (m->pause_inf)
                 informer_stop(m->pause_inf);
+        if (m->pause_old)
+                informer_stop(m->pause_old);
         if (m->count_call)
                 kube_call_cancel(m->count_call);
         dtimer_stop(&m->reconcile_timer);
@@ -1123,6 +1162,7 @@ void drain_manager_free(struct drain_manager *m) {
         }
         slots_free(m->slots);
         informer_free(m->pause_inf);
+        informer_free(m->pause_old);
         free(m->pause_value);
         if (m->timers_ready) {
                 dtimer_done(&m->reconcile_timer);

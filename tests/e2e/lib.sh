@@ -154,6 +154,12 @@ wait_until() {
 	done
 }
 
+# ns_settled NAME: waits up to 120 s while namespace NAME is terminating (another
+# script deleted it without waiting): nothing can be created in it until it is gone.
+ns_settled() {
+	wait_until 120 bash -c "[ \"\$('$KUBECTL' get namespace '$1' -o jsonpath='{.status.phase}' 2>/dev/null)\" != Terminating ]"
+}
+
 # Audit events of requests made by drainer (its User-Agent), as JSON lines.
 audit_drainer() {
 	grep '"userAgent":"drainer/' "$AUDIT" | jq -c 'select(.stage == "ResponseComplete" or .stage == "Panic" or .stage == "ResponseStarted")'

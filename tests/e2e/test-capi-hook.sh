@@ -50,6 +50,7 @@ kubectl apply --server-side -f "$crd_dir/cluster.x-k8s.io_machines.yaml" >/dev/n
 	kubectl wait --for condition=established --timeout=60s crd/machines.cluster.x-k8s.io >/dev/null ||
 	{ fail "Machine CRD"; finish; exit 1; }
 kubectl create namespace "$ns" >/dev/null 2>&1
+ns_settled drainer-system || fail "namespace drainer-system still terminating after 120 s"
 kubectl -n drainer-system get sa drainer >/dev/null 2>&1 || {
 	kubectl create namespace drainer-system >/dev/null 2>&1
 	kubectl -n drainer-system create sa drainer >/dev/null

@@ -180,6 +180,7 @@ check_eq "--node $other: the JSON says so" "$other" "$(jq -r .cluster.node "$e2e
 
 # The ServiceAccount of deploy/doctor sees the same: its RBAC is enough.
 created_ns=
+ns_settled drainer-system || fail "namespace drainer-system still terminating after 120 s"
 if ! kubectl get namespace drainer-system >/dev/null 2>&1; then
 	kubectl create namespace drainer-system >/dev/null && created_ns=1
 fi

@@ -32,6 +32,7 @@ dtr_api=$(kubectl api-resources --api-group resource.k8s.io --no-headers 2>/dev/
 
 # deploy/'s ServiceAccounts, RBAC and policies (no DaemonSet, no Deployment: nothing runs
 # drainer but this script); removed at the end unless they were there before.
+ns_settled drainer-system || fail "namespace drainer-system still terminating after 120 s"
 had_ns=$(kubectl get namespace drainer-system -o name 2>/dev/null)
 manifests=(-f "$e2e_root/deploy/serviceaccount.yaml" -f "$e2e_root/deploy/node-policy.yaml" -f "$e2e_root/deploy/cluster-mode/serviceaccount.yaml")
 cleanup_trust() {

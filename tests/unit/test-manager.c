@@ -1059,6 +1059,14 @@ static void set_pause(struct world *w, const char *value) {
         push(w, NS_PATH, "MODIFIED", w->ns);
 }
 
+/* The namespace watches open now (an event of the namespace as it is, to each). */
+static size_t ns_watches(struct world *w) {
+        _cleanup_free_ char *o = cJSON_PrintUnformatted(w->ns);
+        _cleanup_free_ char *ev = fake_api_watch_event("MODIFIED", o);
+
+        return fake_transport_push(w->ft, NS_PATH, ev);
+}
+
 /* drainer.io/pause=true on drainer's namespace: drains in flight finish, undo goes on,
  * a new request waits (and says so, once) until the pause is removed. */
 static void test_pause(void **state) {
@@ -1096,6 +1104,14 @@ static void test_pause(void **state) {
         set_pause(w, NULL);
         assert_true(run_until(w, is_drained, "node-1", 30 * SEC));
         assert_int_equal(lines_with(w, "pause -"), 2);
+
+        /* Nobody asks any more: the namespace's watch closes after its linger (an idle
+         * daemon holds no watch but the Nodes'); a new request opens it again. */
+        run_for(w, 20 * SEC);
+        assert_int_equal(ns_watches(w), 0);
+        set_ann(w, "node-3", "drainer.io/request", "drain");
+        assert_true(run_until(w, is_drained, "node-3", 30 * SEC));
+        assert_int_equal(ns_watches(w), 1);
 }
 
 /* The namespace cannot be read (RBAC): no new drain starts, and the Node says why. */
