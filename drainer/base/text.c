@@ -224,3 +224,9 @@ void text_put_shell_word(FILE *f, const char *w) {
                         fputc(*w, f);
         fputc('\'', f);
 }
+
+uint64_t text_fnv1a(uint64_t h, const char *s) {
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
+        return h;
+}

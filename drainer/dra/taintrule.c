@@ -355,15 +355,11 @@ int taint_rule_device_body(const struct taint_rule_api *api, const char *name, c
 
 int taint_rule_device_name(const char *node, const char *driver, const char *pool, const char *device,
                            char **ret) {
-        uint64_t h = UINT64_C(0xcbf29ce484222325);
+        uint64_t h;
         char *s;
 
         assert(node && driver && pool && device && ret);
-        for (const char *p = pool; *p; p++)
-                h = (h ^ (unsigned char)*p) * UINT64_C(0x100000001b3);
-        h = (h ^ '/') * UINT64_C(0x100000001b3);
-        for (const char *p = device; *p; p++)
-                h = (h ^ (unsigned char)*p) * UINT64_C(0x100000001b3);
+        h = text_fnv1a(text_fnv1a(text_fnv1a(TEXT_FNV1A_BASIS, pool), "/"), device);
         /* 19 digits, from 10^18: never one of a driver drain's small pool indices */
         if (asprintf(&s, "drainer-%zu-%s-%s-%" PRIu64, strlen(node), node, driver,
                      UINT64_C(1000000000000000000) + h % UINT64_C(9000000000000000000)) < 0)

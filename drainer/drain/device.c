@@ -12,6 +12,7 @@
 
 #include "drainer/base/json.h"
 #include "drainer/base/macro.h"
+#include "drainer/base/text.h"
 #include "drainer/drain/device.h"
 #include "drainer/drain/state.h"
 #include "drainer/kube/objects.h"
@@ -82,23 +83,14 @@ bool drain_device_eq(const struct drain_device *a, const struct drain_device *b)
                streq_ptr(a->device, b->device);
 }
 
-static uint64_t fnv1a(uint64_t h, const char *s) {
-        for (; *s; s++) {
-                h ^= (unsigned char)*s;
-                h *= UINT64_C(0x100000001b3);
-        }
-        return h;
-}
-
 /* The hash of one device; the set's is the sum of its members' (order-free). */
 static uint64_t device_hash(const struct drain_device *d) {
-        uint64_t h = UINT64_C(0xcbf29ce484222325);
+        uint64_t h = text_fnv1a(TEXT_FNV1A_BASIS, d->driver);
 
-        h = fnv1a(h, d->driver);
-        h = fnv1a(h, "/");
-        h = fnv1a(h, d->pool);
-        h = fnv1a(h, "/");
-        return fnv1a(h, d->device);
+        h = text_fnv1a(h, "/");
+        h = text_fnv1a(h, d->pool);
+        h = text_fnv1a(h, "/");
+        return text_fnv1a(h, d->device);
 }
 
 void drain_devices_scope(const struct drain_device *d, size_t n, char *ret) {

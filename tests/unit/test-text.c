@@ -146,6 +146,15 @@ static void test_closest(void **state) {
 }
 
 /* kubectl's switch values: Go's ParseBool, nothing else (yes, on, "" are refused). */
+/* The published FNV-1a 64 vectors, and continuing a hash equals hashing the whole. */
+static void test_fnv1a(void **state) {
+        assert_true(text_fnv1a(TEXT_FNV1A_BASIS, "") == TEXT_FNV1A_BASIS);
+        assert_true(text_fnv1a(TEXT_FNV1A_BASIS, "a") == UINT64_C(0xaf63dc4c8601ec8c));
+        assert_true(text_fnv1a(TEXT_FNV1A_BASIS, "foobar") == UINT64_C(0x85944171f73967e8));
+        assert_true(text_fnv1a(text_fnv1a(TEXT_FNV1A_BASIS, "foo"), "bar") ==
+                    text_fnv1a(TEXT_FNV1A_BASIS, "foobar"));
+}
+
 static void test_parse_bool(void **state) {
         static const char *const on[] = { "true", "True", "TRUE", "t", "T", "1" };
         static const char *const off[] = { "false", "False", "FALSE", "f", "F", "0" };
@@ -200,6 +209,7 @@ int main(void) {
                 cmocka_unit_test(test_plural),
                 cmocka_unit_test(test_distance),
                 cmocka_unit_test(test_closest),
+                cmocka_unit_test(test_fnv1a),
                 cmocka_unit_test(test_parse_bool),
                 cmocka_unit_test(test_shell_word),
         };

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Length of the longest prefix of s of at most max bytes that does not cut a
@@ -60,3 +61,8 @@ int text_parse_bool(const char *s, bool *ret);
 /* Writes w as one word the shell reads back as w: as it is when it needs no quoting,
  * else in single quotes (an embedded ' as '\''). */
 void text_put_shell_word(FILE *f, const char *w);
+/* FNV-1a 64 of s, continuing from h (TEXT_FNV1A_BASIS to start): the same on every run
+ * and build, for names that are written down (Node annotations, object names), which the
+ * process-keyed hashmap_hash is not. */
+#define TEXT_FNV1A_BASIS UINT64_C(0xcbf29ce484222325)
+uint64_t text_fnv1a(uint64_t h, const char *s);
