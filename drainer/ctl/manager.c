@@ -353,8 +353,7 @@ static void on_engine_finished(struct engine *e, const struct engine_summary *s,
                 mn->retry_at = timesrc_now(m->ts) + d;
                 ev.kind = DRAIN_MANAGER_FAILED;
                 ev.retry_usec = d;
-                if (!m->stopping)
-                        dtimer_start(&m->retry_timer, d);
+                schedule_retry(m, d);
         }
         emit(m, ev);
         schedule_reconcile(m);
@@ -531,7 +530,7 @@ static void slot_failed(struct manager_node *mn, const struct node_rec *n, bool 
                                                       .retry_usec = RETRY_BASE_USEC });
         write_waiting_msg(mn, n, keep_phase, since ? since : timesrc_realtime(m->ts), msg);
         mn->retry_at = timesrc_now(m->ts) + RETRY_BASE_USEC;
-        dtimer_start(&m->retry_timer, RETRY_BASE_USEC);
+        schedule_retry(m, RETRY_BASE_USEC);
 }
 
 /* ---- what holds new drains: the pause, the window, an unknown limit ---- */
@@ -848,7 +847,7 @@ static void reconcile_node(struct drain_manager *m, const struct node_rec *n) {
                 mn->retry_at = 0;
         }
         if (mn->goal == (enum engine_goal)goal && mn->retry_at > now) {
-                dtimer_start(&m->retry_timer, mn->retry_at - now);
+                schedule_retry(m, mn->retry_at - now);
                 return;
         }
         if (mn->goal != (enum engine_goal)goal)

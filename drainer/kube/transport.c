@@ -330,6 +330,40 @@ static void pending_push(struct curl_transport *t, struct http_call *c) {
         defer_kick(t);
 }
 
+/* The TCP connection a call went over: its local and remote ports (0: none yet). */
+static void call_ports(struct http_call *c, long *ret_local, long *ret_remote) {
+        *ret_local = *ret_remote = 0;
+        (void)curl_easy_getinfo(c->easy, CURLINFO_LOCAL_PORT, ret_local);
+        (void)curl_easy_getinfo(c->easy, CURLINFO_PRIMARY_PORT, ret_remote);
+}
+
+/* A call cut short (cancelled, timed out) has its HTTP/2 stream reset with RST_STREAM, which libcurl 7.88
+ * queues and sends only with the next frame of that connection: until the client
+ * sends anything else there, the API server keeps serving the watch (an idle daemon
+ * may send nothing for minutes). Receiving on another stream of the same connection,
+ * paused and resumed at once, sends the queued frames now. (A cancelled stream that
+ * was its connection's last closes the connection instead: CURLOPT_FORBID_REUSE.) */
+static void flush_stream_reset(struct curl_transport *t, struct http_call *cut) {
+        long local, remote;
+
+        call_ports(cut, &local, &remote);
+        if (local <= 0 || cut->unix_socket)
+                return;
+        for (struct link *l = t->calls.next; l != &t->calls; l = l->next) {
+                struct http_call *o = container_of(l, struct http_call, link_calls);
+                long ol, orr;
+
+                if (o == cut || !o->added || o->canceled || o->completing)
+                        continue;
+                call_ports(o, &ol, &orr);
+                if (ol != local || orr != remote)
+                        continue;
+                (void)curl_easy_pause(o->easy, CURLPAUSE_RECV);
+                (void)curl_easy_pause(o->easy, CURLPAUSE_CONT);
+                return;
+        }
+}
+
 /* Runs the done callback once and frees the call. Never called from inside a
  * libcurl callback (it removes the easy handle) nor from submit/cancel/close. */
 static void call_complete(struct http_call *c, int error) {
@@ -345,12 +379,18 @@ static void call_complete(struct http_call *c, int error) {
         (void)curl_easy_getinfo(c->easy, CURLINFO_NUM_CONNECTS, &connects);
         (void)curl_easy_getinfo(c->easy, CURLINFO_HTTP_VERSION, &version);
         if (c->added) {
-                CURLMcode mc = curl_multi_remove_handle(t->multi, c->easy);
+                CURLMcode mc;
 
+                /* Cut short, and the last stream of its connection: the connection goes too. */
+                if (error < 0)
+                        (void)curl_easy_setopt(c->easy, CURLOPT_FORBID_REUSE, 1L);
+                mc = curl_multi_remove_handle(t->multi, c->easy);
                 if (mc != CURLM_OK)
                         log_debug("curl_multi_remove_handle() failed: %s, ignoring",
                                   curl_multi_strerror(mc));
                 c->added = false;
+                if (error < 0)
+                        flush_stream_reset(t, c);
         }
 
         total_us = MAX(total_us, (curl_off_t)0) + (curl_off_t)MIN(c->earlier_usec, (uint64_t)INT64_MAX / 2);

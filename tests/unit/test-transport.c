@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1223,40 +1224,61 @@ static void run_until_data(struct fixture *f, struct result *w) {
  * and refuses the streams that crossed the GOAWAY; the calls must still all
  * succeed, on as many connections as that takes. So one connection is checked
  * with DRAINER_TEST_H2_TOKEN only (a bearer token for every request). */
-static void test_h2_one_connection(void **state) {
-        struct fixture *f = *state;
-        const char *u = getenv("DRAINER_TEST_H2_URL");
-        const char *ca_path = getenv("DRAINER_TEST_H2_CA");
-        const char *watch_url = getenv("DRAINER_TEST_H2_WATCH_URL");
-        const char *token = getenv("DRAINER_TEST_H2_TOKEN");
-        struct tls_config tls = {};
-        struct result r[16] = {}, w = {};
-        struct transport_curl_stats st;
-        char *ca = NULL, *auth = NULL;
-        const char *headers[2] = {};
-        int total = 0;
+/* The live API server's settings (DRAINER_TEST_H2_*); false: none given. */
+struct h2_live {
+        const char *url, *watch_url, *audit_log;
+        char *ca, *auth;
+        struct tls_config tls;
+};
 
-        if (!u)
-                skip();
+static bool h2_live_open(struct fixture *f, struct h2_live *h) {
+        const char *ca_path = getenv("DRAINER_TEST_H2_CA");
+        const char *token = getenv("DRAINER_TEST_H2_TOKEN");
+
+        *h = (struct h2_live){ .url = getenv("DRAINER_TEST_H2_URL"),
+                               .watch_url = getenv("DRAINER_TEST_H2_WATCH_URL"),
+                               .audit_log = getenv("DRAINER_TEST_H2_AUDIT_LOG") };
+        if (!h->url)
+                return false;
         if (ca_path) {
                 FILE *fp = fopen(ca_path, "re");
 
                 assert_non_null(fp);
-                ca = calloc(1, 1 << 20);
-                assert_non_null(ca);
-                tls.ca_pem_len = fread(ca, 1, (1 << 20) - 1, fp);
-                tls.ca_pem = ca;
+                h->ca = calloc(1, 1 << 20);
+                assert_non_null(h->ca);
+                h->tls.ca_pem_len = fread(h->ca, 1, (1 << 20) - 1, fp);
+                h->tls.ca_pem = h->ca;
                 fclose(fp);
         }
         if (token && token[0]) {
                 size_t len = strcspn(token, " \t\r\n");
 
-                assert_true(asprintf(&auth, "Authorization: Bearer %.*s", (int)len, token) > 0);
-                headers[0] = auth;
+                assert_true(asprintf(&h->auth, "Authorization: Bearer %.*s", (int)len, token) > 0);
         }
-        tls.tls_server_name = getenv("DRAINER_TEST_H2_SERVER_NAME");
-        tls.insecure_skip_verify = !ca_path;
-        assert_int_equal(fixture_open(f, &tls), 0);
+        h->tls.tls_server_name = getenv("DRAINER_TEST_H2_SERVER_NAME");
+        h->tls.insecure_skip_verify = !ca_path;
+        assert_int_equal(fixture_open(f, &h->tls), 0);
+        return true;
+}
+
+static void h2_live_done(struct h2_live *h) {
+        free(h->auth);
+        free(h->ca);
+}
+
+static void test_h2_one_connection(void **state) {
+        struct fixture *f = *state;
+        struct h2_live h;
+        struct result r[16] = {}, w = {};
+        struct transport_curl_stats st;
+        const char *headers[2] = {}, *u, *watch_url;
+        int total = 0;
+
+        if (!h2_live_open(f, &h))
+                skip();
+        u = h.url;
+        watch_url = h.watch_url;
+        headers[0] = h.auth;
         if (watch_url) {
                 /* A watch first: the calls below share its connection. */
                 struct http_request req = {
@@ -1297,14 +1319,93 @@ static void test_h2_one_connection(void **state) {
         assert_int_equal(transport_curl_get_stats(f->t, &st), 0);
         assert_int_equal(st.calls_completed, ELEMENTSOF(r));
         assert_int_equal(st.calls_failed, 0);
-        if (auth)
+        if (h.auth)
                 assert_int_equal(st.connections_total, 1);
         else
                 fprintf(stderr, "# %" PRIu64 " connection(s) for %zu anonymous calls%s\n",
                         st.connections_total, ELEMENTSOF(r) + !!watch_url,
                         st.connections_total > 1 ? "; set DRAINER_TEST_H2_TOKEN to check for one" : "");
-        free(auth);
-        free(ca);
+        h2_live_done(&h);
+}
+
+/* Whether the API server's audit log has the end of the request with this Audit-ID. */
+static bool audit_has_end(const char *path, const char *id) {
+        FILE *fp = fopen(path, "re");
+        char line[16384];
+        bool found = false;
+
+        if (!fp)
+                return false;
+        while (!found && fgets(line, sizeof(line), fp))
+                found = strstr(line, id) && strstr(line, "\"stage\":\"ResponseComplete\"");
+        fclose(fp);
+        return found;
+}
+
+/* Runs the loop until the server says the request with this Audit-ID ended (10 s at most). */
+static bool run_until_server_ended(struct fixture *f, const char *audit_log, const char *id) {
+        for (int i = 0; i < 200; i++) {
+                (void)uv_run(&f->loop, UV_RUN_NOWAIT);
+                if (audit_has_end(audit_log, id))
+                        return true;
+                usleep(50000);
+        }
+        return false;
+}
+
+/* A cancelled watch ends at the API server at once, though the client sends nothing
+ * more: a stream of a connection that stays (another watch on it, idle), then the
+ * connection's last stream. Judged from the server's audit log. */
+static void test_h2_cancel_ends_watch(void **state) {
+        struct fixture *f = *state;
+        struct h2_live h;
+        struct result keep = {}, cut = {};
+        char keep_id[64], cut_id[64], keep_hdr[80], cut_hdr[80];
+        const char *keep_headers[3] = {}, *cut_headers[3] = {};
+
+        if (!h2_live_open(f, &h))
+                skip();
+        if (!h.watch_url || !h.audit_log || !h.auth) {
+                h2_live_done(&h);
+                skip();
+        }
+        snprintf(keep_id, sizeof(keep_id), "drainer-test-%d-%ld-keep", (int)getpid(), (long)time(NULL));
+        snprintf(cut_id, sizeof(cut_id), "drainer-test-%d-%ld-cut", (int)getpid(), (long)time(NULL));
+        snprintf(keep_hdr, sizeof(keep_hdr), "Audit-ID: %s", keep_id);
+        snprintf(cut_hdr, sizeof(cut_hdr), "Audit-ID: %s", cut_id);
+        keep_headers[0] = cut_headers[0] = h.auth;
+        keep_headers[1] = keep_hdr;
+        cut_headers[1] = cut_hdr;
+        assert_int_equal(do_submit(f,
+                                   &(const struct http_request){ .method = "GET",
+                                                                 .url = h.watch_url,
+                                                                 .headers = keep_headers,
+                                                                 .stream = true },
+                                   &keep),
+                         0);
+        run_until_data(f, &keep);
+        assert_int_equal(do_submit(f,
+                                   &(const struct http_request){ .method = "GET",
+                                                                 .url = h.watch_url,
+                                                                 .headers = cut_headers,
+                                                                 .stream = true },
+                                   &cut),
+                         0);
+        run_until_data(f, &cut);
+
+        transport_cancel(f->t, cut.call);
+        run_until(f, &cut.ndone, 1);
+        assert_int_equal(cut.error, -ECANCELED);
+        assert_true(run_until_server_ended(f, h.audit_log, cut_id));
+        assert_int_equal(keep.ndone, 0);
+        assert_false(audit_has_end(h.audit_log, keep_id));
+
+        transport_cancel(f->t, keep.call);
+        run_until(f, &keep.ndone, 1);
+        assert_true(run_until_server_ended(f, h.audit_log, keep_id));
+        result_done(&keep);
+        result_done(&cut);
+        h2_live_done(&h);
 }
 
 int main(void) {
@@ -1338,6 +1439,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_tls_bad_ca, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tls_insecure, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_h2_one_connection, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_h2_cancel_ends_watch, setup, teardown),
         };
         int r;
 
