@@ -144,7 +144,7 @@ PY
 : >"$nlog"
 python3 -u "$e2e_tmp/notify.py" "$sock" "$nlog" 2>"$e2e_tmp/notify.err" &
 notify_pid=$!
-wait_until 10 test -S "$sock" || { fail "notify listener: $(cat "$e2e_tmp/notify.err")"; finish; exit 1; }
+wait_until 30 test -S "$sock" || { fail "notify listener: $(cat "$e2e_tmp/notify.err")"; finish; exit 1; }
 # notes PID REGEX: "TIME FIELD" of the datagram fields from PID matching REGEX (ERE).
 notes() { awk -v p="$1" -v r="$2" '$2 == p { f = substr($0, index($0, $3)); if (f ~ r) print $1, f }' "$nlog"; }
 has_note() { [ -n "$(notes "$1" "$2")" ]; }
