@@ -3,11 +3,13 @@
  * they and serve read. Owns the parsed selectors and health target of a struct
  * drain_args. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "drainargs.h"
+#include "drainer/base/argval.h"
 #include "drainer/base/log.h"
 #include "drainer/base/selector.h"
 #include "drainer/base/timesrc.h"
@@ -159,8 +161,8 @@ size_t drain_config_skip(const char *verb, const char **buf, size_t size) {
         if (size == 0)
                 return 0;
         if (bit != VERB_SERVE)
-                for (const char *const *k = serve_config_keys; *k && n + 1 < size; k++)
-                        buf[n++] = *k;
+                for (const struct option *o = serve_options; o->name && n + 1 < size; o++)
+                        buf[n++] = o->name;
         for (const struct option *o = drain_options; o->name && n + 1 < size; o++)
                 if (!(flag_verbs(o->val) & bit))
                         buf[n++] = o->name;
@@ -168,24 +170,39 @@ size_t drain_config_skip(const char *verb, const char **buf, size_t size) {
         return n;
 }
 
+/* The drain flags stored as given. */
+static const struct argval_field drain_fields[] = {
+        ARGVAL_STRING(OPT_POD_SELECTOR, struct drain_args, pod_selector),
+        ARGVAL_SWITCH(OPT_EMPTYDIR, struct drain_args, profile.emptydir),
+        ARGVAL_SWITCH(OPT_FORCE, struct drain_args, profile.force),
+        ARGVAL_SWITCH(OPT_DISABLE_EVICTION, struct drain_args, profile.disable_eviction),
+        ARGVAL_STRING(OPT_DRIVER_HEALTH, struct drain_args, health),
+        ARGVAL_SWITCH(OPT_IGNORE_HEALTH, struct drain_args, profile.ignore_health),
+        ARGVAL_SWITCH(OPT_FORCE_UNCORDON, struct drain_args, profile.force_uncordon),
+        ARGVAL_SWITCH(OPT_RESTORE_ON_FAILURE, struct drain_args, profile.restore_on_failure),
+        ARGVAL_SWITCH(OPT_FORCE_DRAIN, struct drain_args, profile.force_drain),
+        ARGVAL_SWITCH(OPT_SKIP_DRIVER_STOP, struct drain_args, profile.skip_driver_stop),
+        ARGVAL_SWITCH(OPT_NODE_CONDITIONS, struct drain_args, profile.node_conditions),
+        ARGVAL_STRING(OPT_CONFIG, struct drain_args, config), /* read before parsing: config_argv_build() */
+        {},
+};
+
 static int on_drain_opt(int opt, const char *arg, void *userdata) {
         struct drain_args *a = userdata;
-        char *end;
+        long long v;
 
         if (opt >= OPT_POD_SELECTOR && opt < 0x200 && !(flag_verbs(opt) & verb_bit(a->verb)))
                 return flag_refused(a->verb, opt);
-        switch (opt) {
-        case OPT_POD_SELECTOR:
-                a->pod_selector = arg;
+        if (argval_store(drain_fields, opt, arg, flag_on(arg), a))
                 return 0;
+        switch (opt) {
         case OPT_GRACE:
-                errno = 0;
-                a->profile.grace = strtoll(arg, &end, 10);
-                if (errno || *end || end == arg || a->profile.grace < -1)
+                if (argval_int(arg, -1, LLONG_MAX, &v) < 0)
                         return log_error_errno(EINVAL,
                                                "--grace-period: invalid value \"%s\" (seconds, -1 for "
                                                "each pod's own)",
                                                arg);
+                a->profile.grace = v;
                 return 0;
         case OPT_TIMEOUT:
                 if (timesrc_parse_duration(arg, &a->profile.timeout_usec) < 0)
@@ -198,27 +215,13 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                             "will be deleted. Use --delete-emptydir-data.");
                 a->profile.emptydir = flag_on(arg);
                 return 0;
-        case OPT_EMPTYDIR:
-                a->profile.emptydir = flag_on(arg);
-                return 0;
-        case OPT_CHUNK_SIZE: {
-                long long v;
-
-                errno = 0;
-                v = strtoll(arg, &end, 10);
-                if (errno || *end || end == arg || v < 0 || v > 100000)
+        case OPT_CHUNK_SIZE:
+                if (argval_int(arg, 0, 100000, &v) < 0)
                         return log_error_errno(EINVAL,
                                                "--chunk-size: invalid value \"%s\" (objects per list "
                                                "request, 0-100000; 0: drainer's own, 500)",
                                                arg);
                 a->chunk_size = (unsigned)v;
-                return 0;
-        }
-        case OPT_FORCE:
-                a->profile.force = flag_on(arg);
-                return 0;
-        case OPT_DISABLE_EVICTION:
-                a->profile.disable_eviction = flag_on(arg);
                 return 0;
         case OPT_DRY_RUN:
                 /* kubectl's values; a bare --dry-run is client, as kubectl's was */
@@ -234,12 +237,8 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                                                "bare --dry-run is client)",
                                                arg);
                 return 0;
-        case OPT_SKIP_WAIT_FOR_DELETE: {
-                long long v;
-
-                errno = 0;
-                v = strtoll(arg, &end, 10);
-                if (errno || *end || end == arg || v < 0 || v > 86400 * 365)
+        case OPT_SKIP_WAIT_FOR_DELETE:
+                if (argval_int(arg, 0, 86400 * 365, &v) < 0)
                         return log_error_errno(
                                 EINVAL,
                                 "--skip-wait-for-delete-timeout: invalid value \"%s\" (seconds, "
@@ -247,7 +246,6 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                                 arg);
                 a->profile.skip_wait_for_delete_usec = (uint64_t)v * USEC_PER_SEC;
                 return 0;
-        }
         case OPT_IGNORE_DAEMONSETS:
                 /* kubectl drain's flag: DaemonSet pods without claims always stay (the
                  * controller would recreate them); accepted so copied commands work */
@@ -308,33 +306,9 @@ static int on_drain_opt(int opt, const char *arg, void *userdata) {
                 a->profile.devices[a->profile.n_devices++] = d;
                 return 0;
         }
-        case OPT_DRIVER_HEALTH:
-                a->health = arg;
-                return 0;
-        case OPT_IGNORE_HEALTH:
-                a->profile.ignore_health = flag_on(arg);
-                return 0;
-        case OPT_FORCE_UNCORDON:
-                a->profile.force_uncordon = flag_on(arg);
-                return 0;
-        case OPT_RESTORE_ON_FAILURE:
-                a->profile.restore_on_failure = flag_on(arg);
-                return 0;
-        case OPT_FORCE_DRAIN:
-                a->profile.force_drain = flag_on(arg);
-                return 0;
-        case OPT_SKIP_DRIVER_STOP:
-                a->profile.skip_driver_stop = flag_on(arg);
-                return 0;
-        case OPT_NODE_CONDITIONS:
-                a->profile.node_conditions = flag_on(arg);
-                return 0;
         case OPT_DRIVER_NAMESPACE:
                 return driver_namespace_add(a->profile.driver_namespaces, &a->profile.n_driver_namespaces,
                                             arg);
-        case OPT_CONFIG:
-                a->config = arg; /* read before parsing: config_argv_build() */
-                return 0;
         }
         return a->more_fn ? a->more_fn(opt, arg, a->more_ud) : -EINVAL;
 }

@@ -104,7 +104,7 @@ int driver_namespace_add(const char **v, size_t *n, const char *ns);
  * settings become "--key=value" words placed after argv[0] (the verb) and before the
  * command line's, so flags win (--force=false turns off `force: true`) and repeatable
  * ones add up. Keys in skip (NULL-terminated, may be NULL) are left out: the drain
- * verbs read serve's file and skip the keys of serve's own flags (serve_config_keys).
+ * verbs read serve's file and skip the keys of serve's own flags (serve_options).
  * A key without a value is an error here ("FILE:LINE: timeout: a duration is needed
  * (e.g. 30s)"); an unknown key and a bad value are errors of verb_parse, which names
  * the file and the line (config_origin_of). */
@@ -120,8 +120,9 @@ void config_argv_done(struct config_argv *c);
 /* Where a word of a config_argv's argv came from (its file, line and key): NULL for
  * the command line's. */
 const struct yamlargs_word *config_origin_of(const char *word);
-/* The config keys of serve's own flags (node, all-nodes, ...): NULL-terminated. */
-extern const char *const serve_config_keys[];
+/* serve's own flags (node, all-nodes, ...), ended by a zeroed entry: their names are
+ * its config keys. */
+extern const struct option serve_options[];
 
 /* The run of driver i of a: a shallow copy scoped to that driver alone (borrowing
  * everything of a, so never drain_args_done() on it). */

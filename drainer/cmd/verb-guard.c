@@ -16,6 +16,7 @@
 
 #include "app.h"
 #include "drainargs.h"
+#include "drainer/base/argval.h"
 #include "drainer/base/log.h"
 #include "drainer/base/selector.h"
 #include "drainer/base/timesrc.h"
@@ -53,23 +54,18 @@ struct guard_verb {
 
 static int on_guard_opt(int opt, const char *arg, void *userdata) {
         struct guard_opts *o = userdata;
-        char *end;
+        long long v;
 
         switch (opt) {
         case 'N':
                 o->node = arg;
                 return 0;
-        case 'G': {
-                long long v;
-
-                errno = 0;
-                v = strtoll(arg, &end, 10);
-                if (errno || *end || end == arg || v < 1 || v > 86400)
+        case 'G':
+                if (argval_int(arg, 1, 86400, &v) < 0)
                         return log_error_errno(
                                 EINVAL, "--grace-period-seconds: invalid value \"%s\" (1..86400)", arg);
                 o->grace_seconds = v;
                 return 0;
-        }
         case 'T':
                 if (timesrc_parse_duration(arg, &o->deadline_usec) < 0 || o->deadline_usec == 0)
                         return log_error_errno(EINVAL, "--deadline: invalid duration \"%s\" (e.g. 90s, 5m)",

@@ -13,6 +13,7 @@
 
 #include "app.h"
 #include "drainargs.h"
+#include "drainer/base/argval.h"
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
 #include "drainer/base/selector.h"
@@ -73,13 +74,22 @@ struct rollout_run {
         enum stop_stage stop_stage;
 };
 
+/* rollout's flags stored as given */
+static const struct argval_field rollout_fields[] = {
+        ARGVAL_STRING(OPT_RO_LEASE_NS, struct rollout_run, lease_ns),
+        ARGVAL_STRING(OPT_RO_DRIVER_HEALTH, struct rollout_run, a.health),
+        ARGVAL_STRING(OPT_RO_IDENTITY, struct rollout_run, identity),
+        {},
+};
+
 static int on_rollout_opt(int opt, const char *arg, void *userdata) {
         struct rollout_run *run = userdata;
         char msg[256];
-        unsigned long v;
-        char *end;
+        long long v;
         int r;
 
+        if (argval_store(rollout_fields, opt, arg, flag_on(arg), run))
+                return 0;
         switch (opt) {
         case OPT_RO_DRIVER:
                 if (run->driver)
@@ -90,9 +100,7 @@ static int on_rollout_opt(int opt, const char *arg, void *userdata) {
                 run->driver = arg;
                 return 0;
         case OPT_RO_MAX_PARALLEL:
-                errno = 0;
-                v = strtoul(arg, &end, 10);
-                if (errno || end == arg || *end || v < 1 || v > 100)
+                if (argval_int(arg, 1, 100, &v) < 0)
                         return log_error_errno(EINVAL,
                                                "--max-parallel: \"%s\" is not a number from 1 to 100", arg);
                 run->max_parallel = (unsigned)v;
@@ -103,17 +111,8 @@ static int on_rollout_opt(int opt, const char *arg, void *userdata) {
                         return log_error_errno(
                                 EINVAL, "--timeout: \"%s\" is not a positive duration (90s, 5m)", arg);
                 return 0;
-        case OPT_RO_LEASE_NS:
-                run->lease_ns = arg;
-                return 0;
-        case OPT_RO_DRIVER_HEALTH:
-                run->a.health = arg;
-                return 0;
         case OPT_RO_DRIVER_SELECTOR:
                 return driver_selector_add(run->a.driver_selectors, &run->a.n_driver_selectors, arg);
-        case OPT_RO_IDENTITY:
-                run->identity = arg;
-                return 0;
         default:
                 return -EINVAL;
         }

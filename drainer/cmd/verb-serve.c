@@ -16,6 +16,7 @@
 
 #include "app.h"
 #include "drainargs.h"
+#include "drainer/base/argval.h"
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
 #include "drainer/base/mwindow.h"
@@ -379,18 +380,28 @@ static void on_serve_signal(uv_signal_t *h, int signum) {
         app_quit(run->app, EXIT_DONE);
 }
 
+/* serve's flags stored as given */
+static const struct argval_field serve_fields[] = {
+        ARGVAL_STRING(OPT_NODE, struct serve_opts, node),
+        ARGVAL_SWITCH(OPT_ALL_NODES, struct serve_opts, all_nodes),
+        ARGVAL_STRING(OPT_LEASE_NS, struct serve_opts, lease_ns),
+        ARGVAL_SWITCH(OPT_ON_SHUTDOWN, struct serve_opts, on_shutdown),
+        ARGVAL_STRING(OPT_IDENTITY, struct serve_opts, identity),
+        ARGVAL_SWITCH(OPT_LEADER_ELECT, struct serve_opts, leader_elect),
+        ARGVAL_STRING(OPT_LE_NAMESPACE, struct serve_opts, le_ns),
+        ARGVAL_STRING(OPT_LE_NAME, struct serve_opts, le_name),
+        ARGVAL_SWITCH(OPT_CLUSTER_API, struct serve_opts, cluster_api),
+        {},
+};
+
 static int on_serve_opt(int opt, const char *arg, void *userdata) {
         struct serve_opts *o = userdata;
         char *end;
         long v;
 
+        if (argval_store(serve_fields, opt, arg, flag_on(arg), o))
+                return 0;
         switch (opt) {
-        case OPT_NODE:
-                o->node = arg;
-                return 0;
-        case OPT_ALL_NODES:
-                o->all_nodes = flag_on(arg);
-                return 0;
         case OPT_MAX_PARALLEL:
                 errno = 0;
                 v = strtol(arg, &end, 10);
@@ -423,18 +434,6 @@ static int on_serve_opt(int opt, const char *arg, void *userdata) {
                         return log_error_errno(EINVAL, "--maintenance-window: %s", strna(err));
                 return 0;
         }
-        case OPT_LEASE_NS:
-                o->lease_ns = arg;
-                return 0;
-        case OPT_ON_SHUTDOWN:
-                o->on_shutdown = flag_on(arg);
-                return 0;
-        case OPT_IDENTITY:
-                o->identity = arg;
-                return 0;
-        case OPT_LEADER_ELECT:
-                o->leader_elect = flag_on(arg);
-                return 0;
         case OPT_LE_LEASE_DURATION:
         case OPT_LE_RENEW_DEADLINE:
         case OPT_LE_RETRY_PERIOD: {
@@ -452,15 +451,6 @@ static int on_serve_opt(int opt, const char *arg, void *userdata) {
                                 arg);
                 return 0;
         }
-        case OPT_LE_NAMESPACE:
-                o->le_ns = arg;
-                return 0;
-        case OPT_LE_NAME:
-                o->le_name = arg;
-                return 0;
-        case OPT_CLUSTER_API:
-                o->cluster_api = flag_on(arg);
-                return 0;
         case OPT_METRICS_ADDR: {
                 _cleanup_free_ char *host = NULL;
                 uint16_t port;
@@ -478,7 +468,9 @@ static int on_serve_opt(int opt, const char *arg, void *userdata) {
         return -EINVAL;
 }
 
-static const struct option serve_options[] = {
+/* Their keys in a --config file are skipped by the drain verbs (drain_config_skip), so
+ * that one file configures serve and `drainer uncordon` alike. */
+const struct option serve_options[] = {
         { "node", required_argument, NULL, OPT_NODE },
         { "all-nodes", no_argument, NULL, OPT_ALL_NODES },
         { "max-parallel", required_argument, NULL, OPT_MAX_PARALLEL },
@@ -495,27 +487,6 @@ static const struct option serve_options[] = {
         { "leader-elect-resource-name", required_argument, NULL, OPT_LE_NAME },
         { "cluster-api", no_argument, NULL, OPT_CLUSTER_API },
         {},
-};
-
-/* The keys of the flags above in a --config file: the drain verbs skip them, so that
- * one file configures serve and `drainer uncordon` alike. */
-const char *const serve_config_keys[] = {
-        "node",
-        "all-nodes",
-        "max-parallel",
-        "maintenance-window",
-        "lease-namespace",
-        "on-shutdown",
-        "identity",
-        "metrics-addr",
-        "leader-elect",
-        "leader-elect-lease-duration",
-        "leader-elect-renew-deadline",
-        "leader-elect-retry-period",
-        "leader-elect-resource-namespace",
-        "leader-elect-resource-name",
-        "cluster-api",
-        NULL,
 };
 
 /* /readyz: the node watch has synced and the API server answered the last request

@@ -15,6 +15,7 @@
 
 #include "app.h"
 #include "drainargs.h"
+#include "drainer/base/argval.h"
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
 #include "drainer/base/selector.h"
@@ -81,21 +82,18 @@ static void add_devices_out(const char *devices, const char *phase, const char *
                 cJSON_Delete(o);
 }
 
+static const struct argval_field status_fields[] = {
+        ARGVAL_SWITCH('W', struct status_opts, watch),
+        ARGVAL_SWITCH('A', struct status_opts, all),
+        ARGVAL_STRING('l', struct status_opts, selector),
+        {},
+};
+
 static int on_status_opt(int opt, const char *arg, void *userdata) {
         struct status_opts *o = userdata;
 
-        if (opt == 'W') {
-                o->watch = flag_on(arg);
+        if (argval_store(status_fields, opt, arg, flag_on(arg), o))
                 return 0;
-        }
-        if (opt == 'A') {
-                o->all = flag_on(arg);
-                return 0;
-        }
-        if (opt == 'l') {
-                o->selector = arg;
-                return 0;
-        }
         if (opt == 'S')
                 return driver_namespace_add(o->driver_namespaces, &o->n_driver_namespaces, arg);
         if (opt != 'D')
