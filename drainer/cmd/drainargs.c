@@ -433,6 +433,18 @@ int driver_selectors_parse(const char *const *v, size_t n, struct selector ***re
         return 0;
 }
 
+int driver_selectors_check(const char *const *v, size_t n) {
+        struct selector **sels;
+        size_t n_sels;
+        int r;
+
+        r = driver_selectors_parse(v, n, &sels, &n_sels);
+        if (r < 0)
+                return r;
+        selectors_free(sels, n_sels);
+        return 0;
+}
+
 int driver_namespace_add(const char **v, size_t *n, const char *ns) {
         if (!dns1123_label_is_valid(ns))
                 return log_error_errno(EINVAL, "--driver-namespace: \"%s\" is not a namespace name", ns);

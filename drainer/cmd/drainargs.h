@@ -92,6 +92,9 @@ int driver_selector_add(const char **v, size_t *n, const char *sel);
  * invalid one or an empty one (it would make every pod a driver pod), -ENOMEM
  * (logged). Call it before any request is made. */
 int driver_selectors_parse(const char *const *v, size_t n, struct selector ***ret, size_t *ret_n);
+/* The same check, for a verb that hands the selectors on as strings: 0 or -EINVAL
+ * (logged), -ENOMEM (logged). */
+int driver_selectors_check(const char *const *v, size_t n);
 
 /* --driver-namespace NS for the verbs with flags of their own (status, guard): adds
  * NS to the n of at most MAX_DRIVER_NAMESPACES in v (NULL-terminated); logs and

@@ -194,16 +194,9 @@ static int doctor_parse(int argc, char **argv, struct global_flags *g, void *sta
                 return -EINVAL;
         }
         /* Checked before any request; gather takes them as strings (its list calls). */
-        {
-                struct selector **sels;
-                size_t n;
-
-                r = driver_selectors_parse(run->opts.driver_selectors, run->opts.n_driver_selectors, &sels,
-                                           &n);
-                if (r < 0)
-                        return r;
-                selectors_free(sels, n);
-        }
+        r = driver_selectors_check(run->opts.driver_selectors, run->opts.n_driver_selectors);
+        if (r < 0)
+                return r;
         run->fmt = g->output;
         return 1;
 }

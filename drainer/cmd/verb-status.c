@@ -656,15 +656,10 @@ static int status_parse(int argc, char **argv, struct global_flags *g, void *sta
         }
         run->node_name = argv[optind];
         if (run->opts.n_driver_selectors > 0) {
-                struct selector **sels;
-                size_t n;
-
                 /* Validate before any request is made. */
-                r = driver_selectors_parse(run->opts.driver_selectors, run->opts.n_driver_selectors, &sels,
-                                           &n);
+                r = driver_selectors_check(run->opts.driver_selectors, run->opts.n_driver_selectors);
                 if (r < 0)
                         return r;
-                selectors_free(sels, n);
         }
         run->fmt = g->output;
         return 1;
