@@ -467,91 +467,71 @@ static int start_watch(struct status_run *run) {
 
 /* ---- --all / -l: the fleet at a glance (one list of the Nodes) ---- */
 
-static int cmp_node_rec(const void *a, const void *b) {
-        return strcmp((*(const struct node_rec *const *)a)->name,
-                      (*(const struct node_rec *const *)b)->name);
-}
-
 static int print_fleet(struct informer *inf, const struct status_opts *o, enum output_format fmt) {
         _cleanup_free_ const void **recs = NULL;
         _cleanup_(cJSON_Deletep) cJSON *root = NULL;
-        size_t n = 0, counts[_FLEET_CLASS_MAX] = {};
+        size_t n = 0, counts[_FLEET_CLASS_MAX];
         const char *const *fleet_class_name = fleet_class_names;
+        struct fleet_row *rows = NULL;
         cJSON *counts_j = NULL, *nodes_j = NULL;
-        int r;
 
-        r = informer_collect(inf, &recs, &n);
-        if (r < 0)
+        if (informer_collect(inf, &recs, &n) < 0 ||
+            fleet_rows_build((const struct node_rec **)recs, n, &rows, counts) < 0)
                 return log_oom();
-        qsort(recs, n, sizeof(*recs), cmp_node_rec);
         if (fmt == OUTPUT_JSON) {
                 root = cJSON_CreateObject();
                 if (!root)
-                        return log_oom();
+                        goto oom;
                 if (o->selector)
                         cJSON_AddStringToObject(root, "selector", o->selector);
                 cJSON_AddNumberToObject(root, "nodes", (double)n);
                 counts_j = cJSON_AddObjectToObject(root, "phases");
                 nodes_j = cJSON_AddArrayToObject(root, "notInService");
+        } else {
+                printf("%zu node%s%s%s%s\n", n, n == 1 ? "" : "s", o->selector ? " (-l " : "",
+                       strempty(o->selector), o->selector ? ")" : "");
+                for (int c = 0; c < _FLEET_CLASS_MAX; c++)
+                        printf("  %-11s %zu\n", fleet_class_name[c], counts[c]);
+                if (counts[FLEET_IN_SERVICE] < n)
+                        printf("\n%-24s %-10s %-9s %-21s %s\n", "NODE", "STATUS", "WHY", "SINCE", "MESSAGE");
         }
-        for (int pass = 0; pass < 2; pass++) {
-                if (pass == 1 && fmt != OUTPUT_JSON) {
-                        printf("%zu node%s%s%s%s\n", n, n == 1 ? "" : "s", o->selector ? " (-l " : "",
-                               strempty(o->selector), o->selector ? ")" : "");
-                        for (int c = 0; c < _FLEET_CLASS_MAX; c++)
-                                printf("  %-11s %zu\n", fleet_class_name[c], counts[c]);
-                        if (counts[FLEET_IN_SERVICE] < n)
-                                printf("\n%-24s %-10s %-9s %-21s %s\n", "NODE", "STATUS", "WHY", "SINCE",
-                                       "MESSAGE");
-                }
-                for (size_t i = 0; i < n; i++) {
-                        const struct node_rec *nr = recs[i];
-                        _cleanup_(drain_state_done) struct drain_state st = {};
-                        _cleanup_free_ char *err = NULL;
-                        bool parsed = drain_state_parse(nr, &st, &err) >= 0;
-                        enum fleet_class c = fleet_classify(parsed ? &st : NULL);
-                        const char *why = fleet_reason(c, parsed ? &st : NULL),
-                                   *msg = parsed ? st.message : err;
-                        char since[64] = "-";
+        for (size_t i = 0; i < n; i++) {
+                const struct fleet_row *row = &rows[i];
+                char since[64] = "-";
 
-                        if (pass == 0) {
-                                counts[c]++;
-                                continue;
-                        }
-                        if (c == FLEET_IN_SERVICE)
-                                continue;
-                        if (st.has_phase && st.state_since_usec > 0)
-                                (void)timesrc_format_rfc3339(st.state_since_usec, since, sizeof(since));
-                        if (fmt == OUTPUT_JSON) {
-                                cJSON *j = cJSON_CreateObject();
+                if (row->c == FLEET_IN_SERVICE)
+                        continue;
+                if (row->since_usec > 0)
+                        (void)timesrc_format_rfc3339(row->since_usec, since, sizeof(since));
+                if (fmt == OUTPUT_JSON) {
+                        cJSON *j = cJSON_CreateObject();
 
-                                if (!j || !cJSON_AddItemToArray(nodes_j, j)) {
-                                        cJSON_Delete(j);
-                                        return log_oom();
-                                }
-                                cJSON_AddStringToObject(j, "name", nr->name);
-                                cJSON_AddStringToObject(j, "status", fleet_class_name[c]);
-                                if (st.has_phase)
-                                        cJSON_AddStringToObject(j, "phase", drain_phase_to_string(st.phase));
-                                if (why)
-                                        cJSON_AddStringToObject(j, "reason", why);
-                                if (!streq(since, "-"))
-                                        cJSON_AddStringToObject(j, "since", since);
-                                if (msg)
-                                        cJSON_AddStringToObject(j, "message", msg);
-                                continue;
+                        if (!j || !cJSON_AddItemToArray(nodes_j, j)) {
+                                cJSON_Delete(j);
+                                goto oom;
                         }
-                        {
-                                _cleanup_free_ char *safe =
-                                        msg ? text_escape_controls(msg, strlen(msg)) : NULL;
+                        cJSON_AddStringToObject(j, "name", row->name);
+                        cJSON_AddStringToObject(j, "status", fleet_class_name[row->c]);
+                        if (row->has_phase)
+                                cJSON_AddStringToObject(j, "phase", drain_phase_to_string(row->phase));
+                        if (row->reason)
+                                cJSON_AddStringToObject(j, "reason", row->reason);
+                        if (!streq(since, "-"))
+                                cJSON_AddStringToObject(j, "since", since);
+                        if (row->message)
+                                cJSON_AddStringToObject(j, "message", row->message);
+                } else {
+                        _cleanup_free_ char *safe =
+                                row->message ? text_escape_controls(row->message, strlen(row->message))
+                                             : NULL;
 
-                                printf("%-24s %-10s %-9s %-21s %s\n", nr->name,
-                                       st.has_phase && c != FLEET_FAILED ? drain_phase_to_string(st.phase)
-                                                                         : fleet_class_name[c],
-                                       why ? why : "-", since, safe ? safe : "-");
-                        }
+                        printf("%-24s %-10s %-9s %-21s %s\n", row->name,
+                               row->has_phase && row->c != FLEET_FAILED ? drain_phase_to_string(row->phase)
+                                                                        : fleet_class_name[row->c],
+                               row->reason ? row->reason : "-", since, safe ? safe : "-");
                 }
         }
+        fleet_rows_free(rows, n);
         if (fmt == OUTPUT_JSON) {
                 _cleanup_free_ char *out = NULL;
 
@@ -563,6 +543,9 @@ static int print_fleet(struct informer *inf, const struct status_opts *o, enum o
                 printf("%s\n", out);
         }
         return 0;
+oom:
+        fleet_rows_free(rows, n);
+        return log_oom();
 }
 
 static void on_fleet_synced(struct informer *inf, void *userdata) {

@@ -1,8 +1,12 @@
 /* The fleet at a glance (fleetview.h): a node's drainer.io/ state sorted into what
  * an admin steering a wave asks (how many wait, why, which failed). Reads only what
  * it is given; owns nothing. */
+#include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "drainer/base/macro.h"
 
 #include "drainer/ctl/fleetview.h"
 
@@ -52,4 +56,48 @@ const char *fleet_reason(enum fleet_class c, const struct drain_state *st) {
         if (strstr(st->message, "drains are paused") || strstr(st->message, "drainer.io/pause"))
                 return "pause";
         return "error";
+}
+
+static int cmp_rec(const void *a, const void *b) {
+        return strcmp((*(const struct node_rec *const *)a)->name,
+                      (*(const struct node_rec *const *)b)->name);
+}
+
+int fleet_rows_build(const struct node_rec **recs, size_t n, struct fleet_row **ret,
+                     size_t counts[_FLEET_CLASS_MAX]) {
+        struct fleet_row *rows = calloc(n ? n : 1, sizeof(*rows));
+
+        if (!rows)
+                return -ENOMEM;
+        memset(counts, 0, _FLEET_CLASS_MAX * sizeof(*counts));
+        if (n > 0)
+                qsort(recs, n, sizeof(*recs), cmp_rec);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_(drain_state_done) struct drain_state st = {};
+                _cleanup_free_ char *err = NULL;
+                bool parsed = drain_state_parse(recs[i], &st, &err) >= 0;
+                struct fleet_row *r = &rows[i];
+                const char *msg = parsed ? st.message : err;
+
+                r->name = recs[i]->name;
+                r->c = fleet_classify(parsed ? &st : NULL);
+                r->reason = fleet_reason(r->c, parsed ? &st : NULL);
+                r->has_phase = st.has_phase;
+                r->phase = st.phase;
+                r->since_usec = st.has_phase ? st.state_since_usec : 0;
+                if (msg && !(r->message = strdup(msg))) {
+                        fleet_rows_free(rows, i);
+                        return -ENOMEM;
+                }
+                counts[r->c]++;
+        }
+        *ret = rows;
+        return 0;
+}
+
+struct fleet_row *fleet_rows_free(struct fleet_row *rows, size_t n) {
+        for (size_t i = 0; rows && i < n; i++)
+                free(rows[i].message);
+        free(rows);
+        return NULL;
 }

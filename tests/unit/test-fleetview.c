@@ -91,10 +91,72 @@ static void test_wait_reasons(void **state) {
               "waiting", "error");
 }
 
+static struct node_rec *node(const char *name, const char *annotations) {
+        char json[2048];
+        struct node_rec *n = NULL;
+        cJSON *j;
+
+        snprintf(json, sizeof(json),
+                 "{\"metadata\":{\"name\":\"%s\",\"resourceVersion\":\"1\",\"annotations\":{%s}}}", name,
+                 annotations);
+        j = cJSON_Parse(json);
+        assert_non_null(j);
+        assert_int_equal(node_rec_from_json(j, &n), 0);
+        cJSON_Delete(j);
+        return n;
+}
+
+/* The rows status --all lists: sorted by name, counted per class, each with its phase,
+ * since, reason and message (a bad state's parse error as its message). */
+static void test_rows(void **state) {
+        struct node_rec *n[4] = {
+                node("n-c", W("waiting for the maintenance window (next opens 2026-01-01T22:00:00Z)")),
+                node("n-a", ""),
+                node("n-d", "\"drainer.io/request\":\"drain\",\"drainer.io/state\":\"no-such-phase\""),
+                node("n-b", "\"drainer.io/request\":\"drain\",\"drainer.io/state\":\"evict-rest\","
+                            "\"drainer.io/state-since\":\"2026-01-01T00:00:00Z\""),
+        };
+        const struct node_rec *recs[4] = { n[0], n[1], n[2], n[3] };
+        size_t counts[_FLEET_CLASS_MAX] = { 99 };
+        struct fleet_row *rows = NULL;
+
+        assert_int_equal(fleet_rows_build(recs, 4, &rows, counts), 0);
+        assert_string_equal(rows[0].name, "n-a");
+        assert_int_equal(rows[0].c, FLEET_IN_SERVICE);
+        assert_null(rows[0].message);
+        assert_false(rows[0].has_phase);
+        assert_string_equal(rows[1].name, "n-b");
+        assert_int_equal(rows[1].c, FLEET_DRAINING);
+        assert_true(rows[1].has_phase);
+        assert_string_equal(drain_phase_to_string(rows[1].phase), "evict-rest");
+        assert_int_equal(rows[1].since_usec, 1767225600LL * 1000000);
+        assert_string_equal(rows[2].name, "n-c");
+        assert_int_equal(rows[2].c, FLEET_WAITING);
+        assert_string_equal(rows[2].reason, "window");
+        assert_non_null(strstr(rows[2].message, "maintenance window"));
+        assert_string_equal(rows[3].name, "n-d");
+        assert_int_equal(rows[3].c, FLEET_FAILED);
+        assert_string_equal(rows[3].reason, "bad-state");
+        assert_non_null(rows[3].message); /* why it did not parse */
+        assert_int_equal(counts[FLEET_IN_SERVICE], 1);
+        assert_int_equal(counts[FLEET_DRAINING], 1);
+        assert_int_equal(counts[FLEET_WAITING], 1);
+        assert_int_equal(counts[FLEET_FAILED], 1);
+        assert_int_equal(counts[FLEET_DRAINED], 0);
+        assert_null(fleet_rows_free(rows, 4));
+
+        assert_int_equal(fleet_rows_build(recs, 0, &rows, counts), 0);
+        assert_int_equal(counts[FLEET_IN_SERVICE], 0);
+        fleet_rows_free(rows, 0);
+        for (size_t i = 0; i < 4; i++)
+                node_rec_free(n[i]);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_classes),
                 cmocka_unit_test(test_wait_reasons),
+                cmocka_unit_test(test_rows),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
