@@ -10,6 +10,7 @@
 
 #include "app.h"
 #include "drainargs.h"
+#include "drainer/base/argval.h"
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
 #include "drainer/base/text.h"
@@ -593,11 +594,9 @@ int global_flag(int opt, const char *arg, struct global_flags *g) {
                                                "--kube-api-qps-max: invalid value \"%s\" (at least 1)", arg);
                 return 1;
         case 'B': {
-                long v;
+                long long v;
 
-                errno = 0;
-                v = strtol(arg, &end, 10);
-                if (errno || *end || end == arg || v < 1 || v > 100000)
+                if (argval_int(arg, 1, 100000, &v) < 0)
                         return log_error_errno(EINVAL, "--kube-api-burst: invalid value \"%s\"", arg);
                 g->burst = (int)v;
                 return 1;

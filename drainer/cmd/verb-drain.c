@@ -14,6 +14,7 @@
 
 #include "app.h"
 #include "drainargs.h"
+#include "drainer/base/argval.h"
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
 #include "drainer/base/selector.h"
@@ -40,30 +41,11 @@
 #include "verbs.h"
 
 /* --out-of-service and --out-of-service-after: drain, maintain and plan only (serve
- * does not take them: see on_oos_opt). */
+ * does not take them: see on_drainlike_opt). */
 enum {
         OPT_OUT_OF_SERVICE = 0x210, /* (0x200.. are the fleet's, below) */
         OPT_OUT_OF_SERVICE_AFTER,
 };
-
-static int on_oos_opt(int opt, const char *arg, void *userdata) {
-        struct oos_args *o = userdata;
-
-        switch (opt) {
-        case OPT_OUT_OF_SERVICE:
-                o->on = flag_on(arg);
-                return 0;
-        case OPT_OUT_OF_SERVICE_AFTER:
-                if (timesrc_parse_duration(arg, &o->after_usec) < 0 || o->after_usec < USEC_PER_SEC)
-                        return log_error_errno(EINVAL,
-                                               "--out-of-service-after: invalid duration \"%s\" (at "
-                                               "least 1s, e.g. 5m, 90s)",
-                                               arg);
-                o->after_given = true;
-                return 0;
-        }
-        return -EINVAL;
-}
 
 /* Whether argv (the command line as typed, before --config) names the flag. */
 static bool argv_has_flag(int argc, char **argv, const char *flag) {
@@ -83,24 +65,35 @@ enum {
         OPT_METRICS_IN_OUTPUT,
 };
 
+static const struct argval_field drainlike_fields[] = {
+        ARGVAL_STRING(OPT_NODE_SELECTOR, struct drainlike_opts, selector),
+        ARGVAL_SWITCH(OPT_METRICS_IN_OUTPUT, struct drainlike_opts, metrics),
+        ARGVAL_SWITCH(OPT_OUT_OF_SERVICE, struct drainlike_opts, oos.on),
+        {},
+};
+
 static int on_drainlike_opt(int opt, const char *arg, void *userdata) {
         struct drainlike_opts *o = userdata;
 
-        switch (opt) {
-        case OPT_NODE_SELECTOR:
-                o->selector = arg;
+        if (argval_store(drainlike_fields, opt, arg, flag_on(arg), o))
                 return 0;
+        switch (opt) {
         case OPT_FLEET_MAX_PARALLEL:
                 if (nodeset_parse_max_parallel(arg, &o->max_parallel) < 0)
                         return log_error_errno(EINVAL,
                                                "--max-parallel: invalid value \"%s\" (1-%d nodes at once)",
                                                arg, NODESET_MAX_PARALLEL);
                 return 0;
-        case OPT_METRICS_IN_OUTPUT:
-                o->metrics = flag_on(arg);
+        case OPT_OUT_OF_SERVICE_AFTER:
+                if (timesrc_parse_duration(arg, &o->oos.after_usec) < 0 || o->oos.after_usec < USEC_PER_SEC)
+                        return log_error_errno(EINVAL,
+                                               "--out-of-service-after: invalid duration \"%s\" (at "
+                                               "least 1s, e.g. 5m, 90s)",
+                                               arg);
+                o->oos.after_given = true;
                 return 0;
         }
-        return on_oos_opt(opt, arg, &o->oos);
+        return -EINVAL;
 }
 
 /* ---- what is in flight ---- */
