@@ -927,19 +927,13 @@ static void nodes_known(struct drain_verb *v) {
 }
 
 static int drainlike_parse(int argc, char **argv, struct global_flags *g, void *state) {
-        /* uncordon takes neither --out-of-service flag (the options end before them) */
+        /* uncordon takes neither --out-of-service flag: its options start after them */
         static const struct option drainlike_options[] = {
-                { "selector", required_argument, NULL, OPT_NODE_SELECTOR },
-                { "max-parallel", required_argument, NULL, OPT_FLEET_MAX_PARALLEL },
-                { "metrics-in-output", no_argument, NULL, OPT_METRICS_IN_OUTPUT },
-                {},
-        };
-        static const struct option drainlike_oos_options[] = {
-                { "selector", required_argument, NULL, OPT_NODE_SELECTOR },
-                { "max-parallel", required_argument, NULL, OPT_FLEET_MAX_PARALLEL },
-                { "metrics-in-output", no_argument, NULL, OPT_METRICS_IN_OUTPUT },
                 { "out-of-service", no_argument, NULL, OPT_OUT_OF_SERVICE },
                 { "out-of-service-after", required_argument, NULL, OPT_OUT_OF_SERVICE_AFTER },
+                { "selector", required_argument, NULL, OPT_NODE_SELECTOR },
+                { "max-parallel", required_argument, NULL, OPT_FLEET_MAX_PARALLEL },
+                { "metrics-in-output", no_argument, NULL, OPT_METRICS_IN_OUTPUT },
                 {},
         };
         struct drain_verb *v = state;
@@ -961,7 +955,7 @@ static int drainlike_parse(int argc, char **argv, struct global_flags *g, void *
                 return -EINVAL;
         v->c_ready = true;
         r = parse_drain_args(v->c.argc, v->c.argv, g, &v->a,
-                             takes_oos ? drainlike_oos_options : drainlike_options, on_drainlike_opt, &v->o);
+                             takes_oos ? drainlike_options : drainlike_options + 2, on_drainlike_opt, &v->o);
         v->a_ready = true;
         v->fmt = g->output; /* -o may come after the verb */
         if (r > 0 && v->o.oos.after_given && !v->o.oos.on) {
