@@ -494,6 +494,23 @@ static void drain_check_drained(struct engine *e, const struct node_rec *n) {
 }
 
 /* What the evictions of one reconcile left, for the phase that follows them. */
+/* "; held: ns/pod (REASON)" for the first pod whose eviction is being retried with a
+ * reason (a PodDisruptionBudget's 429 names the budget), so that the Node's message, and
+ * what a hook owner tells from it, say why the phase does not move; "" when none is. */
+static const char *held_note(struct engine *e, char *buf, size_t size) {
+        struct evictor_held held[MAX_HELD];
+        size_t k = evictor_held(e->evictor, held, MAX_HELD);
+
+        buf[0] = 0;
+        for (size_t i = 0; i < k; i++) {
+                if (held[i].ns_terminating || !held[i].reason)
+                        continue;
+                snprintf(buf, size, "; held: %s/%s (%.160s)", held[i].ns, held[i].name, held[i].reason);
+                break;
+        }
+        return buf;
+}
+
 struct drain_pass {
         size_t left;                            /* pods the wait still counts */
         bool released;                          /* none, and no ResourceClaim on the node */
@@ -501,6 +518,7 @@ struct drain_pass {
         bool rest_accepted;                     /* ... and every other pod's */
         char not_ready[DRAIN_MESSAGE_MAX];      /* not_ready_note() */
         char ns_terminating[DRAIN_MESSAGE_MAX]; /* ns_terminating_note() */
+        char held[DRAIN_MESSAGE_MAX];           /* held_note() */
 };
 
 /* The phases that evict (evict-claim-holders to stop-drivers): the isolation kept,
@@ -533,24 +551,25 @@ static bool drain_evict(struct engine *e, const struct node_rec *n, enum drain_p
                         evict_group(e, EVICT_GROUP_REST) && evict_group(e, EVICT_GROUP_REST_CRITICAL);
 
         ns_terminating_note(e, pass->ns_terminating, sizeof(pass->ns_terminating));
+        held_note(e, pass->held, sizeof(pass->held));
         return true;
 }
 
 static void drain_evict_claim_holders(struct engine *e, const struct node_rec *n,
                                       const struct drain_pass *pass) {
-        engine_set_message(e, "evicting claim holders: %zu left%s%s",
+        engine_set_message(e, "evicting claim holders: %zu left%s%s%s",
                            e->plan.n_per_group[EVICT_GROUP_CLAIM_HOLDERS] +
                                    e->plan.n_per_group[EVICT_GROUP_CLAIM_HOLDERS_CRITICAL],
-                           pass->not_ready, pass->ns_terminating);
+                           pass->not_ready, pass->ns_terminating, pass->held);
         if (pass->claim_holders_accepted)
                 engine_patch_phase(e, n, DRAIN_PHASE_EVICT_REST, "evicting the remaining workload pods");
 }
 
 static void drain_evict_rest(struct engine *e, const struct node_rec *n, const struct drain_pass *pass) {
-        engine_set_message(e, "evicting the rest: %zu left%s%s",
+        engine_set_message(e, "evicting the rest: %zu left%s%s%s",
                            e->plan.n_per_group[EVICT_GROUP_REST] +
                                    e->plan.n_per_group[EVICT_GROUP_REST_CRITICAL],
-                           pass->not_ready, pass->ns_terminating);
+                           pass->not_ready, pass->ns_terminating, pass->held);
         if (pass->claim_holders_accepted && pass->rest_accepted)
                 engine_patch_phase(e, n, DRAIN_PHASE_WAIT_RELEASED,
                                    "waiting until the evicted pods are gone and no ResourceClaim is on "

@@ -29,6 +29,13 @@ cluster_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${DRAINER_NODE_LABELS:=gpu.example.com/present=true}"
 # The real nodes (numbers, "1 2") that run the second test driver nic.example.com.
 : "${DRAINER_CLUSTER_NIC_NODES:=}"
+# Peers started after the control plane and the nodes: "capi" (Cluster API's core
+# manager, capi.sh; real nodes only). Empty: none.
+: "${DRAINER_CLUSTER_PEERS:=}"
+# Cluster API's manager: its webhook server's port (on every address: the manager has no
+# flag for the host) and its health probe's (127.0.0.1).
+: "${DRAINER_CLUSTER_CAPI_WEBHOOK_PORT:=$((DRAINER_CLUSTER_API_PORT + 10))}"
+: "${DRAINER_CLUSTER_CAPI_HEALTH_PORT:=$((DRAINER_CLUSTER_API_PORT + 11))}"
 # The Kubernetes release (control plane, kubelets, and our Go built against its
 # k8s.io modules): go.mod's (the default) or one of versions/go-VERSION.mod.
 cluster_default_kube_version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit } $1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ { print $2; exit }' "$cluster_here/go.mod")
@@ -124,6 +131,9 @@ else
 		components+=("cri-node-$i" "kubelet-node-$i")
 	done
 fi
+case " $DRAINER_CLUSTER_PEERS " in
+*" capi "*) components+=(capi-manager) ;;
+esac
 
 # starttime PID: field 22 of /proc/PID/stat (clock ticks since boot), so that a
 # recycled pid is never mistaken for one of ours. Fails for a zombie.

@@ -1416,6 +1416,34 @@ static void test_pdb_429_retried_with_backoff(void **state) {
         assert_drained(w);
 }
 
+/* A PodDisruptionBudget refuses web-a's eviction for good: the Node's drainer.io/message
+ * names the held pod and the budget's answer (a hook owner tells it on its Machine). */
+static void test_pdb_held_named_in_message(void **state) {
+        struct world *w = *state;
+        const char *m;
+
+        fake_transport_expect(
+                w->ft, "POST", EVICTION "web-a/eviction",
+                &(struct fake_reply){
+                        .status = 429,
+                        .body = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                                "\"message\":"
+                                "\"Cannot evict pod as it would violate the pod's disruption budget.\","
+                                "\"reason\":\"TooManyRequests\",\"code\":429}",
+                        .delay_usec = ANSWER,
+                        .times = 1000 });
+        world_init(w, &driver_stop_taint, false);
+        run_engine(w, ENGINE_GOAL_DRAIN);
+        run_until(w, 30 * SEC);
+        m = node_ann(w, "drainer.io/message");
+        print_message("  %s\n", strna(m));
+        assert_false(w->finished);
+        assert_non_null(m);
+        assert_non_null(strstr(
+                m, "held: demo/web-a (Cannot evict pod as it would violate the pod's disruption budget.)"));
+        assert_true(driver_pod(w)->present);
+}
+
 /* web-b never terminates: the drain waits in wait-released until --timeout, ends
  * -ETIMEDOUT naming the phase and the pod, and the driver was never stopped. */
 static void test_pod_that_never_terminates_times_out(void **state) {
@@ -1938,6 +1966,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_drained_drain_again_does_nothing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_uncordon_keeps_foreign_cordon, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pdb_429_retried_with_backoff, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pdb_held_named_in_message, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pod_that_never_terminates_times_out, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_allocated_claim_holds_wait_released, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unhealthy_driver_holds_restore, setup, teardown),
