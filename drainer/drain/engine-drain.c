@@ -493,7 +493,6 @@ static void drain_check_drained(struct engine *e, const struct node_rec *n) {
         engine_finish(e, 0, "node %s is drained%s", n->name, drivers_stopped_note(e));
 }
 
-/* What the evictions of one reconcile left, for the phase that follows them. */
 /* "; held: ns/pod (REASON)" for the first pod whose eviction is being retried with a
  * reason (a PodDisruptionBudget's 429 names the budget), so that the Node's message, and
  * what a hook owner tells from it, say why the phase does not move; "" when none is. */
@@ -511,6 +510,7 @@ static const char *held_note(struct engine *e, char *buf, size_t size) {
         return buf;
 }
 
+/* What the evictions of one reconcile left, for the phase that follows them. */
 struct drain_pass {
         size_t left;                            /* pods the wait still counts */
         bool released;                          /* none, and no ResourceClaim on the node */
