@@ -40,6 +40,7 @@ struct planner {
         bool sv_ready, plan_ready;
         const char *conflict;
         char *dev_conflict; /* --device: drain_devices_conflict's answer, owned */
+        char *driver_devs;  /* --driver: the device drains of that driver on the node, owned */
         struct taint_rule_discovery *disc;
         struct driver_key_read *key_read;
         char *key, *key_from, *key_why;
@@ -76,6 +77,7 @@ static void planner_free(struct planner *p) {
         free(p->key_from);
         free(p->key_why);
         free(p->dev_conflict);
+        free(p->driver_devs);
         free(p);
 }
 
@@ -150,6 +152,10 @@ static void on_snapshot(struct node_snapshot *s, int error, const char *what, vo
         p->conflict = pr->n_devices > 0 ? NULL : drain_scope_conflict(p->res.in->node, drv);
         if (pr->n_devices > 0)
                 p->dev_conflict = drain_devices_conflict(p->res.in->node, drv, pr->devices, pr->n_devices);
+        /* a driver drain holds all of the driver's devices: a device drain of one of them
+         * refuses it (engine-drain.c), which the plan names before the drain is asked */
+        if (pr->n_drivers > 0 && !p->conflict)
+                p->driver_devs = drain_devices_of_driver(p->res.in->node, pr->drivers[0]);
         if (pr->n_drivers == 0 && pr->n_devices == 0)
                 return step_key(p);
         /* --driver: where the API server serves DeviceTaintRules (the engine asks the same
@@ -233,6 +239,16 @@ static void step_build(struct planner *p) {
                                  "is "
                                  "undone (drainer uncordon %s)",
                                  node, p->o.profile->drivers[0], node);
+                plan_add_blocker(&p->res.plan, BLOCKER_DRAIN_EXCLUSIVE, NULL, m);
+        }
+        if (p->driver_devs) {
+                _cleanup_free_ char *m = NULL;
+
+                if (asprintf(&m,
+                             "device %s of node %s is out of service (a device drain): a drain of DRA "
+                             "driver %s waits until it is back (drainer uncordon %s --device ...)",
+                             p->driver_devs, node, p->o.profile->drivers[0], node) < 0)
+                        return ready(p, -ENOMEM, NULL);
                 plan_add_blocker(&p->res.plan, BLOCKER_DRAIN_EXCLUSIVE, NULL, m);
         }
         if (p->o.profile->n_devices > 0) {
