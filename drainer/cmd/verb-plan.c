@@ -133,6 +133,7 @@ static void plan_step_output(struct plan_job *job) {
                 .out_of_service = oos->on,
                 .out_of_service_after_usec = oos->after_usec,
                 .seam = res->seam_known ? &res->seam : NULL,
+                .preview = &res->preview,
         };
         int r = 0;
 

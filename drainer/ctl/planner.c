@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drainer/base/json.h"
 #include "drainer/base/log.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/ctl/driverkey.h"
@@ -40,7 +41,17 @@ struct planner {
         bool sv_ready, plan_ready;
         const char *conflict;
         char *dev_conflict; /* --device: drain_devices_conflict's answer, owned */
+        char *driver_devs;  /* --driver: the device drains of that driver on the node, owned */
         struct taint_rule_discovery *disc;
+        struct taint_rule_api rule_api;
+        /* --device's preview: one None rule at a time (prev_at), created, read until the
+         * controller answers (prev_polls), deleted */
+        size_t prev_at;
+        unsigned prev_polls;
+        char *prev_name, *prev_uid, *prev_note;
+        struct kube_call *prev_call;
+        struct dtimer prev_timer;
+        bool prev_timer_ready;
         struct driver_key_read *key_read;
         char *key, *key_from, *key_why;
         size_t probe_at; /* the next pod of the plan to probe */
@@ -60,6 +71,7 @@ static void step_key(struct planner *p);
 static void step_build(struct planner *p);
 static void step_probe(struct planner *p);
 static void step_seamless(struct planner *p);
+static void step_preview(struct planner *p);
 
 static void planner_free(struct planner *p) {
         if (p->sv_ready)
@@ -76,6 +88,12 @@ static void planner_free(struct planner *p) {
         free(p->key_from);
         free(p->key_why);
         free(p->dev_conflict);
+        free(p->driver_devs);
+        free(p->prev_name);
+        free(p->prev_uid);
+        free(p->prev_note);
+        if (p->prev_timer_ready)
+                dtimer_done(&p->prev_timer);
         free(p);
 }
 
@@ -126,7 +144,8 @@ static void on_discovered(int error, const struct taint_rule_api *api, void *use
                         "the DRADeviceTaintRules gate on): a device drain (--device) cannot run on this "
                         "cluster; there is no fallback to a cordon");
         p->res.po.isolation = api->served ? PLAN_ISOLATE_TAINT_RULE : PLAN_ISOLATE_CORDON_FALLBACK;
-        p->res.po.taint_rule_api = api->served ? api->api_version : NULL;
+        p->rule_api = *api;
+        p->res.po.taint_rule_api = api->served ? p->rule_api.api_version : NULL;
         step_key(p);
 }
 
@@ -150,6 +169,10 @@ static void on_snapshot(struct node_snapshot *s, int error, const char *what, vo
         p->conflict = pr->n_devices > 0 ? NULL : drain_scope_conflict(p->res.in->node, drv);
         if (pr->n_devices > 0)
                 p->dev_conflict = drain_devices_conflict(p->res.in->node, drv, pr->devices, pr->n_devices);
+        /* a driver drain holds all of the driver's devices: a device drain of one of them
+         * refuses it (engine-drain.c), which the plan names before the drain is asked */
+        if (pr->n_drivers > 0 && !p->conflict)
+                p->driver_devs = drain_devices_of_driver(p->res.in->node, pr->drivers[0]);
         if (pr->n_drivers == 0 && pr->n_devices == 0)
                 return step_key(p);
         /* --driver: where the API server serves DeviceTaintRules (the engine asks the same
@@ -235,6 +258,16 @@ static void step_build(struct planner *p) {
                                  node, p->o.profile->drivers[0], node);
                 plan_add_blocker(&p->res.plan, BLOCKER_DRAIN_EXCLUSIVE, NULL, m);
         }
+        if (p->driver_devs) {
+                _cleanup_free_ char *m = NULL;
+
+                if (asprintf(&m,
+                             "device %s of node %s is out of service (a device drain): a drain of DRA "
+                             "driver %s waits until it is back (drainer uncordon %s --device ...)",
+                             p->driver_devs, node, p->o.profile->drivers[0], node) < 0)
+                        return ready(p, -ENOMEM, NULL);
+                plan_add_blocker(&p->res.plan, BLOCKER_DRAIN_EXCLUSIVE, NULL, m);
+        }
         if (p->o.profile->n_devices > 0) {
                 /* the engine's refusals of a device drain (engine-drain.c) */
                 const struct drain_profile *pr = p->o.profile;
@@ -317,6 +350,225 @@ static void on_seamless(int error, const char *what, const struct seamless_answe
         ready(p, 0, NULL);
 }
 
+/* ---- plan --device: the None-effect preview ----
+ * For each device, one after the other: create drainer's preview rule (effect None:
+ * taints nothing), read it back until the device taint eviction controller wrote its
+ * NoEffect condition for the rule's generation (it writes it once), delete it (uid as
+ * precondition: drainer deletes only what it made, checked on the object). A failure
+ * is a note beside the claims-based list, never the plan's failure. A rule left by a
+ * plan that was killed is found by its name (409), judged as the object says, and
+ * then read and deleted as if made now. */
+
+#define PREVIEW_POLL_USEC (1 * USEC_PER_SEC)
+#define PREVIEW_POLLS     20
+
+static void preview_next(struct planner *p);
+static void preview_read(struct planner *p);
+
+static void preview_note(struct planner *p, const char *fmt, ...) _printf_(2, 3);
+static void preview_note(struct planner *p, const char *fmt, ...) {
+        va_list ap;
+        char *m;
+
+        if (p->prev_note)
+                return; /* the first one says it */
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) >= 0)
+                p->prev_note = m;
+        va_end(ap);
+        p->res.preview.note = p->prev_note;
+}
+
+static const struct drain_device *preview_device(struct planner *p) {
+        return &p->o.profile->devices[p->prev_at];
+}
+
+static void on_preview_deleted(const struct kube_result *res, void *userdata) {
+        struct planner *p = userdata;
+
+        p->prev_call = NULL;
+        if (!op_ended(p))
+                return;
+        if (res->error < 0 && res->error != -ENOENT)
+                preview_note(p,
+                             "deleting DeviceTaintRule %s failed: %s (delete it: kubectl delete "
+                             "devicetaintrule %s)",
+                             p->prev_name, strna(res->message), p->prev_name);
+        p->prev_at++;
+        preview_next(p);
+}
+
+static void preview_delete(struct planner *p) {
+        _cleanup_free_ char *path = NULL, *opts = NULL;
+        int r;
+
+        if (asprintf(&path, "%s/devicetaintrules/%s", p->rule_api.prefix, p->prev_name) < 0 ||
+            asprintf(&opts,
+                     "{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\",\"preconditions\":{\"uid\":\"%s\"}}",
+                     p->prev_uid) < 0) {
+                path = opts = NULL;
+                return ready(p, -ENOMEM, NULL);
+        }
+        r = kube_delete(p->client, path, opts, on_preview_deleted, p, &p->prev_call);
+        if (r < 0) {
+                preview_note(p, "cannot delete DeviceTaintRule %s: %s", p->prev_name, strerror(-r));
+                return ready(p, 0, NULL);
+        }
+        p->pending++;
+}
+
+static void on_preview_read(const struct kube_result *res, void *userdata) {
+        struct planner *p = userdata;
+        const struct drain_device *d = preview_device(p);
+        char why[256];
+        const char *uid;
+        int r;
+
+        p->prev_call = NULL;
+        if (!op_ended(p))
+                return;
+        if (res->error == -ENOENT) { /* deleted by someone else: no answer, nothing to delete */
+                preview_note(p, "DeviceTaintRule %s was deleted by someone else", p->prev_name);
+                p->prev_at++;
+                return preview_next(p);
+        }
+        if (res->error < 0) {
+                preview_note(p,
+                             "reading DeviceTaintRule %s failed: %s (delete it: kubectl delete "
+                             "devicetaintrule %s)",
+                             p->prev_name, strna(res->message), p->prev_name);
+                return ready(p, 0, NULL);
+        }
+        if (taint_rule_preview_check(res->json, p->prev_name, p->o.node, d->driver, d->pool, d->device, why,
+                                     sizeof(why)) < 0) {
+                preview_note(p, "DeviceTaintRule %s is not drainer's preview (%s): left alone", p->prev_name,
+                             why);
+                p->prev_at++;
+                return preview_next(p);
+        }
+        uid = json_str(res->json, "metadata.uid");
+        if (p->prev_uid && !streq_ptr(uid, p->prev_uid)) {
+                preview_note(p, "DeviceTaintRule %s was made again by someone else: left alone",
+                             p->prev_name);
+                p->prev_at++;
+                return preview_next(p);
+        }
+        if (!p->prev_uid && !(p->prev_uid = strdup(uid)))
+                return ready(p, -ENOMEM, NULL);
+        r = taint_rule_preview_parse(res->json, &p->res.preview.pv[p->prev_at]);
+        if (r == -EAGAIN && ++p->prev_polls < PREVIEW_POLLS) {
+                dtimer_start(&p->prev_timer, PREVIEW_POLL_USEC);
+                return;
+        }
+        if (r == -EAGAIN)
+                preview_note(p,
+                             "the device taint eviction controller wrote no answer into DeviceTaintRule "
+                             "%s within %u s (is kube-controller-manager's device-taint-eviction-controller "
+                             "running?)",
+                             p->prev_name, PREVIEW_POLLS);
+        else if (r < 0)
+                preview_note(p, "the controller's answer in DeviceTaintRule %s could not be read",
+                             p->prev_name);
+        else
+                p->res.preview.known[p->prev_at] = true;
+        preview_delete(p);
+}
+
+static void preview_read(struct planner *p) {
+        _cleanup_free_ char *path = NULL;
+        int r;
+
+        if (asprintf(&path, "%s/devicetaintrules/%s", p->rule_api.prefix, p->prev_name) < 0) {
+                path = NULL;
+                return ready(p, -ENOMEM, NULL);
+        }
+        r = kube_get(p->client, path, on_preview_read, p, &p->prev_call);
+        if (r < 0) {
+                preview_note(p, "cannot read DeviceTaintRule %s: %s", p->prev_name, strerror(-r));
+                return ready(p, 0, NULL);
+        }
+        p->pending++;
+}
+
+static void on_preview_timer(struct dtimer *t) {
+        struct planner *p = container_of(t, struct planner, prev_timer);
+
+        if (!p->closing)
+                preview_read(p);
+}
+
+static void on_preview_created(const struct kube_result *res, void *userdata) {
+        struct planner *p = userdata;
+
+        p->prev_call = NULL;
+        if (!op_ended(p))
+                return;
+        if (res->error == -EEXIST || res->status == 409) {
+                p->res.preview.asked = true;
+                return preview_read(p); /* a killed plan's: judged by what it says */
+        }
+        if (res->error < 0) {
+                /* 422: the server takes no None effect; 403: RBAC or the admission policy */
+                preview_note(p, "creating DeviceTaintRule %s (effect None) was refused: %s", p->prev_name,
+                             strna(res->message));
+                return ready(p, 0, NULL);
+        }
+        p->res.preview.asked = true;
+        if (!(p->prev_uid = strdup(strempty(json_str(res->json, "metadata.uid")))))
+                return ready(p, -ENOMEM, NULL);
+        dtimer_start(&p->prev_timer, PREVIEW_POLL_USEC);
+}
+
+static void preview_next(struct planner *p) {
+        const struct drain_device *d;
+        _cleanup_free_ char *path = NULL, *body = NULL;
+        int r;
+
+        if (p->prev_at >= p->o.profile->n_devices || p->prev_at >= DRAIN_MAX_DEVICES)
+                return ready(p, 0, NULL);
+        d = preview_device(p);
+        p->prev_name = mfree(p->prev_name);
+        p->prev_uid = mfree(p->prev_uid);
+        p->prev_polls = 0;
+        r = taint_rule_preview_name(p->o.node, d->driver, d->pool, d->device, &p->prev_name);
+        if (r == -ENOMEM)
+                return ready(p, r, NULL);
+        if (r < 0) {
+                preview_note(p, "the names of node %s and driver %s are too long for a DeviceTaintRule",
+                             p->o.node, d->driver);
+                p->prev_at++;
+                return preview_next(p);
+        }
+        if (taint_rule_preview_body(&p->rule_api, p->prev_name, p->o.node, d->driver, d->pool, d->device,
+                                    &body) < 0 ||
+            asprintf(&path, "%s/devicetaintrules", p->rule_api.prefix) < 0) {
+                path = NULL;
+                return ready(p, -ENOMEM, NULL);
+        }
+        r = kube_create(p->client, path, body, on_preview_created, p, &p->prev_call);
+        if (r < 0) {
+                preview_note(p, "cannot create DeviceTaintRule %s: %s", p->prev_name, strerror(-r));
+                return ready(p, 0, NULL);
+        }
+        p->pending++;
+}
+
+static void step_preview(struct planner *p) {
+        int r;
+
+        if (!p->rule_api.served) /* (a device drain is refused before this) */
+                return ready(p, 0, NULL);
+        if (p->res.plan.n_blockers > 0) {
+                preview_note(p, "not asked: the drain would be refused");
+                return ready(p, 0, NULL);
+        }
+        r = dtimer_init(&p->prev_timer, p->ts, on_preview_timer);
+        if (r < 0)
+                return ready(p, r, NULL);
+        p->prev_timer_ready = true;
+        preview_next(p);
+}
+
 /* --driver: whether the driver upgrades seamlessly */
 static void step_seamless(struct planner *p) {
         const struct plan *pl = &p->res.plan;
@@ -324,6 +576,8 @@ static void step_seamless(struct planner *p) {
         size_t n_dp = 0;
         int r;
 
+        if (p->o.profile->n_devices > 0)
+                return step_preview(p);
         if (p->o.profile->n_drivers == 0 || p->res.in->dra_off)
                 return ready(p, 0, NULL);
         dp = calloc(pl->n_pods ? pl->n_pods : 1, sizeof(*dp));
@@ -496,6 +750,10 @@ void planner_close(struct planner *p, void (*closed)(void *userdata), void *user
                 health_probe_cancel(p->probe);
         if (p->seam_check)
                 seamless_check_cancel(p->seam_check);
+        if (p->prev_call)
+                kube_call_cancel(p->prev_call);
+        if (p->prev_timer_ready)
+                dtimer_stop(&p->prev_timer);
         if (p->cordon_call)
                 kube_call_cancel(p->cordon_call);
         for (size_t i = 0; p->calls && i < p->res.plan.n_pods; i++)

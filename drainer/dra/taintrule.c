@@ -206,7 +206,8 @@ static const char *other_member(const cJSON *o, const char *const *allowed, size
 
 /* taint_rule_check, and with device (not NULL) taint_rule_device_check. */
 static int check(const cJSON *rule, const char *name, const char *node, const char *driver,
-                 const char *const *pools, size_t n_pools, const char *device, char *why, size_t why_size) {
+                 const char *const *pools, size_t n_pools, const char *device, const char *effect, char *why,
+                 size_t why_size) {
         static const char *const spec_members[] = { "deviceSelector", "taint" };
         static const char *const selector_members[] = { "driver", "pool", "device" };
         static const char *const taint_members[] = { "key", "value", "effect", "timeAdded" };
@@ -280,12 +281,11 @@ static int check(const cJSON *rule, const char *name, const char *node, const ch
         }
         if ((other = other_member(taint, taint_members, ELEMENTSOF(taint_members))) ||
             !streq_ptr(str_at(taint, "key"), TAINT_RULE_TAINT_KEY) ||
-            !streq_ptr(str_at(taint, "effect"), TAINT_RULE_TAINT_EFFECT) ||
+            !streq_ptr(str_at(taint, "effect"), effect) ||
             (str_at(taint, "value") && *str_at(taint, "value")) ||
             (cJSON_GetObjectItemCaseSensitive(taint, "value") && !str_at(taint, "value") &&
              !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(taint, "value")))) {
-                snprintf(why, why_size,
-                         "its taint is not " TAINT_RULE_TAINT_KEY ":" TAINT_RULE_TAINT_EFFECT);
+                snprintf(why, why_size, "its taint is not " TAINT_RULE_TAINT_KEY ":%s", effect);
                 return -EPERM;
         }
         return 0;
@@ -293,7 +293,8 @@ static int check(const cJSON *rule, const char *name, const char *node, const ch
 
 int taint_rule_check(const void *rule_json, const char *name, const char *node, const char *driver,
                      const char *const *pools, size_t n_pools, char *why, size_t why_size) {
-        return check(rule_json, name, node, driver, pools, n_pools, NULL, why, why_size);
+        return check(rule_json, name, node, driver, pools, n_pools, NULL, TAINT_RULE_TAINT_EFFECT, why,
+                     why_size);
 }
 
 int taint_rule_device_check(const void *rule_json, const char *name, const char *node, const char *driver,
@@ -309,11 +310,12 @@ int taint_rule_device_check(const void *rule_json, const char *name, const char 
                          pool, device, node);
                 return -EPERM;
         }
-        return check(rule_json, name, node, driver, pools, 1, device, why, why_size);
+        return check(rule_json, name, node, driver, pools, 1, device, TAINT_RULE_TAINT_EFFECT, why,
+                     why_size);
 }
 
 static int body(const struct taint_rule_api *api, const char *name, const char *node, const char *driver,
-                const char *pool, const char *device, char **ret) {
+                const char *pool, const char *device, const char *effect, char **ret) {
         cJSON *root = cJSON_CreateObject(), *meta, *labels, *ann, *spec, *sel, *taint;
         char *s = NULL;
 
@@ -332,8 +334,7 @@ static int body(const struct taint_rule_api *api, const char *name, const char *
             (device && !cJSON_AddStringToObject(sel, "device", device)) ||
             !(taint = cJSON_AddObjectToObject(spec, "taint")) ||
             !cJSON_AddStringToObject(taint, "key", TAINT_RULE_TAINT_KEY) ||
-            !cJSON_AddStringToObject(taint, "effect", TAINT_RULE_TAINT_EFFECT) ||
-            !(s = cJSON_PrintUnformatted(root))) {
+            !cJSON_AddStringToObject(taint, "effect", effect) || !(s = cJSON_PrintUnformatted(root))) {
                 cJSON_Delete(root);
                 return -ENOMEM;
         }
@@ -344,13 +345,13 @@ static int body(const struct taint_rule_api *api, const char *name, const char *
 
 int taint_rule_body(const struct taint_rule_api *api, const char *name, const char *node, const char *driver,
                     const char *pool, char **ret) {
-        return body(api, name, node, driver, pool, NULL, ret);
+        return body(api, name, node, driver, pool, NULL, TAINT_RULE_TAINT_EFFECT, ret);
 }
 
 int taint_rule_device_body(const struct taint_rule_api *api, const char *name, const char *node,
                            const char *driver, const char *pool, const char *device, char **ret) {
         assert(device);
-        return body(api, name, node, driver, pool, device, ret);
+        return body(api, name, node, driver, pool, device, TAINT_RULE_TAINT_EFFECT, ret);
 }
 
 int taint_rule_device_name(const char *node, const char *driver, const char *pool, const char *device,
@@ -370,4 +371,107 @@ int taint_rule_device_name(const char *node, const char *driver, const char *poo
         }
         *ret = s;
         return 0;
+}
+
+int taint_rule_preview_name(const char *node, const char *driver, const char *pool, const char *device,
+                            char **ret) {
+        _cleanup_free_ char *dev = NULL;
+        const char *idx;
+        char *s;
+        int r;
+
+        assert(node && driver && pool && device && ret);
+        r = taint_rule_device_name(node, driver, pool, device, &dev);
+        if (r < 0)
+                return r;
+        idx = strrchr(dev, '-') + 1; /* the device drain's 19 digits */
+        if (asprintf(&s, "drainer-%zu-%s-%s-2%s", strlen(node), node, driver, idx) < 0)
+                return -ENOMEM;
+        if (strlen(s) > 253) {
+                free(s);
+                return -EINVAL;
+        }
+        *ret = s;
+        return 0;
+}
+
+int taint_rule_preview_body(const struct taint_rule_api *api, const char *name, const char *node,
+                            const char *driver, const char *pool, const char *device, char **ret) {
+        assert(device);
+        return body(api, name, node, driver, pool, device, TAINT_RULE_PREVIEW_EFFECT, ret);
+}
+
+int taint_rule_preview_check(const void *rule_json, const char *name, const char *node, const char *driver,
+                             const char *pool, const char *device, char *why, size_t why_size) {
+        _cleanup_free_ char *want = NULL;
+        const char *pools[1] = { pool };
+        int r;
+
+        assert(name && node && driver && pool && device && why && why_size > 0);
+        r = taint_rule_preview_name(node, driver, pool, device, &want);
+        if (r < 0 || !streq(name, want)) {
+                snprintf(why, why_size, "its name is not drainer's preview for device %s/%s/%s of node %s",
+                         driver, pool, device, node);
+                return -EPERM;
+        }
+        return check(rule_json, name, node, driver, pools, 1, device, TAINT_RULE_PREVIEW_EFFECT, why,
+                     why_size);
+}
+
+/* Reads "N <what>" at *p (N decimal, then one space and exactly what), singular or plural
+ * as the controller writes it ("1 pod would", "2 pods would"); moves *p past it. */
+static int read_count(const char **p, const char *one, const char *many, long *ret) {
+        const char *s = *p, *what;
+        long n = 0;
+        size_t d = strspn(s, "0123456789"), l;
+
+        if (d == 0 || d > 9)
+                return -EBADMSG;
+        for (size_t i = 0; i < d; i++)
+                n = n * 10 + (s[i] - '0');
+        if (s[d] != ' ')
+                return -EBADMSG;
+        what = n == 1 ? one : many;
+        l = strlen(what);
+        if (strncmp(s + d + 1, what, l) != 0)
+                return -EBADMSG;
+        *p = s + d + 1 + l;
+        *ret = n;
+        return 0;
+}
+
+int taint_rule_preview_parse(const void *rule_json, struct taint_rule_preview *ret) {
+        const cJSON *rule = rule_json, *meta, *gen, *conds, *c;
+        struct taint_rule_preview pv = {};
+        const char *m;
+
+        assert(ret);
+        meta = cJSON_GetObjectItemCaseSensitive(rule, "metadata");
+        gen = cJSON_GetObjectItemCaseSensitive(meta, "generation");
+        conds = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rule, "status"),
+                                                 "conditions");
+        if (!cJSON_IsNumber(gen))
+                return -EBADMSG;
+        cJSON_ArrayForEach(c, conds) {
+                const cJSON *og = cJSON_GetObjectItemCaseSensitive(c, "observedGeneration");
+
+                if (!streq_ptr(str_at(c, "type"), "EvictionInProgress"))
+                        continue;
+                /* an answer for an older spec is no answer */
+                if (!cJSON_IsNumber(og) || og->valuedouble != gen->valuedouble)
+                        return -EAGAIN;
+                if (!streq_ptr(str_at(c, "reason"), "NoEffect") || !(m = str_at(c, "message")))
+                        return -EBADMSG;
+                if (read_count(&m, "published device selected. ", "published devices selected. ",
+                               &pv.published) < 0 ||
+                    read_count(&m, "allocated device selected. ", "allocated devices selected. ",
+                               &pv.allocated) < 0 ||
+                    read_count(&m, "pod would be evicted in ", "pods would be evicted in ", &pv.pods) < 0 ||
+                    read_count(&m, "namespace ", "different namespaces ", &pv.namespaces) < 0 ||
+                    strncmp(m, "if the effect was NoExecute.", strlen("if the effect was NoExecute.")) != 0)
+                        return -EBADMSG;
+                *ret = pv;
+                return 0;
+        }
+        return -EAGAIN;
 }

@@ -113,9 +113,9 @@ static int rank(int code) {
 }
 
 /* An error's own code (7 API server unreachable, 8 no such node, 9 kubeconfig, 10
- * forbidden) is kept while no other error comes; else it reads 1. */
+ * forbidden, 11 unsupported) is kept while no other error comes; else it reads 1. */
 static int error_code(int code) {
-        return code >= 7 && code <= 10 ? code : 1;
+        return code >= 7 && code <= 11 ? code : 1;
 }
 
 int nodeset_worst_exit(int a, int b) {

@@ -573,6 +573,65 @@ static void print_readiness(const struct node_rec *n, const struct plan_report *
                            "condition says since when.\n");
 }
 
+/* --device: the controller's count beside the claims-based list above. */
+static void print_preview(const struct plan_report *r, FILE *f) {
+        const struct plan_options *o = r->plan_options;
+        const struct plan_device_preview *pp = r->preview;
+
+        if (!pp || o->n_devices == 0)
+                return;
+        if (pp->asked)
+                fputs("Preview (a DeviceTaintRule with the effect None, made and deleted by this plan): "
+                      "what the device taint eviction controller says a NoExecute taint would evict:\n",
+                      f);
+        for (size_t i = 0; pp->asked && i < o->n_devices && i < DRAIN_MAX_DEVICES; i++) {
+                if (!pp->known[i]) {
+                        fprintf(f, "  %s/%s/%s: no answer\n", o->devices[i].driver, o->devices[i].pool,
+                                o->devices[i].device);
+                        continue;
+                }
+                fprintf(f,
+                        "  %s/%s/%s: %ld pod%s in %ld namespace%s (%ld of %ld selected devices allocated)\n",
+                        o->devices[i].driver, o->devices[i].pool, o->devices[i].device, pp->pv[i].pods,
+                        pp->pv[i].pods == 1 ? "" : "s", pp->pv[i].namespaces,
+                        pp->pv[i].namespaces == 1 ? "" : "s", pp->pv[i].allocated, pp->pv[i].published);
+        }
+        if (pp->note)
+                fprintf(f, "%s: %s; the claims-based list above alone\n",
+                        pp->asked ? "Preview incomplete" : "No preview (effect None)", pp->note);
+}
+
+static int json_preview(cJSON *j, const struct plan_report *r) {
+        const struct plan_options *o = r->plan_options;
+        const struct plan_device_preview *pp = r->preview;
+        cJSON *pv, *devs;
+
+        if (!pp || o->n_devices == 0)
+                return 0;
+        if (!(pv = cJSON_AddObjectToObject(j, "noneEffectPreview")) ||
+            !cJSON_AddBoolToObject(pv, "asked", pp->asked) ||
+            !(pp->note ? cJSON_AddStringToObject(pv, "note", pp->note)
+                       : cJSON_AddNullToObject(pv, "note")) ||
+            !(devs = cJSON_AddArrayToObject(pv, "devices")))
+                return -ENOMEM;
+        for (size_t i = 0; pp->asked && i < o->n_devices && i < DRAIN_MAX_DEVICES; i++) {
+                cJSON *d = cJSON_CreateObject();
+                char name[512];
+
+                snprintf(name, sizeof(name), "%s/%s/%s", o->devices[i].driver, o->devices[i].pool,
+                         o->devices[i].device);
+                if (!d || !cJSON_AddItemToArray(devs, d) || !cJSON_AddStringToObject(d, "device", name))
+                        return -ENOMEM;
+                if (pp->known[i] &&
+                    (!cJSON_AddNumberToObject(d, "publishedDevices", (double)pp->pv[i].published) ||
+                     !cJSON_AddNumberToObject(d, "allocatedDevices", (double)pp->pv[i].allocated) ||
+                     !cJSON_AddNumberToObject(d, "pods", (double)pp->pv[i].pods) ||
+                     !cJSON_AddNumberToObject(d, "namespaces", (double)pp->pv[i].namespaces)))
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
 int plan_report_print(const struct plan_report *r, FILE *f) {
         const struct node_input *in = r->in;
         const char *driver = r->seam ? r->plan_options->drivers[0] : NULL;
@@ -586,6 +645,7 @@ int plan_report_print(const struct plan_report *r, FILE *f) {
                 fprintf(f, "DRA API: %s\n", in->dra_api);
         ret = plan_print_text(r->plan, r->plan_options, f);
         print_readiness(in->node, r, f);
+        print_preview(r, f);
         if (r->seam && r->seam->seamless)
                 fprintf(f,
                         "Seamless upgrade of %s: yes, %s: to update it, no drain is needed "
@@ -637,6 +697,8 @@ cJSON *plan_report_to_json(const struct plan_report *r) {
                 cJSON_AddNullToObject(j, "draApi");
         cJSON_AddBoolToObject(j, "draServed", !in->dra_off);
         json_readiness(j, in->node, r);
+        if (json_preview(j, r) < 0)
+                return NULL;
         if (r->seam) {
                 cJSON *o = cJSON_AddObjectToObject(j, "seamlessUpgrade");
 

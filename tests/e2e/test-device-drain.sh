@@ -12,7 +12,10 @@
 # replacement gets another GPU). A node drain and an overlapping device drain are
 # refused (exit 4, nothing written to the Node); a device the node does not publish is
 # refused (exit 4), bad usage is exit 2, all before any write. uncordon --device deletes
-# the rule and the record. Where no DeviceTaintRule is served: exit 11, nothing written.
+# the rule and the record. plan --device shows the None-effect preview (the device taint
+# eviction controller's count of the pods a NoExecute taint would evict; its rule made
+# and deleted). Where no DeviceTaintRule is served (1.34): drain and plan exit 11,
+# nothing written.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_drainer
 node=node-1
@@ -46,8 +49,14 @@ if ! grep -qx devicetaintrules.resource.k8s.io <<<"$served"; then
 	check_rc "drain --device without DeviceTaintRules" 11 unsup
 	check_eq "the summary says unsupported" unsupported "$(jq -r .error "$e2e_tmp/unsup.out")"
 	audit_window "$run_start" "$e2e_tmp/audit-unsup.json"
-	check_eq "it wrote nothing" "" "$(drainer_writes "$e2e_tmp/audit-unsup.json" | grep -v '^(no request' || true)"
+	check_eq "it wrote nothing (an Event of the refusal aside)" "" "$(drainer_writes "$e2e_tmp/audit-unsup.json" except-events | grep -v '^(no request' || true)"
 	check_eq "the node is schedulable" false "$(node_unschedulable "$node")"
+	check_eq "no drainer.io/ annotation on the Node" "{}" "$(node_drainer_anns "$node")"
+	drainer_run unsupplan plan "$node" --device "gpu.example.com/$node/gpu-0"
+	check_rc "plan --device without DeviceTaintRules" 11 unsupplan
+	check "the plan says why" grep -q "serves no DeviceTaintRule" "$e2e_tmp/unsupplan.err"
+	audit_window "$run_start" "$e2e_tmp/audit-unsupplan.json"
+	check_eq "the plan wrote nothing" "" "$(drainer_writes "$e2e_tmp/audit-unsupplan.json" | grep -v '^(no request' || true)"
 	finish
 	exit
 fi
@@ -82,6 +91,19 @@ check_rc "plan --device" 0 plan
 check_eq "the plan evicts exactly the holder" "demo/$holder" \
 	"$(jq -r '[.groups[] | .pods[] | "\(.namespace)/\(.name)"] | join(",")' "$e2e_tmp/plan.out")"
 check_eq "the plan's isolation" deviceTaintRule "$(jq -r .scope.isolation "$e2e_tmp/plan.out")"
+# The None-effect preview: the device taint eviction controller's count of what a
+# NoExecute taint would evict, beside the claims-based list; its rule made and deleted.
+check_eq "the None preview was asked, without a note" "true null" "$(jq -r '"\(.noneEffectPreview.asked) \(.noneEffectPreview.note)"' "$e2e_tmp/plan.out")"
+check_eq "the controller says a NoExecute taint of $dev would evict 1 pod in 1 namespace" "$dev 1 1 1" \
+	"$(jq -r '.noneEffectPreview.devices[0] | "\(.device) \(.pods) \(.namespaces) \(.allocatedDevices)"' "$e2e_tmp/plan.out")"
+audit_window "$run_start" "$e2e_tmp/audit-plan.json"
+jq_checks '[.[] | select((.userAgent | startswith("drainer/")) and .objectRef.resource == "devicetaintrules")] as $r
+	| ([$r[] | select(.verb == "create" and .responseStatus.code == 201)]) as $c
+	| ([$r[] | select(.verb == "delete" and .responseStatus.code == 200)]) as $d
+	| if ($c | length) != 1 then "FAIL the plan created \($c | length) rules"
+	  elif ($d | length) != 1 or $d[0].objectRef.name != $c[0].objectRef.name then "FAIL the preview rule \($c[0].objectRef.name) was not deleted once"
+	  else "ok the plan made one preview rule and deleted it (\($c[0].objectRef.name))" end' "$e2e_tmp/audit-plan.json"
+check_eq "no rule of $node is left after the plan" 0 "$(kubectl get devicetaintrules -o json | jq --arg p "$(rule_prefix "$node")" '[.items[] | select(.metadata.name | startswith($p))] | length')"
 
 # Every version of the Node while the device is out: never unschedulable.
 kubectl get node "$node" --watch -o jsonpath='{.metadata.resourceVersion}|{.spec.unschedulable}{"\n"}' \

@@ -106,6 +106,11 @@ static void test_worst_exit(void **state) {
         assert_int_equal(nodeset_worst_exit(4, 3), 3);
         assert_int_equal(nodeset_worst_exit(3, 4), 3);
         assert_int_equal(nodeset_worst_exit(3, 1), 1);
+        /* 11 (--device where no DeviceTaintRule is served) is kept as 7-10 are */
+        assert_int_equal(nodeset_worst_exit(0, 11), 11);
+        assert_int_equal(nodeset_worst_exit(4, 11), 11);
+        assert_int_equal(nodeset_worst_exit(11, 11), 11);
+        assert_int_equal(nodeset_worst_exit(11, 7), 1);
         assert_int_equal(nodeset_worst_exit(1, 0), 1);
         assert_int_equal(nodeset_worst_exit(0, 2), 1); /* anything else is an error */
         assert_int_equal(nodeset_worst_exit(4, 4), 4);

@@ -133,18 +133,24 @@ static void expect_list(struct env *e, const char *path, const char *kind, char 
         fake_transport_expect_json(e->api->ft, "GET", prefix, 200, body);
 }
 
-/* node-1 with the pods given (NULL-terminated, malloc'd, taken), no claims, no slices. */
-static void expect_snapshot(struct env *e, char **pods) {
-        _cleanup_free_ char *node = test_asprintf(
-                "{\"metadata\":{\"name\":\"node-1\",\"uid\":\"" FAKE_API_NODE_UID "\","
-                "\"resourceVersion\":\"90\"},\"spec\":{},\"status\":{\"conditions\":[{\"type\":"
-                "\"Ready\",\"status\":\"True\"}]}}");
+/* node-1 with the annotations given (a JSON object's members, "" none) and the pods given
+ * (NULL-terminated, malloc'd, taken), no claims, no slices. */
+static void expect_snapshot_annotated(struct env *e, const char *annotations, char **pods) {
+        _cleanup_free_ char *node =
+                test_asprintf("{\"metadata\":{\"name\":\"node-1\",\"uid\":\"" FAKE_API_NODE_UID "\","
+                              "\"resourceVersion\":\"90\",\"annotations\":{%s}},\"spec\":{},\"status\":{"
+                              "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+                              annotations);
 
         fake_transport_expect_json(e->api->ft, "GET", NODE_GET, 200, node);
         expect_list(e, FAKE_API_PODS, "PodList", pods);
         expect_list(e, FAKE_API_CLAIMS, "ResourceClaimList", (char *[]){ NULL });
         expect_list(e, SLICES, "ResourceSliceList", (char *[]){ NULL });
         expect_list(e, FAKE_API_PDBS, "PodDisruptionBudgetList", (char *[]){ NULL });
+}
+
+static void expect_snapshot(struct env *e, char **pods) {
+        expect_snapshot_annotated(e, "", pods);
 }
 
 static char *web_pod(const char *name) {
@@ -233,6 +239,56 @@ static void test_key_unknown_is_a_blocker(void **state) {
         for (size_t i = 0; i < res->plan.n_blockers; i++)
                 found |= res->plan.blockers[i].kind == BLOCKER_DRIVER_STOP_KEY;
         assert_true(found);
+}
+
+/* --driver while a device of that driver is out of service (a device drain recorded on
+ * the Node): the plan names the device drain as a blocker, as the drain refuses. */
+static void test_driver_plan_names_device_drain(void **state) {
+        struct env *e = *state;
+        struct planner_result *res;
+        const char *m = NULL;
+
+        e->profile.drivers[0] = DRIVER;
+        e->profile.n_drivers = 1;
+        expect_snapshot_annotated(e,
+                                  "\"drainer.io/state.device.D0123456789ABCDEF\":\"drained\","
+                                  "\"drainer.io/devices.device.D0123456789ABCDEF\":\"" DRIVER
+                                  "/node-1/gpu-3\"",
+                                  (char *[]){ web_pod("web-1"), NULL });
+        fake_transport_expect_json(e->api->ft, "GET", "/apis/resource.k8s.io/v1", 200,
+                                   "{\"kind\":\"APIResourceList\",\"resources\":[{\"name\":"
+                                   "\"devicetaintrules\"}]}");
+        start(e, false);
+        run(e, 100 * MS);
+        assert_int_equal(e->ready, 1);
+        assert_int_equal(e->error, 0);
+        res = planner_result(e->pl);
+        for (size_t i = 0; i < res->plan.n_blockers; i++)
+                if (res->plan.blockers[i].kind == BLOCKER_DRAIN_EXCLUSIVE)
+                        m = res->plan.blockers[i].message;
+        assert_non_null(m);
+        test_assert_contains(m, "device " DRIVER "/node-1/gpu-3 of node node-1 is out of service");
+}
+
+/* A device drain of another driver is no blocker of this one. */
+static void test_driver_plan_other_driver_device(void **state) {
+        struct env *e = *state;
+
+        e->profile.drivers[0] = DRIVER;
+        e->profile.n_drivers = 1;
+        expect_snapshot_annotated(e,
+                                  "\"drainer.io/state.device.D0123456789ABCDEF\":\"drained\","
+                                  "\"drainer.io/devices.device.D0123456789ABCDEF\":\"nic.example.com"
+                                  "/node-1/nic-0\"",
+                                  (char *[]){ web_pod("web-1"), NULL });
+        fake_transport_expect_json(e->api->ft, "GET", "/apis/resource.k8s.io/v1", 200,
+                                   "{\"kind\":\"APIResourceList\",\"resources\":[{\"name\":"
+                                   "\"devicetaintrules\"}]}");
+        start(e, false);
+        run(e, 100 * MS);
+        assert_int_equal(e->ready, 1);
+        assert_int_equal(e->error, 0);
+        assert_int_equal(planner_result(e->pl)->plan.n_blockers, 0);
 }
 
 /* A discovery that fails: the error and what failed, no plan. */
@@ -350,6 +406,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_node_plan, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_driver_without_taint_rules, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_key_unknown_is_a_blocker, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_driver_plan_names_device_drain, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_driver_plan_other_driver_device, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_discovery_fails, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_close_midway, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_server_dry_run, setup, teardown),

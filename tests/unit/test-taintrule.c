@@ -213,11 +213,139 @@ static void test_check(void **state) {
         assert_int_equal(taint_rule_check(NULL, "x", "node-1", DRIVER, pools, 2, why, sizeof(why)), -EPERM);
 }
 
+static int parse(const char *json, struct taint_rule_preview *pv) {
+        cJSON *j = cJSON_Parse(json);
+        int r;
+
+        assert_non_null(j);
+        r = taint_rule_preview_parse(j, pv);
+        cJSON_Delete(j);
+        return r;
+}
+
+#define RULE_STATUS(gen, cond) \
+        "{\"metadata\":{\"name\":\"r\",\"generation\":" gen "},\"status\":{\"conditions\":[" cond "]}}"
+#define COND(og, reason, msg)                                                              \
+        "{\"type\":\"EvictionInProgress\",\"status\":\"False\",\"observedGeneration\":" og \
+        ",\"reason\":\"" reason "\",\"message\":\"" msg "\"}"
+#define TAIL                                                                                     \
+        "if the effect was NoExecute. This information will not be updated again. Recreate the " \
+        "DeviceTaintRule to trigger an update."
+
+/* The controller's NoEffect condition (pkg/controller/devicetainteviction, 1.37) read
+ * whole; an answer for an older generation, none yet, or a text that changed is no
+ * number. */
+static void test_preview_parse(void **state) {
+        struct taint_rule_preview pv = {};
+
+        assert_int_equal(
+                parse(RULE_STATUS("1", COND("1", "NoEffect",
+                                            "1 published device selected. 1 allocated device selected. 1 "
+                                            "pod would be evicted in 1 namespace " TAIL)),
+                      &pv),
+                0);
+        assert_int_equal(pv.published, 1);
+        assert_int_equal(pv.allocated, 1);
+        assert_int_equal(pv.pods, 1);
+        assert_int_equal(pv.namespaces, 1);
+        assert_int_equal(
+                parse(RULE_STATUS("3", COND("3", "NoEffect",
+                                            "2 published devices selected. 0 allocated devices selected. "
+                                            "12 pods would be evicted in 3 different namespaces " TAIL
+                                            " 4 pods evicted since starting the controller.")),
+                      &pv),
+                0);
+        assert_int_equal(pv.published, 2);
+        assert_int_equal(pv.allocated, 0);
+        assert_int_equal(pv.pods, 12);
+        assert_int_equal(pv.namespaces, 3);
+        /* nothing yet; an older generation's answer */
+        assert_int_equal(parse("{\"metadata\":{\"generation\":1}}", &pv), -EAGAIN);
+        assert_int_equal(parse(RULE_STATUS("1", ""), &pv), -EAGAIN);
+        assert_int_equal(parse(RULE_STATUS("2", COND("1", "NoEffect",
+                                                     "1 published device selected. 1 allocated "
+                                                     "device selected. 1 pod would be evicted "
+                                                     "in 1 namespace " TAIL)),
+                               &pv),
+                         -EAGAIN);
+        /* another effect's condition, a text that changed, numbers cut or too long */
+        assert_int_equal(parse(RULE_STATUS("1", COND("1", "OtherEffect",
+                                                     "Eviction only happens for the "
+                                                     "NoExecute effect.")),
+                               &pv),
+                         -EBADMSG);
+        assert_int_equal(parse(RULE_STATUS("1", COND("1", "NoEffect",
+                                                     "1 published device selected. 1 allocated "
+                                                     "device selected. 2 pod would be evicted "
+                                                     "in 1 namespace " TAIL)),
+                               &pv),
+                         -EBADMSG);
+        assert_int_equal(parse(RULE_STATUS("1", COND("1", "NoEffect",
+                                                     "1 published device selected. 1 allocated "
+                                                     "device selected.")),
+                               &pv),
+                         -EBADMSG);
+        assert_int_equal(
+                parse(RULE_STATUS("1", COND("1", "NoEffect",
+                                            "99999999999 published devices selected. 1 allocated device "
+                                            "selected. 1 pod would be evicted in 1 namespace " TAIL)),
+                      &pv),
+                -EBADMSG);
+        assert_int_equal(parse("{\"metadata\":{},\"status\":{}}", &pv), -EBADMSG);
+        assert_int_equal(parse("[]", &pv), -EBADMSG);
+}
+
+/* The preview rule: effect None, a 20-digit index (never a drain's rule), drainer's name
+ * for (node, driver); taint_rule_preview_check takes it back, a drain's rule not. */
+static void test_preview_rule(void **state) {
+        static const struct taint_rule_api api = { .served = true,
+                                                   .prefix = "/apis/resource.k8s.io/v1",
+                                                   .api_version = "resource.k8s.io/v1" };
+        _cleanup_free_ char *name = NULL, *dev = NULL, *body = NULL, *dbody = NULL;
+        cJSON *j;
+        char why[256];
+
+        assert_int_equal(taint_rule_preview_name("node-1", "gpu.example.com", "node-1", "gpu-0", &name), 0);
+        assert_int_equal(taint_rule_device_name("node-1", "gpu.example.com", "node-1", "gpu-0", &dev), 0);
+        assert_string_not_equal(name, dev);
+        assert_int_equal(strlen(name), strlen(dev) + 1);
+        assert_int_equal(taint_rule_naming(name, "node-1", "gpu.example.com"), TAINT_RULE_NAME_CURRENT);
+        assert_int_equal(
+                taint_rule_preview_body(&api, name, "node-1", "gpu.example.com", "node-1", "gpu-0", &body),
+                0);
+        j = cJSON_Parse(body);
+        assert_non_null(j);
+        cJSON_AddStringToObject(cJSON_GetObjectItem(j, "metadata"), "uid", "u-1");
+        assert_string_equal(
+                cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "spec"), "taint"), "effect")
+                        ->valuestring,
+                "None");
+        assert_int_equal(taint_rule_preview_check(j, name, "node-1", "gpu.example.com", "node-1", "gpu-0",
+                                                  why, sizeof(why)),
+                         0);
+        assert_int_equal(taint_rule_device_check(j, name, "node-1", "gpu.example.com", "node-1", "gpu-0",
+                                                 why, sizeof(why)),
+                         -EPERM);
+        cJSON_Delete(j);
+        /* a drain's rule (NoSchedule) under the preview's name is not the preview */
+        assert_int_equal(
+                taint_rule_device_body(&api, name, "node-1", "gpu.example.com", "node-1", "gpu-0", &dbody),
+                0);
+        j = cJSON_Parse(dbody);
+        cJSON_AddStringToObject(cJSON_GetObjectItem(j, "metadata"), "uid", "u-1");
+        assert_int_equal(taint_rule_preview_check(j, name, "node-1", "gpu.example.com", "node-1", "gpu-0",
+                                                  why, sizeof(why)),
+                         -EPERM);
+        cJSON_Delete(j);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_names_never_collide),
                 cmocka_unit_test(test_names),
                 cmocka_unit_test(test_check),
+                cmocka_unit_test(test_preview_parse),
+                cmocka_unit_test(test_preview_rule),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

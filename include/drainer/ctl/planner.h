@@ -39,6 +39,9 @@ struct planner_result {
         struct seamless_answer seam;
         struct planner_answer cordon;  /* the server dry run's cordon patch */
         struct planner_answer *evicts; /* one per pod of plan (done at once for those not sent) */
+        /* --device where DeviceTaintRules are served and nothing blocks the drain: the
+         * None-effect preview (note owned by the planner) */
+        struct plan_device_preview preview;
 };
 
 struct planner_callbacks {

@@ -100,3 +100,35 @@ int taint_rule_device_body(const struct taint_rule_api *api, const char *name, c
  * must be taint_rule_device_name's): 0 or -EPERM with why. */
 int taint_rule_device_check(const void *rule_json, const char *name, const char *node, const char *driver,
                             const char *pool, const char *device, char *why, size_t why_size);
+
+/* `plan --device`'s preview (KEP-5055 effect None, resource.k8s.io v1 from 1.37, v1beta2
+ * on 1.36): a rule with the taint drainer.io/draining:None selecting one device, which
+ * taints nothing; the device taint eviction controller writes once, into its
+ * status.conditions, what a NoExecute taint would hit (condition EvictionInProgress,
+ * reason NoEffect, observedGeneration the rule's generation, message "N published
+ * devices selected. M allocated devices selected. P pods would be evicted in Q
+ * namespaces ..."). The name is the device drain's with a 20-digit index ("2" and the
+ * device drain's 19 digits): never a drain's rule, still drainer's name for (node,
+ * driver). */
+#define TAINT_RULE_PREVIEW_EFFECT "None"
+int taint_rule_preview_name(const char *node, const char *driver, const char *pool, const char *device,
+                            char **ret);
+/* As taint_rule_device_body, with the effect None. */
+int taint_rule_preview_body(const struct taint_rule_api *api, const char *name, const char *node,
+                            const char *driver, const char *pool, const char *device, char **ret);
+/* As taint_rule_device_check, for the preview rule (effect None) named name. */
+int taint_rule_preview_check(const void *rule_json, const char *name, const char *node, const char *driver,
+                             const char *pool, const char *device, char *why, size_t why_size);
+
+/* What the controller says a NoExecute taint of the rule's devices would do. */
+struct taint_rule_preview {
+        long published;  /* devices of ResourceSlices the rule selects */
+        long allocated;  /* of them, allocated to a claim */
+        long pods;       /* pods that would be evicted */
+        long namespaces; /* in how many namespaces */
+};
+/* Reads the controller's answer from rule (a DeviceTaintRule as the API server returned
+ * it). 0 and *ret filled; -EAGAIN: no answer for the rule's current generation yet;
+ * -EBADMSG: a condition for it whose message says none of this (reason not NoEffect, or
+ * the text changed). Never trusts a number it cannot read whole. */
+int taint_rule_preview_parse(const void *rule_json, struct taint_rule_preview *ret);

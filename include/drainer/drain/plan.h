@@ -12,6 +12,7 @@
 
 #include "drainer/dra/claims.h"
 #include "drainer/dra/driverstop.h"
+#include "drainer/dra/taintrule.h"
 #include "drainer/drain/device.h"
 #include "drainer/drain/state.h"
 #include "drainer/kube/objects.h"
@@ -191,16 +192,28 @@ cJSON *plan_to_json(const struct plan *p, const struct plan_options *o);
 /* What `drainer plan` prints of one node: the plan, and beside it the DRA API the
  * cluster serves, the Node's readiness (and, with out_of_service, when the taint
  * node.kubernetes.io/out-of-service would go on), and a driver's seamless upgrade. */
+/* `plan --device`: what the device taint eviction controller said a NoExecute taint of
+ * each device would hit (a rule with the effect None, made and deleted by the plan). */
+struct plan_device_preview {
+        bool asked;       /* a preview rule was sent */
+        const char *note; /* why some device has no answer (or none was asked), or NULL */
+        bool known[DRAIN_MAX_DEVICES];
+        struct taint_rule_preview pv[DRAIN_MAX_DEVICES]; /* plan_options->devices[i]'s */
+};
+
 struct plan_report {
         const struct plan *plan;
         const struct plan_options *plan_options;
         const struct node_input *in; /* the node as read (in->node) and the DRA API */
         bool out_of_service;
         uint64_t out_of_service_after_usec;
-        const struct seamless_answer *seam; /* the driver's (plan_options->drivers[0]), or NULL */
+        const struct seamless_answer *seam;        /* the driver's (plan_options->drivers[0]), or NULL */
+        const struct plan_device_preview *preview; /* --device, or NULL */
 };
 /* plan_print_text's returns; plan_to_json's with draApi, draServed, nodeReady,
  * nodeNotReadySince, outOfService: {taint, afterSeconds, tainted, dueAt} and
- * seamlessUpgrade: {seamless, daemonset, reason}. */
+ * seamlessUpgrade: {seamless, daemonset, reason}, and with --device noneEffectPreview:
+ * {asked, note, devices: [{device, publishedDevices, allocatedDevices, pods, namespaces}]}
+ * (a device without an answer: no counts). */
 int plan_report_print(const struct plan_report *r, FILE *f);
 cJSON *plan_report_to_json(const struct plan_report *r);
