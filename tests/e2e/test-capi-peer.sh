@@ -2,7 +2,8 @@
 # drainer as Cluster API's pre-drain hook owner against Cluster API's own Machine
 # controller (v1.14.2): needs a cluster started with DRAINER_CLUSTER_PEERS=capi
 # (tests/cluster/capi.sh: Machines capi-test/node-N with drainer's hook, Running with
-# their real kubelet Nodes). Not in tests/run-all; see tests/cluster/README.md.
+# their real kubelet Nodes). tests/run-all runs it at the end of its side lane on a
+# cluster of its own (capi_peer); see tests/cluster/README.md.
 #  1. claim holders and a plain pod on node-2, a PDB over the claim holders that allows
 #     no disruption; `serve --all-nodes --cluster-api`; Machine node-2 deleted: the hook
 #     stays, and the Machine's Events and the Node's message name the PDB;
