@@ -540,6 +540,13 @@ if kubectl api-resources --api-group resource.k8s.io -o name 2>/dev/null | grep 
 		rule_create "$n2kc" "$dev2" node-2 node-1 NoSchedule '{"driver":"gpu.example.com","pool":"node-1","device":"gpu-0"}'
 	admission_refused dtr-device-noexecute "node-2's token: a device rule with effect NoExecute" "has the taint drainer.io/draining:NoSchedule" \
 		rule_create "$n2kc" "$dev2" node-2 node-2 NoExecute '{"driver":"gpu.example.com","pool":"node-2","device":"gpu-0"}'
+	# plan --device's preview: the device's name with a 20-digit index (a 2 before the
+	# device's 19 digits) and the effect None, which taints nothing.
+	prev2=drainer-6-node-2-gpu.example.com-21234567890123456789
+	admission_admitted dtr-own-preview "node-2's token: a None-effect preview rule of a device of pool node-2, as plan --device sends it" \
+		rule_create "$n2kc" "$prev2" node-2 node-2 None '{"driver":"gpu.example.com","pool":"node-2","device":"gpu-0"}'
+	admission_refused dtr-other-preview "node-2's token: a None-effect preview rule of node-1's pool" "may taint only the devices of its own node's pool node-2, not pool node-1" \
+		rule_create "$n2kc" "$prev2" node-2 node-1 None '{"driver":"gpu.example.com","pool":"node-1","device":"gpu-0"}'
 	admission_refused dtr-nonode "a token naming no node: a rule" "names no node" \
 		rule_create "$sakc" "$own2" node-2 node-2 NoSchedule
 	# Deletes: real rules (an admin's create), node-2's deleted by node-2's token (also under
