@@ -538,8 +538,7 @@ const char flag_false[] = "false";
  * "-v 6": "6"): kubectl's levels 0-10 map to drainer's two (4 and more: debug logs). */
 static int verbosity_parse(const char *arg, int *verbose) {
         const char *s = arg;
-        char *end;
-        long level;
+        long long level;
 
         if (!arg) {
                 (*verbose)++;
@@ -551,9 +550,7 @@ static int verbosity_parse(const char *arg, int *verbose) {
         }
         if (*s == '=')
                 s++;
-        errno = 0;
-        level = strtol(s, &end, 10);
-        if (errno || end == s || *end || level < 0 || level > 10)
+        if (argval_int(s, 0, 10, &level) < 0)
                 return log_error_errno(EINVAL, "-v: invalid level \"%s\" (0-10, as kubectl's)", s);
         *verbose = level >= 4 ? 2 : level >= 1 ? 1 : 0;
         return 1;

@@ -10,6 +10,7 @@
 
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
+#include "drainer/base/text.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/ctl/driverkey.h"
 #include "drainer/ctl/planner.h"
@@ -373,8 +374,11 @@ static void preview_note(struct planner *p, const char *fmt, ...) {
         if (p->prev_note)
                 return; /* the first one says it */
         va_start(ap, fmt);
-        if (vasprintf(&m, fmt, ap) >= 0)
-                p->prev_note = m;
+        if (vasprintf(&m, fmt, ap) >= 0) {
+                /* it may quote the API server's message: printed, so escaped */
+                p->prev_note = text_escape_controls(m, strlen(m));
+                free(m);
+        }
         va_end(ap);
         p->res.preview.note = p->prev_note;
 }
@@ -447,6 +451,11 @@ static void on_preview_read(const struct kube_result *res, void *userdata) {
                 return preview_next(p);
         }
         uid = json_str(res->json, "metadata.uid");
+        if (!uid || !*uid) { /* no precondition to delete it under: not touched */
+                preview_note(p, "DeviceTaintRule %s has no uid: left alone", p->prev_name);
+                p->prev_at++;
+                return preview_next(p);
+        }
         if (p->prev_uid && !streq_ptr(uid, p->prev_uid)) {
                 preview_note(p, "DeviceTaintRule %s was made again by someone else: left alone",
                              p->prev_name);
