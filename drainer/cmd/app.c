@@ -342,7 +342,7 @@ const char *app_exit_code_to_string(int code) {
         case EXIT_UNSUPPORTED:
                 return "unsupported";
         default:
-                return "error";
+                return code > EXIT_INTERRUPTED(0) && code < EXIT_INTERRUPTED(65) ? "interrupted" : "error";
         }
 }
 

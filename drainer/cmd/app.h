@@ -29,6 +29,11 @@ enum {
                                 * DeviceTaintRules); nothing was changed */
 };
 
+/* Interrupted by signal N (SIGINT, SIGTERM) before the work was over: 128 + N (130,
+ * 143), as a shell reports a command that N ended; the state stays on the Node and the
+ * same command resumes it. Not an error, so not 1: a hook tells "run me again" apart. */
+#define EXIT_INTERRUPTED(signum) (128 + (signum))
+
 /* -EHOSTDOWN, as a verb's result: --timeout ran out while the API server had never
  * answered (or had answered only failures for a while): exit 7, not 3. */
 #define APP_ERR_API_SILENT (-EHOSTDOWN)

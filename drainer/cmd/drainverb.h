@@ -110,6 +110,7 @@ struct drain_verb {
         struct seamless_answer seam;
         uv_signal_t sigint, sigterm;
         bool signals;
+        int signum;      /* the first SIGINT or SIGTERM: the exit code says it (EXIT_INTERRUPTED) */
         int stage_worst; /* the worst exit code of the goal now running */
         int maintain_r;  /* maintain of one run: its result as the old sequence gave it */
         int command_status;

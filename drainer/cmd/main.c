@@ -42,7 +42,9 @@
         "                            NO_COLOR), always or never\n"                               \
         "      --as USER             impersonate USER (Impersonate-User), as kubectl's --as\n"   \
         "      --as-group GROUP      impersonate GROUP too (repeatable; needs --as)\n"           \
-        "      --request-timeout D   per API request (default 30s; 0: none), e.g. 10s, 1m\n"     \
+        "      --request-timeout D   per API request, and how long drain, uncordon and\n"        \
+        "                            maintain wait to read the node at all (then exit 7,\n"      \
+        "                            nothing changed) (default 30s; 0: none), e.g. 10s, 1m\n"    \
         "  -h, --help                help for drainer or for a verb\n"
 
 /* After the global flags in `drainer --help`. */
@@ -157,7 +159,7 @@
         "  1  error (an API error not below, configuration, malformed drainer annotations,\n" \
         "     a recorded action this configuration does not allow: the message names the\n"   \
         "     flag to add, nothing was started or changed; uncordon of a node someone\n"      \
-        "     else cordoned; maintain whose command failed; interrupted)\n"                   \
+        "     else cordoned; maintain whose command failed)\n"                                \
         "  2  bad usage (unknown verb or flag, a flag of another verb, missing NODE)\n"       \
         "  3  timed out (--timeout; guard: gave up before the pod's grace period ended)\n"    \
         "  4  refused by a blocker: in preflight nothing was changed; in a later phase\n"     \
@@ -171,6 +173,8 @@
         "  9  the kubeconfig (or the credentials it names) is invalid\n"                      \
         "  10 forbidden: the API server refused the credentials (401, 403)\n"                 \
         "  11 unsupported: --device where the API server serves no DeviceTaintRule\n"         \
+        "  130 interrupted by SIGINT (128 + 2); 143 by SIGTERM (128 + 15): the state\n"       \
+        "     stays on the Node, the same command resumes it\n"                               \
         "  -o json prints a summary with every code: \"error\" names the kind, \"message\"\n" \
         "  the cause; nothing is claimed that was not read (\"nodeReady\": null)\n"           \
         "  With -l SELECTOR: the worst of the nodes' (1 over 3 over 4 over 0; 7-10 kept\n"    \
@@ -259,9 +263,9 @@ const struct verb verbs[] = {
                 "      --metrics-in-output       -o json: add the figures of /metrics (\"metrics\")\n"
                 "\nExit codes: 0 drained, 3 timed out (a rerun resumes), 4 refused by a blocker,\n"
                 "11 --device where no DeviceTaintRule is served (nothing changed),\n"
-                "1 error (also interrupted: the state stays on the Node; -l matching no node),\n"
-                "2 bad usage. With -l: the worst of the nodes'\n"
-                "(1 over 3 over 4 over 0).\n" API_EXIT_CODES_HELP,
+                "1 error (also -l matching no node), 2 bad usage, 130/143 interrupted by\n"
+                "SIGINT/SIGTERM (the state stays on the Node; the same command resumes). With\n"
+                "-l: the worst of the nodes' (1 over 3 over 4 over 0).\n" API_EXIT_CODES_HELP,
                 NULL,
                 &verb_drain_ops,
         },
@@ -504,7 +508,8 @@ const struct verb verbs[] = {
                 "\nExit codes: 0 every node on the update revision, 3 a node's driver not healthy\n"
                 "(or its drain not done) within --timeout: it stays out of service, the rollout\n"
                 "stopped there; 4 refused (not OnDelete, a node being drained by someone else);\n"
-                "1 error or interrupted (run it again to resume); 2 bad usage.\n" API_EXIT_CODES_HELP,
+                "1 error; 2 bad usage; 130/143 interrupted by SIGINT/SIGTERM (run it again to\n"
+                "resume).\n" API_EXIT_CODES_HELP,
                 NULL,
                 &verb_rollout_ops,
         },

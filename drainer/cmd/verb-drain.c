@@ -166,6 +166,15 @@ static bool api_silent(struct drain_verb *v, char **ret_message) {
         return true;
 }
 
+/* How long a run waits to read its Node at all: --request-timeout (30 s by default; 0:
+ * for ever), as the read-only verbs, whose requests give up after their retries. Then
+ * the run ends with exit 7 (api_silent), having read and changed nothing. */
+static uint64_t unread_timeout(const struct app *a) {
+        uint64_t t = a->flags.request_timeout_usec;
+
+        return t == KUBE_NO_TIMEOUT ? 0 : t ? t : 30 * USEC_PER_SEC;
+}
+
 cJSON *drain_verb_list_json(struct drain_verb *v, const char *verb, unsigned max_parallel, int code) {
         cJSON *j = cJSON_CreateObject();
 
@@ -536,7 +545,7 @@ static void report_not_started(struct drain_verb *v, const struct fleet_node *n)
         struct run_display *d = &v->disp[n->index];
 
         log_error("%s of node %s: not started (interrupted)", goal_verb(n), n->node);
-        d->code = EXIT_ERROR;
+        d->code = v->signum ? EXIT_INTERRUPTED(v->signum) : EXIT_ERROR;
         if (v->fmt == OUTPUT_JSON) {
                 cJSON_Delete(d->json);
                 d->json = run_summary_new(true, n->node, goal_verb(n), "not-started");
@@ -573,7 +582,7 @@ static void on_run_done(struct drain_fleet *f, const struct fleet_node *n, void 
                 r = report_result(v, n, verb, n->result);
         if (n->goal == ENGINE_GOAL_UNCORDON && r == -EPERM)
                 r = -EEXIST; /* not a refusal by a blocker: exit 1 */
-        d->code = drain_verb_exit_code(r);
+        d->code = r == -EINTR && v->signum ? EXIT_INTERRUPTED(v->signum) : drain_verb_exit_code(r);
         if (v->is_maintain && v->n_runs == 1)
                 v->maintain_r = r;
         if (v->fmt == OUTPUT_JSON) {
@@ -615,6 +624,12 @@ static void on_command_done(struct drain_fleet *f, int status, int error, void *
                 log_info("command \"%s\" succeeded", v->cmd[0]);
 }
 
+/* A command a signal ended before its work was over exits 128 + N, whatever its runs
+ * said (each run's own code stays in its summary). */
+static int interrupted_code(const struct drain_verb *v, int code) {
+        return v->signum && code != EXIT_DONE ? EXIT_INTERRUPTED(v->signum) : code;
+}
+
 /* Every run ended: the summaries, the exit code. */
 static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
         struct drain_verb *v = userdata;
@@ -623,6 +638,7 @@ static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
 
         if (v->is_maintain && v->command_status > 0 && code == EXIT_DONE)
                 code = EXIT_ERROR; /* restored after a failed command (or not restored at all) */
+        code = interrupted_code(v, code);
         if (v->is_maintain && !runs_listed(v)) {
                 /* one summary over the drain, the command and the restore */
                 struct run_display *d = &v->disp[0];
@@ -631,7 +647,7 @@ static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
 
                 if (r == 0 && v->command_status > 0)
                         r = -ECHILD;
-                code = drain_verb_exit_code(r);
+                code = interrupted_code(v, drain_verb_exit_code(r));
                 if (v->fmt == OUTPUT_JSON) {
                         if (r == -ECHILD || !d->json) {
                                 cJSON_Delete(d->json);
@@ -641,7 +657,7 @@ static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
                         drain_verb_print_json(d->json);
                 }
         } else if (v->fmt == OUTPUT_JSON && !runs_listed(v)) {
-                cJSON_AddNumberToObject(v->disp[0].json, "exitCode", v->disp[0].code);
+                cJSON_AddNumberToObject(v->disp[0].json, "exitCode", code);
                 drain_verb_print_json(v->disp[0].json);
         } else if (v->fmt == OUTPUT_JSON) {
                 /* a List: the nodes of -l, or the drivers of several --driver */
@@ -662,6 +678,8 @@ static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
 static void on_signal(uv_signal_t *h, int signum) {
         struct drain_verb *v = h->data;
 
+        if (!v->signum)
+                v->signum = signum;
         drain_run_interrupt(v->run);
 }
 
@@ -847,6 +865,7 @@ static void runs_start(struct drain_verb *v) {
                                   .linger_usec = FLEET_LINGER_USEC,
                                   .out_of_service = v->o.oos.on,
                                   .out_of_service_after_usec = v->o.oos.after_usec,
+                                  .unread_timeout_usec = unread_timeout(v->app),
                                   .instance = host,
                           },
                           &cb, v, &v->run);

@@ -68,6 +68,7 @@ struct rollout_run {
         bool signals_ready;
         unsigned handles_closing;
         bool interrupted, said;
+        int signum; /* what interrupted it: exit EXIT_INTERRUPTED(signum) */
         uint64_t t0;
         struct dtimer wait; /* the wind-down's next stage, on a turn of its own */
         bool wait_ready;
@@ -208,7 +209,7 @@ static int rollout_exit_code(const struct rollout_run *run) {
                     (c == EXIT_REFUSED && code == EXIT_DONE))
                         code = c;
         }
-        return run->interrupted ? EXIT_ERROR : code;
+        return run->interrupted ? EXIT_INTERRUPTED(run->signum) : code;
 }
 
 static void print_summary(const struct rollout_run *run, int code) {
@@ -302,6 +303,8 @@ static void on_slots_changed(struct slots *s, void *userdata) {
 static void on_signal(uv_signal_t *h, int signum) {
         struct rollout_run *run = h->data;
 
+        if (!run->interrupted)
+                run->signum = signum;
         run->interrupted = true;
         rollout_over(run);
 }

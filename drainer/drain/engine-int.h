@@ -53,7 +53,7 @@ struct engine {
         unsigned parts;         /* what the view holds for this goal */
         bool view_closing;
         bool pdbs_failed; /* budgets could not be listed: the drain goes on without them */
-        struct dtimer reconcile_timer, retry, deadline, stop_wait;
+        struct dtimer reconcile_timer, retry, deadline, unread, stop_wait;
         struct dtimer idle_timer; /* tells on_idle, on the turn after the last call ended */
         bool idle_told;
         bool reconcile_armed;

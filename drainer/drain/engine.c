@@ -255,6 +255,7 @@ void engine_finish(struct engine *e, int result, const char *fmt, ...) {
 
         dtimer_stop(&e->retry);
         dtimer_stop(&e->deadline);
+        dtimer_stop(&e->unread);
         if (e->cb.on_finished)
                 e->cb.on_finished(e, &e->summary, e->userdata);
 }
@@ -310,6 +311,18 @@ static void on_deadline(struct dtimer *t) {
         engine_finish(e, -ETIMEDOUT, "timed out in phase %s: %s%s%s",
                       e->has_phase ? drain_phase_to_string(e->phase) : "preflight", remained,
                       e->message ? "; last: " : "", strempty(e->message));
+}
+
+/* Nothing has been read of the Node since the start (the API server does not answer,
+ * or not its watch): a one-shot run gives up here rather than wait for ever; once the
+ * Node was read, only the deadline bounds the run. */
+static void on_unread(struct dtimer *t) {
+        struct engine *e = container_of(t, struct engine, unread);
+
+        if (node_view_node(e->view))
+                return;
+        engine_finish(e, -ETIMEDOUT, "node %s not read in %.0f s: nothing was read, nothing was changed",
+                      e->o.node, (double)e->o.unread_timeout_usec / USEC_PER_SEC);
 }
 
 void engine_trail(struct engine *e, enum engine_trail_kind kind, const char *ns, const char *name) {
@@ -782,6 +795,7 @@ int engine_new(struct kube_client *client, struct transport *transport, struct t
         if ((r = dtimer_init(&e->reconcile_timer, ts, on_reconcile_timer)) < 0 ||
             (r = dtimer_init(&e->retry, ts, on_retry_timer)) < 0 ||
             (r = dtimer_init(&e->deadline, ts, on_deadline)) < 0 ||
+            (r = dtimer_init(&e->unread, ts, on_unread)) < 0 ||
             (r = dtimer_init(&e->stop_wait, ts, on_stop_wait)) < 0 ||
             (r = dtimer_init(&e->idle_timer, ts, on_idle_timer)) < 0) {
                 engine_free(e);
@@ -808,6 +822,8 @@ int engine_start(struct engine *e) {
         }
         if (e->o.timeout_usec > 0)
                 dtimer_start(&e->deadline, e->o.timeout_usec);
+        if (e->o.unread_timeout_usec > 0)
+                dtimer_start(&e->unread, e->o.unread_timeout_usec);
         return 0;
 }
 
@@ -823,6 +839,7 @@ void engine_stop(struct engine *e) {
                 dtimer_stop(&e->reconcile_timer);
                 dtimer_stop(&e->retry);
                 dtimer_stop(&e->deadline);
+                dtimer_stop(&e->unread);
         }
         e->reconcile_armed = false;
         /* A Node patch already sent may already be applied: wait a moment for its answer,
@@ -869,6 +886,7 @@ void engine_free(struct engine *e) {
                 dtimer_done(&e->reconcile_timer);
                 dtimer_done(&e->retry);
                 dtimer_done(&e->deadline);
+                dtimer_done(&e->unread);
                 dtimer_done(&e->stop_wait);
                 if (e->idle_timer.src)
                         dtimer_done(&e->idle_timer);

@@ -75,6 +75,21 @@ unreachable silent silent 'timed out waiting for the API server'
 unreachable dns nohost 'DNS name not found'
 check "dns: not reported as No route to host" bash -c "! grep -qi 'no route to host' '$e2e_tmp/dns.err'"
 
+# Without --timeout: a drain that cannot read its node at all gives up after
+# --request-timeout (30 s by default) with exit 7, as the read-only verbs do, rather
+# than retry for ever. Run under `timeout 120` so that a hang is a failure, not a stall.
+never_read() { # TAG KUBECONFIG [FLAGS...]
+	local tag=$1 cfg=$2
+	shift 2
+	DRAINER_RUN_TIMEOUT=120 drainer_run "$tag" --kubeconfig "$e2e_tmp/kc-$cfg" "$@" -o json drain node-1
+	check_rc "$tag: drain without --timeout ends by itself with exit 7" 7 "$tag"
+	check "$tag: it says the API server never answered and nothing changed" \
+		grep -q "it never answered; the node was not read, nothing was changed" "$e2e_tmp/$tag.err"
+	check_eq "$tag: -o json .error" api-unreachable "$(jq -r .error "$e2e_tmp/$tag.out" 2>/dev/null)"
+}
+never_read unread-silent silent --request-timeout 4s
+never_read unread-refused closed
+
 # An unparsable kubeconfig: exit 9, the file named, a document with "error".
 for verb in drain uncordon plan; do
 	t=(--timeout 6s)

@@ -39,8 +39,9 @@ crash_in() { # phase [signal: KILL, or TERM with -o json]
 		pass "$x: drainer SIG$sig when the Node showed ${x%.*} (state at the kill: $killed_in)"
 		landed+=("$x->$killed_in")
 		if [ "$sig" = TERM ]; then
-			# an orderly stop: exit 1, and -o json says where the Node stands
-			check_eq "$x: exit 1 on SIGTERM (the state stays on the Node)" 1 "$killed_rc"
+			# an orderly stop: exit 143 (128 + SIGTERM), and -o json says where the Node stands
+			check_eq "$x: exit 143 on SIGTERM (the state stays on the Node)" 143 "$killed_rc"
+			check_eq "$x: -o json: exitCode 143" 143 "$(jq -r .exitCode "$e2e_tmp/$x.killed.out" 2>/dev/null)"
 			check_eq "$x: -o json: result interrupted, in the phase the Node shows" "interrupted $killed_in" \
 				"$(jq -r '"\(.result) \(.phase)"' "$e2e_tmp/$x.killed.out" 2>/dev/null)"
 			check "$x: -o json: the message says how to resume" grep -q 'run the same command again' "$e2e_tmp/$x.killed.out"

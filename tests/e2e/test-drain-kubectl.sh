@@ -388,7 +388,7 @@ kill -TERM "$sel_pid"
 wait "$sel_pid"
 sel_rc=$?
 untrack_pid "$sel_pid"
-check_eq "SIGTERM: the command exits 1 (interrupted)" 1 "$sel_rc"
+check_eq "SIGTERM: the command exits 143 (interrupted: 128 + SIGTERM)" 143 "$sel_rc"
 check "... node-1 named as interrupted, node-2 as not started" bash -c "grep -q 'interrupted: the state is on node node-1' '$e2e_tmp/sel1.err' && grep -q 'of node node-2: not started' '$e2e_tmp/sel1.err'"
 check_eq "node-1 keeps its phase (evict-rest), cordoned" "evict-rest true" "$(node_state node-1) $(node_unschedulable node-1)"
 check_eq "node-2 untouched" "$fp2" "$(node_fingerprint node-2)"

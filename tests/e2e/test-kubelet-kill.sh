@@ -111,7 +111,7 @@ wait "$dpid"
 rc=$?
 untrack_pid "$dpid"
 dpid=
-check_eq "drainer interrupted (SIGTERM): exit 1, -o json result interrupted" "1 interrupted" "$rc $(jq -r .result "$e2e_tmp/first.out" 2>/dev/null)"
+check_eq "drainer interrupted (SIGTERM): exit 143, -o json result interrupted" "143 interrupted" "$rc $(jq -r .result "$e2e_tmp/first.out" 2>/dev/null)"
 jq -r '"    -o json: result \(.result), phase \(.phase), message: \(.message)"' "$e2e_tmp/first.out" 2>/dev/null
 check_eq "-o json of the interrupted run: nodeReady false, its message names the node not Ready" "false true" \
 	"$(jq -r '"\(.nodeReady) \(.message // "" | test("is not Ready"))"' "$e2e_tmp/first.out" 2>/dev/null)"

@@ -1216,6 +1216,47 @@ static void test_summary_claims_only_the_node_it_read(void **state) {
         assert_false(e->summary.changed);
 }
 
+/* Without --timeout, a one-shot run (unread_timeout_usec) still ends when the Node was
+ * never read: -ETIMEDOUT at the bound, the message says nothing was changed. */
+static void test_unread_node_gives_up(void **state) {
+        static const struct engine_callbacks cb = { .on_finished = on_finished };
+        struct env *e = *state;
+        struct engine_options o = { .goal = ENGINE_GOAL_DRAIN,
+                                    .unread_timeout_usec = 30 * SEC,
+                                    .node = "node-1" };
+
+        assert_int_equal(engine_new(e->client, fake_transport_base(e->ft), e->ts, &o, &cb, e, &e->engine),
+                         0);
+        assert_int_equal(engine_start(e->engine), 0);
+        run_for(e, 29 * SEC, 100 * MS);
+        assert_false(e->finished);
+        run_for(e, 2 * SEC, 100 * MS);
+        assert_true(e->finished);
+        assert_int_equal(e->result, -ETIMEDOUT);
+        assert_non_null(e->message);
+        assert_non_null(
+                strstr(e->message, "node node-1 not read in 30 s: nothing was read, nothing was changed"));
+        assert_false(e->summary.node_seen);
+        assert_false(e->summary.changed);
+}
+
+/* Once the Node was read, the bound no longer applies: a drain that waits for a pod
+ * longer than it goes on (only --timeout would end it). */
+static void test_unread_bound_ends_once_read(void **state) {
+        struct env *e = *state;
+        struct engine_options o = { .goal = ENGINE_GOAL_DRAIN,
+                                    .grace_seconds = 1,
+                                    .unread_timeout_usec = 5 * SEC };
+
+        start_node(
+                e, &o, node_obj_ready(STATE_ANNS("wait-released"), true, true, "True"),
+                (char *[]){ pod_with("web-a", "\"deletionTimestamp\":\"2025-06-15T14:00:02Z\"," OWNED_BY_RS,
+                                     NULL, false),
+                            NULL });
+        run_for(e, 20 * SEC, 100 * MS);
+        assert_false(e->finished);
+}
+
 static void test_summary_node_seen_when_read(void **state) {
         struct env *e = *state;
         struct engine_options o = { .goal = ENGINE_GOAL_DRAIN, .grace_seconds = 1, .timeout_usec = 5 * SEC };
@@ -1554,6 +1595,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_not_ready_node_is_named_while_waiting, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_not_ready_event_and_back, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_summary_claims_only_the_node_it_read, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unread_node_gives_up, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unread_bound_ends_once_read, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_summary_node_seen_when_read, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_out_of_service_after_duration, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_uncordon_out_of_service, setup, teardown),

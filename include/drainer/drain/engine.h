@@ -41,6 +41,11 @@ struct engine_options {
         uint64_t skip_wait_for_delete_usec; /* --skip-wait-for-delete-timeout; 0: wait for every pod */
         const struct health_target *driver_health; /* NULL: no gRPC probe */
         uint64_t timeout_usec;                     /* 0: none; counts from engine_start() of this run */
+        /* The Node not read this long after engine_start(): give up with -ETIMEDOUT
+         * (nothing was read, so nothing was changed). A one-shot caller's answer to an
+         * API server that never answers; 0: wait for it (serve: the server may come up
+         * after drainer). */
+        uint64_t unread_timeout_usec;
         /* --out-of-service: once the node has been not Ready (its Ready condition's
          * lastTransitionTime) for out_of_service_after_usec during a drain, apply
          * upstream's out-of-service taint, so that the control plane deletes its pods and
