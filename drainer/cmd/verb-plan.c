@@ -20,6 +20,7 @@
 #include "drainer/ctl/driverkey.h"
 #include "drainer/ctl/fleet.h"
 #include "drainer/ctl/planner.h"
+#include "drainer/ctl/runsummary.h"
 #include "drainer/dra/health.h"
 #include "drainer/dra/nodeview.h"
 #include "drainer/dra/seamless.h"
@@ -219,13 +220,9 @@ static void plan_node_done(struct drain_verb *v) {
 
         v->code = nodeset_worst_exit(v->code, c1);
         if (items && v->o.selector) {
-                if ((size_t)cJSON_GetArraySize(items) == v->plan_items_before) {
-                        cJSON *e = cJSON_CreateObject();
-
-                        cJSON_AddStringToObject(e, "node", v->names[v->plan_node]);
-                        cJSON_AddStringToObject(e, "result", "error");
-                        cJSON_AddItemToArray(items, e);
-                }
+                if ((size_t)cJSON_GetArraySize(items) == v->plan_items_before) /* its plan failed */
+                        cJSON_AddItemToArray(items,
+                                             run_summary_new(true, v->names[v->plan_node], NULL, "error"));
                 cJSON_AddNumberToObject(cJSON_GetArrayItem(items, cJSON_GetArraySize(items) - 1), "exitCode",
                                         c1);
         }
@@ -285,7 +282,7 @@ static void plans_next(struct drain_verb *v) {
 void drain_verb_plans_start(struct drain_verb *v) {
         /* a list: the nodes of -l, or (NODE) the plans of several --driver */
         if ((v->o.selector || v->a.profile.n_drivers > 1) && v->fmt == OUTPUT_JSON)
-                v->plan_doc = drain_verb_list_json(v, v->verb, 0, 0);
+                v->plan_doc = run_summary_list_new(v->verb, v->o.selector, 0, 0);
         v->code = EXIT_DONE;
         plans_next(v);
 }

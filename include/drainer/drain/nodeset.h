@@ -23,6 +23,9 @@ int nodeset_add_page(const cJSON *items, char ***names, size_t *n);
 /* Sorts the names and drops duplicates (a list that paged over a change). */
 void nodeset_sort(char **names, size_t *n);
 void nodeset_free(char **names, size_t n);
+/* The n names separated by spaces, as many as fit into buf (size > 0); returns false
+ * when some were left out (the caller says so). */
+bool nodeset_join(char *const *names, size_t n, char *buf, size_t size);
 
 /* --max-parallel N: 1..NODESET_MAX_PARALLEL. 0 or -EINVAL. */
 int nodeset_parse_max_parallel(const char *s, unsigned *ret);
