@@ -651,6 +651,7 @@ static void test_every_step_node_by_node(void **state) {
         assert_int_equal(w->error, 0);
         assert_string_equal(driver_rollout_revision(w->runner), NEW);
         assert_int_equal(driver_rollout_n_nodes(w->runner), N_NODES);
+        assert_int_equal(driver_rollout_worst(w->runner), DRIVER_ROLLOUT_UPDATED);
         for (size_t i = 0; i < N_NODES; i++) {
                 struct driver_rollout_node_status st;
                 _cleanup_free_ char *replaced = test_asprintf(NS "/drv-%s-0", w->nodes[i].name);
@@ -741,6 +742,7 @@ static void test_new_driver_never_healthy(void **state) {
         run_until_finished(w, 120 * SEC);
         assert_int_equal(w->error, 0);
         assert_int_equal(node_result(w, 0), DRIVER_ROLLOUT_TIMEOUT);
+        assert_int_equal(driver_rollout_worst(w->runner), DRIVER_ROLLOUT_TIMEOUT);
         assert_int_equal(node_result(w, 1), DRIVER_ROLLOUT_NOT_STARTED);
         assert_int_equal(node_result(w, 2), DRIVER_ROLLOUT_NOT_STARTED);
         {
@@ -800,6 +802,7 @@ static void test_refused_foreign_drain(void **state) {
         assert_int_equal(w->error, 0);
         assert_int_equal(node_result(w, 0), DRIVER_ROLLOUT_REFUSED);
         assert_int_equal(node_result(w, 1), DRIVER_ROLLOUT_NOT_STARTED);
+        assert_int_equal(driver_rollout_worst(w->runner), DRIVER_ROLLOUT_REFUSED);
         assert_int_equal(w->writes, 0);
         for (size_t i = 0; i < N_NODES; i++)
                 assert_string_equal(w->nodes[i].drv_hash, OLD);
