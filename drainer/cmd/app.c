@@ -2,6 +2,7 @@
  * transport on a libuv loop -> rate-limited API client. Owns all of them and
  * closes them in order, so uv_loop_close() succeeds. */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -13,6 +14,7 @@
 #include "drainer/kube/client.h"
 #include "drainer/kube/credentials.h"
 #include "drainer/kube/kubeconfig.h"
+#include "drainer/kube/reach.h"
 #include "drainer/kube/transport.h"
 
 struct initial_wait {
@@ -51,12 +53,6 @@ static int initial_credentials(struct app *a, struct kube_credentials *ret) {
         return 0;
 }
 
-/* The API server has answered nothing but failures for this long: say so, every
- * REACH_REPEAT while it lasts, and once when it answers again. */
-#define REACH_AFTER  (5 * USEC_PER_SEC)
-#define REACH_REPEAT (30 * USEC_PER_SEC)
-#define REACH_TICK   (1 * USEC_PER_SEC)
-
 /* -v: the adaptive rate, once per change (ratelimit.h: at most one a second up, one
  * per episode of pushback down). */
 static void on_client_rate(double old_qps, double qps, bool pushback, void *userdata) {
@@ -69,38 +65,12 @@ static void on_client_rate(double old_qps, double qps, bool pushback, void *user
                           : "the API server answers fast, without pushback");
 }
 
-static void on_reach_timer(struct dtimer *t) {
-        struct app *a = container_of(t, struct app, reach);
-        struct kube_client_stats st;
-        uint64_t now = timesrc_now(a->ts);
-
-        kube_client_get_stats(a->client, &st);
-        if (st.failing_since_usec && now - st.failing_since_usec >= REACH_AFTER &&
-            (!a->reach_warned || now - a->reach_warned_at >= REACH_REPEAT)) {
-                log_warning("cannot reach the API server %s (%s) for %.0f s: %s; retrying", a->cfg->server,
-                            a->cfg->source, (double)(now - st.failing_since_usec) / USEC_PER_SEC,
-                            st.last_error[0] ? st.last_error : "no answer");
-                a->reach_warned = true;
-                a->reach_warned_at = now;
-        } else if (!st.failing_since_usec && a->reach_warned) {
-                log_info("the API server %s answers again", a->cfg->server);
-                a->reach_warned = false;
-        }
-        /* Only while the server fails and calls are in flight: an idle loop (a serve whose
-         * watches are open and quiet) must neither be kept alive nor woken by it. */
-        if (st.failing_since_usec && kube_client_calls_in_flight(a->client) > 0)
-                dtimer_start(t, REACH_TICK);
-}
-
-/* Armed once the client has seen a failure (its callback returns to app_run_once), and
- * for the tick that says the server answers again. */
-static bool reach_wanted(struct app *a) {
-        struct kube_client_stats st;
-
-        if (!a->reach_ready || a->reach.armed)
-                return false;
-        kube_client_get_stats(a->client, &st);
-        return st.failing_since_usec || a->reach_warned;
+/* The API server's reachability (kube/reach.h), as log lines. */
+static void on_reach(bool reachable, const char *line, void *userdata) {
+        if (reachable)
+                log_info("%s", line);
+        else
+                log_warning("%s", line);
 }
 
 int app_init(struct app *a, const struct global_flags *flags) {
@@ -187,10 +157,11 @@ int app_init(struct app *a, const struct global_flags *flags) {
                 return log_error_errno(r, "--as/--as-group: invalid value");
         if (r < 0)
                 return log_oom();
-        r = dtimer_init(&a->reach, a->ts, on_reach_timer);
+        /* While the loop runs: says so when the API server has not answered for a while
+         * (every verb: no wait without saying why). */
+        r = kube_reach_init(&a->reach, a->client, a->ts, a->cfg->server, a->cfg->source, on_reach, a);
         if (r < 0)
                 return log_oom();
-        a->reach_ready = true;
         a->exit_code = EXIT_DONE;
         log_debug("Using %s (context %s), server %s", a->cfg->source, strna(a->cfg->context_name),
                   a->cfg->server);
@@ -198,8 +169,7 @@ int app_init(struct app *a, const struct global_flags *flags) {
 }
 
 int app_run_once(struct app *a) {
-        if (reach_wanted(a))
-                dtimer_start(&a->reach, REACH_TICK);
+        kube_reach_poke(&a->reach);
         return uv_run(&a->loop, UV_RUN_ONCE);
 }
 
@@ -207,8 +177,7 @@ int app_run_until(struct app *a, const bool *done) {
         while (!*done)
                 if (app_run_once(a) == 0)
                         break;
-        if (a->reach_ready)
-                dtimer_stop(&a->reach);
+        kube_reach_stop(&a->reach);
         return 0;
 }
 
@@ -238,6 +207,31 @@ void app_run_until_stopped(struct app *a) {
                         break;
 }
 
+static void on_app_signal(uv_signal_t *h, int signum) {
+        struct app *a = h->data;
+
+        a->on_signal(a, signum, a->signal_userdata);
+}
+
+void app_signals_start(struct app *a, app_signal_fn on_signal, void *userdata) {
+        a->on_signal = on_signal;
+        a->signal_userdata = userdata;
+        uv_signal_init(&a->loop, &a->sigint);
+        uv_signal_init(&a->loop, &a->sigterm);
+        a->sigint.data = a->sigterm.data = a;
+        a->signals_ready = true;
+        uv_signal_start(&a->sigint, on_app_signal, SIGINT);
+        uv_signal_start(&a->sigterm, on_app_signal, SIGTERM);
+}
+
+void app_signals_stop(struct app *a) {
+        if (!a->signals_ready)
+                return;
+        a->signals_ready = false;
+        uv_close((uv_handle_t *)&a->sigint, NULL);
+        uv_close((uv_handle_t *)&a->sigterm, NULL);
+}
+
 static void on_credentials_closed(void *userdata) {
         *(bool *)userdata = true;
 }
@@ -251,10 +245,8 @@ static void on_transport_closed(struct transport *t, void *userdata) {
 int app_done(struct app *a) {
         int r = 0;
 
-        if (a->reach_ready) {
-                dtimer_done(&a->reach);
-                a->reach_ready = false;
-        }
+        app_signals_stop(a);
+        kube_reach_done(&a->reach);
         if (a->client) {
                 kube_client_cancel_all(a->client);
                 /* Let the cancelled calls deliver their callbacks. */
@@ -348,14 +340,5 @@ const char *app_exit_code_to_string(int code) {
 
 cJSON *app_error_summary(const char *verb, const char *node, int exit_code, const char *message) {
         /* the drain summary's head, of which this is the part that is known */
-        cJSON *j = run_summary_new(false, node, verb, exit_code == EXIT_DONE ? "done" : "error");
-
-        if (!j)
-                return NULL;
-        if (app_exit_code_to_string(exit_code))
-                cJSON_AddStringToObject(j, "error", app_exit_code_to_string(exit_code));
-        cJSON_AddStringToObject(j, "message", message && *message ? message : "failed");
-        /* nothing was read from the Node: neither nodeReady nor changed is claimed */
-        cJSON_AddNumberToObject(j, "exitCode", exit_code);
-        return j;
+        return run_summary_error(verb, node, exit_code, app_exit_code_to_string(exit_code), message);
 }

@@ -10,6 +10,7 @@
 #include "drainer/base/macro.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/kube/client.h"
+#include "drainer/kube/reach.h"
 
 /* Exit codes, documented in `drainer --help` and the README. */
 enum {
@@ -29,9 +30,8 @@ enum {
                                 * DeviceTaintRules); nothing was changed */
 };
 
-/* Interrupted by signal N (SIGINT, SIGTERM) before the work was over: 128 + N (130,
- * 143), as a shell reports a command that N ended; the state stays on the Node and the
- * same command resumes it. Not an error, so not 1: a hook tells "run me again" apart. */
+/* Interrupted by SIGINT or SIGTERM (N): 128 + N, as a shell says it; not 1, so that a hook
+ * tells "the state stays on the Node, run me again" from an error. */
 #define EXIT_INTERRUPTED(signum) (128 + (signum))
 
 /* -EHOSTDOWN, as a verb's result: --timeout ran out while the API server had never
@@ -78,6 +78,10 @@ struct global_flags {
         unsigned chunk_size;           /* --chunk-size: objects per list request; 0: 500 */
 };
 
+struct app;
+/* What a verb does on SIGINT or SIGTERM (app_signals_start). */
+typedef void (*app_signal_fn)(struct app *a, int signum, void *userdata);
+
 struct app {
         struct global_flags flags;
         uv_loop_t loop;
@@ -87,15 +91,16 @@ struct app {
         struct kube_config *cfg;     /* owned */
         struct credentials *creds;   /* owned */
         struct kube_client *client;  /* owned */
-        /* While the loop runs: says so when the API server has not answered for a while
-         * (every verb: no wait without saying why). */
-        struct dtimer reach;
-        bool reach_ready, reach_warned;
-        uint64_t reach_warned_at;
+        struct kube_reach reach;     /* the API server's reachability, said while the loop runs */
         /* The verb's work is over (app_quit) with this exit code; the verb has closed
          * what it started (app_stopped). */
         bool quit, stopped;
         int exit_code;
+        /* SIGINT and SIGTERM, while a verb takes them (app_signals_start) */
+        uv_signal_t sigint, sigterm;
+        bool signals_ready;
+        app_signal_fn on_signal;
+        void *signal_userdata;
 };
 
 /* Loads the configuration and connects the client. Logs a clear one-line error
@@ -120,6 +125,12 @@ int app_run(struct app *a);
 /* The root's wait for app_stopped() after the verb's stop (or until nothing is left
  * on the loop of the verb's). */
 void app_run_until_stopped(struct app *a);
+/* SIGINT and SIGTERM go to on_signal(a, signum, userdata) from now on, instead of
+ * ending the process, until app_signals_stop() (or app_done()). */
+void app_signals_start(struct app *a, app_signal_fn on_signal, void *userdata);
+/* Back to the default: the next SIGINT or SIGTERM ends the process. The handles close
+ * on the loop; app_done() waits for them. Nothing if they are not started. */
+void app_signals_stop(struct app *a);
 /* Cancels what is in flight, closes every handle, checks uv_loop_close(). */
 int app_done(struct app *a);
 

@@ -138,20 +138,9 @@ static int flag_refused(const char *verb, int opt) {
 }
 
 int drain_flag_applies(const char *verb, const char *word, bool *ret_takes_value) {
-        const char *eq;
-        size_t len;
+        const struct option *o = argval_long_option(drain_options, SIZE_MAX, word, ret_takes_value);
 
-        if (strncmp(word, "--", 2) != 0)
-                return -ENOENT;
-        word += 2;
-        eq = strchr(word, '=');
-        len = eq ? (size_t)(eq - word) : strlen(word);
-        for (const struct option *o = drain_options; o->name; o++)
-                if (strlen(o->name) == len && strncmp(o->name, word, len) == 0) {
-                        *ret_takes_value = !eq && o->has_arg == required_argument;
-                        return !!(flag_verbs(o->val) & verb_bit(verb));
-                }
-        return -ENOENT;
+        return o ? !!(flag_verbs(o->val) & verb_bit(verb)) : -ENOENT;
 }
 
 size_t drain_config_skip(const char *verb, const char **buf, size_t size) {
@@ -487,19 +476,11 @@ static const char *value_needed(const char *key) {
 
 int config_argv_build(int argc, char **argv, const char *const *skip, struct config_argv *ret) {
         _cleanup_free_ char *err = NULL;
-        const char *config = NULL;
+        /* Found before getopt runs: its settings go before the command line's flags. */
+        const char *config = argval_argv_value(argc, argv, "--config");
         int r;
 
         *ret = (struct config_argv){};
-        /* Found before getopt runs: its settings go before the command line's flags. */
-        for (int i = 1; i < argc; i++) {
-                if (streq(argv[i], "--"))
-                        break;
-                if (streq(argv[i], "--config") && i + 1 < argc)
-                        config = argv[i + 1];
-                else if (strncmp(argv[i], "--config=", 9) == 0)
-                        config = argv[i] + 9;
-        }
         if (config) {
                 current = (struct yamlargs){};
                 r = yamlargs_load(config, skip, value_needed, &ret->file, &err);

@@ -14,7 +14,6 @@
 #include "drainargs.h"
 #include "drainer/ctl/fleet.h"
 #include "drainer/dra/seamless.h"
-#include "drainer/drain/heldlog.h"
 #include "drainer/drain/plan.h"
 #include "drainer/drain/state.h"
 
@@ -25,6 +24,7 @@ struct kube_call;
 struct planner;
 struct drain_preparation;
 struct drain_run;
+struct progress_board;
 
 #define OUT_OF_SERVICE_AFTER_DEFAULT (5 * 60 * USEC_PER_SEC)
 
@@ -55,19 +55,13 @@ struct plan_job {
         struct planner *pl;     /* owned, until closed */
 };
 
-/* The display of one run of the fleet (fleet.h's fleet_node is what the fleet knows). */
+/* What the verb keeps of one run of the fleet (fleet.h's fleet_node is what the fleet
+ * knows; its display is the progress board's). */
 struct run_display {
-        bool active;         /* its engine runs: its part of the live block is drawn */
-        bool has_last_phase; /* the last progress drawn */
-        enum drain_phase last_phase;
-        char *last_line;
-        char *block; /* its part of the live block (terminal) */
-        int block_lines;
-        int code;             /* its exit code, once reported */
-        cJSON *json;          /* its -o json summary, once reported */
-        char *rerun;          /* refused by a recorded action: the command to run with the flag */
-        struct held_log held; /* the pods held at the last progress (their lines said once) */
-        char *api_message;    /* timed out waiting for the API server: what it said last */
+        int code;          /* its exit code, once reported */
+        cJSON *json;       /* its -o json summary, once reported */
+        char *rerun;       /* refused by a recorded action: the command to run with the flag */
+        char *api_message; /* timed out waiting for the API server: what it said last */
 };
 
 struct drain_verb {
@@ -108,17 +102,13 @@ struct drain_verb {
         struct run_display *disp;
         int keys_worst; /* --driver without --driver-stop: the worst of the key reads */
         struct seamless_answer seam;
-        uv_signal_t sigint, sigterm;
-        bool signals;
         int signum;      /* the first SIGINT or SIGTERM: the exit code says it (EXIT_INTERRUPTED) */
         int stage_worst; /* the worst exit code of the goal now running */
         int maintain_r;  /* maintain of one run: its result as the old sequence gave it */
         int command_status;
-        bool tty;        /* stderr is a terminal: one live block for every running node */
-        bool trail;      /* text output: a line per eviction and claim on stdout (above the live block) */
-        bool stdout_tty; /* stdout is a terminal: the trail goes above the live block */
-        int drawn_lines;
-        uint64_t last_draw;
+        bool tty;   /* stderr is a terminal: one live block for every running node */
+        bool trail; /* text output: a line per eviction and claim on stdout (above the live block) */
+        struct progress_board *board; /* owned: the live block or the plain lines */
 };
 
 /* verb-drain.c */
@@ -128,8 +118,6 @@ bool drain_verb_op_ended(struct drain_verb *v);
 void drain_verb_quit(struct drain_verb *v, int code);
 void drain_verb_print_json(cJSON *j);
 int drain_verb_exit_code(int r);
-/* A -o json List (selector: the verb's -l); max_parallel 0: left out. */
-cJSON *drain_verb_list_json(struct drain_verb *v, const char *verb, unsigned max_parallel, int code);
 
 /* verb-plan.c */
 /* The plans of every node (NODE or -l's) and --driver, one at a time; then quits. */

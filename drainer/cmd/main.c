@@ -539,32 +539,6 @@ const struct verb *verb_find(const char *name) {
 
 const char flag_false[] = "false";
 
-/* -v's value, as getopt hands it ("-vv": "v", "-v=6": "=6", "-v6": "6", "--v=6" and
- * "-v 6": "6"): kubectl's levels 0-10 map to drainer's two (4 and more: debug logs). */
-static int verbosity_parse(const char *arg, int *verbose) {
-        const char *s = arg;
-        long long level;
-
-        if (!arg) {
-                (*verbose)++;
-                return 1;
-        }
-        if (strspn(arg, "v") == strlen(arg)) {
-                *verbose += 1 + (int)strlen(arg);
-                return 1;
-        }
-        if (*s == '=')
-                s++;
-        if (argval_int(s, 0, 10, &level) < 0)
-                return log_error_errno(EINVAL, "-v: invalid level \"%s\" (0-10, as kubectl's)", s);
-        *verbose = level >= 4 ? 2 : level >= 1 ? 1 : 0;
-        return 1;
-}
-
-static bool is_level(const char *s) {
-        return s && *s && strspn(s, "0123456789") == strlen(s) && strlen(s) <= 2;
-}
-
 int global_flag(int opt, const char *arg, struct global_flags *g) {
         char *end;
 
@@ -617,8 +591,11 @@ int global_flag(int opt, const char *arg, struct global_flags *g) {
                                 EINVAL, "-o: unknown output format \"%s\" (text, json, yaml, name)", arg);
                 return 1;
         }
-        case 'v':
-                return verbosity_parse(arg, &g->verbose);
+        case 'v': /* kubectl's levels 0-10: 4 and more are debug logs */
+                if (argval_verbosity(arg, &g->verbose) < 0)
+                        return log_error_errno(EINVAL, "-v: invalid level \"%s\" (0-10, as kubectl's)",
+                                               arg + (*arg == '='));
+                return 1;
         case OPT_GLOBAL_VERBOSE:
                 g->verbose = flag_on(arg) ? g->verbose + 1 : 0;
                 return 1;
@@ -691,19 +668,6 @@ static const struct option global_options[] = {
         { "color", required_argument, NULL, OPT_GLOBAL_COLOR },
 };
 
-/* The flag of opts closest to name (without "--" and "=VALUE"), when it is close
- * enough to be a typo of it; NULL otherwise. Names of one or two letters (-v, --as)
- * are never suggested. */
-static const char *closest_flag(const struct option *opts, const char *name) {
-        const char *names[64];
-        size_t n = 0;
-
-        for (; opts->name && n < ELEMENTSOF(names); opts++)
-                if (strlen(opts->name) > 2)
-                        names[n++] = opts->name;
-        return text_closest(name, names, n, 2);
-}
-
 /* The unknown word ("-X" for a short flag), logged with the --config file's line when
  * it came from there. */
 static void log_unknown_flag(const char *verb, const char *word, const struct option *opts) {
@@ -713,7 +677,7 @@ static void log_unknown_flag(const char *verb, const char *word, const struct op
 
         snprintf(name, sizeof(name), "%s", word + strspn(word, "-"));
         name[strcspn(name, "=")] = 0;
-        near = closest_flag(opts, name);
+        near = argval_closest_option(opts, name);
         if (o)
                 log_error("%s:%zu: unknown key \"%s\"%s%s%s", o->file, o->line, o->key,
                           near ? " (did you mean \"" : "", strempty(near), near ? "\"?)" : "");
@@ -802,7 +766,7 @@ int verb_parse(int argc, char **argv, struct global_flags *g, const struct optio
                 }
                 arg = optarg;
                 /* kubectl's "-v 6": the level as the next word */
-                if (c == 'v' && li < 0 && !arg && optind < argc && is_level(argv[optind]))
+                if (c == 'v' && li < 0 && !arg && optind < argc && argval_is_level(argv[optind]))
                         arg = argv[optind++];
                 /* a --config file's setting: its errors name the file and the line */
                 o = config_origin_of(argv[optind - 1]);
@@ -897,19 +861,10 @@ int verb_run_ops(const struct verb *v, int argc, char **argv, struct global_flag
 /* Whether the word a (before the verb) is a global flag, with *ret_takes_value set
  * when the next word is its value. */
 static bool global_word(const char *a, bool *ret_takes_value) {
+        if (strncmp(a, "--", 2) == 0)
+                return argval_long_option(global_options, ELEMENTSOF(global_options), a, ret_takes_value) !=
+                       NULL;
         *ret_takes_value = false;
-        if (strncmp(a, "--", 2) == 0) {
-                size_t len = strcspn(a + 2, "=");
-
-                for (size_t i = 0; i < ELEMENTSOF(global_options); i++)
-                        if (strlen(global_options[i].name) == len &&
-                            strncmp(global_options[i].name, a + 2, len) == 0) {
-                                *ret_takes_value =
-                                        !a[2 + len] && global_options[i].has_arg == required_argument;
-                                return true;
-                        }
-                return false;
-        }
         if (a[1] == 'o') {
                 *ret_takes_value = !a[2];
                 return true;
@@ -949,7 +904,7 @@ static int run(int argc, char **argv) {
                                         unknown = a;
                                 continue;
                         }
-                        if (takes_value || (streq(a, "-v") && i + 1 < argc && is_level(argv[i + 1])))
+                        if (takes_value || (streq(a, "-v") && i + 1 < argc && argval_is_level(argv[i + 1])))
                                 i++;
                         continue;
                 }

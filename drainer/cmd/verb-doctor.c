@@ -55,27 +55,13 @@ static int print_report(const struct doctor_data *d, const struct doctor_opts *o
                         const struct doctor_report *rep, enum output_format fmt) {
         if (fmt == OUTPUT_JSON) {
                 _cleanup_(cJSON_Deletep) cJSON *root = doctor_report_to_json(rep);
-                cJSON *cl, *drv;
+                cJSON *cl = root ? doctor_data_to_json(d, o->node, o->prometheus) : NULL;
                 int r;
 
-                if (!root)
+                if (!cl || !cJSON_AddItemToObject(root, "cluster", cl)) {
+                        cJSON_Delete(cl);
                         return log_oom();
-                cl = cJSON_AddObjectToObject(root, "cluster");
-                if (!cl)
-                        return log_oom();
-                cJSON_AddNumberToObject(cl, "nodes", (double)d->nodes.n);
-                cJSON_AddNumberToObject(cl, "resourceClaims", (double)d->claims.n);
-                drv = cJSON_AddArrayToObject(cl, "drivers");
-                for (size_t i = 0; drv && i < d->drivers.n; i++)
-                        cJSON_AddItemToArray(drv, cJSON_CreateString(d->drivers.v[i]->name));
-                if (o->node)
-                        cJSON_AddStringToObject(cl, "node", o->node);
-                else
-                        cJSON_AddNullToObject(cl, "node");
-                if (o->prometheus)
-                        cJSON_AddStringToObject(cl, "prometheus", o->prometheus);
-                else
-                        cJSON_AddNullToObject(cl, "prometheus");
+                }
                 r = output_print(root, false); /* -o json, yaml or name */
                 if (r < 0)
                         return r;

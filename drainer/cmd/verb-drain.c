@@ -6,7 +6,6 @@
  * the loop; owns nothing beyond one command's lifetime. */
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +31,7 @@
 #include "drainer/drain/nodeset.h"
 #include "drainer/drain/plan.h"
 #include "drainer/drain/progress.h"
+#include "drainer/drain/progressboard.h"
 #include "drainer/kube/client.h"
 #include "drainer/kube/kstatus.h"
 #include "drainer/kube/kubeconfig.h"
@@ -46,16 +46,6 @@ enum {
         OPT_OUT_OF_SERVICE = 0x210, /* (0x200.. are the fleet's, below) */
         OPT_OUT_OF_SERVICE_AFTER,
 };
-
-/* Whether argv (the command line as typed, before --config) names the flag. */
-static bool argv_has_flag(int argc, char **argv, const char *flag) {
-        size_t l = strlen(flag);
-
-        for (int i = 1; i < argc && !streq(argv[i], "--"); i++)
-                if (strncmp(argv[i], flag, l) == 0 && (argv[i][l] == 0 || argv[i][l] == '='))
-                        return true;
-        return false;
-}
 
 /* The flags of plan, drain, uncordon and maintain beyond the shared ones (kept
  * here: serve has a --max-parallel of its own, across the cluster). */
@@ -146,173 +136,18 @@ int drain_verb_exit_code(int r) {
         }
 }
 
-/* --timeout ran out while the API server never answered, or has answered only failures
- * for a while: the run waited for the API server, not for pods. Sets *ret_message (what
- * it waited for, and the last failure) then. */
-static bool api_silent(struct drain_verb *v, char **ret_message) {
-        struct kube_client_stats st;
-        uint64_t now = timesrc_now(v->app->ts);
-
-        kube_client_get_stats(v->app->client, &st);
-        if (st.last_ok_usec != 0 &&
-            !(st.failing_since_usec && now - st.failing_since_usec >= 5 * USEC_PER_SEC))
-                return false;
-        if (asprintf(ret_message, "timed out waiting for the API server %s: %s%s", v->app->cfg->server,
-                     st.last_error[0] ? st.last_error : "no answer",
-                     st.last_ok_usec == 0
-                             ? " (it never answered; the node was not read, nothing was changed)"
-                             : "") < 0)
-                *ret_message = NULL;
-        return true;
-}
-
-/* How long a run waits to read its Node at all: --request-timeout (30 s by default; 0:
- * for ever), as the read-only verbs, whose requests give up after their retries. Then
- * the run ends with exit 7 (api_silent), having read and changed nothing. */
-static uint64_t unread_timeout(const struct app *a) {
-        uint64_t t = a->flags.request_timeout_usec;
-
-        return t == KUBE_NO_TIMEOUT ? 0 : t ? t : 30 * USEC_PER_SEC;
-}
-
-cJSON *drain_verb_list_json(struct drain_verb *v, const char *verb, unsigned max_parallel, int code) {
-        cJSON *j = cJSON_CreateObject();
-
-        cJSON_AddNumberToObject(j, "schemaVersion", RUN_SUMMARY_SCHEMA_VERSION);
-        cJSON_AddStringToObject(j, "kind", "List");
-        cJSON_AddStringToObject(j, "verb", verb);
-        cJSON_AddStringToObject(j, "selector", v->o.selector);
-        if (max_parallel)
-                cJSON_AddNumberToObject(j, "maxParallel", max_parallel);
-        cJSON_AddArrayToObject(j, "items");
-        cJSON_AddNumberToObject(j, "exitCode", code);
-        return j;
-}
-
 /* ---- the display of the runs ---- */
 
-/* The live block off the screen (the cursor where it began). */
-static void clear_block(struct drain_verb *v) {
-        if (v->drawn_lines > 0)
-                fprintf(stderr, "\033[%dA\033[J", v->drawn_lines);
-        v->drawn_lines = 0;
-}
-
-/* The live block: the part of every node running now, in the order of the nodes. */
-static void draw_block(struct drain_verb *v) {
-        clear_block(v);
-        for (size_t i = 0; i < v->n_runs; i++) {
-                const struct run_display *d = &v->disp[i];
-
-                if (d->active && d->block) {
-                        fputs(d->block, stderr);
-                        v->drawn_lines += d->block_lines;
-                }
-        }
-}
-
-/* The block so far stays on the screen (above what is logged next). */
-static void commit_block(struct drain_verb *v) {
-        if (v->tty && v->drawn_lines > 0)
-                fputc('\n', stderr);
-        v->drawn_lines = 0;
-}
-
-/* A line that stays (the trail on stdout, a held pod on stderr): on a terminal printed
- * above the live block (cleared, the line, redrawn), so that the scrollback keeps
- * every such line as the output to a file has them. */
+/* On a live terminal: progress_board_put()'s, else a plain write. */
 static void put_line_above(struct drain_verb *v, FILE *out, const char *line) {
-        bool above = v->tty && (out == stderr || v->stdout_tty);
-
-        if (above) {
-                clear_block(v);
-                fflush(stderr);
-        }
-        fputs(line, out);
-        fflush(out);
-        if (above)
-                draw_block(v);
+        progress_board_put(v->board, out, line);
 }
 
-struct held_ctx {
-        struct drain_verb *v;
-        const struct fleet_node *n;
-};
-
-/* A pod's eviction became held, or no longer is: one line each (heldlog.h). */
-static void on_held_change(bool held, const char *ns, const char *name, const char *reason, void *userdata) {
-        struct held_ctx *c = userdata;
-        _cleanup_free_ char *line = NULL, *safe = NULL;
-        char when[32];
-
-        if (timesrc_format_rfc3339(timesrc_realtime(c->v->app->ts), when, sizeof(when)) < 0)
-                strcpy(when, "?");
-        /* (the reason is the API server's answer: no control character reaches the terminal) */
-        if (held)
-                safe = text_escape_controls(strna(reason), strlen(strna(reason)));
-        line = held ? text_printf("%s %s   held: %s/%s: %s\n", when, c->n->node, ns, name, strna(safe))
-                    : text_printf("%s %s   no longer held: %s/%s\n", when, c->n->node, ns, name);
-        if (line)
-                put_line_above(c->v, stderr, line);
-}
-
-static void draw(struct drain_verb *v, const struct fleet_node *n, const struct engine_progress *p,
-                 bool force) {
-        struct run_display *d = &v->disp[n->index];
-        uint64_t now = timesrc_now(v->app->ts);
-        char when[32];
-
+static void draw(struct drain_verb *v, const struct fleet_node *n, const struct engine_progress *p) {
         if (v->fmt == OUTPUT_JSON)
                 return;
-        if (held_log_update(&d->held, p->held, p->n_held, on_held_change,
-                            &(struct held_ctx){ .v = v, .n = n }) < 0)
+        if (progress_board_update(v->board, n->index, n->node, p, n->run_started_usec) < 0)
                 log_oom();
-        if (!v->tty) {
-                /* Plain lines: one per phase change or new message. */
-                _cleanup_free_ char *line = NULL;
-
-                if (asprintf(&line, "%s: %s", p->has_phase ? drain_phase_to_string(p->phase) : "preflight",
-                             strna(p->message)) < 0)
-                        return;
-                if (streq_ptr(line, d->last_line))
-                        return;
-                if (timesrc_format_rfc3339(timesrc_realtime(v->app->ts), when, sizeof(when)) < 0)
-                        strcpy(when, "?");
-                fprintf(stderr, "%s %s %s\n", when, n->node, line);
-                free(d->last_line);
-                d->last_line = TAKE_PTR(line);
-                return;
-        }
-        /* This node's part of the one live block, redrawn in place. */
-        {
-                char *buf = NULL;
-                size_t size = 0;
-                int lines;
-                FILE *f = open_memstream(&buf, &size);
-                /* NO_COLOR, --color=never: the same block without colour */
-                const struct progress_sgr sgr = {
-                        .bold = output_sgr(STDERR_FILENO, "\033[1m"),
-                        .cyan = output_sgr(STDERR_FILENO, "\033[36m"),
-                        .yellow = output_sgr(STDERR_FILENO, "\033[33m"),
-                        .off = output_sgr(STDERR_FILENO, "\033[0m"),
-                };
-
-                if (!f)
-                        return;
-                lines = engine_progress_print(
-                        f, n->node, p, (double)(now - n->run_started_usec) / (double)USEC_PER_SEC, &sgr);
-                if (fclose(f) != 0) {
-                        free(buf);
-                        return;
-                }
-                free(d->block);
-                d->block = buf;
-                d->block_lines = lines;
-        }
-        if (!force && now - v->last_draw < 100 * USEC_PER_MSEC)
-                return;
-        v->last_draw = now;
-        draw_block(v);
 }
 
 /* ---- a run's end: the log lines, the -o json summary, the exit code ---- */
@@ -425,7 +260,7 @@ static int report_result(struct drain_verb *v, const struct fleet_node *n, const
         struct run_display *d = &v->disp[n->index];
         const struct plan *p = n->summary.plan;
 
-        commit_block(v);
+        progress_board_commit(v->board);
         if (r == 0)
                 log_info("%s", n->message ? n->message : what);
         else if (r == -EINTR && !n->total.changed && !n->has_phase)
@@ -472,10 +307,8 @@ static bool runs_listed(const struct drain_verb *v) {
 
 static void on_run_start(struct drain_fleet *f, const struct fleet_node *n, void *userdata) {
         struct drain_verb *v = userdata;
-        struct run_display *d = &v->disp[n->index];
 
-        d->active = true;
-        d->has_last_phase = false;
+        progress_board_start(v->board, n->index);
         if (v->n_runs > 1 && n->profile->n_drivers == 1)
                 log_info("%s of node %s, DRA driver %s: starting (%zu of %zu)", goal_verb(n), n->node,
                          n->profile->drivers[0], n->index + 1, v->n_runs);
@@ -486,13 +319,7 @@ static void on_run_start(struct drain_fleet *f, const struct fleet_node *n, void
 
 static void on_run_progress(struct drain_fleet *f, const struct fleet_node *n,
                             const struct engine_progress *p, void *userdata) {
-        struct drain_verb *v = userdata;
-        struct run_display *d = &v->disp[n->index];
-        bool phase_changed = p->has_phase != d->has_last_phase || p->phase != d->last_phase;
-
-        d->has_last_phase = p->has_phase;
-        d->last_phase = p->phase;
-        draw(v, n, p, phase_changed);
+        draw(userdata, n, p);
 }
 
 /* The audit trail on stdout (on a terminal above the live block): kubectl drain's
@@ -562,8 +389,7 @@ static void on_run_done(struct drain_fleet *f, const struct fleet_node *n, void 
 
         if (n->started)
                 trail_drained(v, n);
-        d->active = false;
-        held_log_clear(&d->held);
+        progress_board_end(v->board, n->index);
         if (!n->started) {
                 report_not_started(v, n);
                 v->stage_worst = nodeset_worst_exit(v->stage_worst, d->code);
@@ -573,9 +399,11 @@ static void on_run_done(struct drain_fleet *f, const struct fleet_node *n, void 
         }
         free(d->api_message);
         d->api_message = NULL;
-        if (n->result == -ETIMEDOUT && api_silent(v, &d->api_message)) {
+        /* --timeout ran out while the API server never answered, or has answered only
+         * failures for a while: the run waited for the API server, not for pods */
+        if (n->result == -ETIMEDOUT && kube_client_silent(v->app->client, &d->api_message)) {
                 /* not "a pod is slow, run again": exit 7, the cause named */
-                commit_block(v);
+                progress_board_commit(v->board);
                 log_error("%s: %s", verb, strna(d->api_message));
                 r = APP_ERR_API_SILENT;
         } else
@@ -594,8 +422,7 @@ static void on_run_done(struct drain_fleet *f, const struct fleet_node *n, void 
                         cJSON_AddNumberToObject(d->json, "exitCode", d->code);
         }
         v->stage_worst = nodeset_worst_exit(v->stage_worst, d->code);
-        if (v->tty)
-                draw_block(v);
+        progress_board_redraw(v->board);
 }
 
 static void on_command_start(struct drain_fleet *f, char *const *argv, void *userdata) {
@@ -624,13 +451,8 @@ static void on_command_done(struct drain_fleet *f, int status, int error, void *
                 log_info("command \"%s\" succeeded", v->cmd[0]);
 }
 
-/* A command a signal ended before its work was over exits 128 + N, whatever its runs
- * said (each run's own code stays in its summary). */
-static int interrupted_code(const struct drain_verb *v, int code) {
-        return v->signum && code != EXIT_DONE ? EXIT_INTERRUPTED(v->signum) : code;
-}
-
-/* Every run ended: the summaries, the exit code. */
+/* Every run ended: the summaries, the exit code (a signal's, EXIT_INTERRUPTED, when one
+ * ended the command before its work was over, whatever its runs said). */
 static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
         struct drain_verb *v = userdata;
         unsigned max_parallel = (v->o.max_parallel ? v->o.max_parallel : 1) * (unsigned)v->runs_per_node;
@@ -638,7 +460,8 @@ static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
 
         if (v->is_maintain && v->command_status > 0 && code == EXIT_DONE)
                 code = EXIT_ERROR; /* restored after a failed command (or not restored at all) */
-        code = interrupted_code(v, code);
+        if (v->signum && code != EXIT_DONE)
+                code = EXIT_INTERRUPTED(v->signum);
         if (v->is_maintain && !runs_listed(v)) {
                 /* one summary over the drain, the command and the restore */
                 struct run_display *d = &v->disp[0];
@@ -647,7 +470,7 @@ static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
 
                 if (r == 0 && v->command_status > 0)
                         r = -ECHILD;
-                code = interrupted_code(v, drain_verb_exit_code(r));
+                code = v->signum && r != 0 ? EXIT_INTERRUPTED(v->signum) : drain_verb_exit_code(r);
                 if (v->fmt == OUTPUT_JSON) {
                         if (r == -ECHILD || !d->json) {
                                 cJSON_Delete(d->json);
@@ -661,7 +484,8 @@ static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
                 drain_verb_print_json(v->disp[0].json);
         } else if (v->fmt == OUTPUT_JSON) {
                 /* a List: the nodes of -l, or the drivers of several --driver */
-                _cleanup_(cJSON_Deletep) cJSON *j = drain_verb_list_json(v, v->verb, max_parallel, code);
+                _cleanup_(cJSON_Deletep) cJSON *j =
+                        run_summary_list_new(v->verb, v->o.selector, max_parallel, code);
                 cJSON *items = cJSON_GetObjectItem(j, "items");
 
                 for (size_t i = 0; i < v->n_runs; i++)
@@ -675,22 +499,14 @@ static void on_fleet_finished(struct drain_fleet *f, void *userdata) {
 
 /* SIGINT, SIGTERM: every node's run ends where it is (its state is on its Node, the
  * same command resumes it); no node not started yet is started. */
-static void on_signal(uv_signal_t *h, int signum) {
-        struct drain_verb *v = h->data;
+static void on_signal(struct app *a, int signum, void *userdata) {
+        struct drain_verb *v = userdata;
 
-        if (!v->signum)
-                v->signum = signum;
+        v->signum = v->signum ? v->signum : signum;
         drain_run_interrupt(v->run);
 }
 
 /* ---- drain, uncordon, maintain: the runs (ctl/drainrun.c), as the verb reports them ---- */
-
-static void on_signal_closed(uv_handle_t *h) {
-        struct drain_verb *v = h->data;
-
-        v->in_flight--;
-        maybe_stopped(v);
-}
 
 static void on_part_closed(void *userdata) {
         struct drain_verb *v = userdata;
@@ -710,22 +526,9 @@ static void on_run_command_done(struct drain_run *run, int status, int error, vo
         else
                 log_info("command \"%s\" succeeded", v->cmd[0]);
         if (v->fmt == OUTPUT_JSON) {
-                _cleanup_(cJSON_Deletep) cJSON *j = cJSON_CreateObject();
-                cJSON *sj = j ? cJSON_AddObjectToObject(j, "seamlessUpgrade") : NULL;
+                _cleanup_(cJSON_Deletep) cJSON *j =
+                        run_summary_seamless(v->node, v->verb, status, v->seam.daemonset, v->seam.why, code);
 
-                if (sj) {
-                        cJSON_AddNumberToObject(j, "schemaVersion", RUN_SUMMARY_SCHEMA_VERSION);
-                        cJSON_AddStringToObject(j, "node", v->node);
-                        cJSON_AddStringToObject(j, "verb", v->verb);
-                        cJSON_AddStringToObject(j, "result", status == 0 ? "done" : "error");
-                        cJSON_AddBoolToObject(j, "changed", false);
-                        cJSON_AddNumberToObject(j, "podsEvicted", 0);
-                        cJSON_AddNumberToObject(j, "commandExitStatus", status);
-                        cJSON_AddBoolToObject(sj, "seamless", true);
-                        cJSON_AddStringToObject(sj, "daemonset", v->seam.daemonset);
-                        cJSON_AddStringToObject(sj, "reason", v->seam.why);
-                        cJSON_AddNumberToObject(j, "exitCode", code);
-                }
                 drain_verb_print_json(j);
         }
         drain_verb_quit(v, code);
@@ -749,12 +552,7 @@ static void on_run_seamless(struct drain_run *run, const struct seamless_answer 
 static void on_runs_set(struct drain_run *run, void *userdata) {
         struct drain_verb *v = userdata;
 
-        uv_signal_init(&v->app->loop, &v->sigint);
-        uv_signal_init(&v->app->loop, &v->sigterm);
-        v->sigint.data = v->sigterm.data = v;
-        uv_signal_start(&v->sigint, on_signal, SIGINT);
-        uv_signal_start(&v->sigterm, on_signal, SIGTERM);
-        v->signals = true;
+        app_signals_start(v->app, on_signal, v);
         if (!v->tty)
                 log_set_timestamps(true);
 }
@@ -812,16 +610,9 @@ static void on_run_key(struct drain_run *run, size_t i, const struct fleet_run *
         else
                 log_error("%s: refused, nothing was changed: %s", v->verb, strna(why));
         if (v->fmt == OUTPUT_JSON && v->keys_worst == EXIT_DONE) {
-                _cleanup_(cJSON_Deletep) cJSON *j = cJSON_CreateObject();
+                _cleanup_(cJSON_Deletep) cJSON *j =
+                        run_summary_refused(fr->node, v->verb, fr->profile->drivers[0], strna(why), code);
 
-                cJSON_AddNumberToObject(j, "schemaVersion", RUN_SUMMARY_SCHEMA_VERSION);
-                cJSON_AddStringToObject(j, "node", fr->node);
-                cJSON_AddStringToObject(j, "verb", v->verb);
-                cJSON_AddStringToObject(j, "driver", fr->profile->drivers[0]);
-                cJSON_AddStringToObject(j, "result", "refused");
-                cJSON_AddBoolToObject(j, "changed", false);
-                cJSON_AddStringToObject(j, "message", strna(why));
-                cJSON_AddNumberToObject(j, "exitCode", code);
                 drain_verb_print_json(j);
         }
         v->keys_worst = nodeset_worst_exit(v->keys_worst, code);
@@ -865,23 +656,39 @@ static void runs_start(struct drain_verb *v) {
                                   .linger_usec = FLEET_LINGER_USEC,
                                   .out_of_service = v->o.oos.on,
                                   .out_of_service_after_usec = v->o.oos.after_usec,
-                                  .unread_timeout_usec = unread_timeout(v->app),
+                                  .bound_unread = true,
                                   .instance = host,
                           },
                           &cb, v, &v->run);
+        v->tty = output_live(STDERR_FILENO); /* --color, TERM=dumb */
         if (r >= 0) {
                 v->in_flight++; /* until the run is closed */
                 v->n_runs = drain_run_size(v->run);
                 v->runs_per_node = drain_run_per_node(v->run);
                 v->disp = calloc(v->n_runs, sizeof(*v->disp));
+                r = progress_board_new(
+                        &(const struct progress_board_options){
+                                .term = stderr,
+                                .live = v->tty,
+                                .trail = stdout,
+                                .trail_on_term = isatty(STDOUT_FILENO),
+                                /* NO_COLOR, --color=never: the same block without colour */
+                                .sgr = {
+                                        .bold = output_sgr(STDERR_FILENO, "\033[1m"),
+                                        .cyan = output_sgr(STDERR_FILENO, "\033[36m"),
+                                        .yellow = output_sgr(STDERR_FILENO, "\033[33m"),
+                                        .off = output_sgr(STDERR_FILENO, "\033[0m"),
+                                },
+                                .ts = v->app->ts,
+                                .redraw_usec = 100 * USEC_PER_MSEC,
+                        },
+                        v->n_runs, &v->board);
         }
         if (r < 0 || !v->disp) {
                 log_oom();
                 drain_verb_quit(v, EXIT_ERROR);
                 return;
         }
-        v->tty = output_live(STDERR_FILENO); /* --color, TERM=dumb */
-        v->stdout_tty = isatty(STDOUT_FILENO);
         v->trail = v->fmt != OUTPUT_JSON;
         v->stage_worst = EXIT_DONE;
         v->keys_worst = EXIT_DONE;
@@ -920,7 +727,8 @@ static void nodes_known(struct drain_verb *v) {
                           "was changed)",
                           v->o.selector);
                 if (v->fmt == OUTPUT_JSON) {
-                        _cleanup_(cJSON_Deletep) cJSON *j = drain_verb_list_json(v, v->verb, 0, EXIT_ERROR);
+                        _cleanup_(cJSON_Deletep) cJSON *j =
+                                run_summary_list_new(v->verb, v->o.selector, 0, EXIT_ERROR);
 
                         cJSON_AddStringToObject(j, "message", "no node matches the label selector");
                         drain_verb_print_json(j);
@@ -929,15 +737,12 @@ static void nodes_known(struct drain_verb *v) {
                 return;
         }
         if (v->o.selector) {
-                char names[512] = "";
-                size_t len = 0;
+                char names[512];
+                bool all = nodeset_join(v->names, v->n_names, names, sizeof(names));
 
-                for (size_t i = 0; i < v->n_names && len < sizeof(names) - 1; i++)
-                        len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? " " : "",
-                                                v->names[i]);
                 log_info("%s: %zu node%s match%s \"%s\": %s%s", v->verb, v->n_names,
                          v->n_names == 1 ? "" : "s", v->n_names == 1 ? "es" : "", v->o.selector, names,
-                         len >= sizeof(names) - 1 ? " ..." : "");
+                         all ? "" : " ...");
         }
         if (v->is_plan || v->a.dry_run)
                 drain_verb_plans_start(v);
@@ -980,7 +785,7 @@ static int drainlike_parse(int argc, char **argv, struct global_flags *g, void *
         if (r > 0 && v->o.oos.after_given && !v->o.oos.on) {
                 log_error("--out-of-service-after: only with --out-of-service (never implied)");
                 r = -EINVAL;
-        } else if (r > 0 && v->o.oos.on && !argv_has_flag(argc, argv, "--out-of-service")) {
+        } else if (r > 0 && v->o.oos.on && !argval_argv_has(argc, argv, "--out-of-service")) {
                 /* The one path where claims are released without the kubelet: asked for on
                  * the command line of each run, never by a --config file. */
                 log_error("--out-of-service must be given on the command line, not in --config");
@@ -1079,12 +884,7 @@ static void drainlike_stop(struct app *a, void *state) {
         v->stopping = true;
         if (v->job)
                 drain_verb_plan_cancel(v->job);
-        if (v->signals) {
-                v->signals = false;
-                v->in_flight += 2;
-                uv_close((uv_handle_t *)&v->sigint, on_signal_closed);
-                uv_close((uv_handle_t *)&v->sigterm, on_signal_closed);
-        }
+        app_signals_stop(a);
         /* last: their closed may come at once (nothing of them in flight) */
         if (v->run)
                 drain_run_close(v->run, on_part_closed, v); /* (its in_flight since runs_start) */
@@ -1100,14 +900,12 @@ static void drainlike_free(void *state) {
         cJSON_Delete(v->plan_doc);
         drain_run_free(v->run);
         for (size_t i = 0; v->disp && i < v->n_runs; i++) {
-                free(v->disp[i].last_line);
-                free(v->disp[i].block);
                 free(v->disp[i].rerun);
-                held_log_clear(&v->disp[i].held);
                 free(v->disp[i].api_message);
                 cJSON_Delete(v->disp[i].json);
         }
         free(v->disp);
+        progress_board_free(v->board);
         nodeset_free(v->names, v->n_names);
         if (v->a_ready)
                 drain_args_done(&v->a);

@@ -47,8 +47,7 @@ struct guard_verb {
         struct app *app;             /* borrowed */
         struct guard_run *run;       /* owned: the exec form's one run */
         struct guard_server *server; /* owned: the server form's */
-        uv_signal_t sigint, sigterm;
-        bool signals_ready, server_stopping;
+        bool server_stopping;
         unsigned closing; /* what stop closes and has not called back yet */
 };
 
@@ -122,8 +121,8 @@ static const struct guard_handlers exec_handlers = {
         .on_done = on_exec_done,
 };
 
-static void on_exec_signal(uv_signal_t *h, int signum) {
-        struct guard_verb *v = h->data;
+static void on_exec_signal(struct app *a, int signum, void *userdata) {
+        struct guard_verb *v = userdata;
         _cleanup_free_ char *line = NULL;
         const char *counts;
 
@@ -163,8 +162,8 @@ static void on_server_stopped(struct guard_server *s, void *userdata) {
 
 /* SIGTERM (the kubelet stops a native sidecar after the pod's other containers):
  * every request still waiting is answered 503, then the server stops, exit 0. */
-static void on_server_signal(uv_signal_t *h, int signum) {
-        struct guard_verb *v = h->data;
+static void on_server_signal(struct app *a, int signum, void *userdata) {
+        struct guard_verb *v = userdata;
         char why[32];
         unsigned n;
 
@@ -264,12 +263,7 @@ static int guard_start(struct app *a, void *state) {
         r = v->opts.listen ? server_start(v) : exec_start(v);
         if (r < 0)
                 return r;
-        uv_signal_init(&a->loop, &v->sigint);
-        uv_signal_init(&a->loop, &v->sigterm);
-        v->sigint.data = v->sigterm.data = v;
-        v->signals_ready = true;
-        uv_signal_start(&v->sigint, v->opts.listen ? on_server_signal : on_exec_signal, SIGINT);
-        uv_signal_start(&v->sigterm, v->opts.listen ? on_server_signal : on_exec_signal, SIGTERM);
+        app_signals_start(a, v->opts.listen ? on_server_signal : on_exec_signal, v);
         return 0;
 }
 
@@ -286,13 +280,9 @@ static void on_exec_run_closed(void *userdata) {
         guard_closed_one(v);
 }
 
-static void on_signal_closed(uv_handle_t *h) {
-        guard_closed_one(h->data);
-}
-
 /* After app_quit: the exec form's run (its cancelled list/watch calls finish), the
  * signal handles. The server quits only once it has closed everything itself; a
- * failed start leaves its endpoint to app_done(). */
+ * failed start leaves its endpoint to app_done(). The signals go back to the default. */
 static void guard_stop(struct app *a, void *state) {
         struct guard_verb *v = state;
 
@@ -301,12 +291,7 @@ static void guard_stop(struct app *a, void *state) {
                 v->closing++;
                 guard_run_stop(v->run, on_exec_run_closed, v);
         }
-        if (v->signals_ready) {
-                v->closing += 2;
-                uv_close((uv_handle_t *)&v->sigint, on_signal_closed);
-                uv_close((uv_handle_t *)&v->sigterm, on_signal_closed);
-                v->signals_ready = false;
-        }
+        app_signals_stop(a);
         guard_closed_one(v);
 }
 

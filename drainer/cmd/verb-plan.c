@@ -20,6 +20,7 @@
 #include "drainer/ctl/driverkey.h"
 #include "drainer/ctl/fleet.h"
 #include "drainer/ctl/planner.h"
+#include "drainer/ctl/runsummary.h"
 #include "drainer/dra/health.h"
 #include "drainer/dra/nodeview.h"
 #include "drainer/dra/seamless.h"
@@ -212,20 +213,21 @@ static size_t plan_n_drivers(const struct drain_verb *v) {
 
 static void plans_next(struct drain_verb *v);
 
-/* A node's plans are all done: its exit code, and its entry in the list. */
-static void plan_node_done(struct drain_verb *v) {
+/* One driver's plan of the node ended with r: the node's worst of them (nodeset.h);
+ * after its last, the node's exit code and its entry in the list. */
+static void plan_driver_done(struct drain_verb *v, int r) {
         cJSON *items = v->plan_doc ? cJSON_GetObjectItem(v->plan_doc, "items") : NULL;
-        int c1 = drain_verb_exit_code(v->plan_node_worst);
+        int c1;
 
+        v->plan_node_worst = nodeset_worst_result(v->plan_node_worst, r);
+        if (++v->plan_driver < plan_n_drivers(v))
+                return;
+        c1 = drain_verb_exit_code(v->plan_node_worst);
         v->code = nodeset_worst_exit(v->code, c1);
         if (items && v->o.selector) {
-                if ((size_t)cJSON_GetArraySize(items) == v->plan_items_before) {
-                        cJSON *e = cJSON_CreateObject();
-
-                        cJSON_AddStringToObject(e, "node", v->names[v->plan_node]);
-                        cJSON_AddStringToObject(e, "result", "error");
-                        cJSON_AddItemToArray(items, e);
-                }
+                if ((size_t)cJSON_GetArraySize(items) == v->plan_items_before) /* its plan failed */
+                        cJSON_AddItemToArray(items,
+                                             run_summary_new(true, v->names[v->plan_node], NULL, "error"));
                 cJSON_AddNumberToObject(cJSON_GetArrayItem(items, cJSON_GetArraySize(items) - 1), "exitCode",
                                         c1);
         }
@@ -239,13 +241,7 @@ static void plan_job_done(struct plan_job *job, int r) {
 
         v->job = NULL;
         drain_verb_plan_free(job);
-        /* the worst of the drivers' plans: a failure over a refusal */
-        if (plan_n_drivers(v) == 1)
-                v->plan_node_worst = r;
-        else if (r < 0 && (v->plan_node_worst == 0 || v->plan_node_worst == -EPERM))
-                v->plan_node_worst = r;
-        if (++v->plan_driver >= plan_n_drivers(v))
-                plan_node_done(v);
+        plan_driver_done(v, r);
         plans_next(v);
 }
 
@@ -269,11 +265,7 @@ static void plans_next(struct drain_verb *v) {
                 r = plan_job_start(v, node, &one, items);
                 if (r >= 0)
                         return;
-                /* nothing started: this plan failed */
-                if (plan_n_drivers(v) == 1 || v->plan_node_worst == 0 || v->plan_node_worst == -EPERM)
-                        v->plan_node_worst = r;
-                if (++v->plan_driver >= plan_n_drivers(v))
-                        plan_node_done(v);
+                plan_driver_done(v, r); /* nothing started: this plan failed */
         }
         if (v->plan_doc) {
                 cJSON_SetNumberValue(cJSON_GetObjectItem(v->plan_doc, "exitCode"), v->code);
@@ -285,7 +277,7 @@ static void plans_next(struct drain_verb *v) {
 void drain_verb_plans_start(struct drain_verb *v) {
         /* a list: the nodes of -l, or (NODE) the plans of several --driver */
         if ((v->o.selector || v->a.profile.n_drivers > 1) && v->fmt == OUTPUT_JSON)
-                v->plan_doc = drain_verb_list_json(v, v->verb, 0, 0);
+                v->plan_doc = run_summary_list_new(v->verb, v->o.selector, 0, 0);
         v->code = EXIT_DONE;
         plans_next(v);
 }

@@ -5,7 +5,6 @@
  * runner: the Nodes keep their state, the next run resumes. Runs no loop itself. */
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,18 +17,16 @@
 #include "drainer/base/log.h"
 #include "drainer/base/selector.h"
 #include "drainer/base/text.h"
-#include "drainer/ctl/announcer.h"
 #include "drainer/ctl/rollout-runner.h"
+#include "drainer/ctl/rolloutsession.h"
 #include "drainer/ctl/runsummary.h"
 #include "drainer/dra/driverstop.h"
 #include "drainer/dra/health.h"
-#include "drainer/kube/slots.h"
 #include "output.h"
 #include "verbs.h"
 
 #define DEFAULT_LEASE_NS     "drainer-system"
 #define DEFAULT_TIMEOUT_USEC (10 * 60 * USEC_PER_SEC)
-#define SLOTS_SETTLE_USEC    (10 * USEC_PER_SEC)
 
 enum {
         OPT_RO_DRIVER = 0x200,
@@ -39,15 +36,6 @@ enum {
         OPT_RO_DRIVER_HEALTH,
         OPT_RO_DRIVER_SELECTOR,
         OPT_RO_IDENTITY,
-};
-
-/* What the verb winds down after the runner, in order. */
-enum stop_stage {
-        STOP_RUNNER,
-        STOP_SLOTS, /* the releases of nodes that ended well reach the server, then the calls end */
-        STOP_ANNOUNCER,
-        STOP_HANDLES,
-        STOP_DONE,
 };
 
 struct rollout_run {
@@ -60,19 +48,12 @@ struct rollout_run {
         enum output_format fmt;
         char host[256];
         /* running */
-        struct app *app;                /* borrowed */
-        struct announcer *announcer;    /* owned */
-        struct slots *slots;            /* owned */
-        struct driver_rollout *rollout; /* owned */
-        uv_signal_t sigint, sigterm;
-        bool signals_ready;
-        unsigned handles_closing;
-        bool interrupted, said;
-        int signum; /* what interrupted it: exit EXIT_INTERRUPTED(signum) */
+        struct app *app;                 /* borrowed */
+        struct rollout_session *session; /* owned: the runner, its slots and Events */
+        struct driver_rollout *rollout;  /* the session's runner */
+        bool said;
+        int interrupted; /* the signal that interrupted it: exit EXIT_INTERRUPTED */
         uint64_t t0;
-        struct dtimer wait; /* the wind-down's next stage, on a turn of its own */
-        bool wait_ready;
-        enum stop_stage stop_stage;
 };
 
 /* rollout's flags stored as given */
@@ -193,23 +174,13 @@ static int rollout_parse(int argc, char **argv, struct global_flags *g, void *st
 
 /* The worst node decides: an error, else a timeout, else a refusal. */
 static int rollout_exit_code(const struct rollout_run *run) {
-        size_t n = driver_rollout_n_nodes(run->rollout);
-        int code = EXIT_DONE;
+        enum driver_rollout_result worst = driver_rollout_worst(run->rollout);
 
-        for (size_t i = 0; i < n; i++) {
-                struct driver_rollout_node_status st;
-                int c;
-
-                driver_rollout_node_status(run->rollout, i, &st);
-                c = st.result == DRIVER_ROLLOUT_TIMEOUT   ? EXIT_TIMEOUT
-                    : st.result == DRIVER_ROLLOUT_REFUSED ? EXIT_REFUSED
-                    : st.result == DRIVER_ROLLOUT_FAILED  ? EXIT_ERROR
-                                                          : EXIT_DONE;
-                if (c == EXIT_ERROR || (c == EXIT_TIMEOUT && code != EXIT_ERROR) ||
-                    (c == EXIT_REFUSED && code == EXIT_DONE))
-                        code = c;
-        }
-        return run->interrupted ? EXIT_INTERRUPTED(run->signum) : code;
+        return run->interrupted                  ? EXIT_INTERRUPTED(run->interrupted)
+               : worst == DRIVER_ROLLOUT_TIMEOUT ? EXIT_TIMEOUT
+               : worst == DRIVER_ROLLOUT_REFUSED ? EXIT_REFUSED
+               : worst == DRIVER_ROLLOUT_FAILED  ? EXIT_ERROR
+                                                 : EXIT_DONE;
 }
 
 static void print_summary(const struct rollout_run *run, int code) {
@@ -224,7 +195,7 @@ static void print_summary(const struct rollout_run *run, int code) {
 
                 snprintf(ds, sizeof(ds), "%s/%s", run->ds_ns, run->ds_name);
                 j = driver_rollout_summary_json(run->rollout, ds, run->driver, run->max_parallel, seconds,
-                                                run->interrupted, code);
+                                                run->interrupted != 0, code);
                 if (!j)
                         return (void)log_oom();
                 (void)output_print(j, false); /* -o json, yaml or name */
@@ -294,23 +265,12 @@ static void on_finished(struct driver_rollout *rollout, int error, const char *m
         rollout_over(run);
 }
 
-static void on_slots_changed(struct slots *s, void *userdata) {
+static void on_signal(struct app *a, int signum, void *userdata) {
         struct rollout_run *run = userdata;
 
-        driver_rollout_poke(run->rollout);
-}
-
-static void on_signal(uv_signal_t *h, int signum) {
-        struct rollout_run *run = h->data;
-
-        if (!run->interrupted)
-                run->signum = signum;
-        run->interrupted = true;
+        run->interrupted = run->interrupted ? run->interrupted : signum;
         rollout_over(run);
 }
-
-static void on_wait_timer(struct dtimer *t);
-static void on_announcer_idle(void *userdata);
 
 static int rollout_start(struct app *a, void *state) {
         static const struct driver_rollout_callbacks cb = {
@@ -320,161 +280,71 @@ static int rollout_start(struct app *a, void *state) {
                 .on_finished = on_finished,
         };
         struct rollout_run *run = state;
+        enum rollout_session_part failed;
         int r;
 
         run->app = a;
         run->t0 = timesrc_now(a->ts);
         if (!isatty(STDERR_FILENO))
                 log_set_timestamps(true);
-        r = dtimer_init(&run->wait, a->ts, on_wait_timer);
-        if (r < 0)
+        app_signals_start(a, on_signal, run);
+        r = rollout_session_new(a->client, a->ts,
+                                &(const struct rollout_session_options){
+                                        .rollout = {
+                                                .ds_namespace = run->ds_ns,
+                                                .ds_name = run->ds_name,
+                                                .driver = run->driver,
+                                                .max_parallel = run->max_parallel,
+                                                .timeout_usec = run->timeout_usec,
+                                                .profile = &run->a.profile,
+                                                .transport = a->transport,
+                                                .lease_namespace = run->lease_ns,
+                                        },
+                                        .instance = run->host,
+                                        .identity = run->identity,
+                                },
+                                &cb, run, &run->session, &failed);
+        if (r < 0 && failed == ROLLOUT_SESSION_ANNOUNCER)
                 return log_oom();
-        run->wait_ready = true;
-        uv_signal_init(&a->loop, &run->sigint);
-        uv_signal_init(&a->loop, &run->sigterm);
-        run->sigint.data = run->sigterm.data = run;
-        run->signals_ready = true;
-        uv_signal_start(&run->sigint, on_signal, SIGINT);
-        uv_signal_start(&run->sigterm, on_signal, SIGTERM);
-
-        r = announcer_new(a->client, a->ts, run->host, &run->announcer);
-        if (r < 0)
-                return log_oom();
-        announcer_set_idle_fn(run->announcer, on_announcer_idle, run);
-        r = slots_new(a->client, a->ts,
-                      &(const struct slots_options){
-                              .ns = run->lease_ns, .max = run->max_parallel, .identity = run->identity },
-                      on_slots_changed, run, &run->slots);
-        if (r < 0)
+        if (r < 0 && failed == ROLLOUT_SESSION_SLOTS)
                 return log_error_errno(r, "Cannot set up drain slots: %m");
-        r = driver_rollout_new(a->client, a->ts,
-                               &(const struct driver_rollout_options){
-                                       .ds_namespace = run->ds_ns,
-                                       .ds_name = run->ds_name,
-                                       .driver = run->driver,
-                                       .max_parallel = run->max_parallel,
-                                       .timeout_usec = run->timeout_usec,
-                                       .profile = &run->a.profile,
-                                       .transport = a->transport,
-                                       .slots = run->slots,
-                                       .lease_namespace = run->lease_ns,
-                                       .announcer = run->announcer,
-                               },
-                               &cb, run, &run->rollout);
         if (r < 0)
                 return log_error_errno(r, "Cannot set up the rollout: %m");
-        r = driver_rollout_start(run->rollout);
+        run->rollout = rollout_session_runner(run->session);
+        r = rollout_session_start(run->session);
         if (r < 0)
                 return log_error_errno(r, "Cannot start the rollout: %m");
         return 0;
 }
 
-/* ---- the wind-down: the runner, then the slots (releases given back first, at most
- * 10 s), the Events in flight, the signal handles ---- */
+/* ---- the wind-down: the session's (the runner, the slots, the Events in flight),
+ * then the signals ---- */
 
-static void stop_next(struct rollout_run *run);
-
-static void on_handle_closed(uv_handle_t *h) {
-        struct rollout_run *run = h->data;
-
-        if (--run->handles_closing == 0) {
-                run->stop_stage = STOP_DONE;
-                app_stopped(run->app);
-        }
-}
-
-static void on_wait_timer(struct dtimer *t) {
-        struct rollout_run *run = container_of(t, struct rollout_run, wait);
-
-        stop_next(run);
-}
-
-static void on_runner_stopped(void *userdata) {
+static void on_session_stopped(void *userdata) {
         struct rollout_run *run = userdata;
 
-        run->stop_stage = STOP_SLOTS;
-        stop_next(run);
-}
-
-static void on_slots_closed(struct slots *s, void *userdata) {
-        struct rollout_run *run = userdata;
-
-        run->stop_stage = STOP_ANNOUNCER;
-        dtimer_start(&run->wait, 0); /* not from inside the slots' own callback */
-}
-
-static void on_announcer_idle(void *userdata) {
-        struct rollout_run *run = userdata;
-
-        if (run->stop_stage == STOP_ANNOUNCER)
-                dtimer_start(&run->wait, 0);
-}
-
-/* Each stage goes on at once when it can, else when what it waits for says it ended
- * (the runner's, the slots' and the announcer's callbacks): nothing ticks meanwhile. */
-static void stop_next(struct rollout_run *run) {
-        switch (run->stop_stage) {
-        case STOP_RUNNER:
-                if (run->rollout) {
-                        driver_rollout_stop(run->rollout, on_runner_stopped, run);
-                        return;
-                }
-                run->stop_stage = STOP_SLOTS;
-                /* fall through */
-        case STOP_SLOTS:
-                if (run->slots) {
-                        slots_close(run->slots, SLOTS_SETTLE_USEC, on_slots_closed, run);
-                        return;
-                }
-                run->stop_stage = STOP_ANNOUNCER;
-                /* fall through */
-        case STOP_ANNOUNCER:
-                if (run->announcer && !announcer_idle(run->announcer))
-                        return; /* on_announcer_idle comes with the last answer */
-                run->stop_stage = STOP_HANDLES;
-                /* fall through */
-        case STOP_HANDLES:
-                if (run->wait_ready) {
-                        dtimer_done(&run->wait);
-                        run->wait_ready = false;
-                }
-                if (!run->signals_ready) {
-                        run->stop_stage = STOP_DONE;
-                        app_stopped(run->app);
-                        return;
-                }
-                run->signals_ready = false;
-                run->handles_closing = 2;
-                uv_close((uv_handle_t *)&run->sigint, on_handle_closed);
-                uv_close((uv_handle_t *)&run->sigterm, on_handle_closed);
-                return;
-        case STOP_DONE:
-                return;
-        }
+        app_signals_stop(run->app);
+        app_stopped(run->app);
 }
 
 static void rollout_stop(struct app *a, void *state) {
         struct rollout_run *run = state;
 
-        if (!run->wait_ready) { /* start failed before anything was made */
+        if (!run->session) { /* start failed before anything was made */
+                app_signals_stop(a);
                 app_stopped(a);
                 return;
         }
-        stop_next(run);
+        rollout_session_stop(run->session, on_session_stopped, run);
 }
 
 static void rollout_free(void *state) {
         struct rollout_run *run = state;
 
-        driver_rollout_free(run->rollout);
-        slots_free(run->slots);
-        announcer_free(run->announcer);
-        if (run->wait_ready)
-                dtimer_done(&run->wait);
+        rollout_session_free(run->session);
         drain_profile_done(&run->a.profile);
         free(run->ds_arg);
 }
-
 const struct verb_ops verb_rollout_ops = {
         .state_size = sizeof(struct rollout_run),
         .parse = rollout_parse,

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "app.h"
@@ -82,14 +81,12 @@ struct serve_run {
         struct sysbus *bus;                /* owned; NULL without a system bus */
         struct httpd *httpd;               /* /metrics, /healthz, /readyz; NULL when disabled */
         struct shutdown_drain *shutdown;   /* owned: --on-shutdown */
-        struct leader *leader;             /* owned: --leader-elect */
-        struct kube_client *leader_client; /* owned: the Lease's own (its own token bucket) */
+        struct leader *leader;             /* owned: --leader-elect (with a client of its own) */
         char leader_identity[320];         /* --identity and a random suffix */
         bool leading_started;              /* the manager was started as leader */
         struct machine_hook *machine_hook; /* owned: --cluster-api */
         bool hook_stopped, hook_awaited;   /* its on_stopped came / the stop waits for it */
-        uv_signal_t sigint, sigterm;
-        bool signals_ready, stopping;
+        bool stopping;
         unsigned closing; /* handles and modules whose close has not called back yet */
 };
 
@@ -297,8 +294,6 @@ static void on_leader_closed(struct leader *l, void *userdata) {
 
         run->leader = NULL;
         leader_free(l);
-        kube_client_free(run->leader_client); /* nothing of it in flight: the leader closed */
-        run->leader_client = NULL;
         on_part_closed(run);
 }
 
@@ -310,10 +305,6 @@ static void on_part_closed(void *userdata) {
         assert(run->closing > 0);
         if (--run->closing == 0)
                 app_stopped(run->app);
-}
-
-static void on_signal_closed(uv_handle_t *h) {
-        on_part_closed(h->data);
 }
 
 /* The bus may still report to the shutdown drain while it closes (a lock being
@@ -341,12 +332,7 @@ static void on_manager_stopped(struct drain_manager *m, void *userdata) {
                         run->hook_awaited = true; /* its on_stopped frees it */
                 }
         }
-        if (run->signals_ready) {
-                run->closing += 2;
-                uv_close((uv_handle_t *)&run->sigint, on_signal_closed);
-                uv_close((uv_handle_t *)&run->sigterm, on_signal_closed);
-                run->signals_ready = false;
-        }
+        app_signals_stop(run->app);
         if (run->notifier) {
                 run->closing++;
                 notifier_close(run->notifier, on_part_closed, run);
@@ -372,12 +358,10 @@ static void on_manager_stopped(struct drain_manager *m, void *userdata) {
         on_part_closed(run);
 }
 
-static void on_serve_signal(uv_signal_t *h, int signum) {
-        struct serve_run *run = h->data;
-
+static void on_serve_signal(struct app *a, int signum, void *userdata) {
         log_info("%s: stopping (drains in progress resume from the Nodes' annotations)",
                  signum == SIGTERM ? "SIGTERM" : "SIGINT");
-        app_quit(run->app, EXIT_DONE);
+        app_quit(a, EXIT_DONE);
 }
 
 /* serve's flags stored as given */
@@ -396,16 +380,13 @@ static const struct argval_field serve_fields[] = {
 
 static int on_serve_opt(int opt, const char *arg, void *userdata) {
         struct serve_opts *o = userdata;
-        char *end;
-        long v;
+        long long v;
 
         if (argval_store(serve_fields, opt, arg, flag_on(arg), o))
                 return 0;
         switch (opt) {
         case OPT_MAX_PARALLEL:
-                errno = 0;
-                v = strtol(arg, &end, 10);
-                if (!errno && end != arg && streq(end, "%")) {
+                if (argval_percent(arg, &v)) {
                         if (v < 1 || v > 100)
                                 return log_error_errno(
                                         EINVAL,
@@ -416,7 +397,7 @@ static int on_serve_opt(int opt, const char *arg, void *userdata) {
                         o->max_parallel = 0;
                         return 0;
                 }
-                if (errno || *end || end == arg || v < 0 || v > 1000)
+                if (argval_int(arg, 0, 1000, &v) < 0)
                         return log_error_errno(EINVAL,
                                                "--max-parallel: invalid value \"%s\" (0-1000, 0: no limit; "
                                                "or a percentage of the selected nodes, e.g. 10%%)",
@@ -489,30 +470,23 @@ const struct option serve_options[] = {
         {},
 };
 
-/* /readyz: the node watch has synced and the API server answered the last request
- * (a transport failure or a 5xx since the last answer makes it 503 until one
- * succeeds again: the informer retries by itself). */
+/* /readyz: not while shutting down; a standby is (it is what takes over); else the
+ * manager's readiness (its watch synced, the API server answering: 503 until then,
+ * the informer retries by itself). */
 static bool serve_ready(void *userdata, char *reason, size_t size) {
         struct serve_run *run = userdata;
-        struct kube_client_stats cs;
 
         if (run->stopping || run->app->quit) {
                 snprintf(reason, size, "shutting down");
                 return false;
         }
-        /* a standby is ready: it is what takes over */
         if (run->leader && !run->leading_started)
                 return true;
-        if (!run->manager || !drain_manager_synced(run->manager)) {
+        if (!run->manager) {
                 snprintf(reason, size, "the node watch has not synced yet");
                 return false;
         }
-        kube_client_get_stats(run->app->client, &cs);
-        if (cs.last_error_usec > cs.last_ok_usec) {
-                snprintf(reason, size, "the API server did not answer the last request");
-                return false;
-        }
-        return true;
+        return drain_manager_ready(run->manager, reason, size);
 }
 
 /* The HTTP endpoint. A taken default address is a warning (serve still works);
@@ -594,8 +568,6 @@ static int serve_parse(int argc, char **argv, struct global_flags *g, void *stat
                 o->identity = run->host;
         if (o->leader_elect) {
                 const char *msg;
-                unsigned char rnd[4] = {};
-                FILE *f;
 
                 if (!o->all_nodes)
                         return log_error_errno(EINVAL, "drainer serve: --leader-elect needs --all-nodes "
@@ -604,18 +576,7 @@ static int serve_parse(int argc, char **argv, struct global_flags *g, void *stat
                         o->le_ns = o->lease_ns;
                 if (!o->le_name)
                         o->le_name = "drainer-leader";
-                /* unique among replicas even with one --identity, as kube-controller-manager's
-                 * hostname_UUID */
-                f = fopen("/dev/urandom", "re");
-                if (!f || fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd)) {
-                        unsigned v = (unsigned)getpid() ^ (unsigned)time(NULL);
-
-                        memcpy(rnd, &v, sizeof(rnd));
-                }
-                if (f)
-                        fclose(f);
-                snprintf(run->leader_identity, sizeof(run->leader_identity), "%s_%02x%02x%02x%02x",
-                         o->identity, rnd[0], rnd[1], rnd[2], rnd[3]);
+                leader_identity_unique(o->identity, run->leader_identity, sizeof(run->leader_identity));
                 if (leader_options_check(
                             &(const struct leader_options){
                                     .ns = o->le_ns,
@@ -713,32 +674,23 @@ static int serve_start(struct app *a, void *state) {
                 };
 
                 /* The Lease's requests go through a client of their own over the same
-                 * connection, as kube-controller-manager's leader election has its own
-                 * clientset: a wave of drains queued in the main client's token bucket must
-                 * not hold a renewal back past the renew deadline. Each attempt may last the
-                 * renew deadline at most. */
-                r = kube_client_new(
-                        a->transport, a->ts, a->cfg, a->creds,
-                        &(const struct kube_client_options){
-                                .request_timeout_usec =
-                                        run->o.le_renew_usec ?: LEADER_DEFAULT_RENEW_DEADLINE_USEC,
-                                .impersonate_user = a->flags.as_user,
-                                .impersonate_groups = a->flags.as_groups,
-                                .n_impersonate_groups = a->flags.n_as_groups,
-                        },
-                        &run->leader_client);
-                if (r < 0)
-                        return log_error_errno(r, "Cannot set up leader election: %m");
-                r = leader_new(run->leader_client, a->ts,
-                               &(const struct leader_options){
-                                       .ns = run->o.le_ns,
-                                       .name = run->o.le_name,
-                                       .identity = run->leader_identity,
-                                       .lease_duration_usec = run->o.le_lease_usec,
-                                       .renew_deadline_usec = run->o.le_renew_usec,
-                                       .retry_period_usec = run->o.le_retry_usec,
-                               },
-                               &lcb, run, &run->leader);
+                 * connection: a wave of drains queued in the main client's token bucket must
+                 * not hold a renewal back past the renew deadline. */
+                r = leader_new_own_client(a->transport, a->ts, a->cfg, a->creds,
+                                          &(const struct kube_client_options){
+                                                  .impersonate_user = a->flags.as_user,
+                                                  .impersonate_groups = a->flags.as_groups,
+                                                  .n_impersonate_groups = a->flags.n_as_groups,
+                                          },
+                                          &(const struct leader_options){
+                                                  .ns = run->o.le_ns,
+                                                  .name = run->o.le_name,
+                                                  .identity = run->leader_identity,
+                                                  .lease_duration_usec = run->o.le_lease_usec,
+                                                  .renew_deadline_usec = run->o.le_renew_usec,
+                                                  .retry_period_usec = run->o.le_retry_usec,
+                                          },
+                                          &lcb, run, &run->leader);
                 if (r < 0)
                         return log_error_errno(r, "Cannot set up leader election: %m");
                 kube_client_set_write_gate(a->client, leader_write_gate, run->leader);
@@ -761,12 +713,7 @@ static int serve_start(struct app *a, void *state) {
                         return r;
         }
 
-        uv_signal_init(&a->loop, &run->sigint);
-        uv_signal_init(&a->loop, &run->sigterm);
-        run->sigint.data = run->sigterm.data = run;
-        run->signals_ready = true;
-        uv_signal_start(&run->sigint, on_serve_signal, SIGINT);
-        uv_signal_start(&run->sigterm, on_serve_signal, SIGTERM);
+        app_signals_start(a, on_serve_signal, run);
         return 0;
 }
 
@@ -795,10 +742,6 @@ static void serve_free(void *state) {
         if (run->leader && leader_idle(run->leader)) {
                 leader_free(run->leader);
                 run->leader = NULL;
-        }
-        if (!run->leader && run->leader_client) {
-                kube_client_free(run->leader_client);
-                run->leader_client = NULL;
         }
 
         mwindows_free(run->o.window);

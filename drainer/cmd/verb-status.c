@@ -7,7 +7,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +21,7 @@
 #include "drainer/base/text.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/ctl/fleetview.h"
+#include "drainer/ctl/statusview.h"
 #include "drainer/ctl/statuswatch.h"
 #include "drainer/dra/claims.h"
 #include "drainer/dra/nodeview.h"
@@ -58,28 +58,11 @@ static void print_driver_out(const char *driver, size_t len, const char *phase, 
                 (int)len, driver, strna(phase), (int)len, driver);
 }
 
-static void add_driver_out(const char *driver, size_t len, const char *phase, void *userdata) {
-        cJSON *o = cJSON_CreateObject();
-        char name[256];
-
-        snprintf(name, sizeof(name), "%.*s", (int)len, driver);
-        if (!o || !cJSON_AddStringToObject(o, "driver", name) ||
-            !cJSON_AddStringToObject(o, "state", strna(phase)) || !cJSON_AddItemToArray(userdata, o))
-                cJSON_Delete(o);
-}
 static void print_devices_out(const char *devices, const char *phase, const char *scope, void *userdata) {
         fprintf(userdata,
                 "  device %s: out of service (drain --device, phase %s; back with: drainer uncordon NODE "
                 "--device ..., the same devices)\n",
                 devices ? devices : scope, strna(phase));
-}
-
-static void add_devices_out(const char *devices, const char *phase, const char *scope, void *userdata) {
-        cJSON *o = cJSON_CreateObject();
-
-        if (!o || !cJSON_AddStringToObject(o, "devices", devices ? devices : scope) ||
-            !cJSON_AddStringToObject(o, "state", strna(phase)) || !cJSON_AddItemToArray(userdata, o))
-                cJSON_Delete(o);
 }
 
 static const struct argval_field status_fields[] = {
@@ -101,47 +84,6 @@ static int on_status_opt(int opt, const char *arg, void *userdata) {
         return driver_selector_add(o->driver_selectors, &o->n_driver_selectors, arg);
 }
 
-static int cmp_pod(const void *a, const void *b) {
-        const struct pod_rec *x = *(const struct pod_rec *const *)a, *y = *(const struct pod_rec *const *)b;
-        int r = strcmp(x->ns, y->ns);
-
-        return r ? r : strcmp(x->name, y->name);
-}
-
-static int cmp_claim(const void *a, const void *b) {
-        const struct claim_rec *x = *(const struct claim_rec *const *)a,
-                               *y = *(const struct claim_rec *const *)b;
-        int r = strcmp(x->ns, y->ns);
-
-        return r ? r : strcmp(x->name, y->name);
-}
-
-/* Who put the node in its current schedulability: drainer records the state
- * before it cordons. */
-static const char *cordon_owner(const struct node_rec *n) {
-        const char *was = kv_get(n->annotations, n->n_annotations, "drainer.io/was-unschedulable");
-
-        if (!n->unschedulable)
-                return NULL;
-        if (streq_ptr(was, "false"))
-                return "drainer";
-        return "someone else";
-}
-
-static bool claim_held_by_driver(const struct claim_rec *c, const struct pod_rec **pods, enum pod_class *cls,
-                                 size_t n) {
-        for (size_t i = 0; i < n; i++)
-                if (cls[i] == POD_CLASS_DRIVER && claim_reserved_by_pod(c, pods[i]))
-                        return true;
-        return false;
-}
-
-static const char *const class_json_key[_POD_CLASS_MAX] = {
-        [POD_CLASS_DRIVER] = "driver",     [POD_CLASS_CLAIM_HOLDER] = "claimHolders",
-        [POD_CLASS_WORKLOAD] = "workload", [POD_CLASS_DAEMONSET] = "daemonSet",
-        [POD_CLASS_MIRROR] = "mirror",     [POD_CLASS_FINISHED] = "finished",
-};
-
 static const char *const class_title[_POD_CLASS_MAX] = {
         [POD_CLASS_DRIVER] = "DRA driver pods",
         [POD_CLASS_CLAIM_HOLDER] = "Claim holders (evicted first)",
@@ -151,120 +93,39 @@ static const char *const class_title[_POD_CLASS_MAX] = {
         [POD_CLASS_FINISHED] = "Finished pods (evicted with the rest)",
 };
 
-/* Display order: the order a drain acts in. */
-static const enum pod_class class_order[] = {
-        POD_CLASS_CLAIM_HOLDER, POD_CLASS_WORKLOAD, POD_CLASS_DRIVER,
-        POD_CLASS_DAEMONSET,    POD_CLASS_MIRROR,   POD_CLASS_FINISHED,
-};
-
 /* Prints the node's records (their arrays sorted in place). */
 static int print_status(const struct node_input *s, const struct status_opts *o, enum output_format fmt,
                         bool compact) {
-        _cleanup_free_ enum pod_class *cls = NULL;
-        _cleanup_free_ enum claim_on_node_reason *why = NULL;
+        _cleanup_(status_view_done) struct status_view view = {};
         struct selector **sels = NULL;
-        size_t n_sels = 0, n_on_node = 0;
+        size_t n_sels = 0;
         const struct pod_rec **pods = s->pods;
         const struct claim_rec **claims = s->claims;
         const struct node_rec *n = s->node;
-        const char *owner = cordon_owner(n);
+        const char *owner;
         int r;
 
         r = driver_selectors_parse(o->driver_selectors, o->n_driver_selectors, &sels, &n_sels);
         if (r < 0)
                 return r;
-
-        if (s->n_pods > 0)
-                qsort(pods, s->n_pods, sizeof(*pods), cmp_pod);
-        if (s->n_claims > 0)
-                qsort(claims, s->n_claims, sizeof(*claims), cmp_claim);
-        cls = calloc(s->n_pods + 1, sizeof(*cls));
-        why = calloc(s->n_claims + 1, sizeof(*why));
-        if (!cls || !why) {
-                selectors_free(sels, n_sels);
-                return log_oom();
-        }
-        for (size_t i = 0; i < s->n_pods; i++)
-                cls[i] = pod_classify(pods[i], &(const struct driver_filter){
-                                                       .selectors = (const struct selector *const *)sels,
-                                                       .n_selectors = n_sels,
-                                                       .namespaces = o->driver_namespaces,
-                                                       .n_namespaces = o->n_driver_namespaces,
-                                               });
-        for (size_t i = 0; i < s->n_claims; i++) {
-                why[i] = claim_on_node(claims[i], n->name, (const struct pod_rec *const *)pods, s->n_pods,
-                                       (const struct slice_rec *const *)s->slices, s->n_slices);
-                if (why[i] != CLAIM_NOT_ON_NODE)
-                        n_on_node++;
-        }
+        r = status_view_build(s,
+                              &(const struct driver_filter){
+                                      .selectors = (const struct selector *const *)sels,
+                                      .n_selectors = n_sels,
+                                      .namespaces = o->driver_namespaces,
+                                      .n_namespaces = o->n_driver_namespaces,
+                              },
+                              &view);
         selectors_free(sels, n_sels);
+        if (r < 0)
+                return log_oom();
+        owner = view.cordoned_by;
 
         if (fmt == OUTPUT_JSON) {
-                _cleanup_(cJSON_Deletep) cJSON *root = cJSON_CreateObject();
-                cJSON *jn, *ann, *taints, *jp, *jc, *js;
-                _cleanup_free_ char *out = NULL;
+                _cleanup_(cJSON_Deletep) cJSON *root = status_view_to_json(&view);
 
-                if (s->dra_api)
-                        cJSON_AddStringToObject(root, "draApi", s->dra_api);
-                else
-                        cJSON_AddNullToObject(root, "draApi");
-                cJSON_AddBoolToObject(root, "draServed", !s->dra_off);
-                jn = cJSON_AddObjectToObject(root, "node");
-                cJSON_AddStringToObject(jn, "name", n->name);
-                cJSON_AddBoolToObject(jn, "unschedulable", n->unschedulable);
-                cJSON_AddBoolToObject(jn, "ready", n->ready);
-                if (owner)
-                        cJSON_AddStringToObject(jn, "cordonedBy", owner);
-                else
-                        cJSON_AddNullToObject(jn, "cordonedBy");
-                taints = cJSON_AddArrayToObject(jn, "taints");
-                for (size_t i = 0; i < n->n_taints; i++) {
-                        cJSON *t = cJSON_CreateObject();
-
-                        cJSON_AddStringToObject(t, "key", strna(n->taints[i].key));
-                        if (n->taints[i].value)
-                                cJSON_AddStringToObject(t, "value", n->taints[i].value);
-                        cJSON_AddStringToObject(t, "effect", strna(n->taints[i].effect));
-                        cJSON_AddItemToArray(taints, t);
-                }
-                /* drivers out of service (drain --driver): [{driver, state}] */
-                {
-                        cJSON *dout = cJSON_AddArrayToObject(jn, "driversOutOfService");
-
-                        drain_scope_foreach(n, add_driver_out, dout);
-                        /* ... and devices (drain --device): [{devices, state}] */
-                        drain_devices_foreach(n, add_devices_out,
-                                              cJSON_AddArrayToObject(jn, "devicesOutOfService"));
-                }
-                ann = cJSON_AddObjectToObject(jn, "drainerAnnotations");
-                for (size_t i = 0; i < n->n_annotations; i++)
-                        cJSON_AddStringToObject(ann, n->annotations[i].key, n->annotations[i].value);
-                jp = cJSON_AddObjectToObject(root, "pods");
-                for (size_t k = 0; k < ELEMENTSOF(class_order); k++) {
-                        cJSON *arr = cJSON_AddArrayToObject(jp, class_json_key[class_order[k]]);
-
-                        for (size_t i = 0; i < s->n_pods; i++)
-                                if (cls[i] == class_order[k])
-                                        cJSON_AddItemToArray(arr, pod_rec_to_json(pods[i]));
-                }
-                jc = cJSON_AddArrayToObject(root, "claims");
-                for (size_t i = 0; i < s->n_claims; i++)
-                        if (why[i] != CLAIM_NOT_ON_NODE)
-                                cJSON_AddItemToArray(
-                                        jc, claim_rec_to_json(
-                                                    claims[i], why[i],
-                                                    claim_held_by_driver(claims[i], pods, cls, s->n_pods)));
-                js = cJSON_AddArrayToObject(root, "resourceSlices");
-                for (size_t i = 0; i < s->n_slices; i++) {
-                        const struct slice_rec *sl = s->slices[i];
-                        cJSON *o2 = cJSON_CreateObject();
-
-                        cJSON_AddStringToObject(o2, "name", sl->name);
-                        cJSON_AddStringToObject(o2, "driver", sl->driver);
-                        cJSON_AddStringToObject(o2, "pool", sl->pool);
-                        cJSON_AddNumberToObject(o2, "devices", (double)sl->n_devices);
-                        cJSON_AddItemToArray(js, o2);
-                }
+                if (!root)
+                        return log_oom();
                 return output_print(root, compact); /* -o json, yaml or name */
         }
 
@@ -297,18 +158,17 @@ static int print_status(const struct node_input *s, const struct status_opts *o,
                 fprintf(out, "  DRA API: %s\n", s->dra_api);
 
         fprintf(out, "\nPods (%zu)\n", s->n_pods);
-        for (size_t k = 0; k < ELEMENTSOF(class_order); k++) {
-                size_t count = 0;
+        for (size_t k = 0; k < ELEMENTSOF(status_class_order); k++) {
+                enum pod_class c = status_class_order[k];
+                size_t count = status_view_count(&view, c);
 
-                for (size_t i = 0; i < s->n_pods; i++)
-                        count += cls[i] == class_order[k];
                 if (count == 0)
                         continue;
-                fprintf(out, "  %s: %zu\n", class_title[class_order[k]], count);
+                fprintf(out, "  %s: %zu\n", class_title[c], count);
                 for (size_t i = 0; i < s->n_pods; i++) {
                         const struct pod_rec *p = pods[i];
 
-                        if (cls[i] != class_order[k])
+                        if (view.cls[i] != c)
                                 continue;
                         fprintf(out, "    %s/%s  %s%s%s", p->ns, p->name,
                                 strna(pod_phase_to_string(p->phase)), p->ready ? " Ready" : "",
@@ -326,15 +186,15 @@ static int print_status(const struct node_input *s, const struct status_opts *o,
                 }
         }
 
-        fprintf(out, "\nResourceClaims on the node (%zu)\n", n_on_node);
+        fprintf(out, "\nResourceClaims on the node (%zu)\n", view.n_on_node);
         for (size_t i = 0; i < s->n_claims; i++) {
                 const struct claim_rec *c = claims[i];
 
-                if (why[i] == CLAIM_NOT_ON_NODE)
+                if (view.why[i] == CLAIM_NOT_ON_NODE)
                         continue;
-                fprintf(out, "  %s/%s  %s%s%s\n", c->ns, c->name, claim_on_node_reason_to_string(why[i]),
-                        c->deleting ? ", deleting" : "",
-                        claim_held_by_driver(c, pods, cls, s->n_pods) ? ", held by the driver" : "");
+                fprintf(out, "  %s/%s  %s%s%s\n", c->ns, c->name,
+                        claim_on_node_reason_to_string(view.why[i]), c->deleting ? ", deleting" : "",
+                        status_view_claim_held_by_driver(&view, i) ? ", held by the driver" : "");
                 for (size_t j = 0; j < c->n_devices; j++)
                         fprintf(out, "    device %s/%s/%s (request %s)\n", strna(c->devices[j].driver),
                                 strna(c->devices[j].pool), strna(c->devices[j].device),
@@ -370,9 +230,8 @@ struct status_run {
         struct node_snapshot *snapshot; /* owned, until closed */
         struct status_watch *watch;     /* owned, until closed: --watch */
         struct informer *fleet;         /* owned, until idle: --all / -l */
-        uv_signal_t sigint, sigterm;
-        bool signals_ready, tty;
-        unsigned closing; /* handles and views whose close has not called back yet */
+        bool tty;
+        unsigned closing; /* views whose close has not called back yet */
 };
 
 static void status_closed_one(struct status_run *run) {
@@ -433,14 +292,8 @@ static void on_watch_closed(void *userdata) {
         status_closed_one(userdata);
 }
 
-static void on_signal_closed(uv_handle_t *h) {
-        status_closed_one(h->data);
-}
-
-static void on_signal(uv_signal_t *h, int signum) {
-        struct status_run *run = h->data;
-
-        app_quit(run->app, EXIT_DONE);
+static void on_signal(struct app *a, int signum, void *userdata) {
+        app_quit(a, EXIT_DONE);
 }
 
 static int start_watch(struct status_run *run) {
@@ -456,12 +309,7 @@ static int start_watch(struct status_run *run) {
                              &run->watch);
         if (r < 0)
                 return log_error_errno(r, "Cannot start watching: %m");
-        uv_signal_init(&a->loop, &run->sigint);
-        uv_signal_init(&a->loop, &run->sigterm);
-        run->sigint.data = run->sigterm.data = run;
-        run->signals_ready = true;
-        uv_signal_start(&run->sigint, on_signal, SIGINT);
-        uv_signal_start(&run->sigterm, on_signal, SIGTERM);
+        app_signals_start(a, on_signal, run);
         return 0;
 }
 
@@ -469,83 +317,46 @@ static int start_watch(struct status_run *run) {
 
 static int print_fleet(struct informer *inf, const struct status_opts *o, enum output_format fmt) {
         _cleanup_free_ const void **recs = NULL;
-        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
         size_t n = 0, counts[_FLEET_CLASS_MAX];
         const char *const *fleet_class_name = fleet_class_names;
         struct fleet_row *rows = NULL;
-        cJSON *counts_j = NULL, *nodes_j = NULL;
 
         if (informer_collect(inf, &recs, &n) < 0 ||
             fleet_rows_build((const struct node_rec **)recs, n, &rows, counts) < 0)
                 return log_oom();
         if (fmt == OUTPUT_JSON) {
-                root = cJSON_CreateObject();
-                if (!root)
-                        goto oom;
-                if (o->selector)
-                        cJSON_AddStringToObject(root, "selector", o->selector);
-                cJSON_AddNumberToObject(root, "nodes", (double)n);
-                counts_j = cJSON_AddObjectToObject(root, "phases");
-                nodes_j = cJSON_AddArrayToObject(root, "notInService");
-        } else {
-                printf("%zu node%s%s%s%s\n", n, n == 1 ? "" : "s", o->selector ? " (-l " : "",
-                       strempty(o->selector), o->selector ? ")" : "");
-                for (int c = 0; c < _FLEET_CLASS_MAX; c++)
-                        printf("  %-11s %zu\n", fleet_class_name[c], counts[c]);
-                if (counts[FLEET_IN_SERVICE] < n)
-                        printf("\n%-24s %-10s %-9s %-21s %s\n", "NODE", "STATUS", "WHY", "SINCE", "MESSAGE");
+                _cleanup_(cJSON_Deletep) cJSON *root = fleet_rows_to_json(rows, n, counts, o->selector);
+                _cleanup_free_ char *out = root ? cJSON_PrintUnformatted(root) : NULL;
+
+                fleet_rows_free(rows, n);
+                if (!out)
+                        return log_oom();
+                printf("%s\n", out);
+                return 0;
         }
+        printf("%zu node%s%s%s%s\n", n, n == 1 ? "" : "s", o->selector ? " (-l " : "", strempty(o->selector),
+               o->selector ? ")" : "");
+        for (int c = 0; c < _FLEET_CLASS_MAX; c++)
+                printf("  %-11s %zu\n", fleet_class_name[c], counts[c]);
+        if (counts[FLEET_IN_SERVICE] < n)
+                printf("\n%-24s %-10s %-9s %-21s %s\n", "NODE", "STATUS", "WHY", "SINCE", "MESSAGE");
         for (size_t i = 0; i < n; i++) {
                 const struct fleet_row *row = &rows[i];
                 char since[64] = "-";
+                _cleanup_free_ char *safe = NULL;
 
                 if (row->c == FLEET_IN_SERVICE)
                         continue;
                 if (row->since_usec > 0)
                         (void)timesrc_format_rfc3339(row->since_usec, since, sizeof(since));
-                if (fmt == OUTPUT_JSON) {
-                        cJSON *j = cJSON_CreateObject();
-
-                        if (!j || !cJSON_AddItemToArray(nodes_j, j)) {
-                                cJSON_Delete(j);
-                                goto oom;
-                        }
-                        cJSON_AddStringToObject(j, "name", row->name);
-                        cJSON_AddStringToObject(j, "status", fleet_class_name[row->c]);
-                        if (row->has_phase)
-                                cJSON_AddStringToObject(j, "phase", drain_phase_to_string(row->phase));
-                        if (row->reason)
-                                cJSON_AddStringToObject(j, "reason", row->reason);
-                        if (!streq(since, "-"))
-                                cJSON_AddStringToObject(j, "since", since);
-                        if (row->message)
-                                cJSON_AddStringToObject(j, "message", row->message);
-                } else {
-                        _cleanup_free_ char *safe =
-                                row->message ? text_escape_controls(row->message, strlen(row->message))
-                                             : NULL;
-
-                        printf("%-24s %-10s %-9s %-21s %s\n", row->name,
-                               row->has_phase && row->c != FLEET_FAILED ? drain_phase_to_string(row->phase)
-                                                                        : fleet_class_name[row->c],
-                               row->reason ? row->reason : "-", since, safe ? safe : "-");
-                }
+                safe = row->message ? text_escape_controls(row->message, strlen(row->message)) : NULL;
+                printf("%-24s %-10s %-9s %-21s %s\n", row->name,
+                       row->has_phase && row->c != FLEET_FAILED ? drain_phase_to_string(row->phase)
+                                                                : fleet_class_name[row->c],
+                       row->reason ? row->reason : "-", since, safe ? safe : "-");
         }
         fleet_rows_free(rows, n);
-        if (fmt == OUTPUT_JSON) {
-                _cleanup_free_ char *out = NULL;
-
-                for (int c = 0; c < _FLEET_CLASS_MAX; c++)
-                        cJSON_AddNumberToObject(counts_j, fleet_class_name[c], (double)counts[c]);
-                out = cJSON_PrintUnformatted(root);
-                if (!out)
-                        return log_oom();
-                printf("%s\n", out);
-        }
         return 0;
-oom:
-        fleet_rows_free(rows, n);
-        return log_oom();
 }
 
 static void on_fleet_synced(struct informer *inf, void *userdata) {
@@ -664,7 +475,7 @@ static int status_start(struct app *a, void *state) {
         return 0;
 }
 
-/* Closes what start made: the snapshot, or the view and the signal handles; the root
+/* Closes what start made: the snapshot, or the view (and gives the signals back); the root
  * hears app_stopped() once the last of them called back. */
 static void status_stop(struct app *a, void *state) {
         struct status_run *run = state;
@@ -680,12 +491,7 @@ static void status_stop(struct app *a, void *state) {
                 run->closing++;
                 status_watch_close(TAKE_PTR(run->watch), on_watch_closed, run);
         }
-        if (run->signals_ready) {
-                run->closing += 2;
-                uv_close((uv_handle_t *)&run->sigint, on_signal_closed);
-                uv_close((uv_handle_t *)&run->sigterm, on_signal_closed);
-                run->signals_ready = false;
-        }
+        app_signals_stop(a);
         status_closed_one(run);
 }
 

@@ -234,7 +234,7 @@ static void fleet_start(struct drain_run *r) {
                         .linger_usec = r->o.linger_usec,
                         .out_of_service = r->o.out_of_service,
                         .out_of_service_after_usec = r->o.out_of_service_after_usec,
-                        .unread_timeout_usec = r->o.unread_timeout_usec,
+                        .bound_unread = r->o.bound_unread,
                         .instance = r->o.instance,
                 },
                 &cb, r, &r->fleet);

@@ -242,7 +242,7 @@ static void start_member(struct drain_fleet *f, struct fleet_member *m, enum eng
         eo.shared = f->cluster;
         eo.out_of_service = f->o.out_of_service;
         eo.out_of_service_after_usec = f->o.out_of_service_after_usec;
-        eo.unread_timeout_usec = f->o.unread_timeout_usec;
+        eo.unread_timeout_usec = f->o.bound_unread ? kube_client_request_timeout(f->client) : 0;
         r = engine_new(f->client, f->transport, f->ts, &eo, &cb, m, &m->engine);
         if (r < 0) {
                 member_failed(m, r, "Cannot set up the drain engine");

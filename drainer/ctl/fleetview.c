@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "drainer/base/macro.h"
+#include "drainer/base/timesrc.h"
 
 #include "drainer/ctl/fleetview.h"
 
@@ -100,4 +101,46 @@ struct fleet_row *fleet_rows_free(struct fleet_row *rows, size_t n) {
                 free(rows[i].message);
         free(rows);
         return NULL;
+}
+
+static int add_row_json(cJSON *nodes, const struct fleet_row *row) {
+        cJSON *j = cJSON_CreateObject();
+        char since[64];
+
+        if (!j || !cJSON_AddItemToArray(nodes, j)) {
+                cJSON_Delete(j);
+                return -ENOMEM;
+        }
+        cJSON_AddStringToObject(j, "name", row->name);
+        cJSON_AddStringToObject(j, "status", fleet_class_names[row->c]);
+        if (row->has_phase)
+                cJSON_AddStringToObject(j, "phase", drain_phase_to_string(row->phase));
+        if (row->reason)
+                cJSON_AddStringToObject(j, "reason", row->reason);
+        if (row->since_usec > 0 && timesrc_format_rfc3339(row->since_usec, since, sizeof(since)) >= 0)
+                cJSON_AddStringToObject(j, "since", since);
+        if (row->message)
+                cJSON_AddStringToObject(j, "message", row->message);
+        return 0;
+}
+
+cJSON *fleet_rows_to_json(const struct fleet_row *rows, size_t n, const size_t counts[_FLEET_CLASS_MAX],
+                          const char *selector) {
+        cJSON *root = cJSON_CreateObject(), *counts_j, *nodes_j;
+
+        if (!root)
+                return NULL;
+        if (selector)
+                cJSON_AddStringToObject(root, "selector", selector);
+        cJSON_AddNumberToObject(root, "nodes", (double)n);
+        counts_j = cJSON_AddObjectToObject(root, "phases");
+        nodes_j = cJSON_AddArrayToObject(root, "notInService");
+        for (int c = 0; c < _FLEET_CLASS_MAX; c++)
+                cJSON_AddNumberToObject(counts_j, fleet_class_names[c], (double)counts[c]);
+        for (size_t i = 0; i < n; i++)
+                if (rows[i].c != FLEET_IN_SERVICE && add_row_json(nodes_j, &rows[i]) < 0) {
+                        cJSON_Delete(root);
+                        return NULL;
+                }
+        return root;
 }

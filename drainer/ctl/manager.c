@@ -1067,6 +1067,21 @@ bool drain_manager_synced(const struct drain_manager *m) {
         return m->nodes && !m->stopping && informer_synced(m->nodes);
 }
 
+bool drain_manager_ready(const struct drain_manager *m, char *reason, size_t size) {
+        struct kube_client_stats cs;
+
+        if (!drain_manager_synced(m)) {
+                snprintf(reason, size, "the node watch has not synced yet");
+                return false;
+        }
+        kube_client_get_stats(m->client, &cs);
+        if (cs.last_error_usec > cs.last_ok_usec) {
+                snprintf(reason, size, "the API server did not answer the last request");
+                return false;
+        }
+        return true;
+}
+
 const struct node_rec *drain_manager_node(const struct drain_manager *m, const char *name) {
         return m->nodes ? informer_get(m->nodes, name) : NULL;
 }

@@ -25,6 +25,74 @@ cJSON *run_summary_new(bool in_list, const char *node, const char *verb, const c
         return j;
 }
 
+cJSON *run_summary_error(const char *verb, const char *node, int exit_code, const char *error,
+                         const char *message) {
+        cJSON *j = run_summary_new(false, node, verb, exit_code == 0 ? "done" : "error");
+
+        if (!j)
+                return NULL;
+        if (error)
+                cJSON_AddStringToObject(j, "error", error);
+        cJSON_AddStringToObject(j, "message", message && *message ? message : "failed");
+        /* nothing was read from the Node: neither nodeReady nor changed is claimed */
+        cJSON_AddNumberToObject(j, "exitCode", exit_code);
+        return j;
+}
+
+cJSON *run_summary_list_new(const char *verb, const char *selector, unsigned max_parallel, int exit_code) {
+        cJSON *j = cJSON_CreateObject();
+
+        if (!j)
+                return NULL;
+        cJSON_AddNumberToObject(j, "schemaVersion", RUN_SUMMARY_SCHEMA_VERSION);
+        cJSON_AddStringToObject(j, "kind", "List");
+        cJSON_AddStringToObject(j, "verb", verb);
+        if (selector)
+                cJSON_AddStringToObject(j, "selector", selector);
+        if (max_parallel)
+                cJSON_AddNumberToObject(j, "maxParallel", max_parallel);
+        cJSON_AddArrayToObject(j, "items");
+        cJSON_AddNumberToObject(j, "exitCode", exit_code);
+        return j;
+}
+
+cJSON *run_summary_seamless(const char *node, const char *verb, int command_status, const char *daemonset,
+                            const char *reason, int exit_code) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON *sj = j ? cJSON_AddObjectToObject(j, "seamlessUpgrade") : NULL;
+
+        if (!sj) {
+                cJSON_Delete(j);
+                return NULL;
+        }
+        cJSON_AddNumberToObject(j, "schemaVersion", RUN_SUMMARY_SCHEMA_VERSION);
+        cJSON_AddStringToObject(j, "node", node);
+        cJSON_AddStringToObject(j, "verb", verb);
+        cJSON_AddStringToObject(j, "result", command_status == 0 ? "done" : "error");
+        cJSON_AddBoolToObject(j, "changed", false);
+        cJSON_AddNumberToObject(j, "podsEvicted", 0);
+        cJSON_AddNumberToObject(j, "commandExitStatus", command_status);
+        cJSON_AddBoolToObject(sj, "seamless", true);
+        cJSON_AddStringToObject(sj, "daemonset", daemonset);
+        cJSON_AddStringToObject(sj, "reason", reason);
+        cJSON_AddNumberToObject(j, "exitCode", exit_code);
+        return j;
+}
+
+cJSON *run_summary_refused(const char *node, const char *verb, const char *driver, const char *message,
+                           int exit_code) {
+        cJSON *j = run_summary_new(false, node, verb, NULL);
+
+        if (!j)
+                return NULL;
+        cJSON_AddStringToObject(j, "driver", driver);
+        cJSON_AddStringToObject(j, "result", "refused");
+        cJSON_AddBoolToObject(j, "changed", false);
+        cJSON_AddStringToObject(j, "message", message);
+        cJSON_AddNumberToObject(j, "exitCode", exit_code);
+        return j;
+}
+
 bool fleet_node_blocker_listed(const struct fleet_node *n, const struct plan_blocker *b) {
         return !n->summary.changed || blocker_kind_holds_at_every_eviction(b->kind);
 }
@@ -176,6 +244,22 @@ void driver_rollout_count(const struct driver_rollout *ro, size_t *ret_updated, 
                 *ret_updated += st.result == DRIVER_ROLLOUT_UPDATED;
                 *ret_skipped += st.result == DRIVER_ROLLOUT_SKIPPED;
         }
+}
+
+enum driver_rollout_result driver_rollout_worst(const struct driver_rollout *ro) {
+        size_t n = driver_rollout_n_nodes(ro);
+        bool timeout = false, refused = false;
+
+        for (size_t i = 0; i < n; i++) {
+                struct driver_rollout_node_status st;
+
+                driver_rollout_node_status(ro, i, &st);
+                if (st.result == DRIVER_ROLLOUT_FAILED)
+                        return DRIVER_ROLLOUT_FAILED;
+                timeout |= st.result == DRIVER_ROLLOUT_TIMEOUT;
+                refused |= st.result == DRIVER_ROLLOUT_REFUSED;
+        }
+        return timeout ? DRIVER_ROLLOUT_TIMEOUT : refused ? DRIVER_ROLLOUT_REFUSED : DRIVER_ROLLOUT_UPDATED;
 }
 
 cJSON *driver_rollout_summary_json(const struct driver_rollout *ro, const char *daemonset,

@@ -1001,6 +1001,27 @@ int doctor_data_init(struct doctor_data *d, const char *node) {
                 free((a)->v);                          \
         } while (0)
 
+cJSON *doctor_data_to_json(const struct doctor_data *d, const char *node, const char *prometheus) {
+        cJSON *cl = cJSON_CreateObject(), *drv;
+
+        if (!cl)
+                return NULL;
+        cJSON_AddNumberToObject(cl, "nodes", (double)d->nodes.n);
+        cJSON_AddNumberToObject(cl, "resourceClaims", (double)d->claims.n);
+        drv = cJSON_AddArrayToObject(cl, "drivers");
+        for (size_t i = 0; drv && i < d->drivers.n; i++)
+                cJSON_AddItemToArray(drv, cJSON_CreateString(d->drivers.v[i]->name));
+        if (node)
+                cJSON_AddStringToObject(cl, "node", node);
+        else
+                cJSON_AddNullToObject(cl, "node");
+        if (prometheus)
+                cJSON_AddStringToObject(cl, "prometheus", prometheus);
+        else
+                cJSON_AddNullToObject(cl, "prometheus");
+        return cl;
+}
+
 void doctor_data_done(struct doctor_data *d) {
         FREE_ARRAY(&d->nodes, node_rec_free);
         FREE_ARRAY(&d->slices, slice_rec_free);

@@ -79,6 +79,15 @@ void nodeset_sort(char **names, size_t *n) {
         *n = k + 1;
 }
 
+bool nodeset_join(char *const *names, size_t n, char *buf, size_t size) {
+        size_t len = 0;
+
+        buf[0] = 0;
+        for (size_t i = 0; i < n && len < size - 1; i++)
+                len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? " " : "", names[i]);
+        return len < size - 1;
+}
+
 void nodeset_free(char **names, size_t n) {
         for (size_t i = 0; i < n; i++)
                 free(names[i]);
@@ -116,6 +125,10 @@ static int rank(int code) {
  * forbidden, 11 unsupported) is kept while no other error comes; else it reads 1. */
 static int error_code(int code) {
         return code >= 7 && code <= 11 ? code : 1;
+}
+
+int nodeset_worst_result(int worst, int r) {
+        return r < 0 && (worst == 0 || worst == -EPERM) ? r : worst;
 }
 
 int nodeset_worst_exit(int a, int b) {

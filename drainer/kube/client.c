@@ -838,6 +838,26 @@ void kube_client_get_stats(const struct kube_client *c, struct kube_client_stats
         ret->pushbacks = c->rl.pushbacks;
 }
 
+bool kube_client_silent(const struct kube_client *c, char **ret_message) {
+        const struct kube_client_stats *st = &c->stats;
+        uint64_t now = timesrc_now(c->ts);
+
+        if (st->last_ok_usec != 0 &&
+            !(st->failing_since_usec && now - st->failing_since_usec >= 5 * USEC_PER_SEC))
+                return false;
+        if (asprintf(ret_message, "timed out waiting for the API server %s: %s%s", c->cfg->server,
+                     st->last_error[0] ? st->last_error : "no answer",
+                     st->last_ok_usec == 0
+                             ? " (it never answered; the node was not read, nothing was changed)"
+                             : "") < 0)
+                *ret_message = NULL;
+        return true;
+}
+
+uint64_t kube_client_request_timeout(const struct kube_client *c) {
+        return c->opts.request_timeout_usec == KUBE_NO_TIMEOUT ? 0 : c->opts.request_timeout_usec;
+}
+
 int kube_client_new(struct transport *t, struct timesrc *ts, const struct kube_config *cfg,
                     struct credentials *creds, const struct kube_client_options *opts,
                     struct kube_client **ret) {

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -40,8 +42,9 @@ enum leader_op {
 };
 
 struct leader {
-        struct kube_client *client; /* borrowed */
-        struct timesrc *ts;         /* borrowed */
+        struct kube_client *client;     /* borrowed, or own_client */
+        struct kube_client *own_client; /* owned: leader_new_own_client()'s */
+        struct timesrc *ts;             /* borrowed */
         char *ns, *name, *identity;
         char *create_path; /* .../namespaces/NS/leases?fieldManager=drainer */
         char *path;        /* .../leases/NAME?fieldManager=drainer */
@@ -80,6 +83,20 @@ static void attempt(struct leader *l);
 
 static bool leader_may_write_closing(const struct leader *l) {
         return timesrc_now(l->ts) < l->closing_deadline;
+}
+
+void leader_identity_unique(const char *identity, char *buf, size_t size) {
+        unsigned char rnd[4] = {};
+        FILE *f = fopen("/dev/urandom", "re");
+
+        if (!f || fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd)) {
+                unsigned v = (unsigned)getpid() ^ (unsigned)time(NULL);
+
+                memcpy(rnd, &v, sizeof(rnd));
+        }
+        if (f)
+                fclose(f);
+        snprintf(buf, size, "%s_%02x%02x%02x%02x", identity, rnd[0], rnd[1], rnd[2], rnd[3]);
 }
 
 int leader_options_check(const struct leader_options *o, const char **ret_message) {
@@ -405,6 +422,33 @@ static void on_close_timer(struct dtimer *t) {
                 l->close_done(l, l->close_userdata);
 }
 
+int leader_new_own_client(struct transport *t, struct timesrc *ts, const struct kube_config *cfg,
+                          struct credentials *creds, const struct kube_client_options *impersonation,
+                          const struct leader_options *o, const struct leader_callbacks *cb, void *userdata,
+                          struct leader **ret) {
+        struct kube_client *c = NULL;
+        int r;
+
+        r = kube_client_new(
+                t, ts, cfg, creds,
+                &(const struct kube_client_options){
+                        .request_timeout_usec = o->renew_deadline_usec ?: LEADER_DEFAULT_RENEW_DEADLINE_USEC,
+                        .impersonate_user = impersonation ? impersonation->impersonate_user : NULL,
+                        .impersonate_groups = impersonation ? impersonation->impersonate_groups : NULL,
+                        .n_impersonate_groups = impersonation ? impersonation->n_impersonate_groups : 0,
+                },
+                &c);
+        if (r < 0)
+                return r;
+        r = leader_new(c, ts, o, cb, userdata, ret);
+        if (r < 0) {
+                kube_client_free(c);
+                return r;
+        }
+        (*ret)->own_client = c;
+        return 0;
+}
+
 int leader_new(struct kube_client *client, struct timesrc *ts, const struct leader_options *o,
                const struct leader_callbacks *cb, void *userdata, struct leader **ret) {
         _cleanup_(leader_freep) struct leader *l = NULL;
@@ -517,6 +561,7 @@ bool leader_idle(const struct leader *l) {
 void leader_free(struct leader *l) {
         if (!l)
                 return;
+        kube_client_free(l->own_client); /* nothing of it in flight once the leader is idle */
         dtimer_done(&l->retry_timer);
         dtimer_done(&l->deadline_timer);
         dtimer_done(&l->close_timer);

@@ -22,6 +22,7 @@
 #include "drainer/base/timesrc.h"
 #include "drainer/kube/client.h"
 #include "drainer/kube/kubeconfig.h"
+#include "drainer/kube/reach.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
 #include "fakes/test-env.h"
@@ -428,6 +429,78 @@ static void test_failing_since(void **state) {
         assert_int_equal(st.failing_since_usec, 0);
         assert_true(st.last_ok_usec > st.last_error_usec);
         result_clear(&r);
+}
+
+struct reach_log {
+        int down, up;
+        char last[256];
+};
+
+static void on_reach_line(bool reachable, const char *line, void *userdata) {
+        struct reach_log *l = userdata;
+
+        if (reachable)
+                l->up++;
+        else
+                l->down++;
+        snprintf(l->last, sizeof(l->last), "%s", line);
+}
+
+/* Silent: never answered, or only failures for 5 s (kube_client_silent); and what
+ * kube/reach says meanwhile: once failures have lasted 5 s, and once when the API
+ * server answers again. */
+static void test_silent_and_reach(void **state) {
+        struct env *e = *state;
+        struct reach_log log = {};
+        struct kube_reach reach;
+        struct result r = {};
+        char *m = NULL;
+
+        assert_true(kube_client_silent(e->api->client, &m));
+        assert_non_null(strstr(m, "it never answered"));
+        free(m);
+        m = NULL;
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes", 200, node_json);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        for (int i = 0; i < 100 && r.calls == 0; i++)
+                fake_clock_step(e->api->clock, 10 * MSEC);
+        assert_int_equal(r.error, 0);
+        result_clear(&r);
+        assert_false(kube_client_silent(e->api->client, &m));
+
+        assert_int_equal(kube_reach_init(&reach, e->api->client, e->api->ts, "https://api", "kc",
+                                         on_reach_line, &log),
+                         0);
+        fake_transport_expect_error(e->api->ft, "GET", "/api/v1/nodes", -ECONNREFUSED, FAKE_FOREVER);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        for (int i = 0; i < 3000 && log.down == 0 && r.calls == 0; i++) {
+                kube_reach_poke(&reach);
+                fake_clock_step(e->api->clock, 100 * MSEC);
+        }
+        assert_int_equal(log.down, 1);
+        assert_non_null(strstr(log.last, "cannot reach the API server https://api (kc) for "));
+        assert_non_null(strstr(log.last, "connection refused; retrying"));
+        assert_true(kube_client_silent(e->api->client, &m));
+        assert_non_null(strstr(m, "timed out waiting for the API server"));
+        assert_null(strstr(m, "never answered"));
+        free(m);
+        for (int i = 0; i < 10000 && r.calls == 0; i++) {
+                kube_reach_poke(&reach);
+                fake_clock_step(e->api->clock, 100 * MSEC);
+        }
+        assert_int_equal(r.calls, 1);
+        result_clear(&r);
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/nodes", 200, node_json);
+        assert_int_equal(kube_get(e->api->client, "/api/v1/nodes/node-1", on_done, &r, NULL), 0);
+        for (int i = 0; i < 100 && log.up == 0; i++) {
+                kube_reach_poke(&reach);
+                fake_clock_step(e->api->clock, 100 * MSEC);
+        }
+        assert_int_equal(log.up, 1);
+        assert_string_equal(log.last, "the API server https://api answers again");
+        result_clear(&r);
+        kube_reach_stop(&reach);
+        kube_reach_done(&reach);
 }
 
 static void test_post_not_retried(void **state) {
@@ -1519,6 +1592,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_connection_errors_retried, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_dns_failure_named, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_failing_since, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_silent_and_reach, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_post_not_retried, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_patch, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_evict_429_handed_back, setup, teardown),

@@ -2223,9 +2223,29 @@ static void test_rules_exit_code(void **state) {
         }
 }
 
+/* What the report was made of, in its -o json: the counts, the drivers, the scope. */
+static void test_data_json(void **state) {
+        struct doctor_data d;
+        cJSON *j;
+        _cleanup_free_ char *s = NULL;
+
+        assert_int_equal(doctor_data_init(&d, NULL), 0);
+        j = doctor_data_to_json(&d, NULL, NULL);
+        s = cJSON_PrintUnformatted(j);
+        assert_string_equal(s, "{\"nodes\":0,\"resourceClaims\":0,\"drivers\":[],\"node\":null,"
+                               "\"prometheus\":null}");
+        cJSON_Delete(j);
+        j = doctor_data_to_json(&d, "node-1", "http://prom:9090");
+        assert_string_equal(json_str(j, "node"), "node-1");
+        assert_string_equal(json_str(j, "prometheus"), "http://prom:9090");
+        cJSON_Delete(j);
+        doctor_data_done(&d);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_strings),
+                cmocka_unit_test(test_data_json),
                 cmocka_unit_test(test_subject_role),
                 cmocka_unit_test(test_sar),
                 cmocka_unit_test(test_container),

@@ -155,6 +155,54 @@ static double num_at(const cJSON *j, const char *a, const char *b) {
         return v->valuedouble;
 }
 
+/* A leader over a client of its own: its requests go out on the same transport (the
+ * process's client stays idle), and the client goes with the leader. */
+static void test_own_client(void **state) {
+        struct env *e = *state;
+        struct env own = { .api = e->api };
+        struct leader *l;
+        char *body;
+
+        assert_int_equal(
+                leader_new_own_client(
+                        fake_transport_base(e->api->ft), e->api->ts, e->api->cfg, e->api->creds, NULL,
+                        &(struct leader_options){ .ns = NS, .name = "drainer-leader", .identity = ME },
+                        &(struct leader_callbacks){ on_started, on_lost, on_error }, &own, &l),
+                0);
+        own.l = l;
+        fake_transport_expect_json(e->api->ft, "GET", LEASE, 404,
+                                   "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                                   "\"reason\":\"NotFound\",\"code\":404}");
+        body = lease("10", ME, 0);
+        fake_transport_expect_json(e->api->ft, "POST",
+                                   "/apis/coordination.k8s.io/v1/namespaces/" NS "/leases?", 201, body);
+        free(body);
+        assert_int_equal(leader_start(l), 0);
+        test_api_run(e->api, 100 * MS, 10 * MS);
+        assert_int_equal(own.started, 1);
+        assert_true(leader_leading(l));
+        assert_int_equal(kube_client_calls_in_flight(e->api->client), 0);
+        leader_close(l, on_closed, &own);
+        fake_transport_expect_json(e->api->ft, "PUT", LEASE, 200, "{}"); /* the release */
+        test_api_run(e->api, 1 * SEC, 100 * MS);
+        assert_int_equal(own.closed, 1);
+        assert_true(leader_idle(l));
+        leader_free(l); /* and its client */
+}
+
+static void test_identity_unique(void **state) {
+        char a[64], b[64], small[8];
+
+        leader_identity_unique("host-1", a, sizeof(a));
+        leader_identity_unique("host-1", b, sizeof(b));
+        assert_int_equal(strlen(a), strlen("host-1_") + 8);
+        assert_memory_equal(a, "host-1_", 7);
+        assert_int_equal(strspn(a + 7, "0123456789abcdef"), 8);
+        assert_string_not_equal(a, b); /* random: equal once in 2^32 */
+        leader_identity_unique("host-1", small, sizeof(small));
+        assert_string_equal(small, "host-1_");
+}
+
 static void test_creates_when_absent(void **state) {
         struct env *e = *state;
         char *body;
@@ -374,6 +422,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_close_releases, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_forbidden_reported_once, setup, teardown),
                 cmocka_unit_test(test_options_check),
+                cmocka_unit_test_setup_teardown(test_own_client, setup, teardown),
+                cmocka_unit_test(test_identity_unique),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -530,10 +530,13 @@ static int teardown(void **state) {
 /* An idle manager sends nothing but the Node watch. */
 static void test_idle(void **state) {
         struct world *w = *state;
+        char why[128] = "";
 
         add_node(w, "node-1", NULL);
         start_manager(w, 1);
         run_for(w, 10 * SEC);
+        assert_true(drain_manager_ready(w->manager, why, sizeof(why))); /* synced, answered */
+        assert_string_equal(why, "");
         assert_int_equal(fake_transport_n_requests(w->ft), 2); /* list, watch */
         assert_int_equal(fake_transport_count(w->ft, "GET", NODES_PATH "?"), 2);
         assert_true(is_in_service(w, "node-1"));

@@ -100,6 +100,15 @@ static void test_max_parallel(void **state) {
         assert_int_equal(nodeset_parse_max_parallel("99999999999999999999", &v), -EINVAL);
 }
 
+static void test_worst_result(void **state) {
+        assert_int_equal(nodeset_worst_result(0, 0), 0);
+        assert_int_equal(nodeset_worst_result(0, -EPERM), -EPERM);
+        assert_int_equal(nodeset_worst_result(-EPERM, 0), -EPERM);
+        assert_int_equal(nodeset_worst_result(-EPERM, -ENOENT), -ENOENT); /* a failure over a refusal */
+        assert_int_equal(nodeset_worst_result(-ENOENT, -EPERM), -ENOENT);
+        assert_int_equal(nodeset_worst_result(-ENOENT, -EACCES), -ENOENT); /* the first failure stays */
+}
+
 static void test_worst_exit(void **state) {
         assert_int_equal(nodeset_worst_exit(0, 0), 0);
         assert_int_equal(nodeset_worst_exit(0, 4), 4);
@@ -123,11 +132,24 @@ static void test_worst_exit(void **state) {
         assert_int_equal(nodeset_worst_exit(1, 10), 1);
 }
 
+static void test_join(void **state) {
+        char *names[] = { "node-1", "node-2", "node-3" };
+        char buf[32], small[12];
+
+        assert_true(nodeset_join(names, 3, buf, sizeof(buf)));
+        assert_string_equal(buf, "node-1 node-2 node-3");
+        assert_false(nodeset_join(names, 3, small, sizeof(small))); /* some left out */
+        assert_string_equal(small, "node-1 node");
+        assert_true(nodeset_join(names, 0, buf, sizeof(buf)));
+        assert_string_equal(buf, "");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_list_path),  cmocka_unit_test(test_list_path_invalid),
-                cmocka_unit_test(test_pages),      cmocka_unit_test(test_max_parallel),
-                cmocka_unit_test(test_worst_exit),
+                cmocka_unit_test(test_list_path),    cmocka_unit_test(test_list_path_invalid),
+                cmocka_unit_test(test_pages),        cmocka_unit_test(test_max_parallel),
+                cmocka_unit_test(test_worst_result), cmocka_unit_test(test_worst_exit),
+                cmocka_unit_test(test_join),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

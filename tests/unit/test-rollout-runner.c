@@ -39,6 +39,7 @@
 #include "drainer/ctl/announcer.h"
 #include "drainer/ctl/profile.h"
 #include "drainer/ctl/rollout-runner.h"
+#include "drainer/ctl/rolloutsession.h"
 #include "drainer/ctl/runsummary.h"
 #include "drainer/dra/claims.h"
 #include "drainer/dra/driverstop.h"
@@ -651,6 +652,7 @@ static void test_every_step_node_by_node(void **state) {
         assert_int_equal(w->error, 0);
         assert_string_equal(driver_rollout_revision(w->runner), NEW);
         assert_int_equal(driver_rollout_n_nodes(w->runner), N_NODES);
+        assert_int_equal(driver_rollout_worst(w->runner), DRIVER_ROLLOUT_UPDATED);
         for (size_t i = 0; i < N_NODES; i++) {
                 struct driver_rollout_node_status st;
                 _cleanup_free_ char *replaced = test_asprintf(NS "/drv-%s-0", w->nodes[i].name);
@@ -741,6 +743,7 @@ static void test_new_driver_never_healthy(void **state) {
         run_until_finished(w, 120 * SEC);
         assert_int_equal(w->error, 0);
         assert_int_equal(node_result(w, 0), DRIVER_ROLLOUT_TIMEOUT);
+        assert_int_equal(driver_rollout_worst(w->runner), DRIVER_ROLLOUT_TIMEOUT);
         assert_int_equal(node_result(w, 1), DRIVER_ROLLOUT_NOT_STARTED);
         assert_int_equal(node_result(w, 2), DRIVER_ROLLOUT_NOT_STARTED);
         {
@@ -788,6 +791,46 @@ static void test_refused_rolling_update(void **state) {
         assert_int_equal(fake_transport_count(w->ft, NULL, "/api/v1/nodes"), 0);
 }
 
+/* The runner with its own slots and Events (rolloutsession.c): set up together; the
+ * stop winds them down in order and says so once, from the loop. */
+static void test_session_wind_down(void **state) {
+        struct world *w = *state;
+        struct rollout_session *s = NULL;
+        enum rollout_session_part failed;
+
+        w->strategy = "RollingUpdate"; /* refused before any slot or write */
+        assert_int_equal(rollout_session_new(w->api->client, w->api->ts,
+                                             &(const struct rollout_session_options){
+                                                     .rollout = {
+                                                             .ds_namespace = NS,
+                                                             .ds_name = DS,
+                                                             .driver = DRIVER,
+                                                             .max_parallel = 1,
+                                                             .timeout_usec = TIMEOUT,
+                                                             .profile = &w->profile,
+                                                             .transport = fake_transport_base(w->ft),
+                                                             .lease_namespace = NS,
+                                                     },
+                                                     .instance = "test",
+                                                     .identity = "test-host",
+                                             },
+                                             &callbacks, w, &s, &failed),
+                         0);
+        assert_non_null(rollout_session_runner(s));
+        assert_int_equal(rollout_session_start(s), 0);
+        run_until_finished(w, 5 * SEC);
+        assert_int_equal(w->error, -EPERM);
+        rollout_session_stop(s, on_stopped, w);
+        assert_false(w->stopped); /* from the loop, never from inside the call */
+        for (int i = 0; i < 2000 && !w->stopped; i++)
+                step(w, 10 * MS);
+        assert_true(w->stopped);
+        assert_int_equal(w->writes, 0);
+        assert_int_equal(fake_transport_count(w->ft, NULL, "/apis/coordination.k8s.io"),
+                         0); /* no slot taken */
+        rollout_session_free(s);
+}
+
 /* node-1 is drained by someone else (a node drain): refused, never taken over. */
 static void test_refused_foreign_drain(void **state) {
         struct world *w = *state;
@@ -800,6 +843,7 @@ static void test_refused_foreign_drain(void **state) {
         assert_int_equal(w->error, 0);
         assert_int_equal(node_result(w, 0), DRIVER_ROLLOUT_REFUSED);
         assert_int_equal(node_result(w, 1), DRIVER_ROLLOUT_NOT_STARTED);
+        assert_int_equal(driver_rollout_worst(w->runner), DRIVER_ROLLOUT_REFUSED);
         assert_int_equal(w->writes, 0);
         for (size_t i = 0; i < N_NODES; i++)
                 assert_string_equal(w->nodes[i].drv_hash, OLD);
@@ -852,6 +896,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_kill_at_restore, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_new_driver_never_healthy, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_refused_rolling_update, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_session_wind_down, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_refused_foreign_drain, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nothing_to_do, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_waits_for_observed_generation, setup, teardown),

@@ -192,12 +192,54 @@ static void test_callers_part(void **state) {
         assert_string_equal(head->child->string, "verb");
 }
 
+/* The documents of what is not one run: a List, a seamless upgrade, a refusal before
+ * anything ran, a failure before anything was read. */
+static void test_documents(void **state) {
+        cJSON *j;
+        _cleanup_free_ char *s = NULL;
+
+        j = run_summary_list_new("drain", "pool=a", 2, 4);
+        s = cJSON_PrintUnformatted(j);
+        assert_string_equal(s, "{\"schemaVersion\":1,\"kind\":\"List\",\"verb\":\"drain\",\"selector\":"
+                               "\"pool=a\",\"maxParallel\":2,\"items\":[],\"exitCode\":4}");
+        cJSON_Delete(j);
+        free(s);
+        j = run_summary_list_new("plan", NULL, 0, 0);
+        s = cJSON_PrintUnformatted(j);
+        assert_string_equal(s, "{\"schemaVersion\":1,\"kind\":\"List\",\"verb\":\"plan\",\"items\":[],"
+                               "\"exitCode\":0}");
+        cJSON_Delete(j);
+        free(s);
+        j = run_summary_seamless("n", "maintain", 3, "ns/ds", "why", 1);
+        s = cJSON_PrintUnformatted(j);
+        assert_string_equal(s,
+                            "{\"seamlessUpgrade\":{\"seamless\":true,\"daemonset\":\"ns/ds\",\"reason\":"
+                            "\"why\"},\"schemaVersion\":1,\"node\":\"n\",\"verb\":\"maintain\",\"result\":"
+                            "\"error\",\"changed\":false,\"podsEvicted\":0,\"commandExitStatus\":3,"
+                            "\"exitCode\":1}");
+        cJSON_Delete(j);
+        free(s);
+        j = run_summary_refused("n", "drain", "gpu.example.com", "no key", 4);
+        s = cJSON_PrintUnformatted(j);
+        assert_string_equal(s, "{\"schemaVersion\":1,\"node\":\"n\",\"verb\":\"drain\",\"driver\":"
+                               "\"gpu.example.com\",\"result\":\"refused\",\"changed\":false,\"message\":"
+                               "\"no key\",\"exitCode\":4}");
+        cJSON_Delete(j);
+        free(s);
+        j = run_summary_error("status", NULL, 7, "api-unreachable", "");
+        s = cJSON_PrintUnformatted(j);
+        assert_string_equal(s, "{\"schemaVersion\":1,\"verb\":\"status\",\"result\":\"error\",\"error\":"
+                               "\"api-unreachable\",\"message\":\"failed\",\"exitCode\":7}");
+        cJSON_Delete(j);
+        free(s);
+        s = NULL;
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_done),
-                cmocka_unit_test(test_interrupted),
-                cmocka_unit_test(test_refused),
-                cmocka_unit_test(test_callers_part),
+                cmocka_unit_test(test_done),      cmocka_unit_test(test_interrupted),
+                cmocka_unit_test(test_refused),   cmocka_unit_test(test_callers_part),
+                cmocka_unit_test(test_documents),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -63,8 +63,8 @@ struct drain_run_options {
         uint64_t linger_usec;
         bool out_of_service;
         uint64_t out_of_service_after_usec;
-        uint64_t unread_timeout_usec; /* engine.h's, for every run */
-        const char *instance;         /* copied by the fleet */
+        bool bound_unread;    /* fleet.h's */
+        const char *instance; /* copied by the fleet */
 };
 
 /* 0, -EINVAL (no node) or -ENOMEM. */

@@ -102,8 +102,10 @@ struct drain_fleet_options {
         uint64_t linger_usec;    /* ... kept this long after a run let go (the next borrows it warm) */
         bool out_of_service;     /* engine.h's, for every drain */
         uint64_t out_of_service_after_usec;
-        uint64_t unread_timeout_usec; /* engine.h's, for every run; 0: none */
-        const char *instance;         /* this process in the Events (the host name); copied */
+        /* a run that cannot read its Node within the client's request timeout gives up
+         * (engine.h: unread_timeout_usec): a one-shot command's, not a daemon's */
+        bool bound_unread;
+        const char *instance; /* this process in the Events (the host name); copied */
 };
 
 /* loop: where the command runs (maintain). Returns 0, -EINVAL (no run, a maintain without

@@ -2,6 +2,7 @@
  * `drainer status --all` counts and lists. Pure functions of a parsed state. */
 #pragma once
 
+#include <cjson/cJSON.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,3 +46,9 @@ int fleet_rows_build(const struct node_rec **recs, size_t n, struct fleet_row **
                      size_t counts[_FLEET_CLASS_MAX]);
 /* NULL ok. Returns NULL. */
 struct fleet_row *fleet_rows_free(struct fleet_row *rows, size_t n);
+
+/* The -o json document of `status --all`/`-l`: {selector (when given), nodes, phases:
+ * {CLASS: count}, notInService: [{name, status, phase, reason, since, message}]}
+ * (a row's field left out when it has none). NULL only for out of memory. */
+cJSON *fleet_rows_to_json(const struct fleet_row *rows, size_t n, const size_t counts[_FLEET_CLASS_MAX],
+                          const char *selector);

@@ -104,6 +104,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct drain_manager *, drain_manager_free);
 
 /* The Node watch has its first complete list. */
 bool drain_manager_synced(const struct drain_manager *m);
+/* Ready to act (serve's /readyz): the Node watch has synced and the API server
+ * answered the last request (a transport failure or a 5xx since the last answer makes
+ * it not ready until one succeeds again). Else false, with why in reason. */
+bool drain_manager_ready(const struct drain_manager *m, char *reason, size_t size);
 /* The Node as watched, or NULL (borrowed until the next turn of the loop). */
 const struct node_rec *drain_manager_node(const struct drain_manager *m, const char *name);
 /* Sends the merge patch body (JSON, taken) to the Node name, as the manager's own

@@ -19,6 +19,28 @@
  * result, each left out when NULL. NULL only for out of memory. */
 cJSON *run_summary_new(bool in_list, const char *node, const char *verb, const char *result);
 
+/* A failure before anything was read from the Node (bad flags, an invalid kubeconfig,
+ * an API server that cannot be reached): {schemaVersion, node (when given), verb,
+ * result "done" for exit code 0 else "error", error (when given), message ("failed"
+ * when none), exitCode}, and nothing it did not observe. NULL only for out of memory. */
+cJSON *run_summary_error(const char *verb, const char *node, int exit_code, const char *error,
+                         const char *message);
+/* A list of summaries (-l, several --driver): {schemaVersion, kind "List", verb,
+ * selector (when given), maxParallel (when not 0), items [], exitCode}. NULL only for
+ * out of memory. */
+cJSON *run_summary_list_new(const char *verb, const char *selector, unsigned max_parallel, int exit_code);
+/* maintain of a driver that upgrades seamlessly (the command ran, nothing was
+ * drained): {seamlessUpgrade {seamless, daemonset, reason}, schemaVersion, node, verb,
+ * result, changed, podsEvicted, commandExitStatus, exitCode}. NULL only for out of
+ * memory. */
+cJSON *run_summary_seamless(const char *node, const char *verb, int command_status, const char *daemonset,
+                            const char *reason, int exit_code);
+/* A driver's run refused before anything changed (its stop key could not be read):
+ * {schemaVersion, node, verb, driver, result "refused", changed false, message,
+ * exitCode}. NULL only for out of memory. */
+cJSON *run_summary_refused(const char *node, const char *verb, const char *driver, const char *message,
+                           int exit_code);
+
 /* The blockers a refusal of n names: all of them in preflight; later, those that hold
  * at every eviction (a driver being stopped is unhealthy by design). */
 bool fleet_node_blocker_listed(const struct fleet_node *n, const struct plan_blocker *b);
@@ -42,6 +64,10 @@ struct driver_rollout;
 /* How many nodes of the rollout were updated, and how many were on the update revision
  * already. */
 void driver_rollout_count(const struct driver_rollout *ro, size_t *ret_updated, size_t *ret_skipped);
+/* The worst node decides how the rollout ended: DRIVER_ROLLOUT_FAILED if a node failed,
+ * else _TIMEOUT if one timed out, else _REFUSED if one was refused, else
+ * DRIVER_ROLLOUT_UPDATED (every node updated, skipped or not visited). */
+enum driver_rollout_result driver_rollout_worst(const struct driver_rollout *ro);
 /* The rollout's summary: {daemonset, driver, revision, maxParallel, nodes: [{node,
  * result, step, replacedPod, driverOutSeconds, podsKeptRunning, message}], updated,
  * skipped, seconds, interrupted, exitCode}. NULL only for out of memory. */

@@ -276,6 +276,10 @@ struct doctor_data {
 int doctor_data_init(struct doctor_data *d, const char *node);
 /* Frees everything. This function can't fail. */
 void doctor_data_done(struct doctor_data *d);
+/* What the report was made of, for its -o json: {nodes, resourceClaims, drivers:
+ * [NAME], node, prometheus} (node and prometheus null when not asked). NULL when out
+ * of memory. */
+cJSON *doctor_data_to_json(const struct doctor_data *d, const char *node, const char *prometheus);
 
 /* Adds one item of list l. -EBADMSG for an item without the fields doctor
  * needs (skip it, as an informer would), -ENOMEM. */

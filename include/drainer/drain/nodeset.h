@@ -23,6 +23,9 @@ int nodeset_add_page(const cJSON *items, char ***names, size_t *n);
 /* Sorts the names and drops duplicates (a list that paged over a change). */
 void nodeset_sort(char **names, size_t *n);
 void nodeset_free(char **names, size_t n);
+/* The n names separated by spaces, as many as fit into buf (size > 0); returns false
+ * when some were left out (the caller says so). */
+bool nodeset_join(char *const *names, size_t n, char *buf, size_t size);
 
 /* --max-parallel N: 1..NODESET_MAX_PARALLEL. 0 or -EINVAL. */
 int nodeset_parse_max_parallel(const char *s, unsigned *ret);
@@ -32,3 +35,6 @@ int nodeset_parse_max_parallel(const char *s, unsigned *ret);
  * code (7-10: API server unreachable, no such node, kubeconfig, forbidden) is kept
  * when every error has it, else the errors read 1; any other code counts as 1. */
 int nodeset_worst_exit(int a, int b);
+/* The worse of a node's results so far (worst) and one more (r), as negative errnos: the
+ * first failure over a refusal (-EPERM) over 0 (e.g. the plans of several --driver). */
+int nodeset_worst_result(int worst, int r);

@@ -119,6 +119,12 @@ struct kube_client_stats {
         char last_error[96];
 };
 void kube_client_get_stats(const struct kube_client *c, struct kube_client_stats *ret);
+/* Whether the API server is silent now: it never answered, or has answered only
+ * failures for 5 s or more. Then *ret_message says what was waited for and the last
+ * failure ("timed out waiting for the API server URL: ..."; NULL when out of memory). */
+bool kube_client_silent(const struct kube_client *c, char **ret_message);
+/* How long one request may take (--request-timeout, 30 s by default); 0: no bound. */
+uint64_t kube_client_request_timeout(const struct kube_client *c);
 
 /* Fencing: gate(method, path, userdata) is asked right before each attempt of a write
  * (any method but GET) leaves for the server; false: it is not sent, and the call ends

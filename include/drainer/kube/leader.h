@@ -24,8 +24,12 @@
 
 #include "drainer/base/macro.h"
 
+struct credentials;
 struct kube_client;
+struct kube_client_options;
+struct kube_config;
 struct timesrc;
+struct transport;
 struct leader;
 
 #define LEADER_DEFAULT_LEASE_DURATION_USEC (15 * USEC_PER_SEC)
@@ -58,9 +62,22 @@ struct leader_callbacks {
  * order (renew deadline >= lease duration, retry period >= renew deadline) or a name is
  * not a valid object name. */
 int leader_options_check(const struct leader_options *o, const char **ret_message);
+/* identity with a random suffix ("IDENTITY_1a2b3c4d"), unique among replicas even with
+ * one identity, as kube-controller-manager's hostname_UUID; into buf (truncated to
+ * size). */
+void leader_identity_unique(const char *identity, char *buf, size_t size);
 
 int leader_new(struct kube_client *client, struct timesrc *ts, const struct leader_options *o,
                const struct leader_callbacks *cb, void *userdata, struct leader **ret);
+/* As leader_new(), over a client of the leader's own on the same transport (owned:
+ * freed with the leader), as kube-controller-manager's leader election has its own
+ * clientset: requests queued in the process's client (its token bucket) must not hold
+ * a renewal back past the renew deadline, and each attempt lasts the renew deadline at
+ * most. impersonation: the process's client's (its impersonate_* fields; NULL: none). */
+int leader_new_own_client(struct transport *t, struct timesrc *ts, const struct kube_config *cfg,
+                          struct credentials *creds, const struct kube_client_options *impersonation,
+                          const struct leader_options *o, const struct leader_callbacks *cb, void *userdata,
+                          struct leader **ret);
 /* Becomes a candidate: reads the Lease now. */
 int leader_start(struct leader *l);
 bool leader_leading(const struct leader *l);
