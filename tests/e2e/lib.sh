@@ -224,6 +224,26 @@ hold_pod_release() {
 	hold_pod=
 }
 
+# hold_driver_start NODE: NODE's DRA driver pod, once evicted, stays (deleting) until
+# hold_driver_release: the finalizer e2e.drainer.io/hold on the running pod, so that a
+# drain stays in stop-drivers (drainer counts a deleting driver pod as not stopped) even
+# where the kubelet removes the pod at once. One check; the cleanup releases the pod.
+held_driver=
+hold_driver_start() {
+	local ref
+	ref=$(driver_pod "$1")
+	held_driver=${ref#*/}
+	e2e_cleanup_hooks+=("hold_driver_release")
+	check "${held_driver:-the driver pod of $1} gets the finalizer e2e.drainer.io/hold" hold_driver_patch
+}
+hold_driver_patch() {
+	kubectl -n dra-system patch pod "${held_driver:-none}" -p '{"metadata":{"finalizers":["e2e.drainer.io/hold"]}}' >/dev/null
+}
+hold_driver_release() {
+	[ -z "$held_driver" ] || finalizers_clear dra-system "$held_driver" || true
+	held_driver=
+}
+
 # pdb_budget_start NAME: a pod a PodDisruptionBudget holds back: one replica of e2e-hold
 # (fixtures/hold-deployment.yaml, on node-1) and the PDB NAME (minAvailable 1) over it;
 # two checks (the pod runs, the PDB allows 0 disruptions); sets budget_pod. The caller's

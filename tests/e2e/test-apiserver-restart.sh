@@ -267,7 +267,8 @@ clients_restart() {
 # kubelets do within a second or two: too short a window to kill the API server in
 # on a loaded machine (the drain was over before the kill). A pod of e2e-hold on
 # the node, held by a finalizer until the API server is back, keeps the drain there
-# (lib.sh: hold_pod_start).
+# (lib.sh: hold_pod_start). stop-drivers is as short where the kubelet removes the
+# evicted driver pod at once: the driver pod is held the same way (hold_driver_start).
 
 # drain_kill PHASE DOWN [UNDO-PHASE UNDO-DOWN]: a slowed-down drain, the API
 # server killed in PHASE for DOWN s; then `drainer uncordon`, with the API server
@@ -278,6 +279,7 @@ drain_kill() {
 	echo "  --- drain: kube-apiserver $([ "${outage_mode:-kill}" = freeze ] && echo frozen || echo killed) in $x for $down s${ux:+; uncordon: killed in $ux for $udown s}"
 	demo || { fail "$x: demo workload"; return; }
 	[ "$x" != wait-released ] || hold_pod_start
+	[ "$x" != stop-drivers ] || hold_driver_start "$node"
 	pods_on_node "$node" "$e2e_tmp/$tag.pods.json"
 	classify_pods "$e2e_tmp/$tag.pods.json" >"$e2e_tmp/$tag.classes.json"
 	claims_on_node "$node" >"$e2e_tmp/$tag.claims.json"
@@ -294,6 +296,7 @@ drain_kill() {
 		fail "$tag: the Node never showed $x while drainer ran; phases: $(phases_seen "$e2e_tmp/$tag.watch")"
 	fi
 	[ "$x" != wait-released ] || hold_pod_release
+	[ "$x" != stop-drivers ] || hold_driver_release
 	finish_drainer "$tag" "$dpid" $((timeout_s + 10))
 	check_rc "$tag: the same drainer process finishes the drain within its --timeout" 0 "$tag"
 	[ "$x" != wait-released ] || kubectl -n demo delete deployment e2e-hold --wait=false >/dev/null
