@@ -444,6 +444,15 @@ static int claim_build(const cJSON *obj, struct packer *pk, struct claim_rec *c)
                         d->pool = pk_opt(pk, json_get_str(e, "pool"));
                         d->device = pk_opt(pk, json_get_str(e, "device"));
                         d->admin_access = json_get_true(e, "adminAccess");
+                        {
+                                const cJSON *op;
+
+                                d->skip_unprepare = false;
+                                cJSON_ArrayForEach(op, json_get_arr(e, "skipNodeOperations"))
+                                        if (cJSON_IsString(op) && (streq(op->valuestring, "*") ||
+                                                                   streq(op->valuestring, "NodeUnprepareResources")))
+                                                d->skip_unprepare = true;
+                        }
                         if (json_get_true(e, "adminAccess"))
                                 c->admin_access_any = true;
                 }
