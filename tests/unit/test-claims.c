@@ -131,7 +131,8 @@ static void test_skips_unprepare(void **state) {
                                  *const both[] = { "gpu.example.com", "nic.example.com" },
                                  *const other[] = { "fpga.example.com" };
         struct claim_rec *c = claim_of(cJSON_Parse(
-                "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\",\"uid\":\"u\"},\"status\":{\"allocation\":"
+                "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\",\"uid\":\"u\"},\"status\":{"
+                "\"allocation\":"
                 "{\"devices\":{\"results\":["
                 "{\"request\":\"a\",\"driver\":\"gpu.example.com\",\"pool\":\"node-1\",\"device\":\"gpu-0\","
                 "\"skipNodeOperations\":[\"*\"]},"
@@ -151,7 +152,8 @@ static void test_skips_unprepare(void **state) {
         assert_false(claim_skips_unprepare(c, other, 1));
         claim_rec_free(c);
 
-        c = claim_of(cJSON_Parse("{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\",\"uid\":\"u\"},\"status\":{}}"));
+        c = claim_of(cJSON_Parse(
+                "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\",\"uid\":\"u\"},\"status\":{}}"));
         assert_false(claim_skips_unprepare(c, NULL, 0));
         claim_rec_free(c);
 }
@@ -552,8 +554,7 @@ int main(void) {
                 cmocka_unit_test(test_node_local_vs_network), cmocka_unit_test(test_slice_named_pool),
                 cmocka_unit_test(test_claim_on_another_node), cmocka_unit_test(test_unallocated),
                 cmocka_unit_test(test_reason_strings),        cmocka_unit_test(test_classify),
-                cmocka_unit_test(test_driver_lookalikes),
-                cmocka_unit_test(test_skips_unprepare),
+                cmocka_unit_test(test_driver_lookalikes),     cmocka_unit_test(test_skips_unprepare),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -283,14 +283,9 @@ static void test_group_names(void **state) {
  * NodeUnprepareResources with it, and a claim the driver must unprepare holds); a device
  * drain still waits for its device. */
 static void skip_ops(struct scenario *s, const char *ns, const char *name, const char *op) {
-        cJSON *e, *res = cJSON_GetObjectItemCaseSensitive(
-                cJSON_GetObjectItemCaseSensitive(
-                        cJSON_GetObjectItemCaseSensitive(
-                                cJSON_GetObjectItemCaseSensitive(doc_find(s, "claims", ns, name), "status"),
-                                "allocation"),
-                        "devices"),
-                "results");
+        cJSON *e, *res = doc_find(s, "claims", ns, name);
 
+        res = sub(sub(sub(sub(res, "status"), "allocation"), "devices"), "results");
         assert_true(cJSON_GetArraySize(res) > 0);
         cJSON_ArrayForEach(e, res) {
                 cJSON *ops = cJSON_AddArrayToObject(e, "skipNodeOperations");
