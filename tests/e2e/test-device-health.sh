@@ -8,7 +8,9 @@
 # kubernetes_feature_enabled, the kubelet's /configz); scheduling.k8s.io/v1beta1 serves
 # workloads and podgroups, lifecycle.k8s.io/v1alpha1 evictionrequests; and the API
 # server keeps the gated fields (a server-side dry run, nothing stored): a PodGroup's
-# spec.resourceClaims and a ResourceSlice's spec.skipNodeOperations.
+# spec.resourceClaims and a ResourceSlice's spec.skipNodeOperations; a pod whose claim's
+# device skips node operations runs without any driver, and drainer's plan lists that
+# claim as not holding a drain back (noNodeOperations; --driver: 0 claims to wait for).
 #
 # Health (any release from 1.36, where ResourceHealthStatus is on by default): node-1
 # runs the demo; the test DRA plugin reports every device Healthy, so the GPU pod's
@@ -95,6 +97,76 @@ YAML
 	) || sl='{}'
 	check_eq "a ResourceSlice keeps spec.skipNodeOperations (DRAOptionalNodeOperations) $(head -c 300 "$e2e_tmp/sl.err")" \
 		'*' "$(jq -r '.spec.skipNodeOperations // [] | join(",")' <<<"$sl")"
+	# A claim without node operations: a slice of the driver skip.example.com (no
+	# kubelet plugin anywhere) with skipNodeOperations ["*"]; the kubelet starts the
+	# pod without calling a driver, and drainer's plan lists its claim as one that
+	# does not hold a drain back (DESIGN.md "Claims without node operations").
+	skip_objects() {
+		cat <<'YAML'
+apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-skip}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: skip.example.com}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "skip.example.com"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-1-skip.example.com}
+spec:
+  driver: skip.example.com
+  nodeName: node-1
+  pool: {name: node-1, generation: 1, resourceSliceCount: 1}
+  skipNodeOperations: ["*"]
+  devices:
+  - name: dev-0
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: skip, namespace: e2e-skip}
+spec:
+  devices:
+    requests:
+    - name: r
+      exactly: {deviceClassName: skip.example.com}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: skip-holder, namespace: e2e-skip}
+spec:
+  nodeSelector: {kubernetes.io/hostname: node-1}
+  terminationGracePeriodSeconds: 5
+  resourceClaims:
+  - {name: r, resourceClaimName: skip}
+  containers:
+  - name: c
+    image: drainer.test/sleep:dev
+    command: ["sleep", "3600"]
+    resources:
+      claims: [{name: r}]
+YAML
+	}
+	cleanup_skip() { skip_objects | kubectl delete --ignore-not-found --wait=true -f - >/dev/null 2>&1; }
+	e2e_cleanup_hooks+=(cleanup_skip)
+	ns_settled e2e-skip
+	skip_objects | kubectl apply -f - >/dev/null
+	skip_running() { [ "$(kubectl -n e2e-skip get pod skip-holder -o jsonpath='{.status.phase}' 2>/dev/null)" = Running ]; }
+	wait_until 60 skip_running
+	check "a pod whose claim skips node operations runs on $node without any driver of skip.example.com" skip_running
+	check_eq "its allocation carries skipNodeOperations" '*' \
+		"$(kubectl -n e2e-skip get resourceclaim skip -o json | jq -r '.status.allocation.devices.results[0].skipNodeOperations // [] | join(",")')"
+	if [ -x "$DRAINER" ]; then
+		"$DRAINER" plan "$node" -o json >"$e2e_tmp/plan-skip.json" 2>"$e2e_tmp/plan-skip.err"
+		check_eq "plan $node: e2e-skip/skip has noNodeOperations, the gpu claims not" "true false" \
+			"$(jq -r '[(.claims[] | select(.namespace == "e2e-skip") | .noNodeOperations), ([.claims[] | select(.namespace != "e2e-skip") | .noNodeOperations] | any)] | map(tostring) | join(" ")' "$e2e_tmp/plan-skip.json")"
+		"$DRAINER" plan "$node" --driver skip.example.com >"$e2e_tmp/plan-skip.txt" 2>&1
+		check "plan $node --driver skip.example.com waits for no claim" grep -q '(0 claims now)' "$e2e_tmp/plan-skip.txt"
+	fi
+	cleanup_skip
 else
 	echo "  (cluster without DRAINER_CLUSTER_FEATURES=next: the profile's checks are skipped)"
 fi
