@@ -101,6 +101,28 @@ enum claim_on_node_reason claim_on_node(const struct claim_rec *c, const char *n
         return CLAIM_NOT_ON_NODE;
 }
 
+bool claim_skips_unprepare(const struct claim_rec *c, const char *const *drivers, size_t n_drivers) {
+        size_t n = 0;
+
+        assert(c);
+        assert(drivers || n_drivers == 0);
+        if (!c->allocated)
+                return false;
+        for (size_t i = 0; i < c->n_devices; i++) {
+                const struct claim_device *d = &c->devices[i];
+                bool in_scope = n_drivers == 0;
+
+                for (size_t k = 0; k < n_drivers && !in_scope; k++)
+                        in_scope = streq_ptr(d->driver, drivers[k]);
+                if (!in_scope)
+                        continue;
+                if (!d->skip_unprepare)
+                        return false;
+                n++;
+        }
+        return n > 0;
+}
+
 static const char *const pod_class_table[_POD_CLASS_MAX] = {
         [POD_CLASS_DRIVER] = "driver",       [POD_CLASS_MIRROR] = "mirror",
         [POD_CLASS_DAEMONSET] = "daemonset", [POD_CLASS_CLAIM_HOLDER] = "claim-holder",

@@ -296,7 +296,7 @@ static void on_deadline(struct dtimer *t) {
                 for (size_t i = 0, k = 0; i < e->plan.n_claims && len < sizeof(remained) - 1; i++) {
                         const struct claim_rec *c = e->plan.claims[i].claim;
 
-                        if (e->plan.claims[i].driver_own)
+                        if (!plan_claim_blocks(&e->plan.claims[i]))
                                 continue;
                         len += snprintf(remained + len, sizeof(remained) - len, "%sResourceClaim %s/%s",
                                         k++ == 0 && pods == 0 ? " (" : ", ", c->ns, c->name);
@@ -468,7 +468,7 @@ static bool plan_has_claim(const struct plan *p, const char *key) {
         for (size_t i = 0; i < p->n_claims; i++) {
                 size_t l = strlen(p->claims[i].claim->ns);
 
-                if (!p->claims[i].driver_own && strncmp(key, p->claims[i].claim->ns, l) == 0 &&
+                if (plan_claim_blocks(&p->claims[i]) && strncmp(key, p->claims[i].claim->ns, l) == 0 &&
                     key[l] == '/' && streq(key + l + 1, p->claims[i].claim->name))
                         return true;
         }
@@ -542,7 +542,7 @@ static int rebuild_plan(struct engine *e, const struct node_rec *n) {
         e->plan = p;
         e->has_plan = true;
         for (size_t i = 0; i < p.n_claims; i++)
-                if (!p.claims[i].driver_own) {
+                if (plan_claim_blocks(&p.claims[i])) {
                         char key[512];
 
                         snprintf(key, sizeof(key), "%s/%s", p.claims[i].claim->ns, p.claims[i].claim->name);

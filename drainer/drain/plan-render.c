@@ -130,6 +130,10 @@ static void print_claim(FILE *f, const struct plan_claim *pc, int width) {
                 fputs(" (deleting)", f);
         if (pc->driver_own)
                 fputs(" (DRA driver's own claim: does not hold the drain back)", f);
+        if (pc->no_node_ops)
+                fputs(" (its devices skip NodeUnprepareResources: no driver needed, does not hold the drain "
+                      "back)",
+                      f);
         fputc('\n', f);
 }
 
@@ -375,7 +379,8 @@ static cJSON *claim_json(const struct plan_claim *pc) {
                 if (k < 0)
                         return NULL;
         }
-        if (add_bool(o, "driverOwn", pc->driver_own) < 0 || add_bool(o, "deleting", c->deleting) < 0)
+        if (add_bool(o, "driverOwn", pc->driver_own) < 0 ||
+            add_bool(o, "noNodeOperations", pc->no_node_ops) < 0 || add_bool(o, "deleting", c->deleting) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }

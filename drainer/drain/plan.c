@@ -467,8 +467,12 @@ static int collect_claims(struct plan *p, const struct pod_rec *const *pods, siz
                         .claim = claims[i],
                         .why = why,
                         .driver_own = claim_driver_own(claims[i], p),
+                        /* A device drain waits until the device is free, whatever the
+                         * kubelet would ask of its driver. */
+                        .no_node_ops = o->n_devices == 0 &&
+                                       claim_skips_unprepare(claims[i], o->drivers, o->n_drivers),
                 };
-                if (!p->claims[n].driver_own)
+                if (plan_claim_blocks(&p->claims[n]))
                         p->n_claims_blocking++;
                 n++;
         }

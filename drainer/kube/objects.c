@@ -417,6 +417,19 @@ static const char *node_local_selector(const cJSON *sel, bool *ret_other) {
         return values->child->valuestring;
 }
 
+/* skipNodeOperations lists "*" or "NodeUnprepareResources" (unknown values are ignored,
+ * as the kubelet does). */
+static bool skips_unprepare(const cJSON *ops) {
+        const cJSON *op;
+
+        cJSON_ArrayForEach(op, ops) {
+                if (cJSON_IsString(op) &&
+                    (streq(op->valuestring, "*") || streq(op->valuestring, "NodeUnprepareResources")))
+                        return true;
+        }
+        return false;
+}
+
 static int claim_build(const cJSON *obj, struct packer *pk, struct claim_rec *c) {
         const cJSON *meta, *status, *alloc, *arr, *e, *ctl;
         const char *node;
@@ -444,6 +457,7 @@ static int claim_build(const cJSON *obj, struct packer *pk, struct claim_rec *c)
                         d->pool = pk_opt(pk, json_get_str(e, "pool"));
                         d->device = pk_opt(pk, json_get_str(e, "device"));
                         d->admin_access = json_get_true(e, "adminAccess");
+                        d->skip_unprepare = skips_unprepare(json_get_arr(e, "skipNodeOperations"));
                         if (json_get_true(e, "adminAccess"))
                                 c->admin_access_any = true;
                 }

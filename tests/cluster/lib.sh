@@ -76,6 +76,17 @@ case $DRAINER_CLUSTER_DEVICE_TAINTS in
 	exit 2
 	;;
 esac
+# Feature profile: "" (the release's defaults) or "next": the alpha and beta APIs of
+# 1.37 that are off by default and change what "a claim on the node" is (up: "the
+# feature profile").
+: "${DRAINER_CLUSTER_FEATURES:=}"
+case $DRAINER_CLUSTER_FEATURES in
+'' | next) ;;
+*)
+	echo "DRAINER_CLUSTER_FEATURES=$DRAINER_CLUSTER_FEATURES: want next or nothing" >&2
+	exit 2
+	;;
+esac
 # Each real kubelet listens on its node's own IP (P.0.i), so all use the same ports.
 kubelet_port=10250
 kubelet_healthz_port=10248

@@ -123,6 +123,41 @@ static void test_holds_claims(void **state) {
         pod_rec_free(p);
 }
 
+/* claim_skips_unprepare: per driver, every device of the drivers asked about must skip
+ * NodeUnprepareResources ("*" or the name); other drivers' devices do not count; an
+ * unallocated claim or one without devices of those drivers is no such claim. */
+static void test_skips_unprepare(void **state) {
+        static const char *const gpu[] = { "gpu.example.com" }, *const nic[] = { "nic.example.com" },
+                                 *const both[] = { "gpu.example.com", "nic.example.com" },
+                                 *const other[] = { "fpga.example.com" };
+        struct claim_rec *c = claim_of(cJSON_Parse(
+                "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\",\"uid\":\"u\"},\"status\":{"
+                "\"allocation\":"
+                "{\"devices\":{\"results\":["
+                "{\"request\":\"a\",\"driver\":\"gpu.example.com\",\"pool\":\"node-1\",\"device\":\"gpu-0\","
+                "\"skipNodeOperations\":[\"*\"]},"
+                "{\"request\":\"a\",\"driver\":\"gpu.example.com\",\"pool\":\"node-1\",\"device\":\"gpu-1\","
+                "\"skipNodeOperations\":[\"NodePrepareResources\",\"NodeUnprepareResources\"]},"
+                "{\"request\":\"b\",\"driver\":\"nic.example.com\",\"pool\":\"node-1\",\"device\":\"nic-0\","
+                "\"skipNodeOperations\":[\"NodePrepareResources\",\"Future\"]}]}}}}"));
+
+        (void)state;
+        assert_true(c->devices[0].skip_unprepare);
+        assert_true(c->devices[1].skip_unprepare);
+        assert_false(c->devices[2].skip_unprepare);
+        assert_true(claim_skips_unprepare(c, gpu, 1));
+        assert_false(claim_skips_unprepare(c, nic, 1));
+        assert_false(claim_skips_unprepare(c, both, 2));
+        assert_false(claim_skips_unprepare(c, NULL, 0));
+        assert_false(claim_skips_unprepare(c, other, 1));
+        claim_rec_free(c);
+
+        c = claim_of(cJSON_Parse(
+                "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\",\"uid\":\"u\"},\"status\":{}}"));
+        assert_false(claim_skips_unprepare(c, NULL, 0));
+        claim_rec_free(c);
+}
+
 static void test_template_claim_on_node(void **state) {
         struct pod_rec *pod = pod_of(load("pod-template-claims.json"));
         struct claim_rec *c = claim_of(load("claim-node-local.json"));
@@ -519,7 +554,7 @@ int main(void) {
                 cmocka_unit_test(test_node_local_vs_network), cmocka_unit_test(test_slice_named_pool),
                 cmocka_unit_test(test_claim_on_another_node), cmocka_unit_test(test_unallocated),
                 cmocka_unit_test(test_reason_strings),        cmocka_unit_test(test_classify),
-                cmocka_unit_test(test_driver_lookalikes),
+                cmocka_unit_test(test_driver_lookalikes),     cmocka_unit_test(test_skips_unprepare),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

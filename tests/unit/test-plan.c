@@ -277,6 +277,83 @@ static void test_group_names(void **state) {
  * demo/shared, on gpu-1); every other pod stays, the DRA driver pod too ("a device drain
  * leaves it running"), nothing is in the rest groups, only demo/shared is waited for;
  * the text names the device and its rule, the JSON the scope's devices. */
+/* Claims without node operations (DESIGN.md): a claim whose devices of the drained
+ * drivers all skip NodeUnprepareResources is listed but does not hold a node or driver
+ * drain back; skipping NodePrepareResources alone is no such claim (the API requires
+ * NodeUnprepareResources with it, and a claim the driver must unprepare holds); a device
+ * drain still waits for its device. */
+static void skip_ops(struct scenario *s, const char *ns, const char *name, const char *op) {
+        cJSON *e, *res = doc_find(s, "claims", ns, name);
+
+        res = sub(sub(sub(sub(res, "status"), "allocation"), "devices"), "results");
+        assert_true(cJSON_GetArraySize(res) > 0);
+        cJSON_ArrayForEach(e, res) {
+                cJSON *ops = cJSON_AddArrayToObject(e, "skipNodeOperations");
+
+                cJSON_AddItemToArray(ops, cJSON_CreateString(op));
+        }
+}
+
+static void test_no_node_ops(void **state) {
+        static const char *const gpu[] = { "gpu.example.com" };
+        static const struct drain_device devices[] = { { "gpu.example.com", "node-1", "gpu-1" } };
+        struct scenario s;
+        size_t base, base_gpu;
+        char *text = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        (void)state;
+        scenario_load(&s);
+        scenario_build(&s);
+        base = s.plan.n_claims_blocking;
+        assert_false(find_claim(&s.plan, "demo", "shared")->no_node_ops);
+        scenario_free(&s);
+        scenario_load(&s);
+        s.o.drivers = gpu;
+        s.o.n_drivers = 1;
+        scenario_build(&s);
+        base_gpu = s.plan.n_claims_blocking;
+        scenario_free(&s);
+
+        for (int drv = 0; drv < 2; drv++) {
+                scenario_load(&s);
+                if (drv) {
+                        s.o.drivers = gpu;
+                        s.o.n_drivers = 1;
+                }
+                skip_ops(&s, "demo", "shared", "*");
+                skip_ops(&s, "monitoring", "exporter-claim", "NodePrepareResources");
+                skip_ops(&s, "kube-system", "critical-gpu-claim", "NodeUnprepareResources");
+                scenario_build(&s);
+                assert_true(find_claim(&s.plan, "demo", "shared")->no_node_ops);
+                assert_true(find_claim(&s.plan, "kube-system", "critical-gpu-claim")->no_node_ops);
+                assert_false(find_claim(&s.plan, "monitoring", "exporter-claim")->no_node_ops);
+                assert_int_equal(s.plan.n_claims_blocking, (drv ? base_gpu : base) - 2);
+                if (!drv) {
+                        f = open_memstream(&text, &size);
+                        assert_non_null(f);
+                        assert_int_equal(plan_print_text(&s.plan, &s.o, f), 0);
+                        fclose(f);
+                        assert_non_null(strstr(text, "skip NodeUnprepareResources"));
+                        free(text);
+                }
+                scenario_free(&s);
+        }
+
+        /* a device drain of gpu-1 waits for demo/shared whatever its driver needs */
+        scenario_load(&s);
+        s.o.devices = devices;
+        s.o.n_devices = 1;
+        s.o.isolation = PLAN_ISOLATE_TAINT_RULE;
+        s.o.taint_rule_api = "resource.k8s.io/v1";
+        skip_ops(&s, "demo", "shared", "*");
+        scenario_build(&s);
+        assert_false(find_claim(&s.plan, "demo", "shared")->no_node_ops);
+        assert_int_equal(s.plan.n_claims_blocking, 1);
+        scenario_free(&s);
+}
+
 static void test_device_scope(void **state) {
         static const struct drain_device devices[] = { { "gpu.example.com", "node-1", "gpu-1" } };
         struct scenario s;
@@ -1575,6 +1652,7 @@ int main(void) {
                 cmocka_unit_test(test_pdb_invalid_selector),
                 cmocka_unit_test(test_pdbs_in_plan),
                 cmocka_unit_test(test_driver_names),
+                cmocka_unit_test(test_no_node_ops),
                 cmocka_unit_test(test_json),
                 cmocka_unit_test(test_text),
                 cmocka_unit_test(test_report),

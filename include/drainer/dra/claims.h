@@ -44,6 +44,14 @@ enum claim_on_node_reason claim_on_node(const struct claim_rec *c, const char *n
                                         const struct pod_rec *const *pods, size_t n_pods,
                                         const struct slice_rec *const *slices, size_t n_slices);
 
+/* Does c need none of these drivers to unprepare it (DESIGN.md "Claims without node
+ * operations")? True when c has at least one allocated device of them and every such
+ * device skips NodeUnprepareResources (skipNodeOperations "*" or
+ * "NodeUnprepareResources", copied from its ResourceSlice at allocation): the kubelet
+ * then never calls those drivers for it (with its DRAOptionalNodeOperations gate off it
+ * refuses the claim instead of preparing it). drivers: NULL with n 0 for every driver. */
+bool claim_skips_unprepare(const struct claim_rec *c, const char *const *drivers, size_t n_drivers);
+
 enum pod_class {
         POD_CLASS_DRIVER,       /* runs a DRA kubelet plugin (pod_is_driver) */
         POD_CLASS_MIRROR,       /* static pod's mirror: the API cannot evict it */

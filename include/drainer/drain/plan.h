@@ -122,6 +122,9 @@ struct plan_claim {
         const struct claim_rec *claim;
         enum claim_on_node_reason why;
         bool driver_own; /* reserved only by driver pods: does not hold the drain back */
+        /* every device of the drained drivers skips NodeUnprepareResources
+         * (claim_skips_unprepare; node and driver drains only): does not hold the drain back */
+        bool no_node_ops;
 };
 
 struct plan_blocker {
@@ -137,7 +140,7 @@ struct plan {
         size_t n_per_group[_EVICT_GROUP_MAX];
         struct plan_claim *claims; /* claims on the node, sorted ns/name */
         size_t n_claims;
-        size_t n_claims_blocking; /* claims that are not driver_own */
+        size_t n_claims_blocking; /* claims that are neither driver_own nor no_node_ops */
         struct plan_blocker *blockers;
         size_t n_blockers, a_blockers;
         const struct pdb_rec **pdbs; /* PDBs covering at least one evicted pod */
@@ -176,13 +179,19 @@ size_t plan_driver_names(const struct slice_rec *const *slices, size_t n_slices,
                          const char **ret, size_t max);
 
 /* The plan's entry of claim ns/name (claims are sorted by namespace and name), or NULL. */
+/* Does this claim on the node hold the drain (and the driver's stop) back: neither the
+ * drivers' own nor without node operations? */
+static inline bool plan_claim_blocks(const struct plan_claim *pc) {
+        return !pc->driver_own && !pc->no_node_ops;
+}
+
 const struct plan_claim *plan_find_claim(const struct plan *p, const char *ns, const char *name);
 
 /* `drainer plan` output. plan_print_text returns 0, -EIO (write error) or -ENOMEM;
  * plan_to_json returns NULL only when out of memory. JSON: {node, unschedulable,
  * groups: [{name, pods: [{namespace, name, claims: ["ns/name"], pdbs: ["ns/name"],
  * deleting}]}] (the five eviction groups in order), claims: [{namespace, name,
- * reason, devices: [{driver, pool, device}], reservedFor: ["ns/name"], driverOwn,
+ * reason, devices: [{driver, pool, device}], reservedFor: ["ns/name"], driverOwn, noNodeOperations,
  * deleting}], drivers: [{namespace, name, strategy, daemonset}], stays: [{namespace,
  * name, reason}], pdbs: [{namespace, name, disruptionsAllowed, currentHealthy,
  * desiredHealthy, expectedPods}], blockers: [{kind, pod, message}], ok}. */

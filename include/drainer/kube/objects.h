@@ -87,6 +87,9 @@ struct pod_rec {
 struct claim_device {
         const char *request, *driver, *pool, *device;
         bool admin_access;
+        /* skipNodeOperations lists "*" or "NodeUnprepareResources": the kubelet never asks
+         * the driver to unprepare this device (DESIGN.md "Claims without node operations") */
+        bool skip_unprepare;
 };
 
 /* status.reservedFor[] */

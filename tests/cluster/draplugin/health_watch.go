@@ -23,21 +23,22 @@ var _ drahealthv1alpha1.DRAResourceHealthServer = &plugin{}
 
 // NodeWatchResources streams the health of the node's devices to the kubelet
 // (DRAResourceHealth, which it shows in the pods' allocatedResourcesStatus): all
-// healthy, or all unhealthy while the node is annotated driver-unhealthy; sent
+// healthy, or all unhealthy while the node is annotated driver-unhealthy, and
+// unhealthy the devices annotated unhealthy-devices (main.go); sent
 // at once, on every change and every 30 s.
 func (p *plugin) NodeWatchResources(_ *drahealthv1alpha1.NodeWatchResourcesRequest, stream drahealthv1alpha1.DRAResourceHealth_NodeWatchResourcesServer) error {
 	tick := time.NewTicker(30 * time.Second)
 	defer tick.Stop()
 	for {
 		p.mu.Lock()
-		bad, changed := p.unhealthy, p.changed
+		bad, badDevices, changed := p.unhealthy, p.badDevices, p.changed
 		p.mu.Unlock()
-		h := drahealthv1alpha1.HealthStatus_HEALTHY
-		if bad {
-			h = drahealthv1alpha1.HealthStatus_UNHEALTHY
-		}
 		resp := &drahealthv1alpha1.NodeWatchResourcesResponse{}
 		for i := 0; i < p.cfg.devices; i++ {
+			h := drahealthv1alpha1.HealthStatus_HEALTHY
+			if !healthOf(i, bad, badDevices) {
+				h = drahealthv1alpha1.HealthStatus_UNHEALTHY
+			}
 			d := &drahealthv1alpha1.DeviceHealth{
 				Device:          &drahealthv1alpha1.DeviceIdentifier{PoolName: p.cfg.node, DeviceName: gpuslice.DeviceName(i)},
 				Health:          h,

@@ -13,6 +13,12 @@
 //     their attributes and capacity), and repairs it while it runs. It does not
 //     delete it when it stops: the kubelet wipes it 30 s after the plugin
 //     unregistered, as for any driver.
+//   - Reports the health of its devices to the kubelet (DRAResourceHealth, which
+//     the kubelet shows in the pods' status.containerStatuses[].allocatedResourcesStatus):
+//     all unhealthy while the node is annotated sim.drainer.io/driver-unhealthy=true,
+//     and the devices the node's annotation sim.drainer.io/unhealthy-devices names
+//     (a comma-separated list, e.g. "gpu-3" or "gpu-1,gpu-3"); from 1.36 those devices
+//     also carry the NoSchedule device taint DRIVER/unhealthy in the slice (devtaint.go).
 //   - Serves grpc.health.v1 at POD_IP:--healthcheck-port: services "" and
 //     "liveness" are SERVING while the kubelet has the plugin registered and the
 //     node is not annotated sim.drainer.io/driver-unhealthy=true; service
@@ -32,6 +38,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,7 +69,58 @@ import (
 const (
 	annUnhealthy = "sim.drainer.io/driver-unhealthy"
 	annNotReady  = "sim.drainer.io/driver-not-ready"
+	// annUnhealthyDevices: the node's devices of this driver that are out of order,
+	// comma-separated ("gpu-3").
+	annUnhealthyDevices = "sim.drainer.io/unhealthy-devices"
 )
+
+// parseDevices reads annUnhealthyDevices' value: names, comma-separated, blanks
+// around them and empty items ignored. Names that are no device of the node are
+// kept (and reported by unknownDevices), so a typo is visible in the log.
+func parseDevices(v string) map[string]bool {
+	set := map[string]bool{}
+	for _, d := range strings.Split(v, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			set[d] = true
+		}
+	}
+	return set
+}
+
+// unknownDevices are the names of set that are none of the node's n devices, sorted.
+func unknownDevices(set map[string]bool, n int) []string {
+	var out []string
+	for d := range set {
+		known := false
+		for i := 0; i < n && !known; i++ {
+			known = gpuslice.DeviceName(i) == d
+		}
+		if !known {
+			out = append(out, d)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sameSet: a and b hold the same names.
+func sameSet(a, b map[string]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// healthOf the node's device i for a report: unhealthy when the whole driver is
+// (driverBad) or the device is named in badDevices.
+func healthOf(i int, driverBad bool, badDevices map[string]bool) bool {
+	return !driverBad && !badDevices[gpuslice.DeviceName(i)]
+}
 
 type config struct {
 	driver       string
@@ -123,8 +181,9 @@ type plugin struct {
 	registered bool
 	regError   string
 	unhealthy  bool
+	badDevices map[string]bool // annUnhealthyDevices
 	notReady   bool
-	changed    chan struct{} // closed (and replaced) when unhealthy changes
+	changed    chan struct{} // closed (and replaced) when unhealthy or badDevices change
 }
 
 func main() {
@@ -309,19 +368,34 @@ func (p *plugin) watch(ctx context.Context, node *corev1.Node) error {
 			}
 			p.mu.Lock()
 			un, nr := cur.Annotations[annUnhealthy] == "true", cur.Annotations[annNotReady] == "true"
+			bad := parseDevices(cur.Annotations[annUnhealthyDevices])
 			changed := un != p.unhealthy || nr != p.notReady
-			if un != p.unhealthy {
+			devsChanged := p.badDevices == nil || !sameSet(bad, p.badDevices)
+			if un != p.unhealthy || devsChanged {
 				close(p.changed)
 				p.changed = make(chan struct{})
 			}
-			p.unhealthy, p.notReady = un, nr
+			p.unhealthy, p.notReady, p.badDevices = un, nr, bad
 			p.mu.Unlock()
 			if changed {
 				log.Printf("node %s: %s=%v %s=%v", p.cfg.node, annUnhealthy, un, annNotReady, nr)
 				p.updateHealth()
 			}
+			if devsChanged {
+				names := make([]string, 0, len(bad))
+				for d := range bad {
+					names = append(names, d)
+				}
+				sort.Strings(names)
+				log.Printf("node %s: unhealthy devices %v", p.cfg.node, names)
+				if unk := unknownDevices(bad, p.cfg.devices); len(unk) > 0 {
+					log.Printf("node %s: %s names no device of this node: %v", p.cfg.node, annUnhealthyDevices, unk)
+				}
+			}
 			existing, _ := sliceLister.List(labels.Everything())
-			did, err := gpuslice.Publish(ctx, dra, cur, p.cfg.driver, p.cfg.devices, existing)
+			spec := gpuslice.Spec(p.cfg.node, p.cfg.driver, p.cfg.devices)
+			taintDevices(&spec, p.cfg.driver, bad)
+			did, err := gpuslice.PublishSpec(ctx, dra, cur, p.cfg.driver, spec, existing)
 			if did != "" {
 				log.Printf("node %s: %s", p.cfg.node, did)
 			}

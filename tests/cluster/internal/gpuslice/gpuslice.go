@@ -126,8 +126,16 @@ func Matches(cur, want *draapi.ResourceSliceSpec) bool {
 // holds them) deleted. It returns what it did ("" when nothing), for a log line.
 func Publish(ctx context.Context, rc draapi.Interface, node *corev1.Node, driver string, devices int,
 	existing []*draapi.ResourceSlice) (string, error) {
+	return PublishSpec(ctx, rc, node, driver, Spec(node.Name, driver, devices), existing)
+}
+
+// PublishSpec is Publish with a spec of the caller's: Spec(...) with changes of
+// its own, e.g. device taints (the kubelet plugin's unhealthy devices). Whatever
+// differs in the spec's hash is written.
+func PublishSpec(ctx context.Context, rc draapi.Interface, node *corev1.Node, driver string, spec draapi.ResourceSliceSpec,
+	existing []*draapi.ResourceSlice) (string, error) {
 	name := Name(node.Name, driver)
-	spec := Spec(node.Name, driver, devices)
+	devices := len(spec.Devices)
 	hash := Hash(spec)
 	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptr.To(true)}
 	var cur *draapi.ResourceSlice

@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# One device reported unhealthy by its driver, on real nodes, and the 1.37 feature
+# profile (tests/cluster: DRAINER_CLUSTER_FEATURES=next) when the cluster runs with it.
+#
+# Profile (only when cluster.env says DRAINER_CLUSTER_FEATURES=next): the API server
+# and node-1's kubelet run with GenericWorkload, DRAWorkloadResourceClaims,
+# DRAOptionalNodeOperations and EvictionRequestAPI on (the API server's
+# kubernetes_feature_enabled, the kubelet's /configz); scheduling.k8s.io/v1beta1 serves
+# workloads and podgroups, lifecycle.k8s.io/v1alpha1 evictionrequests; and the API
+# server keeps the gated fields (a server-side dry run, nothing stored): a PodGroup's
+# spec.resourceClaims and a ResourceSlice's spec.skipNodeOperations; a pod whose claim's
+# device skips node operations runs without any driver, and drainer's plan lists that
+# claim as not holding a drain back (noNodeOperations; --driver: 0 claims to wait for).
+#
+# Health (any release from 1.36, where ResourceHealthStatus is on by default): node-1
+# runs the demo; the test DRA plugin reports every device Healthy, so the GPU pod's
+# container status (as the API server has it) lists its device in
+# allocatedResourcesStatus as Healthy. node-1 annotates itself (its own kubelet
+# credentials) sim.drainer.io/unhealthy-devices=DEVICE: that pod's device becomes
+# Unhealthy, every other pod's device stays Healthy, the slice carries the NoSchedule
+# device taint gpu.example.com/unhealthy on that device only; nothing is evicted (the
+# pod keeps its UID and runs). The annotation removed: Healthy again, no taint.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+node=node-1
+cluster_env=$DRAINER_CLUSTER_DIR/cluster.env
+
+if [ "$e2e_nodes" != real ] || e2e_no_driver; then
+	echo "  skipped: needs real nodes with the DRA driver (this cluster: nodes ${e2e_nodes:-?}, DRA API $e2e_dra_api)"
+	finish
+	exit
+fi
+kube_minor=${e2e_kube_version#1.}
+kube_minor=${kube_minor%%.*}
+if [ "${kube_minor:-0}" -lt 36 ]; then
+	echo "  skipped: Kubernetes $e2e_kube_version (the ResourceHealthStatus gate is on by default from 1.36)"
+	finish
+	exit
+fi
+
+features=$(sed -n 's/^DRAINER_CLUSTER_FEATURES=//p' "$cluster_env" 2>/dev/null) || features=
+cleanup_health() {
+	kubectl annotate node "$node" sim.drainer.io/unhealthy-devices- >/dev/null 2>&1
+}
+e2e_cleanup_hooks+=(cleanup_health)
+
+# ---- the feature profile ----
+if [ "$features" = next ]; then
+	metrics=$("$KUBECTL" get --raw /metrics 2>/dev/null) || metrics=
+	at=$("$KUBECTL" get node "$node" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}:{.status.daemonEndpoints.kubeletEndpoint.Port}')
+	pki=$DRAINER_CLUSTER_DIR/pki
+	configz=$(curl -sf --cacert "$pki/ca.crt" --cert "$pki/kubelet-client.crt" --key "$pki/kubelet-client.key" "https://$at/configz") || configz='{}'
+	for g in GenericWorkload:BETA DRAWorkloadResourceClaims:BETA DRAOptionalNodeOperations:ALPHA EvictionRequestAPI:ALPHA; do
+		name=${g%%:*} stage=${g#*:}
+		check "the API server runs with $name ($stage) on" grep -qx "kubernetes_feature_enabled{name=\"$name\",stage=\"$stage\"} 1" <<<"$metrics"
+		check_eq "$node's kubelet runs with $name on" true "$(jq -r --arg g "$name" '.kubeletconfig.featureGates[$g] // false' <<<"$configz")"
+	done
+	served() { # GROUP/VERSION: its resources' names
+		"$KUBECTL" get --raw "/apis/$1" 2>/dev/null | jq -r '.resources[].name' | sort | tr '\n' ' '
+	}
+	sched=$(served scheduling.k8s.io/v1beta1)
+	life=$(served lifecycle.k8s.io/v1alpha1)
+	check "scheduling.k8s.io/v1beta1 serves workloads and podgroups ($sched)" grep -q 'podgroups .*workloads ' <<<"$sched"
+	check "lifecycle.k8s.io/v1alpha1 serves evictionrequests ($life)" grep -q 'evictionrequests ' <<<"$life"
+	# Fields the API server drops while their gate is off (the registry strategies);
+	# a dry run stores nothing.
+	pg=$(kubectl -n default create --dry-run=server -o json -f - 2>"$e2e_tmp/pg.err" <<'YAML'
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata:
+  name: e2e-health-pg
+spec:
+  schedulingPolicy:
+    basic: {}
+  resourceClaims:
+  - name: gpu
+    resourceClaimTemplateName: e2e-health-gpu
+YAML
+	) || pg='{}'
+	check_eq "a PodGroup keeps spec.resourceClaims (DRAWorkloadResourceClaims) $(head -c 300 "$e2e_tmp/pg.err")" \
+		e2e-health-gpu "$(jq -r '.spec.resourceClaims[0].resourceClaimTemplateName // ""' <<<"$pg")"
+	sl=$(kubectl create --dry-run=server -o json -f - 2>"$e2e_tmp/sl.err" <<'YAML'
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata:
+  name: e2e-health-skip
+spec:
+  driver: skip.example.com
+  pool:
+    name: e2e-health
+    generation: 1
+    resourceSliceCount: 1
+  allNodes: true
+  skipNodeOperations: ["*"]
+  devices:
+  - name: dev-0
+YAML
+	) || sl='{}'
+	check_eq "a ResourceSlice keeps spec.skipNodeOperations (DRAOptionalNodeOperations) $(head -c 300 "$e2e_tmp/sl.err")" \
+		'*' "$(jq -r '.spec.skipNodeOperations // [] | join(",")' <<<"$sl")"
+	# A claim without node operations: a slice of the driver skip.example.com (no
+	# kubelet plugin anywhere) with skipNodeOperations ["*"]; the kubelet starts the
+	# pod without calling a driver, and drainer's plan lists its claim as one that
+	# does not hold a drain back (DESIGN.md "Claims without node operations").
+	skip_objects() {
+		cat <<'YAML'
+apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-skip}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: skip.example.com}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "skip.example.com"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-1-skip.example.com}
+spec:
+  driver: skip.example.com
+  nodeName: node-1
+  pool: {name: node-1, generation: 1, resourceSliceCount: 1}
+  skipNodeOperations: ["*"]
+  devices:
+  - name: dev-0
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: skip, namespace: e2e-skip}
+spec:
+  devices:
+    requests:
+    - name: r
+      exactly: {deviceClassName: skip.example.com}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: skip-holder, namespace: e2e-skip}
+spec:
+  nodeSelector: {kubernetes.io/hostname: node-1}
+  terminationGracePeriodSeconds: 5
+  resourceClaims:
+  - {name: r, resourceClaimName: skip}
+  containers:
+  - name: c
+    image: drainer.test/sleep:dev
+    command: ["sleep", "3600"]
+    resources:
+      claims: [{name: r}]
+YAML
+	}
+	cleanup_skip() { skip_objects | kubectl delete --ignore-not-found --wait=true -f - >/dev/null 2>&1; }
+	e2e_cleanup_hooks+=(cleanup_skip)
+	ns_settled e2e-skip
+	skip_objects | kubectl apply -f - >/dev/null
+	skip_running() { [ "$(kubectl -n e2e-skip get pod skip-holder -o jsonpath='{.status.phase}' 2>/dev/null)" = Running ]; }
+	wait_until 60 skip_running
+	check "a pod whose claim skips node operations runs on $node without any driver of skip.example.com" skip_running
+	check_eq "its allocation carries skipNodeOperations" '*' \
+		"$(kubectl -n e2e-skip get resourceclaim skip -o json | jq -r '.status.allocation.devices.results[0].skipNodeOperations // [] | join(",")')"
+	if [ -x "$DRAINER" ]; then
+		"$DRAINER" plan "$node" -o json >"$e2e_tmp/plan-skip.json" 2>"$e2e_tmp/plan-skip.err"
+		check_eq "plan $node: e2e-skip/skip has noNodeOperations, the gpu claims not" "true false" \
+			"$(jq -r '[(.claims[] | select(.namespace == "e2e-skip") | .noNodeOperations), ([.claims[] | select(.namespace != "e2e-skip") | .noNodeOperations] | any)] | map(tostring) | join(" ")' "$e2e_tmp/plan-skip.json")"
+		"$DRAINER" plan "$node" --driver skip.example.com >"$e2e_tmp/plan-skip.txt" 2>&1
+		check "plan $node --driver skip.example.com waits for no claim" grep -q '(0 claims now)' "$e2e_tmp/plan-skip.txt"
+	fi
+	cleanup_skip
+else
+	echo "  (cluster without DRAINER_CLUSTER_FEATURES=next: the profile's checks are skipped)"
+fi
+
+# ---- device health ----
+demo || { fail "demo workload"; finish; exit 1; }
+holder=$(kubectl -n demo get pods -l app=gpu-inference --field-selector "spec.nodeName=$node" -o json |
+	jq -r '[.items[] | select(.metadata.deletionTimestamp == null) | .metadata.name] | sort | first // ""')
+claim=$(kubectl -n demo get pod "$holder" -o json | jq -r '.status.resourceClaimStatuses[0].resourceClaimName // ""')
+res=$(kubectl -n demo get resourceclaim "$claim" -o json | jq -r '.status.allocation.devices.results[0] | "\(.driver)/\(.pool)/\(.device)"')
+dev=${res##*/}
+holder_uid=$(kubectl -n demo get pod "$holder" -o jsonpath='{.metadata.uid}')
+echo "  device $res, held by claim demo/$claim of pod demo/$holder"
+check "the GPU pod holds one device of $node" [ "${res%/*}" = "gpu.example.com/$node" ]
+
+# health RESOURCE_ID: the health the API server has for it in the containers of the
+# demo pods on the node, one "pod=health" per holder, sorted.
+health_of() {
+	kubectl -n demo get pods --field-selector "spec.nodeName=$node" -o json | jq -r --arg id "$1" '
+		[.items[] | .metadata.name as $p | .status.containerStatuses[]? | .allocatedResourcesStatus[]?
+		 | .resources[]? | select(.resourceID == $id) | "\($p)=\(.health)"] | unique | join(" ")'
+}
+# others: the health of every other device the demo pods hold ("Healthy" once each).
+others_health() {
+	kubectl -n demo get pods --field-selector "spec.nodeName=$node" -o json | jq -r --arg id "$1" '
+		[.items[] | .status.containerStatuses[]? | .allocatedResourcesStatus[]? | .resources[]?
+		 | select(.resourceID != $id) | .health] | unique | join(" ")'
+}
+slice_taints() { # the devices of node's slice that carry the taint gpu.example.com/unhealthy, and its effect
+	kubectl get resourceslices -o json | jq -r --arg n "$node" '
+		[.items[] | select(.spec.nodeName == $n and .spec.driver == "gpu.example.com") | .spec.devices[]
+		 | select(any(.taints[]?; .key == "gpu.example.com/unhealthy")) | "\(.name):\(.taints[] | select(.key == "gpu.example.com/unhealthy") | .effect)"]
+		| join(" ")'
+}
+is_health() { [ "$(health_of "$1")" = "$2" ]; }
+
+wait_until 60 is_health "$res" "$holder=Healthy"
+check_eq "before: the API server has $res Healthy in $holder's status" "$holder=Healthy" "$(health_of "$res")"
+check_eq "before: every other allocated device is Healthy" Healthy "$(others_health "$res")"
+check_eq "before: no device of $node's slice is tainted" "" "$(slice_taints)"
+
+# The node itself marks its device (its kubelet's credentials: the annotation is
+# node-writable under NodeRestriction).
+t0=$(date +%s.%N)
+if "$KUBECTL" --kubeconfig "$DRAINER_CLUSTER_DIR/pki/$node.kubeconfig" annotate node "$node" \
+	"sim.drainer.io/unhealthy-devices=$dev" --overwrite >/dev/null 2>"$e2e_tmp/ann.err"; then
+	pass "$node annotated itself sim.drainer.io/unhealthy-devices=$dev"
+else
+	fail "$node could not annotate itself: $(head -c 300 "$e2e_tmp/ann.err")"
+	kubectl annotate node "$node" "sim.drainer.io/unhealthy-devices=$dev" --overwrite >/dev/null
+fi
+wait_until 60 is_health "$res" "$holder=Unhealthy"
+t1=$(date +%s.%N)
+check_eq "the API server has $res Unhealthy in $holder's status" "$holder=Unhealthy" "$(health_of "$res")"
+echo "  Unhealthy in the pod's status $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s after the annotation"
+check_eq "every other allocated device stays Healthy" Healthy "$(others_health "$res")"
+wait_until 30 bash -c "[ \"\$(kubectl get resourceslices -o json | jq -r '[.items[].spec.devices[] | select(any(.taints[]?; .key == \"gpu.example.com/unhealthy\"))] | length')\" = 1 ]"
+check_eq "the slice taints $dev only, NoSchedule" "$dev:NoSchedule" "$(slice_taints)"
+check_eq "$holder still runs with the same UID (nothing evicted)" "$holder_uid Running" \
+	"$(kubectl -n demo get pod "$holder" -o jsonpath='{.metadata.uid} {.status.phase}' 2>/dev/null)"
+
+# A name that is no device of the node is ignored (the plugin logs it).
+kubectl annotate node "$node" "sim.drainer.io/unhealthy-devices=gpu-99, $dev" --overwrite >/dev/null
+sleep 3
+check_eq "\"gpu-99, $dev\": still $dev only, tainted" "$dev:NoSchedule" "$(slice_taints)"
+check_eq "\"gpu-99, $dev\": $res still Unhealthy" "$holder=Unhealthy" "$(health_of "$res")"
+
+kubectl annotate node "$node" sim.drainer.io/unhealthy-devices- >/dev/null
+wait_until 60 is_health "$res" "$holder=Healthy"
+check_eq "annotation removed: $res Healthy again" "$holder=Healthy" "$(health_of "$res")"
+wait_until 30 bash -c "[ -z \"\$(kubectl get resourceslices -o json | jq -r '[.items[].spec.devices[] | select(any(.taints[]?; .key == \"gpu.example.com/unhealthy\"))] | .[].name')\" ]"
+check_eq "annotation removed: no device of $node's slice is tainted" "" "$(slice_taints)"
+finish
