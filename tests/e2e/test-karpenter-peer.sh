@@ -14,9 +14,10 @@
 #     deleted last (Karpenter removes its finalizer). Timed: NodeClaim deleted -> Node gone.
 #  2. NodeClaim node-2 made again with spec.terminationGracePeriod 15s, claim holders that
 #     need 40 s to stop (preStop sleep 40, terminationGracePeriodSeconds 60): Karpenter
-#     deletes them (not evicts) with a grace period cut to what is left of the 15 s, and
-#     the Node goes when it runs out; what happened to the claims and the driver is printed
-#     from the audit log, and what `drainer plan` and `drainer doctor` say of node-2 first.
+#     deletes them (not evicts) with a grace period cut to what is left of the 15 s; the
+#     time until the Node is gone is measured; what happened to the claims and the driver
+#     is printed from the audit log, and what `drainer plan` and `drainer doctor` say of
+#     node-2 first.
 #  3. the guard removed: part 1 again (timed, the order printed).
 #  4. the driver DaemonSet tolerating karpenter.sh/disrupted:NoSchedule: Karpenter never
 #     evicts the driver pod (no eviction of it in the audit log) and the Node goes with it.
@@ -93,7 +94,7 @@ EOF
 # karpenter.sh/disrupted:NoSchedule), without the guard's RBAC.
 guard_off() {
 	if [ "${1:-}" = tolerate ]; then
-		"$KUBECTL" create --dry-run=client -o json -f "$manifest" | jq -c 'if .kind == "DaemonSet" then
+		"$KUBECTL" create --dry-run=client -o json -f "$manifest" | jq -c 'if .kind == "List" then .items[] else . end | if .kind == "DaemonSet" then
 			.spec.template.spec.tolerations = ((.spec.template.spec.tolerations // []) + [{key: "karpenter.sh/disrupted", operator: "Exists", effect: "NoSchedule"}]) else . end' |
 			"$KUBECTL" apply -f - >/dev/null
 	else
