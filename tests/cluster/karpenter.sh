@@ -12,8 +12,8 @@
 #  - its CRDs (build-karpenter's crd/: karpenter.sh's NodePool, NodeClaim, NodeOverlay,
 #    the CapacityBuffer its controllers watch, and Karpenter's KWOKNodeClass, the
 #    NodeClass kind the provider names);
-#  - KWOKNodeClass "default", its status written Ready (no controller of the provider
-#    sets it: the harness plays the provider's NodeClass controller), and NodePool
+#  - KWOKNodeClass "default" (Ready: the CRD's default status; no controller of the
+#    NodeClass runs, none is needed), and NodePool
 #    drainer-test over it, whose disruption budget allows no node (consolidateAfter
 #    Never, expireAfter Never): Karpenter disrupts nothing by itself; only a deleted
 #    NodeClaim terminates a node;
@@ -73,7 +73,7 @@ ${2:+  terminationGracePeriod: $2
 EOF
 }
 
-# karpenter_objects: the NodeClass (Ready), the NodePool, a NodeClaim per node.
+# karpenter_objects: the NodeClass, the NodePool, a NodeClaim per node.
 karpenter_objects() {
 	local i
 	{
@@ -100,14 +100,7 @@ EOF
 		for i in $(seq 1 "$node_count"); do
 			karpenter_nodeclaim_yaml "$i"
 		done
-	} | kubectl apply -f - >"$cluster_dir/karpenter-apply.log" 2>&1 || return 1
-	karpenter_nodeclass_ready
-}
-
-# karpenter_nodeclass_ready: the NodeClass's status Ready, as a provider's NodeClass
-# controller would write it (Karpenter's NodePool readiness reads it).
-karpenter_nodeclass_ready() {
-	kubectl patch kwoknodeclass "$karpenter_nodeclass" --subresource=status --type=merge -p "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"Ready\",\"message\":\"\",\"observedGeneration\":1,\"lastTransitionTime\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\"}]}}" >/dev/null
+	} | kubectl apply -f - >"$cluster_dir/karpenter-apply.log" 2>&1
 }
 
 # karpenter_nodeclaims_ready [NAME...]: these NodeClaims (default: one per node)
