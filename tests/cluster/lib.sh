@@ -30,12 +30,17 @@ cluster_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # The real nodes (numbers, "1 2") that run the second test driver nic.example.com.
 : "${DRAINER_CLUSTER_NIC_NODES:=}"
 # Peers started after the control plane and the nodes: "capi" (Cluster API's core
-# manager, capi.sh; real nodes only). Empty: none.
+# manager, capi.sh), "karpenter" (Karpenter's controllers, karpenter.sh); real nodes
+# only. Empty: none.
 : "${DRAINER_CLUSTER_PEERS:=}"
 # Cluster API's manager: its webhook server's port (on every address: the manager has no
 # flag for the host) and its health probe's (127.0.0.1).
 : "${DRAINER_CLUSTER_CAPI_WEBHOOK_PORT:=$((DRAINER_CLUSTER_API_PORT + 10))}"
 : "${DRAINER_CLUSTER_CAPI_HEALTH_PORT:=$((DRAINER_CLUSTER_API_PORT + 11))}"
+# Karpenter's controller: its metrics and health probe ports (both on every address:
+# Karpenter's options have no host).
+: "${DRAINER_CLUSTER_KARPENTER_METRICS_PORT:=$((DRAINER_CLUSTER_API_PORT + 12))}"
+: "${DRAINER_CLUSTER_KARPENTER_HEALTH_PORT:=$((DRAINER_CLUSTER_API_PORT + 13))}"
 # The Kubernetes release (control plane, kubelets, and our Go built against its
 # k8s.io modules): go.mod's (the default) or one of versions/go-VERSION.mod.
 cluster_default_kube_version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit } $1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ { print $2; exit }' "$cluster_here/go.mod")
@@ -144,6 +149,9 @@ else
 fi
 case " $DRAINER_CLUSTER_PEERS " in
 *" capi "*) components+=(capi-manager) ;;
+esac
+case " $DRAINER_CLUSTER_PEERS " in
+*" karpenter "*) components+=(karpenter) ;;
 esac
 
 # starttime PID: field 22 of /proc/PID/stat (clock ticks since boot), so that a

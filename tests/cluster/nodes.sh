@@ -70,10 +70,11 @@ syncFrequency: 10s
 nodeStatusReportFrequency: 1m
 EOF
 	# With Cluster API (capi.sh) each Node has the provider ID its infrastructure object
-	# names: the kubelet sets it when it registers the Node (also after Cluster API deleted
-	# it); spec.providerID cannot change once set.
+	# names, with Karpenter (karpenter.sh) the one its NodeClaim is bound to: the kubelet
+	# sets it when it registers the Node (also after the peer deleted it);
+	# spec.providerID cannot change once set.
 	case " $DRAINER_CLUSTER_PEERS " in
-	*" capi "*) echo "providerID: drainer-test://node-$1" >>"$nd/kubelet-config.yaml" ;;
+	*" capi "* | *" karpenter "*) echo "providerID: drainer-test://node-$1" >>"$nd/kubelet-config.yaml" ;;
 	esac
 	# up's kubelet_gates: 1.33 with DRA on (the kubelet's DRA manager is behind its gate),
 	# NodeLifecycleConditions from 1.37. "A=true,B=true" -> "{A: true, B: true}".
