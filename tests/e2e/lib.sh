@@ -244,6 +244,36 @@ hold_driver_release() {
 	held_driver=
 }
 
+# guard_kustomize DIR MANIFEST IMAGE: in DIR, a kustomize base of the DRA driver's
+# MANIFEST (its DaemonSet labelled app.kubernetes.io/component=kubeletplugin, which the
+# test manifests carry only on the pods: the guard component's target) and an overlay,
+# DIR/overlay, that adds deploy/driver-guard with drainer's image retargeted to IMAGE, as
+# a user would.
+guard_kustomize() {
+	local kdir=$1 manifest=$2 image=$3
+	mkdir -p "$kdir/base" "$kdir/overlay"
+	cp "$manifest" "$kdir/base/dra-driver.yaml"
+	cat >"$kdir/base/kustomization.yaml" <<'EOF'
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [dra-driver.yaml]
+patches:
+- target: {group: apps, version: v1, kind: DaemonSet, name: dra-driver}
+  patch: |-
+    - op: add
+      path: /metadata/labels/app.kubernetes.io~1component
+      value: kubeletplugin
+EOF
+	cat >"$kdir/overlay/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [../base]
+components: [$(realpath --relative-to="$kdir/overlay" "$e2e_root/deploy/driver-guard")]
+images:
+- {name: localhost/drainer, newName: ${image%:*}, newTag: "${image##*:}"}
+EOF
+}
+
 # pdb_budget_start NAME: a pod a PodDisruptionBudget holds back: one replica of e2e-hold
 # (fixtures/hold-deployment.yaml, on node-1) and the PDB NAME (minAvailable 1) over it;
 # two checks (the pod runs, the PDB allows 0 disruptions); sets budget_pod. The caller's

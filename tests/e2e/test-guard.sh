@@ -326,30 +326,8 @@ check "driver of $x running" wait_until 60 g_driver_running "$x"
 # =====================================================================
 echo "--- B. the guard installed; a rolling restart is not delayed"
 kdir=$e2e_tmp/kustomize
-mkdir -p "$kdir/base" "$kdir/overlay"
-cp "$manifest" "$kdir/base/dra-driver.yaml"
-# The simulated DaemonSet carries app.kubernetes.io/component only on its pods: add it to the
-# DaemonSet, the component's target.
-cat >"$kdir/base/kustomization.yaml" <<'EOF'
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources: [dra-driver.yaml]
-patches:
-- target: {group: apps, version: v1, kind: DaemonSet, name: dra-driver}
-  patch: |-
-    - op: add
-      path: /metadata/labels/app.kubernetes.io~1component
-      value: kubeletplugin
-EOF
 # The guard's image: drainer's own (localhost/drainer, retargeted as a user would).
-cat >"$kdir/overlay/kustomization.yaml" <<EOF
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources: [../base]
-components: [$(realpath --relative-to="$kdir/overlay" "$e2e_root/deploy/driver-guard")]
-images:
-- {name: localhost/drainer, newName: ${pod_image%:*}, newTag: "${pod_image##*:}"}
-EOF
+guard_kustomize "$kdir" "$manifest" "$pod_image"
 # The rendering, checked before it is applied: the sidecar from drainer's image, the
 # plugin's httpGet preStop to it, no copy of a binary anywhere.
 kubectl kustomize "$kdir/overlay" >"$e2e_tmp/guard-rendered.yaml"

@@ -68,27 +68,7 @@ restore_node() {
 
 guard_on() {
 	local kdir=$e2e_tmp/kustomize pod_image=${DRAINER_E2E_POD_IMAGE:-drainer.test/drainer:dev}
-	mkdir -p "$kdir/base" "$kdir/overlay"
-	cp "$manifest" "$kdir/base/dra-driver.yaml"
-	cat >"$kdir/base/kustomization.yaml" <<'EOF'
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources: [dra-driver.yaml]
-patches:
-- target: {group: apps, version: v1, kind: DaemonSet, name: dra-driver}
-  patch: |-
-    - op: add
-      path: /metadata/labels/app.kubernetes.io~1component
-      value: kubeletplugin
-EOF
-	cat >"$kdir/overlay/kustomization.yaml" <<EOF
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources: [../base]
-components: [$(realpath --relative-to="$kdir/overlay" "$e2e_root/deploy/driver-guard")]
-images:
-- {name: localhost/drainer, newName: ${pod_image%:*}, newTag: "${pod_image##*:}"}
-EOF
+	guard_kustomize "$kdir" "$manifest" "$pod_image"
 	# drainer.test/drainer:dev runs the build's drainer with the runtime's environment,
 	# whose HOME (the host user's, unreadable to the sidecar's user 65532) would make it
 	# read ~/.kube/config instead of its in-cluster config: HOME elsewhere.
