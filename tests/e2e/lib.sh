@@ -274,6 +274,25 @@ images:
 EOF
 }
 
+# node_back NODE: a real node whose Node a peer deleted (Cluster API, Karpenter) back as
+# up made it: the kubelet registers it again, restarted if it does not within 10 s (a 1.37
+# kubelet whose Node was deleted does not register it again by itself); then what up's
+# init_real_nodes does for a new Node (the kubelets run with --cloud-provider=external):
+# its InternalIP, the uninitialized taint gone, drainer's annotations reset. One failure
+# (named) if it does not come back within 120 s.
+node_back() {
+	local node=$1
+	if ! wait_until 10 kubectl get node "$node"; then
+		echo "    (the kubelet of $node did not register its Node again: restarting it)"
+		"$e2e_root/tests/cluster/kubelet" kill "$node" >/dev/null 2>&1
+		"$e2e_root/tests/cluster/kubelet" start "$node" >/dev/null 2>&1
+	fi
+	wait_until 120 kubectl get node "$node" || { fail "$node did not come back"; return 1; }
+	kubectl patch node "$node" --subresource=status --type=merge -p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$DRAINER_CLUSTER_IP_PREFIX.0.${node#node-}\"},{\"type\":\"Hostname\",\"address\":\"$node\"}]}}" >/dev/null
+	kubectl taint node "$node" node.cloudprovider.kubernetes.io/uninitialized- >/dev/null 2>&1
+	reset_node "$node" >/dev/null 2>&1
+}
+
 # pdb_budget_start NAME: a pod a PodDisruptionBudget holds back: one replica of e2e-hold
 # (fixtures/hold-deployment.yaml, on node-1) and the PDB NAME (minAvailable 1) over it;
 # two checks (the pod runs, the PDB allows 0 disruptions); sets budget_pod. The caller's

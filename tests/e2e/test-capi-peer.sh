@@ -42,17 +42,7 @@ running() { [ "$(kubectl -n "$capi_ns" get machine "$machine" -o jsonpath='{.sta
 # restarted if it does not within 10 s: a 1.37 kubelet whose Node was deleted does not register it again by itself), its TestMachine and Machine with the hook
 # (ARG "nohook": without it), Running with its nodeRef.
 restore_node() {
-	if ! wait_until 10 node_there; then
-		echo "    (the kubelet of $node did not register its Node again: restarting it)"
-		"$e2e_root/tests/cluster/kubelet" kill "$node" >/dev/null 2>&1
-		"$e2e_root/tests/cluster/kubelet" start "$node" >/dev/null 2>&1
-	fi
-	wait_until 120 node_there || { fail "$node did not come back"; return 1; }
-	# What up's init_real_nodes does for a new Node (the kubelets run with
-	# --cloud-provider=external): its InternalIP, the uninitialized taint gone.
-	kubectl patch node "$node" --subresource=status --type=merge -p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$DRAINER_CLUSTER_IP_PREFIX.0.${node#node-}\"},{\"type\":\"Hostname\",\"address\":\"$node\"}]}}" >/dev/null
-	kubectl taint node "$node" node.cloudprovider.kubernetes.io/uninitialized- >/dev/null 2>&1
-	reset_node "$node" >/dev/null 2>&1
+	node_back "$node" || return 1
 	local y
 	y=$(capi_machine_yaml 2)
 	[ "${1:-}" = nohook ] && y=$(grep -vF -e "$hook" -e "annotations:" <<<"$y")

@@ -54,14 +54,7 @@ rollout() { kubectl -n dra-system rollout status ds/dra-driver --timeout=180s >/
 # spec.terminationGracePeriod TGP if given), Launched, Registered and Initialized.
 restore_node() {
 	wait_until 120 nodeclaim_gone || { fail "NodeClaim $node still there"; return 1; }
-	if ! wait_until 10 node_there; then
-		"$e2e_root/tests/cluster/kubelet" kill "$node" >/dev/null 2>&1
-		"$e2e_root/tests/cluster/kubelet" start "$node" >/dev/null 2>&1
-	fi
-	wait_until 120 node_there || { fail "$node did not come back"; return 1; }
-	kubectl patch node "$node" --subresource=status --type=merge -p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$DRAINER_CLUSTER_IP_PREFIX.0.${node#node-}\"},{\"type\":\"Hostname\",\"address\":\"$node\"}]}}" >/dev/null
-	kubectl taint node "$node" node.cloudprovider.kubernetes.io/uninitialized- >/dev/null 2>&1
-	reset_node "$node" >/dev/null 2>&1
+	node_back "$node" || return 1
 	karpenter_nodeclaim_yaml "${node#node-}" "${1:-}" | kubectl apply -f - >/dev/null || { fail "NodeClaim $node made again"; return 1; }
 	wait_until 120 karpenter_nodeclaims_ready "$node" || { fail "NodeClaim $node Initialized again"; return 1; }
 }
