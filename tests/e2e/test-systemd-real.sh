@@ -19,7 +19,10 @@
 #     1, no capabilities, seccomp filter, user drainer), a write to /usr or /etc in the
 #     service's mount namespace refused (read-only file system);
 #  5. drainer-maintain@node-2.service: runs once, the Node is cordoned then uncordoned
-#     (a watch at the API server), its command ran, Events, Result=success;
+#     (a watch at the API server), its command ran, Events, Result=success; its sandbox
+#     as its command sees it, against the same probe outside the unit (no core dumps,
+#     seccomp filters beyond the container's, /root read-only, its own /tmp, no packet
+#     sockets);
 #  4. --on-shutdown: systemd-inhibit --list shows drainer's delay lock; `systemctl
 #     reboot` is held by logind (PreparingForShutdown, the system still running) until
 #     node-2 is drained at the API server; the container ends after that.
@@ -288,8 +291,22 @@ check_eq "... and PID 1's / is read-write (the read-only mounts are the sandbox'
 # --- 5. drainer-maintain@node-2.service --------------------------------------------------------
 echo "5. drainer-maintain@$node.service"
 # (drainer.service stopped first: its warning, drainer.path may start it again, is about a write only)
+# The command is a probe of the unit's sandbox, from inside it (the command runs in the
+# unit, as root): what it prints goes to the unit's journal as "maint-probe: KEY=VALUE".
 in_run mprep 'systemctl stop drainer.service 2>/dev/null
-	printf "MAINTAIN_COMMAND=echo drainer-maintain-test: the command ran on %s\nMAINTAIN_ARGS=--timeout 90s\n" "$1" >"/etc/default/drainer-maintain-$1"' "$node"
+	cat >/usr/local/bin/maint-probe <<"PROBE"
+#!/bin/sh
+echo "drainer-maintain-test: the command ran on $1"
+echo "maint-probe: core=$(ulimit -c)/$(ulimit -Hc)"
+echo "maint-probe: filters=$(awk "\$1 == \"Seccomp_filters:\" { print \$2 }" /proc/self/status)"
+echo "maint-probe: capbnd=$(awk "\$1 == \"CapBnd:\" { print \$2 }" /proc/self/status)"
+echo "maint-probe: home=$(touch /root/.maint-probe 2>&1 && echo written)"
+echo "maint-probe: tmp=$(readlink /proc/self/ns/mnt) $(echo x >/tmp/maint-probe-file && echo written)"
+echo "maint-probe: packet=$(perl -e "socket(my \$s, 17, 2, 0) ? print q(opened) : print qq(\$!)" 2>&1)"
+PROBE
+	chmod 755 /usr/local/bin/maint-probe
+	rm -f /tmp/maint-probe-file /root/.maint-probe
+	printf "MAINTAIN_COMMAND=/usr/local/bin/maint-probe %s\nMAINTAIN_ARGS=--timeout 90s\n" "$1" >"/etc/default/drainer-maintain-$1"' "$node"
 delete_node_events "$node"
 nodes_watch_start "$e2e_tmp/maint.watch" "$node"
 t0=$SECONDS
@@ -304,6 +321,34 @@ seq=$(jq -r '.unsched' "$e2e_tmp/maint.watch" | uniq | paste -sd' ')
 check_eq "the API server's watch of $node: schedulable, cordoned, schedulable again" "false true false" "$seq"
 check "... and $node is back in service (no drainer.io/ annotation, no taint, driver running)" wait_until 30 node_restored "$node"
 check "the unit's journal holds the command's output" grep -q "drainer-maintain-test: the command ran on $node" "$e2e_tmp/j-maint.log"
+
+# The maintain unit's sandbox, as its command saw it, against the same probe outside any
+# unit (a root shell of the container: PID 1's limits, filters and mounts). Only what no
+# maintenance command needs is restricted there (the unit's comment), so only that is
+# checked: no core dumps, systemd's seccomp filters (SystemCallFilter=,
+# RestrictAddressFamilies=, ...) on top of the container's, no packet sockets (the
+# address-family filter says EAFNOSUPPORT where the container alone says EPERM: no
+# CAP_NET_RAW), and, where systemd could give the unit a mount namespace, /root read-only
+# and a /tmp of its own. In this container it cannot (no CAP_SYS_ADMIN, and the unit has
+# no PrivateUsers=: see the podman run above); then the journal says so and so does a
+# "cannot check" line here.
+mp() { sed -n "s/.*maint-probe: $1=//p" "$e2e_tmp/j-maint.log" | tail -n 1; }
+in_run mtmp 'echo "@f=$(test -e /tmp/maint-probe-file && echo present || echo absent)"'
+in_run mout 'sh /usr/local/bin/maint-probe x | sed -n "s/^maint-probe: \([a-z]*\)=/@\1=/p"
+	rm -f /tmp/maint-probe-file /root/.maint-probe'
+echo "  maint-probe in the unit: core=$(mp core) filters=$(mp filters) capbnd=$(mp capbnd) packet=$(mp packet); outside: core=$(fact mout core) filters=$(fact mout filters) capbnd=$(fact mout capbnd) packet=$(fact mout packet)"
+check_eq "maintain unit: no core dumps, soft and hard limit (LimitCORE=0; systemd's default is 0:infinity)" 0/0 "$(mp core)"
+check "maintain unit: more seccomp filters than the container's own ($(mp filters) > $(fact mout filters))" \
+	awk -v a="$(mp filters)" -v b="$(fact mout filters)" 'BEGIN { exit !(a != "" && b != "" && a + 0 > b + 0) }'
+if grep -q "drainer-maintain@$node.service: .*assuming containerized execution" "$e2e_tmp/j-maint.log"; then
+	echo "  cannot check here: ProtectHome=read-only and PrivateTmp= of the maintain unit (systemd gave it no mount namespace in this container: $(grep -o "drainer-maintain@$node.service: .*assuming containerized execution[^.]*" "$e2e_tmp/j-maint.log" | head -n 1); the probe saw home=$(mp home), tmp=$(mp tmp))"
+else
+	check "maintain unit: /root read-only (ProtectHome=read-only): $(mp home)" bash -c "grep -q 'maint-probe: home=.*Read-only file system' '$e2e_tmp/j-maint.log'"
+	check_eq "maintain unit: its /tmp file is not in the container's /tmp (PrivateTmp=yes)" "written absent" \
+		"$(mp tmp | awk '{ print $2 }') $(fact mtmp f)"
+fi
+check "maintain unit: a packet socket refused by the address-family filter ($(mp packet)), not only by a missing capability ($(fact mout packet))" \
+	bash -c "grep -q 'maint-probe: packet=Address family not supported' '$e2e_tmp/j-maint.log'"
 node_events "$node" "$e2e_tmp/maint-events.json"
 reasons=$(jq -r '[.[] | select(.component | test("drainer")) | .reason] | unique | join(" ")' "$e2e_tmp/maint-events.json")
 check "Events about $node from drainer: $reasons" test -n "$reasons"
