@@ -389,16 +389,18 @@ reap_pid "$jf_pid"
 # logind's own lines: "The system will reboot now!" (the request, held by the delay
 # lock), "System is rebooting." (it goes on); between them, at the API server, drainer's
 # PATCH of node-2 that made it drained (the audit log: the last patch received before
-# the watch showed drained).
+# the watch showed drained), by the time the API server received it: its ResponseComplete
+# stamp is taken after the answer is written, and drainer (which lets go of the lock on
+# that answer) and logind can act on it first (seen: logind 10 ms before that stamp).
 jt() { awk -v p="$1" 'index($0, p) { sub(/ .*/, ""); print; exit }' "$e2e_tmp/j-reboot.log"; }
 t_go=$(jt 'System is rebooting.')
 t_req=$(jt 'The system will reboot now')
 t_patch=$(grep '"userAgent":"drainer/' "$AUDIT" | jq -rs --arg n "$node" --argjson dr "${t_dr:-0}" '
 	def secs: capture("^(?<s>[^.]+)\\.(?<f>[0-9]+)Z$") as $c | ($c.s + "Z" | fromdateiso8601) + ("0." + $c.f | tonumber);
 	[.[] | select(.stage == "ResponseComplete" and .verb == "patch" and .objectRef.resource == "nodes" and .objectRef.name == $n
-		and (.requestReceivedTimestamp | secs) < $dr) | .stageTimestamp | secs] | max // empty')
+		and (.requestReceivedTimestamp | secs) < $dr) | .requestReceivedTimestamp | secs] | max // empty')
 rel() { awk -v a="$1" -v b="$t_reboot" 'BEGIN { if (a == "") print "?"; else printf "+%.2f", a - b }'; }
-echo "    systemctl reboot at 0; logind \"will reboot now\" $(rel "$t_req") s; drainer's last PATCH of $node (drained) answered $(rel "$t_patch") s; logind \"System is rebooting.\" $(rel "$t_go") s"
+echo "    systemctl reboot at 0; logind \"will reboot now\" $(rel "$t_req") s; drainer's last PATCH of $node (drained) received $(rel "$t_patch") s; logind \"System is rebooting.\" $(rel "$t_go") s"
 check "logind held the reboot until the drain was done: \"will reboot now\" < drainer's drained PATCH at the API server < \"System is rebooting.\"" \
 	awk -v a="${t_req:-9e18}" -v b="${t_patch:-9e18}" -v c="${t_go:-0}" 'BEGIN { exit !(a < b && b < c) }'
 check_eq "drainer.io/shutdown-boot-id names this boot" "$(cat /proc/sys/kernel/random/boot_id)" "$(node_ann "$node" drainer.io/shutdown-boot-id)"
