@@ -35,8 +35,13 @@
 #define DEFAULT_TIMEOUT_SEC         10
 #define DEFAULT_REQUEST_TIMEOUT_SEC 10
 /* Deep enough that a storm waits in the queue (MHD closes the excess of one
- * address at once) instead of in SYN retries of seconds. */
-#define LISTEN_BACKLOG              256
+ * address at once) instead of in SYN retries of seconds. It must also stay
+ * well above the number of handshakes a storm leaves pending: once more than
+ * half the backlog is pending, Linux cuts the SYN-ACK retries of the older ones
+ * to as few as 2, and a client whose last ACK was dropped on a full queue then
+ * believes itself connected to a server that has forgotten it, an idle client
+ * for good. listen() caps it at net.core.somaxconn (4096 by default). */
+#define LISTEN_BACKLOG              1024
 /* None of our endpoints takes a body; one is read and dropped up to this, then refused. */
 #define BODY_MAX                    (64 * 1024)
 
