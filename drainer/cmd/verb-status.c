@@ -194,7 +194,7 @@ static int print_status(const struct node_input *s, const struct status_opts *o,
                         continue;
                 fprintf(out, "  %s/%s  %s%s%s\n", c->ns, c->name,
                         claim_on_node_reason_to_string(view.why[i]), c->deleting ? ", deleting" : "",
-                        status_view_claim_held_by_driver(&view, i) ? ", held by the driver" : "");
+                        status_view_claim_note(&view, i));
                 for (size_t j = 0; j < c->n_devices; j++)
                         fprintf(out, "    device %s/%s/%s (request %s)\n", strna(c->devices[j].driver),
                                 strna(c->devices[j].pool), strna(c->devices[j].device),

@@ -187,8 +187,9 @@ static int held_summary(struct guard_run *g, const struct node_rec *n, char **re
         node_input_done(&in);
         if (r < 0)
                 return r;
-        /* Claims reserved only by driver pods are the drivers' own, and claims whose devices
-         * skip NodeUnprepareResources need no driver: neither holds the driver. */
+        /* Claims reserved only by driver pods are the drivers' own, claims whose devices
+         * skip NodeUnprepareResources need no driver, and a PodGroup's claim that no pod of
+         * the node uses is unprepared here (DESIGN.md): none of them holds the driver. */
         for (size_t i = 0; i < p.n_claims; i++)
                 if (plan_claim_blocks(&p.claims[i]))
                         add_name(claim_names, sizeof(claim_names), &n_claims, p.claims[i].claim->ns,

@@ -90,6 +90,15 @@ bool status_view_claim_held_by_driver(const struct status_view *v, size_t i) {
         return false;
 }
 
+const char *status_view_claim_note(const struct status_view *v, size_t i) {
+        if (status_view_claim_held_by_driver(v, i))
+                return ", held by the driver";
+        if (claim_podgroup_unused(v->in->claims[i], v->in->node->name,
+                                  (const struct pod_rec *const *)v->in->pods, v->in->n_pods))
+                return ", its PodGroup's, used by no pod here";
+        return "";
+}
+
 size_t status_view_count(const struct status_view *v, enum pod_class c) {
         size_t count = 0;
 

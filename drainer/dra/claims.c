@@ -123,6 +123,51 @@ bool claim_skips_unprepare(const struct claim_rec *c, const char *const *drivers
         return n > 0;
 }
 
+static bool is_podgroup_consumer(const struct claim_consumer *r) {
+        return streq_ptr(r->api_group, "scheduling.k8s.io") && streq_ptr(r->resource, "podgroups");
+}
+
+const struct claim_consumer *claim_podgroup(const struct claim_rec *c) {
+        assert(c);
+        for (size_t i = 0; i < c->n_reserved; i++)
+                if (is_podgroup_consumer(&c->reserved[i]))
+                        return &c->reserved[i];
+        return NULL;
+}
+
+static bool pod_names_claim(const struct pod_rec *p, const struct claim_rec *c) {
+        if (!streq_ptr(p->ns, c->ns))
+                return false;
+        if (streq_ptr(p->extended_claim_name, c->name))
+                return true;
+        for (size_t i = 0; i < p->n_claims; i++)
+                if (streq_ptr(p->claims[i].claim_name, c->name))
+                        return true;
+        return false;
+}
+
+const struct claim_consumer *claim_podgroup_unused(const struct claim_rec *c, const char *node,
+                                                   const struct pod_rec *const *pods, size_t n_pods) {
+        const struct claim_consumer *group = claim_podgroup(c);
+
+        assert(node);
+        assert(pods || n_pods == 0);
+        if (!group)
+                return NULL;
+        for (size_t j = 0; j < n_pods; j++) {
+                const struct pod_rec *p = pods[j];
+
+                if (!p || !streq_ptr(p->node_name, node))
+                        continue;
+                /* A pod of the node in reservedFor holds it as any claim (rule (a)). */
+                if (claim_reserved_by_pod(c, p))
+                        return NULL;
+                if (p->phase != POD_SUCCEEDED && p->phase != POD_FAILED && pod_names_claim(p, c))
+                        return NULL;
+        }
+        return group;
+}
+
 static const char *const pod_class_table[_POD_CLASS_MAX] = {
         [POD_CLASS_DRIVER] = "driver",       [POD_CLASS_MIRROR] = "mirror",
         [POD_CLASS_DAEMONSET] = "daemonset", [POD_CLASS_CLAIM_HOLDER] = "claim-holder",

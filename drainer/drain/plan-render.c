@@ -118,6 +118,8 @@ static void print_claim(FILE *f, const struct plan_claim *pc, int width) {
                                 fputs(", ", f);
                         if (!r->api_group && streq_ptr(r->resource, "pods"))
                                 fprintf(f, "%s/%s", c->ns, strna(r->name));
+                        else if (r == pc->podgroup)
+                                fprintf(f, "PodGroup %s/%s", c->ns, strna(r->name));
                         else
                                 fprintf(f, "%s %s/%s", strna(r->resource), c->ns, strna(r->name));
                 }
@@ -133,6 +135,15 @@ static void print_claim(FILE *f, const struct plan_claim *pc, int width) {
         if (pc->no_node_ops)
                 fputs(" (its devices skip NodeUnprepareResources: no driver needed, does not hold the drain "
                       "back)",
+                      f);
+        if (pc->podgroup_released)
+                fputs(" (no pod of the node uses it: unprepared here, does not hold the drain back; it "
+                      "stays "
+                      "allocated until its PodGroup is deleted)",
+                      f);
+        else if (pc->podgroup_unused)
+                fputs(" (no pod of the node uses it, but its devices stay allocated until its PodGroup is "
+                      "deleted)",
                       f);
         fputc('\n', f);
 }
@@ -348,6 +359,7 @@ static cJSON *claim_json(const struct plan_claim *pc) {
         const struct claim_rec *c = pc->claim;
         _cleanup_(cJSON_Deletep) cJSON *o = new_ns_name(c->ns, c->name);
         cJSON *devices, *reserved;
+        char group[512];
 
         if (!o || add_str(o, "reason", claim_on_node_reason_to_string(pc->why)) < 0)
                 return NULL;
@@ -380,7 +392,13 @@ static cJSON *claim_json(const struct plan_claim *pc) {
                         return NULL;
         }
         if (add_bool(o, "driverOwn", pc->driver_own) < 0 ||
-            add_bool(o, "noNodeOperations", pc->no_node_ops) < 0 || add_bool(o, "deleting", c->deleting) < 0)
+            add_bool(o, "noNodeOperations", pc->no_node_ops) < 0)
+                return NULL;
+        if (pc->podgroup)
+                snprintf(group, sizeof group, "%s/%s", c->ns, strna(pc->podgroup->name));
+        if (add_str(o, "podGroup", pc->podgroup ? group : NULL) < 0 ||
+            add_bool(o, "podGroupUnused", pc->podgroup_unused) < 0 ||
+            add_bool(o, "deleting", c->deleting) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }

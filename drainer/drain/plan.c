@@ -471,7 +471,11 @@ static int collect_claims(struct plan *p, const struct pod_rec *const *pods, siz
                          * kubelet would ask of its driver. */
                         .no_node_ops = o->n_devices == 0 &&
                                        claim_skips_unprepare(claims[i], o->drivers, o->n_drivers),
+                        .podgroup = claim_podgroup(claims[i]),
+                        .podgroup_unused =
+                                claim_podgroup_unused(claims[i], p->node->name, pods, n_pods) != NULL,
                 };
+                p->claims[n].podgroup_released = p->claims[n].podgroup_unused && o->n_devices == 0;
                 if (plan_claim_blocks(&p->claims[n]))
                         p->n_claims_blocking++;
                 n++;

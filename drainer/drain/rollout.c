@@ -168,7 +168,8 @@ void rollout_node_facts(const struct rollout_node_input *in, struct rollout_node
 
                 if (claim_of_driver(c, in->driver) &&
                     claim_on_node(c, n->name, in->pods, in->n_pods, in->slices, in->n_slices) !=
-                            CLAIM_NOT_ON_NODE)
+                            CLAIM_NOT_ON_NODE &&
+                    !claim_podgroup_unused(c, n->name, in->pods, in->n_pods))
                         f.claims++;
         }
         for (size_t i = 0; i < in->n_slices && !f.slices; i++)

@@ -547,6 +547,93 @@ static void test_driver_lookalikes(void **state) {
         selectors_free(sel, n);
 }
 
+/* claim_podgroup_unused: a claim reserved for a PodGroup (KEP-5729) and allocated on the
+ * node stays reserved and allocated until the PodGroup is deleted; the kubelet
+ * unprepared it here once no pod of the node that uses it is left. So it is "used here"
+ * while a pod of the node that has not finished names it (spec, template status or
+ * extended resource), or a pod of the node is in its reservedFor; a pod of the group on
+ * another node, a finished pod, or a pod of another namespace does not count. */
+static void test_podgroup_unused(void **state) {
+        static const char claim_json[] =
+                "{\"metadata\":{\"namespace\":\"ml\",\"name\":\"gang-gpu\",\"uid\":\"cu\"},\"status\":{"
+                "\"allocation\":{\"devices\":{\"results\":[{\"request\":\"gpu\",\"driver\":\"gpu.example."
+                "com\","
+                "\"pool\":\"node-1\",\"device\":\"gpu-0\"}]},\"nodeSelector\":{\"nodeSelectorTerms\":[{"
+                "\"matchFields\":[{\"key\":\"metadata.name\",\"operator\":\"In\",\"values\":[\"node-1\"]}]}]"
+                "}},"
+                "\"reservedFor\":[{\"apiGroup\":\"scheduling.k8s.io\",\"resource\":\"podgroups\","
+                "\"name\":\"gang\",\"uid\":\"pgu\"}]}}";
+        struct claim_rec *c = claim_of(parse(claim_json));
+        struct claim_rec *plain = claim_of(load("claim-node-local.json"));
+        /* worker-0 names it through its template's status, on node-1 */
+        struct pod_rec *w0 =
+                mkpod("ml", "worker-0", "u0", "node-1",
+                      "\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":\"t\"}]",
+                      "\"resourceClaimStatuses\":[{\"name\":\"gpu\",\"resourceClaimName\":\"gang-gpu\"}]");
+        struct pod_rec *w1 =
+                mkpod("ml", "worker-1", "u1", "node-2",
+                      "\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimName\":\"gang-gpu\"}]", NULL);
+        struct pod_rec *other_ns =
+                mkpod("web", "x", "u2", "node-1",
+                      "\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimName\":\"gang-gpu\"}]", NULL);
+        const struct pod_rec *pods[] = { w0, w1, other_ns };
+        const struct claim_consumer *g;
+
+        (void)state;
+        g = claim_podgroup(c);
+        assert_non_null(g);
+        assert_string_equal(g->name, "gang");
+        assert_null(claim_podgroup(plain));
+        assert_null(claim_podgroup_unused(plain, "node-1", NULL, 0));
+
+        /* still allocated on node-1 either way */
+        assert_int_equal(claim_on_node(c, "node-1", pods, 3, NULL, 0), CLAIM_ALLOCATED_NODE_SELECTOR);
+        /* worker-0 runs on node-1: used here */
+        assert_null(claim_podgroup_unused(c, "node-1", pods, 3));
+        /* on node-2 only worker-1 names it */
+        assert_null(claim_podgroup_unused(c, "node-2", pods, 3));
+        /* worker-0 gone: node-1 has only a pod of another namespace */
+        assert_ptr_equal(claim_podgroup_unused(c, "node-1", pods + 1, 2), g);
+        /* worker-0 finished (Succeeded, Failed): unprepared before its status said so */
+        w0->phase = POD_SUCCEEDED;
+        assert_ptr_equal(claim_podgroup_unused(c, "node-1", pods, 3), g);
+        w0->phase = POD_FAILED;
+        assert_ptr_equal(claim_podgroup_unused(c, "node-1", pods, 3), g);
+        /* still terminating, or not started yet: used here */
+        w0->phase = POD_PENDING;
+        assert_null(claim_podgroup_unused(c, "node-1", pods, 3));
+        w0->phase = POD_RUNNING;
+        w0->deleting = true;
+        assert_null(claim_podgroup_unused(c, "node-1", pods, 3));
+        claim_rec_free(c);
+
+        /* reserved for the group and for a pod of the node that names it by nothing */
+        c = claim_of(parse(
+                "{\"metadata\":{\"namespace\":\"ml\",\"name\":\"gang-gpu\",\"uid\":\"cu\"},\"status\":{"
+                "\"reservedFor\":[{\"apiGroup\":\"scheduling.k8s.io\",\"resource\":\"podgroups\","
+                "\"name\":\"gang\",\"uid\":\"pgu\"},{\"resource\":\"pods\",\"name\":\"x\",\"uid\":\"u3\"}]}"
+                "}"));
+        pod_rec_free(other_ns);
+        other_ns = mkpod("ml", "x", "u3", "node-1", NULL, NULL);
+        pods[2] = other_ns;
+        assert_null(claim_podgroup_unused(c, "node-1", pods + 1, 2));
+        assert_non_null(claim_podgroup_unused(c, "node-3", pods + 1, 2));
+        claim_rec_free(c);
+
+        /* a PodGroup of another API group is no PodGroup */
+        c = claim_of(parse("{\"metadata\":{\"namespace\":\"ml\",\"name\":\"c\",\"uid\":\"cu\"},\"status\":{"
+                           "\"reservedFor\":[{\"apiGroup\":\"example.com\",\"resource\":\"podgroups\","
+                           "\"name\":\"gang\",\"uid\":\"pgu\"}]}}"));
+        assert_null(claim_podgroup(c));
+        assert_null(claim_podgroup_unused(c, "node-9", NULL, 0));
+        claim_rec_free(c);
+
+        claim_rec_free(plain);
+        pod_rec_free(w0);
+        pod_rec_free(w1);
+        pod_rec_free(other_ns);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_holds_claims),          cmocka_unit_test(test_template_claim_on_node),
@@ -555,6 +642,7 @@ int main(void) {
                 cmocka_unit_test(test_claim_on_another_node), cmocka_unit_test(test_unallocated),
                 cmocka_unit_test(test_reason_strings),        cmocka_unit_test(test_classify),
                 cmocka_unit_test(test_driver_lookalikes),     cmocka_unit_test(test_skips_unprepare),
+                cmocka_unit_test(test_podgroup_unused),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -104,7 +104,8 @@ struct wpod {
 struct wclaim {
         const char *name, *pod;
         bool from_template, present, allocated, reserved;
-        bool stuck; /* stays allocated when its pod is gone */
+        bool stuck;    /* stays allocated when its pod is gone */
+        bool podgroup; /* reserved for PodGroup "gang": stays reserved and allocated */
 };
 
 struct unit_call {
@@ -235,6 +236,7 @@ static char *claim_json(struct world *w, const struct wclaim *c) {
                                                           .driver = DRIVER,
                                                           .allocated = c->allocated,
                                                           .reserved_name = c->reserved ? c->pod : NULL,
+                                                          .reserved_podgroup = c->podgroup ? "gang" : NULL,
                                                           .reserved_uid = uid,
                                                           .owner_name = c->from_template ? c->pod : NULL,
                                                           .owner_uid = uid });
@@ -365,7 +367,8 @@ static struct wpod *driver_pod(struct world *w) {
 }
 
 /* The safety invariant, checked by the world when a driver is being stopped: no pod
- * but drivers and no ResourceClaim left on the node. */
+ * but drivers and no ResourceClaim left on the node that the kubelet may still have
+ * prepared (a PodGroup's stays reserved and allocated; its pod gone, it is unprepared). */
 static void assert_nothing_on_node(struct world *w, const char *stop) {
         for (size_t i = 0; i < w->n_pods; i++)
                 if (w->pods[i].kind != POD_DRIVER && w->pods[i].present &&
@@ -373,7 +376,8 @@ static void assert_nothing_on_node(struct world *w, const char *stop) {
                         fail_msg("%s while pod %s is on the node%s", stop, w->pods[i].name,
                                  w->pods[i].deleting ? " (terminating)" : "");
         for (size_t i = 0; i < w->n_claims; i++)
-                if (w->claims[i].present && (w->claims[i].allocated || w->claims[i].reserved))
+                if (w->claims[i].present && (w->claims[i].allocated || w->claims[i].reserved) &&
+                    !(w->claims[i].podgroup && !pod_named(w, w->claims[i].pod)->present))
                         fail_msg("%s while ResourceClaim %s is %s on the node", stop, w->claims[i].name,
                                  w->claims[i].reserved ? "reserved" : "allocated");
         if (!w->driver_stopped_at)
@@ -746,7 +750,7 @@ static void world_tick(struct world *w) {
                 struct wclaim *c = &w->claims[i];
                 struct wpod *p = pod_named(w, c->pod);
 
-                if (!c->present || p->present || !(c->reserved || c->allocated))
+                if (!c->present || p->present || !(c->reserved || c->allocated) || c->podgroup)
                         continue;
                 if (c->from_template) {
                         c->present = false;
@@ -1493,6 +1497,49 @@ static void test_allocated_claim_holds_wait_released(void **state) {
         }
 }
 
+/* A claim reserved for a PodGroup stays reserved and allocated on the node until the
+ * PodGroup is deleted. Once its pod on the node is gone the kubelet has unprepared it
+ * here, so the drain goes on and the driver stops after that pod, not before; while the
+ * pod stays (terminating for good) the driver never stops. */
+static void test_podgroup_claim_does_not_hold_driver(void **state) {
+        struct world *w = *state;
+
+        for (size_t s = 0; s < ELEMENTSOF(strategies) - 1; s++) {
+                if (s > 0)
+                        w = renew(state);
+                world_init(w, strategies[s], false);
+                w->claims[0].podgroup = true;
+                w->claims[0].reserved = false;
+                w->timeout_usec = 40 * SEC;
+                run_engine(w, ENGINE_GOAL_DRAIN);
+                run_until(w, 60 * SEC);
+                print_message("  --driver-stop %s: %s\n", strategies[s]->name, strna(w->message));
+                assert_true(w->finished);
+                if (w->result != 0)
+                        fail_msg("drain ended %d: %s", w->result, strna(w->message));
+                assert_string_equal(node_ann(w, "drainer.io/state"), "drained");
+                assert_false(pod_named(w, "gpu-a")->present);
+                assert_true(w->driver_stopped_at >= pod_named(w, "gpu-a")->gone_at);
+                assert_true(w->claims[0].present && w->claims[0].allocated);
+                assert_false(w->claims[1].present);
+        }
+
+        w = renew(state);
+        world_init(w, &driver_stop_taint, false);
+        w->claims[0].podgroup = true;
+        w->claims[0].reserved = false;
+        pod_named(w, "gpu-a")->stuck = true;
+        w->timeout_usec = 40 * SEC;
+        run_engine(w, ENGINE_GOAL_DRAIN);
+        run_until(w, 60 * SEC);
+        print_message("  its pod never leaves: %s\n", strna(w->message));
+        assert_true(w->finished);
+        assert_int_equal(w->result, -ETIMEDOUT);
+        assert_int_equal(w->driver_stopped_at, 0);
+        assert_int_equal(w->driver_evictions, 0);
+        assert_true(w->slice);
+}
+
 /* On restore the driver pod comes back but is never Ready, or its unit fails to
  * start: the node stays cordoned in restore-drivers, no ResourceSlice, the message
  * says what it waits for, and --timeout ends it. */
@@ -1969,6 +2016,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_pdb_held_named_in_message, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pod_that_never_terminates_times_out, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_allocated_claim_holds_wait_released, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_podgroup_claim_does_not_hold_driver, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unhealthy_driver_holds_restore, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_node_conditions, setup, teardown),
         };

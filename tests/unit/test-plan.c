@@ -354,6 +354,98 @@ static void test_no_node_ops(void **state) {
         scenario_free(&s);
 }
 
+/* A claim reserved for a PodGroup (DESIGN.md "Claims of a PodGroup") holds the drain
+ * while a pod of the node uses it; once none does, the kubelet has unprepared it here
+ * and it no longer holds a node or driver drain back, though it stays allocated. A
+ * device drain of its device waits for the PodGroup's deletion. */
+static void test_podgroup_claim(void **state) {
+        static const char *const gpu[] = { "gpu.example.com" };
+        static const struct drain_device devices[] = { { "gpu.example.com", "node-1", "gpu-1" } };
+        static const char group[] = "[{\"apiGroup\":\"scheduling.k8s.io\",\"resource\":\"podgroups\","
+                                    "\"name\":\"gang\",\"uid\":\"pg\"}]";
+        struct scenario s;
+        size_t base;
+        char *text = NULL;
+        size_t size = 0;
+        FILE *f;
+        cJSON *j, *f_claim;
+
+        (void)state;
+        scenario_load(&s);
+        scenario_build(&s);
+        base = s.plan.n_claims_blocking;
+        assert_null(find_claim(&s.plan, "demo", "shared")->podgroup);
+        scenario_free(&s);
+
+        /* pod-b and pod-c of the group run on the node: it holds */
+        scenario_load(&s);
+        set_json(sub(doc_find(&s, "claims", "demo", "shared"), "status"), "reservedFor", group);
+        scenario_build(&s);
+        assert_non_null(find_claim(&s.plan, "demo", "shared")->podgroup);
+        assert_false(find_claim(&s.plan, "demo", "shared")->podgroup_unused);
+        assert_int_equal(s.plan.n_claims_blocking, base);
+        assert_int_equal(find_pod(&s.plan, "demo", "pod-b")->cls, POD_CLASS_CLAIM_HOLDER);
+        scenario_free(&s);
+
+        /* gone from the node (one finished, one deleted): node and driver drains go on */
+        for (int drv = 0; drv < 2; drv++) {
+                scenario_load(&s);
+                if (drv) {
+                        s.o.drivers = gpu;
+                        s.o.n_drivers = 1;
+                }
+                set_json(sub(doc_find(&s, "claims", "demo", "shared"), "status"), "reservedFor", group);
+                set_json(sub(doc_find(&s, "pods", "demo", "pod-b"), "status"), "phase", "\"Succeeded\"");
+                doc_remove(&s, "pods", "demo", "pod-c");
+                scenario_build(&s);
+                assert_true(find_claim(&s.plan, "demo", "shared")->podgroup_unused);
+                assert_true(find_claim(&s.plan, "demo", "shared")->podgroup_released);
+                assert_false(plan_claim_blocks(find_claim(&s.plan, "demo", "shared")));
+                if (!drv) {
+                        assert_int_equal(s.plan.n_claims_blocking, base - 1);
+                        f = open_memstream(&text, &size);
+                        assert_non_null(f);
+                        assert_int_equal(plan_print_text(&s.plan, &s.o, f), 0);
+                        fclose(f);
+                        assert_non_null(strstr(text, "reserved for PodGroup demo/gang"));
+                        assert_non_null(strstr(text, "unprepared here, does not hold the drain back"));
+                        free(text);
+                        j = plan_to_json(&s.plan, &s.o);
+                        assert_non_null(j);
+                        cJSON_ArrayForEach(f_claim, cJSON_GetObjectItemCaseSensitive(j, "claims")) {
+                                if (!streq_ptr(json_str(f_claim, "name"), "shared"))
+                                        continue;
+                                assert_string_equal(json_str(f_claim, "podGroup"), "demo/gang");
+                                assert_true(cJSON_IsTrue(
+                                        cJSON_GetObjectItemCaseSensitive(f_claim, "podGroupUnused")));
+                        }
+                        cJSON_Delete(j);
+                }
+                scenario_free(&s);
+        }
+
+        /* a device drain of gpu-1 waits until the device is free */
+        scenario_load(&s);
+        s.o.devices = devices;
+        s.o.n_devices = 1;
+        s.o.isolation = PLAN_ISOLATE_TAINT_RULE;
+        s.o.taint_rule_api = "resource.k8s.io/v1";
+        set_json(sub(doc_find(&s, "claims", "demo", "shared"), "status"), "reservedFor", group);
+        doc_remove(&s, "pods", "demo", "pod-b");
+        doc_remove(&s, "pods", "demo", "pod-c");
+        scenario_build(&s);
+        assert_true(find_claim(&s.plan, "demo", "shared")->podgroup_unused);
+        assert_false(find_claim(&s.plan, "demo", "shared")->podgroup_released);
+        assert_int_equal(s.plan.n_claims_blocking, 1);
+        f = open_memstream(&text, &size);
+        assert_non_null(f);
+        assert_int_equal(plan_print_text(&s.plan, &s.o, f), 0);
+        fclose(f);
+        assert_non_null(strstr(text, "stay allocated until its PodGroup is deleted"));
+        free(text);
+        scenario_free(&s);
+}
+
 static void test_device_scope(void **state) {
         static const struct drain_device devices[] = { { "gpu.example.com", "node-1", "gpu-1" } };
         struct scenario s;
@@ -1653,6 +1745,7 @@ int main(void) {
                 cmocka_unit_test(test_pdbs_in_plan),
                 cmocka_unit_test(test_driver_names),
                 cmocka_unit_test(test_no_node_ops),
+                cmocka_unit_test(test_podgroup_claim),
                 cmocka_unit_test(test_json),
                 cmocka_unit_test(test_text),
                 cmocka_unit_test(test_report),

@@ -251,6 +251,21 @@ static void test_node_sequence(void **state) {
         assert_non_null(strstr(msg, "1 claim of driver " DRV
                                     " still on the node: the driver stays until it is released"));
 
+        /* Nor does a PodGroup's claim of the driver that no pod of the node uses: the
+         * kubelet unprepared it here, though it stays allocated for the group. */
+        claim_rec_free(w.claims[0]);
+        {
+                cJSON *j = parse("{\"metadata\":{\"namespace\":\"demo\",\"name\":\"g\",\"uid\":\"gu\"},"
+                                 "\"status\":{\"allocation\":{\"devices\":{\"results\":[{\"request\":\"r\","
+                                 "\"driver\":\"" DRV "\",\"pool\":\"node-1\",\"device\":\"gpu-0\"}]}},"
+                                 "\"reservedFor\":[{\"apiGroup\":\"scheduling.k8s.io\",\"resource\":"
+                                 "\"podgroups\",\"name\":\"gang\",\"uid\":\"pg\"}]}}");
+
+                assert_int_equal(claim_rec_from_json(j, &w.claims[0]), 0);
+                cJSON_Delete(j);
+        }
+        assert_int_equal(step(&w, msg, sizeof(msg)), ROLLOUT_STEP_REPLACE);
+
         /* A claim of another driver does not hold it. */
         claim_rec_free(w.claims[0]);
         w.n_claims = 0;

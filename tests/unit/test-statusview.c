@@ -164,6 +164,41 @@ static void test_model(void **state) {
         world_done(&w);
 }
 
+/* A claim reserved for a PodGroup: noted as "used by no pod here" only once the pod of
+ * the node that names it has finished; the driver's own claim keeps its note. */
+static void test_podgroup_note(void **state) {
+        static const char pg[] =
+                "{\"metadata\":{\"name\":\"claim-a\",\"namespace\":\"demo\",\"uid\":\"uid-claim-a\","
+                "\"resourceVersion\":\"2\"},\"status\":{\"allocation\":{\"devices\":{\"results\":[{"
+                "\"request\":"
+                "\"gpu\",\"driver\":\"gpu.example.com\",\"pool\":\"node-1\",\"device\":\"gpu-0\"}]},"
+                "\"nodeSelector\":{\"nodeSelectorTerms\":[{\"matchFields\":[{\"key\":\"metadata.name\","
+                "\"operator\":\"In\",\"values\":[\"node-1\"]}]}]}},\"reservedFor\":[{\"apiGroup\":"
+                "\"scheduling.k8s.io\",\"resource\":\"podgroups\",\"name\":\"gang\",\"uid\":\"pg\"}]}}";
+        struct world w;
+        struct status_view v;
+        cJSON *j;
+
+        (void)state;
+        world_init(&w, CORDONED_BY_DRAINER);
+        claim_rec_free(w.claims[1]);
+        j = parse(pg);
+        assert_int_equal(claim_rec_from_json(j, &w.claims[1]), 0);
+        cJSON_Delete(j);
+        w.claim_ptrs[1] = w.claims[1];
+        build(&w, &v);
+        assert_string_equal(w.in.claims[0]->name, "claim-a");
+        assert_int_equal(v.why[0], CLAIM_ALLOCATED_NODE_SELECTOR);
+        assert_string_equal(status_view_claim_note(&v, 0), ""); /* the holder runs */
+        assert_string_equal(status_view_claim_note(&v, 1), ", held by the driver");
+        status_view_done(&v);
+        w.pods[1]->phase = POD_SUCCEEDED;
+        build(&w, &v);
+        assert_string_equal(status_view_claim_note(&v, 0), ", its PodGroup's, used by no pod here");
+        status_view_done(&v);
+        world_done(&w);
+}
+
 static void test_cordon_owner(void **state) {
         struct world w;
         struct status_view v;
@@ -264,9 +299,8 @@ static void test_fleet_json(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_model),
-                cmocka_unit_test(test_cordon_owner),
-                cmocka_unit_test(test_json),
+                cmocka_unit_test(test_model),        cmocka_unit_test(test_podgroup_note),
+                cmocka_unit_test(test_cordon_owner), cmocka_unit_test(test_json),
                 cmocka_unit_test(test_fleet_json),
         };
 

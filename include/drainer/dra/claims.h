@@ -52,6 +52,22 @@ enum claim_on_node_reason claim_on_node(const struct claim_rec *c, const char *n
  * refuses the claim instead of preparing it). drivers: NULL with n 0 for every driver. */
 bool claim_skips_unprepare(const struct claim_rec *c, const char *const *drivers, size_t n_drivers);
 
+/* The PodGroup c is reserved for, when no pod of the node uses c any more
+ * (DESIGN.md "Claims of a PodGroup"): c has a reservedFor entry of resource
+ * "podgroups" in group scheduling.k8s.io, none for a pod bound to node, and no pod
+ * bound to node that has not finished (phase Succeeded or Failed) names c, by its
+ * spec.resourceClaims (resourceClaimName or the name in resourceClaimStatuses) or
+ * its extended-resource claim. The kubelet unprepares a claim on its node when the
+ * last pod there that uses it has stopped, before that pod's status says so; the
+ * reservation, and the allocation, stay until the PodGroup is deleted. NULL when
+ * some pod of the node still uses c, or c is reserved for no PodGroup. */
+/* c's first reservedFor entry of a PodGroup (resource "podgroups" in group
+ * scheduling.k8s.io), or NULL. */
+const struct claim_consumer *claim_podgroup(const struct claim_rec *c);
+
+const struct claim_consumer *claim_podgroup_unused(const struct claim_rec *c, const char *node,
+                                                   const struct pod_rec *const *pods, size_t n_pods);
+
 enum pod_class {
         POD_CLASS_DRIVER,       /* runs a DRA kubelet plugin (pod_is_driver) */
         POD_CLASS_MIRROR,       /* static pod's mirror: the API cannot evict it */

@@ -125,6 +125,13 @@ struct plan_claim {
         /* every device of the drained drivers skips NodeUnprepareResources
          * (claim_skips_unprepare; node and driver drains only): does not hold the drain back */
         bool no_node_ops;
+        const struct claim_consumer *podgroup; /* its reservedFor entry of a PodGroup, NULL if none */
+        /* reserved for that PodGroup and used by no pod of the node that has not finished
+         * (claim_podgroup_unused): the kubelet has unprepared it here */
+        bool podgroup_unused;
+        /* podgroup_unused in a node or driver drain: does not hold the drain back. A device
+         * drain waits until its device is free, that is until the PodGroup is deleted. */
+        bool podgroup_released;
 };
 
 struct plan_blocker {
@@ -140,7 +147,7 @@ struct plan {
         size_t n_per_group[_EVICT_GROUP_MAX];
         struct plan_claim *claims; /* claims on the node, sorted ns/name */
         size_t n_claims;
-        size_t n_claims_blocking; /* claims that are neither driver_own nor no_node_ops */
+        size_t n_claims_blocking; /* claims that hold it back (plan_claim_blocks) */
         struct plan_blocker *blockers;
         size_t n_blockers, a_blockers;
         const struct pdb_rec **pdbs; /* PDBs covering at least one evicted pod */
@@ -180,9 +187,9 @@ size_t plan_driver_names(const struct slice_rec *const *slices, size_t n_slices,
 
 /* The plan's entry of claim ns/name (claims are sorted by namespace and name), or NULL. */
 /* Does this claim on the node hold the drain (and the driver's stop) back: neither the
- * drivers' own nor without node operations? */
+ * drivers' own, nor without node operations, nor a PodGroup's that no pod here uses? */
 static inline bool plan_claim_blocks(const struct plan_claim *pc) {
-        return !pc->driver_own && !pc->no_node_ops;
+        return !pc->driver_own && !pc->no_node_ops && !pc->podgroup_released;
 }
 
 const struct plan_claim *plan_find_claim(const struct plan *p, const char *ns, const char *name);
@@ -192,7 +199,7 @@ const struct plan_claim *plan_find_claim(const struct plan *p, const char *ns, c
  * groups: [{name, pods: [{namespace, name, claims: ["ns/name"], pdbs: ["ns/name"],
  * deleting}]}] (the five eviction groups in order), claims: [{namespace, name,
  * reason, devices: [{driver, pool, device}], reservedFor: ["ns/name"], driverOwn, noNodeOperations,
- * deleting}], drivers: [{namespace, name, strategy, daemonset}], stays: [{namespace,
+ * podGroup ("ns/name" or null), podGroupUnused, deleting}], drivers: [{namespace, name, strategy, daemonset}], stays: [{namespace,
  * name, reason}], pdbs: [{namespace, name, disruptionsAllowed, currentHealthy,
  * desiredHealthy, expectedPods}], blockers: [{kind, pod, message}], ok}. */
 int plan_print_text(const struct plan *p, const struct plan_options *o, FILE *f);

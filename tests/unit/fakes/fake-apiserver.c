@@ -139,10 +139,16 @@ char *fake_api_claim(const struct fake_claim *c) {
                                        c->driver)
                              : strdup("");
         _cleanup_free_ char *reserved =
-                c->reserved_name ? test_asprintf("%s\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"%s\","
-                                                 "\"uid\":\"%s\"}]",
-                                                 c->allocated ? "," : "", c->reserved_name, c->reserved_uid)
-                                 : strdup("");
+                c->reserved_podgroup
+                        ? test_asprintf(
+                                  "%s\"reservedFor\":[{\"apiGroup\":\"scheduling.k8s.io\",\"resource\":"
+                                  "\"podgroups\",\"name\":\"%s\",\"uid\":\"pg-%s\"}]",
+                                  c->allocated ? "," : "", c->reserved_podgroup, c->reserved_podgroup)
+                : c->reserved_name
+                        ? test_asprintf("%s\"reservedFor\":[{\"resource\":\"pods\",\"name\":\"%s\","
+                                        "\"uid\":\"%s\"}]",
+                                        c->allocated ? "," : "", c->reserved_name, c->reserved_uid)
+                        : strdup("");
 
         assert_true(owner && alloc && reserved);
         return test_asprintf("{\"metadata\":{\"name\":\"%s\",\"namespace\":\"demo\",\"uid\":\"claim-%s\","

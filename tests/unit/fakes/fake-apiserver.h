@@ -86,6 +86,7 @@ struct fake_claim {
         bool allocated;
         const char *reserved_name, *reserved_uid;
         const char *owner_name, *owner_uid; /* the Pod that owns a claim made from a template */
+        const char *reserved_podgroup;      /* reserved for this PodGroup instead of a pod */
 };
 char *fake_api_claim(const struct fake_claim *c);
 
