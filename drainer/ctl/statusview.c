@@ -96,6 +96,8 @@ const char *status_view_claim_note(const struct status_view *v, size_t i) {
         if (claim_podgroup_unused(v->in->claims[i], v->in->node->name,
                                   (const struct pod_rec *const *)v->in->pods, v->in->n_pods))
                 return ", its PodGroup's, used by no pod here";
+        if (claim_skips_unprepare(v->in->claims[i], NULL, 0))
+                return ", no driver needed (its devices skip NodeUnprepareResources)";
         return "";
 }
 

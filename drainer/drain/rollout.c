@@ -166,9 +166,12 @@ void rollout_node_facts(const struct rollout_node_input *in, struct rollout_node
         for (size_t i = 0; i < in->n_claims; i++) {
                 const struct claim_rec *c = in->claims[i];
 
+                /* Neither a claim whose devices of the driver skip NodeUnprepareResources
+                 * nor a PodGroup's that no pod here uses needs the driver (DESIGN.md). */
                 if (claim_of_driver(c, in->driver) &&
                     claim_on_node(c, n->name, in->pods, in->n_pods, in->slices, in->n_slices) !=
                             CLAIM_NOT_ON_NODE &&
+                    !claim_skips_unprepare(c, &in->driver, 1) &&
                     !claim_podgroup_unused(c, n->name, in->pods, in->n_pods))
                         f.claims++;
         }

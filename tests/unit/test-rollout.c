@@ -266,6 +266,19 @@ static void test_node_sequence(void **state) {
         }
         assert_int_equal(step(&w, msg, sizeof(msg)), ROLLOUT_STEP_REPLACE);
 
+        /* Nor a claim whose device of the driver skips NodeUnprepareResources. */
+        claim_rec_free(w.claims[0]);
+        {
+                cJSON *j = parse("{\"metadata\":{\"namespace\":\"demo\",\"name\":\"s\",\"uid\":\"su\"},"
+                                 "\"status\":{\"allocation\":{\"devices\":{\"results\":[{\"request\":\"r\","
+                                 "\"driver\":\"" DRV "\",\"pool\":\"node-1\",\"device\":\"gpu-0\","
+                                 "\"skipNodeOperations\":[\"NodeUnprepareResources\"]}]}}}}");
+
+                assert_int_equal(claim_rec_from_json(j, &w.claims[0]), 0);
+                cJSON_Delete(j);
+        }
+        assert_int_equal(step(&w, msg, sizeof(msg)), ROLLOUT_STEP_REPLACE);
+
         /* A claim of another driver does not hold it. */
         claim_rec_free(w.claims[0]);
         w.n_claims = 0;

@@ -35,7 +35,8 @@ void status_view_done(struct status_view *v);
 bool status_view_claim_held_by_driver(const struct status_view *v, size_t i);
 /* What the text of status says after claim i's reason: ", held by the driver" (as
  * above), ", its PodGroup's, used by no pod here" (claim_podgroup_unused: unprepared
- * on the node, stays allocated until the PodGroup is deleted), or "". */
+ * on the node, stays allocated until the PodGroup is deleted), ", no driver needed
+ * (...)" (claim_skips_unprepare, every driver), or "". */
 const char *status_view_claim_note(const struct status_view *v, size_t i);
 /* How many of the node's pods have class c. */
 size_t status_view_count(const struct status_view *v, enum pod_class c);

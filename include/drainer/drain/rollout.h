@@ -107,8 +107,10 @@ struct rollout_node_facts {
         const struct pod_rec *old; /* one old pod not being deleted, or NULL */
         size_t new_pods;           /* of the update revision, not deleting */
         size_t new_ready;          /* ... Running and Ready */
-        size_t claims;             /* claims with a device of the driver on the node (a
-                                    * PodGroup's no pod here uses not counted) */
+        size_t claims;             /* claims with a device of the driver on the node that
+                                    * need it (not those whose devices of it skip
+                                    * NodeUnprepareResources, nor a PodGroup's no pod
+                                    * here uses) */
         bool slices;               /* a ResourceSlice of the driver with spec.nodeName == node */
         bool has_state;            /* drainer.io/state.DRIVER is set */
         int phase;                 /* its phase (enum drain_phase), when has_state */
