@@ -19,6 +19,7 @@
 #include "drainer/dra/taintrule.h"
 #include "drainer/drain/state.h"
 #include "drainer/kube/client.h"
+#include "drainer/kube/collect.h"
 #include "drainer/kube/kstatus.h"
 
 struct eviction_call {
@@ -55,6 +56,8 @@ struct planner {
         bool prev_timer_ready;
         struct driver_key_read *key_read;
         char *key, *key_from, *key_why;
+        size_t group_at; /* the next claim of the plan whose PodGroup's pods to read */
+        struct kube_collect group_list;
         size_t probe_at; /* the next pod of the plan to probe */
         struct health_probe *probe;
         struct seamless_check *seam_check;
@@ -70,6 +73,7 @@ struct planner {
 
 static void step_key(struct planner *p);
 static void step_build(struct planner *p);
+static void step_groups(struct planner *p);
 static void step_probe(struct planner *p);
 static void step_seamless(struct planner *p);
 static void step_preview(struct planner *p);
@@ -289,6 +293,75 @@ static void step_build(struct planner *p) {
         }
         if (p->key_why)
                 plan_add_blocker(&p->res.plan, BLOCKER_DRIVER_STOP_KEY, NULL, p->key_why);
+        step_groups(p);
+}
+
+/* ---- a PodGroup's claim: which pods use it, on which nodes ----
+ * The node's own pods tell only this node's share; the claim's namespace is listed
+ * (from the watch cache) once per such claim. A failed read is a note, never the
+ * plan's failure. */
+
+static int group_pods_record(struct plan_claim *pc, const cJSON *items) {
+        const cJSON *item;
+        int r;
+
+        pc->group_pods_read = true;
+        cJSON_ArrayForEach(item, items) {
+                _cleanup_(pod_rec_freep) struct pod_rec *pod = NULL;
+
+                if (pod_rec_from_json(item, &pod) < 0 || !pod_uses_claim(pod, pc->claim))
+                        continue;
+                r = plan_claim_add_group_pod(pc, pod->name, pod->node_name,
+                                             pod->phase == POD_SUCCEEDED || pod->phase == POD_FAILED);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static void on_group_pods(struct kube_collect *c, void *userdata) {
+        struct planner *p = userdata;
+        struct plan_claim *pc = &p->res.plan.claims[p->group_at];
+        int r;
+
+        if (!op_ended(p)) {
+                kube_collect_done(c);
+                return;
+        }
+        if (c->error < 0)
+                r = plan_claim_group_pods_failed(pc, c->message ? c->message : strerror(-c->error));
+        else
+                r = group_pods_record(pc, c->items);
+        kube_collect_done(c);
+        if (r < 0)
+                return ready(p, r, NULL);
+        p->group_at++;
+        step_groups(p);
+}
+
+static void step_groups(struct planner *p) {
+        struct plan *pl = &p->res.plan;
+        int r;
+
+        for (; p->group_at < pl->n_claims; p->group_at++) {
+                struct plan_claim *pc = &pl->claims[p->group_at];
+                _cleanup_free_ char *path = NULL;
+
+                if (!pc->podgroup)
+                        continue;
+                if (asprintf(&path, "/api/v1/namespaces/%s/pods", pc->claim->ns) < 0)
+                        return ready(p, -ENOMEM, NULL);
+                r = kube_collect_list(p->client, path, 500, "0", on_group_pods, p, &p->group_list);
+                if (r == -ENOMEM)
+                        return ready(p, r, NULL);
+                if (r < 0) {
+                        if (plan_claim_group_pods_failed(pc, strerror(-r)) < 0)
+                                return ready(p, -ENOMEM, NULL);
+                        continue;
+                }
+                p->pending++;
+                return;
+        }
         step_probe(p);
 }
 
@@ -755,6 +828,8 @@ void planner_close(struct planner *p, void (*closed)(void *userdata), void *user
                 taint_rule_discovery_cancel(p->disc);
         if (p->key_read)
                 driver_key_read_cancel(p->key_read);
+        if (p->group_list.running)
+                kube_collect_cancel(&p->group_list);
         if (p->probe)
                 health_probe_cancel(p->probe);
         if (p->seam_check)

@@ -135,7 +135,9 @@ const struct claim_consumer *claim_podgroup(const struct claim_rec *c) {
         return NULL;
 }
 
-static bool pod_names_claim(const struct pod_rec *p, const struct claim_rec *c) {
+bool pod_uses_claim(const struct pod_rec *p, const struct claim_rec *c) {
+        assert(p);
+        assert(c);
         if (!streq_ptr(p->ns, c->ns))
                 return false;
         if (streq_ptr(p->extended_claim_name, c->name))
@@ -162,7 +164,7 @@ const struct claim_consumer *claim_podgroup_unused(const struct claim_rec *c, co
                 /* A pod of the node in reservedFor holds it as any claim (rule (a)). */
                 if (claim_reserved_by_pod(c, p))
                         return NULL;
-                if (p->phase != POD_SUCCEEDED && p->phase != POD_FAILED && pod_names_claim(p, c))
+                if (p->phase != POD_SUCCEEDED && p->phase != POD_FAILED && pod_uses_claim(p, c))
                         return NULL;
         }
         return group;

@@ -146,6 +146,19 @@ static void print_claim(FILE *f, const struct plan_claim *pc, int width) {
                       "deleted)",
                       f);
         fputc('\n', f);
+        if (pc->podgroup && pc->group_pods_error)
+                fprintf(f, "      %*s  its pods: not read (%s)\n", width, "", pc->group_pods_error);
+        else if (pc->podgroup && pc->group_pods_read) {
+                fprintf(f, "      %*s  its pods: ", width, "");
+                for (size_t i = 0; i < pc->n_group_pods; i++) {
+                        const struct plan_group_pod *gp = &pc->group_pods[i];
+
+                        fprintf(f, "%s%s/%s %s%s%s", i ? ", " : "", c->ns, gp->name,
+                                gp->node ? "on " : "not scheduled", strempty(gp->node),
+                                gp->finished ? " (finished)" : "");
+                }
+                fputs(pc->n_group_pods ? "\n" : "none\n", f);
+        }
 }
 
 /* What the strategy will do to the node's driver pods, e.g. "evict ns/a (DaemonSet ns/x)". */
@@ -397,7 +410,27 @@ static cJSON *claim_json(const struct plan_claim *pc) {
         if (pc->podgroup)
                 snprintf(group, sizeof group, "%s/%s", c->ns, strna(pc->podgroup->name));
         if (add_str(o, "podGroup", pc->podgroup ? group : NULL) < 0 ||
-            add_bool(o, "podGroupUnused", pc->podgroup_unused) < 0 ||
+            add_bool(o, "podGroupUnused", pc->podgroup_unused) < 0)
+                return NULL;
+        if (!pc->group_pods_read) {
+                if (!cJSON_AddNullToObject(o, "podGroupPods"))
+                        return NULL;
+        } else {
+                cJSON *gps = cJSON_AddArrayToObject(o, "podGroupPods");
+
+                if (!gps)
+                        return NULL;
+                for (size_t i = 0; i < pc->n_group_pods; i++) {
+                        _cleanup_(cJSON_Deletep) cJSON *g = cJSON_CreateObject();
+
+                        if (!g || add_str(g, "name", pc->group_pods[i].name) < 0 ||
+                            add_str(g, "node", pc->group_pods[i].node) < 0 ||
+                            add_bool(g, "finished", pc->group_pods[i].finished) < 0 ||
+                            add_item(gps, NULL, TAKE_PTR(g)) < 0)
+                                return NULL;
+                }
+        }
+        if ((pc->group_pods_error && add_str(o, "podGroupPodsError", pc->group_pods_error) < 0) ||
             add_bool(o, "deleting", c->deleting) < 0)
                 return NULL;
         return TAKE_PTR(o);

@@ -526,9 +526,44 @@ static int collect_pdbs(struct plan *p, const struct pdb_rec *const *pdbs, size_
 
 /* ---- build ---- */
 
+int plan_claim_add_group_pod(struct plan_claim *pc, const char *name, const char *node, bool finished) {
+        struct plan_group_pod *v, gp = { .finished = finished };
+
+        assert(pc && name);
+        pc->group_pods_read = true;
+        v = reallocarray(pc->group_pods, pc->n_group_pods + 1, sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        pc->group_pods = v;
+        gp.name = strdup(name);
+        gp.node = node ? strdup(node) : NULL;
+        if (!gp.name || (node && !gp.node)) {
+                free(gp.name);
+                free(gp.node);
+                return -ENOMEM;
+        }
+        v[pc->n_group_pods++] = gp;
+        return 0;
+}
+
+int plan_claim_group_pods_failed(struct plan_claim *pc, const char *message) {
+        assert(pc && message);
+        free(pc->group_pods_error);
+        pc->group_pods_error = strdup(message);
+        return pc->group_pods_error ? 0 : -ENOMEM;
+}
+
 void plan_done(struct plan *p) {
         if (!p)
                 return;
+        for (size_t i = 0; i < p->n_claims; i++) {
+                for (size_t k = 0; k < p->claims[i].n_group_pods; k++) {
+                        free(p->claims[i].group_pods[k].name);
+                        free(p->claims[i].group_pods[k].node);
+                }
+                free(p->claims[i].group_pods);
+                free(p->claims[i].group_pods_error);
+        }
         for (size_t i = 0; i < p->n_blockers; i++)
                 free(p->blockers[i].message);
         free(p->blockers);

@@ -190,6 +190,95 @@ static void test_node_plan(void **state) {
                 assert_false(streq(fake_transport_request(e->api->ft, i)->path, "/apis/resource.k8s.io/v1"));
 }
 
+/* A claim of node-1 reserved for a PodGroup: the plan lists its pods on every node,
+ * read from its namespace (the watch cache); pods that do not name it are left out. A
+ * failed read of them is a note, the plan still comes. */
+static void test_podgroup_pods(void **state) {
+        static const char spec[] =
+                "\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimName\":\"gang-gpu\"}]";
+        struct env *e = *state;
+        struct planner_result *res;
+        const struct plan_claim *pc;
+        char *claim = fake_api_claim(&(struct fake_claim){ .name = "gang-gpu",
+                                                           .rv = 7,
+                                                           .driver = DRIVER,
+                                                           .allocated = true,
+                                                           .reserved_podgroup = "gang" });
+        char *w0 = fake_api_pod(&(struct fake_pod){ .name = "worker-0", .spec = spec, .ready = "True" });
+        char *w1 = strdup("{\"metadata\":{\"name\":\"worker-1\",\"namespace\":\"demo\",\"uid\":\"u1\"},"
+                          "\"spec\":{\"nodeName\":\"node-2\",\"resourceClaims\":[{\"name\":\"gpu\","
+                          "\"resourceClaimName\":\"gang-gpu\"}]},\"status\":{\"phase\":\"Running\"}}");
+        char *w2 = strdup("{\"metadata\":{\"name\":\"worker-2\",\"namespace\":\"demo\",\"uid\":\"u2\"},"
+                          "\"spec\":{\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimName\":"
+                          "\"gang-gpu\"}]},\"status\":{\"phase\":\"Pending\"}}");
+        char *other = strdup("{\"metadata\":{\"name\":\"web\",\"namespace\":\"demo\",\"uid\":\"u3\"},"
+                             "\"spec\":{\"nodeName\":\"node-2\"},\"status\":{\"phase\":\"Running\"}}");
+        char *text = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        fake_transport_expect_json(e->api->ft, "GET", NODE_GET, 200,
+                                   "{\"metadata\":{\"name\":\"node-1\",\"uid\":\"" FAKE_API_NODE_UID "\","
+                                   "\"resourceVersion\":\"90\"},\"spec\":{},\"status\":{\"conditions\":[{"
+                                   "\"type\":\"Ready\",\"status\":\"True\"}]}}");
+        expect_list(e, FAKE_API_PODS, "PodList", (char *[]){ strdup(w0), NULL });
+        expect_list(e, FAKE_API_CLAIMS, "ResourceClaimList", (char *[]){ claim, NULL });
+        expect_list(e, SLICES, "ResourceSliceList", (char *[]){ NULL });
+        expect_list(e, FAKE_API_PDBS, "PodDisruptionBudgetList", (char *[]){ NULL });
+        expect_list(e, "/api/v1/namespaces/demo/pods", "PodList", (char *[]){ w0, w1, w2, other, NULL });
+        start(e, false);
+        run(e, 100 * MS);
+        assert_int_equal(e->ready, 1);
+        assert_int_equal(e->error, 0);
+        res = planner_result(e->pl);
+        pc = plan_find_claim(&res->plan, "demo", "gang-gpu");
+        assert_non_null(pc);
+        assert_non_null(pc->podgroup);
+        assert_false(pc->podgroup_unused); /* worker-0 runs on node-1 */
+        assert_true(pc->group_pods_read);
+        assert_int_equal(pc->n_group_pods, 3);
+        assert_string_equal(pc->group_pods[0].name, "worker-0");
+        assert_string_equal(pc->group_pods[0].node, "node-1");
+        assert_string_equal(pc->group_pods[1].node, "node-2");
+        assert_null(pc->group_pods[2].node);
+        f = open_memstream(&text, &size);
+        assert_non_null(f);
+        assert_int_equal(plan_print_text(&res->plan, &res->po, f), 0);
+        fclose(f);
+        assert_non_null(strstr(
+                text,
+                "its pods: demo/worker-0 on node-1, demo/worker-1 on node-2, demo/worker-2 not scheduled"));
+        free(text);
+        close_planner(e);
+
+        /* the namespace cannot be read: a note */
+        claim = fake_api_claim(&(struct fake_claim){ .name = "gang-gpu",
+                                                     .rv = 7,
+                                                     .driver = DRIVER,
+                                                     .allocated = true,
+                                                     .reserved_podgroup = "gang" });
+        fake_transport_expect_json(e->api->ft, "GET", NODE_GET, 200,
+                                   "{\"metadata\":{\"name\":\"node-1\",\"uid\":\"" FAKE_API_NODE_UID "\","
+                                   "\"resourceVersion\":\"90\"},\"spec\":{},\"status\":{\"conditions\":[{"
+                                   "\"type\":\"Ready\",\"status\":\"True\"}]}}");
+        expect_list(e, FAKE_API_PODS, "PodList", (char *[]){ NULL });
+        expect_list(e, FAKE_API_CLAIMS, "ResourceClaimList", (char *[]){ claim, NULL });
+        expect_list(e, SLICES, "ResourceSliceList", (char *[]){ NULL });
+        expect_list(e, FAKE_API_PDBS, "PodDisruptionBudgetList", (char *[]){ NULL });
+        fake_transport_expect_json(e->api->ft, "GET", "/api/v1/namespaces/demo/pods?limit=", 403,
+                                   "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"pods is "
+                                   "forbidden\",\"reason\":\"Forbidden\",\"code\":403}");
+        e->ready = e->closed = 0;
+        start(e, false);
+        run(e, 100 * MS);
+        assert_int_equal(e->ready, 1);
+        assert_int_equal(e->error, 0);
+        pc = plan_find_claim(&planner_result(e->pl)->plan, "demo", "gang-gpu");
+        assert_true(pc->podgroup_unused); /* no pod on node-1 */
+        assert_non_null(pc->group_pods_error);
+        assert_non_null(strstr(pc->group_pods_error, "forbidden"));
+}
+
 /* --driver on a server that serves no DeviceTaintRule: the cordon fallback; no driver
  * pod on the node: the seamless answer comes without a read. */
 static void test_driver_without_taint_rules(void **state) {
@@ -404,6 +493,7 @@ static void test_server_dry_run(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_node_plan, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_podgroup_pods, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_driver_without_taint_rules, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_key_unknown_is_a_blocker, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_driver_plan_names_device_drain, setup, teardown),

@@ -61,6 +61,11 @@ bool claim_skips_unprepare(const struct claim_rec *c, const char *const *drivers
  * last pod there that uses it has stopped, before that pod's status says so; the
  * reservation, and the allocation, stay until the PodGroup is deleted. NULL when
  * some pod of the node still uses c, or c is reserved for no PodGroup. */
+/* Whether pod p names claim c: in c's namespace, by its spec.resourceClaims
+ * (resourceClaimName, or the name a template's claim got in resourceClaimStatuses) or
+ * its extended-resource claim. */
+bool pod_uses_claim(const struct pod_rec *p, const struct claim_rec *c);
+
 /* c's first reservedFor entry of a PodGroup (resource "podgroups" in group
  * scheduling.k8s.io), or NULL. */
 const struct claim_consumer *claim_podgroup(const struct claim_rec *c);

@@ -118,6 +118,13 @@ struct plan_pod {
         size_t n_pdbs_all; /* how many cover it (may exceed 4) */
 };
 
+/* A pod that names a PodGroup's claim, on any node (plan_claim_add_group_pod). */
+struct plan_group_pod {
+        char *name; /* in the claim's namespace */
+        char *node; /* spec.nodeName; NULL: not scheduled yet */
+        bool finished;
+};
+
 struct plan_claim {
         const struct claim_rec *claim;
         enum claim_on_node_reason why;
@@ -132,6 +139,13 @@ struct plan_claim {
         /* podgroup_unused in a node or driver drain: does not hold the drain back. A device
          * drain waits until its device is free, that is until the PodGroup is deleted. */
         bool podgroup_released;
+        /* With podgroup: the pods of the namespace, on any node, that name the claim, once
+         * the planner read them (group_pods_read); group_pods_error: why they could not be
+         * read. Owned (plan_done). */
+        struct plan_group_pod *group_pods;
+        size_t n_group_pods;
+        bool group_pods_read;
+        char *group_pods_error;
 };
 
 struct plan_blocker {
@@ -179,6 +193,12 @@ size_t plan_eviction_blockers(const struct plan *p);
  * message is copied. Returns 0 or -ENOMEM. */
 int plan_add_blocker(struct plan *p, enum blocker_kind kind, const struct pod_rec *pod, const char *message);
 
+/* Records a pod that names PodGroup claim pc (node NULL: not scheduled), copied, and
+ * marks the claim's pods read; plan_claim_group_pods_failed() keeps why they could not
+ * be read (copied). Both return 0 or -ENOMEM. */
+int plan_claim_add_group_pod(struct plan_claim *pc, const char *name, const char *node, bool finished);
+int plan_claim_group_pods_failed(struct plan_claim *pc, const char *message);
+
 /* The DRA driver names of the node's slices (spec.driver), for restore checks:
  * distinct, sorted, borrowed from the slices; at most max of them (the first in
  * sort order). Returns how many were stored in ret. */
@@ -199,7 +219,8 @@ const struct plan_claim *plan_find_claim(const struct plan *p, const char *ns, c
  * groups: [{name, pods: [{namespace, name, claims: ["ns/name"], pdbs: ["ns/name"],
  * deleting}]}] (the five eviction groups in order), claims: [{namespace, name,
  * reason, devices: [{driver, pool, device}], reservedFor: ["ns/name"], driverOwn, noNodeOperations,
- * podGroup ("ns/name" or null), podGroupUnused, deleting}], drivers: [{namespace, name, strategy, daemonset}], stays: [{namespace,
+ * podGroup ("ns/name" or null), podGroupUnused, podGroupPods ([{name, node, finished}],
+ * or null when not read; podGroupPodsError then says why when a read failed), deleting}], drivers: [{namespace, name, strategy, daemonset}], stays: [{namespace,
  * name, reason}], pdbs: [{namespace, name, disruptionsAllowed, currentHealthy,
  * desiredHealthy, expectedPods}], blockers: [{kind, pod, message}], ok}. */
 int plan_print_text(const struct plan *p, const struct plan_options *o, FILE *f);
