@@ -294,14 +294,33 @@ static void skip_ops(struct scenario *s, const char *ns, const char *name, const
         }
 }
 
-static void test_no_node_ops(void **state) {
-        static const char *const gpu[] = { "gpu.example.com" };
-        static const struct drain_device devices[] = { { "gpu.example.com", "node-1", "gpu-1" } };
-        struct scenario s;
-        size_t base, base_gpu;
+/* The plan's text (malloc'd). */
+static char *plan_text(struct scenario *s) {
         char *text = NULL;
         size_t size = 0;
-        FILE *f;
+        FILE *f = open_memstream(&text, &size);
+
+        assert_non_null(f);
+        assert_int_equal(plan_print_text(&s->plan, &s->o, f), 0);
+        fclose(f);
+        return text;
+}
+
+/* A device drain of node-1's gpu-1 (a DeviceTaintRule served). */
+static void scope_gpu1(struct scenario *s) {
+        static const struct drain_device devices[] = { { "gpu.example.com", "node-1", "gpu-1" } };
+
+        s->o.devices = devices;
+        s->o.n_devices = 1;
+        s->o.isolation = PLAN_ISOLATE_TAINT_RULE;
+        s->o.taint_rule_api = "resource.k8s.io/v1";
+}
+
+static void test_no_node_ops(void **state) {
+        static const char *const gpu[] = { "gpu.example.com" };
+        struct scenario s;
+        size_t base, base_gpu;
+        char *text;
 
         (void)state;
         scenario_load(&s);
@@ -331,10 +350,7 @@ static void test_no_node_ops(void **state) {
                 assert_false(find_claim(&s.plan, "monitoring", "exporter-claim")->no_node_ops);
                 assert_int_equal(s.plan.n_claims_blocking, (drv ? base_gpu : base) - 2);
                 if (!drv) {
-                        f = open_memstream(&text, &size);
-                        assert_non_null(f);
-                        assert_int_equal(plan_print_text(&s.plan, &s.o, f), 0);
-                        fclose(f);
+                        text = plan_text(&s);
                         assert_non_null(strstr(text, "skip NodeUnprepareResources"));
                         free(text);
                 }
@@ -343,10 +359,7 @@ static void test_no_node_ops(void **state) {
 
         /* a device drain of gpu-1 waits for demo/shared whatever its driver needs */
         scenario_load(&s);
-        s.o.devices = devices;
-        s.o.n_devices = 1;
-        s.o.isolation = PLAN_ISOLATE_TAINT_RULE;
-        s.o.taint_rule_api = "resource.k8s.io/v1";
+        scope_gpu1(&s);
         skip_ops(&s, "demo", "shared", "*");
         scenario_build(&s);
         assert_false(find_claim(&s.plan, "demo", "shared")->no_node_ops);
@@ -360,14 +373,11 @@ static void test_no_node_ops(void **state) {
  * device drain of its device waits for the PodGroup's deletion. */
 static void test_podgroup_claim(void **state) {
         static const char *const gpu[] = { "gpu.example.com" };
-        static const struct drain_device devices[] = { { "gpu.example.com", "node-1", "gpu-1" } };
         static const char group[] = "[{\"apiGroup\":\"scheduling.k8s.io\",\"resource\":\"podgroups\","
                                     "\"name\":\"gang\",\"uid\":\"pg\"}]";
         struct scenario s;
         size_t base;
-        char *text = NULL;
-        size_t size = 0;
-        FILE *f;
+        char *text;
         cJSON *j, *f_claim;
 
         (void)state;
@@ -403,10 +413,7 @@ static void test_podgroup_claim(void **state) {
                 assert_false(plan_claim_blocks(find_claim(&s.plan, "demo", "shared")));
                 if (!drv) {
                         assert_int_equal(s.plan.n_claims_blocking, base - 1);
-                        f = open_memstream(&text, &size);
-                        assert_non_null(f);
-                        assert_int_equal(plan_print_text(&s.plan, &s.o, f), 0);
-                        fclose(f);
+                        text = plan_text(&s);
                         assert_non_null(strstr(text, "reserved for PodGroup demo/gang"));
                         assert_non_null(strstr(text, "unprepared here, does not hold the drain back"));
                         free(text);
@@ -426,10 +433,7 @@ static void test_podgroup_claim(void **state) {
 
         /* a device drain of gpu-1 waits until the device is free */
         scenario_load(&s);
-        s.o.devices = devices;
-        s.o.n_devices = 1;
-        s.o.isolation = PLAN_ISOLATE_TAINT_RULE;
-        s.o.taint_rule_api = "resource.k8s.io/v1";
+        scope_gpu1(&s);
         set_json(sub(doc_find(&s, "claims", "demo", "shared"), "status"), "reservedFor", group);
         doc_remove(&s, "pods", "demo", "pod-b");
         doc_remove(&s, "pods", "demo", "pod-c");
@@ -437,10 +441,7 @@ static void test_podgroup_claim(void **state) {
         assert_true(find_claim(&s.plan, "demo", "shared")->podgroup_unused);
         assert_false(find_claim(&s.plan, "demo", "shared")->podgroup_released);
         assert_int_equal(s.plan.n_claims_blocking, 1);
-        f = open_memstream(&text, &size);
-        assert_non_null(f);
-        assert_int_equal(plan_print_text(&s.plan, &s.o, f), 0);
-        fclose(f);
+        text = plan_text(&s);
         assert_non_null(strstr(text, "stay allocated until its PodGroup is deleted"));
         free(text);
         scenario_free(&s);
