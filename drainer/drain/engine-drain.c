@@ -576,13 +576,32 @@ static void drain_evict_rest(struct engine *e, const struct node_rec *n, const s
                                    "the node");
 }
 
+/* A device drain waits for a PodGroup's claim that no pod of the node uses until the
+ * PodGroup is deleted (DESIGN.md "Claims of a PodGroup"): says so, naming the first. */
+static const char *podgroup_note(const struct engine *e, char *buf, size_t size) {
+        for (size_t i = 0; i < e->plan.n_claims; i++) {
+                const struct plan_claim *pc = &e->plan.claims[i];
+
+                if (!pc->podgroup_unused || !plan_claim_blocks(pc))
+                        continue;
+                snprintf(buf, size,
+                         "; ResourceClaim %s/%s keeps its device until its PodGroup %s/%s is deleted",
+                         pc->claim->ns, pc->claim->name, pc->claim->ns, strna(pc->podgroup->name));
+                return buf;
+        }
+        return "";
+}
+
 /* wait-released and stop-drivers hold the safety condition of DESIGN.md (left and
  * released, in pass: evictions change no cache before the next reconcile). */
 static void drain_wait_released(struct engine *e, const struct node_rec *n, const struct drain_pass *pass) {
-        engine_set_message(e, "waiting: %zu %s and %zu %s left on the node%s%s", pass->left,
+        char pg[512];
+
+        engine_set_message(e, "waiting: %zu %s and %zu %s left on the node%s%s%s", pass->left,
                            text_plural(pass->left, "pod", "pods"), e->plan.n_claims_blocking,
                            text_plural(e->plan.n_claims_blocking, "ResourceClaim", "ResourceClaims"),
-                           pass->released ? "" : pass->not_ready, pass->ns_terminating);
+                           pass->released ? "" : pass->not_ready, pass->ns_terminating,
+                           podgroup_note(e, pg, sizeof(pg)));
         if (!pass->released)
                 return;
         if (e->o.plan.n_devices > 0)

@@ -170,7 +170,8 @@ struct world {
         /* --driver DRIVER: a drain scoped to the driver; whether the API server serves
          * DeviceTaintRules (v1beta2, as 1.36 with the gate), the rule as the world has it */
         bool scoped, rules_served, rule_present;
-        bool device; /* with scoped: --device DRIVER/node-1/gpu-0 instead of --driver */
+        bool device;           /* with scoped: --device DRIVER/node-1/gpu-0 instead of --driver */
+        char device_rule[128]; /* its rule's name, as created (a hash of the device) */
         unsigned rule_creates, rule_deletes, node_patches;
         bool slice_at_rule_delete;
         /* every DeviceTaintRule the API server holds (rule_present: RULE_NAME among them),
@@ -548,6 +549,11 @@ static const char *json_str_of(const cJSON *j, const char *a, const char *b, con
         return cJSON_IsString(v) ? v->valuestring : "";
 }
 
+/* The name of drainer's rule in this world: the driver's, or the device's once made. */
+static const char *rule_name(const struct world *w) {
+        return w->device && w->device_rule[0] ? w->device_rule : RULE_NAME;
+}
+
 static size_t rule_at(struct world *w, const char *name) {
         for (size_t i = 0; i < w->n_rules; i++)
                 if (streq(json_str_of(w->rules[i], "metadata", "name", NULL), name))
@@ -577,7 +583,7 @@ static void rule_store(struct world *w, cJSON *body) {
                 assert_true(w->n_rules < ELEMENTSOF(w->rules));
                 w->rules[w->n_rules++] = body;
         }
-        w->rule_present = rule_at(w, RULE_NAME) != SIZE_MAX;
+        w->rule_present = rule_at(w, rule_name(w)) != SIZE_MAX;
 }
 
 /* A DeviceTaintRule of name as the admission policy would let anyone with the rights
@@ -615,8 +621,15 @@ static void on_rule_request(struct world *w, const struct fake_request *r) {
                 assert_string_equal(json_str_of(b, "spec", "deviceSelector", "driver"), DRIVER);
                 assert_string_equal(json_str_of(b, "spec", "deviceSelector", "pool"), "node-1");
                 assert_string_equal(json_str_of(b, "spec", "taint", "effect"), "NoSchedule");
-                assert_string_equal(json_str_of(b, "metadata", "name", NULL), RULE_NAME);
-                exists = rule_at(w, RULE_NAME) != SIZE_MAX;
+                if (w->device) {
+                        const char *nm = json_str_of(b, "metadata", "name", NULL);
+
+                        assert_true(strncmp(nm, "drainer-6-node-1-" DRIVER "-",
+                                            strlen("drainer-6-node-1-" DRIVER "-")) == 0);
+                        snprintf(w->device_rule, sizeof(w->device_rule), "%s", nm);
+                } else
+                        assert_string_equal(json_str_of(b, "metadata", "name", NULL), RULE_NAME);
+                exists = rule_at(w, rule_name(w)) != SIZE_MAX;
                 if (exists) {
                         cJSON_Delete(b);
                         fake_transport_expect_json(w->ft, "POST", RULES_PATH, 409,
@@ -626,7 +639,7 @@ static void on_rule_request(struct world *w, const struct fake_request *r) {
                         _cleanup_free_ char *obj = NULL;
 
                         rule_store(w, b);
-                        obj = cJSON_PrintUnformatted(w->rules[rule_at(w, RULE_NAME)]);
+                        obj = cJSON_PrintUnformatted(w->rules[rule_at(w, rule_name(w))]);
                         fake_transport_expect_json(w->ft, "POST", RULES_PATH, 201, obj);
                 }
                 w->rule_creates++;
@@ -671,11 +684,11 @@ static void on_rule_request(struct world *w, const struct fake_request *r) {
                                 "{\"kind\":\"Status\",\"reason\":\"Conflict\",\"code\":409}");
                 } else {
                         fake_transport_expect_json(w->ft, "DELETE", r->path, 200, "{}");
-                        if (streq(name, RULE_NAME))
+                        if (streq(name, rule_name(w)))
                                 w->slice_at_rule_delete = w->slice;
                         cJSON_Delete(w->rules[at]);
                         w->rules[at] = w->rules[--w->n_rules];
-                        w->rule_present = rule_at(w, RULE_NAME) != SIZE_MAX;
+                        w->rule_present = rule_at(w, rule_name(w)) != SIZE_MAX;
                         w->rule_deletes++;
                         snprintf(w->deleted_rules + strlen(w->deleted_rules),
                                  sizeof(w->deleted_rules) - strlen(w->deleted_rules), "%s ", name);
@@ -1538,6 +1551,22 @@ static void test_podgroup_claim_does_not_hold_driver(void **state) {
         assert_int_equal(w->driver_stopped_at, 0);
         assert_int_equal(w->driver_evictions, 0);
         assert_true(w->slice);
+
+        /* a device drain of its device waits for the PodGroup's deletion, and says so */
+        w = renew(state);
+        world_init(w, &driver_stop_taint, false);
+        w->scoped = w->device = w->rules_served = true;
+        w->claims[0].podgroup = true;
+        w->claims[0].reserved = false;
+        w->timeout_usec = 40 * SEC;
+        run_engine(w, ENGINE_GOAL_DRAIN);
+        run_until(w, 60 * SEC);
+        print_message("  --device: %s\n", strna(w->message));
+        assert_true(w->finished);
+        assert_int_equal(w->result, -ETIMEDOUT);
+        assert_false(pod_named(w, "gpu-a")->present);
+        assert_non_null(strstr(w->message, "keeps its device until its PodGroup demo/gang is deleted"));
+        assert_int_equal(w->driver_stopped_at, 0);
 }
 
 /* On restore the driver pod comes back but is never Ready, or its unit fails to
