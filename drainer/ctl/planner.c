@@ -3,6 +3,7 @@
  * server dry run of it. Owns its snapshot, its reads and the dry run's answers; writes
  * nothing that persists, prints nothing. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,9 +57,9 @@ struct planner {
         bool prev_timer_ready;
         struct driver_key_read *key_read;
         char *key, *key_from, *key_why;
-        size_t group_at; /* the next claim of the plan whose PodGroup's pods to read */
-        struct kube_collect group_list;
-        size_t probe_at; /* the next pod of the plan to probe */
+        size_t group_at;          /* the next claim of the plan whose PodGroup's pods to read */
+        struct kube_collect list; /* the PodGroups' pods, then the NodeClaims */
+        size_t probe_at;          /* the next pod of the plan to probe */
         struct health_probe *probe;
         struct seamless_check *seam_check;
         struct kube_call *cordon_call;
@@ -74,6 +75,7 @@ struct planner {
 static void step_key(struct planner *p);
 static void step_build(struct planner *p);
 static void step_groups(struct planner *p);
+static void step_peer(struct planner *p);
 static void step_probe(struct planner *p);
 static void step_seamless(struct planner *p);
 static void step_preview(struct planner *p);
@@ -351,7 +353,7 @@ static void step_groups(struct planner *p) {
                         continue;
                 if (asprintf(&path, "/api/v1/namespaces/%s/pods", pc->claim->ns) < 0)
                         return ready(p, -ENOMEM, NULL);
-                r = kube_collect_list(p->client, path, 500, "0", on_group_pods, p, &p->group_list);
+                r = kube_collect_list(p->client, path, 500, "0", on_group_pods, p, &p->list);
                 if (r == -ENOMEM)
                         return ready(p, r, NULL);
                 if (r < 0) {
@@ -362,7 +364,86 @@ static void step_groups(struct planner *p) {
                 p->pending++;
                 return;
         }
+        step_peer(p);
+}
+
+/* ---- Karpenter: the node's NodeClaim and its terminationGracePeriod ----
+ * When it runs out, Karpenter deletes what is left on the node without the Eviction
+ * API, grace periods cut to what remains: one shorter than the drain needs (its claim
+ * holders' grace, then the driver's) is named. A failed read is a warning too: the
+ * node says it is Karpenter's. */
+
+#define KARPENTER_NODEPOOL_LABEL "karpenter.sh/nodepool"
+#define KARPENTER_NODECLAIMS     "/apis/karpenter.sh/v1/nodeclaims"
+
+static int nodeclaim_check(struct planner *p, const cJSON *nc) {
+        const char *name = json_str(nc, "metadata.name"), *tgp = json_str(nc, "spec.terminationGracePeriod");
+        int64_t holders, drivers, need = plan_grace_needed(&p->res.plan, &holders, &drivers);
+        _cleanup_free_ char *m = NULL;
+        uint64_t usec;
+
+        if (!tgp)
+                return 0; /* none: Karpenter waits for the drain as long as it takes */
+        if (timesrc_parse_duration(tgp, &usec) < 0) {
+                if (asprintf(&m, "Karpenter NodeClaim %s: terminationGracePeriod \"%s\" is not a duration",
+                             strna(name), tgp) < 0)
+                        return -ENOMEM;
+        } else if (usec < (uint64_t)need * USEC_PER_SEC) {
+                if (asprintf(&m,
+                             "Karpenter NodeClaim %s: terminationGracePeriod %s is shorter than this node's "
+                             "drain needs (%" PRIi64 " s: its claim holders' grace up to %" PRIi64
+                             " s, then the DRA driver's %" PRIi64 " s); when it runs out Karpenter deletes "
+                             "what is left without the Eviction API, grace periods cut short, so a claim "
+                             "holder may be killed and the driver stopped while a claim is on the node",
+                             strna(name), tgp, need, holders, drivers) < 0)
+                        return -ENOMEM;
+        }
+        return m ? plan_add_warning(&p->res.plan, m) : 0;
+}
+
+static void on_nodeclaims(struct kube_collect *c, void *userdata) {
+        struct planner *p = userdata;
+        const cJSON *item;
+        int r = 0;
+
+        if (!op_ended(p)) {
+                kube_collect_done(c);
+                return;
+        }
+        if (c->error < 0) {
+                _cleanup_free_ char *m = NULL;
+
+                if (asprintf(&m,
+                             "node %s is Karpenter's (label " KARPENTER_NODEPOOL_LABEL
+                             "), but its NodeClaims "
+                             "could not be read (%s): their terminationGracePeriod is not checked",
+                             p->o.node, c->message ? c->message : strerror(-c->error)) < 0)
+                        r = -ENOMEM;
+                else
+                        r = plan_add_warning(&p->res.plan, m);
+        } else
+                cJSON_ArrayForEach(item, c->items) {
+                        if (r >= 0 && streq_ptr(json_str(item, "status.nodeName"), p->o.node))
+                                r = nodeclaim_check(p, item);
+                }
+        kube_collect_done(c);
+        if (r < 0)
+                return ready(p, r, NULL);
         step_probe(p);
+}
+
+static void step_peer(struct planner *p) {
+        const struct node_rec *n = p->res.in->node;
+        int r;
+
+        if (!n || !kv_get(n->labels, n->n_labels, KARPENTER_NODEPOOL_LABEL))
+                return step_probe(p);
+        r = kube_collect_list(p->client, KARPENTER_NODECLAIMS, 500, "0", on_nodeclaims, p, &p->list);
+        if (r == -ENOMEM)
+                return ready(p, r, NULL);
+        if (r < 0)
+                return step_probe(p);
+        p->pending++;
 }
 
 static void probe_result(struct planner *p, const struct pod_rec *pod, int error,
@@ -828,8 +909,8 @@ void planner_close(struct planner *p, void (*closed)(void *userdata), void *user
                 taint_rule_discovery_cancel(p->disc);
         if (p->key_read)
                 driver_key_read_cancel(p->key_read);
-        if (p->group_list.running)
-                kube_collect_cancel(&p->group_list);
+        if (p->list.running)
+                kube_collect_cancel(&p->list);
         if (p->probe)
                 health_probe_cancel(p->probe);
         if (p->seam_check)

@@ -294,6 +294,10 @@ int plan_print_text(const struct plan *p, const struct plan_options *o, FILE *f)
                 for (size_t i = 0; i < p->n_blockers; i++)
                         fprintf(f, "  - %s\n", p->blockers[i].message);
         }
+        if (p->n_warnings > 0)
+                fprintf(f, "Warnings (%zu):\n", p->n_warnings);
+        for (size_t i = 0; i < p->n_warnings; i++)
+                fprintf(f, "  - %s\n", p->warnings[i]);
 
         return ferror(f) ? -EIO : 0;
 }
@@ -497,10 +501,14 @@ static int json_drivers_stays(cJSON *root, const struct plan *p, const struct pl
 
 static int json_pdbs_blockers(cJSON *root, const struct plan *p) {
         cJSON *pdbs = cJSON_AddArrayToObject(root, "pdbs"),
-              *blockers = cJSON_AddArrayToObject(root, "blockers");
+              *blockers = cJSON_AddArrayToObject(root, "blockers"),
+              *warnings = cJSON_AddArrayToObject(root, "warnings");
 
-        if (!pdbs || !blockers)
+        if (!pdbs || !blockers || !warnings)
                 return -ENOMEM;
+        for (size_t i = 0; i < p->n_warnings; i++)
+                if (add_item(warnings, NULL, cJSON_CreateString(p->warnings[i])) < 0)
+                        return -ENOMEM;
         for (size_t i = 0; i < p->n_pdbs; i++) {
                 const struct pdb_rec *b = p->pdbs[i];
                 _cleanup_(cJSON_Deletep) cJSON *o = new_ns_name(b->ns, b->name);

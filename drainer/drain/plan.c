@@ -546,6 +546,41 @@ int plan_claim_add_group_pod(struct plan_claim *pc, const char *name, const char
         return 0;
 }
 
+int plan_add_warning(struct plan *p, const char *message) {
+        char **v, *m;
+
+        assert(p && message);
+        m = strdup(message);
+        v = m ? reallocarray(p->warnings, p->n_warnings + 1, sizeof(*v)) : NULL;
+        if (!v) {
+                free(m);
+                return -ENOMEM;
+        }
+        p->warnings = v;
+        v[p->n_warnings++] = m;
+        return 0;
+}
+
+int64_t plan_grace_needed(const struct plan *p, int64_t *ret_holders, int64_t *ret_drivers) {
+        int64_t holders = 0, drivers = 0;
+
+        for (size_t i = 0; i < p->n_pods; i++) {
+                const struct plan_pod *pp = &p->pods[i];
+                int64_t g = pp->pod->termination_grace_seconds;
+
+                if (pp->cls == POD_CLASS_DRIVER)
+                        drivers = MAX(drivers, g);
+                else if (pp->group == EVICT_GROUP_CLAIM_HOLDERS ||
+                         pp->group == EVICT_GROUP_CLAIM_HOLDERS_CRITICAL)
+                        holders = MAX(holders, g);
+        }
+        if (ret_holders)
+                *ret_holders = holders;
+        if (ret_drivers)
+                *ret_drivers = drivers;
+        return holders + drivers;
+}
+
 int plan_claim_group_pods_failed(struct plan_claim *pc, const char *message) {
         assert(pc && message);
         free(pc->group_pods_error);
@@ -564,6 +599,9 @@ void plan_done(struct plan *p) {
                 free(p->claims[i].group_pods);
                 free(p->claims[i].group_pods_error);
         }
+        for (size_t i = 0; i < p->n_warnings; i++)
+                free(p->warnings[i]);
+        free(p->warnings);
         for (size_t i = 0; i < p->n_blockers; i++)
                 free(p->blockers[i].message);
         free(p->blockers);

@@ -279,6 +279,92 @@ static void test_podgroup_pods(void **state) {
         assert_non_null(strstr(pc->group_pods_error, "forbidden"));
 }
 
+/* A Karpenter node (label karpenter.sh/nodepool): its NodeClaim's terminationGracePeriod
+ * against the drain's need (claim holders' grace 40 s, then the driver's 30 s): 15s is
+ * named, 2m is not, another node's NodeClaim is not looked at, and NodeClaims that
+ * cannot be read are said; a node without the label reads no NodeClaim. */
+static void test_karpenter_grace(void **state) {
+        static const struct {
+                const char *tgp;
+                int status;
+                const char *want;
+        } cases[] = {
+                { "15s", 200,
+                  "terminationGracePeriod 15s is shorter than this node's drain needs (70 s: its "
+                  "claim holders' grace up to 40 s, then the DRA driver's 30 s)" },
+                { "2m", 200, NULL },
+                { NULL, 404, "its NodeClaims could not be read" },
+                { "soon", 200, "\"soon\" is not a duration" },
+        };
+        struct env *e = *state;
+        size_t reads = 0;
+
+        for (size_t k = 0; k <= ELEMENTSOF(cases); k++) {
+                bool labelled = k < ELEMENTSOF(cases);
+                const struct plan *pl;
+                char *node = test_asprintf("{\"metadata\":{\"name\":\"node-1\",\"uid\":\"" FAKE_API_NODE_UID
+                                           "\",\"resourceVersion\":"
+                                           "\"90\",\"labels\":{%s}},\"spec\":{},\"status\":{\"conditions\":["
+                                           "{\"type\":\"Ready\","
+                                           "\"status\":\"True\"}]}}",
+                                           labelled ? "\"karpenter.sh/nodepool\":\"gpu\"" : "");
+                char *holder = fake_api_pod(&(struct fake_pod){
+                        .name = "holder",
+                        .meta = FAKE_OWNED_BY_RS("h-rs", "rs-h"),
+                        .spec = "\"terminationGracePeriodSeconds\":40,\"resourceClaims\":[{\"name\":\"gpu\","
+                                "\"resourceClaimName\":\"c\"}]",
+                        .ready = "True" });
+                char *driver = fake_api_pod(&(struct fake_pod){
+                        .name = "driver",
+                        .meta = "\"labels\":{\"app.kubernetes.io/"
+                                "component\":\"kubeletplugin\"}," FAKE_OWNED_BY_DS("drv", "ds-drv"),
+                        .ready = "True" });
+
+                if (k > 0) {
+                        close_planner(e);
+                        e->ready = e->closed = 0;
+                }
+                fake_transport_expect_json(e->api->ft, "GET", NODE_GET, 200, node);
+                free(node);
+                expect_list(e, FAKE_API_PODS, "PodList", (char *[]){ holder, driver, NULL });
+                expect_list(e, FAKE_API_CLAIMS, "ResourceClaimList", (char *[]){ NULL });
+                expect_list(e, SLICES, "ResourceSliceList", (char *[]){ NULL });
+                expect_list(e, FAKE_API_PDBS, "PodDisruptionBudgetList", (char *[]){ NULL });
+                if (labelled && cases[k].status == 200) {
+                        char *mine = test_asprintf("{\"metadata\":{\"name\":\"gpu-abc\"},\"spec\":{%s%s%s},"
+                                                   "\"status\":{\"nodeName\":\"node-1\"}}",
+                                                   cases[k].tgp ? "\"terminationGracePeriod\":\"" : "",
+                                                   strempty(cases[k].tgp), cases[k].tgp ? "\"" : "");
+
+                        expect_list(e, "/apis/karpenter.sh/v1/nodeclaims", "NodeClaimList",
+                                    (char *[]){ strdup("{\"metadata\":{\"name\":\"gpu-other\"},\"spec\":{"
+                                                       "\"terminationGracePeriod\":\"1s\"},\"status\":{"
+                                                       "\"nodeName\":\"node-2\"}}"),
+                                                mine, NULL });
+                } else if (labelled)
+                        fake_transport_expect_json(
+                                e->api->ft, "GET", "/apis/karpenter.sh/v1/nodeclaims?limit=", 404,
+                                "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"the "
+                                "server could not find the requested resource\",\"reason\":"
+                                "\"NotFound\",\"code\":404}");
+                start(e, false);
+                run(e, 100 * MS);
+                assert_int_equal(e->ready, 1);
+                assert_int_equal(e->error, 0);
+                pl = &planner_result(e->pl)->plan;
+                print_message("  %s: %s\n", labelled ? strna(cases[k].tgp) : "no label",
+                              pl->n_warnings ? pl->warnings[0] : "(no warning)");
+                assert_int_equal(plan_grace_needed(pl, NULL, NULL), 70);
+                if (labelled && cases[k].want) {
+                        assert_int_equal(pl->n_warnings, 1);
+                        assert_non_null(strstr(pl->warnings[0], cases[k].want));
+                } else
+                        assert_int_equal(pl->n_warnings, 0);
+                assert_int_equal(fake_transport_count(e->api->ft, "GET", "/apis/karpenter.sh/v1/nodeclaims"),
+                                 reads += labelled);
+        }
+}
+
 /* --driver on a server that serves no DeviceTaintRule: the cordon fallback; no driver
  * pod on the node: the seamless answer comes without a read. */
 static void test_driver_without_taint_rules(void **state) {
@@ -494,6 +580,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_node_plan, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_podgroup_pods, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_karpenter_grace, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_driver_without_taint_rules, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_key_unknown_is_a_blocker, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_driver_plan_names_device_drain, setup, teardown),

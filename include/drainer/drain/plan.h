@@ -166,6 +166,10 @@ struct plan {
         size_t n_blockers, a_blockers;
         const struct pdb_rec **pdbs; /* PDBs covering at least one evicted pod */
         size_t n_pdbs;
+        /* What may go wrong around the drain without holding it back (e.g. a peer that
+         * deletes the node sooner than the drain needs), owned; plan_add_warning() */
+        char **warnings;
+        size_t n_warnings;
 };
 
 /* Builds the plan from borrowed records (which must outlive it). Pods not bound to
@@ -192,6 +196,14 @@ size_t plan_eviction_blockers(const struct plan *p);
 /* Adds a blocker (e.g. BLOCKER_DRIVER_UNHEALTHY from a failed health probe); the
  * message is copied. Returns 0 or -ENOMEM. */
 int plan_add_blocker(struct plan *p, enum blocker_kind kind, const struct pod_rec *pod, const char *message);
+
+/* Adds a warning (copied). Returns 0 or -ENOMEM. */
+int plan_add_warning(struct plan *p, const char *message);
+
+/* How long the node's drain needs at least once it starts, in seconds: the longest
+ * termination grace period of its claim holders, then of its DRA driver pods (they go
+ * after every claim is released); each part in ret_holders, ret_drivers (may be NULL). */
+int64_t plan_grace_needed(const struct plan *p, int64_t *ret_holders, int64_t *ret_drivers);
 
 /* Records a pod that names PodGroup claim pc (node NULL: not scheduled), copied, and
  * marks the claim's pods read; plan_claim_group_pods_failed() keeps why they could not
@@ -222,7 +234,7 @@ const struct plan_claim *plan_find_claim(const struct plan *p, const char *ns, c
  * podGroup ("ns/name" or null), podGroupUnused, podGroupPods ([{name, node, finished}],
  * or null when not read; podGroupPodsError then says why when a read failed), deleting}], drivers: [{namespace, name, strategy, daemonset}], stays: [{namespace,
  * name, reason}], pdbs: [{namespace, name, disruptionsAllowed, currentHealthy,
- * desiredHealthy, expectedPods}], blockers: [{kind, pod, message}], ok}. */
+ * desiredHealthy, expectedPods}], blockers: [{kind, pod, message}], warnings: ["..."], ok}. */
 int plan_print_text(const struct plan *p, const struct plan_options *o, FILE *f);
 cJSON *plan_to_json(const struct plan *p, const struct plan_options *o);
 
