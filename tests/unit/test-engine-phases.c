@@ -1510,24 +1510,40 @@ static void test_allocated_claim_holds_wait_released(void **state) {
         }
 }
 
+/* A world whose gpu-a-claim is reserved for PodGroup "gang" (it stays reserved and
+ * allocated), drained by strategy s (device: --device instead) with --timeout 40s;
+ * tweak runs on the world before the engine starts, when given. */
+static void podgroup_drain(struct world *w, const struct driver_stop_ops *s, bool device,
+                           void (*tweak)(struct world *w)) {
+        world_init(w, s, false);
+        w->scoped = w->device = w->rules_served = device;
+        w->claims[0].podgroup = true;
+        w->claims[0].reserved = false;
+        w->timeout_usec = 40 * SEC;
+        if (tweak)
+                tweak(w);
+        run_engine(w, ENGINE_GOAL_DRAIN);
+        run_until(w, 60 * SEC);
+        print_message("  --driver-stop %s%s: %s\n", s->name, device ? " --device" : "", strna(w->message));
+        assert_true(w->finished);
+}
+
+static void holder_stuck(struct world *w) {
+        pod_named(w, "gpu-a")->stuck = true;
+}
+
 /* A claim reserved for a PodGroup stays reserved and allocated on the node until the
  * PodGroup is deleted. Once its pod on the node is gone the kubelet has unprepared it
  * here, so the drain goes on and the driver stops after that pod, not before; while the
- * pod stays (terminating for good) the driver never stops. */
+ * pod stays (terminating for good) the driver never stops; a device drain of its device
+ * waits for the PodGroup's deletion, and says so. */
 static void test_podgroup_claim_does_not_hold_driver(void **state) {
         struct world *w = *state;
 
         for (size_t s = 0; s < ELEMENTSOF(strategies) - 1; s++) {
                 if (s > 0)
                         w = renew(state);
-                world_init(w, strategies[s], false);
-                w->claims[0].podgroup = true;
-                w->claims[0].reserved = false;
-                w->timeout_usec = 40 * SEC;
-                run_engine(w, ENGINE_GOAL_DRAIN);
-                run_until(w, 60 * SEC);
-                print_message("  --driver-stop %s: %s\n", strategies[s]->name, strna(w->message));
-                assert_true(w->finished);
+                podgroup_drain(w, strategies[s], false, NULL);
                 if (w->result != 0)
                         fail_msg("drain ended %d: %s", w->result, strna(w->message));
                 assert_string_equal(node_ann(w, "drainer.io/state"), "drained");
@@ -1538,31 +1554,14 @@ static void test_podgroup_claim_does_not_hold_driver(void **state) {
         }
 
         w = renew(state);
-        world_init(w, &driver_stop_taint, false);
-        w->claims[0].podgroup = true;
-        w->claims[0].reserved = false;
-        pod_named(w, "gpu-a")->stuck = true;
-        w->timeout_usec = 40 * SEC;
-        run_engine(w, ENGINE_GOAL_DRAIN);
-        run_until(w, 60 * SEC);
-        print_message("  its pod never leaves: %s\n", strna(w->message));
-        assert_true(w->finished);
+        podgroup_drain(w, &driver_stop_taint, false, holder_stuck);
         assert_int_equal(w->result, -ETIMEDOUT);
         assert_int_equal(w->driver_stopped_at, 0);
         assert_int_equal(w->driver_evictions, 0);
         assert_true(w->slice);
 
-        /* a device drain of its device waits for the PodGroup's deletion, and says so */
         w = renew(state);
-        world_init(w, &driver_stop_taint, false);
-        w->scoped = w->device = w->rules_served = true;
-        w->claims[0].podgroup = true;
-        w->claims[0].reserved = false;
-        w->timeout_usec = 40 * SEC;
-        run_engine(w, ENGINE_GOAL_DRAIN);
-        run_until(w, 60 * SEC);
-        print_message("  --device: %s\n", strna(w->message));
-        assert_true(w->finished);
+        podgroup_drain(w, &driver_stop_taint, true, NULL);
         assert_int_equal(w->result, -ETIMEDOUT);
         assert_false(pod_named(w, "gpu-a")->present);
         assert_non_null(strstr(w->message, "keeps its device until its PodGroup demo/gang is deleted"));

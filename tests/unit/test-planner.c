@@ -133,20 +133,25 @@ static void expect_list(struct env *e, const char *path, const char *kind, char 
         fake_transport_expect_json(e->api->ft, "GET", prefix, 200, body);
 }
 
-/* node-1 with the annotations given (a JSON object's members, "" none) and the pods given
- * (NULL-terminated, malloc'd, taken), no claims, no slices. */
-static void expect_snapshot_annotated(struct env *e, const char *annotations, char **pods) {
+/* node-1 with the annotations and labels given (a JSON object's members, "" none), the
+ * pods and claims given (NULL-terminated, malloc'd, taken), no slices. */
+static void expect_snapshot_full(struct env *e, const char *annotations, const char *labels, char **pods,
+                                 char **claims) {
         _cleanup_free_ char *node =
                 test_asprintf("{\"metadata\":{\"name\":\"node-1\",\"uid\":\"" FAKE_API_NODE_UID "\","
-                              "\"resourceVersion\":\"90\",\"annotations\":{%s}},\"spec\":{},\"status\":{"
-                              "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
-                              annotations);
+                              "\"resourceVersion\":\"90\",\"annotations\":{%s},\"labels\":{%s}},\"spec\":{},"
+                              "\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+                              annotations, labels);
 
         fake_transport_expect_json(e->api->ft, "GET", NODE_GET, 200, node);
         expect_list(e, FAKE_API_PODS, "PodList", pods);
-        expect_list(e, FAKE_API_CLAIMS, "ResourceClaimList", (char *[]){ NULL });
+        expect_list(e, FAKE_API_CLAIMS, "ResourceClaimList", claims);
         expect_list(e, SLICES, "ResourceSliceList", (char *[]){ NULL });
         expect_list(e, FAKE_API_PDBS, "PodDisruptionBudgetList", (char *[]){ NULL });
+}
+
+static void expect_snapshot_annotated(struct env *e, const char *annotations, char **pods) {
+        expect_snapshot_full(e, annotations, "", pods, (char *[]){ NULL });
 }
 
 static void expect_snapshot(struct env *e, char **pods) {
@@ -217,14 +222,7 @@ static void test_podgroup_pods(void **state) {
         size_t size = 0;
         FILE *f;
 
-        fake_transport_expect_json(e->api->ft, "GET", NODE_GET, 200,
-                                   "{\"metadata\":{\"name\":\"node-1\",\"uid\":\"" FAKE_API_NODE_UID "\","
-                                   "\"resourceVersion\":\"90\"},\"spec\":{},\"status\":{\"conditions\":[{"
-                                   "\"type\":\"Ready\",\"status\":\"True\"}]}}");
-        expect_list(e, FAKE_API_PODS, "PodList", (char *[]){ strdup(w0), NULL });
-        expect_list(e, FAKE_API_CLAIMS, "ResourceClaimList", (char *[]){ claim, NULL });
-        expect_list(e, SLICES, "ResourceSliceList", (char *[]){ NULL });
-        expect_list(e, FAKE_API_PDBS, "PodDisruptionBudgetList", (char *[]){ NULL });
+        expect_snapshot_full(e, "", "", (char *[]){ strdup(w0), NULL }, (char *[]){ claim, NULL });
         expect_list(e, "/api/v1/namespaces/demo/pods", "PodList", (char *[]){ w0, w1, w2, other, NULL });
         start(e, false);
         run(e, 100 * MS);
@@ -257,14 +255,7 @@ static void test_podgroup_pods(void **state) {
                                                      .driver = DRIVER,
                                                      .allocated = true,
                                                      .reserved_podgroup = "gang" });
-        fake_transport_expect_json(e->api->ft, "GET", NODE_GET, 200,
-                                   "{\"metadata\":{\"name\":\"node-1\",\"uid\":\"" FAKE_API_NODE_UID "\","
-                                   "\"resourceVersion\":\"90\"},\"spec\":{},\"status\":{\"conditions\":[{"
-                                   "\"type\":\"Ready\",\"status\":\"True\"}]}}");
-        expect_list(e, FAKE_API_PODS, "PodList", (char *[]){ NULL });
-        expect_list(e, FAKE_API_CLAIMS, "ResourceClaimList", (char *[]){ claim, NULL });
-        expect_list(e, SLICES, "ResourceSliceList", (char *[]){ NULL });
-        expect_list(e, FAKE_API_PDBS, "PodDisruptionBudgetList", (char *[]){ NULL });
+        expect_snapshot_full(e, "", "", (char *[]){ NULL }, (char *[]){ claim, NULL });
         fake_transport_expect_json(e->api->ft, "GET", "/api/v1/namespaces/demo/pods?limit=", 403,
                                    "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"pods is "
                                    "forbidden\",\"reason\":\"Forbidden\",\"code\":403}");
@@ -302,12 +293,6 @@ static void test_karpenter_grace(void **state) {
         for (size_t k = 0; k <= ELEMENTSOF(cases); k++) {
                 bool labelled = k < ELEMENTSOF(cases);
                 const struct plan *pl;
-                char *node = test_asprintf("{\"metadata\":{\"name\":\"node-1\",\"uid\":\"" FAKE_API_NODE_UID
-                                           "\",\"resourceVersion\":"
-                                           "\"90\",\"labels\":{%s}},\"spec\":{},\"status\":{\"conditions\":["
-                                           "{\"type\":\"Ready\","
-                                           "\"status\":\"True\"}]}}",
-                                           labelled ? "\"karpenter.sh/nodepool\":\"gpu\"" : "");
                 char *holder = fake_api_pod(&(struct fake_pod){
                         .name = "holder",
                         .meta = FAKE_OWNED_BY_RS("h-rs", "rs-h"),
@@ -324,12 +309,8 @@ static void test_karpenter_grace(void **state) {
                         close_planner(e);
                         e->ready = e->closed = 0;
                 }
-                fake_transport_expect_json(e->api->ft, "GET", NODE_GET, 200, node);
-                free(node);
-                expect_list(e, FAKE_API_PODS, "PodList", (char *[]){ holder, driver, NULL });
-                expect_list(e, FAKE_API_CLAIMS, "ResourceClaimList", (char *[]){ NULL });
-                expect_list(e, SLICES, "ResourceSliceList", (char *[]){ NULL });
-                expect_list(e, FAKE_API_PDBS, "PodDisruptionBudgetList", (char *[]){ NULL });
+                expect_snapshot_full(e, "", labelled ? "\"karpenter.sh/nodepool\":\"gpu\"" : "",
+                                     (char *[]){ holder, driver, NULL }, (char *[]){ NULL });
                 if (labelled && cases[k].status == 200) {
                         char *mine = test_asprintf("{\"metadata\":{\"name\":\"gpu-abc\"},\"spec\":{%s%s%s},"
                                                    "\"status\":{\"nodeName\":\"node-1\"}}",
