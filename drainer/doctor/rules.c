@@ -554,6 +554,54 @@ static int check_drain_guard(const struct doctor_rule_input *in, struct doctor_r
         return 0;
 }
 
+/* karpenter-disruption: a driver that tolerates karpenter.sh/disrupted is never evicted
+ * by Karpenter's drain; on the nodes Karpenter manages (label karpenter.sh/nodepool) say
+ * what that means for their claims. Other drivers: drain-guard's business. */
+static int check_karpenter_disruption(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        static const struct node_taint disrupted = { .key = "karpenter.sh/disrupted",
+                                                     .effect = "NoSchedule" };
+        const struct doctor_data *d = in->data;
+        const struct doctor_driver *dr = in->driver;
+        struct doctor_finding *f;
+
+        if (!dr || dr->n_nodes == 0)
+                return 0;
+        for (size_t j = 0; j < dr->n_groups; j++) {
+                const struct doctor_group *g = d->groups.v[dr->groups[j]];
+                const struct pod_rec *pod = NULL;
+                size_t karpenter = 0;
+
+                for (size_t k = 0; k < g->n_pods && !pod; k++) {
+                        const struct pod_rec *p = d->driver_pods.v[g->pods[k]]->rec;
+
+                        if (tolerations_tolerate(p->tolerations, p->n_tolerations, &disrupted))
+                                pod = p;
+                }
+                if (!pod)
+                        continue;
+                for (size_t k = 0; k < dr->n_nodes; k++) {
+                        const struct node_rec *n = doctor_data_node(d, dr->nodes[k]);
+
+                        if (n && kv_get(n->labels, n->n_labels, "karpenter.sh/nodepool"))
+                                karpenter++;
+                }
+                if (karpenter == 0)
+                        continue;
+                f = doctor_report_add(
+                        rep, DOCTOR_SECTION_DRAIN, DOCTOR_PASS, "karpenter-disruption", in->subject,
+                        "its pods tolerate karpenter.sh/disrupted:NoSchedule, so Karpenter never "
+                        "evicts them: on %zu %s of Karpenter's the driver runs until the machine "
+                        "is gone, and every claim released by Karpenter's evictions is unprepared "
+                        "while it runs; it gets no graceful stop (its ResourceSlices go with the "
+                        "Node), and a guard as its preStop hook never runs there",
+                        karpenter, karpenter == 1 ? "node" : "nodes");
+                if (!f || doctor_finding_add_object(f, "%s %s/%s", g->kind ? g->kind : "Pod", strna(g->ns),
+                                                    g->name) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
 /* driver-health: its pods now, Running and Ready, and SERVING where they
  * declare a gRPC liveness port. */
 static int check_driver_health(const struct doctor_rule_input *in, struct doctor_report *rep) {
@@ -1607,6 +1655,8 @@ const struct doctor_rule doctor_rules[] = {
           DOCTOR_RULE_NEEDS_DATA | DOCTOR_RULE_NEEDS_DRIVER, check_rollout_strategy },
         { "drain-guard", DOCTOR_SECTION_DRAIN, DOCTOR_RULE_NEEDS_DATA | DOCTOR_RULE_NEEDS_DRIVER,
           check_drain_guard },
+        { "karpenter-disruption", DOCTOR_SECTION_DRAIN, DOCTOR_RULE_NEEDS_DATA | DOCTOR_RULE_NEEDS_DRIVER,
+          check_karpenter_disruption },
         { "driver-health", DOCTOR_SECTION_LIVENESS, DOCTOR_RULE_NEEDS_DATA | DOCTOR_RULE_NEEDS_DRIVER,
           check_driver_health },
         { "kubelet-versions", DOCTOR_SECTION_SEAMLESS_UPGRADE,

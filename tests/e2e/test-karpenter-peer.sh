@@ -21,8 +21,9 @@
 #     than the drain needs (part 1's plan, of a NodeClaim without one, warns of nothing
 #     after reading the NodeClaims).
 #  3. the guard removed: part 1 again (timed, the order printed).
-#  4. the driver DaemonSet tolerating karpenter.sh/disrupted:NoSchedule: Karpenter never
-#     evicts the driver pod (no eviction of it in the audit log) and the Node goes with it.
+#  4. the driver DaemonSet tolerating karpenter.sh/disrupted:NoSchedule: drainer doctor says
+#     what that means there (karpenter-disruption); Karpenter never evicts the driver pod
+#     (no eviction of it in the audit log) and the Node goes with it.
 # After each part node-2 comes back (its kubelet restarted: a 1.37 kubelet whose Node was
 # deleted does not register it again) and its NodeClaim is made again as up made it.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -305,6 +306,9 @@ echo "-- 4. a driver DaemonSet that tolerates karpenter.sh/disrupted:NoSchedule"
 restore_node && pass "$node back, its NodeClaim Initialized"
 check "the driver DaemonSet tolerates karpenter.sh/disrupted:NoSchedule" guard_off tolerate
 check "the driver runs on $node" wait_until 60 driver_running "$node"
+"$DRAINER" doctor -o json >"$e2e_tmp/doctor4.json" 2>"$e2e_tmp/doctor4.err"
+check "drainer doctor says what the toleration means on Karpenter's nodes (karpenter-disruption)" \
+	jq -e '[.. | objects | select(.check? == "karpenter-disruption" and (.message | test("Karpenter never evicts them")))] | length > 0' "$e2e_tmp/doctor4.json"
 terminate tolerated
 [ -n "$t_gone" ] && pass "tolerating driver: NodeClaim deleted -> Node gone $t_gone s"
 check_eq "Karpenter evicted no driver pod" 0 "$(grep -c "karpenter create pods/eviction dra-system/" "$e2e_tmp/tolerated.txt")"

@@ -1086,6 +1086,25 @@ static void test_rule_drain_guard(void **state) {
         judged_done(&j);
 }
 
+/* Drivers on Karpenter's nodes (label karpenter.sh/nodepool): nic's pods tolerate
+ * karpenter.sh/disrupted, so Karpenter never evicts them: said for its 2 nodes there;
+ * gpu (also on a Karpenter node) does not tolerate it: nothing said here. */
+static void test_rule_karpenter_disruption(void **state) {
+        struct judged j;
+        const struct doctor_finding *f;
+
+        judge(&j, "cluster-drivers.json", NULL, NULL, NULL);
+        f = the(&j.rep, "karpenter-disruption", "driver nic.example.com", DOCTOR_PASS);
+        assert_non_null(strstr(f->message, "Karpenter never evicts them: on 2 nodes of Karpenter's"));
+        assert_objects(f, "DaemonSet net-system/nic-driver", NULL);
+        assert_int_equal(count(&j.rep, "karpenter-disruption", "driver gpu.example.com", -1), 0);
+        judged_done(&j);
+
+        judge(&j, "cluster-healthy.json", NULL, NULL, NULL);
+        assert_int_equal(count(&j.rep, "karpenter-disruption", NULL, -1), 0);
+        judged_done(&j);
+}
+
 static void test_rule_driver_health(void **state) {
         struct judged j;
         const struct doctor_finding *f;
@@ -2266,6 +2285,7 @@ int main(void) {
                 cmocka_unit_test(test_rule_driver_rollout),
                 cmocka_unit_test(test_driver_seamless),
                 cmocka_unit_test(test_rule_drain_guard),
+                cmocka_unit_test(test_rule_karpenter_disruption),
                 cmocka_unit_test(test_rule_driver_health),
                 cmocka_unit_test(test_rule_kubelet_versions),
                 cmocka_unit_test(test_rule_drain_coverage),
