@@ -401,8 +401,16 @@ t_patch=$(grep '"userAgent":"drainer/' "$AUDIT" | jq -rs --arg n "$node" --argjs
 		and (.requestReceivedTimestamp | secs) < $dr) | .requestReceivedTimestamp | secs] | max // empty')
 rel() { awk -v a="$1" -v b="$t_reboot" 'BEGIN { if (a == "") print "?"; else printf "+%.2f", a - b }'; }
 echo "    systemctl reboot at 0; logind \"will reboot now\" $(rel "$t_req") s; drainer's last PATCH of $node (drained) received $(rel "$t_patch") s; logind \"System is rebooting.\" $(rel "$t_go") s"
-check "logind held the reboot until the drain was done: \"will reboot now\" < drainer's drained PATCH at the API server < \"System is rebooting.\"" \
-	awk -v a="${t_req:-9e18}" -v b="${t_patch:-9e18}" -v c="${t_go:-0}" 'BEGIN { exit !(a < b && b < c) }'
+# The follower runs in the container, and the shutdown may kill it before logind's last
+# line reaches it (the container keeps its journal in /run only; a copy of
+# /var/log/journal and a follower on the host through /proc/PID/root found nothing):
+# then the order cannot be judged from logind's side, and that is said.
+if [ -n "$t_req" ] && [ -z "$t_go" ]; then
+	echo "  cannot check here: logind held the reboot until the drain was done (its \"System is rebooting.\" line never reached the journal follower, killed by the shutdown first)"
+else
+	check "logind held the reboot until the drain was done: \"will reboot now\" < drainer's drained PATCH at the API server < \"System is rebooting.\"" \
+		awk -v a="${t_req:-9e18}" -v b="${t_patch:-9e18}" -v c="${t_go:-0}" 'BEGIN { exit !(a < b && b < c) }'
+fi
 check_eq "drainer.io/shutdown-boot-id names this boot" "$(cat /proc/sys/kernel/random/boot_id)" "$(node_ann "$node" drainer.io/shutdown-boot-id)"
 
 echo "  (whole run: $((SECONDS - t_start)) s)"
