@@ -300,8 +300,8 @@ static void step_build(struct planner *p) {
 
 /* ---- a PodGroup's claim: which pods use it, on which nodes ----
  * The node's own pods tell only this node's share; the claim's namespace is listed
- * (from the watch cache) once per such claim. A failed read is a note, never the
- * plan's failure. */
+ * (from the watch cache) once, for every PodGroup claim of that namespace. A failed
+ * read is a note, never the plan's failure. */
 
 static int group_pods_record(struct plan_claim *pc, const cJSON *items) {
         const cJSON *item;
@@ -323,17 +323,25 @@ static int group_pods_record(struct plan_claim *pc, const cJSON *items) {
 
 static void on_group_pods(struct kube_collect *c, void *userdata) {
         struct planner *p = userdata;
-        struct plan_claim *pc = &p->res.plan.claims[p->group_at];
-        int r;
+        struct plan *pl = &p->res.plan;
+        const char *ns = pl->claims[p->group_at].claim->ns;
+        int r = 0;
 
         if (!op_ended(p)) {
                 kube_collect_done(c);
                 return;
         }
-        if (c->error < 0)
-                r = plan_claim_group_pods_failed(pc, c->message ? c->message : strerror(-c->error));
-        else
-                r = group_pods_record(pc, c->items);
+        /* this claim's namespace answers for every PodGroup claim of it still to read */
+        for (size_t i = p->group_at; r >= 0 && i < pl->n_claims; i++) {
+                struct plan_claim *pc = &pl->claims[i];
+
+                if (!pc->podgroup || !streq(pc->claim->ns, ns))
+                        continue;
+                if (c->error < 0)
+                        r = plan_claim_group_pods_failed(pc, c->message ? c->message : strerror(-c->error));
+                else
+                        r = group_pods_record(pc, c->items);
+        }
         kube_collect_done(c);
         if (r < 0)
                 return ready(p, r, NULL);
@@ -349,8 +357,8 @@ static void step_groups(struct planner *p) {
                 struct plan_claim *pc = &pl->claims[p->group_at];
                 _cleanup_free_ char *path = NULL;
 
-                if (!pc->podgroup)
-                        continue;
+                if (!pc->podgroup || pc->group_pods_read || pc->group_pods_error)
+                        continue; /* none, or read with an earlier claim of its namespace */
                 if (asprintf(&path, "/api/v1/namespaces/%s/pods", pc->claim->ns) < 0)
                         return ready(p, -ENOMEM, NULL);
                 r = kube_collect_list(p->client, path, 500, "0", on_group_pods, p, &p->list);

@@ -530,7 +530,6 @@ int plan_claim_add_group_pod(struct plan_claim *pc, const char *name, const char
         struct plan_group_pod *v, gp = { .finished = finished };
 
         assert(pc && name);
-        pc->group_pods_read = true;
         v = reallocarray(pc->group_pods, pc->n_group_pods + 1, sizeof(*v));
         if (!v)
                 return -ENOMEM;
@@ -550,7 +549,7 @@ int plan_add_warning(struct plan *p, const char *message) {
         char **v, *m;
 
         assert(p && message);
-        m = strdup(message);
+        m = text_escape_controls(message, strlen(message)); /* may quote the API's words */
         v = m ? reallocarray(p->warnings, p->n_warnings + 1, sizeof(*v)) : NULL;
         if (!v) {
                 free(m);
@@ -584,7 +583,7 @@ int64_t plan_grace_needed(const struct plan *p, int64_t *ret_holders, int64_t *r
 int plan_claim_group_pods_failed(struct plan_claim *pc, const char *message) {
         assert(pc && message);
         free(pc->group_pods_error);
-        pc->group_pods_error = strdup(message);
+        pc->group_pods_error = text_escape_controls(message, strlen(message)); /* the API's Status */
         return pc->group_pods_error ? 0 : -ENOMEM;
 }
 

@@ -197,7 +197,8 @@ size_t plan_eviction_blockers(const struct plan *p);
  * message is copied. Returns 0 or -ENOMEM. */
 int plan_add_blocker(struct plan *p, enum blocker_kind kind, const struct pod_rec *pod, const char *message);
 
-/* Adds a warning (copied). Returns 0 or -ENOMEM. */
+/* Adds a warning (copied, control characters escaped: it may quote the API). Returns 0
+ * or -ENOMEM. */
 int plan_add_warning(struct plan *p, const char *message);
 
 /* How long the node's drain needs at least once it starts, in seconds: the longest
@@ -205,9 +206,9 @@ int plan_add_warning(struct plan *p, const char *message);
  * after every claim is released); each part in ret_holders, ret_drivers (may be NULL). */
 int64_t plan_grace_needed(const struct plan *p, int64_t *ret_holders, int64_t *ret_drivers);
 
-/* Records a pod that names PodGroup claim pc (node NULL: not scheduled), copied, and
- * marks the claim's pods read; plan_claim_group_pods_failed() keeps why they could not
- * be read (copied). Both return 0 or -ENOMEM. */
+/* Records a pod that names PodGroup claim pc (node NULL: not scheduled), copied (the
+ * caller sets group_pods_read); plan_claim_group_pods_failed() keeps why they could not
+ * be read (copied, control characters escaped). Both return 0 or -ENOMEM. */
 int plan_claim_add_group_pod(struct plan_claim *pc, const char *name, const char *node, bool finished);
 int plan_claim_group_pods_failed(struct plan_claim *pc, const char *message);
 
