@@ -584,7 +584,10 @@ kubectl delete clusterrolebinding,clusterrole deploy-test-pod-delete >/dev/null
 # Slot Leases (--max-parallel, drainer-own-node-leases): a node's token takes a slot only
 # for its own node, and only a free one or one whose holder's tenure is over; it renews,
 # releases and deletes only what its node holds; no renewTime far ahead, no long lease.
-now_micro() { date -u +%Y-%m-%dT%H:%M:%S.000000Z "$@"; }
+# Microseconds, as drainer writes them: a renewal in the same second as the write before
+# must still change the Lease, or the server stamps no managedFields time (the policy
+# then refuses it for want of the API server's clock).
+now_micro() { date -u +%Y-%m-%dT%H:%M:%S.%6NZ "$@"; }
 slot_lease() { # NAME HOLDER RENEWTIME [DURATION]: a slot Lease as drainer/kube/slots.c writes it
 	jq -nc --arg n "$1" --arg h "$2" --arg t "$3" --argjson d "${4:-120}" '{apiVersion: "coordination.k8s.io/v1", kind: "Lease",
 		metadata: {name: $n, namespace: "drainer-system", labels: {"app.kubernetes.io/managed-by": "drainer"}},
