@@ -48,6 +48,7 @@ enum {
         OPT_LE_NAME,
         OPT_CLUSTER_API,
         OPT_WINDOW,
+        OPT_UNHEALTHY_DEVICE,
 };
 
 struct serve_opts {
@@ -65,7 +66,8 @@ struct serve_opts {
         uint64_t le_lease_usec, le_renew_usec, le_retry_usec; /* 0: the defaults */
         const char *le_ns;                                    /* NULL: --lease-namespace */
         const char *le_name;                                  /* NULL: drainer-leader */
-        bool cluster_api; /* --cluster-api: own the Machines' pre-drain hook */
+        bool cluster_api;          /* --cluster-api: own the Machines' pre-drain hook */
+        const char *device_health; /* --on-unhealthy-device: "report", "off" or NULL */
 };
 
 /* The verb's state (verbs.h): what parse read, and what start set going. */
@@ -148,102 +150,25 @@ static int start_machine_hook(struct serve_run *run) {
         return 0;
 }
 
-static const char *goal_name(enum engine_goal goal) {
-        return goal == ENGINE_GOAL_DRAIN ? "drain" : "uncordon";
-}
-
 static void on_manager_event(struct drain_manager *m, const struct drain_manager_event *ev, void *userdata) {
         struct serve_run *run = userdata;
-        const char *served = run->o.all_nodes ? "all nodes" : run->o.node;
-        const char *msg = ev->message;
+        _cleanup_(drain_manager_text_done) struct drain_manager_text t = {};
 
-        switch (ev->kind) {
-        case DRAIN_MANAGER_READY:
-                if (run->notifier)
-                        notifier_ready(run->notifier);
-                log_info("serving %s (%zu node%s watched)", served, ev->n_nodes,
-                         ev->n_nodes == 1 ? "" : "s");
-                break;
-        case DRAIN_MANAGER_IDLE:
-                if (run->notifier)
-                        notifier_status(run->notifier, "idle: watching %s", served);
-                break;
-        case DRAIN_MANAGER_STARTED:
-                log_info("node %s: %s requested", ev->node, goal_name(ev->goal));
-                break;
-        case DRAIN_MANAGER_SWITCHED:
-                log_info("node %s: request changed, switching to %s", ev->node, goal_name(ev->goal));
-                break;
-        case DRAIN_MANAGER_PHASE:
+        if (ev->kind == DRAIN_MANAGER_READY && run->notifier)
+                notifier_ready(run->notifier);
+        if (run->machine_hook && ev->goal == ENGINE_GOAL_DRAIN && ev->kind == DRAIN_MANAGER_DONE)
+                machine_hook_drain_done(run->machine_hook, ev->node);
+        else if (run->machine_hook && ev->goal == ENGINE_GOAL_DRAIN &&
+                 (ev->kind == DRAIN_MANAGER_REFUSED || ev->kind == DRAIN_MANAGER_FAILED))
+                machine_hook_drain_blocked(run->machine_hook, ev->node, ev->message);
+        if (drain_manager_describe(drain_manager_options(m), ev, &t) < 0)
+                return (void)log_oom();
+        if (ev->kind == DRAIN_MANAGER_PHASE)
                 log_set_field("PHASE", drain_phase_to_string(ev->phase));
-                log_info("node %s: %s%s%s", ev->node, drain_phase_to_string(ev->phase), msg ? ": " : "",
-                         strempty(msg));
-                if (run->notifier)
-                        notifier_status(run->notifier, "node %s: %s", ev->node,
-                                        drain_phase_to_string(ev->phase));
-                break;
-        case DRAIN_MANAGER_DONE:
-        case DRAIN_MANAGER_REFUSED:
-        case DRAIN_MANAGER_FAILED:
-                if (run->machine_hook && ev->goal == ENGINE_GOAL_DRAIN) {
-                        if (ev->kind == DRAIN_MANAGER_DONE)
-                                machine_hook_drain_done(run->machine_hook, ev->node);
-                        else
-                                machine_hook_drain_blocked(run->machine_hook, ev->node, msg);
-                }
-                if (ev->kind == DRAIN_MANAGER_DONE)
-                        log_info("node %s: %s", ev->node, strna(msg));
-                else if (ev->kind == DRAIN_MANAGER_REFUSED)
-                        log_error("node %s: %s; waiting until its drainer.io/ annotations change", ev->node,
-                                  strna(msg));
-                else
-                        log_error("node %s: %s (%s); retrying in %llu s", ev->node, strna(msg),
-                                  ev->error == -EPERM ? "refused" : strerror(-ev->error),
-                                  (unsigned long long)(ev->retry_usec / USEC_PER_SEC));
-                if (run->notifier)
-                        notifier_status(run->notifier, "node %s: %s", ev->node,
-                                        ev->kind == DRAIN_MANAGER_DONE
-                                                ? (ev->goal == ENGINE_GOAL_DRAIN ? "drained" : "in service")
-                                                : "failed, retrying");
-                break;
-        case DRAIN_MANAGER_START_FAILED:
-                log_error("node %s: cannot start the drain engine: %s", ev->node, strerror(-ev->error));
-                break;
-        case DRAIN_MANAGER_WAITING:
-                log_info("node %s: %s", ev->node, strna(msg));
-                break;
-        case DRAIN_MANAGER_SLOT_ERROR:
-        case DRAIN_MANAGER_BAD_STATE:
-                log_error("node %s: %s", ev->node, strna(msg));
-                break;
-        case DRAIN_MANAGER_PATCH_CONFLICT:
-                log_debug("node %s: the Node changed under the annotations' patch (409), writing them "
-                          "again on the newer version",
-                          ev->node);
-                break;
-        case DRAIN_MANAGER_PATCH_FAILED:
-                log_warning("node %s: updating annotations failed: %s, retrying", ev->node,
-                            msg ? msg : strerror(-ev->error));
-                break;
-        case DRAIN_MANAGER_WATCH_ERROR:
-                log_warning("watching nodes: %s, retrying", msg ? msg : strerror(-ev->error));
-                break;
-        case DRAIN_MANAGER_PAUSE:
-                log_info("%s=%s on namespace %s: %s", DRAINER_ANN_PAUSE,
-                         streq_ptr(msg, "paused") ? "true" : "false", run->o.lease_ns,
-                         streq_ptr(msg, "paused") ? "drains in flight finish, no new one starts"
-                                                  : "new drains start again");
-                if (run->notifier)
-                        notifier_status(run->notifier, "%s",
-                                        streq_ptr(msg, "paused") ? "paused" : "resumed");
-                break;
-        case DRAIN_MANAGER_LIMIT:
-                log_info("--max-parallel %u%% of %zu node%s: %u at once", run->o.max_parallel_percent,
-                         ev->n_nodes, ev->n_nodes == 1 ? "" : "s", ev->max_parallel);
-                break;
-        default:
-                break;
-        }
+        if (t.line)
+                log_full_errno(t.level, 0, "%s", t.line);
+        if (t.status && run->notifier)
+                notifier_status(run->notifier, "%s", t.status);
 }
 
 /* ---- --leader-elect ---- */
@@ -375,6 +300,7 @@ static const struct argval_field serve_fields[] = {
         ARGVAL_STRING(OPT_LE_NAMESPACE, struct serve_opts, le_ns),
         ARGVAL_STRING(OPT_LE_NAME, struct serve_opts, le_name),
         ARGVAL_SWITCH(OPT_CLUSTER_API, struct serve_opts, cluster_api),
+        ARGVAL_STRING(OPT_UNHEALTHY_DEVICE, struct serve_opts, device_health),
         {},
 };
 
@@ -467,6 +393,7 @@ const struct option serve_options[] = {
         { "leader-elect-resource-namespace", required_argument, NULL, OPT_LE_NAMESPACE },
         { "leader-elect-resource-name", required_argument, NULL, OPT_LE_NAME },
         { "cluster-api", no_argument, NULL, OPT_CLUSTER_API },
+        { "on-unhealthy-device", required_argument, NULL, OPT_UNHEALTHY_DEVICE },
         {},
 };
 
@@ -561,6 +488,11 @@ static int serve_parse(int argc, char **argv, struct global_flags *g, void *stat
         if (o->cluster_api && !o->all_nodes)
                 return log_error_errno(EINVAL, "drainer serve: --cluster-api needs --all-nodes (a Machine's "
                                                "node may be any node of the cluster)");
+        if (o->device_health && !streq(o->device_health, "report") && !streq(o->device_health, "off"))
+                return log_error_errno(EINVAL,
+                                       "drainer serve: --on-unhealthy-device: invalid value \"%s\" "
+                                       "(report, or off)",
+                                       o->device_health);
         if (!o->lease_ns)
                 o->lease_ns = getenv("POD_NAMESPACE") ? getenv("POD_NAMESPACE") : "drainer-system";
         gethostname(run->host, sizeof(run->host) - 1);
@@ -628,6 +560,7 @@ static int serve_start(struct app *a, void *state) {
                                       .window = run->o.window,
                                       .lease_namespace = run->o.lease_ns,
                                       .identity = run->o.identity,
+                                      .device_health = streq_ptr(run->o.device_health, "report"),
                               },
                               &cb, run, &run->manager);
         if (r < 0)

@@ -74,9 +74,8 @@ static void on_event_done(const struct kube_result *res, void *userdata) {
 }
 
 void announcer_notice(struct announcer *a, const struct engine_notice *n) {
-        _cleanup_free_ char *staged = NULL, *body = NULL, *path = NULL;
+        _cleanup_free_ char *staged = NULL;
         const char *message = n->message;
-        int r;
 
         if (a->freed || !n->node || (unsigned)n->kind >= _ENGINE_NOTICE_KIND_MAX || !events[n->kind].reason)
                 return;
@@ -88,8 +87,17 @@ void announcer_notice(struct announcer *a, const struct engine_notice *n) {
                 }
                 message = staged;
         }
-        r = event_build_node(n->node, events[n->kind].type, events[n->kind].reason, message,
-                             timesrc_realtime(a->ts), a->instance, &body, &path);
+        announcer_post(a, n->node, events[n->kind].type, events[n->kind].reason, message);
+}
+
+void announcer_post(struct announcer *a, const struct node_rec *n, const char *type, const char *reason,
+                    const char *message) {
+        _cleanup_free_ char *body = NULL, *path = NULL;
+        int r;
+
+        if (a->freed || !n)
+                return;
+        r = event_build_node(n, type, reason, message, timesrc_realtime(a->ts), a->instance, &body, &path);
         if (r < 0)
                 return (void)log_debug("cannot build an Event: %s, ignoring", strerror(-r));
         r = kube_create(a->client, path, body, on_event_done, a, NULL);

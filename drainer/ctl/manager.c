@@ -18,6 +18,7 @@
 #include "drainer/base/mwindow.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/ctl/announcer.h"
+#include "drainer/ctl/devicehealth.h"
 #include "drainer/ctl/manager.h"
 #include "drainer/ctl/profile.h"
 #include "drainer/dra/nodeview.h"
@@ -78,6 +79,7 @@ struct drain_manager {
         struct hashmap *managed_nodes; /* name -> struct manager_node */
         struct slots *slots;           /* owned; NULL without max_parallel */
         struct announcer *announcer;   /* owned: every node's Events */
+        struct device_health *health;  /* owned: o.device_health */
         struct dtimer reconcile_timer, retry_timer, stop_timer;
         bool timers_ready, reconcile_armed, ready, stopping, stopped;
         /* drainer.io/pause on the lease namespace: watched while new drains ask, closed
@@ -120,6 +122,7 @@ static const char *const event_kind_names[_DRAIN_MANAGER_EVENT_KIND_MAX] = {
         [DRAIN_MANAGER_WATCH_ERROR] = "watch-error",
         [DRAIN_MANAGER_PAUSE] = "pause",
         [DRAIN_MANAGER_LIMIT] = "limit",
+        [DRAIN_MANAGER_DEVICE] = "device",
 };
 
 const char *drain_manager_event_kind_to_string(enum drain_manager_event_kind k) {
@@ -975,6 +978,33 @@ static void on_announcer_idle(void *userdata) {
         stop_check_soon(userdata);
 }
 
+/* ---- device health (o.device_health) ---- */
+
+static const struct node_rec *health_node(const char *name, void *userdata) {
+        return drain_manager_node(userdata, name);
+}
+
+static void on_health_change(struct device_health *d, const struct device_health_change *c, void *userdata) {
+        emit(userdata, (struct drain_manager_event){ .kind = DRAIN_MANAGER_DEVICE,
+                                                     .node = c->node,
+                                                     .message = c->message,
+                                                     .unhealthy = c->unhealthy });
+}
+
+static void on_health_error(struct device_health *d, const char *what, int error, const char *message,
+                            void *userdata) {
+        _cleanup_free_ char *msg = NULL;
+
+        if (asprintf(&msg, "device health, %s: %s", what, message ? message : strerror(-error)) < 0)
+                msg = NULL;
+        emit(userdata, (struct drain_manager_event){
+                               .kind = DRAIN_MANAGER_WATCH_ERROR, .error = error, .message = msg });
+}
+
+static void on_health_stopped(struct device_health *d, void *userdata) {
+        stop_check_soon(userdata);
+}
+
 /* ---- lifecycle ---- */
 
 static void on_stop_timer(struct dtimer *t);
@@ -1049,6 +1079,20 @@ int drain_manager_new(struct kube_client *client, struct transport *transport, s
                 if (r < 0)
                         return r;
         }
+        if (o->device_health) {
+                static const struct device_health_handlers dh = {
+                        .node = health_node,
+                        .on_change = on_health_change,
+                        .on_error = on_health_error,
+                        .on_stopped = on_health_stopped,
+                };
+
+                r = device_health_new(client, ts, m->announcer,
+                                      &(const struct device_health_options){ .node = o->node }, &dh, m,
+                                      &m->health);
+                if (r < 0)
+                        return r;
+        }
         *ret = TAKE_PTR(m);
         return 0;
 }
@@ -1060,7 +1104,7 @@ int drain_manager_start(struct drain_manager *m) {
         if (r < 0)
                 return r;
         m->nodes = cluster_view_nodes(m->cluster);
-        return 0;
+        return m->health ? device_health_start(m->health) : 0;
 }
 
 bool drain_manager_synced(const struct drain_manager *m) {
@@ -1082,6 +1126,10 @@ bool drain_manager_ready(const struct drain_manager *m, char *reason, size_t siz
         return true;
 }
 
+const struct drain_manager_options *drain_manager_options(const struct drain_manager *m) {
+        return &m->o;
+}
+
 const struct node_rec *drain_manager_node(const struct drain_manager *m, const char *name) {
         return m->nodes ? informer_get(m->nodes, name) : NULL;
 }
@@ -1101,7 +1149,8 @@ static bool everything_idle(struct drain_manager *m) {
         size_t i = 0;
 
         if ((m->slots && !m->slots_closed) || !announcer_idle(m->announcer) || m->count_call ||
-            (m->pause_inf && !informer_idle(m->pause_inf)) || (m->pause_old && !informer_idle(m->pause_old)))
+            !device_health_idle(m->health) || (m->pause_inf && !informer_idle(m->pause_inf)) ||
+            (m->pause_old && !informer_idle(m->pause_old)))
                 return false;
         while (hashmap_iterate(m->managed_nodes, &i, &key, &v)) {
                 struct manager_node *mn = v;
@@ -1158,6 +1207,8 @@ void drain_manager_stop(struct drain_manager *m) {
                 informer_stop(m->pause_old);
         if (m->count_call)
                 kube_call_cancel(m->count_call);
+        if (m->health)
+                device_health_stop(m->health);
         dtimer_stop(&m->reconcile_timer);
         m->reconcile_armed = false;
         dtimer_stop(&m->retry_timer);
@@ -1175,6 +1226,7 @@ void drain_manager_free(struct drain_manager *m) {
                 cluster_view_close(m->cluster, NULL, NULL);
         }
         slots_free(m->slots);
+        device_health_free(m->health);
         informer_free(m->pause_inf);
         informer_free(m->pause_old);
         free(m->pause_value);

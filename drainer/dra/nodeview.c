@@ -56,6 +56,10 @@ static const char *const dra_prefixes[] = {
         NULL,
 };
 
+const char *const *dra_api_prefixes(void) {
+        return dra_prefixes;
+}
+
 /* ---- the cluster view ---- */
 
 struct sub {

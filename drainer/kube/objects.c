@@ -247,6 +247,57 @@ static bool plugin_dir_driver(const char *path, char *buf, size_t size) {
         return false;
 }
 
+/* Calls f for each allocatedResourcesStatus[].resources[] entry of every container
+ * status (regular, init, ephemeral) whose health is Unhealthy. */
+static size_t foreach_unhealthy(const cJSON *status,
+                                void (*f)(const cJSON *rs, const cJSON *res, void *userdata),
+                                void *userdata) {
+        static const char *const lists[] = { "containerStatuses", "initContainerStatuses",
+                                             "ephemeralContainerStatuses" };
+        const cJSON *cs, *rs, *res;
+        size_t n = 0;
+
+        for (size_t k = 0; k < ELEMENTSOF(lists); k++)
+                cJSON_ArrayForEach(cs, json_get_arr(status, lists[k])) cJSON_ArrayForEach(
+                        rs, json_get_arr(cs, "allocatedResourcesStatus"))
+                        cJSON_ArrayForEach(
+                                res,
+                                json_get_arr(rs, "resources")) if (streq_ptr(json_get_str(res, "health"),
+                                                                             "Unhealthy") &&
+                                                                   json_get_str(rs, "name") &&
+                                                                   json_get_str(res, "resourceID")) {
+                        if (f)
+                                f(rs, res, userdata);
+                        n++;
+                }
+        return n;
+}
+
+struct unhealthy_fill {
+        struct packer *pk;
+        struct resource_health *a;
+        size_t i;
+};
+
+static void fill_unhealthy(const cJSON *rs, const cJSON *res, void *userdata) {
+        struct unhealthy_fill *u = userdata;
+        struct resource_health scratch, *e = ELEM(u->a, u->i++, scratch);
+
+        e->resource = pk_str(u->pk, json_get_str(rs, "name"));
+        e->id = pk_str(u->pk, json_get_str(res, "resourceID"));
+}
+
+static int pack_unhealthy(struct packer *pk, const cJSON *status, struct pod_rec *p) {
+        size_t n = foreach_unhealthy(status, NULL, NULL);
+        struct unhealthy_fill u = { .pk = pk };
+
+        u.a = pk_array(pk, n, sizeof(struct resource_health));
+        foreach_unhealthy(status, fill_unhealthy, &u);
+        p->unhealthy = u.a;
+        p->n_unhealthy = n;
+        return 0;
+}
+
 static int pod_build(const cJSON *obj, struct packer *pk, struct pod_rec *p) {
         const cJSON *meta, *spec, *status, *ctl, *arr, *c;
         int64_t v;
@@ -280,6 +331,10 @@ static int pod_build(const cJSON *obj, struct packer *pk, struct pod_rec *p) {
                 e->controller = true;
                 p->controller = o;
         }
+
+        r = pack_unhealthy(pk, status, p);
+        if (r < 0)
+                return r;
 
         arr = json_get_arr(spec, "resourceClaims");
         n = json_count(arr);
@@ -586,6 +641,28 @@ int node_rec_from_json(const cJSON *obj, struct node_rec **ret) {
 
 /* ---- resource slices ---- */
 
+/* A device's first NoSchedule or NoExecute taint as "KEY=VALUE:EFFECT" in buf, or NULL
+ * (v1beta1 keeps a device's taints under "basic"). */
+static const char *device_taint(const cJSON *dev, char *buf, size_t size) {
+        const cJSON *taints = json_get_arr(dev, "taints"), *t;
+
+        if (!taints)
+                taints = json_get_arr(json_get_obj(dev, "basic"), "taints");
+        cJSON_ArrayForEach(t, taints) {
+                const char *key = json_get_str(t, "key"), *value = json_get_str(t, "value"),
+                           *effect = json_get_str(t, "effect");
+
+                if (!key || !*key || !(streq_ptr(effect, "NoSchedule") || streq_ptr(effect, "NoExecute")))
+                        continue;
+                if (value && *value)
+                        snprintf(buf, size, "%s=%s:%s", key, value, effect);
+                else
+                        snprintf(buf, size, "%s:%s", key, effect);
+                return buf;
+        }
+        return NULL;
+}
+
 static int slice_build(const cJSON *obj, struct packer *pk, struct slice_rec *s) {
         const cJSON *meta, *spec, *pool;
         int r;
@@ -610,17 +687,23 @@ static int slice_build(const cJSON *obj, struct packer *pk, struct slice_rec *s)
                 s->pool_slice_count = 0;
         s->n_devices = json_count(json_get_arr(spec, "devices"));
         {
-                /* the names, for --device: which devices the slice publishes */
+                /* the names, for --device: which devices the slice publishes; their
+                 * taints, for device health */
                 const char **a = pk_array(pk, s->n_devices, sizeof(char *)), *scratch;
+                const char **t = pk_array(pk, s->n_devices, sizeof(char *)), *scratch_t;
                 const cJSON *e;
                 size_t i = 0;
 
                 cJSON_ArrayForEach(e, json_get_arr(spec, "devices")) {
-                        const char **d = ELEM(a, i++, scratch);
+                        const char **d = ELEM(a, i, scratch), **dt = ELEM(t, i, scratch_t);
+                        char taint[512];
 
+                        i++;
                         *d = pk_opt(pk, json_get_str(e, "name"));
+                        *dt = pk_opt(pk, device_taint(e, taint, sizeof(taint)));
                 }
                 s->devices = a;
+                s->device_taints = t;
         }
         s->all_nodes = json_get_true(spec, "allNodes");
         s->has_node_selector =

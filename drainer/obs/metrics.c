@@ -898,6 +898,17 @@ static const struct metric_desc drainer_metrics[_DRAINER_METRIC_MAX] = {
                                             "unit) is healthy: Running, Ready and SERVING when probed.",
                                             METRIC_GAUGE,
                                             { "node", "driver" } },
+        [DRAINER_METRIC_DEVICE_UNHEALTHY] = { "drainer_device_unhealthy",
+                                              "1 while a device of the node is reported unhealthy (serve "
+                                              "--on-unhealthy-device): by its driver's device taint in the "
+                                              "ResourceSlice, or in a pod's allocatedResourcesStatus.",
+                                              METRIC_GAUGE,
+                                              { "node", "device" } },
+        [DRAINER_METRIC_DEVICE_HEALTH] = { "drainer_device_health_changes_total",
+                                           "Devices that turned unhealthy, and healthy again, as serve "
+                                           "--on-unhealthy-device saw them.",
+                                           METRIC_COUNTER,
+                                           { "health" } },
         [DRAINER_METRIC_API_REQUESTS] = { "drainer_api_requests_total",
                                           "Kubernetes API requests sent (every attempt), by verb and HTTP "
                                           "code "

@@ -20,6 +20,12 @@
 # Unhealthy, every other pod's device stays Healthy, the slice carries the NoSchedule
 # device taint gpu.example.com/unhealthy on that device only; nothing is evicted (the
 # pod keeps its UID and runs). The annotation removed: Healthy again, no taint.
+#
+# Throughout, `drainer serve --node node-1 --on-unhealthy-device=report` runs: the API
+# server receives one Warning Event DrainerDeviceUnhealthy on node-1 naming the device,
+# the slice's taint and the pod's report, then one Normal DrainerDeviceHealthy; its
+# /metrics shows drainer_device_unhealthy for the device meanwhile; the audit log has
+# no eviction, no pod delete and no write but Events from it.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 node=node-1
 cluster_env=$DRAINER_CLUSTER_DIR/cluster.env
@@ -205,6 +211,24 @@ is_health() { [ "$(health_of "$1")" = "$2" ]; }
 
 wait_until 60 is_health "$res" "$holder=Healthy"
 check_eq "before: the API server has $res Healthy in $holder's status" "$holder=Healthy" "$(health_of "$res")"
+
+# serve --on-unhealthy-device=report watches the node's device health from here on.
+health_events() { # REASON: the messages of drainer's Events of that reason on node since the serve started
+	node_events "$node" "$e2e_tmp/events.json"
+	jq -r --arg r "$1" --arg t "$serve_t0" '.[] | select(.reason == $r and .component == "drainer" and .t >= $t) | .message' "$e2e_tmp/events.json"
+}
+metrics_port=$((DRAINER_CLUSTER_API_PORT + 61))
+unhealthy_metric() {
+	curl -sf "http://127.0.0.1:$metrics_port/metrics" | grep -F "drainer_device_unhealthy{node=\"$node\",device=\"$res\"}"
+}
+serve_t0=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+sleep 1
+serve_line=$(audit_lines)
+serve_start h serve --node "$node" --max-parallel 0 --on-unhealthy-device=report --metrics-addr "127.0.0.1:$metrics_port"
+e2e_cleanup_hooks+=("serve_stop h KILL")
+check "serve --on-unhealthy-device=report is up (its /readyz answers)" wait_until 20 curl -sf "http://127.0.0.1:$metrics_port/readyz"
+sleep 2
+check_eq "serve: no device reported unhealthy while every device is Healthy" "" "$(health_events DrainerDeviceUnhealthy)"
 check_eq "before: every other allocated device is Healthy" Healthy "$(others_health "$res")"
 check_eq "before: no device of $node's slice is tainted" "" "$(slice_taints)"
 
@@ -227,6 +251,15 @@ wait_until 30 bash -c "[ \"\$(kubectl get resourceslices -o json | jq -r '[.item
 check_eq "the slice taints $dev only, NoSchedule" "$dev:NoSchedule" "$(slice_taints)"
 check_eq "$holder still runs with the same UID (nothing evicted)" "$holder_uid Running" \
 	"$(kubectl -n demo get pod "$holder" -o jsonpath='{.metadata.uid} {.status.phase}' 2>/dev/null)"
+has_event() { [ -n "$(health_events "$1")" ]; }
+wait_until 20 has_event DrainerDeviceUnhealthy
+unhealthy_msg=$(health_events DrainerDeviceUnhealthy)
+echo "  Event: ${unhealthy_msg:0:400}"
+check_eq "serve: one Warning Event DrainerDeviceUnhealthy on $node" 1 "$(grep -c . <<<"$unhealthy_msg")"
+check "... naming $res, the slice's taint and $holder's report" \
+	grep -q "device $res is unhealthy: .*taints it gpu.example.com/unhealthy=true:NoSchedule.*pod demo/$holder reports it Unhealthy" <<<"$unhealthy_msg"
+check "... and how to take it out of service" grep -qF "drainer drain $node --device $res" <<<"$unhealthy_msg"
+check "serve's /metrics: drainer_device_unhealthy for $res is 1" bash -c "[ \"\$(curl -sf http://127.0.0.1:$metrics_port/metrics | grep -F 'drainer_device_unhealthy{node=\"$node\",device=\"$res\"}' | awk '{print \$2}')\" = 1 ]"
 
 # A name that is no device of the node is ignored (the plugin logs it).
 kubectl annotate node "$node" "sim.drainer.io/unhealthy-devices=gpu-99, $dev" --overwrite >/dev/null
@@ -239,4 +272,18 @@ wait_until 60 is_health "$res" "$holder=Healthy"
 check_eq "annotation removed: $res Healthy again" "$holder=Healthy" "$(health_of "$res")"
 wait_until 30 bash -c "[ -z \"\$(kubectl get resourceslices -o json | jq -r '[.items[].spec.devices[] | select(any(.taints[]?; .key == \"gpu.example.com/unhealthy\"))] | .[].name')\" ]"
 check_eq "annotation removed: no device of $node's slice is tainted" "" "$(slice_taints)"
+wait_until 20 has_event DrainerDeviceHealthy
+check "serve: a Normal Event DrainerDeviceHealthy names $res" grep -q "device $res is no longer reported unhealthy" <<<"$(health_events DrainerDeviceHealthy)"
+check_eq "... and no second DrainerDeviceUnhealthy" 1 "$(health_events DrainerDeviceUnhealthy | grep -c .)"
+check "serve's /metrics: no drainer_device_unhealthy for $res any more" bash -c "! curl -sf http://127.0.0.1:$metrics_port/metrics | grep -qF 'drainer_device_unhealthy{node=\"$node\",device=\"$res\"}'"
+check "serve's /metrics: drainer_device_health_changes_total counted both" bash -c "curl -sf http://127.0.0.1:$metrics_port/metrics | grep -qx 'drainer_device_health_changes_total{health=\"unhealthy\"} 1' && curl -sf http://127.0.0.1:$metrics_port/metrics | grep -qx 'drainer_device_health_changes_total{health=\"healthy\"} 1'"
+serve_stop h
+check_eq "serve exits 0 on SIGTERM" 0 "$serve_rc"
+if audit_log_present; then
+	audit_since "$serve_line" "$e2e_tmp/serve-audit.json"
+	check_eq "audit log: drainer's writes while it watched were Events only (no eviction, no delete, no patch)" "" \
+		"$(jq -r '[.[] | select((.userAgent | startswith("drainer/")) and (.verb | IN("get", "list", "watch") | not) and .objectRef.resource != "events") | "\(.verb) \(.requestURI)"] | unique | join(", ")' "$e2e_tmp/serve-audit.json")"
+	check "audit log: drainer watched node-1's ResourceSlices and pods" bash -c "jq -e '[.[] | select((.userAgent | startswith(\"drainer/\")) and .verb == \"watch\") | .objectRef.resource] | (index(\"resourceslices\") != null and index(\"pods\") != null)' '$e2e_tmp/serve-audit.json' >/dev/null"
+fi
+serve_log h 15 "device|error|warn"
 finish

@@ -1138,8 +1138,101 @@ static void test_event_kind_names(void **state) {
         assert_null(drain_manager_event_kind_to_string(-1));
 }
 
+/* What serve logs and shows of each event: the line, its level, the status. */
+static void test_describe(void **state) {
+        static const struct drain_manager_options one = { .node = "node-1",
+                                                          .lease_namespace = "drainer-system" },
+                                                  all = { .max_parallel_percent = 10 };
+        static const struct {
+                const struct drain_manager_options *o;
+                struct drain_manager_event ev;
+                enum log_level level;
+                const char *line, *status;
+        } cases[] = {
+                { &one,
+                  { .kind = DRAIN_MANAGER_READY, .n_nodes = 1 },
+                  LOG_LEVEL_INFO,
+                  "serving node-1 (1 node watched)",
+                  NULL },
+                { &all, { .kind = DRAIN_MANAGER_IDLE }, LOG_LEVEL_INFO, NULL, "idle: watching all nodes" },
+                { &one,
+                  { .kind = DRAIN_MANAGER_PHASE,
+                    .node = "node-1",
+                    .phase = DRAIN_PHASE_CORDON,
+                    .message = "m" },
+                  LOG_LEVEL_INFO,
+                  "node node-1: cordon: m",
+                  "node node-1: cordon" },
+                { &one,
+                  { .kind = DRAIN_MANAGER_DONE,
+                    .node = "node-1",
+                    .goal = ENGINE_GOAL_UNCORDON,
+                    .message = "back" },
+                  LOG_LEVEL_INFO,
+                  "node node-1: back",
+                  "node node-1: in service" },
+                { &one,
+                  { .kind = DRAIN_MANAGER_FAILED,
+                    .node = "node-1",
+                    .error = -ETIMEDOUT,
+                    .message = "late",
+                    .retry_usec = 30 * USEC_PER_SEC },
+                  LOG_LEVEL_ERROR,
+                  "node node-1: late (Connection timed out); retrying in 30 s",
+                  "node node-1: failed, retrying" },
+                { &one,
+                  { .kind = DRAIN_MANAGER_DEVICE,
+                    .node = "node-1",
+                    .unhealthy = true,
+                    .message = "device d is unhealthy" },
+                  LOG_LEVEL_WARNING,
+                  "node node-1: device d is unhealthy",
+                  NULL },
+                { &one,
+                  { .kind = DRAIN_MANAGER_DEVICE,
+                    .node = "node-1",
+                    .message = "device d is no longer reported unhealthy" },
+                  LOG_LEVEL_INFO,
+                  "node node-1: device d is no longer reported unhealthy",
+                  NULL },
+                { &one,
+                  { .kind = DRAIN_MANAGER_PAUSE, .message = "paused" },
+                  LOG_LEVEL_INFO,
+                  "drainer.io/pause=true on namespace drainer-system: drains in flight finish, no new one "
+                  "starts",
+                  "paused" },
+                { &all,
+                  { .kind = DRAIN_MANAGER_LIMIT, .n_nodes = 40, .max_parallel = 4 },
+                  LOG_LEVEL_INFO,
+                  "--max-parallel 10% of 40 nodes: 4 at once",
+                  NULL },
+                { &one,
+                  { .kind = DRAIN_MANAGER_PATCH_CONFLICT, .node = "node-1" },
+                  LOG_LEVEL_DEBUG,
+                  "node node-1: the Node changed under the annotations' patch (409), writing them again on "
+                  "the newer version",
+                  NULL },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_(drain_manager_text_done) struct drain_manager_text t = {};
+
+                assert_int_equal(drain_manager_describe(cases[i].o, &cases[i].ev, &t), 0);
+                assert_int_equal(t.level, cases[i].level);
+                if (cases[i].line)
+                        assert_string_equal(t.line, cases[i].line);
+                else
+                        assert_null(t.line);
+                if (cases[i].status)
+                        assert_string_equal(t.status, cases[i].status);
+                else
+                        assert_null(t.status);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_describe),
                 cmocka_unit_test_setup_teardown(test_idle, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_request_drains, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_undo_restores, setup, teardown),

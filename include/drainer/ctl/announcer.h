@@ -14,6 +14,7 @@
 struct kube_client;
 struct timesrc;
 struct announcer;
+struct node_rec;
 
 /* instance: this process's name in the Events (source.host, reportingInstance: the
  * host name, serve's --identity); copied; NULL leaves it out. Returns 0 or -ENOMEM. */
@@ -22,6 +23,10 @@ int announcer_new(struct kube_client *client, struct timesrc *ts, const char *in
 /* Posts the Event for notice n, if it is one (every kind is, today). A failure to build
  * or to post is logged at debug level and changes nothing. */
 void announcer_notice(struct announcer *a, const struct engine_notice *n);
+/* Posts an Event of this type and reason (events.h) about Node n, best effort as above:
+ * what a controller other than an engine tells (device health). */
+void announcer_post(struct announcer *a, const struct node_rec *n, const char *type, const char *reason,
+                    const char *message);
 /* No Event in flight. */
 bool announcer_idle(const struct announcer *a);
 /* idle(userdata) runs each time the last Event in flight answers (announcer_idle() turned

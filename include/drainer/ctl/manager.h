@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "drainer/base/log.h"
 #include "drainer/base/macro.h"
 #include "drainer/dra/units.h"
 #include "drainer/drain/engine.h"
@@ -42,6 +43,9 @@ struct drain_manager_options {
         const char *lease_namespace;  /* where the slot Leases live */
         uint64_t lease_duration_usec; /* 0: the slots' default */
         const char *identity;         /* this process in Leases and Events; NULL: none */
+        /* serve --on-unhealthy-device=report: the served nodes' device health watched
+         * (devicehealth.h), each change an Event on the Node, a metric and a DEVICE event. */
+        bool device_health;
 };
 
 /* What happened, for the caller's logs and status lines. */
@@ -64,6 +68,8 @@ enum drain_manager_event_kind {
         DRAIN_MANAGER_WATCH_ERROR,    /* the Node watch failed (error, message): it retries */
         DRAIN_MANAGER_PAUSE,          /* drainer.io/pause changed (message: "paused"/"resumed") */
         DRAIN_MANAGER_LIMIT,          /* --max-parallel N%: the slots are now max_parallel of n_nodes */
+        DRAIN_MANAGER_DEVICE,         /* device_health: a device of node turned unhealthy or not any more
+                                       * (unhealthy; message: who reports it) */
         _DRAIN_MANAGER_EVENT_KIND_MAX,
 };
 
@@ -79,6 +85,7 @@ struct drain_manager_event {
         size_t n_nodes;                       /* READY */
         size_t n_running;                     /* engines running after this event */
         unsigned max_parallel;                /* LIMIT: the slots now, of n_nodes selected */
+        bool unhealthy;                       /* DEVICE */
 };
 
 struct drain_manager_callbacks {
@@ -119,7 +126,22 @@ int drain_manager_patch_node(struct drain_manager *m, const char *name, char *bo
 unsigned drain_manager_percent_of(unsigned pct, size_t n);
 /* Whether new drains are held now by drainer.io/pause on the namespace. */
 bool drain_manager_paused(const struct drain_manager *m);
+/* The options it was made with (their strings borrowed from the caller). */
+const struct drain_manager_options *drain_manager_options(const struct drain_manager *m);
 /* How many engines run now. */
 size_t drain_manager_running(const struct drain_manager *m);
 
 const char *drain_manager_event_kind_to_string(enum drain_manager_event_kind k);
+
+/* What a daemon says of an event (ctl/managerlog.c): a log line at level (log.h's
+ * LOG_LEVEL_*), and the short status a service manager shows (systemd's STATUS=);
+ * either NULL when the event has none. */
+struct drain_manager_text {
+        enum log_level level;
+        char *line, *status;
+};
+/* The text of ev under the manager's options o (the node served, the slots' namespace,
+ * --max-parallel P%). 0, or -ENOMEM (ret empty). */
+int drain_manager_describe(const struct drain_manager_options *o, const struct drain_manager_event *ev,
+                           struct drain_manager_text *ret);
+void drain_manager_text_done(struct drain_manager_text *t);

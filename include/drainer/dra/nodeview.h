@@ -40,6 +40,10 @@ enum {
         NODE_VIEW_ALL = 0x1fu,
 };
 
+/* The group/versions the DRA API may be served at, newest first, NULL-terminated
+ * (informer.h's api_prefixes): what every watch of claims or slices lists. */
+const char *const *dra_api_prefixes(void);
+
 /* "node", "pods", "resourceclaims", "resourceslices", "poddisruptionbudgets" (one part). */
 const char *node_view_part_name(unsigned part);
 

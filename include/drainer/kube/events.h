@@ -10,18 +10,21 @@ struct node_rec;
 #define EVENT_TYPE_NORMAL  "Normal"
 #define EVENT_TYPE_WARNING "Warning"
 
-#define EVENT_REASON_PHASE          "DrainerPhase"   /* a drain, a restore or a wait for a slot started */
-#define EVENT_REASON_BLOCKED        "DrainerBlocked" /* preflight blockers, PDB, ... */
-#define EVENT_REASON_FAILED         "DrainerFailed"  /* gave up */
-#define EVENT_REASON_DONE           "DrainerDone"    /* drained / uncordoned */
+#define EVENT_REASON_PHASE            "DrainerPhase"   /* a drain, a restore or a wait for a slot started */
+#define EVENT_REASON_BLOCKED          "DrainerBlocked" /* preflight blockers, PDB, ... */
+#define EVENT_REASON_FAILED           "DrainerFailed"  /* gave up */
+#define EVENT_REASON_DONE             "DrainerDone"    /* drained / uncordoned */
 /* The node went not Ready during a drain (its kubelet cannot finish pods nor unprepare
  * claims), and Ready again */
-#define EVENT_REASON_NOT_READY      "DrainerNodeNotReady"
-#define EVENT_REASON_READY          "DrainerNodeReady"
+#define EVENT_REASON_NOT_READY        "DrainerNodeNotReady"
+#define EVENT_REASON_READY            "DrainerNodeReady"
 /* --out-of-service: drainer applied node.kubernetes.io/out-of-service / removed it */
-#define EVENT_REASON_OUT_OF_SERVICE "DrainerOutOfService"
+#define EVENT_REASON_OUT_OF_SERVICE   "DrainerOutOfService"
 /* an object drainer was pointed at (by an annotation) is not its own: left alone */
-#define EVENT_REASON_FOREIGN        "DrainerForeignObject"
+#define EVENT_REASON_FOREIGN          "DrainerForeignObject"
+/* serve --on-unhealthy-device: a device of the node reported unhealthy, and healthy again */
+#define EVENT_REASON_DEVICE_UNHEALTHY "DrainerDeviceUnhealthy"
+#define EVENT_REASON_DEVICE_HEALTHY   "DrainerDeviceHealthy"
 
 #define EVENT_COMPONENT              "drainer"
 /* kubectl and the kubelet put Node events (cluster-scoped object) in "default". */

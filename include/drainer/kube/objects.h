@@ -51,6 +51,13 @@ enum pod_phase {
 const char *pod_phase_to_string(enum pod_phase p);   /* "Pending", ...; NULL if out of range */
 enum pod_phase pod_phase_from_string(const char *s); /* _POD_PHASE_INVALID if unknown */
 
+/* An entry of a container's status.allocatedResourcesStatus[].resources[] that says
+ * Unhealthy (KEP-4680: the kubelet fills it from the DRA driver's health stream). */
+struct resource_health {
+        const char *resource; /* its allocatedResourcesStatus[].name: "claim:NAME" or "claim:NAME/REQUEST" */
+        const char *id;       /* resourceID: "DRIVER/POOL/DEVICE", or the device's first CDI ID */
+};
+
 struct pod_rec {
         const char *ns, *name, *uid, *resource_version, *node_name, *pod_ip, *priority_class_name;
         enum pod_phase phase;           /* missing phase reads as POD_PENDING, unknown as POD_UNKNOWN */
@@ -80,6 +87,10 @@ struct pod_rec {
          * port, 0 if none; service, NULL if unset. */
         int32_t grpc_probe_port;
         const char *grpc_probe_service;
+        /* Every container's allocated resources reported Unhealthy (init and ephemeral
+         * containers' too; one entry per container that reports it). */
+        size_t n_unhealthy;
+        const struct resource_health *unhealthy;
 
         size_t alloc_size; /* bytes of the single allocation */
 };
@@ -168,8 +179,12 @@ struct slice_rec {
         int64_t pool_slice_count; /* spec.pool.resourceSliceCount */
         size_t n_devices;
         const char *const *devices; /* spec.devices[].name (an entry NULL without one) */
-        bool all_nodes;             /* spec.allNodes */
-        bool has_node_selector;     /* spec.nodeSelector or spec.perDeviceNodeSelection */
+        /* Per device, as devices: its first taint with the effect NoSchedule or NoExecute
+         * in the slice (the driver's own: KEP-5055, a device it publishes as failed), as
+         * "KEY=VALUE:EFFECT" ("KEY:EFFECT" without a value); NULL: none. */
+        const char *const *device_taints;
+        bool all_nodes;         /* spec.allNodes */
+        bool has_node_selector; /* spec.nodeSelector or spec.perDeviceNodeSelection */
 
         size_t alloc_size;
 };

@@ -130,6 +130,8 @@ enum drainer_metric {
         DRAINER_METRIC_CLAIMS,             /* gauge {node}: ResourceClaims on the node (drivers' excepted) */
         DRAINER_METRIC_PODS_PENDING,       /* gauge {node, group}: pods left to evict, per group */
         DRAINER_METRIC_DRIVER_HEALTHY,     /* gauge {node, driver}: 1 healthy, 0 not */
+        DRAINER_METRIC_DEVICE_UNHEALTHY,   /* gauge {node, device}: 1 while reported unhealthy */
+        DRAINER_METRIC_DEVICE_HEALTH,      /* counter {health}: devices turned unhealthy / healthy */
         DRAINER_METRIC_API_REQUESTS,       /* counter {verb, code} */
         DRAINER_METRIC_API_DURATION,       /* histogram {verb}: watches excepted */
         DRAINER_METRIC_API_RATELIMIT_WAIT, /* histogram {verb}: seconds in the client-side token bucket */
