@@ -20,6 +20,7 @@
 #include "drainer/base/log.h"
 #include "drainer/base/mwindow.h"
 #include "drainer/base/timesrc.h"
+#include "drainer/ctl/devicehealth.h"
 #include "drainer/ctl/machinehook.h"
 #include "drainer/ctl/manager.h"
 #include "drainer/ctl/shutdown.h"
@@ -67,7 +68,7 @@ struct serve_opts {
         const char *le_ns;                                    /* NULL: --lease-namespace */
         const char *le_name;                                  /* NULL: drainer-leader */
         bool cluster_api;          /* --cluster-api: own the Machines' pre-drain hook */
-        const char *device_health; /* --on-unhealthy-device: "report", "off" or NULL */
+        const char *device_health; /* --on-unhealthy-device: devicehealth.h's action, or NULL */
 };
 
 /* The verb's state (verbs.h): what parse read, and what start set going. */
@@ -156,9 +157,10 @@ static void on_manager_event(struct drain_manager *m, const struct drain_manager
 
         if (ev->kind == DRAIN_MANAGER_READY && run->notifier)
                 notifier_ready(run->notifier);
-        if (run->machine_hook && ev->goal == ENGINE_GOAL_DRAIN && ev->kind == DRAIN_MANAGER_DONE)
+        if (run->machine_hook && ev->goal == ENGINE_GOAL_DRAIN && !ev->device &&
+            ev->kind == DRAIN_MANAGER_DONE)
                 machine_hook_drain_done(run->machine_hook, ev->node);
-        else if (run->machine_hook && ev->goal == ENGINE_GOAL_DRAIN &&
+        else if (run->machine_hook && ev->goal == ENGINE_GOAL_DRAIN && !ev->device &&
                  (ev->kind == DRAIN_MANAGER_REFUSED || ev->kind == DRAIN_MANAGER_FAILED))
                 machine_hook_drain_blocked(run->machine_hook, ev->node, ev->message);
         if (drain_manager_describe(drain_manager_options(m), ev, &t) < 0)
@@ -488,10 +490,10 @@ static int serve_parse(int argc, char **argv, struct global_flags *g, void *stat
         if (o->cluster_api && !o->all_nodes)
                 return log_error_errno(EINVAL, "drainer serve: --cluster-api needs --all-nodes (a Machine's "
                                                "node may be any node of the cluster)");
-        if (o->device_health && !streq(o->device_health, "report") && !streq(o->device_health, "off"))
+        if (o->device_health && device_health_action_from_string(o->device_health) < 0)
                 return log_error_errno(EINVAL,
                                        "drainer serve: --on-unhealthy-device: invalid value \"%s\" "
-                                       "(report, or off)",
+                                       "(report, drain-device, or off)",
                                        o->device_health);
         if (!o->lease_ns)
                 o->lease_ns = getenv("POD_NAMESPACE") ? getenv("POD_NAMESPACE") : "drainer-system";
@@ -560,7 +562,8 @@ static int serve_start(struct app *a, void *state) {
                                       .window = run->o.window,
                                       .lease_namespace = run->o.lease_ns,
                                       .identity = run->o.identity,
-                                      .device_health = streq_ptr(run->o.device_health, "report"),
+                                      .device_health = device_health_action_from_string(
+                                              run->o.device_health ? run->o.device_health : "off"),
                               },
                               &cb, run, &run->manager);
         if (r < 0)

@@ -29,6 +29,7 @@
 /* One device reported unhealthy. */
 struct sick {
         char *node, *device;
+        bool published;
         char *message; /* who reports it, as last told */
         bool seen;     /* in the look in progress */
 };
@@ -36,6 +37,7 @@ struct sick {
 /* A look in progress: who reports a device. */
 struct report {
         char *node, *device;
+        bool published;
         char *reporters[MAX_REPORTERS];
         size_t n;
 };
@@ -47,6 +49,7 @@ struct device_health {
         const struct device_health_handlers *h;
         void *userdata;
         char *node;
+        enum device_health_action action;
         uint64_t debounce_usec;
         char *fs; /* spec.nodeName=NODE */
         struct informer *slices, *pods;
@@ -84,8 +87,27 @@ static char *key_of(const char *node, const char *device) {
         return asprintf(&k, "%s%c%s", node, KEY_SEP, device) < 0 ? NULL : k;
 }
 
-/* Adds a reporter of device on node to the look (reporter taken). */
-static int add_report(struct hashmap *look, const char *node, const char *device, char *reporter) {
+static const char *const action_names[_DEVICE_HEALTH_ACTION_MAX] = {
+        [DEVICE_HEALTH_OFF] = "off",
+        [DEVICE_HEALTH_REPORT] = "report",
+        [DEVICE_HEALTH_DRAIN] = "drain-device",
+};
+
+const char *device_health_action_to_string(enum device_health_action a) {
+        return a >= 0 && a < _DEVICE_HEALTH_ACTION_MAX ? action_names[a] : NULL;
+}
+
+enum device_health_action device_health_action_from_string(const char *s) {
+        for (int a = 0; s && a < _DEVICE_HEALTH_ACTION_MAX; a++)
+                if (streq(s, action_names[a]))
+                        return a;
+        return _DEVICE_HEALTH_ACTION_INVALID;
+}
+
+/* Adds a reporter of device on node to the look (reporter taken); published: device
+ * is a device of a slice of node. */
+static int add_report(struct hashmap *look, const char *node, const char *device, bool published,
+                      char *reporter) {
         _cleanup_free_ char *key = key_of(node, device);
         struct report *r;
         int k;
@@ -104,6 +126,7 @@ static int add_report(struct hashmap *look, const char *node, const char *device
                         return -ENOMEM;
                 }
         }
+        r->published |= published;
         if (r->n < MAX_REPORTERS)
                 r->reporters[r->n] = reporter;
         else
@@ -150,7 +173,7 @@ static int collect(struct device_health *d, struct hashmap *look, struct hashmap
                                 return -ENOMEM;
                         if (!s->device_taints[j])
                                 continue;
-                        r = add_report(look, s->node_name, dev,
+                        r = add_report(look, s->node_name, dev, true,
                                        printf_new("its ResourceSlice %s taints it %s", s->name,
                                                   s->device_taints[j]));
                         if (r < 0)
@@ -170,12 +193,12 @@ static int collect(struct device_health *d, struct hashmap *look, struct hashmap
                         if (!key)
                                 return -ENOMEM;
                         if (hashmap_get(published, key))
-                                r = add_report(look, p->node_name, u->id,
+                                r = add_report(look, p->node_name, u->id, true,
                                                printf_new("pod %s/%s reports it Unhealthy (%s)", p->ns,
                                                           p->name, u->resource));
                         else
                                 r = add_report(
-                                        look, p->node_name, u->id,
+                                        look, p->node_name, u->id, false,
                                         printf_new("pod %s/%s reports %s Unhealthy (%s), a resource ID "
                                                    "that is no device the node publishes (a CDI "
                                                    "device ID?)",
@@ -203,20 +226,39 @@ static char *join_reporters(const struct report *r) {
         return TAKE_PTR(s);
 }
 
-static void tell(struct device_health *d, const char *node, const char *device, bool unhealthy,
-                 const char *why) {
+static void tell(struct device_health *d, const struct sick *s, bool unhealthy) {
         _cleanup_free_ char *msg = NULL;
+        const char *node = s->node, *device = s->device;
         const struct node_rec *n = d->h && d->h->node ? d->h->node(node, d->userdata) : NULL;
 
-        if (unhealthy)
+        if (!unhealthy) {
+                _cleanup_free_ char *kept = NULL;
+
+                if (d->action == DEVICE_HEALTH_DRAIN && s->published &&
+                    !(kept = printf_new(
+                              "; a drain of it stays until `drainer uncordon %s --device %s` after "
+                              "the repair",
+                              node, device)))
+                        return (void)log_debug("device health: out of memory");
+                msg = printf_new("device %s is no longer reported unhealthy (no taint of its driver in its "
+                                 "ResourceSlice%s)%s",
+                                 device, d->pods ? ", no pod's status says Unhealthy" : "", strempty(kept));
+        } else if (d->action == DEVICE_HEALTH_DRAIN && s->published)
+                msg = printf_new(
+                        "device %s is unhealthy: %s. drainer drains it "
+                        "(--on-unhealthy-device=drain-device): a NoSchedule DeviceTaintRule, then "
+                        "the pods whose claims hold it evicted; the node and its other devices stay "
+                        "in service",
+                        device, s->message);
+        else if (d->action == DEVICE_HEALTH_DRAIN)
+                msg = printf_new("device %s is unhealthy: %s. It cannot be drained: no device of the "
+                                 "node's ResourceSlices has that name",
+                                 device, s->message);
+        else
                 msg = printf_new("device %s is unhealthy: %s. Nothing is evicted for it "
                                  "(--on-unhealthy-device=report); to take it out of service: "
                                  "drainer drain %s --device %s",
-                                 device, why, node, device);
-        else
-                msg = printf_new("device %s is no longer reported unhealthy (no taint of its driver "
-                                 "in its ResourceSlice%s)",
-                                 device, d->pods ? ", no pod's status says Unhealthy" : "");
+                                 device, s->message, node, device);
         if (!msg)
                 return (void)log_debug("device health: out of memory");
         if (n)
@@ -229,11 +271,13 @@ static void tell(struct device_health *d, const char *node, const char *device, 
         metrics_add(metrics_family(DRAINER_METRIC_DEVICE_HEALTH),
                     METRIC_LABELS(unhealthy ? "unhealthy" : "healthy"), 1);
         if (d->h && d->h->on_change)
-                d->h->on_change(
-                        d,
-                        &(const struct device_health_change){
-                                .node = node, .device = device, .unhealthy = unhealthy, .message = msg },
-                        d->userdata);
+                d->h->on_change(d,
+                                &(const struct device_health_change){ .node = node,
+                                                                      .device = device,
+                                                                      .unhealthy = unhealthy,
+                                                                      .published = s->published,
+                                                                      .message = msg },
+                                d->userdata);
 }
 
 static void look(struct device_health *d) {
@@ -264,6 +308,7 @@ static void look(struct device_health *d) {
                         continue;
                 if (s) {
                         s->seen = true;
+                        s->published = rp->published;
                         free(s->message);
                         s->message = TAKE_PTR(why);
                         continue;
@@ -275,8 +320,9 @@ static void look(struct device_health *d) {
                         continue;
                 }
                 s->seen = true;
+                s->published = rp->published;
                 s->message = TAKE_PTR(why);
-                tell(d, s->node, s->device, true, s->message);
+                tell(d, s, true);
         }
         hashmap_free(now, report_free);
         for (;;) {
@@ -290,7 +336,7 @@ static void look(struct device_health *d) {
                         }
                 if (!gone)
                         break;
-                tell(d, gone->node, gone->device, false, NULL);
+                tell(d, gone, false);
                 sick_free(gone);
         }
 }
@@ -371,6 +417,7 @@ int device_health_new(struct kube_client *client, struct timesrc *ts, struct ann
                                      .announcer = announcer,
                                      .h = h,
                                      .userdata = userdata,
+                                     .action = o && o->action ? o->action : DEVICE_HEALTH_REPORT,
                                      .debounce_usec =
                                              o && o->debounce_usec ? o->debounce_usec : DEBOUNCE_USEC };
         if (o && o->node &&

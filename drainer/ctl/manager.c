@@ -6,6 +6,7 @@
  * prints nothing, never runs the loop, never sleeps. */
 #include <assert.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "drainer/ctl/manager.h"
 #include "drainer/ctl/profile.h"
 #include "drainer/dra/nodeview.h"
+#include "drainer/drain/device.h"
 #include "drainer/drain/engine.h"
 #include "drainer/drain/state.h"
 #include "drainer/kube/client.h"
@@ -61,6 +63,24 @@ struct manager_node {
         char *refused_key;
 };
 
+/* A device reported unhealthy (DEVICE_HEALTH_DRAIN), drained by an engine of its own:
+ * the manager's profile scoped to this one device (its state under the device's scope
+ * on the Node, device.h), one drain of a node at a time. */
+struct manager_device {
+        struct drain_manager *manager;
+        char *node, *id; /* id: "DRIVER/POOL/DEVICE" */
+        char *buf;       /* the parsed id: profile.devices[0] borrows from it */
+        struct drain_profile profile;
+        struct engine *engine; /* owned; running or finishing */
+        bool wanted;           /* reported unhealthy now */
+        bool running, stopped;
+        bool done; /* drained, or out of service by another drain: nothing to do while wanted */
+        unsigned failures;
+        uint64_t retry_at; /* monotonic µs; 0 = now */
+        int64_t asked_at;  /* wall-clock µs, to the second: its place in the slots' queue */
+        char *said;        /* the last waiting reason told, to tell it once */
+};
+
 struct drain_manager {
         struct kube_client *client;  /* borrowed */
         struct transport *transport; /* borrowed */
@@ -80,6 +100,7 @@ struct drain_manager {
         struct slots *slots;           /* owned; NULL without max_parallel */
         struct announcer *announcer;   /* owned: every node's Events */
         struct device_health *health;  /* owned: o.device_health */
+        struct hashmap *devices;       /* "NODE DEVICE" -> struct manager_device (DEVICE_HEALTH_DRAIN) */
         struct dtimer reconcile_timer, retry_timer, stop_timer;
         bool timers_ready, reconcile_armed, ready, stopping, stopped;
         /* drainer.io/pause on the lease namespace: watched while new drains ask, closed
@@ -136,6 +157,9 @@ size_t drain_manager_running(const struct drain_manager *m) {
 
         while (m->managed_nodes && hashmap_iterate(m->managed_nodes, &i, &key, &v))
                 n += ((struct manager_node *)v)->running;
+        i = 0;
+        while (m->devices && hashmap_iterate(m->devices, &i, &key, &v))
+                n += ((struct manager_device *)v)->running;
         return n;
 }
 
@@ -720,17 +744,18 @@ static int limit_for_one(struct drain_manager *m) {
         return m->count_error ? m->count_error : -EINPROGRESS;
 }
 
-/* Whether the new drain of n waits (and says why on its Node, once). */
-static bool held(struct manager_node *mn, const struct node_rec *n, const struct drain_state *st) {
-        struct drain_manager *m = mn->manager;
-        int64_t asked = asked_at(mn, st), now = timesrc_realtime(m->ts);
+/* Whether new drains wait now (the pause, the window, a limit not yet known): 0 they
+ * may start; 1 they wait, with why in *ret (NULL: for a turn of the loop, nothing to say). */
+static int hold_reason(struct drain_manager *m, char **ret) {
+        int64_t now = timesrc_realtime(m->ts);
         char *msg = NULL, when[64];
         int r, k = 0;
 
+        *ret = NULL;
         m->pause_asked = timesrc_now(m->ts);
         r = pause_state(m);
         if (r == -EINPROGRESS)
-                return true; /* a turn of the loop: nothing said */
+                return 1;
         if (r < 0)
                 k = asprintf(&msg,
                              "waiting: cannot read namespace %s for %s (%s); no new drain starts until it "
@@ -754,17 +779,29 @@ static bool held(struct manager_node *mn, const struct node_rec *n, const struct
         } else if (m->slots && m->o.max_parallel_percent && m->o.node) {
                 r = limit_for_one(m);
                 if (r == -EINPROGRESS)
-                        return true;
+                        return 1;
                 if (r < 0)
                         k = asprintf(&msg,
                                      "waiting: cannot count the cluster's Nodes for --max-parallel %u%% "
                                      "(%s), retrying",
                                      m->o.max_parallel_percent, strerror(-r));
                 else
-                        return false;
+                        return 0;
         } else
+                return 0;
+        *ret = k < 0 ? NULL : msg;
+        return 1;
+}
+
+/* Whether the new drain of n waits (and says why on its Node, once). */
+static bool held(struct manager_node *mn, const struct node_rec *n, const struct drain_state *st) {
+        struct drain_manager *m = mn->manager;
+        int64_t asked = asked_at(mn, st);
+        char *msg;
+
+        if (!hold_reason(m, &msg))
                 return false;
-        if (k < 0)
+        if (!msg)
                 return true;
         /* It may hold a slot that landed just now: nobody else waits for its sake. */
         if (m->slots && slots_held(m->slots, n->name))
@@ -772,6 +809,8 @@ static bool held(struct manager_node *mn, const struct node_rec *n, const struct
         write_waiting_msg(mn, n, false, asked, msg);
         return true;
 }
+
+static bool node_device_pending(const struct drain_manager *m, const char *node);
 
 static void reconcile_node(struct drain_manager *m, const struct node_rec *n) {
         _cleanup_(drain_state_done) struct drain_state st = {};
@@ -803,7 +842,8 @@ static void reconcile_node(struct drain_manager *m, const struct node_rec *n) {
         /* Slots: held from the first change until the node is back in service. */
         if (m->slots && (st.has_phase && st.phase != DRAIN_PHASE_WAITING))
                 (void)slots_acquire_ordered(m->slots, n->name, 0); /* keeps it renewed */
-        if (m->slots && goal < 0 && !st.has_phase && slots_held(m->slots, n->name))
+        if (m->slots && goal < 0 && !st.has_phase && slots_held(m->slots, n->name) &&
+            !node_device_pending(m, n->name))
                 slots_release(m->slots, n->name);
 
         if (goal < 0) {
@@ -895,6 +935,8 @@ static bool node_known(const char *node, void *userdata) {
         return informer_get(m->nodes, node);
 }
 
+static void reconcile_devices(struct drain_manager *m);
+
 static void reconcile_all(struct drain_manager *m) {
         const void *rec;
         size_t i = 0;
@@ -909,6 +951,7 @@ static void reconcile_all(struct drain_manager *m) {
         m->held_by_window = false;
         while (informer_iterate(m->nodes, &i, &rec))
                 reconcile_node(m, rec);
+        reconcile_devices(m);
         pause_linger(m);
         if (m->held_by_window) {
                 int64_t now = timesrc_realtime(m->ts);
@@ -978,6 +1021,319 @@ static void on_announcer_idle(void *userdata) {
         stop_check_soon(userdata);
 }
 
+/* ---- device drains (o.device_health == DEVICE_HEALTH_DRAIN) ---- */
+
+static void manager_device_free(void *p) {
+        struct manager_device *md = p;
+
+        if (!md)
+                return;
+        engine_free(md->engine);
+        free(md->node);
+        free(md->id);
+        free(md->buf);
+        free(md->said);
+        free(md);
+}
+
+static char *device_key(const char *node, const char *id) {
+        char *k;
+
+        return asprintf(&k, "%s %s", node, id) < 0 ? NULL : k;
+}
+
+/* The want of a drain of device id on node (created the first time it is reported). */
+static struct manager_device *manager_device_get(struct drain_manager *m, const char *node, const char *id) {
+        _cleanup_free_ char *key = device_key(node, id);
+        struct manager_device *md;
+        char msg[256];
+
+        if (!key)
+                return NULL;
+        md = hashmap_get(m->devices, key);
+        if (md)
+                return md;
+        md = calloc(1, sizeof(*md));
+        if (!md)
+                return NULL;
+        *md = (struct manager_device){ .manager = m, .profile = *m->o.profile };
+        if (!(md->node = strdup(node)) || !(md->id = strdup(id)) || !(md->buf = malloc(strlen(id) + 1))) {
+                manager_device_free(md);
+                return NULL;
+        }
+        /* (the slices' names are the API server's to check: a device it accepted parses) */
+        if (drain_device_parse(id, md->buf, &md->profile.devices[0], msg, sizeof(msg)) < 0) {
+                log_debug("device health: %s, not drained", msg);
+                manager_device_free(md);
+                return NULL;
+        }
+        md->profile.n_devices = 1;
+        md->profile.drivers[0] = NULL;
+        md->profile.n_drivers = 0;
+        drain_devices_scope(md->profile.devices, 1, md->profile.device_scope);
+        md->asked_at = timesrc_realtime(m->ts);
+        md->asked_at -= md->asked_at % (int64_t)USEC_PER_SEC;
+        if (hashmap_put(m->devices, key, md, NULL) < 0) {
+                manager_device_free(md);
+                return NULL;
+        }
+        return md;
+}
+
+/* A device drain of node that has not ended: the node's slot stays for it. */
+static bool node_device_pending(const struct drain_manager *m, const char *node) {
+        const char *key;
+        void *v;
+        size_t i = 0;
+
+        while (m->devices && hashmap_iterate(m->devices, &i, &key, &v)) {
+                const struct manager_device *md = v;
+
+                if (streq(md->node, node) &&
+                    (md->running || (md->engine && !engine_idle(md->engine)) || (md->wanted && !md->done)))
+                        return true;
+        }
+        return false;
+}
+
+/* Another device drain of the same node running (or winding down), or NULL. */
+static const struct manager_device *node_device_running(const struct drain_manager *m,
+                                                        const struct manager_device *self) {
+        const char *key;
+        void *v;
+        size_t i = 0;
+
+        while (hashmap_iterate(m->devices, &i, &key, &v)) {
+                const struct manager_device *md = v;
+
+                if (md != self && streq(md->node, self->node) &&
+                    (md->running || (md->engine && !engine_idle(md->engine))))
+                        return md;
+        }
+        return NULL;
+}
+
+/* Why the drain of md waits, told once per reason (msg taken). */
+static void device_wait(struct manager_device *md, char *msg) {
+        if (!msg || streq_ptr(msg, md->said)) {
+                free(msg);
+                return;
+        }
+        free(md->said);
+        md->said = msg;
+        emit(md->manager,
+             (struct drain_manager_event){
+                     .kind = DRAIN_MANAGER_WAITING, .node = md->node, .device = md->id, .message = msg });
+}
+
+static char *printf_msg(const char *fmt, ...) _printf_(1, 2);
+static char *printf_msg(const char *fmt, ...) {
+        va_list ap;
+        char *s;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        return r < 0 ? NULL : s;
+}
+
+static void on_device_phase(struct engine *e, enum drain_phase phase, const char *message, void *userdata) {
+        struct manager_device *md = userdata;
+
+        emit(md->manager, (struct drain_manager_event){ .kind = DRAIN_MANAGER_PHASE,
+                                                        .node = md->node,
+                                                        .device = md->id,
+                                                        .goal = ENGINE_GOAL_DRAIN,
+                                                        .phase = phase,
+                                                        .message = message });
+}
+
+static void on_device_notice(struct engine *e, const struct engine_notice *n, void *userdata) {
+        struct manager_device *md = userdata;
+
+        announcer_notice(md->manager->announcer, n);
+}
+
+static void on_device_finished(struct engine *e, const struct engine_summary *s, void *userdata) {
+        struct manager_device *md = userdata;
+        struct drain_manager *m = md->manager;
+        struct drain_manager_event ev = { .node = md->node,
+                                          .device = md->id,
+                                          .goal = ENGINE_GOAL_DRAIN,
+                                          .error = s->result,
+                                          .message = s->message,
+                                          .summary = s };
+
+        md->running = false;
+        if (s->result == 0) {
+                md->failures = 0;
+                md->done = true;
+                ev.kind = DRAIN_MANAGER_DONE;
+        } else {
+                uint64_t d = backoff_exponential(RETRY_BASE_USEC, RETRY_CAP_USEC, ++md->failures);
+
+                md->retry_at = timesrc_now(m->ts) + d;
+                ev.kind = DRAIN_MANAGER_FAILED;
+                ev.retry_usec = d;
+                schedule_retry(m, d);
+        }
+        emit(m, ev);
+        schedule_reconcile(m);
+}
+
+static void on_device_idle(struct engine *e, void *userdata) {
+        struct manager_device *md = userdata;
+
+        schedule_reconcile(md->manager);
+        stop_check_soon(md->manager);
+}
+
+static int start_device_engine(struct manager_device *md) {
+        static const struct engine_callbacks cb = {
+                .on_phase = on_device_phase,
+                .on_notice = on_device_notice,
+                .on_finished = on_device_finished,
+                .on_idle = on_device_idle,
+        };
+        struct drain_manager *m = md->manager;
+        struct engine_options eo;
+        int r;
+
+        drain_profile_engine_options(&md->profile, md->node, ENGINE_GOAL_DRAIN, &eo);
+        eo.units = m->o.units;
+        eo.shared = m->cluster;
+        engine_free(md->engine);
+        md->engine = NULL;
+        md->said = mfree(md->said);
+        r = engine_new(m->client, m->transport, m->ts, &eo, &cb, md, &md->engine);
+        if (r < 0)
+                return r;
+        md->stopped = false;
+        md->running = true;
+        emit(m, (struct drain_manager_event){ .kind = DRAIN_MANAGER_STARTED,
+                                              .node = md->node,
+                                              .device = md->id,
+                                              .goal = ENGINE_GOAL_DRAIN });
+        r = engine_start(md->engine);
+        if (r < 0)
+                md->running = false;
+        return r;
+}
+
+/* One device: whether it can be forgotten (no longer reported, nothing of it running). */
+static bool reconcile_device(struct manager_device *md) {
+        struct drain_manager *m = md->manager;
+        const struct node_rec *n = informer_get(m->nodes, md->node);
+        _cleanup_(drain_state_done) struct drain_state st = {};
+        _cleanup_free_ char *state_key = NULL, *conflict = NULL;
+        const struct manager_device *other;
+        uint64_t now = timesrc_now(m->ts);
+        const char *phase;
+        char *msg;
+        int r;
+
+        if (md->engine && !md->running && !md->stopped) {
+                engine_stop(md->engine); /* finished: it watches nothing more */
+                md->stopped = true;
+        }
+        if (md->running || (md->engine && !engine_idle(md->engine)))
+                return false;
+        if (!n || !md->wanted)
+                return true;
+        if (md->done)
+                return false;
+        if (drain_state_parse(n, &st, NULL) < 0 || st.request != DRAIN_REQUEST_NONE || st.has_phase) {
+                device_wait(md, printf_msg("waiting: the node itself is asked to drain or restore, or is "
+                                           "drained (its drainer.io/ annotations); the device's drain "
+                                           "follows once it is back in service"));
+                return false;
+        }
+        if (asprintf(&state_key, "%s.%s", DRAINER_ANN_STATE, md->profile.device_scope) < 0)
+                return false;
+        phase = kv_get(n->annotations, n->n_annotations, state_key);
+        if (streq_ptr(phase, drain_phase_to_string(DRAIN_PHASE_DRAINED))) {
+                md->done = true; /* a drain of this device alone, drained before (by serve, or by hand) */
+                device_wait(md, printf_msg("already drained: it stays out of service until `drainer "
+                                           "uncordon %s --device %s`",
+                                           md->node, md->id));
+                return false;
+        }
+        conflict = drain_devices_conflict(n, md->profile.device_scope, md->profile.devices, 1);
+        if (conflict && streq(conflict, md->profile.devices[0].driver)) {
+                device_wait(md, printf_msg("waiting: a drain of its driver %s is in progress on the node",
+                                           conflict));
+                return false;
+        }
+        if (conflict) {
+                md->done = true; /* another device drain holds it: out of service already, or soon */
+                device_wait(md, printf_msg("not drained again: the device drain of %s on the node has it",
+                                           conflict));
+                return false;
+        }
+        if ((other = node_device_running(m, md))) {
+                device_wait(md, printf_msg("waiting: one device drain of a node at a time (%s drains now)",
+                                           other->id));
+                return false;
+        }
+        if (md->retry_at > now) {
+                schedule_retry(m, md->retry_at - now);
+                return false;
+        }
+        /* a drain not started yet waits for the fleet's go; one in progress goes on */
+        if (!phase && hold_reason(m, &msg)) {
+                device_wait(md, msg);
+                return false;
+        }
+        if (m->slots) {
+                r = slots_acquire_ordered(m->slots, md->node, phase ? 0 : md->asked_at);
+                if (r < 0) {
+                        device_wait(md, printf_msg("cannot take a drain slot (Leases in namespace %s): %s; "
+                                                   "retrying",
+                                                   m->o.lease_namespace, strerror(-r)));
+                        md->retry_at = now + RETRY_BASE_USEC;
+                        schedule_retry(m, RETRY_BASE_USEC);
+                        return false;
+                }
+                if (r == 0) {
+                        if (slots_queued(m->slots, md->node))
+                                device_wait(md,
+                                            printf_msg("waiting for a drain slot (--max-parallel); slots "
+                                                       "go in request order"));
+                        return false;
+                }
+        }
+        md->retry_at = 0;
+        r = start_device_engine(md);
+        if (r < 0)
+                emit(m, (struct drain_manager_event){ .kind = DRAIN_MANAGER_START_FAILED,
+                                                      .node = md->node,
+                                                      .device = md->id,
+                                                      .goal = ENGINE_GOAL_DRAIN,
+                                                      .error = r });
+        return false;
+}
+
+static void reconcile_devices(struct drain_manager *m) {
+        _cleanup_free_ char **gone = NULL;
+        size_t i = 0, n_gone = 0;
+        const char *key;
+        void *v;
+
+        if (!m->devices || !hashmap_size(m->devices))
+                return;
+        gone = calloc(hashmap_size(m->devices), sizeof(char *));
+        if (!gone)
+                return;
+        while (hashmap_iterate(m->devices, &i, &key, &v))
+                if (reconcile_device(v) && (gone[n_gone] = strdup(key)))
+                        n_gone++;
+        for (i = 0; i < n_gone; i++) {
+                manager_device_free(hashmap_remove(m->devices, gone[i]));
+                free(gone[i]);
+        }
+}
+
 /* ---- device health (o.device_health) ---- */
 
 static const struct node_rec *health_node(const char *name, void *userdata) {
@@ -985,10 +1341,27 @@ static const struct node_rec *health_node(const char *name, void *userdata) {
 }
 
 static void on_health_change(struct device_health *d, const struct device_health_change *c, void *userdata) {
-        emit(userdata, (struct drain_manager_event){ .kind = DRAIN_MANAGER_DEVICE,
-                                                     .node = c->node,
-                                                     .message = c->message,
-                                                     .unhealthy = c->unhealthy });
+        struct drain_manager *m = userdata;
+        struct manager_device *md;
+
+        emit(m, (struct drain_manager_event){ .kind = DRAIN_MANAGER_DEVICE,
+                                              .node = c->node,
+                                              .message = c->message,
+                                              .unhealthy = c->unhealthy });
+        if (!m->devices || !c->published || m->stopping)
+                return;
+        if (c->unhealthy && (md = manager_device_get(m, c->node, c->device))) {
+                md->wanted = true;
+                md->done = false;
+                md->said = mfree(md->said);
+        } else if (!c->unhealthy) {
+                _cleanup_free_ char *key = device_key(c->node, c->device);
+
+                md = key ? hashmap_get(m->devices, key) : NULL;
+                if (md)
+                        md->wanted = false; /* a drain in progress ends as it would; none starts */
+        }
+        schedule_reconcile(m);
 }
 
 static void on_health_error(struct device_health *d, const char *what, int error, const char *message,
@@ -1079,7 +1452,9 @@ int drain_manager_new(struct kube_client *client, struct transport *transport, s
                 if (r < 0)
                         return r;
         }
-        if (o->device_health) {
+        if (o->device_health == DEVICE_HEALTH_DRAIN && !(m->devices = hashmap_new(MAX_NODES)))
+                return -ENOMEM;
+        if (o->device_health > DEVICE_HEALTH_OFF) {
                 static const struct device_health_handlers dh = {
                         .node = health_node,
                         .on_change = on_health_change,
@@ -1087,9 +1462,10 @@ int drain_manager_new(struct kube_client *client, struct transport *transport, s
                         .on_stopped = on_health_stopped,
                 };
 
-                r = device_health_new(client, ts, m->announcer,
-                                      &(const struct device_health_options){ .node = o->node }, &dh, m,
-                                      &m->health);
+                r = device_health_new(
+                        client, ts, m->announcer,
+                        &(const struct device_health_options){ .node = o->node, .action = o->device_health },
+                        &dh, m, &m->health);
                 if (r < 0)
                         return r;
         }
@@ -1158,6 +1534,11 @@ static bool everything_idle(struct drain_manager *m) {
                 if ((mn->engine && !engine_idle(mn->engine)) || mn->patch || mn->request_patch)
                         return false;
         }
+        i = 0;
+        while (m->devices && hashmap_iterate(m->devices, &i, &key, &v))
+                if (((struct manager_device *)v)->engine &&
+                    !engine_idle(((struct manager_device *)v)->engine))
+                        return false;
         return true;
 }
 
@@ -1172,6 +1553,8 @@ static void on_stop_timer(struct dtimer *t) {
         m->closing = true;
         hashmap_free(m->managed_nodes, manager_node_free);
         m->managed_nodes = NULL;
+        hashmap_free(m->devices, manager_device_free);
+        m->devices = NULL;
         m->nodes = NULL;
         if (m->subscribed) {
                 cluster_view_unsubscribe_nodes(m->cluster, m);
@@ -1199,6 +1582,14 @@ void drain_manager_stop(struct drain_manager *m) {
                 if (mn->request_patch)
                         kube_call_cancel(mn->request_patch);
         }
+        i = 0;
+        while (m->devices && hashmap_iterate(m->devices, &i, &key, &v)) {
+                struct manager_device *md = v;
+
+                if (md->engine)
+                        engine_stop(md->engine);
+                md->running = false;
+        }
         if (m->slots)
                 slots_close(m->slots, 0, on_slots_closed, m);
         if (m->pause_inf)
@@ -1220,6 +1611,7 @@ void drain_manager_free(struct drain_manager *m) {
                 return;
         /* Freed without a stop that ended (a failed new): nothing of it ran on the loop. */
         hashmap_free(m->managed_nodes, manager_node_free);
+        hashmap_free(m->devices, manager_device_free);
         if (m->cluster) {
                 if (m->subscribed)
                         cluster_view_unsubscribe_nodes(m->cluster, m);

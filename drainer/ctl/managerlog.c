@@ -34,10 +34,16 @@ static int set(char **ret, const char *fmt, ...) {
 
 int drain_manager_describe(const struct drain_manager_options *o, const struct drain_manager_event *ev,
                            struct drain_manager_text *ret) {
-        const char *served = o->node ? o->node : "all nodes", *msg = ev->message, *node = strna(ev->node);
+        const char *served = o->node ? o->node : "all nodes", *msg = ev->message;
         const char *phase = drain_phase_to_string(ev->phase);
+        _cleanup_free_ char *who = NULL; /* "NODE", or "NODE device DEVICE" for a device drain */
+        const char *node;
         bool paused = streq_ptr(msg, "paused");
         int r = 0;
+
+        if (ev->device && asprintf(&who, "%s device %s", strna(ev->node), ev->device) < 0)
+                return -ENOMEM;
+        node = who ? who : strna(ev->node);
 
         *ret = (struct drain_manager_text){ .level = LOG_LEVEL_INFO };
         switch (ev->kind) {
@@ -49,7 +55,8 @@ int drain_manager_describe(const struct drain_manager_options *o, const struct d
                 r = set(&ret->status, "idle: watching %s", served);
                 break;
         case DRAIN_MANAGER_STARTED:
-                r = set(&ret->line, "node %s: %s requested", node, goal_name(ev->goal));
+                r = set(&ret->line, "node %s: %s %s", node, goal_name(ev->goal),
+                        ev->device ? "started (the device is reported unhealthy)" : "requested");
                 break;
         case DRAIN_MANAGER_SWITCHED:
                 r = set(&ret->line, "node %s: request changed, switching to %s", node, goal_name(ev->goal));
@@ -60,7 +67,13 @@ int drain_manager_describe(const struct drain_manager_options *o, const struct d
                         r = set(&ret->status, "node %s: %s", node, phase);
                 break;
         case DRAIN_MANAGER_DONE:
-                r = set(&ret->line, "node %s: %s", node, strna(msg));
+                if (ev->device)
+                        r = set(&ret->line,
+                                "node %s: %s; it stays out of service until `drainer uncordon %s --device "
+                                "%s`",
+                                node, strna(msg), strna(ev->node), ev->device);
+                else
+                        r = set(&ret->line, "node %s: %s", node, strna(msg));
                 if (r >= 0)
                         r = set(&ret->status, "node %s: %s", node,
                                 ev->goal == ENGINE_GOAL_DRAIN ? "drained" : "in service");

@@ -26,6 +26,15 @@
 # the slice's taint and the pod's report, then one Normal DrainerDeviceHealthy; its
 # /metrics shows drainer_device_unhealthy for the device meanwhile; the audit log has
 # no eviction, no pod delete and no write but Events from it.
+#
+# Then `serve --on-unhealthy-device=drain-device --max-parallel 1` (where DeviceTaintRules
+# are served): the device marked unhealthy again is drained alone, from the API server's
+# record: a slot Lease taken for node-1, one NoSchedule DeviceTaintRule selecting that
+# device, then exactly the pod whose claim holds it evicted through the Eviction API;
+# node-1 stays schedulable, every other pod on it, the driver's too, keeps its UID; the
+# Node records the device drain as drained; the slot is released. Healthy again, the
+# device stays drained (the rule stays) until `drainer uncordon node-1 --device`, which
+# deletes the rule and the record.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 node=node-1
 cluster_env=$DRAINER_CLUSTER_DIR/cluster.env
@@ -253,6 +262,7 @@ check_eq "$holder still runs with the same UID (nothing evicted)" "$holder_uid R
 	"$(kubectl -n demo get pod "$holder" -o jsonpath='{.metadata.uid} {.status.phase}' 2>/dev/null)"
 has_event() { [ -n "$(health_events "$1")" ]; }
 wait_until 20 has_event DrainerDeviceUnhealthy
+echo "  the Event DrainerDeviceUnhealthy in the API server $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s after the annotation (at most; polled)"
 unhealthy_msg=$(health_events DrainerDeviceUnhealthy)
 echo "  Event: ${unhealthy_msg:0:400}"
 check_eq "serve: one Warning Event DrainerDeviceUnhealthy on $node" 1 "$(grep -c . <<<"$unhealthy_msg")"
@@ -286,4 +296,81 @@ if audit_log_present; then
 	check "audit log: drainer watched node-1's ResourceSlices and pods" bash -c "jq -e '[.[] | select((.userAgent | startswith(\"drainer/\")) and .verb == \"watch\") | .objectRef.resource] | (index(\"resourceslices\") != null and index(\"pods\") != null)' '$e2e_tmp/serve-audit.json' >/dev/null"
 fi
 serve_log h 15 "device|error|warn"
+
+# ---- --on-unhealthy-device=drain-device ----
+if ! kubectl api-resources --api-group resource.k8s.io -o name 2>/dev/null | grep -qx devicetaintrules.resource.k8s.io; then
+	echo "  the API server serves no DeviceTaintRule: --on-unhealthy-device=drain-device is not exercised here"
+	finish
+	exit
+fi
+lease_ns=e2e-health
+jq_ok() { jq -e "$@" >/dev/null; }
+cleanup_drain_device() {
+	kubectl annotate node "$node" sim.drainer.io/unhealthy-devices- >/dev/null 2>&1
+	kubectl get devicetaintrules -o name 2>/dev/null | grep "/$(rule_prefix "$node")" | xargs -r kubectl delete >/dev/null 2>&1
+	kubectl delete namespace "$lease_ns" --ignore-not-found --wait=false >/dev/null 2>&1
+	reset_node "$node"
+}
+e2e_cleanup_hooks+=(cleanup_drain_device)
+ns_settled "$lease_ns"
+kubectl create namespace "$lease_ns" >/dev/null
+demo || { fail "demo workload"; finish; exit 1; }
+wait_until 60 is_health "$res" "$holder=Healthy"
+pods_on_node "$node" "$e2e_tmp/pods-before.json"
+others_before=$(jq -r --arg h "$holder" '[.items[] | select(.metadata.name != $h and .metadata.deletionTimestamp == null) | "\(.metadata.namespace)/\(.metadata.name)=\(.metadata.uid)"] | sort | join(" ")' "$e2e_tmp/pods-before.json")
+driver=$(driver_pod "$node")
+serve_t0=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+sleep 1
+drain_line=$(audit_lines)
+serve_start d serve --node "$node" --max-parallel 1 --lease-namespace "$lease_ns" --on-unhealthy-device=drain-device \
+	--metrics-addr "127.0.0.1:$metrics_port" --timeout 120s
+e2e_cleanup_hooks+=("serve_stop d KILL")
+check "serve --on-unhealthy-device=drain-device is up" wait_until 20 curl -sf "http://127.0.0.1:$metrics_port/readyz"
+scope_drained() { kubectl get node "$node" -o json | jq -e '[.metadata.annotations // {} | to_entries[] | select((.key | startswith("drainer.io/state.device.")) and .value == "drained")] | length == 1' >/dev/null; }
+kubectl annotate node "$node" "sim.drainer.io/unhealthy-devices=$dev" --overwrite >/dev/null
+t0=$(date +%s.%N)
+check "the device drain of $res reaches drained" wait_until 90 scope_drained
+t1=$(date +%s.%N)
+echo "  drained $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s after the device was marked unhealthy"
+check_eq "$holder is gone (evicted)" "" "$(kubectl -n demo get pod "$holder" -o jsonpath='{.metadata.uid}' 2>/dev/null | grep -x "$holder_uid" || true)"
+check_eq "$node is schedulable throughout the end" false "$(node_unschedulable "$node")"
+pods_on_node "$node" "$e2e_tmp/pods-after.json"
+others_after=$(jq -r '.items[] | select(.metadata.deletionTimestamp == null) | "\(.metadata.namespace)/\(.metadata.name)=\(.metadata.uid)"' "$e2e_tmp/pods-after.json" | sort)
+check_eq "every other pod on $node runs with the same UID (the driver $driver too)" "" \
+	"$(comm -23 <(tr ' ' '\n' <<<"$others_before" | sort) <(echo "$others_after") | tr '\n' ' ')"
+rules=$(kubectl get devicetaintrules -o json | jq -c --arg p "$(rule_prefix "$node")" '[.items[] | select(.metadata.name | startswith($p)) | {effect: .spec.taint.effect, sel: .spec.deviceSelector}]')
+check_eq "one DeviceTaintRule of $node: NoSchedule, selecting exactly $res" \
+	"[{\"effect\":\"NoSchedule\",\"sel\":{\"device\":\"${res##*/}\",\"driver\":\"gpu.example.com\",\"pool\":\"$node\"}}]" "$rules"
+check "the slot Lease was released (no holder)" bash -c "[ -z \"\$(kubectl -n $lease_ns get leases -o json | jq -r '[.items[] | select(.spec.holderIdentity != null)] | .[].metadata.name')\" ]"
+if audit_log_present; then
+	audit_since "$drain_line" "$e2e_tmp/drain-audit.json"
+	check_eq "audit log: drainer evicted exactly $holder (Eviction API), deleted no pod" "demo/$holder" \
+		"$(jq -r '[.[] | select((.userAgent | startswith("drainer/")) and .objectRef.resource == "pods" and .verb == "create" and .objectRef.subresource == "eviction" and .stage == "ResponseComplete") | "\(.objectRef.namespace)/\(.objectRef.name)"] | unique | join(" ")' "$e2e_tmp/drain-audit.json")"
+	check_eq "audit log: no pod DELETE from drainer" 0 "$(jq '[.[] | select((.userAgent | startswith("drainer/")) and .objectRef.resource == "pods" and .verb == "delete")] | length' "$e2e_tmp/drain-audit.json")"
+	check "audit log: the slot Lease was taken before the rule, the rule created before the first eviction" jq_ok '
+		[.[] | select(.userAgent | startswith("drainer/")) | select(.stage == "ResponseComplete")] as $d
+		| ([$d[] | select(.objectRef.resource == "leases" and (.verb | IN("create", "update")))][0].requestReceivedTimestamp) as $l
+		| ([$d[] | select(.objectRef.resource == "devicetaintrules" and .verb == "create")][0].requestReceivedTimestamp) as $r
+		| ([$d[] | select(.objectRef.subresource == "eviction")][0].requestReceivedTimestamp) as $e
+		| $l != null and $r != null and $e != null and $l <= $r and $r <= $e' "$e2e_tmp/drain-audit.json"
+	check_eq "audit log: no write of node-1's spec (never cordoned)" 0 "$(jq '[.[] | select((.userAgent | startswith("drainer/")) and .objectRef.resource == "nodes" and (.verb | IN("patch", "update")) and ((.requestObject.spec // {}) | has("unschedulable")))] | length' "$e2e_tmp/drain-audit.json")"
+fi
+check "an Event DrainerDeviceUnhealthy says drainer drains it" grep -q "drainer drains it (--on-unhealthy-device=drain-device)" <<<"$(health_events DrainerDeviceUnhealthy)"
+node_events "$node" "$e2e_tmp/ev2.json"
+check "an Event DrainerDone on $node" jq_ok --arg t "$serve_t0" '[.[] | select(.reason == "DrainerDone" and .t >= $t)] | length >= 1' "$e2e_tmp/ev2.json"
+
+# Healthy again: the device stays out of service, the rule stays.
+kubectl annotate node "$node" sim.drainer.io/unhealthy-devices- >/dev/null
+wait_until 20 has_event DrainerDeviceHealthy
+check "healthy again: the Event says the drain stays until uncordon --device" grep -q "a drain of it stays until" <<<"$(health_events DrainerDeviceHealthy | tail -n 1)"
+sleep 2
+check_eq "... the DeviceTaintRule is still there" 1 "$(kubectl get devicetaintrules -o json | jq --arg p "$(rule_prefix "$node")" '[.items[] | select(.metadata.name | startswith($p))] | length')"
+check "... and the Node still records the device drained" scope_drained
+serve_stop d
+check_eq "serve exits 0 on SIGTERM" 0 "$serve_rc"
+serve_log d 12 "device|error|warn"
+drainer_run undo uncordon "$node" --device "$res"
+check_rc "drainer uncordon $node --device $res" 0 undo
+check_eq "the rule is gone" 0 "$(kubectl get devicetaintrules -o json | jq --arg p "$(rule_prefix "$node")" '[.items[] | select(.metadata.name | startswith($p))] | length')"
+check_eq "no drainer.io/ annotation left on $node" "{}" "$(node_drainer_anns "$node")"
 finish

@@ -94,6 +94,11 @@ helm template "$rel" "$chart" -n "$ns" --set mode=cluster --set replicas=0 >/dev
 check "helm template --set mode=cluster --set replicas=0 is refused with a clear error" grep -q 'replicas must be 1 or more, not 0' "$e2e_tmp/replicas.err"
 helm template "$rel" "$chart" -n "$ns" --set mode=bogus >/dev/null 2>"$e2e_tmp/bogus.err"
 check "helm template --set mode=bogus is refused with a clear error" grep -q 'mode must be node or cluster' "$e2e_tmp/bogus.err"
+check_eq "--set onUnhealthyDevice=drain-device: serve --on-unhealthy-device drain-device" \
+	'serve --node $(NODE_NAME) --metrics-addr [::]:9464 --on-unhealthy-device drain-device' \
+	"$(helm template "$rel" "$chart" -n "$ns" --set onUnhealthyDevice=drain-device 2>"$e2e_tmp/unhealthy.err" | "$KUBECTL" create --dry-run=client -f - -o json | jq -rs '.[] | select(.kind == "DaemonSet") | .spec.template.spec.containers[0].args | join(" ")')"
+helm template "$rel" "$chart" -n "$ns" --set onUnhealthyDevice=evict >/dev/null 2>"$e2e_tmp/unhealthy-bad.err"
+check "helm template --set onUnhealthyDevice=evict is refused with a clear error" grep -q 'onUnhealthyDevice must be off, report or drain-device, not "evict"' "$e2e_tmp/unhealthy-bad.err"
 
 # --- install ----------------------------------------------------------------------------
 pod_image=${DRAINER_E2E_POD_IMAGE:-localhost/drainer:$version}

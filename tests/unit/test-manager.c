@@ -11,7 +11,11 @@
  * Node's drainer.io/ annotations change; a deleted Node's slot is released; stop
  * ends everything and calls back; a waiting Node is written twice however often the
  * slot changes hands; slots go in the order the nodes asked (as their Nodes record
- * it). */
+ * it). Device health (o.device_health): with drain-device, a device node-1's driver
+ * taints in its slice is drained alone (a DeviceTaintRule, never a cordon, the slot
+ * held meanwhile and released after), once, and stays drained when healthy again;
+ * two devices of a node go one after the other; a node drain in progress comes first;
+ * with report nothing but the Event. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,6 +34,7 @@
 #include "drainer/base/json.h"
 #include "drainer/base/mwindow.h"
 #include "drainer/base/timesrc.h"
+#include "drainer/ctl/devicehealth.h"
 #include "drainer/ctl/manager.h"
 #include "drainer/ctl/profile.h"
 #include "drainer/dra/driverstop.h"
@@ -49,6 +54,8 @@
 #define MAX_NODES  10
 #define MAX_LEASES 4
 #define MAX_LINES  512
+#define DRIVER     "gpu.example.com"
+#define RULES      "/apis/resource.k8s.io/v1/devicetaintrules"
 
 struct world {
         struct test_api *api;
@@ -81,6 +88,14 @@ struct world {
         /* The nodes in the order they first left waiting (a phase past it). */
         char turn_order[MAX_NODES][16];
         size_t n_turns;
+        /* node-1's ResourceSlice of gpu.example.com: gpu-0..gpu-3, those named in
+         * tainted ("gpu-1 gpu-2") with the driver's NoSchedule taint */
+        char tainted[64];
+        /* DeviceTaintRules (resource.k8s.io/v1), by name */
+        cJSON *rules[MAX_LEASES];
+        size_t rule_creates;
+        /* device drains running at once, and the most seen */
+        size_t device_running, most_device_running;
 };
 
 /* ---- the world's objects ---- */
@@ -335,6 +350,91 @@ static bool starts_with(const char *s, const char *prefix) {
 
 /* Every request not answered yet, in order: each gets its answer now (delivered on
  * the clock's next turn). */
+/* ---- device health: node-1's slice, the DeviceTaintRules ---- */
+
+static cJSON *slice_json(struct world *w) {
+        _cleanup_free_ char *devs = calloc(1, 1024);
+        char *j;
+        cJSON *o;
+
+        assert_non_null(devs);
+        for (int i = 0; i < 4; i++) {
+                char name[16];
+                bool t;
+
+                snprintf(name, sizeof(name), "gpu-%d", i);
+                t = strstr(w->tainted, name) != NULL;
+                snprintf(devs + strlen(devs), 1024 - strlen(devs), "%s{\"name\":\"%s\"%s}", i ? "," : "",
+                         name,
+                         t ? ",\"taints\":[{\"key\":\"" DRIVER "/unhealthy\",\"value\":\"true\",\"effect\":"
+                             "\"NoSchedule\"}]"
+                           : "");
+        }
+        j = test_asprintf("{\"metadata\":{\"name\":\"node-1-gpu\",\"resourceVersion\":\"%u\"},"
+                          "\"spec\":{\"driver\":\"" DRIVER
+                          "\",\"pool\":{\"name\":\"node-1\",\"generation\":1,"
+                          "\"resourceSliceCount\":1},\"nodeName\":\"node-1\",\"devices\":[%s]}}",
+                          w->rv, devs);
+        o = fake_api_json(j);
+        free(j);
+        return o;
+}
+
+/* The driver taints these devices of node-1 (or none: ""): the slice on its watches. */
+static void taint(struct world *w, const char *devices) {
+        _cleanup_(cJSON_Deletep) cJSON *sl = NULL;
+
+        snprintf(w->tainted, sizeof(w->tainted), "%s", devices);
+        ++w->rv;
+        sl = slice_json(w);
+        push(w, "/apis/resource.k8s.io/v1/resourceslices?", "MODIFIED", sl);
+}
+
+static size_t rule_at(struct world *w, const char *name) {
+        for (size_t i = 0; i < MAX_LEASES; i++)
+                if (w->rules[i] && streq(json_str(w->rules[i], "metadata.name"), name))
+                        return i;
+        return SIZE_MAX;
+}
+
+/* A DeviceTaintRule created, read or deleted as the API server would (one device's). */
+static void on_rule_request(struct world *w, const struct fake_request *r) {
+        _cleanup_free_ char *name = strlen(r->path) > strlen(RULES) ? name_in(r->path, RULES) : NULL;
+        size_t at = name ? rule_at(w, name) : SIZE_MAX;
+
+        if (streq(r->method, "POST")) {
+                cJSON *b = fake_api_json(r->body), *meta = cJSON_GetObjectItemCaseSensitive(b, "metadata");
+                size_t i = 0;
+
+                assert_string_equal(json_str(b, "spec.taint.effect"), "NoSchedule");
+                assert_string_equal(json_str(b, "spec.deviceSelector.pool"), "node-1");
+                assert_non_null(json_str(b, "spec.deviceSelector.device"));
+                w->rule_creates++;
+                while (i < MAX_LEASES && w->rules[i])
+                        i++;
+                assert_true(i < MAX_LEASES);
+                cJSON_AddStringToObject(meta, "uid", "rule-uid");
+                set_rv(w, b);
+                w->rules[i] = b;
+                reply_obj(w, r, 201, b);
+        } else if (streq(r->method, "GET") && at != SIZE_MAX)
+                reply_obj(w, r, 200, w->rules[at]);
+        else if (streq(r->method, "DELETE") && at != SIZE_MAX) {
+                cJSON_Delete(w->rules[at]);
+                w->rules[at] = NULL;
+                reply(w, r, 200, "{}");
+        } else
+                reply_status(w, r, 404, "NotFound");
+}
+
+static size_t n_rules(struct world *w) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < MAX_LEASES; i++)
+                n += w->rules[i] != NULL;
+        return n;
+}
+
 static void answer(struct world *w) {
         while (w->n_handled < fake_transport_n_requests(w->ft)) {
                 const struct fake_request *r = fake_transport_request(w->ft, w->n_handled++);
@@ -363,6 +463,18 @@ static void answer(struct world *w) {
                                 w->held_event = w->n_handled - 1;
                         } else
                                 reply(w, r, 201, "{}");
+                } else if (streq(r->method, "GET") &&
+                           starts_with(r->path, "/apis/resource.k8s.io/v1/resourceslices?") &&
+                           !fake_request_has_param(r, "watch")) {
+                        _cleanup_(cJSON_Deletep) cJSON *sl = slice_json(w);
+
+                        reply_list(w, r, "ResourceSliceList", &sl, 1, NULL);
+                } else if (streq(r->path, "/apis/resource.k8s.io/v1")) {
+                        reply(w, r, 200,
+                              "{\"kind\":\"APIResourceList\",\"resources\":[{\"name\":\"resourceclaims\"},"
+                              "{\"name\":\"resourceslices\"},{\"name\":\"devicetaintrules\"}]}");
+                } else if (starts_with(r->path, RULES)) {
+                        on_rule_request(w, r);
                 } else if (streq(r->method, "GET") &&
                            (starts_with(r->path, "/api/v1/pods?") ||
                             starts_with(r->path, "/apis/resource.k8s.io/v1/resourceclaims?") ||
@@ -431,9 +543,15 @@ static void on_event(struct drain_manager *m, const struct drain_manager_event *
 
         if (ev->kind == DRAIN_MANAGER_IDLE || ev->kind == DRAIN_MANAGER_PHASE)
                 return; /* every reconcile, every phase: not what these tests count */
+        if (ev->device && ev->kind == DRAIN_MANAGER_STARTED) {
+                w->device_running++;
+                w->most_device_running = MAX(w->most_device_running, w->device_running);
+        } else if (ev->device && (ev->kind == DRAIN_MANAGER_DONE || ev->kind == DRAIN_MANAGER_FAILED))
+                w->device_running--;
         assert_true(w->n_lines < MAX_LINES);
-        snprintf(w->lines[w->n_lines++], sizeof(w->lines[0]), "%s %s",
-                 drain_manager_event_kind_to_string(ev->kind), ev->node ? ev->node : "-");
+        snprintf(w->lines[w->n_lines++], sizeof(w->lines[0]), "%s %s%s%s",
+                 drain_manager_event_kind_to_string(ev->kind), ev->node ? ev->node : "-",
+                 ev->device ? " " : "", ev->device ? ev->device : "");
 }
 
 static void on_stopped(struct drain_manager *m, void *userdata) {
@@ -518,8 +636,10 @@ static int teardown(void **state) {
         test_api_free(w->api);
         for (size_t i = 0; i < MAX_NODES; i++)
                 cJSON_Delete(w->nodes[i]);
-        for (size_t i = 0; i < MAX_LEASES; i++)
+        for (size_t i = 0; i < MAX_LEASES; i++) {
                 cJSON_Delete(w->leases[i]);
+                cJSON_Delete(w->rules[i]);
+        }
         cJSON_Delete(w->ns);
         free(w);
         return 0;
@@ -1138,6 +1258,119 @@ static void test_event_kind_names(void **state) {
         assert_null(drain_manager_event_kind_to_string(-1));
 }
 
+/* ---- device health ---- */
+
+#define GPU1      DRIVER "/node-1/gpu-1"
+#define GPU2      DRIVER "/node-1/gpu-2"
+#define SCOPE_ANN "drainer.io/state.device."
+
+/* A device drain of node-1 recorded as drained (any device's scope). */
+static bool device_drained(struct world *w, const char *unused) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(node_named(w, "node-1"), "metadata"), "annotations");
+        const cJSON *e;
+        size_t n = 0;
+
+        cJSON_ArrayForEach(e, a) if (starts_with(e->string, SCOPE_ANN) && streq(e->valuestring, "drained"))
+                n++;
+        return n == (unused ? (size_t)atoi(unused) : 1);
+}
+
+/* A device drain of node-1 records exactly this device list (drainer.io/devices.device.ID). */
+static bool device_listed(struct world *w, const char *list) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(node_named(w, "node-1"), "metadata"), "annotations");
+        const cJSON *e;
+
+        cJSON_ArrayForEach(e, a) if (starts_with(e->string, "drainer.io/devices.device.") &&
+                                     streq(e->valuestring, list)) return true;
+        return false;
+}
+
+/* The manager with device health, its watches open. */
+static void start_health(struct world *w, int action, unsigned max_parallel) {
+        start_manager_with(
+                w, (struct drain_manager_options){ .max_parallel = max_parallel, .device_health = action });
+        run_for(w, 2 * SEC);
+}
+
+/* drain-device: the tainted device is drained alone, under a slot, never a cordon;
+ * once; healthy again it stays drained; the slot goes back. */
+static void test_device_drain(void **state) {
+        struct world *w = *state;
+
+        add_node(w, "node-1", NULL);
+        start_health(w, DEVICE_HEALTH_DRAIN, 1);
+        run_for(w, 3 * SEC);
+        assert_int_equal(w->rule_creates, 0);
+        taint(w, "gpu-1");
+        assert_true(run_until(w, device_drained, NULL, 30 * SEC));
+        run_for(w, 3 * SEC);
+        assert_int_equal(lines_with(w, "device node-1"), 1);
+        assert_int_equal(lines_with(w, "started node-1 " GPU1), 1);
+        assert_int_equal(lines_with(w, "done node-1 " GPU1), 1);
+        assert_int_equal(w->rule_creates, 1);
+        assert_int_equal(n_rules(w), 1);
+        assert_false(cordoned(w, "node-1"));
+        assert_null(ann(w, "node-1", "drainer.io/state"));
+        assert_true(device_listed(w, GPU1));
+        assert_true(lease_holder(w, 0) == NULL || streq(lease_holder(w, 0), ""));
+        assert_int_equal(events_with(w, "DrainerDeviceUnhealthy node-1"), 1);
+
+        taint(w, "");
+        run_for(w, 5 * SEC);
+        assert_int_equal(lines_with(w, "device node-1"), 2);
+        assert_int_equal(events_with(w, "DrainerDeviceHealthy node-1"), 1);
+        assert_int_equal(n_rules(w), 1); /* stays until uncordon --device */
+        assert_true(device_drained(w, NULL));
+        assert_int_equal(lines_with(w, "started node-1 " GPU1), 1);
+        assert_int_equal(w->rule_creates, 1);
+}
+
+/* Two devices of one node: one drain after the other, never both at once. */
+static void test_device_one_at_a_time(void **state) {
+        struct world *w = *state;
+
+        add_node(w, "node-1", NULL);
+        start_health(w, DEVICE_HEALTH_DRAIN, 0);
+        taint(w, "gpu-1 gpu-2");
+        assert_true(run_until(w, device_drained, "2", 60 * SEC));
+        assert_int_equal(lines_with(w, "started node-1 " GPU1), 1);
+        assert_int_equal(lines_with(w, "started node-1 " GPU2), 1);
+        assert_int_equal(w->most_device_running, 1);
+        assert_int_equal(w->rule_creates, 2);
+        assert_false(cordoned(w, "node-1"));
+}
+
+/* A node drain asked comes first; the device's waits while the node is out of service. */
+static void test_device_after_node_drain(void **state) {
+        struct world *w = *state;
+
+        add_node(w, "node-1", "\"drainer.io/request\":\"drain\"");
+        start_health(w, DEVICE_HEALTH_DRAIN, 0);
+        taint(w, "gpu-1");
+        assert_true(run_until(w, is_drained, "node-1", 60 * SEC));
+        run_for(w, 3 * SEC);
+        assert_int_equal(lines_with(w, "started node-1 " GPU1), 0);
+        assert_int_equal(lines_with(w, "waiting node-1 " GPU1), 1);
+        assert_int_equal(w->rule_creates, 0);
+}
+
+/* report: the Event and the line, no drain. */
+static void test_device_report(void **state) {
+        struct world *w = *state;
+
+        add_node(w, "node-1", NULL);
+        start_health(w, DEVICE_HEALTH_REPORT, 1);
+        taint(w, "gpu-1");
+        run_for(w, 5 * SEC);
+        assert_int_equal(lines_with(w, "device node-1"), 1);
+        assert_int_equal(events_with(w, "DrainerDeviceUnhealthy node-1"), 1);
+        assert_int_equal(lines_with(w, "started node-1 " GPU1), 0);
+        assert_int_equal(w->rule_creates, 0);
+        assert_null(lease_holder(w, 0));
+}
+
 /* What serve logs and shows of each event: the line, its level, the status. */
 static void test_describe(void **state) {
         static const struct drain_manager_options one = { .node = "node-1",
@@ -1233,6 +1466,10 @@ static void test_describe(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_describe),
+                cmocka_unit_test_setup_teardown(test_device_drain, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_device_one_at_a_time, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_device_after_node_drain, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_device_report, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_idle, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_request_drains, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_undo_restores, setup, teardown),

@@ -1,4 +1,4 @@
-/* Device health (serve --on-unhealthy-device=report): which devices of the served
+/* Device health (serve --on-unhealthy-device=report|drain-device): which devices of the served
  * node, or of every node, are reported unhealthy, and which turned so or healthy
  * again since the last look. Two reports count (DESIGN.md "Device health"):
  *   - the driver's own device taint: a NoSchedule or NoExecute taint on the device in
@@ -12,6 +12,7 @@
  * Prints nothing, never runs the loop. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,9 +25,21 @@ struct announcer;
 struct node_rec;
 struct device_health;
 
+/* What serve does about a device reported unhealthy. */
+enum device_health_action {
+        DEVICE_HEALTH_OFF,    /* "off": nothing is watched */
+        DEVICE_HEALTH_REPORT, /* "report": Events and metrics */
+        DEVICE_HEALTH_DRAIN,  /* "drain-device": and a device-scoped drain of it (the drain manager's) */
+        _DEVICE_HEALTH_ACTION_MAX,
+        _DEVICE_HEALTH_ACTION_INVALID = -EINVAL,
+};
+const char *device_health_action_to_string(enum device_health_action a);
+enum device_health_action device_health_action_from_string(const char *s);
+
 struct device_health_options {
-        const char *node;       /* the one node; NULL: every node (the drivers' taints only) */
-        uint64_t debounce_usec; /* a look this long after a change; 0: 1 s */
+        const char *node;                 /* the one node; NULL: every node (the drivers' taints only) */
+        enum device_health_action action; /* REPORT or DRAIN: what the Events say is done */
+        uint64_t debounce_usec;           /* a look this long after a change; 0: 1 s */
 };
 
 struct device_health_change {
@@ -35,6 +48,7 @@ struct device_health_change {
          * (a CDI device ID), that resourceID */
         const char *device;
         bool unhealthy;      /* turned unhealthy; false: no longer reported so */
+        bool published;      /* device names a device of a ResourceSlice of node (it can be drained) */
         const char *message; /* who reports it (the Event's message), one line */
 };
 

@@ -43,9 +43,14 @@ struct drain_manager_options {
         const char *lease_namespace;  /* where the slot Leases live */
         uint64_t lease_duration_usec; /* 0: the slots' default */
         const char *identity;         /* this process in Leases and Events; NULL: none */
-        /* serve --on-unhealthy-device=report: the served nodes' device health watched
-         * (devicehealth.h), each change an Event on the Node, a metric and a DEVICE event. */
-        bool device_health;
+        /* serve --on-unhealthy-device: the served nodes' device health watched
+         * (devicehealth.h), each change an Event on the Node, a metric and a DEVICE event;
+         * DEVICE_HEALTH_DRAIN: and a device-scoped drain (the profile's, scoped to the one
+         * device) of each device reported unhealthy that the node publishes, one device of
+         * a node at a time, under the slots, the pause and the window as node drains; a
+         * drained device stays so until `drainer uncordon NODE --device` (DESIGN.md
+         * "Device health"). */
+        int device_health; /* enum device_health_action */
 };
 
 /* What happened, for the caller's logs and status lines. */
@@ -75,7 +80,9 @@ enum drain_manager_event_kind {
 
 struct drain_manager_event {
         enum drain_manager_event_kind kind;
-        const char *node; /* NULL for READY, IDLE, WATCH_ERROR */
+        const char *node;   /* NULL for READY, IDLE, WATCH_ERROR */
+        const char *device; /* a device drain's device (DRIVER/POOL/DEVICE): STARTED, PHASE, DONE,
+                             * FAILED, START_FAILED, WAITING; else NULL */
         enum engine_goal goal;
         enum drain_phase phase;
         int error;                            /* negative errno, or 0 */
