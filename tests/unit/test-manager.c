@@ -38,6 +38,7 @@
 #include "drainer/ctl/manager.h"
 #include "drainer/ctl/profile.h"
 #include "drainer/dra/driverstop.h"
+#include "drainer/drain/device.h"
 #include "drainer/kube/client.h"
 #include "fakes/fake-apiserver.h"
 #include "fakes/fake-clock.h"
@@ -1356,6 +1357,54 @@ static void test_device_after_node_drain(void **state) {
         assert_int_equal(w->rule_creates, 0);
 }
 
+/* The pause holds a new device drain (said once, nothing written on the Node); lifted,
+ * the drain goes. */
+static void test_device_paused(void **state) {
+        struct world *w = *state;
+
+        add_node(w, "node-1", NULL);
+        start_health(w, DEVICE_HEALTH_DRAIN, 0);
+        set_pause(w, "true");
+        taint(w, "gpu-1");
+        run_for(w, 10 * SEC);
+        assert_int_equal(w->rule_creates, 0);
+        assert_int_equal(lines_with(w, "waiting node-1 " GPU1), 1);
+        assert_int_equal(lines_with(w, "started node-1 " GPU1), 0);
+        assert_null(ann(w, "node-1", "drainer.io/state"));
+        assert_null(ann(w, "node-1", "drainer.io/message"));
+        set_pause(w, "false");
+        assert_true(run_until(w, device_drained, NULL, 30 * SEC));
+        assert_int_equal(lines_with(w, "started node-1 " GPU1), 1);
+}
+
+/* The Node's record decides: a drain of the device alone in progress resumes; a device
+ * in another device drain (gpu-1 and gpu-2 together) is not drained again. */
+static void test_device_record(void **state) {
+        struct world *w = *state;
+        static const struct drain_device one[] = { { DRIVER, "node-1", "gpu-1" } },
+                                         two[] = { { DRIVER, "node-1", "gpu-2" },
+                                                   { DRIVER, "node-1", "gpu-3" } };
+        char s1[DRAIN_DEVICE_SCOPE_SIZE], s2[DRAIN_DEVICE_SCOPE_SIZE];
+        _cleanup_free_ char *anns = NULL;
+
+        drain_devices_scope(one, 1, s1);
+        drain_devices_scope(two, 2, s2);
+        anns = test_asprintf(
+                "\"drainer.io/state.%s\":\"evict-claim-holders\",\"drainer.io/devices.%s\":\"" GPU1
+                "\",\"drainer.io/state.%s\":\"drained\",\"drainer.io/devices.%s\":\"" GPU2 "," DRIVER
+                "/node-1/gpu-3\"",
+                s1, s1, s2, s2);
+        add_node(w, "node-1", anns);
+        start_health(w, DEVICE_HEALTH_DRAIN, 0);
+        taint(w, "gpu-1 gpu-2");
+        assert_true(run_until(w, device_drained, "2", 30 * SEC));
+        run_for(w, 3 * SEC);
+        assert_int_equal(lines_with(w, "started node-1 " GPU1), 1);
+        assert_int_equal(lines_with(w, "started node-1 " GPU2), 0);
+        assert_int_equal(lines_with(w, "waiting node-1 " GPU2), 1);
+        assert_false(cordoned(w, "node-1"));
+}
+
 /* report: the Event and the line, no drain. */
 static void test_device_report(void **state) {
         struct world *w = *state;
@@ -1470,6 +1519,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_device_one_at_a_time, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_device_after_node_drain, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_device_report, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_device_paused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_device_record, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_idle, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_request_drains, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_undo_restores, setup, teardown),
