@@ -4,7 +4,6 @@
  * everything, debounced; a look compares the new set with the last and reports each
  * difference once. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,17 +134,9 @@ static int add_report(struct hashmap *look, const char *node, const char *device
         return 0;
 }
 
-static char *printf_new(const char *fmt, ...) _printf_(1, 2);
-static char *printf_new(const char *fmt, ...) {
-        va_list ap;
-        char *s;
-        int r;
-
-        va_start(ap, fmt);
-        r = vasprintf(&s, fmt, ap);
-        va_end(ap);
-        return r < 0 ? NULL : text_one_line(s);
-}
+/* A line for an Event: text_printf's, its control characters replaced (the slices' and
+ * pods' strings are their writers'). */
+#define printf_new(...) text_one_line(text_printf(__VA_ARGS__))
 
 /* The look's reports: every slice's tainted devices, then (one node) every pod's
  * Unhealthy resources. published: "NODE DRIVER/POOL/DEVICE" of every device of a

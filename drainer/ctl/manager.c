@@ -6,7 +6,6 @@
  * prints nothing, never runs the loop, never sleeps. */
 #include <assert.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
 #include "drainer/base/mwindow.h"
+#include "drainer/base/text.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/ctl/announcer.h"
 #include "drainer/ctl/devicehealth.h"
@@ -1126,18 +1126,6 @@ static void device_wait(struct manager_device *md, char *msg) {
                      .kind = DRAIN_MANAGER_WAITING, .node = md->node, .device = md->id, .message = msg });
 }
 
-static char *printf_msg(const char *fmt, ...) _printf_(1, 2);
-static char *printf_msg(const char *fmt, ...) {
-        va_list ap;
-        char *s;
-        int r;
-
-        va_start(ap, fmt);
-        r = vasprintf(&s, fmt, ap);
-        va_end(ap);
-        return r < 0 ? NULL : s;
-}
-
 static void on_device_phase(struct engine *e, enum drain_phase phase, const char *message, void *userdata) {
         struct manager_device *md = userdata;
 
@@ -1244,9 +1232,9 @@ static bool reconcile_device(struct manager_device *md) {
         if (md->done)
                 return false;
         if (drain_state_parse(n, &st, NULL) < 0 || st.request != DRAIN_REQUEST_NONE || st.has_phase) {
-                device_wait(md, printf_msg("waiting: the node itself is asked to drain or restore, or is "
-                                           "drained (its drainer.io/ annotations); the device's drain "
-                                           "follows once it is back in service"));
+                device_wait(md, text_printf("waiting: the node itself is asked to drain or restore, or is "
+                                            "drained (its drainer.io/ annotations); the device's drain "
+                                            "follows once it is back in service"));
                 return false;
         }
         if (asprintf(&state_key, "%s.%s", DRAINER_ANN_STATE, md->profile.device_scope) < 0)
@@ -1254,26 +1242,26 @@ static bool reconcile_device(struct manager_device *md) {
         phase = kv_get(n->annotations, n->n_annotations, state_key);
         if (streq_ptr(phase, drain_phase_to_string(DRAIN_PHASE_DRAINED))) {
                 md->done = true; /* a drain of this device alone, drained before (by serve, or by hand) */
-                device_wait(md, printf_msg("already drained: it stays out of service until `drainer "
-                                           "uncordon %s --device %s`",
-                                           md->node, md->id));
+                device_wait(md, text_printf("already drained: it stays out of service until `drainer "
+                                            "uncordon %s --device %s`",
+                                            md->node, md->id));
                 return false;
         }
         conflict = drain_devices_conflict(n, md->profile.device_scope, md->profile.devices, 1);
         if (conflict && streq(conflict, md->profile.devices[0].driver)) {
-                device_wait(md, printf_msg("waiting: a drain of its driver %s is in progress on the node",
-                                           conflict));
+                device_wait(md, text_printf("waiting: a drain of its driver %s is in progress on the node",
+                                            conflict));
                 return false;
         }
         if (conflict) {
                 md->done = true; /* another device drain holds it: out of service already, or soon */
-                device_wait(md, printf_msg("not drained again: the device drain of %s on the node has it",
-                                           conflict));
+                device_wait(md, text_printf("not drained again: the device drain of %s on the node has it",
+                                            conflict));
                 return false;
         }
         if ((other = node_device_running(m, md))) {
-                device_wait(md, printf_msg("waiting: one device drain of a node at a time (%s drains now)",
-                                           other->id));
+                device_wait(md, text_printf("waiting: one device drain of a node at a time (%s drains now)",
+                                            other->id));
                 return false;
         }
         if (md->retry_at > now) {
@@ -1288,9 +1276,9 @@ static bool reconcile_device(struct manager_device *md) {
         if (m->slots) {
                 r = slots_acquire_ordered(m->slots, md->node, phase ? 0 : md->asked_at);
                 if (r < 0) {
-                        device_wait(md, printf_msg("cannot take a drain slot (Leases in namespace %s): %s; "
-                                                   "retrying",
-                                                   m->o.lease_namespace, strerror(-r)));
+                        device_wait(md, text_printf("cannot take a drain slot (Leases in namespace %s): %s; "
+                                                    "retrying",
+                                                    m->o.lease_namespace, strerror(-r)));
                         md->retry_at = now + RETRY_BASE_USEC;
                         schedule_retry(m, RETRY_BASE_USEC);
                         return false;
@@ -1298,8 +1286,8 @@ static bool reconcile_device(struct manager_device *md) {
                 if (r == 0) {
                         if (slots_queued(m->slots, md->node))
                                 device_wait(md,
-                                            printf_msg("waiting for a drain slot (--max-parallel); slots "
-                                                       "go in request order"));
+                                            text_printf("waiting for a drain slot (--max-parallel); slots "
+                                                        "go in request order"));
                         return false;
                 }
         }
