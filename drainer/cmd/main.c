@@ -389,6 +389,8 @@ const struct verb verbs[] = {
                 "                                of that device alone, as drain --device: one device\n"
                 "                                of a node at a time, under --max-parallel; it stays\n"
                 "                                drained until uncordon --device), or off (default)\n"
+                "      --unhealthy-devices-per-node N  drain-device: at most N device drains of\n"
+                "                                one node at once (default 1, at most 16)\n"
                 "      --config FILE             YAML file with one key per flag (flags win); plan,\n"
                 "                                drain, uncordon and maintain read the same file\n"
                 "      --identity ID             this process in Leases and Events (default: hostname)\n"

@@ -50,6 +50,7 @@ enum {
         OPT_CLUSTER_API,
         OPT_WINDOW,
         OPT_UNHEALTHY_DEVICE,
+        OPT_DEVICES_PER_NODE,
 };
 
 struct serve_opts {
@@ -69,6 +70,7 @@ struct serve_opts {
         const char *le_name;                                  /* NULL: drainer-leader */
         bool cluster_api;          /* --cluster-api: own the Machines' pre-drain hook */
         const char *device_health; /* --on-unhealthy-device: devicehealth.h's action, or NULL */
+        unsigned devices_per_node; /* --unhealthy-devices-per-node; 0: 1 */
 };
 
 /* The verb's state (verbs.h): what parse read, and what start set going. */
@@ -333,6 +335,13 @@ static int on_serve_opt(int opt, const char *arg, void *userdata) {
                 o->max_parallel = (unsigned)v;
                 o->max_parallel_percent = 0;
                 return 0;
+        case OPT_DEVICES_PER_NODE:
+                if (argval_int(arg, 1, DRAIN_MAX_DEVICES, &v) < 0)
+                        return log_error_errno(EINVAL,
+                                               "--unhealthy-devices-per-node: invalid value \"%s\" (1-%d)",
+                                               arg, DRAIN_MAX_DEVICES);
+                o->devices_per_node = (unsigned)v;
+                return 0;
         case OPT_WINDOW: {
                 _cleanup_free_ char *err = NULL;
                 int r = mwindows_add(&o->window, arg, NULL, &err);
@@ -396,6 +405,7 @@ const struct option serve_options[] = {
         { "leader-elect-resource-name", required_argument, NULL, OPT_LE_NAME },
         { "cluster-api", no_argument, NULL, OPT_CLUSTER_API },
         { "on-unhealthy-device", required_argument, NULL, OPT_UNHEALTHY_DEVICE },
+        { "unhealthy-devices-per-node", required_argument, NULL, OPT_DEVICES_PER_NODE },
         {},
 };
 
@@ -495,6 +505,9 @@ static int serve_parse(int argc, char **argv, struct global_flags *g, void *stat
                                        "drainer serve: --on-unhealthy-device: invalid value \"%s\" "
                                        "(report, drain-device, or off)",
                                        o->device_health);
+        if (o->devices_per_node && !streq_ptr(o->device_health, "drain-device"))
+                return log_error_errno(EINVAL, "drainer serve: --unhealthy-devices-per-node needs "
+                                               "--on-unhealthy-device=drain-device");
         if (!o->lease_ns)
                 o->lease_ns = getenv("POD_NAMESPACE") ? getenv("POD_NAMESPACE") : "drainer-system";
         gethostname(run->host, sizeof(run->host) - 1);
@@ -564,6 +577,7 @@ static int serve_start(struct app *a, void *state) {
                                       .identity = run->o.identity,
                                       .device_health = device_health_action_from_string(
                                               run->o.device_health ? run->o.device_health : "off"),
+                                      .device_drains_per_node = run->o.devices_per_node,
                               },
                               &cb, run, &run->manager);
         if (r < 0)

@@ -1096,21 +1096,23 @@ static bool node_device_pending(const struct drain_manager *m, const char *node)
         return false;
 }
 
-/* Another device drain of the same node running (or winding down), or NULL. */
-static const struct manager_device *node_device_running(const struct drain_manager *m,
-                                                        const struct manager_device *self) {
+/* How many other device drains of the same node run (or wind down); *ret_one: one of them. */
+static size_t node_devices_running(const struct drain_manager *m, const struct manager_device *self,
+                                   const struct manager_device **ret_one) {
         const char *key;
         void *v;
-        size_t i = 0;
+        size_t i = 0, n = 0;
 
         while (hashmap_iterate(m->devices, &i, &key, &v)) {
                 const struct manager_device *md = v;
 
                 if (md != self && streq(md->node, self->node) &&
-                    (md->running || (md->engine && !engine_idle(md->engine))))
-                        return md;
+                    (md->running || (md->engine && !engine_idle(md->engine)))) {
+                        *ret_one = md;
+                        n++;
+                }
         }
-        return NULL;
+        return n;
 }
 
 /* Why the drain of md waits, told once per reason (msg taken). */
@@ -1259,9 +1261,10 @@ static bool reconcile_device(struct manager_device *md) {
                                             conflict));
                 return false;
         }
-        if ((other = node_device_running(m, md))) {
-                device_wait(md, text_printf("waiting: one device drain of a node at a time (%s drains now)",
-                                            other->id));
+        if (node_devices_running(m, md, &other) >= MAX(m->o.device_drains_per_node, 1u)) {
+                device_wait(md, text_printf("waiting: %u device drain%s of a node at a time (%s drains now)",
+                                            MAX(m->o.device_drains_per_node, 1u),
+                                            m->o.device_drains_per_node > 1 ? "s" : "", other->id));
                 return false;
         }
         if (md->retry_at > now) {

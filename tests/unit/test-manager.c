@@ -1343,6 +1343,22 @@ static void test_device_one_at_a_time(void **state) {
         assert_false(cordoned(w, "node-1"));
 }
 
+/* Asked for two at once (--unhealthy-devices-per-node 2), two devices of one node drain
+ * together. */
+static void test_device_two_at_once(void **state) {
+        struct world *w = *state;
+
+        add_node(w, "node-1", NULL);
+        start_manager_with(w, (struct drain_manager_options){ .device_health = DEVICE_HEALTH_DRAIN,
+                                                              .device_drains_per_node = 2 });
+        run_for(w, 2 * SEC);
+        taint(w, "gpu-1 gpu-2");
+        assert_true(run_until(w, device_drained, "2", 60 * SEC));
+        assert_int_equal(w->most_device_running, 2);
+        assert_int_equal(w->rule_creates, 2);
+        assert_int_equal(lines_with(w, "waiting node-1 " GPU1) + lines_with(w, "waiting node-1 " GPU2), 0);
+}
+
 /* A node drain asked comes first; the device's waits while the node is out of service. */
 static void test_device_after_node_drain(void **state) {
         struct world *w = *state;
@@ -1517,6 +1533,7 @@ int main(void) {
                 cmocka_unit_test(test_describe),
                 cmocka_unit_test_setup_teardown(test_device_drain, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_device_one_at_a_time, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_device_two_at_once, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_device_after_node_drain, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_device_report, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_device_paused, setup, teardown),

@@ -51,6 +51,9 @@ struct drain_manager_options {
          * drained device stays so until `drainer uncordon NODE --device` (DESIGN.md
          * "Device health"). */
         int device_health; /* enum device_health_action */
+        /* DEVICE_HEALTH_DRAIN: at most this many device drains of one node at once (serve
+         * --unhealthy-devices-per-node); 0: 1. */
+        unsigned device_drains_per_node;
 };
 
 /* What happened, for the caller's logs and status lines. */
