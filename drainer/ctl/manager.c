@@ -1115,8 +1115,10 @@ static size_t node_devices_running(const struct drain_manager *m, const struct m
         return n;
 }
 
-/* Why the drain of md waits, told once per reason (msg taken). */
+/* Why the drain of md waits, told once per reason (msg taken). It may quote the Node's
+ * drainer.io/devices.* annotations (another drain's device list): one line, for the log. */
 static void device_wait(struct manager_device *md, char *msg) {
+        text_one_line(msg);
         if (!msg || streq_ptr(msg, md->said)) {
                 free(msg);
                 return;
