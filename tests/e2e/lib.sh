@@ -110,7 +110,18 @@ reap_pid() { # PID [SIGNAL]
 }
 
 pass() { e2e_checks=$((e2e_checks + 1)); echo "  ok: $*"; }
-fail() { e2e_checks=$((e2e_checks + 1)); e2e_failed=$((e2e_failed + 1)); echo "  FAIL: $*"; }
+fail() {
+	e2e_checks=$((e2e_checks + 1)) e2e_failed=$((e2e_failed + 1))
+	echo "  FAIL: $*"
+	fail_record "$*"
+}
+# fail_record TEXT: tests/run-all's summary repeats every failed check with its step:
+# the ones that count, this shell's (a subshell's are a checker's self-test, or lost
+# with the subshell's counters).
+fail_record() {
+	[ -z "${DRAINER_E2E_FAIL_LOG:-}" ] || [ "$BASH_SUBSHELL" != 0 ] ||
+		printf '%s: %s\n' "${DRAINER_E2E_STEP:-$(basename "$0")}" "$1" >>"$DRAINER_E2E_FAIL_LOG"
+}
 check() { # description command...
 	local what=$1
 	shift

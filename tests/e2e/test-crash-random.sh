@@ -103,6 +103,7 @@ fail() {
 	e2e_checks=$((e2e_checks + 1))
 	e2e_failed=$((e2e_failed + 1))
 	echo "  FAIL: $*"
+	fail_record "$*"
 	[ -n "${pair_first_fail:-}" ] || pair_first_fail=$*
 }
 pair_end() { # [NOTE]
