@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "drainer/base/log.h"
+#include "drainer/base/text.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/ctl/announcer.h"
 #include "drainer/drain/state.h"
@@ -73,14 +74,30 @@ static void on_event_done(const struct kube_result *res, void *userdata) {
                 a->idle(a->idle_userdata);
 }
 
+/* The longest quote of drainer.io/requested-by in an Event, in bytes. */
+#define ASKER_MAX 200
+
 void announcer_notice(struct announcer *a, const struct engine_notice *n) {
-        _cleanup_free_ char *staged = NULL;
+        announcer_notice_asked(a, n, NULL);
+}
+
+void announcer_notice_asked(struct announcer *a, const struct engine_notice *n, const char *by) {
+        _cleanup_free_ char *staged = NULL, *asker = NULL;
         const char *message = n->message;
 
         if (a->freed || !n->node || (unsigned)n->kind >= _ENGINE_NOTICE_KIND_MAX || !events[n->kind].reason)
                 return;
         if (events[n->kind].opening) {
-                if (asprintf(&staged, "%s: %s", events[n->kind].opening,
+                /* Who asked, perhaps as the asker put it on the Node (anyone who may annotate
+                 * it): one line, cut short. */
+                if (by && *by) {
+                        asker = strndup(by, utf8_prefix(by, ASKER_MAX));
+                        if (!asker)
+                                return (void)log_debug("cannot build an Event: out of memory, ignoring");
+                        text_one_line(asker);
+                }
+                if (asprintf(&staged, "%s%s%s%s: %s", events[n->kind].opening, asker ? " (asked by " : "",
+                             strempty(asker), asker ? ")" : "",
                              n->message ? n->message : drain_phase_to_string(n->phase)) < 0) {
                         staged = NULL;
                         return (void)log_debug("cannot build an Event: out of memory, ignoring");

@@ -14,6 +14,7 @@
 #include "drainer/base/hashmap.h"
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
+#include "drainer/base/text.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/ctl/machinehook.h"
 #include "drainer/ctl/manager.h"
@@ -238,10 +239,13 @@ static int remove_hook(struct held *hd, const struct machine_rec *m) {
 /* {"metadata":{"annotations":{"drainer.io/request":"drain","drainer.io/cluster-api-machine":"ns/name"}}} */
 static char *request_patch(const char *machine) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        _cleanup_free_ char *by = text_printf("Cluster API: Machine %s is being deleted", machine);
         cJSON *ann;
 
-        ann = o ? cJSON_AddObjectToObject(cJSON_AddObjectToObject(o, "metadata"), "annotations") : NULL;
+        ann = o && by ? cJSON_AddObjectToObject(cJSON_AddObjectToObject(o, "metadata"), "annotations")
+                      : NULL;
         if (!ann || !cJSON_AddStringToObject(ann, DRAINER_ANN_REQUEST, "drain") ||
+            !cJSON_AddStringToObject(ann, DRAINER_ANN_REQUESTED_BY, by) ||
             !cJSON_AddStringToObject(ann, DRAINER_ANN_CLUSTER_API_MACHINE, machine))
                 return NULL;
         return cJSON_PrintUnformatted(o);

@@ -20,8 +20,10 @@
 #include "drainer/base/timesrc.h"
 #include "drainer/ctl/announcer.h"
 #include "drainer/ctl/devicehealth.h"
+#include "drainer/ctl/machinehook.h"
 #include "drainer/ctl/manager.h"
 #include "drainer/ctl/profile.h"
+#include "drainer/ctl/shutdown.h"
 #include "drainer/dra/nodeview.h"
 #include "drainer/drain/device.h"
 #include "drainer/drain/engine.h"
@@ -30,6 +32,7 @@
 #include "drainer/kube/informer.h"
 #include "drainer/kube/objects.h"
 #include "drainer/kube/slots.h"
+#include "drainer/obs/metrics.h"
 
 #define RETRY_BASE_USEC    (30 * USEC_PER_SEC)
 #define PATCH_RETRY_USEC   (2 * USEC_PER_SEC) /* a waiting patch that failed, not a 409 */
@@ -349,10 +352,29 @@ static void on_engine_phase(struct engine *e, enum drain_phase phase, const char
                                                         .message = message });
 }
 
+/* Who asked for a node's drain, for drainer_drains_started_total: what the askers
+ * serve knows write beside the request. */
+static const char *asker_kind(const struct node_rec *n) {
+        if (kv_get(n->annotations, n->n_annotations, DRAINER_ANN_CLUSTER_API_MACHINE))
+                return "cluster-api";
+        if (kv_get(n->annotations, n->n_annotations, DRAINER_ANN_SHUTDOWN_BOOT))
+                return "shutdown";
+        return "request";
+}
+
 static void on_engine_notice(struct engine *e, const struct engine_notice *n, void *userdata) {
         struct manager_node *mn = userdata;
 
-        announcer_notice(mn->manager->announcer, n);
+        if (n->kind == ENGINE_NOTICE_DRAIN)
+                metrics_add(metrics_family(DRAINER_METRIC_DRAINS_STARTED),
+                            METRIC_LABELS(asker_kind(n->node)), 1);
+        /* A drain asked for names its asker where the request says (drainer.io/requested-by:
+         * serve's Cluster API hook and shutdown drain write it; a person may). */
+        announcer_notice_asked(
+                mn->manager->announcer, n,
+                mn->goal == ENGINE_GOAL_DRAIN
+                        ? kv_get(n->node->annotations, n->node->n_annotations, DRAINER_ANN_REQUESTED_BY)
+                        : NULL);
 }
 
 static void on_engine_finished(struct engine *e, const struct engine_summary *s, void *userdata) {
@@ -1144,7 +1166,10 @@ static void on_device_phase(struct engine *e, enum drain_phase phase, const char
 static void on_device_notice(struct engine *e, const struct engine_notice *n, void *userdata) {
         struct manager_device *md = userdata;
 
-        announcer_notice(md->manager->announcer, n);
+        if (n->kind == ENGINE_NOTICE_DRAIN)
+                metrics_add(metrics_family(DRAINER_METRIC_DRAINS_STARTED), METRIC_LABELS("device-health"),
+                            1);
+        announcer_notice_asked(md->manager->announcer, n, "device health (serve --on-unhealthy-device)");
 }
 
 static void on_device_finished(struct engine *e, const struct engine_summary *s, void *userdata) {

@@ -55,8 +55,8 @@ void shutdown_read_boot_id(char *buf, size_t size) {
         fclose(f);
 }
 
-/* {"metadata":{"annotations":{drainer.io/request: request, shutdown-boot-id: boot}}}
- * (boot NULL: removed), malloc'd. */
+/* {"metadata":{"annotations":{drainer.io/request: request, requested-by: who,
+ * shutdown-boot-id: boot}}} (boot NULL: removed), malloc'd. */
 static char *request_patch(const char *request, const char *boot) {
         _cleanup_(cJSON_Deletep) cJSON *p = cJSON_CreateObject();
         cJSON *ann;
@@ -65,6 +65,11 @@ static char *request_patch(const char *request, const char *boot) {
                 return NULL;
         ann = cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "metadata"), "annotations");
         if (!ann || !cJSON_AddStringToObject(ann, DRAINER_ANN_REQUEST, request) ||
+            !cJSON_AddStringToObject(ann, DRAINER_ANN_REQUESTED_BY,
+                                     boot ? "shutdown: logind's shutdown or reboot of the node "
+                                            "(serve --on-shutdown)"
+                                          : "shutdown: the boot after a drain for shutdown "
+                                            "(serve --on-shutdown)") ||
             !(boot ? cJSON_AddStringToObject(ann, DRAINER_ANN_SHUTDOWN_BOOT, boot)
                    : cJSON_AddNullToObject(ann, DRAINER_ANN_SHUTDOWN_BOOT)))
                 return NULL;

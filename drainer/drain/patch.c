@@ -437,9 +437,11 @@ int drain_patch_finish(const struct node_rec *n, bool uncordon, bool keep_reques
                         return r;
         }
         /* Every other drainer.io/ annotation too (e.g. serve's shutdown-boot-id): the node
-         * leaves drainer's hands clean. node_rec keeps only drainer.io/ annotations. */
+         * leaves drainer's hands clean. node_rec keeps only drainer.io/ annotations. A
+         * request kept keeps who asked for it. */
         for (size_t i = 0; i < n->n_annotations; i++) {
                 if (streq(n->annotations[i].key, DRAINER_ANN_REQUEST) ||
+                    (keep_request && streq(n->annotations[i].key, DRAINER_ANN_REQUESTED_BY)) ||
                     cJSON_GetObjectItemCaseSensitive(json_path(root, "metadata.annotations"),
                                                      n->annotations[i].key))
                         continue;

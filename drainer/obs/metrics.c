@@ -909,6 +909,14 @@ static const struct metric_desc drainer_metrics[_DRAINER_METRIC_MAX] = {
                                            "--on-unhealthy-device saw them.",
                                            METRIC_COUNTER,
                                            { "health" } },
+        [DRAINER_METRIC_DRAINS_STARTED] = { "drainer_drains_started_total",
+                                            "Drains serve started (each Event 'drain started'), by who "
+                                            "asked: cluster-api (its pre-drain hook, --cluster-api), "
+                                            "shutdown (--on-shutdown), device-health "
+                                            "(--on-unhealthy-device), request (drainer.io/request written "
+                                            "by a person or a script).",
+                                            METRIC_COUNTER,
+                                            { "asker" } },
         [DRAINER_METRIC_API_REQUESTS] = { "drainer_api_requests_total",
                                           "Kubernetes API requests sent (every attempt), by verb and HTTP "
                                           "code "

@@ -6,7 +6,8 @@
 # cluster of its own (capi_peer); see tests/cluster/README.md.
 #  1. claim holders and a plain pod on node-2, a PDB over the claim holders that allows
 #     no disruption; `serve --all-nodes --cluster-api`; Machine node-2 deleted: the hook
-#     stays, and the Machine's Events and the Node's message name the PDB;
+#     stays, and the Machine's Events and the Node's message name the PDB; the Node's
+#     Event of the drain's start and drainer status name the Machine that asked;
 #  2. the PDB deleted: from the audit log, drainer evicts the claim holders, every claim
 #     is released (the resourceclaim controller deletes them) before drainer evicts the
 #     DRA driver's pod, drainer removes the hook after that, Cluster API's own drain (its
@@ -128,6 +129,18 @@ check "the Node's drainer.io/message names the PDB" node_message_names_pdb
 check "the hook stays while the PDB blocks" hook_on
 check "the Node is still there" node_there
 echo "    Node message: $(node_ann "$node" drainer.io/message)"
+# What an admin reads names the peer that asked: the Node's Event of the drain's start
+# and drainer status (the request's drainer.io/requested-by, written by the hook).
+node_event_names_machine() {
+	kubectl -n default get events --field-selector "involvedObject.kind=Node,involvedObject.name=$node" -o json |
+		jq -e --arg p "drain started (asked by Cluster API: Machine $capi_ns/$machine is being deleted): " \
+			'[.items[] | select(.message // "" | startswith($p))] | length > 0' >/dev/null
+}
+check "the Node's Event of the drain's start names who asked: Cluster API's Machine $capi_ns/$machine" \
+	wait_until 30 node_event_names_machine
+"$DRAINER" status "$node" >"$e2e_tmp/status.out" 2>&1
+check "drainer status $node names who asked (drainer.io/requested-by)" \
+	grep -q "drainer.io/requested-by: Cluster API: Machine $capi_ns/$machine is being deleted" "$e2e_tmp/status.out"
 kubectl -n "$capi_ns" get events --field-selector "involvedObject.name=$machine" -o json |
 	jq -r '.items[] | "    Machine Event \(.reason): \(.message)"' | head -n 4
 

@@ -135,6 +135,53 @@ static void test_every_kind(void **state) {
         }
 }
 
+/* Who asked: named in the Events of a start and a wait, made one line and cut short
+ * (it may be an annotation anyone who may patch the Node wrote), never in the others;
+ * nobody named (NULL, ""): as announcer_notice. */
+static void test_asked_by(void **state) {
+        struct env *e = *state;
+        char long_asker[400];
+        static const struct {
+                enum engine_notice_kind kind;
+                const char *by, *text;
+        } cases[] = {
+                { ENGINE_NOTICE_DRAIN, "Cluster API: Machine capi/m-2 is being deleted",
+                  "drain started (asked by Cluster API: Machine capi/m-2 is being deleted): cordoning" },
+                { ENGINE_NOTICE_WAITING, "ticket\n42\x1b[31m",
+                  "waiting for a drain slot (asked by ticket?42?[31m): cordoning" },
+                { ENGINE_NOTICE_DONE, "ticket 42", "cordoning" },
+                { ENGINE_NOTICE_DRAIN, "", "drain started: cordoning" },
+                { ENGINE_NOTICE_DRAIN, NULL, "drain started: cordoning" },
+        };
+        size_t n = sizeof(cases) / sizeof(cases[0]);
+        _cleanup_(cJSON_Deletep) cJSON *j = NULL;
+
+        fake_transport_expect(e->api->ft, "POST", EVENTS,
+                              &(struct fake_reply){ .status = 201, .body = "{}", .times = FAKE_FOREVER });
+        for (size_t i = 0; i < n; i++)
+                announcer_notice_asked(e->a,
+                                       &(const struct engine_notice){ cases[i].kind, e->node,
+                                                                      DRAIN_PHASE_CORDON, "cordoning" },
+                                       cases[i].by);
+        memset(long_asker, 'x', sizeof(long_asker) - 1);
+        long_asker[sizeof(long_asker) - 1] = 0;
+        announcer_notice_asked(e->a,
+                               &(const struct engine_notice){ ENGINE_NOTICE_DRAIN, e->node,
+                                                              DRAIN_PHASE_CORDON, "cordoning" },
+                               long_asker);
+        deliver(e);
+        assert_int_equal(fake_transport_n_requests(e->api->ft), n + 1);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_(cJSON_Deletep) cJSON *c = event(e, i);
+
+                assert_string_equal(json_str(c, "message"), cases[i].text);
+        }
+        j = event(e, n);
+        /* "drain started (asked by " + 200 bytes + "): cordoning" */
+        assert_int_equal(strlen(json_str(j, "message")),
+                         strlen("drain started (asked by ") + 200 + strlen("): cordoning"));
+}
+
 /* No Node seen: nothing to say it about. An unknown kind: nothing either. */
 static void test_nothing_without_node(void **state) {
         struct env *e = *state;
@@ -190,6 +237,7 @@ static void test_free_in_flight(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_every_kind, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_asked_by, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nothing_without_node, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_failure_ignored, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_in_flight, setup, teardown),

@@ -196,6 +196,9 @@ static void test_drain_then_remove(void **state) {
         assert_int_equal(e->patches, 1);
         test_assert_contains(e->last_patch, "\"drainer.io/request\":\"drain\"");
         test_assert_contains(e->last_patch, "\"drainer.io/cluster-api-machine\":\"capi/m-2\"");
+        test_assert_contains(
+                e->last_patch,
+                "\"drainer.io/requested-by\":\"Cluster API: Machine capi/m-2 is being deleted\"");
         assert_int_equal(fake_transport_count(e->api->ft, "PATCH", NULL), 0);
         ev1 = events(e);
         test_assert_contains(ev1, "\"reason\":\"DrainerHookDrain\"");

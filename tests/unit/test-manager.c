@@ -40,6 +40,7 @@
 #include "drainer/dra/driverstop.h"
 #include "drainer/drain/device.h"
 #include "drainer/kube/client.h"
+#include "drainer/obs/metrics.h"
 #include "fakes/fake-apiserver.h"
 #include "fakes/fake-clock.h"
 #include "fakes/fake-transport.h"
@@ -79,6 +80,7 @@ struct world {
         char lines[MAX_LINES][128];
         size_t n_lines;
         char events[MAX_LINES][128];
+        char event_messages[MAX_LINES][256];
         size_t n_events;
         /* the most nodes seen in a phase past waiting at once (the slot's promise) */
         size_t most_out_of_service;
@@ -456,6 +458,8 @@ static void answer(struct world *w) {
                         _cleanup_(cJSON_Deletep) cJSON *b = fake_api_json(r->body);
 
                         assert_true(w->n_events < MAX_LINES);
+                        snprintf(w->event_messages[w->n_events], sizeof(w->event_messages[0]), "%s",
+                                 strna(json_str(b, "message")));
                         snprintf(w->events[w->n_events++], sizeof(w->events[0]), "%s %s",
                                  json_str(b, "reason"), json_str(b, "involvedObject.name"));
                         if (w->hold_event && streq_ptr(json_str(b, "reason"), w->hold_event) &&
@@ -578,6 +582,24 @@ static size_t events_with(struct world *w, const char *line) {
         return count(w->events, w->n_events, line);
 }
 
+/* drainer_drains_started_total{asker} now (0 before any). */
+static double drains_started(const char *asker) {
+        double v = 0;
+
+        if (metrics_get(metrics_family(DRAINER_METRIC_DRAINS_STARTED), METRIC_LABELS(asker), &v) < 0)
+                return 0;
+        return v;
+}
+
+/* How many Events' messages hold part. */
+static size_t event_messages_with(struct world *w, const char *part) {
+        size_t k = 0;
+
+        for (size_t i = 0; i < w->n_events; i++)
+                k += strstr(w->event_messages[i], part) != NULL;
+        return k;
+}
+
 static void start_manager_with(struct world *w, struct drain_manager_options o) {
         static const struct drain_manager_callbacks cb = { .on_event = on_event, .on_stopped = on_stopped };
 
@@ -668,11 +690,22 @@ static void test_idle(void **state) {
 static void test_request_drains(void **state) {
         struct world *w = *state;
 
-        add_node(w, "node-1", "\"drainer.io/request\":\"drain\"");
+        double requests = drains_started("request"), hooks = drains_started("cluster-api");
+
+        add_node(w, "node-1", "\"drainer.io/request\":\"drain\",\"drainer.io/requested-by\":\"ticket 42\"");
         add_node(w, "node-2", NULL);
+        add_node(w, "node-3",
+                 "\"drainer.io/request\":\"drain\",\"drainer.io/cluster-api-machine\":\"capi/m-3\"");
         start_manager(w, 0);
         assert_true(run_until(w, is_drained, "node-1", 60 * SEC));
         step(w, 0);
+        /* the Event of its start names who asked, as the request says */
+        assert_int_equal(event_messages_with(w, "drain started (asked by ticket 42): "), 1);
+        assert_string_equal(ann(w, "node-1", "drainer.io/requested-by"), "ticket 42");
+        /* ... and the metric counts it by asker: a person's request, Cluster API's hook */
+        assert_true(run_until(w, is_drained, "node-3", 60 * SEC));
+        assert_true(drains_started("request") == requests + 1);
+        assert_true(drains_started("cluster-api") == hooks + 1);
         assert_true(cordoned(w, "node-1"));
         assert_true(tainted(w, "node-1"));
         assert_string_equal(ann(w, "node-1", "drainer.io/request"), "drain");
@@ -703,13 +736,17 @@ static bool finished_restore(struct world *w, const char *node) {
 static void test_undo_restores(void **state) {
         struct world *w = *state;
 
-        add_node(w, "node-1", "\"drainer.io/request\":\"drain\"");
+        add_node(w, "node-1", "\"drainer.io/request\":\"drain\",\"drainer.io/requested-by\":\"ticket 42\"");
         start_manager(w, 0);
         assert_true(run_until(w, is_drained, "node-1", 60 * SEC));
         set_ann(w, "node-1", "drainer.io/request", "uncordon");
         assert_true(run_until(w, finished_restore, "node-1", 60 * SEC));
         assert_int_equal(lines_with(w, "done node-1"), 2);
         assert_null(ann(w, "node-1", "drainer.io/was-unschedulable"));
+        /* who asked goes with the request; a restore does not quote it */
+        assert_null(ann(w, "node-1", "drainer.io/requested-by"));
+        assert_int_equal(event_messages_with(w, "restore started: "), 1);
+        assert_int_equal(event_messages_with(w, "asked by"), 1);
 
         /* again, and this time the request is removed */
         set_ann(w, "node-1", "drainer.io/request", "drain");
@@ -1299,6 +1336,7 @@ static void start_health(struct world *w, int action, unsigned max_parallel) {
  * once; healthy again it stays drained; the slot goes back. */
 static void test_device_drain(void **state) {
         struct world *w = *state;
+        double started = drains_started("device-health");
 
         add_node(w, "node-1", NULL);
         start_health(w, DEVICE_HEALTH_DRAIN, 1);
@@ -1317,6 +1355,10 @@ static void test_device_drain(void **state) {
         assert_true(device_listed(w, GPU1));
         assert_true(lease_holder(w, 0) == NULL || streq(lease_holder(w, 0), ""));
         assert_int_equal(events_with(w, "DrainerDeviceUnhealthy node-1"), 1);
+        assert_int_equal(event_messages_with(w, "drain started (asked by device health (serve "
+                                                "--on-unhealthy-device)): "),
+                         1);
+        assert_true(drains_started("device-health") == started + 1);
 
         taint(w, "");
         run_for(w, 5 * SEC);

@@ -168,9 +168,12 @@ static void test_shutdown_drains_then_lets_go(void **state) {
 
         e->shutdown(true, e->lock_userdata);
         assert_int_equal(e->patches, 1);
-        assert_string_equal(e->last_patch,
-                            "{\"metadata\":{\"annotations\":{\"drainer.io/request\":\"drain\","
-                            "\"drainer.io/shutdown-boot-id\":\"boot-b\"}}}");
+        assert_string_equal(
+                e->last_patch,
+                "{\"metadata\":{\"annotations\":{\"drainer.io/request\":\"drain\","
+                "\"drainer.io/requested-by\":\"shutdown: logind's shutdown or reboot of the node "
+                "(serve --on-shutdown)\","
+                "\"drainer.io/shutdown-boot-id\":\"boot-b\"}}}");
         test_assert_contains(e->notes, "shutdown: draining node node-1 before it goes down");
         set_state(e, "cordon", "boot-b");
         assert_int_equal(e->releases, 0);
@@ -246,6 +249,8 @@ static void test_restore_after_reboot(void **state) {
         assert_int_equal(e->patches, 1);
         assert_string_equal(e->last_patch,
                             "{\"metadata\":{\"annotations\":{\"drainer.io/request\":\"uncordon\","
+                            "\"drainer.io/requested-by\":\"shutdown: the boot after a drain for shutdown "
+                            "(serve --on-shutdown)\","
                             "\"drainer.io/shutdown-boot-id\":null}}}");
         test_assert_contains(e->notes, "node node-1 was drained for a shutdown (boot boot-a): restoring it");
         set_state(e, "restore-drivers", "boot-a"); /* in flight: -EBUSY, said nothing */

@@ -905,7 +905,8 @@ static void test_patch_finish_keep_cordon_and_request(void **state) {
         _cleanup_(node_rec_freep) struct node_rec *n =
                 node_json("{'metadata':{'name':'node-1','resourceVersion':'77','annotations':{"
                           "'drainer.io/request':'uncordon','drainer.io/state':'uncordon','drainer.io/"
-                          "was-unschedulable':'true'}},"
+                          "was-unschedulable':'true','drainer.io/requested-by':'ticket 42',"
+                          "'drainer.io/shutdown-boot-id':'b'}},"
                           "'spec':{'unschedulable':true}}");
         _cleanup_(cJSON_Deletep) cJSON *patch = NULL;
         _cleanup_free_ char *text = NULL;
@@ -914,6 +915,9 @@ static void test_patch_finish_keep_cordon_and_request(void **state) {
         patch = parse_patch(text);
         assert_rv(patch, "77");
         assert_ann_absent(patch, DRAINER_ANN_REQUEST);
+        /* the request kept keeps who asked for it; the rest of drainer.io/ goes */
+        assert_ann_absent(patch, DRAINER_ANN_REQUESTED_BY);
+        assert_ann_null(patch, "drainer.io/shutdown-boot-id");
         for (size_t i = 1; i < ELEMENTSOF(all_annotations); i++)
                 assert_ann_null(patch, all_annotations[i]);
         /* uncordon false: spec.unschedulable left out entirely; no taint to remove */

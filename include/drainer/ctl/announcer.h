@@ -23,6 +23,10 @@ int announcer_new(struct kube_client *client, struct timesrc *ts, const char *in
 /* Posts the Event for notice n, if it is one (every kind is, today). A failure to build
  * or to post is logged at debug level and changes nothing. */
 void announcer_notice(struct announcer *a, const struct engine_notice *n);
+/* The same, naming who asked for the run (by: NULL or "" for nobody named) in the
+ * Events of its start and waits: "drain started (asked by BY): ...", BY made one line
+ * and cut to 200 bytes. */
+void announcer_notice_asked(struct announcer *a, const struct engine_notice *n, const char *by);
 /* Posts an Event of this type and reason (events.h) about Node n, best effort as above:
  * what a controller other than an engine tells (device health). */
 void announcer_post(struct announcer *a, const struct node_rec *n, const char *type, const char *reason,

@@ -21,6 +21,10 @@ struct node_rec;
 #define DRAINER_ANN_WAS_UNSCHEDULABLE "drainer.io/was-unschedulable"
 #define DRAINER_ANN_DRIVER_STOP       "drainer.io/driver-stop"
 #define DRAINER_ANN_MESSAGE           "drainer.io/message"
+/* Who asked for what drainer.io/request says, in the asker's words, written with the
+ * request (serve's Cluster API hook and shutdown drain do; a person may): quoted by
+ * the Event of the drain's start, kept and removed with the request. */
+#define DRAINER_ANN_REQUESTED_BY      "drainer.io/requested-by"
 /* RFC 3339: when this drain applied OUT_OF_SERVICE_TAINT (--out-of-service); only a
  * taint drainer recorded here is ever removed by drainer (uncordon, node Ready). */
 #define DRAINER_ANN_OUT_OF_SERVICE    "drainer.io/out-of-service"

@@ -132,6 +132,7 @@ enum drainer_metric {
         DRAINER_METRIC_DRIVER_HEALTHY,     /* gauge {node, driver}: 1 healthy, 0 not */
         DRAINER_METRIC_DEVICE_UNHEALTHY,   /* gauge {node, device}: 1 while reported unhealthy */
         DRAINER_METRIC_DEVICE_HEALTH,      /* counter {health}: devices turned unhealthy / healthy */
+        DRAINER_METRIC_DRAINS_STARTED,     /* counter {asker}: serve's drain starts, by who asked */
         DRAINER_METRIC_API_REQUESTS,       /* counter {verb, code} */
         DRAINER_METRIC_API_DURATION,       /* histogram {verb}: watches excepted */
         DRAINER_METRIC_API_RATELIMIT_WAIT, /* histogram {verb}: seconds in the client-side token bucket */
