@@ -7,7 +7,8 @@
 #  1. claim holders and a plain pod on node-2, a PDB over the claim holders that allows
 #     no disruption; `serve --all-nodes --cluster-api`; Machine node-2 deleted: the hook
 #     stays, and the Machine's Events and the Node's message name the PDB; the Node's
-#     Event of the drain's start and drainer status name the Machine that asked;
+#     Event of the drain's start and drainer status name the Machine that asked; serve
+#     SIGKILLed there and started again picks the drain up from the Node, the hook kept;
 #  2. the PDB deleted: from the audit log, drainer evicts the claim holders, every claim
 #     is released (the resourceclaim controller deletes them) before drainer evicts the
 #     DRA driver's pod, drainer removes the hook after that, Cluster API's own drain (its
@@ -118,23 +119,27 @@ sleep 1
 
 echo "-- 1. Machine $machine deleted while a PDB blocks"
 run_start=$(audit_lines)
+# (this Machine's Events: one of an earlier Machine of the same name may still be there)
+machine_uid=$(kubectl -n "$capi_ns" get machine "$machine" -o jsonpath='{.metadata.uid}')
 kubectl -n "$capi_ns" delete machine "$machine" --wait=false >/dev/null
 machine_event_names_pdb() {
 	kubectl -n "$capi_ns" get events --field-selector "involvedObject.name=$machine" -o json |
-		jq -e '[.items[] | select(.involvedObject.kind == "Machine") | .message // "" | select(test("peer-budget"))] | length > 0' >/dev/null
+		jq -e --arg uid "$machine_uid" '[.items[] | select(.involvedObject.kind == "Machine" and .involvedObject.uid == $uid)
+			| .message // "" | select(test("peer-budget"))] | length > 0' >/dev/null
 }
 node_message_names_pdb() { grep -q peer-budget <<<"$(node_ann "$node" drainer.io/message)"; }
 check "an Event on the Machine names the PDB $ns/peer-budget" wait_until 90 machine_event_names_pdb
-check "the Node's drainer.io/message names the PDB" node_message_names_pdb
+check "the Node's drainer.io/message names the PDB" wait_until 30 node_message_names_pdb
 check "the hook stays while the PDB blocks" hook_on
 check "the Node is still there" node_there
 echo "    Node message: $(node_ann "$node" drainer.io/message)"
 # What an admin reads names the peer that asked: the Node's Event of the drain's start
 # and drainer status (the request's drainer.io/requested-by, written by the hook).
+node_uid=$(kubectl get node "$node" -o jsonpath='{.metadata.uid}')
 node_event_names_machine() {
 	kubectl -n default get events --field-selector "involvedObject.kind=Node,involvedObject.name=$node" -o json |
-		jq -e --arg p "drain started (asked by Cluster API: Machine $capi_ns/$machine is being deleted): " \
-			'[.items[] | select(.message // "" | startswith($p))] | length > 0' >/dev/null
+		jq -e --arg p "drain started (asked by Cluster API: Machine $capi_ns/$machine is being deleted): " --arg uid "$node_uid" \
+			'[.items[] | select(.involvedObject.uid == $uid and (.message // "" | startswith($p)))] | length > 0' >/dev/null
 }
 check "the Node's Event of the drain's start names who asked: Cluster API's Machine $capi_ns/$machine" \
 	wait_until 30 node_event_names_machine
@@ -143,6 +148,20 @@ check "drainer status $node names who asked (drainer.io/requested-by)" \
 	grep -q "drainer.io/requested-by: Cluster API: Machine $capi_ns/$machine is being deleted" "$e2e_tmp/status.out"
 kubectl -n "$capi_ns" get events --field-selector "involvedObject.name=$machine" -o json |
 	jq -r '.items[] | "    Machine Event \(.reason): \(.message)"' | head -n 4
+
+echo "-- 1b. drainer killed mid-way (SIGKILL) and started again: it resumes from the Node"
+state_before=$(node_ann "$node" drainer.io/state)
+kill -KILL "$serve_pid" 2>/dev/null
+wait "$serve_pid" 2>/dev/null
+check "the Node keeps the drain's record across the kill (drainer.io/state=${state_before:-none})" \
+	test -n "$state_before" -a "$state_before" != drained
+"$DRAINER" serve --all-nodes --cluster-api --max-parallel 1 --metrics-addr "" --identity e2e-capi-peer \
+	>"$e2e_tmp/serve2.out" 2>"$e2e_tmp/serve2.err" &
+serve_pid=$!
+check "the restarted serve owns the pre-drain hook again" wait_until 60 grep -q 'owning the pre-drain hook' "$e2e_tmp/serve2.err"
+sleep 3
+held_where_node_says() { hook_on && [ "$(node_ann "$node" drainer.io/state)" = "$state_before" ]; }
+check "... and keeps Machine $machine's hook while the PDB blocks, its drain where the Node says" held_where_node_says
 
 echo "-- 2. the PDB deleted: drainer's drain, then Cluster API's"
 t0=$(date +%s.%N)
