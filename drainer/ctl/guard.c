@@ -26,13 +26,16 @@
  * before (all a rolling update needs). */
 #define GUARD_DRAINING_PARTS (NODE_VIEW_PODS | NODE_VIEW_CLAIMS | NODE_VIEW_SLICES)
 
-/* Taints that mean "this node is being drained", whatever their value and effect:
- * Cluster Autoscaler's scale-down taint, Karpenter's (v1, and v0.3x's key), drainer's. */
-static const char *const drain_taints[] = {
-        "ToBeDeletedByClusterAutoscaler",
-        "karpenter.sh/disrupted",
-        "karpenter.sh/disruption",
-        "drainer.io/draining",
+/* Taints that mean "this node is being drained", whatever their value and effect, and
+ * whose drain each says: Cluster Autoscaler's scale-down taint, Karpenter's (v1, and
+ * v0.3x's key), drainer's. */
+static const struct {
+        const char *key, *who;
+} drain_taints[] = {
+        { "ToBeDeletedByClusterAutoscaler", "Cluster Autoscaler" },
+        { "karpenter.sh/disrupted", "Karpenter" },
+        { "karpenter.sh/disruption", "Karpenter" },
+        { "drainer.io/draining", "drainer" },
 };
 
 struct guard_run {
@@ -127,14 +130,14 @@ static uint64_t deadline_for_grace(int64_t grace_seconds) {
         return MAX(g > GUARD_MARGIN_USEC ? g - GUARD_MARGIN_USEC : 0, g / 2);
 }
 
-/* Why the node counts as draining, or NULL. */
+/* Why the node counts as draining, naming whose drain a taint says, or NULL. */
 static const char *draining_reason(const struct node_rec *n, char *buf, size_t size) {
         for (size_t i = 0; i < ELEMENTSOF(drain_taints); i++) {
-                const struct node_taint *t = node_rec_find_taint(n, drain_taints[i], NULL);
+                const struct node_taint *t = node_rec_find_taint(n, drain_taints[i].key, NULL);
 
                 if (t) {
-                        snprintf(buf, size, "tainted %s%s%s:%s", t->key, t->value ? "=" : "",
-                                 strempty(t->value), strna(t->effect));
+                        snprintf(buf, size, "%s: tainted %s%s%s:%s", drain_taints[i].who, t->key,
+                                 t->value ? "=" : "", strempty(t->value), strna(t->effect));
                         return buf;
                 }
         }

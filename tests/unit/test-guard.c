@@ -110,11 +110,16 @@ static void stop_run(struct env *e, struct guard_run *g, struct run_log *l) {
 }
 
 /* node-1, cordoned or not, at resourceVersion rv (malloc'd). */
-static char *node_json(bool cordoned, unsigned rv) {
+static char *node_json_taints(bool cordoned, unsigned rv, const char *taints) {
         return test_asprintf("{\"metadata\":{\"name\":\"node-1\",\"uid\":\"" FAKE_API_NODE_UID
-                             "\",\"resourceVersion\":\"%u\"},\"spec\":{\"unschedulable\":%s},"
+                             "\",\"resourceVersion\":\"%u\"},\"spec\":{\"unschedulable\":%s%s%s},"
                              "\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
-                             rv, cordoned ? "true" : "false");
+                             rv, cordoned ? "true" : "false", taints ? ",\"taints\":" : "",
+                             taints ? taints : "");
+}
+
+static char *node_json(bool cordoned, unsigned rv) {
+        return node_json_taints(cordoned, rv, NULL);
 }
 
 static void expect_node(struct env *e, bool cordoned) {
@@ -182,6 +187,29 @@ static void test_not_draining(void **state) {
         assert_int_equal(fake_transport_count(e->ft, "GET", CLAIMS), 0);
         stop_run(e, g, &l);
         assert_int_equal(l.done, 1);
+}
+
+/* A node tainted by Karpenter (not cordoned): draining, and the guard says whose. */
+static void test_names_whose_drain(void **state) {
+        struct env *e = *state;
+        struct run_log l = {};
+        struct guard_run *g;
+
+        fake_api_expect_list_and_watch(
+                e->ft, NODES, NODES "&limit=",
+                fake_api_list_strv("NodeList",
+                                   (char *[]){ node_json_taints(false, 90,
+                                                                "[{\"key\":\"karpenter.sh/disrupted\","
+                                                                "\"effect\":\"NoSchedule\"}]"),
+                                               NULL }));
+        expect_draining_parts(e, true);
+        g = start_run(e, &l, NULL);
+        run(e, 100 * MS);
+        assert_int_equal(l.done, 0);
+        test_assert_contains(
+                l.all_notes,
+                "node \"node-1\" is being drained (Karpenter: tainted karpenter.sh/disrupted:NoSchedule)");
+        stop_run(e, g, &l);
 }
 
 /* Draining with a claim and its holder: holds, says what holds it, and lets go once
@@ -430,6 +458,7 @@ static void test_outcome_names(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_not_draining, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_names_whose_drain, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_holds_until_released, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_gives_up_at_deadline, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_uncordoned_while_waiting, setup, teardown),
