@@ -284,6 +284,7 @@ static const struct {
         [DOCTOR_LIST_ROLE_BINDINGS] = { "list rolebindings", false },
         [DOCTOR_LIST_DRAINER_PODS] = { "list drainer pods", true },
         [DOCTOR_LIST_SYSTEM_PODS] = { "list kube-system pods", false },
+        [DOCTOR_LIST_NODECLAIMS] = { "list Karpenter's nodeclaims", false },
         [DOCTOR_LIST_DRIVER_PODS] = { "list DRA driver pods", true },
 };
 
@@ -566,6 +567,36 @@ static int add_system_pod(struct doctor_data *d, const cJSON *item) {
         return 0;
 }
 
+static void nodeclaim_free(struct doctor_nodeclaim *c) {
+        if (!c)
+                return;
+        free(c->name);
+        free(c->node);
+        free(c->tgp);
+        free(c);
+}
+
+/* A NodeClaim not (yet) on a node is kept: the rules skip it. */
+static int add_nodeclaim(struct doctor_data *d, const cJSON *item) {
+        const char *name = json_str(item, "metadata.name"), *node = json_str(item, "status.nodeName"),
+                   *tgp = json_str(item, "spec.terminationGracePeriod");
+        struct doctor_nodeclaim *c;
+
+        if (!name)
+                return -EBADMSG;
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        c->name = strdup(name);
+        c->node = node ? strdup(node) : NULL;
+        c->tgp = tgp ? strdup(tgp) : NULL;
+        if (!c->name || (node && !c->node) || (tgp && !c->tgp) || array_push(&d->nodeclaims, c) < 0) {
+                nodeclaim_free(c);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 /* Builds a compact record of item with from_json and appends it; 0, -EBADMSG or -ENOMEM. */
 #define ADD_REC(array, item, from_json, rec_free)                       \
         ({                                                              \
@@ -592,6 +623,8 @@ int doctor_data_add(struct doctor_data *d, enum doctor_list l, const cJSON *item
                 return add_drainer_pod(d, item);
         case DOCTOR_LIST_SYSTEM_PODS:
                 return add_system_pod(d, item);
+        case DOCTOR_LIST_NODECLAIMS:
+                return add_nodeclaim(d, item);
         case DOCTOR_LIST_DRIVER_PODS:
                 return add_driver_pod(d, item);
         default:
@@ -831,13 +864,24 @@ static void cordoned_free(struct doctor_cordoned *c) {
         free(c);
 }
 
-/* The cordoned nodes in scope: their pods are read for the claims on them. */
+/* The NodeClaim of node with a terminationGracePeriod, or NULL. */
+static const struct doctor_nodeclaim *nodeclaim_with_grace(const struct doctor_data *d, const char *node) {
+        for (size_t i = 0; i < d->nodeclaims.n; i++)
+                if (d->nodeclaims.v[i]->tgp && streq_ptr(d->nodeclaims.v[i]->node, node))
+                        return d->nodeclaims.v[i];
+        return NULL;
+}
+
+/* The nodes in scope whose pods are read: the cordoned ones (for the claims on them)
+ * and Karpenter's whose NodeClaim sets a terminationGracePeriod (for their pods'
+ * grace periods). */
 static int plan_cordoned(struct doctor_data *d) {
         for (size_t i = 0; i < d->nodes.n; i++) {
                 const struct node_rec *n = d->nodes.v[i];
+                const struct doctor_nodeclaim *nc = nodeclaim_with_grace(d, n->name);
                 struct doctor_cordoned *c;
 
-                if (!n->unschedulable || !doctor_data_in_scope(d, n->name))
+                if ((!n->unschedulable && !nc) || !doctor_data_in_scope(d, n->name))
                         continue;
                 c = calloc(1, sizeof(*c));
                 if (!c || array_push(&d->cordoned, c) < 0) {
@@ -845,6 +889,8 @@ static int plan_cordoned(struct doctor_data *d) {
                         return -ENOMEM;
                 }
                 c->node = n;
+                c->cordoned = n->unschedulable;
+                c->nodeclaim = nc;
         }
         return 0;
 }
@@ -1031,6 +1077,7 @@ void doctor_data_done(struct doctor_data *d) {
         FREE_ARRAY(&d->driver_pods, pod_free);
         FREE_ARRAY(&d->drainer_pods, pod_free);
         FREE_ARRAY(&d->cp_pods, cp_pod_free);
+        FREE_ARRAY(&d->nodeclaims, nodeclaim_free);
         for (size_t i = 0; i < _DOCTOR_LIST_MAX; i++)
                 free(d->lists[i].message);
         hashmap_free(d->subject_by_label, NULL);
@@ -1232,6 +1279,9 @@ static int start_phase1(struct doctor_gather *g, const char *const *selectors) {
         paths[DOCTOR_LIST_ROLE_BINDINGS] = strdup("/apis/rbac.authorization.k8s.io/v1/rolebindings");
         paths[DOCTOR_LIST_DRAINER_PODS] = pods_path(NULL, "labelSelector=", DOCTOR_DRAINER_POD_SELECTOR);
         paths[DOCTOR_LIST_SYSTEM_PODS] = pods_path("kube-system", NULL, NULL);
+        /* Karpenter's NodeClaims: their terminationGracePeriod against what a drain of
+         * their node needs (404 where Karpenter is not installed). */
+        paths[DOCTOR_LIST_NODECLAIMS] = strdup("/apis/karpenter.sh/v1/nodeclaims");
         for (size_t l = 0; l < ELEMENTSOF(paths); l++)
                 if (!paths[l])
                         r = -ENOMEM;

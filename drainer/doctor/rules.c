@@ -5,6 +5,7 @@
  * makes no request and changes nothing it is given. */
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 
 #include "drainer/base/json.h"
 #include "drainer/base/text.h"
+#include "drainer/base/timesrc.h"
 #include "drainer/doctor/doctor-rules.h"
 #include "drainer/dra/claims.h"
 #include "drainer/dra/health.h"
@@ -602,6 +604,122 @@ static int check_karpenter_disruption(const struct doctor_rule_input *in, struct
         return 0;
 }
 
+/* karpenter-grace: a NodeClaim's terminationGracePeriod against what a drain of its
+ * node needs: its claim holders' longest grace, then the DRA driver pods' (as
+ * plan_grace_needed). When it runs out Karpenter deletes what is left without the
+ * Eviction API, grace periods cut short: a claim holder may be killed and the driver
+ * stopped while a claim is on the node. No terminationGracePeriod: Karpenter waits. */
+static bool karpenter_nodes_in_scope(const struct doctor_data *d) {
+        for (size_t i = 0; i < d->nodes.n; i++)
+                if (kv_get(d->nodes.v[i]->labels, d->nodes.v[i]->n_labels, "karpenter.sh/nodepool") &&
+                    doctor_data_in_scope(d, d->nodes.v[i]->name))
+                        return true;
+        return false;
+}
+
+static bool is_driver_pod(const struct doctor_data *d, const struct pod_rec *p) {
+        for (size_t i = 0; i < d->driver_pods.n; i++)
+                if (streq_ptr(d->driver_pods.v[i]->rec->uid, p->uid))
+                        return true;
+        return false;
+}
+
+static bool pod_finished(const struct pod_rec *p) {
+        return p->phase == POD_SUCCEEDED || p->phase == POD_FAILED;
+}
+
+static int check_karpenter_grace(const struct doctor_rule_input *in, struct doctor_report *rep) {
+        const struct doctor_data *d = in->data;
+        const struct doctor_list_status *ls = &d->lists[DOCTOR_LIST_NODECLAIMS];
+        size_t checked = 0, short_ones = 0;
+        struct doctor_finding *f;
+
+        if (ls->error < 0) {
+                if (!karpenter_nodes_in_scope(d))
+                        return 0; /* not installed, and no node of Karpenter's */
+                f = doctor_report_add(rep, DOCTOR_SECTION_DRAIN, DOCTOR_WARN, "karpenter-grace", "",
+                                      "nodes of Karpenter's (label karpenter.sh/nodepool), but its "
+                                      "NodeClaims cannot be read (%s): their terminationGracePeriod "
+                                      "is not checked",
+                                      ls->message ? ls->message : strerror(-ls->error));
+                return f ? 0 : -ENOMEM;
+        }
+        for (size_t i = 0; i < d->cordoned.n; i++) {
+                const struct doctor_cordoned *c = d->cordoned.v[i];
+                const struct doctor_nodeclaim *nc = c->nodeclaim;
+                int64_t holders = 0, drivers = 0, need;
+                uint64_t usec;
+
+                if (!nc)
+                        continue;
+                if (timesrc_parse_duration(nc->tgp, &usec) < 0) {
+                        f = doctor_report_add(rep, DOCTOR_SECTION_DRAIN, DOCTOR_FAIL, "karpenter-grace",
+                                              c->node->name,
+                                              "Karpenter NodeClaim %s: terminationGracePeriod \"%s\" is "
+                                              "not a duration",
+                                              nc->name, nc->tgp);
+                        if (!f || doctor_finding_add_object(f, "NodeClaim %s", nc->name) < 0)
+                                return -ENOMEM;
+                        short_ones++;
+                        continue;
+                }
+                if (c->error < 0) {
+                        f = doctor_report_add(rep, DOCTOR_SECTION_DRAIN, DOCTOR_WARN, "karpenter-grace",
+                                              c->node->name,
+                                              "Karpenter NodeClaim %s sets terminationGracePeriod %s; "
+                                              "cannot list the node's pods: not checked",
+                                              nc->name, nc->tgp);
+                        if (!f)
+                                return -ENOMEM;
+                        continue;
+                }
+                for (size_t k = 0; k < c->pods.n; k++) {
+                        const struct pod_rec *p = c->pods.v[k];
+
+                        if (pod_finished(p) || is_driver_pod(d, p) || p->n_claims == 0)
+                                continue;
+                        holders = MAX(holders, p->termination_grace_seconds);
+                }
+                for (size_t k = 0; k < d->driver_pods.n; k++) {
+                        const struct pod_rec *p = d->driver_pods.v[k]->rec;
+
+                        if (streq_ptr(p->node_name, c->node->name) && !pod_finished(p))
+                                drivers = MAX(drivers, p->termination_grace_seconds);
+                }
+                need = holders + drivers;
+                checked++;
+                if (usec >= (uint64_t)need * USEC_PER_SEC)
+                        continue;
+                short_ones++;
+                f = doctor_report_add(
+                        rep, DOCTOR_SECTION_DRAIN, DOCTOR_FAIL, "karpenter-grace", c->node->name,
+                        "Karpenter NodeClaim %s: terminationGracePeriod %s is shorter than a drain of "
+                        "the node needs (%" PRIi64 " s: its claim holders' grace up to %" PRIi64
+                        " s, then the DRA driver's %" PRIi64 " s); when it runs out Karpenter deletes "
+                        "what is left without the Eviction API, grace periods cut short, so a claim "
+                        "holder may be killed and the driver stopped while a claim is on the node",
+                        nc->name, nc->tgp, need, holders, drivers);
+                if (!f || doctor_finding_add_object(f, "NodeClaim %s", nc->name) < 0 ||
+                    doctor_finding_add_object(f, "Node %s", c->node->name) < 0 ||
+                    doctor_finding_set_fix(f,
+                                           "set the NodePool's spec.template.spec.terminationGracePeriod "
+                                           "to %" PRIi64 " s or more (new NodeClaims take it), or leave "
+                                           "it unset: Karpenter then waits for the drain",
+                                           need) < 0)
+                        return -ENOMEM;
+        }
+        if (short_ones == 0 && (d->nodeclaims.n > 0 || karpenter_nodes_in_scope(d))) {
+                f = doctor_report_add(rep, DOCTOR_SECTION_DRAIN, DOCTOR_PASS, "karpenter-grace", "",
+                                      "%zu of Karpenter's NodeClaims set a terminationGracePeriod, none "
+                                      "shorter than a drain of its node needs (claim holders' grace, "
+                                      "then the DRA driver's); without one Karpenter waits for the drain",
+                                      checked);
+                if (!f)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
 /* driver-health: its pods now, Running and Ready, and SERVING where they
  * declare a gRPC liveness port. */
 static int check_driver_health(const struct doctor_rule_input *in, struct doctor_report *rep) {
@@ -1089,11 +1207,16 @@ static int check_cordoned_with_claims(const struct doctor_rule_input *in, struct
         struct doctor_finding *f;
         size_t n_cordoned_claims = 0;
 
+        size_t n_cordoned = 0;
+
         for (size_t i = 0; i < d->cordoned.n; i++) {
                 const struct doctor_cordoned *c = d->cordoned.v[i];
                 const struct node_rec *n = c->node;
                 size_t held = 0;
 
+                if (!c->cordoned)
+                        continue; /* read for karpenter-grace only */
+                n_cordoned++;
                 bool drained = kv_get(n->annotations, n->n_annotations, "drainer.io/state");
 
                 for (size_t k = 0; k < n->n_annotations && !drained; k++)
@@ -1147,7 +1270,7 @@ static int check_cordoned_with_claims(const struct doctor_rule_input *in, struct
                         rep, DOCTOR_SECTION_DRAIN, DOCTOR_PASS, "cordoned-with-claims", "",
                         "%zu cordoned nodes%s%s, none with ResourceClaims still on it outside a "
                         "drainer drain",
-                        d->cordoned.n, d->node ? " among " : "", d->node ? d->node : "");
+                        n_cordoned, d->node ? " among " : "", d->node ? d->node : "");
                 if (!f)
                         return -ENOMEM;
         }
@@ -1666,6 +1789,7 @@ const struct doctor_rule doctor_rules[] = {
         { "drain-coverage", DOCTOR_SECTION_DRAIN, DOCTOR_RULE_NEEDS_DATA, check_drain_coverage },
         { "unfinished-drain", DOCTOR_SECTION_DRAIN, DOCTOR_RULE_NEEDS_DATA, check_unfinished_drain },
         { "cordoned-with-claims", DOCTOR_SECTION_DRAIN, DOCTOR_RULE_NEEDS_DATA, check_cordoned_with_claims },
+        { "karpenter-grace", DOCTOR_SECTION_DRAIN, DOCTOR_RULE_NEEDS_DATA, check_karpenter_grace },
         { "client-qps", DOCTOR_SECTION_TUNING, DOCTOR_RULE_NEEDS_DATA, check_client_qps },
         { "resource-claim-workqueue", DOCTOR_SECTION_KCM_METRICS, DOCTOR_RULE_NEEDS_PROMETHEUS,
           check_workqueue },

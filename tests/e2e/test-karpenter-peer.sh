@@ -18,11 +18,12 @@
 #     deletes them (not evicts) with a grace period cut to what is left of the 15 s; the
 #     time until the Node is gone is measured; what happened to the claims and the driver
 #     is printed from the audit log; first `drainer plan node-2` names the 15 s as shorter
-#     than the drain needs (part 1's plan, of a NodeClaim without one, warns of nothing
-#     after reading the NodeClaims).
+#     than the drain needs, and `drainer doctor` fails it (karpenter-grace) (part 1's plan,
+#     of a NodeClaim without one, warns of nothing after reading the NodeClaims).
 #  3. the guard removed: part 1 again (timed, the order printed).
 #  4. the driver DaemonSet tolerating karpenter.sh/disrupted:NoSchedule: drainer doctor says
-#     what that means there (karpenter-disruption); Karpenter never evicts the driver pod
+#     what that means there (karpenter-disruption), and that no NodeClaim's grace period is
+#     short of its node's drain (karpenter-grace); Karpenter never evicts the driver pod
 #     (no eviction of it in the audit log) and the Node goes with it.
 # After each part node-2 comes back (its kubelet restarted: a 1.37 kubelet whose Node was
 # deleted does not register it again) and its NodeClaim is made again as up made it.
@@ -255,6 +256,10 @@ if want_part 2; then
 	sed -n '/^Warnings/,$p' "$e2e_tmp/plan.out" | sed 's/^/      /'
 	check "drainer plan $node names the NodeClaim's terminationGracePeriod 15s as below the drain's need (holders' 60 s, then the driver's)" \
 		grep -q "terminationGracePeriod 15s is shorter than this node's drain needs" "$e2e_tmp/plan.out"
+	"$DRAINER" doctor -o json >"$e2e_tmp/doctor2.json" 2>"$e2e_tmp/doctor2.err"
+	check "drainer doctor fails NodeClaim $node's terminationGracePeriod 15s as below the drain's need (karpenter-grace)" \
+		jq -e --arg n "$node" '[.. | objects | select(.check? == "karpenter-grace" and .status == "FAIL" and .subject == $n
+			and (.message | test("terminationGracePeriod 15s is shorter than a drain of the node needs")))] | length == 1' "$e2e_tmp/doctor2.json"
 	terminate tgp
 	[ -n "$t_gone" ] && pass "terminationGracePeriod 15s: NodeClaim deleted -> Node gone $t_gone s"
 	t_tgp=$t_gone
@@ -309,6 +314,8 @@ check "the driver runs on $node" wait_until 60 driver_running "$node"
 "$DRAINER" doctor -o json >"$e2e_tmp/doctor4.json" 2>"$e2e_tmp/doctor4.err"
 check "drainer doctor says what the toleration means on Karpenter's nodes (karpenter-disruption)" \
 	jq -e '[.. | objects | select(.check? == "karpenter-disruption" and (.message | test("Karpenter never evicts them")))] | length > 0' "$e2e_tmp/doctor4.json"
+check "drainer doctor read Karpenter's NodeClaims: none sets a terminationGracePeriod short of its node's drain (karpenter-grace)" \
+	jq -e '[.. | objects | select(.check? == "karpenter-grace" and .status == "PASS")] | length == 1' "$e2e_tmp/doctor4.json"
 terminate tolerated
 [ -n "$t_gone" ] && pass "tolerating driver: NodeClaim deleted -> Node gone $t_gone s"
 check_eq "Karpenter evicted no driver pod" 0 "$(grep -c "karpenter create pods/eviction dra-system/" "$e2e_tmp/tolerated.txt")"

@@ -619,6 +619,7 @@ static const struct {
         { DOCTOR_LIST_ROLE_BINDINGS, "rolebindings" },
         { DOCTOR_LIST_DRAINER_PODS, "drainerPods" },
         { DOCTOR_LIST_SYSTEM_PODS, "kubeSystemPods" },
+        { DOCTOR_LIST_NODECLAIMS, "nodeclaims" },
         { DOCTOR_LIST_DRIVER_PODS, "driverPods" },
 };
 
@@ -641,6 +642,14 @@ static void picture(struct doctor_data *d, const cJSON *fx, const char *scope) {
 
                 if (fixture_error(fx, fixture_lists[i].key, &error, &message)) {
                         assert_int_equal(doctor_data_list_done(d, l, error, message), 0);
+                        continue;
+                }
+                /* No NodeClaims in the fixture: Karpenter is not installed (serve(): 404). */
+                if (l == DOCTOR_LIST_NODECLAIMS && !cJSON_GetObjectItemCaseSensitive(fx, "nodeclaims")) {
+                        assert_int_equal(doctor_data_list_done(d, l, -ENOENT,
+                                                               "the server could not find the requested "
+                                                               "resource"),
+                                         0);
                         continue;
                 }
                 cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(fx, fixture_lists[i].key)) {
@@ -1102,6 +1111,37 @@ static void test_rule_karpenter_disruption(void **state) {
 
         judge(&j, "cluster-healthy.json", NULL, NULL, NULL);
         assert_int_equal(count(&j.rep, "karpenter-disruption", NULL, -1), 0);
+        judged_done(&j);
+}
+
+/* Karpenter's NodeClaims against what a drain of their node needs (claim holders'
+ * longest grace, then the driver pods'): node-1's 45s is short of 60 + 30 s (FAIL, with
+ * the fix), node-3's 10m is enough, a NodeClaim without a node is skipped; without
+ * Karpenter (no NodeClaims served, no node of its) nothing is said; its nodes but its
+ * NodeClaims unreadable: WARN. */
+static void test_rule_karpenter_grace(void **state) {
+        struct judged j;
+        const struct doctor_finding *f;
+
+        judge(&j, "cluster-drivers.json", NULL, NULL, NULL);
+        f = the(&j.rep, "karpenter-grace", "node-1", DOCTOR_FAIL);
+        assert_non_null(strstr(f->message, "Karpenter NodeClaim gpu-node-1: terminationGracePeriod 45s is "
+                                           "shorter than a drain of the node needs (90 s: its claim "
+                                           "holders' grace up to 60 s, then the DRA driver's 30 s)"));
+        assert_objects(f, "NodeClaim gpu-node-1", "Node node-1", NULL);
+        assert_non_null(strstr(f->fix, "terminationGracePeriod to 90 s or more"));
+        assert_int_equal(count(&j.rep, "karpenter-grace", "node-3", -1), 0);
+        assert_int_equal(count(&j.rep, "karpenter-grace", NULL, -1), 1);
+        judged_done(&j);
+        /* --node node-3: its NodeClaim only, which is long enough */
+        judge(&j, "cluster-drivers.json", "node-3", NULL, NULL);
+        f = the(&j.rep, "karpenter-grace", "", DOCTOR_PASS);
+        assert_non_null(
+                strstr(f->message, "1 of Karpenter's NodeClaims set a terminationGracePeriod, none"));
+        judged_done(&j);
+
+        judge(&j, "cluster-healthy.json", NULL, NULL, NULL);
+        assert_int_equal(count(&j.rep, "karpenter-grace", NULL, -1), 0);
         judged_done(&j);
 }
 
@@ -1851,6 +1891,12 @@ static void serve(struct api *a, const cJSON *fx, const struct doctor_data *d0) 
         serve_list(a, fx, "drainerPods", p);
         free(p);
         serve_list(a, fx, "kubeSystemPods", "/api/v1/namespaces/kube-system/pods");
+        /* Karpenter's NodeClaims: where the fixture has none, Karpenter is not installed. */
+        if (cJSON_GetObjectItemCaseSensitive(fx, "nodeclaims") || fixture_get(fx, "errors", "nodeclaims"))
+                serve_list(a, fx, "nodeclaims", "/apis/karpenter.sh/v1/nodeclaims");
+        else
+                expect_status(a, "GET", "/apis/karpenter.sh/v1/nodeclaims", 404,
+                              "the server could not find the requested resource");
         for (size_t i = 0; claims_default_driver_selectors[i]; i++) {
                 p = path_with("/api/v1/pods?labelSelector=", claims_default_driver_selectors[i]);
                 serve_list(a, fx, "driverPods", p);
@@ -2217,7 +2263,7 @@ static void test_rules_exit_code(void **state) {
         } cases[] = {
                 { "cluster-healthy.json", 0, 0, 0 },
                 { "cluster-permissions.json", DOCTOR_EXIT_FAIL, 2, 4 },
-                { "cluster-drivers.json", DOCTOR_EXIT_FAIL, 4, 13 },
+                { "cluster-drivers.json", DOCTOR_EXIT_FAIL, 5, 13 },
                 { "cluster-drain.json", 0, 0, 8 },
                 { "cluster-tuning.json", 0, 0, 3 },
                 { "cluster-empty.json", 0, 0, 2 },
@@ -2286,6 +2332,7 @@ int main(void) {
                 cmocka_unit_test(test_driver_seamless),
                 cmocka_unit_test(test_rule_drain_guard),
                 cmocka_unit_test(test_rule_karpenter_disruption),
+                cmocka_unit_test(test_rule_karpenter_grace),
                 cmocka_unit_test(test_rule_driver_health),
                 cmocka_unit_test(test_rule_kubelet_versions),
                 cmocka_unit_test(test_rule_drain_coverage),

@@ -109,6 +109,7 @@ enum doctor_list {
         DOCTOR_LIST_ROLE_BINDINGS,
         DOCTOR_LIST_DRAINER_PODS, /* by DOCTOR_DRAINER_POD_SELECTOR */
         DOCTOR_LIST_SYSTEM_PODS,  /* namespace kube-system */
+        DOCTOR_LIST_NODECLAIMS,   /* Karpenter's (karpenter.sh/v1; 404 where it is not installed) */
         DOCTOR_LIST_DRIVER_PODS,  /* one list per driver selector */
         _DOCTOR_LIST_MAX,
         _DOCTOR_LIST_INVALID = -EINVAL,
@@ -227,9 +228,17 @@ struct doctor_driver {
         size_t *groups, n_groups;
 };
 
-/* A cordoned node in scope, and its pods (for the claims on it). */
+/* A Karpenter NodeClaim: its node and spec.terminationGracePeriod (NULL: none). */
+struct doctor_nodeclaim {
+        char *name, *node, *tgp;
+};
+
+/* A node in scope whose pods are read: cordoned (for the claims on it), or Karpenter's
+ * with a NodeClaim that sets a terminationGracePeriod (for its pods' grace), or both. */
 struct doctor_cordoned {
         const struct node_rec *node; /* borrowed */
+        bool cordoned;
+        const struct doctor_nodeclaim *nodeclaim; /* borrowed; NULL: none with a grace period */
         DOCTOR_ARRAY(struct pod_rec) pods;
         int error; /* listing its pods failed */
 };
@@ -252,6 +261,7 @@ struct doctor_data {
         DOCTOR_ARRAY(struct doctor_pod) driver_pods; /* unique by uid */
         DOCTOR_ARRAY(struct doctor_pod) drainer_pods;
         DOCTOR_ARRAY(struct doctor_cp_pod) cp_pods;
+        DOCTOR_ARRAY(struct doctor_nodeclaim) nodeclaims;
         struct doctor_list_status lists[_DOCTOR_LIST_MAX];
         struct hashmap *subject_by_label;
 
