@@ -84,15 +84,33 @@ char *text_escape_controls(const char *s, size_t len) {
         return out;
 }
 
+char *text_vprintf(const char *fmt, va_list ap) {
+        va_list measure;
+        char *s;
+        int n;
+
+        /* Measured, then written once: vasprintf() grows its buffer with realloc() and
+         * frees the copies it outgrew unwiped, which must not happen to a secret. */
+        va_copy(measure, ap);
+        n = vsnprintf(NULL, 0, fmt, measure);
+        va_end(measure);
+        if (n < 0)
+                return NULL;
+        s = malloc((size_t)n + 1);
+        if (!s)
+                return NULL;
+        vsnprintf(s, (size_t)n + 1, fmt, ap);
+        return s;
+}
+
 char *text_printf(const char *fmt, ...) {
         va_list ap;
         char *s;
-        int r;
 
         va_start(ap, fmt);
-        r = vasprintf(&s, fmt, ap);
+        s = text_vprintf(fmt, ap);
         va_end(ap);
-        return r < 0 ? NULL : s;
+        return s;
 }
 
 char *text_strip(char *s) {

@@ -16,6 +16,7 @@
 #include "drainer/base/buf.h"
 #include "drainer/base/json.h"
 #include "drainer/base/log.h"
+#include "drainer/base/text.h"
 #include "drainer/base/timesrc.h"
 #include "drainer/kube/client.h"
 #include "drainer/kube/credentials.h"
@@ -681,7 +682,9 @@ static void call_dispatch(struct kube_call *call) {
         if (!url)
                 return call_finish_later(call, -ENOMEM);
         if (creds.token) {
-                if (asprintf(&auth, "Authorization: Bearer %s", creds.token) < 0)
+                /* text_printf(), not asprintf(): no outgrown copy of the token is freed unwiped */
+                auth = text_printf("Authorization: Bearer %s", creds.token);
+                if (!auth)
                         return call_finish_later(call, -ENOMEM);
                 headers[nh++] = auth;
         }

@@ -729,10 +729,10 @@ static int parse_exec(struct kc_file *f, yaml_node_t *ex, const char *user, stru
                 r = get_string(d, item, "value", w, &value, ret_error);
                 if (r < 0)
                         return r;
-                if (asprintf(&e->env[i], "%s=%s", name, strempty(value)) < 0) {
-                        e->env[i] = NULL;
+                /* a value may be a secret: text_printf() leaves no outgrown copies */
+                e->env[i] = text_printf("%s=%s", name, strempty(value));
+                if (!e->env[i])
                         return oom(ret_error);
-                }
         }
 
         *ret = TAKE_PTR(e);

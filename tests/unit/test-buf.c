@@ -155,16 +155,13 @@ static void test_buf_read_file(void **state) {
  * bytes of a freed chunk: the probe is the tail of the secret. */
 static void test_secret_wiped(void **state) {
         char secret[4097], *dir, *path;
-        unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
         struct buf b;
 
         if (TEST_UNDER_ASAN) {
                 print_message("under AddressSanitizer: skipped (its quarantine keeps freed memory)\n");
                 skip();
         }
-        for (size_t i = 0; i < sizeof(secret) - 1; i++)
-                secret[i] = "0123456789abcdef"[rand_r(&seed) % 16];
-        secret[sizeof(secret) - 1] = 0;
+        test_random_secret(secret, sizeof(secret));
 
         buf_init(&b, BUF_CAP_EXEC_OUTPUT, true);
         for (size_t i = 0; i < sizeof(secret) - 1; i += 64)

@@ -1240,7 +1240,6 @@ static void test_secrets_wiped(void **state) {
         char secret[49], *yaml, *path, *user;
         struct kube_config *c;
         struct kube_credentials cr;
-        unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
 
         if (TEST_UNDER_ASAN) {
                 /* ASan's allocator quarantines and poisons freed memory and maps its shadow
@@ -1248,9 +1247,7 @@ static void test_secrets_wiped(void **state) {
                 print_message("under AddressSanitizer: skipped\n");
                 skip();
         }
-        for (size_t i = 0; i < 48; i++)
-                secret[i] = "0123456789abcdef"[rand_r(&seed) % 16];
-        secret[48] = 0;
+        test_random_secret(secret, sizeof(secret));
 
         /* the control */
         {

@@ -3,6 +3,7 @@
  * shell word. No I/O but to a FILE given. */
 #pragma once
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,8 +25,11 @@ char *text_one_line(char *s);
  * terminal. NULL on out-of-memory. */
 char *text_escape_controls(const char *s, size_t len);
 
-/* asprintf() that returns the string, or NULL when out of memory. */
+/* asprintf() that returns the string, or NULL when out of memory (text_vprintf: with a
+ * va_list). It writes the string once, at its size, so a secret formatted into it leaves
+ * no copies in freed memory. */
 char *text_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *text_vprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
 /* The noun for a count of n: one when n is 1, else many ("1 pod", "0 pods", "2 pods").
  * This function can't fail. */

@@ -68,6 +68,8 @@ struct kube_config *test_kubeconfig_load(const char *path);
  * stack, not files) holds needle anywhere outside [skip, skip + skip_len). Meaningless
  * under AddressSanitizer (its quarantine keeps freed memory): see TEST_SKIP_UNDER_ASAN. */
 bool test_memory_holds(const char *needle, size_t n, const void *skip, size_t skip_len);
+/* A secret for such a scan: size - 1 random hex digits and a NUL, different each run. */
+void test_random_secret(char *buf, size_t size);
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TEST_UNDER_ASAN 1
