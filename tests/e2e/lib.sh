@@ -16,13 +16,21 @@ e2e_checks=0
 e2e_failed=0
 trap 'e2e_cleanup' EXIT
 e2e_cleanup_hooks=()
+# A script that cannot put the demo workload back fails itself, by name, rather than
+# leaving the next scripts to time out on what it left (demo, below).
+e2e_in_cleanup=0 e2e_cleanup_failed=0
 e2e_cleanup() {
 	local h
+	e2e_in_cleanup=1
 	for h in "${e2e_cleanup_hooks[@]}"; do eval "$h" || true; done
 	if [ -n "${E2E_KEEP_TMP:-}" ]; then
 		echo "(kept $e2e_tmp)"
 	else
 		rm -rf "$e2e_tmp"
+	fi
+	if [ "$e2e_cleanup_failed" != 0 ]; then
+		echo "cleanup failed: the cluster is not as the next script expects"
+		exit 1
 	fi
 }
 
@@ -202,6 +210,10 @@ need_drainer() {
 demo() {
 	"$e2e_root/tests/cluster/demo" >"$e2e_tmp/demo.log" 2>&1 || {
 		tail -n 20 "$e2e_tmp/demo.log" | sed 's/^/    demo: /'
+		if [ "$e2e_in_cleanup" = 1 ]; then
+			fail "cleanup: the demo workload is not back"
+			e2e_cleanup_failed=1
+		fi
 		return 1
 	}
 }

@@ -50,6 +50,8 @@ rules_of() { # NODE DRIVER: the names of drainer's DeviceTaintRules of the drive
 	kubectl get devicetaintrules -o json | jq -r --arg p "$(rule_prefix "$1")" --arg d "$2" '[.items[] | select((.metadata.name | startswith($p)) and .spec.deviceSelector.driver == $d) | .metadata.name] | join(",")'
 }
 
+no_nic_user() { [ "$(kubectl -n demo get pods -l app=e2e-nic-user -o json | jq '.items | length')" = 0 ]; }
+
 # The second driver: applied here unless up did (DRAINER_CLUSTER_NIC_NODES), and removed
 # again at the end with its slices (no plugin republishes them; the kubelet would wipe
 # them 30 s later).
@@ -66,14 +68,19 @@ cleanup_multi() {
 	kubectl -n demo delete resourceclaimtemplate e2e-nic >/dev/null 2>&1
 	kubectl get devicetaintrules -o name 2>/dev/null | grep "/$(rule_prefix "$node")" | xargs -r kubectl delete >/dev/null 2>&1
 	reset_node "$node"
-	if [ "$labelled_nic" = 1 ]; then
+	# Driver last, here too: the kubelet unprepares the nic claim of a deleted holder
+	# through the nic plugin, and a holder whose plugin left first stays Terminating
+	# with its claim reserved (and every later demo workload times out).
+	if ! wait_until 90 no_nic_user; then
+		echo "  cleanup: a holder of a $nic claim is still on $node after 90 s; its driver stays"
+	elif [ "$labelled_nic" = 1 ]; then
 		kubectl label node "$node" nic.example.com/present- >/dev/null 2>&1
 		wait_until 60 no_nic_pod "$node"
 		kubectl delete resourceslices --field-selector "spec.driver=$nic" >/dev/null 2>&1
 	else
 		kubectl label node "$node" nic.example.com/present=true --overwrite >/dev/null 2>&1
 	fi
-	if [ "$applied_nic" = 1 ]; then
+	if [ "$applied_nic" = 1 ] && no_nic_user; then
 		kubectl delete -f "$e2e_root/tests/cluster/manifests/dra-driver-nic.yaml" --wait=true --timeout=60s >/dev/null 2>&1
 		kubectl delete resourceslices --field-selector "spec.driver=$nic" >/dev/null 2>&1
 	fi
