@@ -216,6 +216,12 @@ policy_proof "$kns" "kustomize namespace: $kns"
 admission_admitted "$kns-admin" "kustomize namespace: $kns: the admin annotates node-1 (the policy's parameter, Namespace $kns, is found)" \
 	kubectl annotate --dry-run=server node node-1 drainer.io/helm-test=1
 # The slot Leases policy follows the namespace too (RBAC lets ops/drainer write any Lease in $kns).
+# It is a policy of its own, which the API server may see a moment after the Node policy
+# that policy_proof waited for (admitted once in CI, right after the apply): waited for
+# the same way, at most 30 s, then asserted.
+lease_kc=$e2e_tmp/$kns-node2.kubeconfig
+wait_until 30 bash -c "! printf '%s\n' 'apiVersion: coordination.k8s.io/v1' 'kind: Lease' \
+	'metadata: {name: helm-test, namespace: $kns}' | '$KUBECTL' --kubeconfig '$lease_kc' -n '$kns' create --dry-run=server -f -"
 admission_refused "$kns-lease" "kustomize namespace: $kns: node-2's token of $kns/drainer creating a Lease in $kns that is not a slot" \
 	"may write only the slot Leases drainer-slot-N in $kns, not $kns/helm-test" \
 	"$KUBECTL" --kubeconfig "$e2e_tmp/$kns-node2.kubeconfig" -n "$kns" create --dry-run=server -f - <<-YAML
