@@ -306,7 +306,8 @@ static bool refuse_devices(struct engine *e, const struct node_rec *n) {
 }
 
 /* The drain taint and the cordon (kept if already there; someone may have removed
- * them during the drain). */
+ * them during the drain), in the same write as evict-claim-holders: the evictions
+ * start once the node is seen cordoned and tainted (drain_evict). */
 static void patch_cordon(struct engine *e, const struct node_rec *n) {
         char *body = NULL;
         int r = drain_patch_cordon(n, timesrc_realtime(e->ts), &body);
@@ -314,6 +315,16 @@ static void patch_cordon(struct engine *e, const struct node_rec *n) {
         if (r < 0)
                 return engine_finish(e, r, "cannot build the node patch: %s", strerror(-r));
         engine_patch_node(e, body);
+        e->cordon_sent = true;
+}
+
+/* The trail's "cordoned" line, once the node is seen cordoned by this run's cordon (or
+ * in the phase cordon, a drain of an older drainer resumed). */
+static void say_cordoned(struct engine *e, const struct node_rec *n) {
+        if (e->said_cordoned || engine_uses_rules(e))
+                return;
+        e->said_cordoned = true;
+        engine_trail(e, ENGINE_TRAIL_CORDONED, NULL, n->name);
 }
 
 /* The rules that hold in every phase, whatever drainer.io/state says: true when the
@@ -405,7 +416,9 @@ static void drain_preflight(struct engine *e, const struct node_rec *n) {
         patch_cordon(e, n);
 }
 
-/* cordon: left once the rules are in place, or the node is seen cordoned and tainted. */
+/* cordon: left once the rules are in place, or the node is seen cordoned and tainted
+ * (a node drain records it only with its DeviceTaintRules: a cordon goes with
+ * evict-claim-holders, and a Node in cordon is a drain of an older drainer resumed). */
 static void drain_cordon(struct engine *e, const struct node_rec *n) {
         if (engine_uses_rules(e)) {
                 if (!engine_create_rules(e, n))
@@ -419,10 +432,7 @@ static void drain_cordon(struct engine *e, const struct node_rec *n) {
         }
         if (!node_cordoned(n))
                 return patch_cordon(e, n);
-        if (!e->said_cordoned) {
-                e->said_cordoned = true;
-                engine_trail(e, ENGINE_TRAIL_CORDONED, NULL, n->name);
-        }
+        say_cordoned(e, n);
         engine_patch_phase(e, n, DRAIN_PHASE_EVICT_CLAIM_HOLDERS,
                            "evicting the pods that hold ResourceClaims");
 }
@@ -531,6 +541,8 @@ static bool drain_evict(struct engine *e, const struct node_rec *n, enum drain_p
                 patch_cordon(e, n);
                 return false;
         }
+        if (e->cordon_sent)
+                say_cordoned(e, n);
 
         /* A node not Ready long enough, with --out-of-service: the taint first (the
          * evictions of a dead node's pods would wait on budgets its pods no longer count

@@ -92,6 +92,7 @@ struct engine {
         bool said_not_ready; /* a DrainerNodeNotReady Event went out for this not-Ready spell */
         bool said_ready;     /* ... and a DrainerNodeReady Event after it */
         bool said_out_of_service, said_out_of_service_removed;
+        bool cordon_sent;   /* this run sent the cordon (a node drain's first write) */
         bool said_cordoned; /* the trail's cordon line went out */
         struct drain_state st;
         bool has_st;

@@ -101,6 +101,24 @@ static bool slices_back(struct engine *e, const struct node_rec *n, const char *
         return true;
 }
 
+/* The end of a restore: one patch clears everything; uncordon only what we cordoned
+ * (a drain with rules cordoned nothing). */
+static void restore_finish(struct engine *e, const struct node_rec *n, const struct drain_state *st) {
+        bool uncordon = !engine_uses_rules(e) &&
+                        (e->o.force_uncordon || (st->has_was_unschedulable && !st->was_unschedulable));
+        char *body = NULL;
+        int r = drain_patch_finish(n, uncordon, false, &body);
+
+        if (r < 0)
+                return engine_finish(e, r, "cannot build the node patch: %s", strerror(-r));
+        e->finish_sent = true;
+        engine_set_message(e, e->o.plan.n_devices > 0 ? "the DeviceTaintRules are gone: clearing the record"
+                              : e->scope && engine_uses_rules(e) ? "the driver is back: clearing the record"
+                              : uncordon                         ? "uncordoning"
+                                         : "leaving the node cordoned, as it was before the drain");
+        engine_patch_node(e, body);
+}
+
 void engine_drive_restore(struct engine *e, const struct node_rec *n) {
         const struct drain_state *st = &e->st;
         /* drainer's own out-of-service taint goes with the drain taint (state.c). */
@@ -256,28 +274,16 @@ void engine_drive_restore(struct engine *e, const struct node_rec *n) {
                                 missing);
                         return;
                 }
+                /* A node's uncordon follows at once: in the same write as the end. The phase
+                 * uncordon is recorded while DeviceTaintRules are deleted. */
+                if (!engine_uses_rules(e))
+                        return restore_finish(e, n, st);
                 return engine_patch_phase(e, n, DRAIN_PHASE_UNCORDON, "DRA drivers healthy; uncordoning");
         }
 
         /* DRAIN_PHASE_UNCORDON: the DeviceTaintRules go last (the driver is back, its slices
-         * published); then one patch clears everything; uncordon only what we cordoned (a
-         * drain with rules cordoned nothing). */
+         * published); then one patch clears everything. */
         if (engine_uses_rules(e) && !engine_delete_rules(e, n))
                 return;
-        {
-                bool uncordon =
-                        !engine_uses_rules(e) &&
-                        (e->o.force_uncordon || (st->has_was_unschedulable && !st->was_unschedulable));
-
-                r = drain_patch_finish(n, uncordon, false, &body);
-                if (r < 0)
-                        return engine_finish(e, r, "cannot build the node patch: %s", strerror(-r));
-                e->finish_sent = true;
-                engine_set_message(
-                        e, e->o.plan.n_devices > 0 ? "the DeviceTaintRules are gone: clearing the record"
-                           : e->scope && engine_uses_rules(e) ? "the driver is back: clearing the record"
-                           : uncordon                         ? "uncordoning"
-                                      : "leaving the node cordoned, as it was before the drain");
-                engine_patch_node(e, body);
-        }
+        restore_finish(e, n, st);
 }

@@ -225,10 +225,11 @@ static int patch_print(const cJSON *root, char **ret) {
         return 0;
 }
 
-/* The start of a drain, in ONE patch: started-at (kept if set, else now), state=cordon,
+/* The start of a drain, in ONE patch: started-at (kept if set, else now), state,
  * state-since=now and the message; a node drain (cordon) also records who cordoned
- * and cordons and taints the node, a driver-scoped one (!cordon) records its
- * DeviceTaintRules instead and leaves the node itself alone. */
+ * and cordons and taints the node, in state evict-claim-holders; a driver-scoped one
+ * (!cordon) records its DeviceTaintRules instead, in state cordon, and leaves the
+ * node itself alone. */
 static int patch_start(const struct node_rec *n, int64_t now_usec, bool cordon, const char *rules,
                        const char *message, char **ret) {
         _cleanup_(cJSON_Deletep) cJSON *root = NULL;
@@ -264,7 +265,9 @@ static int patch_start(const struct node_rec *n, int64_t now_usec, bool cordon, 
                 if (r < 0)
                         return r;
         }
-        r = set_phase(root, DRAIN_PHASE_CORDON, now_usec);
+        /* A cordon and the evictions that follow it at once: one write (a crash after it
+         * resumes the evictions, and they wait until the node is seen cordoned). */
+        r = set_phase(root, cordon ? DRAIN_PHASE_EVICT_CLAIM_HOLDERS : DRAIN_PHASE_CORDON, now_usec);
         if (r < 0)
                 return r;
         if (!cordon) {
@@ -288,7 +291,8 @@ static int patch_start(const struct node_rec *n, int64_t now_usec, bool cordon, 
 
 int drain_patch_cordon(const struct node_rec *n, int64_t now_usec, char **ret) {
         /* A message from before (e.g. serve's "waiting for a slot") is over now. */
-        return patch_start(n, now_usec, true, NULL, "cordoned; evicting next", ret);
+        return patch_start(n, now_usec, true, NULL, "cordoned; evicting the pods that hold ResourceClaims",
+                           ret);
 }
 
 int drain_patch_phase(const struct node_rec *n, enum drain_phase phase, int64_t now_usec,

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The API server going away (test-faults has the faults short of that):
-# kube-apiserver SIGKILLed and restarted inside each phase. For each drain phase X (cordon .. stop-drivers) a
+# kube-apiserver SIGKILLed and restarted inside each phase. For each drain phase X (evict-claim-holders, which carries the cordon, .. stop-drivers) a
 # `drainer drain` slowed down by the client rate limit runs; as soon as a watch
 # on the Node shows drainer.io/state=X the API server is killed, kept down for a
 # few seconds (2-10, varied), and started again exactly as tests/cluster/up did
 # (same flags, same log and audit log). The SAME drainer process must finish
-# with exit 0 within its --timeout. The same for the undo side (restore-drivers,
-# uncordon of `drainer uncordon`), and once for `drainer serve` (killed
+# with exit 0 within its --timeout. The same for the undo side (restore-drivers
+# of `drainer uncordon`), and once for `drainer serve` (killed
 # mid-drain; it must finish the drain and then the uncordon request). Per run,
 # from what the API server saw: the safety rules (check_order, check_grace,
 # check_node_invariants over one audit log across the restart), the final
@@ -197,7 +197,7 @@ finish_drainer() {
 
 # drain_kill PHASE DOWN [UNDO-PHASE UNDO-DOWN]: a slowed-down drain, the API
 # server killed in PHASE for DOWN s; then `drainer uncordon`, with the API server
-# killed in UNDO-PHASE (restore-drivers or uncordon) for UNDO-DOWN s if given.
+# killed in UNDO-PHASE (restore-drivers) for UNDO-DOWN s if given.
 drain_kill() {
 	local x=$1 down=$2 ux=${3:-} udown=${4:-} tag=drain-$1 first launched
 	restarts=()
@@ -249,13 +249,10 @@ drain_kill() {
 }
 
 # undo_kill PHASE DOWN: on a drained node, a slowed-down `drainer uncordon`, the
-# API server killed in PHASE for DOWN s.
-# In uncordon, drainer's last Node patch follows the one that moved it there at once
-# (the bucket refilled while restore-drivers waited for the driver): with a burst of
-# 1 at 2 QPS it comes 0.5 s later, so that the kill lands while drainer is still there.
+# API server killed in PHASE for DOWN s (restore-drivers: a node's uncordon is the
+# restore's last write, with the end).
 undo_kill() {
 	local x=$1 down=$2 tag=undo-$1 first launched qps=$qps burst=$burst
-	[ "$x" != uncordon ] || qps=2 burst=1
 	restarts=()
 	first=$(audit_lines)
 	wl_start "$e2e_tmp/$tag.watch"
@@ -354,8 +351,9 @@ client_cmds_save || { finish; exit 1; }
 supervisor_start
 clients_restart
 # APIKILL_RUNS picks scenarios by their drain phase (serve: the serve run), e.g.
-# "evict-claim-holders serve"; default all six.
-want() { [[ " ${APIKILL_RUNS:-cordon evict-claim-holders evict-rest wait-released stop-drivers serve} " == *" $1 "* ]]; }
+# "evict-claim-holders serve"; default all five (a node's cordon is written with
+# evict-claim-holders: that run kills the server right after it).
+want() { [[ " ${APIKILL_RUNS:-evict-claim-holders evict-rest wait-released stop-drivers serve} " == *" $1 "* ]]; }
 # On real nodes the phases in which kubelets delete the evicted pods freeze the server
 # instead (apiserver_freeze: a SIGKILL there loses the audit events the order check
 # needs); APIKILL_FREEZE="..." names other phases, "" none.
@@ -365,8 +363,7 @@ else
 	freeze_in=${APIKILL_FREEZE-}
 fi
 mode() { [[ " $freeze_in " == *" $1 "* ]] && echo freeze || echo kill; }
-want cordon && outage_mode=$(mode cordon) drain_kill cordon 2 restore-drivers 3
-want evict-claim-holders && outage_mode=$(mode evict-claim-holders) drain_kill evict-claim-holders 4 uncordon 5
+want evict-claim-holders && outage_mode=$(mode evict-claim-holders) drain_kill evict-claim-holders 4 restore-drivers 5
 want evict-rest && outage_mode=$(mode evict-rest) drain_kill evict-rest 6
 want wait-released && outage_mode=$(mode wait-released) drain_kill wait-released 8
 want stop-drivers && outage_mode=$(mode stop-drivers) drain_kill stop-drivers 10

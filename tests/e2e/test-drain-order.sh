@@ -104,7 +104,7 @@ check "the claim-holding DaemonSet pod did not come back" \
 	[ "$(kubectl -n demo get pods -l app=e2e-claim-ds --field-selector spec.nodeName=node-1 -o name | wc -l)" = 0 ]
 check_eq "-o json: result" done "$(jq -r .result "$e2e_tmp/drain.out" 2>/dev/null)"
 check_eq "-o json: exitCode" 0 "$(jq -r .exitCode "$e2e_tmp/drain.out" 2>/dev/null)"
-check_eq "-o json: phases in order" "cordon evict-claim-holders evict-rest wait-released stop-drivers drained" \
+check_eq "-o json: phases in order" "evict-claim-holders evict-rest wait-released stop-drivers drained" \
 	"$(jq -r '[.phases[].name] | join(" ")' "$e2e_tmp/drain.out" 2>/dev/null)"
 accepted=$(jq '[.[] | select((.userAgent | startswith("drainer/")) and .objectRef.subresource == "eviction" and .responseStatus.code == 201)] | length' "$e2e_tmp/audit.json")
 check_eq "-o json: podsEvicted = accepted evictions in the audit log" "$accepted" "$(jq -r .podsEvicted "$e2e_tmp/drain.out" 2>/dev/null)"

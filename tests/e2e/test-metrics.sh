@@ -156,14 +156,16 @@ check_eq "kube-controller-manager and kube-scheduler scraped with the admin toke
 sleep 2 # let Prometheus take a few samples before
 start_line=$(audit_lines)
 kubectl annotate node "$node" drainer.io/request=drain --overwrite >/dev/null
-i=0 state=
-while [ $i -lt 600 ]; do
+# (scraped every 0.05 s, the phase read from the scrape itself: a claim holder on a real
+# kubelet is gone within a second of its eviction, and its claim with it)
+i=0
+while [ $i -lt 1200 ]; do
 	i=$((i + 1))
 	scrape >"$e2e_tmp/during.$i.txt" 2>/dev/null || rm -f "$e2e_tmp/during.$i.txt"
-	state=$(node_ann "$node" drainer.io/state)
-	[ "$state" = drained ] && break
-	sleep 0.2
+	grep -qx 'drainer_drain_phase{node="node-1",driver="",phase="drained"} 1' "$e2e_tmp/during.$i.txt" 2>/dev/null && break
+	sleep 0.05
 done
+state=$(node_ann "$node" drainer.io/state)
 check_eq "the drain reached drainer.io/state=drained" drained "$state"
 echo "  $i scrapes while the drain ran"
 during=$(ls "$e2e_tmp"/during.*.txt 2>/dev/null | sort -t. -k2 -n)
@@ -199,7 +201,7 @@ check_eq "drainer_drain_duration_seconds_count{goal=drain,result=done}" 1 \
 check_eq "no claims left" 0 "$(mval "$e2e_tmp/m1.txt" 'drainer_claims_on_node{node="node-1"}')"
 check_eq "no pods left in any group" 0 "$(msum "$e2e_tmp/m1.txt" 'drainer_pods_pending{node="node-1"')"
 check_eq "the stopped driver reads unhealthy" 0 "$(mval "$e2e_tmp/m1.txt" 'drainer_driver_healthy{node="node-1",driver="dra-system/dra-driver"}')"
-for ph in cordon evict-claim-holders evict-rest wait-released stop-drivers; do
+for ph in evict-claim-holders evict-rest wait-released stop-drivers; do # (a node's cordon goes with evict-claim-holders)
 	check_eq "drainer_phase_duration_seconds observed phase $ph once" 1 \
 		"$(mval "$e2e_tmp/m1.txt" "drainer_phase_duration_seconds_count{phase=\"$ph\"}")"
 done
@@ -246,7 +248,7 @@ scrape >"$e2e_tmp/m2.txt"
 check "promtool check metrics accepts the scrape after the undo" promtool_ok "$e2e_tmp/m2.txt"
 check_eq "no series about node-1 left" 0 "$(grep -c 'node="node-1"' "$e2e_tmp/m2.txt")"
 check_eq "drainer_drains_total{goal=uncordon,result=done}" 1 "$(mval "$e2e_tmp/m2.txt" 'drainer_drains_total{goal="uncordon",result="done"}')"
-for ph in drained restore-drivers uncordon; do
+for ph in drained restore-drivers; do # (a node's uncordon goes with the restore's end)
 	check_eq "drainer_phase_duration_seconds observed phase $ph once" 1 \
 		"$(mval "$e2e_tmp/m2.txt" "drainer_phase_duration_seconds_count{phase=\"$ph\"}")"
 done
@@ -301,7 +303,7 @@ check_eq "-o json: metrics.drainer_drains_total{goal=drain,result=done}" 1 \
 check_eq "-o json: podsEvicted = accepted evictions" "$(jq .podsEvicted "$e2e_tmp/oneshot.out")" \
 	"$(jq '.metrics.drainer_evictions_total.series[] | select(.labels.result == "accepted") | .value' "$e2e_tmp/oneshot.out")"
 check "-o json: API requests, phase durations and process metrics are in it" json_ok '(.metrics.drainer_api_requests_total.series | length > 0)
-	and (.metrics.drainer_phase_duration_seconds.series | length >= 5)
+	and (.metrics.drainer_phase_duration_seconds.series | length >= 4)
 	and (.metrics.process_resident_memory_bytes.series[0].value > 0)' "$e2e_tmp/oneshot.out"
 drainer_run oneshot-undo uncordon "$node" -o json
 check_rc "uncordon" 0 oneshot-undo

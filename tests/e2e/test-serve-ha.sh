@@ -6,7 +6,7 @@
 # what the API server saw:
 #  - exactly one replica holds the Lease drainer-leader; the other sends no write;
 #  - the leader SIGKILLed in a phase of a drain (HA_KILL_PHASES, default
-#    "evict-claim-holders wait-released"; every phase: "cordon evict-claim-holders
+#    "evict-claim-holders wait-released"; every phase: "evict-claim-holders
 #    evict-rest wait-released stop-drivers"): the standby takes the Lease once it
 #    expired, resumes the drain from the Node and finishes it; no write of the killed
 #    replica after the new leader's first; the safe order holds over the whole drain

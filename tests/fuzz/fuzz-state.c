@@ -270,7 +270,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(patch);
         patch = NULL;
 
-        /* cordon: one patch, then the node reads as cordon, keeps who cordoned and when it started. */
+        /* cordon: one patch, then the node reads as evict-claim-holders (a node's cordon goes
+         * with the evictions that follow it at once), keeps who cordoned and when it started. */
         r = drain_patch_cordon(n, NOW_USEC, &patch);
         fuzz_check(r == 0, "cordon patch failed on a node whose state parses: %d", r);
         {
@@ -278,7 +279,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 struct node_rec *m = NULL;
 
                 apply_and_parse(node, patch, "cordon", &again, &m);
-                fuzz_check(again.has_phase && again.phase == DRAIN_PHASE_CORDON, "cordon: phase not cordon");
+                fuzz_check(again.has_phase && again.phase == DRAIN_PHASE_EVICT_CLAIM_HOLDERS,
+                           "cordon: phase not evict-claim-holders");
                 fuzz_check(again.has_was_unschedulable, "cordon: was-unschedulable not recorded");
                 fuzz_check(!st.has_was_unschedulable || again.was_unschedulable == st.was_unschedulable,
                            "cordon: was-unschedulable overwritten");

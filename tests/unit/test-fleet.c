@@ -604,7 +604,7 @@ static void test_maintain(void **state) {
                 assert_int_equal(fn->goal, ENGINE_GOAL_UNCORDON);
                 /* the drain's phases and the restore's, in one total */
                 assert_true(fn->total.phase_seen[DRAIN_PHASE_EVICT_REST]);
-                assert_true(fn->total.phase_seen[DRAIN_PHASE_UNCORDON]);
+                assert_true(fn->total.phase_seen[DRAIN_PHASE_RESTORE_DRIVERS]);
                 assert_int_equal(fn->total.pods_evicted, 1);
                 assert_restored(&w->nodes[i]);
         }

@@ -578,10 +578,11 @@ static void test_patch_cordon_fresh(void **state) {
         assert_rv(patch, "100");
         assert_ann_string(patch, DRAINER_ANN_WAS_UNSCHEDULABLE, "false");
         assert_ann_string(patch, DRAINER_ANN_STARTED_AT, NOW_RFC);
-        assert_ann_string(patch, DRAINER_ANN_STATE, "cordon");
+        assert_ann_string(patch, DRAINER_ANN_STATE, "evict-claim-holders");
         assert_ann_string(patch, DRAINER_ANN_STATE_SINCE, NOW_RFC);
         /* The message of before (e.g. "waiting for a slot") is replaced. */
-        assert_ann_string(patch, DRAINER_ANN_MESSAGE, "cordoned; evicting next");
+        assert_ann_string(patch, DRAINER_ANN_MESSAGE,
+                          "cordoned; evicting the pods that hold ResourceClaims");
         assert_ann_absent(patch, DRAINER_ANN_REQUEST);
         assert_ann_absent(patch, DRAINER_ANN_DRIVER_STOP);
         assert_true(cJSON_IsTrue(json_path(patch, "spec.unschedulable")));
@@ -622,7 +623,7 @@ static void test_patch_cordon_again(void **state) {
         assert_rv(patch, "101");
         assert_ann_absent(patch, DRAINER_ANN_WAS_UNSCHEDULABLE);
         assert_ann_absent(patch, DRAINER_ANN_STARTED_AT);
-        assert_ann_string(patch, DRAINER_ANN_STATE, "cordon");
+        assert_ann_string(patch, DRAINER_ANN_STATE, "evict-claim-holders");
         assert_ann_string(patch, DRAINER_ANN_STATE_SINCE, NOW_RFC);
         assert_true(cJSON_IsTrue(json_path(patch, "spec.unschedulable")));
         /* unchanged list: not rewritten */
@@ -1145,7 +1146,8 @@ static void test_patch_cordon_reads_back(void **state) {
         assert_int_equal(drain_state_parse(after, &s, NULL), 0);
         assert_int_equal(s.request, DRAIN_REQUEST_DRAIN);
         assert_true(s.has_phase);
-        assert_int_equal(s.phase, DRAIN_PHASE_CORDON);
+        /* a node's cordon goes with the evictions that follow it at once */
+        assert_int_equal(s.phase, DRAIN_PHASE_EVICT_CLAIM_HOLDERS);
         assert_int_equal(s.state_since_usec, NOW_USEC);
         assert_int_equal(s.started_at_usec, NOW_USEC);
         assert_true(s.has_was_unschedulable);

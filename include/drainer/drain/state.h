@@ -156,8 +156,10 @@ int drain_state_parse(const struct node_rec *n, struct drain_state *ret, char **
  *
  * Cordon: in ONE patch (atomic, so a crash never leaves a cordon without the record
  * of who cordoned): was-unschedulable (kept if already recorded, else n's current
- * spec.unschedulable), started-at (kept if set, else now), state=cordon,
- * state-since=now, spec.unschedulable=true, and the taints of n plus
+ * spec.unschedulable), started-at (kept if set, else now), state=evict-claim-holders
+ * (the cordon's own phase is recorded only by a drain with DeviceTaintRules: a node's
+ * evictions follow its cordon at once), state-since=now, spec.unschedulable=true,
+ * and the taints of n plus
  * drainer.io/draining:NoSchedule (merge patches replace the taints list, hence the
  * resourceVersion precondition). A recorded was-unschedulable or started-at that
  * does not parse is -EBADMSG (drain_state_parse refuses it first). */
