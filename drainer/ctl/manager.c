@@ -1432,11 +1432,14 @@ int drain_manager_new(struct kube_client *client, struct transport *transport, s
                 return -ENOMEM;
         /* With every node the next drain or restore is seconds away: claims and budgets stay
          * watched a while after the last engine, so that it borrows a warm cache instead of
-         * listing every claim again. A manager of one node that is done lets go of them at once. */
+         * listing every claim again, and so do a node's own pods for the restore that follows
+         * its drain; the slices are one watch of all of them, as the claims (two requests a
+         * node less). A manager of one node that is done lets go of them at once. */
         r = cluster_view_new(client, ts,
                              &(const struct cluster_view_options){
                                      .nodes_field_selector = fs,
                                      .linger_usec = o->node ? 0 : SHARED_LINGER_USEC,
+                                     .share_slices = !o->node,
                              },
                              &m->cluster);
         if (r < 0)

@@ -82,26 +82,47 @@ struct shared {
         uint64_t idle_since;
 };
 
+/* A node's own watch (its pods or slices) that a closed node view left running for the
+ * next view of that node (the restore that follows a drain): kept for the linger. */
+struct parked {
+        char *node;
+        int part; /* index */
+        struct informer *inf;
+        uint64_t since;
+};
+
 struct cluster_view {
         struct kube_client *client; /* borrowed */
         struct timesrc *ts;         /* borrowed */
         struct cluster_view_options o;
         char *nodes_fs;
-        struct shared sh[N_PARTS]; /* NODE, CLAIMS and PDBS are used */
-        struct dtimer timer;       /* linger, retiring informers, the close */
+        struct shared sh[N_PARTS]; /* NODE, CLAIMS and PDBS are watched; every part retires */
+        struct parked *parked;
+        size_t n_parked, a_parked;
+        struct dtimer timer; /* linger, retiring informers, the close */
         bool closing;
         void (*close_cb)(void *userdata);
         void *close_ud;
 };
 
-static bool is_shared_part(int i) {
+/* Nodes, claims and budgets are always shared; slices when the cluster view watches
+ * every node (serve --all-nodes: one watch of all slices rather than one per node). */
+static bool is_shared_part(const struct cluster_view *cv, int i) {
         return part_kinds[i] == INFORMER_NODES || part_kinds[i] == INFORMER_CLAIMS ||
-               part_kinds[i] == INFORMER_PDBS;
+               part_kinds[i] == INFORMER_PDBS || (part_kinds[i] == INFORMER_SLICES && cv->o.share_slices);
+}
+
+/* The node a record of part i is about, for the subscribers that want one node's. */
+static const char *rec_node(const void *rec, int part) {
+        if (part_kinds[part] == INFORMER_NODES)
+                return ((const struct node_rec *)rec)->name;
+        if (part_kinds[part] == INFORMER_SLICES)
+                return ((const struct slice_rec *)rec)->node_name;
+        return NULL;
 }
 
 static bool sub_wants(const struct sub *s, const void *rec, int part) {
-        return !s->dead &&
-               (!s->key || (part == 0 && streq_ptr(((const struct node_rec *)rec)->name, s->key)));
+        return !s->dead && (!s->key || streq_ptr(rec_node(rec, part), s->key));
 }
 
 static void compact_subs(struct shared *sh) {
@@ -136,10 +157,21 @@ static void on_shared_add(struct informer *inf, const void *rec, void *userdata)
         FAN_OUT(sh, rec, if (s->h->on_add) s->h->on_add(inf, rec, s->userdata));
 }
 
+/* An update goes to the subscribers of the record's node before and after it (a slice
+ * whose node changed leaves one view and comes to another). */
 static void on_shared_update(struct informer *inf, const void *old, const void *rec, void *userdata) {
         struct shared *sh = userdata;
+        size_t n = sh->n_subs;
 
-        FAN_OUT(sh, rec, if (s->h->on_update) s->h->on_update(inf, old, rec, s->userdata));
+        sh->depth++;
+        for (size_t i = 0; i < n; i++) {
+                struct sub *s = &sh->subs[i];
+
+                if ((sub_wants(s, rec, sh->part) || sub_wants(s, old, sh->part)) && s->h->on_update)
+                        s->h->on_update(inf, old, rec, s->userdata);
+        }
+        sh->depth--;
+        compact_subs(sh);
 }
 
 static void on_shared_delete(struct informer *inf, const void *rec, void *userdata) {
@@ -189,9 +221,10 @@ static int shared_start(struct shared *sh) {
                 return 0;
         if (part_kinds[sh->part] == INFORMER_NODES)
                 io.field_selector = cv->nodes_fs;
-        if (part_kinds[sh->part] == INFORMER_CLAIMS)
+        if (part_kinds[sh->part] == INFORMER_CLAIMS || part_kinds[sh->part] == INFORMER_SLICES)
                 /* Claims cannot be filtered by node: all of them, kept compact, listed in pages (a
-                 * consistent list is served from the watch cache and honours limit). */
+                 * consistent list is served from the watch cache and honours limit). All slices
+                 * too, when shared. */
                 io.api_prefixes = dra_prefixes;
         r = informer_new(cv->client, cv->ts, &io, &shared_handlers, sh, &sh->inf);
         if (r < 0)
@@ -227,13 +260,92 @@ static int retire(struct shared *sh) {
         return 0;
 }
 
+/* The handlers of a parked informer: its events go nowhere (its cache follows them),
+ * its end after a stop comes to the timer. */
+static const struct informer_handlers parked_handlers = {
+        .on_stopped = on_shared_stopped,
+};
+
+/* Stops parked informer k; freed once its cancelled call has ended (with its part's
+ * retiring ones, or in place when out of memory, as retire() does). */
+static void retire_parked(struct cluster_view *cv, size_t k) {
+        struct parked pk = cv->parked[k];
+        struct shared *sh = &cv->sh[pk.part];
+
+        cv->parked[k] = cv->parked[--cv->n_parked];
+        free(pk.node);
+        informer_stop(pk.inf);
+        if (buf_grow_array(&sh->retiring, &sh->a_retiring, sh->n_retiring + 1, sizeof(*sh->retiring),
+                           BUF_CAP_OBJECTS) < 0) {
+                /* Out of memory: nobody can wait for it; free it once it is idle, or now. */
+                if (informer_idle(pk.inf))
+                        informer_free(pk.inf);
+                else
+                        log_warning("out of memory: leaking a stopped watch of %s", part_names[pk.part]);
+                return;
+        }
+        sh->retiring[sh->n_retiring++] = pk.inf;
+}
+
+/* A closing node view's own running watch of part i goes to the cluster view for the
+ * linger; true when taken (the caller no longer owns inf). */
+static bool park(struct cluster_view *cv, const char *node, int i, struct informer *inf) {
+        struct parked pk = { .part = i, .inf = inf, .since = timesrc_now(cv->ts) };
+
+        if ((part_kinds[i] != INFORMER_PODS && part_kinds[i] != INFORMER_SLICES) || cv->closing ||
+            cv->o.linger_usec == 0 || !informer_running(inf) || !informer_synced(inf))
+                return false;
+        for (size_t k = 0; k < cv->n_parked; k++)
+                if (cv->parked[k].part == i && streq(cv->parked[k].node, node))
+                        return false; /* another view of the node parked one already */
+        /* One per node a run let go within the linger: no more than the Nodes. */
+        if (buf_grow_array(&cv->parked, &cv->a_parked, cv->n_parked + 1, sizeof(*cv->parked),
+                           BUF_CAP_OBJECTS) < 0 ||
+            !(pk.node = strdup(node)))
+                return false;
+        informer_set_handlers(inf, &parked_handlers, &cv->sh[i]);
+        cv->parked[cv->n_parked++] = pk;
+        cluster_timer_arm(cv, cv->o.linger_usec);
+        return true;
+}
+
+/* The watch of part i of node a closed view parked, or NULL; the caller owns it and
+ * sets its handlers. */
+static struct informer *unpark(struct cluster_view *cv, const char *node, int i) {
+        for (size_t k = 0; k < cv->n_parked; k++) {
+                struct parked *pk = &cv->parked[k];
+                struct informer *inf;
+
+                if (pk->part != i || !streq(pk->node, node))
+                        continue;
+                inf = pk->inf;
+                free(pk->node);
+                cv->parked[k] = cv->parked[--cv->n_parked];
+                return inf;
+        }
+        return NULL;
+}
+
 /* Frees retired informers whose calls ended, stops shared parts idle for longer
- * than the linger, and finishes a close. */
+ * than the linger and parked watches kept longer, and finishes a close. */
 static void on_cluster_timer(struct dtimer *t) {
         struct cluster_view *cv = container_of(t, struct cluster_view, timer);
         uint64_t now = timesrc_now(cv->ts), next = UINT64_MAX;
         bool busy = false;
 
+        for (size_t k = 0; k < cv->n_parked;) {
+                struct parked *pk = &cv->parked[k];
+
+                if (cv->closing || now - pk->since >= cv->o.linger_usec) {
+                        log_debug("no run of node %s needs its %s any more: not watching them", pk->node,
+                                  part_names[pk->part]);
+                        retire_parked(cv, k);
+                        next = now;
+                } else {
+                        next = MIN(next, pk->since + cv->o.linger_usec);
+                        k++;
+                }
+        }
         for (int i = 0; i < N_PARTS; i++) {
                 struct shared *sh = &cv->sh[i];
 
@@ -267,6 +379,7 @@ static void on_cluster_timer(struct dtimer *t) {
                         free(cv->sh[i].subs);
                         free(cv->sh[i].retiring);
                 }
+                free(cv->parked);
                 free(cv->nodes_fs);
                 free(cv);
                 if (cb)
@@ -411,11 +524,26 @@ struct node_view {
         unsigned started;  /* parts started */
         unsigned borrowed; /* parts held from the cluster view */
         unsigned announce; /* shared parts synced already when taken: on_synced from the timer */
+        /* A shared slices part: this node's records, found again only after one of them
+         * changed or the informer listed again (not on every collect: every reconcile of
+         * every drain would walk every slice of the cluster). */
+        struct node_slices *mine;
         struct dtimer timer;
         bool closing;
         void (*close_cb)(void *userdata);
         void *close_ud;
 };
+
+struct node_slices {
+        const void **recs; /* borrowed from the shared informer's cache */
+        size_t n, allocated;
+        bool stale;
+};
+
+/* Whether a shared part holds other nodes' records too: a view takes only its node's. */
+static bool rec_node_keyed(int i) {
+        return part_kinds[i] == INFORMER_NODES || part_kinds[i] == INFORMER_SLICES;
+}
 
 static struct informer *part_inf(const struct node_view *v, int i) {
         if (v->own[i])
@@ -428,6 +556,8 @@ static struct informer *part_inf(const struct node_view *v, int i) {
 static void on_part_change(struct informer *inf, const void *rec, void *userdata) {
         struct view_part *p = userdata;
 
+        if (p->part == NODE_VIEW_SLICES && p->v->mine)
+                p->v->mine->stale = true;
         if (!p->v->closing && p->v->h.on_change)
                 p->v->h.on_change(p->v, p->v->userdata);
 }
@@ -439,6 +569,9 @@ static void on_part_update(struct informer *inf, const void *old, const void *re
 static void on_part_synced(struct informer *inf, void *userdata) {
         struct view_part *p = userdata;
 
+        /* (after a list every record is a new one) */
+        if (p->part == NODE_VIEW_SLICES && p->v->mine)
+                p->v->mine->stale = true;
         if (!p->v->closing && p->v->h.on_synced)
                 p->v->h.on_synced(p->v, p->part, p->v->userdata);
 }
@@ -470,6 +603,9 @@ static const struct informer_handlers part_handlers = {
 static void view_free(struct node_view *v) {
         for (int i = 0; i < N_PARTS; i++)
                 informer_free(v->own[i]);
+        if (v->mine)
+                free(v->mine->recs);
+        free(v->mine);
         if (v->timer.src)
                 dtimer_done(&v->timer);
         free(v->node);
@@ -582,6 +718,16 @@ static int start_own(struct node_view *v, int i) {
         default:
                 break;
         }
+        if (!v->own[i] && v->shared && !io.once && (v->own[i] = unpark(v->shared, v->node, i))) {
+                /* The watch the node's last run left: running, and synced (said from the timer). */
+                log_debug("node %s: watching its %s again from the last run's cache", v->node,
+                          part_names[i]);
+                informer_set_handlers(v->own[i], &part_handlers, &v->parts[i]);
+                v->announce |= 1u << i;
+                if (!v->timer.armed)
+                        dtimer_start(&v->timer, 0);
+                return 0;
+        }
         if (!v->own[i]) {
                 r = informer_new(v->client, v->ts, &io, &part_handlers, &v->parts[i], &v->own[i]);
                 if (r < 0)
@@ -600,9 +746,14 @@ int node_view_start(struct node_view *v, unsigned parts) {
 
                 if (!(parts & bit) || (v->started & bit))
                         continue;
-                if (v->shared && is_shared_part(i)) {
+                if (v->shared && is_shared_part(v->shared, i)) {
+                        if (part_kinds[i] == INFORMER_SLICES) {
+                                if (!v->mine && !(v->mine = calloc(1, sizeof(*v->mine))))
+                                        return -ENOMEM;
+                                v->mine->stale = true;
+                        }
                         r = shared_acquire(v->shared, i, &part_handlers, &v->parts[i],
-                                           part_kinds[i] == INFORMER_NODES ? v->node : NULL);
+                                           rec_node_keyed(i) ? v->node : NULL);
                         if (r < 0)
                                 return r;
                         v->borrowed |= bit;
@@ -671,10 +822,38 @@ const struct pod_rec *node_view_pod(const struct node_view *v, const char *ns_na
         return inf ? informer_get(inf, ns_name) : NULL;
 }
 
+/* The node's records of a shared slices part, found again if stale; -ENOMEM. */
+static int mine_refresh(const struct node_view *v) {
+        struct node_slices *m = v->mine;
+        int k = part_index(NODE_VIEW_SLICES);
+        struct informer *inf = part_inf(v, k);
+        const void *rec;
+
+        if (!m->stale)
+                return 0;
+        m->n = 0;
+        for (size_t it = 0; inf && informer_iterate(inf, &it, &rec);) {
+                if (!streq_ptr(rec_node(rec, k), v->node))
+                        continue;
+                /* a node's slices: one per pool and driver, a handful */
+                if (buf_grow_array(&m->recs, &m->allocated, m->n + 1, sizeof(*m->recs), BUF_CAP_OBJECTS) < 0)
+                        return -ENOMEM;
+                m->recs[m->n++] = rec;
+        }
+        m->stale = false;
+        return 0;
+}
+
 bool node_view_iterate_slices(const struct node_view *v, size_t *i, const struct slice_rec **ret) {
         struct informer *inf = part_inf(v, part_index(NODE_VIEW_SLICES));
         const void *rec;
 
+        if ((v->borrowed & NODE_VIEW_SLICES) && v->mine) {
+                if (mine_refresh(v) < 0 || *i >= v->mine->n)
+                        return false;
+                *ret = v->mine->recs[(*i)++];
+                return true;
+        }
         if (!inf || !informer_iterate(inf, i, &rec))
                 return false;
         *ret = rec;
@@ -683,11 +862,21 @@ bool node_view_iterate_slices(const struct node_view *v, size_t *i, const struct
 
 static int collect(const struct node_view *v, unsigned part, const void ***ret, size_t *ret_n) {
         struct informer *inf = part_inf(v, part_index(part));
+        size_t k = 0;
 
         if (!inf || !(v->started & part)) {
                 *ret = calloc(1, sizeof(void *));
                 *ret_n = 0;
                 return *ret ? 0 : -ENOMEM;
+        }
+        if (part == NODE_VIEW_SLICES && (v->borrowed & part) && v->mine) {
+                /* a shared part of every node's slices: this node's */
+                if (mine_refresh(v) < 0 || !(*ret = calloc(v->mine->n + 1, sizeof(void *))))
+                        return -ENOMEM;
+                for (; k < v->mine->n; k++)
+                        (*ret)[k] = v->mine->recs[k];
+                *ret_n = k;
+                return 0;
         }
         return informer_collect(inf, ret, ret_n);
 }
@@ -732,6 +921,8 @@ void node_view_close(struct node_view *v, void (*cb)(void *userdata), void *user
         for (int i = 0; i < N_PARTS; i++) {
                 if (v->borrowed & (1u << i))
                         shared_release(v->shared, i, &v->parts[i]);
+                if (v->own[i] && v->shared && park(v->shared, v->node, i, v->own[i]))
+                        v->own[i] = NULL;
                 if (v->own[i])
                         informer_stop(v->own[i]);
         }

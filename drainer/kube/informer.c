@@ -651,6 +651,15 @@ bool informer_synced(const struct informer *inf) {
         return inf->synced;
 }
 
+bool informer_running(const struct informer *inf) {
+        return !inf->stopping && inf->state != INF_STOPPED;
+}
+
+void informer_set_handlers(struct informer *inf, const struct informer_handlers *h, void *userdata) {
+        inf->h = *h;
+        inf->userdata = userdata;
+}
+
 const char *informer_api_prefix(const struct informer *inf) {
         return inf->not_served ? NULL : inf->prefixes[inf->cur];
 }

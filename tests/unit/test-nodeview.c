@@ -153,6 +153,29 @@ static char *claim_json(const char *name) {
 }
 
 /* A List of the NULL-terminated malloc'd items (freed here). */
+static char *slice_json(const char *name, const char *node) {
+        char *s;
+
+        assert_true(
+                asprintf(&s,
+                         "{\"metadata\":{\"name\":\"%s\",\"resourceVersion\":\"60\"},\"spec\":{"
+                         "\"driver\":\"gpu.example.com\",\"nodeName\":\"%s\",\"pool\":{\"name\":\"%s\","
+                         "\"generation\":1,\"resourceSliceCount\":1},\"devices\":[{\"name\":\"gpu-0\"}]}}",
+                         name, node, node) >= 0);
+        return s;
+}
+
+/* A watch event of slice NAME on NODE, pushed to the watch of every slice. */
+static void push_slice(struct env *e, const char *type, const char *name, const char *node) {
+        char *obj = slice_json(name, node), *ev;
+
+        assert_true(asprintf(&ev, "{\"type\":\"%s\",\"object\":%s}\n", type, obj) >= 0);
+        free(obj);
+        assert_int_equal(fake_transport_push(e->ft, "/apis/resource.k8s.io/v1/resourceslices?watch=1", ev),
+                         1);
+        free(ev);
+}
+
 static char *list_json(char **items) {
         size_t len = 256;
         char *s;
@@ -292,6 +315,23 @@ static void test_once_view_no_node(void **state) {
         close_view(e, v, &l);
 }
 
+/* A cluster view (o) with one node view of each name borrowing from it, all started and listed. */
+static void start_shared(struct env *e, const struct cluster_view_options *o, const char *const *names,
+                         size_t n, struct view_log *l, struct node_view **v) {
+        assert_int_equal(cluster_view_new(e->client, e->ts, o, &e->cv), 0);
+        assert_int_equal(cluster_view_start(e->cv), 0);
+        run(e, 5 * MS, MS);
+        for (size_t i = 0; i < n; i++) {
+                assert_int_equal(
+                        node_view_new(e->client, e->ts,
+                                      &(const struct node_view_options){ .node = names[i], .shared = e->cv },
+                                      &handlers, &l[i], &v[i]),
+                        0);
+                assert_int_equal(node_view_start(v[i], NODE_VIEW_ALL), 0);
+        }
+        run(e, 10 * MS, MS);
+}
+
 /* Three node views on one cluster view: one list and one watch each of Nodes, claims
  * and budgets; pods and slices per node; a Node event only for its view. */
 static void test_shared_one_watch_each(void **state) {
@@ -313,21 +353,7 @@ static void test_shared_one_watch_each(void **state) {
         expect_list(e, SLICES("node-1"), list_json((char *[]){ NULL }), true);
         expect_list(e, SLICES("node-2"), list_json((char *[]){ NULL }), true);
         expect_list(e, SLICES("node-3"), list_json((char *[]){ NULL }), true);
-        assert_int_equal(cluster_view_new(e->client, e->ts,
-                                          &(const struct cluster_view_options){ .linger_usec = 10 * SEC },
-                                          &e->cv),
-                         0);
-        assert_int_equal(cluster_view_start(e->cv), 0);
-        run(e, 5 * MS, MS);
-        for (int i = 0; i < 3; i++) {
-                assert_int_equal(
-                        node_view_new(e->client, e->ts,
-                                      &(const struct node_view_options){ .node = names[i], .shared = e->cv },
-                                      &handlers, &l[i], &v[i]),
-                        0);
-                assert_int_equal(node_view_start(v[i], NODE_VIEW_ALL), 0);
-        }
-        run(e, 10 * MS, MS);
+        start_shared(e, &(const struct cluster_view_options){ .linger_usec = 10 * SEC }, names, 3, l, v);
         for (int i = 0; i < 3; i++) {
                 assert_true(node_view_synced(v[i], NODE_VIEW_ALL));
                 /* The Node was synced before the view took it: told all the same. */
@@ -371,11 +397,14 @@ static void test_shared_one_watch_each(void **state) {
         assert_true(node_view_synced(v[1], NODE_VIEW_ALL));
         close_view(e, v[1], &l[1]);
         close_view(e, v[2], &l[2]);
-        assert_int_equal(fake_transport_open_streams(e->ft), 3); /* nodes, claims, budgets: lingering */
+        /* nodes; claims and budgets lingering; each node's pods and slices kept for its next run */
+        assert_int_equal(fake_transport_open_streams(e->ft), 3 + 3 * 2);
 }
 
-/* The last view lets go: claims and budgets stay watched for the linger, then stop;
- * a view after that lists them again (not an old cache as if it were current). */
+/* The last view lets go: claims and budgets, and the node's own pods and slices, stay
+ * watched for the linger, then stop; a view of the node within it takes them as they
+ * are (no list), one after that lists them again (not an old cache as if it were
+ * current). */
 static void test_shared_linger(void **state) {
         struct env *e = *state;
         struct view_log l = {}, l2 = {};
@@ -395,9 +424,10 @@ static void test_shared_linger(void **state) {
                 if (round != 1) {
                         expect_list(e, CLAIMS, list_json((char *[]){ claim_json("c1"), NULL }), true);
                         expect_list(e, PDBS, list_json((char *[]){ NULL }), true);
+                        expect_list(e, PODS("node-1"),
+                                    list_json((char *[]){ pod_json("a", "node-1"), NULL }), true);
+                        expect_list(e, SLICES("node-1"), list_json((char *[]){ NULL }), true);
                 }
-                expect_list(e, PODS("node-1"), list_json((char *[]){ NULL }), true);
-                expect_list(e, SLICES("node-1"), list_json((char *[]){ NULL }), true);
                 assert_int_equal(
                         node_view_new(e->client, e->ts,
                                       &(const struct node_view_options){ .node = "node-1", .shared = e->cv },
@@ -405,9 +435,12 @@ static void test_shared_linger(void **state) {
                         0);
                 assert_int_equal(node_view_start(v, NODE_VIEW_ALL), 0);
                 if (round == 2)
-                        assert_false(node_view_synced(v, NODE_VIEW_CLAIMS));
+                        assert_false(node_view_synced(v, NODE_VIEW_CLAIMS | NODE_VIEW_PODS));
                 run(e, 10 * MS, MS);
                 assert_true(node_view_synced(v, NODE_VIEW_ALL));
+                /* the parked pods watch is the view's, with its cache, and says so */
+                assert_non_null(node_view_pod(v, "demo/a"));
+                assert_true(lg->synced_parts & NODE_VIEW_PODS);
                 close_view(e, v, lg);
                 /* round 0: back within the linger (round 1 borrows the warm cache);
                  * round 1: away for longer. */
@@ -415,8 +448,74 @@ static void test_shared_linger(void **state) {
         }
         assert_int_equal(requests(e, CLAIMS, false), 2);
         assert_int_equal(requests(e, CLAIMS, true), 2);
+        assert_int_equal(requests(e, "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1", false), 2);
+        assert_int_equal(requests(e, "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1", true), 2);
         /* After round 2 and the linger: only the Node watch is open. */
         assert_int_equal(fake_transport_open_streams(e->ft), 1);
+}
+
+/* share_slices: one list and one watch of every slice for all the views; each view
+ * sees, hears of and collects only its node's. */
+static void test_shared_slices(void **state) {
+        static const char *const names[] = { "node-1", "node-2" };
+        struct env *e = *state;
+        struct view_log l[2] = {};
+        struct node_view *v[2];
+        struct node_input in;
+        const struct slice_rec *sr;
+        size_t it, k;
+
+        expect_list(e, NODES_ALL,
+                    list_json((char *[]){ node_json("node-1", "90"), node_json("node-2", "91"), NULL }),
+                    true);
+        expect_list(e, CLAIMS, list_json((char *[]){ NULL }), true);
+        expect_list(e, PDBS, list_json((char *[]){ NULL }), true);
+        expect_list(e, "/apis/resource.k8s.io/v1/resourceslices",
+                    list_json((char *[]){ slice_json("s1", "node-1"), slice_json("s2", "node-2"),
+                                          slice_json("s3", "node-2"), slice_json("s4", "node-3"), NULL }),
+                    true);
+        for (int i = 0; i < 2; i++)
+                expect_list(e, i ? PODS("node-2") : PODS("node-1"), list_json((char *[]){ NULL }), true);
+        start_shared(e,
+                     &(const struct cluster_view_options){ .linger_usec = 10 * SEC, .share_slices = true },
+                     names, 2, l, v);
+        assert_int_equal(requests(e, "/apis/resource.k8s.io/v1/resourceslices", false), 1);
+        assert_int_equal(requests(e, "/apis/resource.k8s.io/v1/resourceslices", true), 1);
+        assert_int_equal(requests(e, SLICES("node-1"), false) + requests(e, SLICES("node-2"), false), 0);
+        for (int i = 0; i < 2; i++) {
+                assert_true(node_view_synced(v[i], NODE_VIEW_ALL));
+                assert_int_equal(node_view_collect(v[i], &in), 0);
+                assert_int_equal(in.n_slices, (size_t)i + 1);
+                for (size_t j = 0; j < in.n_slices; j++)
+                        assert_string_equal(in.slices[j]->node_name, names[i]);
+                node_input_done(&in);
+                for (it = 0, k = 0; node_view_iterate_slices(v[i], &it, &sr); k++)
+                        assert_string_equal(sr->node_name, names[i]);
+                assert_int_equal(k, (size_t)i + 1);
+        }
+        /* a slice of node-2 changes, one of node-3 is added: only node-2's view hears */
+        l[0].changes = l[1].changes = 0;
+        push_slice(e, "MODIFIED", "s2", "node-2");
+        push_slice(e, "ADDED", "s5", "node-3");
+        assert_int_equal(l[0].changes, 0);
+        assert_int_equal(l[1].changes, 1);
+        /* node-1 gets a slice, and s3 moves from node-2 to node-1: both views hear of the
+         * move, and each collects its node's slices as they are now (the freed records of
+         * before are not kept: ASan) */
+        l[0].changes = l[1].changes = 0;
+        push_slice(e, "ADDED", "s6", "node-1");
+        push_slice(e, "MODIFIED", "s3", "node-1");
+        assert_int_equal(l[0].changes, 2);
+        assert_int_equal(l[1].changes, 1);
+        for (int i = 0; i < 2; i++) {
+                assert_int_equal(node_view_collect(v[i], &in), 0);
+                assert_int_equal(in.n_slices, i ? 1u : 3u);
+                for (size_t j = 0; j < in.n_slices; j++)
+                        assert_string_equal(in.slices[j]->node_name, names[i]);
+                node_input_done(&in);
+        }
+        close_view(e, v[0], &l[0]);
+        close_view(e, v[1], &l[1]);
 }
 
 /* ---- node_snapshot: the once view behind a done callback ---- */
@@ -534,6 +633,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_snapshot_list_fails, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_shared_one_watch_each, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_shared_linger, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_shared_slices, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,11 +6,13 @@
  *
  * The cluster-wide informers (Nodes, claims, budgets) can be borrowed from a
  * cluster view that every node view of a process shares: `serve --all-nodes
- * --max-parallel N` holds one watch of each whatever N is; the node's pods and
- * slices are always a node view's own, server-side filtered. The cluster view
- * watches claims and budgets only while a node view uses them (and, if asked, a
- * little longer, so that one engine following another does not list every claim
- * again): an idle daemon watches its Nodes and nothing else.
+ * --max-parallel N` holds one watch of each whatever N is (and of every
+ * ResourceSlice, if asked: a view then sees only its node's); the node's pods (and
+ * otherwise its slices) are a node view's own, server-side filtered. The cluster
+ * view watches claims, budgets and slices only while a node view uses them (and, if
+ * asked, a little longer, so that one engine following another does not list every
+ * claim again, nor the node's pods: a closing view leaves its own watches to the
+ * cluster view for as long): an idle daemon watches its Nodes and nothing else.
  *
  * The DRA API version is discovered per resource (claims, slices) by their
  * informers, newest first: resource.k8s.io/v1, v1beta2, v1beta1, or none (no DRA
@@ -54,8 +56,12 @@ struct cluster_view_options {
         const char *nodes_field_selector;
         /* Claims and budgets stay watched this long after the last node view let go, so
          * that a restore following a drain borrows a warm cache (serve --all-nodes);
-         * 0: they go with the last view. */
+         * 0: they go with the last view. A node view's own watches of its pods (and
+         * slices) stay as long, for the next view of the same node. */
         uint64_t linger_usec;
+        /* One watch of every ResourceSlice, shared like the claims, rather than one per
+         * node view (a cluster view of every node: serve --all-nodes). */
+        bool share_slices;
 };
 
 int cluster_view_new(struct kube_client *client, struct timesrc *ts, const struct cluster_view_options *o,

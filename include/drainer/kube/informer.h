@@ -108,6 +108,12 @@ void informer_free(struct informer *inf);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct informer *, informer_free);
 
 bool informer_synced(const struct informer *inf);
+/* Whether it watches (started, not stopped, not a once informer that is done). */
+bool informer_running(const struct informer *inf);
+/* Hands the informer's events to other handlers from the next one on (an owner passing
+ * a running informer on, e.g. the cluster view keeping a node's watches for the next
+ * run of that node). Also from inside one of its callbacks. */
+void informer_set_handlers(struct informer *inf, const struct informer_handlers *h, void *userdata);
 /* The group/version prefix it lists and watches (one of api_prefixes, or the kind's),
  * or NULL while it is "not served" (every api_prefixes answered 404). */
 const char *informer_api_prefix(const struct informer *inf);
