@@ -31,7 +31,7 @@
         "                            the API server allows (halved on a 429, raised while it\n"  \
         "                            answers fast), between 5 and --kube-api-qps-max\n"          \
         "      --kube-api-qps-max N  the ceiling of --kube-api-qps auto (default 100)\n"         \
-        "      --kube-api-burst N    client-side burst (default 40)\n"                           \
+        "      --kube-api-burst N    client-side burst (default 100, the kubelet's)\n"           \
         "  -o, --output FORMAT       text, json, yaml (the same document as json) or name\n"     \
         "                            (node/NAME per node) (default text)\n"                      \
         "  -v, --verbose             more output; twice (-vv) for debug logs; -v=N, -vN,\n"      \
@@ -886,7 +886,9 @@ static bool global_word(const char *a, bool *ret_takes_value) {
 static int run(int argc, char **argv) {
         struct global_flags g = {
                 .qps = 20,
-                .burst = 40,
+                /* the kubelet's burst (KubeletConfiguration kubeAPIBurst): one node's
+                 * drain, some 80 requests, goes out at once; the rate bounds the rest */
+                .burst = 100,
         };
         const struct verb *v = NULL;
         const char *unknown = NULL;
