@@ -219,10 +219,14 @@ declare -A fault_rules=(
 	[stall]='[{"name":"stall-forever","action":"stall","method":"GET","watch":false,"path":"^/api/v1/pods","first":1},
 		{"name":"stall-2s","action":"stall","delay":"2s","prob":0.25}]'
 	[slow-body]='[{"name":"slow-body","action":"slow-body","chunk":200,"delay":"15ms","prob":0.4}]'
-	# Cut watches half-way through an event line, after 0 to 2 complete events.
+	# Cut watches half-way through an event line, after 0 to 2 complete events; by count,
+	# not chance, so that each rule fires in every run (fired_checks): cut-1 takes every
+	# 2nd watch that cut-0 lets by, cut-2-conn every 2nd that cut-1 lets by, so three
+	# watches are enough (a drain and its undo open more; by chance, cut-2-conn fired in
+	# 3 of 16 watches and missed a whole run now and then).
 	[cut-watch]='[{"name":"cut-0","action":"cut-watch","events":0,"every":4},
-		{"name":"cut-1","action":"cut-watch","events":1,"prob":0.5},
-		{"name":"cut-2-conn","action":"cut-watch","events":2,"conn":true,"prob":0.5}]'
+		{"name":"cut-1","action":"cut-watch","events":1,"every":2},
+		{"name":"cut-2-conn","action":"cut-watch","events":2,"conn":true,"every":2}]'
 	# Every kind, each now and then: "every N" (of the requests that reach the rule), so
 	# that each kind fires in every run (a drain and its undo send about 70 requests
 	# through the proxy), which the run checks (fired_checks).

@@ -14,7 +14,8 @@
 #  2. a daemon restarted in the same boot leaves the node drained (and sends no
 #     WATCHDOG=1 when WATCHDOG_PID names another process); one started "after the
 #     reboot" (the annotation names another boot id) restores the node.
-#  3. the drain of node-1 (the demo workload) takes longer than logind's delay:
+#  3. the drain of node-1 (the demo workload and a claim holder with an 8 s preStop
+#     sleep) takes longer than logind's delay:
 #     the lock is let go shortly before InhibitDelayMaxUSec (5 s in the stand-in),
 #     not later, and the drain goes on.
 #  4. drainer drain node-3 --driver-stop systemd:dra-driver.service stops the unit
@@ -267,6 +268,32 @@ check_node_invariants "$e2e_tmp/n2.watch" false
 
 # ---- 3. a drain longer than logind's delay ----------------------------------------
 echo "- 3. serve --node node-1 --on-shutdown; PrepareForShutdown(true) with the demo workload"
+# The demo's holders end within a second of their eviction on a fast machine, and the
+# drain with them: a claim holder with an 8 s preStop sleep makes it outlast logind's
+# delay whatever the machine.
+kubectl create namespace "$ns" >/dev/null
+wait_until 30 kubectl -n "$ns" get serviceaccount default
+{ claim_template "$ns" one-gpu; cat <<YAML; } | kubectl apply -f - >/dev/null
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: slow-node-1, namespace: $ns}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: slow-node-1}}
+  template:
+    metadata: {labels: {app: slow-node-1}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: node-1}
+      terminationGracePeriodSeconds: 30
+      containers:
+      - name: c
+        image: registry.example.com/trainer:v1
+        resources: {claims: [{name: gpu}]}
+        lifecycle: {preStop: {sleep: {seconds: 8}}}
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
+YAML
+slow_running() { [ "$(kubectl -n "$ns" get pods -l app=slow-node-1 -o json | jq '[.items[] | select(.status.phase == "Running")] | length')" = 1 ]; }
+check "a claim holder with an 8 s preStop sleep Running on node-1" wait_until 60 slow_running
 read -r held0 rel0 _ <<<"$(inhibitors)"
 nodes_watch_start "$e2e_tmp/n1.watch" node-1
 serve_env=(NOTIFY_SOCKET="$sock")
