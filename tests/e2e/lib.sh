@@ -30,6 +30,8 @@ e2e_cleanup() {
 	fi
 	if [ "$e2e_cleanup_failed" != 0 ]; then
 		echo "cleanup failed: the cluster is not as the next script expects"
+		# the count again, with the cleanup's failures (finish printed it before them)
+		echo "$((e2e_checks - e2e_failed)) passed, $e2e_failed failed"
 		exit 1
 	fi
 }
