@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A fleet smoke on kwok nodes (tests/cluster with DRAINER_CLUSTER_NODES=kwok; CI runs it
-# on 300): one `drainer serve --all-nodes --max-parallel 10` (cluster mode, as
+# on 200): one `drainer serve --all-nodes --max-parallel 10` (cluster mode, as
 # deploy/cluster-mode runs it) and a wave of 40 nodes asked at once (PATCHed in parallel,
 # not at kubectl's 5 requests/s), each with 2 claim holders (one GPU each, from a
 # ResourceClaimTemplate) and 1 plain pod, pinned by Deployments. Each node is asked to
