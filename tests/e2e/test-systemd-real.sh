@@ -313,6 +313,7 @@ t0=$SECONDS
 in_run maint 'timeout 120 systemctl start "drainer-maintain@$1.service"; echo "@rc=$?"
 	u="drainer-maintain@$1.service"
 	echo "@after=$(pr "$u" Result) $(pr "$u" ExecMainStatus) $(us "$u")"
+	journalctl --sync 2>/dev/null
 	echo "=== j-maint.log"; jr -u "$u"' "$node"
 nodes_watch_stop
 check_eq "systemctl start drainer-maintain@$node.service returns 0 ($((SECONDS - t0)) s); Result, ExecMainStatus, state" "0 success 0 inactive/dead" \
@@ -330,19 +331,26 @@ check "the unit's journal holds the command's output" grep -q "drainer-maintain-
 # address-family filter says EAFNOSUPPORT where the container alone says EPERM: no
 # CAP_NET_RAW), and, where systemd could give the unit a mount namespace, /root read-only
 # and a /tmp of its own. In this container it cannot (no CAP_SYS_ADMIN, and the unit has
-# no PrivateUsers=: see the podman run above); then the journal says so and so does a
-# "cannot check" line here.
+# no PrivateUsers=: see the podman run above); then the command runs in PID 1's mount
+# namespace, and a "cannot check" line says so. That is judged from the namespace the probe
+# saw, not from systemd's journal line on it ("assuming containerized execution"): the line
+# comes from the unit's executor process and has been missing from the journal read here.
 mp() { sed -n "s/.*maint-probe: $1=//p" "$e2e_tmp/j-maint.log" | tail -n 1; }
-in_run mtmp 'echo "@f=$(test -e /tmp/maint-probe-file && echo present || echo absent)"'
+in_run mtmp 'echo "@f=$(test -e /tmp/maint-probe-file && echo present || echo absent)"
+	echo "@mnt1=$(readlink /proc/1/ns/mnt)"'
 in_run mout 'sh /usr/local/bin/maint-probe x | sed -n "s/^maint-probe: \([a-z]*\)=/@\1=/p"
 	rm -f /tmp/maint-probe-file /root/.maint-probe'
 echo "  maint-probe in the unit: core=$(mp core) filters=$(mp filters) capbnd=$(mp capbnd) packet=$(mp packet); outside: core=$(fact mout core) filters=$(fact mout filters) capbnd=$(fact mout capbnd) packet=$(fact mout packet)"
 check_eq "maintain unit: no core dumps, soft and hard limit (LimitCORE=0; systemd's default is 0:infinity)" 0/0 "$(mp core)"
 check "maintain unit: more seccomp filters than the container's own ($(mp filters) > $(fact mout filters))" \
 	awk -v a="$(mp filters)" -v b="$(fact mout filters)" 'BEGIN { exit !(a != "" && b != "" && a + 0 > b + 0) }'
-if grep -q "drainer-maintain@$node.service: .*assuming containerized execution" "$e2e_tmp/j-maint.log"; then
-	echo "  cannot check here: ProtectHome=read-only and PrivateTmp= of the maintain unit (systemd gave it no mount namespace in this container: $(grep -o "drainer-maintain@$node.service: .*assuming containerized execution[^.]*" "$e2e_tmp/j-maint.log" | head -n 1); the probe saw home=$(mp home), tmp=$(mp tmp))"
-else
+unit_mnt=$(mp tmp | awk '{ print $1 }')
+check "maintain unit: the probe said which mount namespace it ran in ($unit_mnt; PID 1's: $(fact mtmp mnt1))" \
+	test -n "$unit_mnt" -a -n "$(fact mtmp mnt1)"
+if [ -n "$unit_mnt" ] && [ "$unit_mnt" = "$(fact mtmp mnt1)" ]; then
+	said=$(grep -o "drainer-maintain@$node.service: .*assuming containerized execution[^.]*" "$e2e_tmp/j-maint.log" | head -n 1)
+	echo "  cannot check here: ProtectHome=read-only and PrivateTmp= of the maintain unit (systemd gave it no mount namespace in this container: it ran in PID 1's, $unit_mnt; the journal: ${said:-no line on it}; the probe saw home=$(mp home), tmp=$(mp tmp))"
+elif [ -n "$unit_mnt" ]; then
 	check "maintain unit: /root read-only (ProtectHome=read-only): $(mp home)" bash -c "grep -q 'maint-probe: home=.*Read-only file system' '$e2e_tmp/j-maint.log'"
 	check_eq "maintain unit: its /tmp file is not in the container's /tmp (PrivateTmp=yes)" "written absent" \
 		"$(mp tmp | awk '{ print $2 }') $(fact mtmp f)"
